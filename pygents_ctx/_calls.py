@@ -1,0 +1,242 @@
+"""How tools and hooks are called: fixed kwargs, dropped extras, context injection.
+
+A `CallSpec` is worked out once, when a function is decorated, so that a call
+does only the work its function needs: a plain function with no fixed kwargs and
+no context parameters is called with its arguments untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import logging
+import re
+import types
+import typing
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from pygents_ctx.context.pool import ContextPool
+    from pygents_ctx.context.queue import ContextQueue
+
+__all__ = ["CURRENT_CONTEXT", "CallSpec", "LoopLock", "evaluate_dynamic", "is_dynamic"]
+
+logger = logging.getLogger("pygents_ctx")
+
+# The running agent's (queue, pool), set by the agent around each step of a turn
+# and reset before control returns to its caller, so that agents interleaved on
+# one event loop (or in one task) never see each other's context.
+CURRENT_CONTEXT: ContextVar[tuple[ContextQueue[Any], ContextPool[Any]] | None] = ContextVar(
+    "pygents_ctx_current_context", default=None
+)
+
+_QUEUE, _POOL = 0, 1
+_ANNOTATION_NAME = re.compile(r"^\s*(ContextQueue|ContextPool)\b")
+_OPTIONAL_TEXT = re.compile(r"\|\s*None\b|\bNone\s*\||^\s*Optional\[")
+_DYNAMIC_TYPES = (
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    functools.partial,
+)
+
+
+class _Injected(NamedTuple):
+    name: str
+    position: int | None  # index among positional parameters, if it can be passed positionally
+    slot: int  # _QUEUE or _POOL
+    optional: bool
+
+
+def is_dynamic(value: object) -> bool:
+    """Whether `value` is a function that is called for its value at invocation time.
+
+    Plain functions, lambdas, bound methods and `functools.partial` objects that
+    need no arguments count; classes and other callables are passed as they are.
+    """
+    if not isinstance(value, _DYNAMIC_TYPES):
+        return False
+    try:
+        signature = inspect.signature(value)
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    )
+
+
+def evaluate_dynamic(value: Any) -> Any:
+    """Call `value` if it is dynamic (see `is_dynamic`), else return it unchanged."""
+    return value() if is_dynamic(value) else value
+
+
+def _context_slot(annotation: Any) -> tuple[int, bool] | None:
+    """`(slot, optional)` when an annotation names a context queue or pool."""
+    from pygents_ctx.context.pool import ContextPool
+    from pygents_ctx.context.queue import ContextQueue
+
+    if isinstance(annotation, str):
+        found = _ANNOTATION_NAME.match(annotation.removeprefix("Optional["))
+        if found is None:
+            return None
+        slot = _QUEUE if found.group(1) == "ContextQueue" else _POOL
+        return slot, bool(_OPTIONAL_TEXT.search(annotation))
+    members = (
+        typing.get_args(annotation)
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+        else (annotation,)
+    )
+    optional = type(None) in members
+    for member in members:
+        origin = typing.get_origin(member) or member
+        if origin is ContextQueue:
+            return _QUEUE, optional
+        if origin is ContextPool:
+            return _POOL, optional
+    return None
+
+
+def _annotations(fn: Callable[..., Any], signature: inspect.Signature) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        # Forward references that cannot be resolved: fall back to the raw text.
+        return {name: p.annotation for name, p in signature.parameters.items()}
+
+
+class CallSpec:
+    """What a call to one decorated function needs, worked out once.
+
+    Args:
+        fn: The decorated function.
+        fixed_kwargs: Keyword arguments merged into every call.
+        owner: How to name the function in error messages (`"tool 'fetch'"`).
+
+    Raises:
+        TypeError: A fixed kwarg names a parameter the function cannot accept.
+    """
+
+    __slots__ = (
+        "accepted",
+        "dynamic_fixed",
+        "fixed_kwargs",
+        "injected",
+        "owner",
+        "parameters",
+        "plain",
+    )
+
+    def __init__(self, fn: Callable[..., Any], fixed_kwargs: Mapping[str, Any], owner: str) -> None:
+        signature = inspect.signature(fn)
+        params = signature.parameters
+        self.owner = owner
+        self.parameters = params
+        takes_any_kwarg = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        self.accepted: frozenset[str] | None = (
+            None
+            if takes_any_kwarg
+            else frozenset(
+                name
+                for name, p in params.items()
+                if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+            )
+        )
+        if self.accepted is not None:
+            unknown = sorted(set(fixed_kwargs) - self.accepted)
+            if unknown:
+                raise TypeError(
+                    f"{owner} has no parameter {', '.join(map(repr, unknown))} for the fixed "
+                    f"keyword argument(s); add the parameter (or **kwargs) or drop the kwarg"
+                )
+        self.fixed_kwargs = dict(fixed_kwargs)
+        self.dynamic_fixed = frozenset(k for k, v in fixed_kwargs.items() if is_dynamic(v))
+        hints = _annotations(fn, signature)
+        injected = []
+        positional = [
+            name
+            for name, p in params.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        for name, p in params.items():
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
+                continue
+            found = _context_slot(hints.get(name, p.annotation))
+            if found is not None:
+                slot, optional = found
+                position = positional.index(name) if name in positional else None
+                injected.append(_Injected(name, position, slot, optional))
+        self.injected = tuple(injected)
+        # Nothing to merge or inject: a call without keyword arguments passes straight through.
+        self.plain = not self.fixed_kwargs and not self.injected
+
+    @property
+    def context_parameters(self) -> frozenset[str]:
+        """Names of the parameters that receive the running agent's queue or pool."""
+        return frozenset(i.name for i in self.injected)
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Return the keyword arguments to call the function with, given a call's own.
+
+        Raises:
+            TypeError: A required context parameter has no running agent to come from.
+        """
+        if self.fixed_kwargs:
+            merged = {
+                k: (v() if k in self.dynamic_fixed else v) for k, v in self.fixed_kwargs.items()
+            }
+            for key in kwargs.keys() & merged.keys():
+                logger.warning("%s: call argument %r overrides its fixed kwarg", self.owner, key)
+            merged.update(kwargs)
+            kwargs = merged
+        accepted = self.accepted
+        if kwargs and accepted is not None and not kwargs.keys() <= accepted:
+            kwargs = {k: v for k, v in kwargs.items() if k in accepted}
+        if self.injected:
+            kwargs = self._inject(len(args), kwargs)
+        return kwargs
+
+    def _inject(self, n_positional: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+        context = CURRENT_CONTEXT.get()
+        kwargs = dict(kwargs)  # never write into the caller's dict
+        for injected in self.injected:
+            name, position = injected.name, injected.position
+            if name in kwargs or (position is not None and position < n_positional):
+                continue  # an explicit argument always wins
+            if context is not None:
+                kwargs[name] = context[injected.slot]
+            elif injected.optional:
+                if self.parameters[name].default is inspect.Parameter.empty:
+                    kwargs[name] = None
+            else:
+                kind = "ContextQueue" if injected.slot == _QUEUE else "ContextPool"
+                raise TypeError(
+                    f"{self.owner} needs a {kind} for parameter {name!r}: run it inside an "
+                    f"agent, pass {name}=... explicitly, or annotate it '{kind} | None = None'"
+                )
+        return kwargs
+
+
+class LoopLock:
+    """An `asyncio.Lock` per running event loop.
+
+    A lock made at import time would be bound to the first loop that contends
+    for it; a decorated function outlives loops (tests, `asyncio.run` twice).
+    """
+
+    __slots__ = ("_lock", "_loop")
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()
+
+    def get(self) -> asyncio.Lock:
+        """The lock for the running loop."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._lock = loop, asyncio.Lock()
+        return self._lock

@@ -1,0 +1,501 @@
+"""The `Agent`: runs a queue of turns and routes what they produce by type.
+
+| produced value | effect | yielded by `run()`? |
+|---|---|---|
+| `Turn` | `put()` on this agent, runs in the same `run()` | no |
+| `ContextItem` without `id` | appended to `context_queue` | no |
+| `ContextItem` with an `id` | added to `context_pool` | no |
+| anything else | - | yes, as `(turn, value)` |
+
+Example:
+    >>> import asyncio
+    >>> from pygents_ctx import Agent, ContextItem, Turn, tool
+    >>> @tool
+    ... async def note(text: str) -> ContextItem[str]:
+    ...     return ContextItem(content=text)
+    >>> async def main() -> list[str]:
+    ...     agent = Agent("scribe", "Takes notes", [note])
+    ...     await agent.put(Turn(note, kwargs={"text": "hello"}))
+    ...     async for _ in agent.run():
+    ...         pass
+    ...     return [item.content for item in agent.context_queue]
+    >>> asyncio.run(main())
+    ['hello']
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+from pygents_ctx._calls import CURRENT_CONTEXT
+from pygents_ctx._json import JsonSerializable
+from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
+from pygents_ctx.context._shared import INHERIT, Inherit
+from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
+from pygents_ctx.hooks import (
+    AgentHook,
+    Hook,
+    HookSlot,
+    TurnHook,
+    fire,
+    hooks_from_dict,
+    hooks_to_dict,
+    tag_set,
+)
+from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
+from pygents_ctx.tools import Tool
+from pygents_ctx.turns import Turn
+
+__all__ = ["Agent"]
+
+_BEFORE_TURN = HookRegistry.globals_for(AgentHook.BEFORE_TURN)
+_AFTER_TURN = HookRegistry.globals_for(AgentHook.AFTER_TURN)
+_ON_TURN_VALUE = HookRegistry.globals_for(AgentHook.ON_TURN_VALUE)
+_BEFORE_PUT = HookRegistry.globals_for(AgentHook.BEFORE_PUT)
+_AFTER_PUT = HookRegistry.globals_for(AgentHook.AFTER_PUT)
+_ON_PAUSE = HookRegistry.globals_for(AgentHook.ON_PAUSE)
+_ON_RESUME = HookRegistry.globals_for(AgentHook.ON_RESUME)
+
+_SAVED_KEYS = (
+    "name",
+    "description",
+    "tool_names",
+    "queue",
+    "current_turn",
+    "hooks",
+    "turn_hooks",
+    "context_pool",
+    "is_paused",
+    "context_queue",
+    "tags",
+)
+
+
+class _RunState:
+    """What changes while an agent runs, kept apart from its guarded attributes."""
+
+    __slots__ = ("current_turn", "gate", "running")
+
+    def __init__(self) -> None:
+        self.running = False
+        self.current_turn: Turn | None = None
+        self.gate = asyncio.Event()  # set = open (not paused)
+        self.gate.set()
+
+
+class Agent(JsonSerializable):
+    """Runs turns in order and routes each produced value by its type.
+
+    Args:
+        name: A unique name; the agent registers itself in `AgentRegistry`.
+        description: What the agent does.
+        tools: The tools its turns may use (a root tool brings its subtools).
+        context_queue: Its working memory (default `ContextQueue(limit=10)`).
+        context_pool: Its keyed store (default: an unbounded `ContextPool()`).
+        tags: Tags that global hooks can filter on.
+
+    Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
+    `on_turn_value(agent, turn, value)` (every produced value, after routing
+    and before yielding), `before_put(agent, turn)`, `after_put(agent, turn)`,
+    `on_pause(agent)`, `on_resume(agent)`. Turn hooks attached to the agent
+    (`@agent.on_error`, ...) apply to every turn it runs.
+
+    While the agent runs or is paused, assigning its attributes or starting
+    `run()` again raises `SafeExecutionError`.
+
+    Raises:
+        ValueError: The name is taken, or a tool is not the registered instance.
+    """
+
+    before_turn = HookSlot(AgentHook.BEFORE_TURN)
+    after_turn = HookSlot(AgentHook.AFTER_TURN)
+    on_turn_value = HookSlot(AgentHook.ON_TURN_VALUE)
+    before_put = HookSlot(AgentHook.BEFORE_PUT)
+    after_put = HookSlot(AgentHook.AFTER_PUT)
+    on_pause = HookSlot(AgentHook.ON_PAUSE)
+    on_resume = HookSlot(AgentHook.ON_RESUME)
+    before_run = HookSlot(TurnHook.BEFORE_RUN, "turn_hooks")
+    after_run = HookSlot(TurnHook.AFTER_RUN, "turn_hooks")
+    on_timeout = HookSlot(TurnHook.ON_TIMEOUT, "turn_hooks")
+    on_error = HookSlot(TurnHook.ON_ERROR, "turn_hooks")
+    on_complete = HookSlot(TurnHook.ON_COMPLETE, "turn_hooks")
+
+    _state: _RunState
+    _tools: dict[str, Tool[..., Any]]
+    _turns: deque[Turn]
+    name: str
+    description: str
+    tools: list[Tool[..., Any]]
+    context_queue: ContextQueue[Any]
+    context_pool: ContextPool[Any]
+    tags: frozenset[str]
+    hooks: list[Hook]
+    turn_hooks: list[Hook]
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        tools: Iterable[Tool[..., Any]],
+        *,
+        context_queue: ContextQueue[Any] | None = None,
+        context_pool: ContextPool[Any] | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> None:
+        object.__setattr__(self, "_state", _RunState())
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
+        if not isinstance(description, str):
+            raise TypeError(f"Agent description must be a string, not {description!r}")
+        roots = self._check_tools(tools)
+        if context_queue is not None and not isinstance(context_queue, ContextQueue):
+            raise TypeError(f"context_queue must be a ContextQueue, not {context_queue!r}")
+        if context_pool is not None and not isinstance(context_pool, ContextPool):
+            raise TypeError(f"context_pool must be a ContextPool, not {context_pool!r}")
+        self.name = name
+        self.description = description
+        self.tools = roots
+        self.context_queue = ContextQueue(limit=10) if context_queue is None else context_queue
+        self.context_pool = ContextPool() if context_pool is None else context_pool
+        self.tags = tag_set(tags)
+        self.hooks = []
+        self.turn_hooks = []
+        self._turns: deque[Turn] = deque()
+        AgentRegistry.register(self)
+
+    # -- guarded attributes --------------------------------------------------
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        state: _RunState = self._state
+        if state.running or not state.gate.is_set():
+            raise SafeExecutionError(
+                f"cannot set {name!r} on agent {self.name!r} while it is "
+                f"{'running' if state.running else 'paused'}"
+            )
+        if name == "tools":
+            roots = self._check_tools(value)
+            object.__setattr__(self, "_tools", {t.key: t for r in roots for t in r.walk()})
+            value = roots
+        elif name == "tags":
+            value = tag_set(value)
+        elif name == "name" and "name" in self.__dict__:
+            raise AttributeError("an agent's name cannot change; branch() under a new name")
+        object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _check_tools(tools: Iterable[Tool[..., Any]]) -> list[Tool[..., Any]]:
+        roots = list(tools)
+        for t in roots:
+            if not isinstance(t, Tool):
+                raise TypeError(f"Agent tools must be Tool objects made by @tool, not {t!r}")
+            try:
+                registered: Tool[..., Any] | None = ToolRegistry.get(t.key)
+            except UnregisteredToolError:
+                registered = None
+            if registered is not t:
+                raise ValueError(
+                    f"tool {t.key!r} is not the instance held by ToolRegistry; "
+                    f"pass the decorated tool itself"
+                )
+        return roots
+
+    @property
+    def is_paused(self) -> bool:
+        """Whether the agent is paused (it then waits before its next turn)."""
+        return not self._state.gate.is_set()
+
+    @property
+    def is_running(self) -> bool:
+        """Whether `run()` is in progress."""
+        return self._state.running
+
+    @property
+    def current_turn(self) -> Turn | None:
+        """The turn in flight, if any."""
+        return self._state.current_turn
+
+    @property
+    def queue(self) -> list[Turn]:
+        """A copy of the queued turns, next first (the current turn not included)."""
+        return list(self._turns)
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.name}>"
+
+    # -- turns ---------------------------------------------------------------
+
+    def _check_turn(self, turn: Turn) -> None:
+        if not isinstance(turn, Turn):
+            raise TypeError(f"agent {self.name!r} takes Turn objects, not {turn!r}")
+        if self._tools.get(turn.tool_name) is not turn.tool:
+            raise ValueError(
+                f"agent {self.name!r} has no tool {turn.tool_name!r}; "
+                f"give it the tool (or its root tool) at construction"
+            )
+
+    async def put(self, turn: Turn) -> None:
+        """Queue `turn` to run after the ones already queued.
+
+        Raises:
+            ValueError: The agent does not have the turn's tool.
+        """
+        self._check_turn(turn)
+        hooks = self.hooks
+        if hooks or _BEFORE_PUT:
+            await fire(AgentHook.BEFORE_PUT, hooks, self.tags, self, turn)
+        self._turns.append(turn)
+        if hooks or _AFTER_PUT:
+            await fire(AgentHook.AFTER_PUT, hooks, self.tags, self, turn)
+
+    async def send(self, name: str, turn: Turn) -> None:
+        """Queue `turn` on the agent registered as `name`.
+
+        Raises:
+            UnregisteredAgentError: No agent has that name.
+            ValueError: That agent does not have the turn's tool.
+        """
+        await AgentRegistry.get(name).put(turn)
+
+    async def pause(self) -> None:
+        """Stop before the next turn (the current one finishes). Idempotent."""
+        if self._state.gate.is_set():
+            self._state.gate.clear()
+            if self.hooks or _ON_PAUSE:
+                await fire(AgentHook.ON_PAUSE, self.hooks, self.tags, self)
+
+    async def resume(self) -> None:
+        """Let a paused agent go on. Idempotent."""
+        if not self._state.gate.is_set():
+            self._state.gate.set()
+            if self.hooks or _ON_RESUME:
+                await fire(AgentHook.ON_RESUME, self.hooks, self.tags, self)
+
+    async def _route(self, value: Any) -> bool:
+        """Send a produced value where its type says; `True` when it was consumed."""
+        if isinstance(value, Turn):
+            await self.put(value)
+            return True
+        if isinstance(value, ContextItem):
+            if value.id is None:
+                await self.context_queue.append(value)
+            else:
+                await self.context_pool.add(value)
+            return True
+        return False
+
+    async def run(self) -> AsyncIterator[tuple[Turn, Any]]:
+        """Run queued turns until none is left, yielding `(turn, value)` pairs.
+
+        Values are routed as they are produced (each yielded value of a
+        generator tool on its own); only values that are not a `Turn` or a
+        `ContextItem` are yielded. While paused, the agent waits before its
+        next turn until `resume()`.
+
+        Raises:
+            SafeExecutionError: The agent is already running or is paused.
+            Exception: Whatever a turn raises (`TurnTimeoutError` included).
+        """
+        state = self._state
+        if state.running or not state.gate.is_set():
+            raise SafeExecutionError(
+                f"agent {self.name!r} is {'already running' if state.running else 'paused'}; "
+                f"{'wait for run() to end' if state.running else 'resume() it first'}"
+            )
+        state.running = True
+        context = (self.context_queue, self.context_pool)
+        turns, gate, tags = self._turns, state.gate, self.tags
+        try:
+            while True:
+                if not gate.is_set():
+                    await gate.wait()
+                turn = state.current_turn
+                if turn is None:
+                    if not turns:
+                        return
+                    turn = state.current_turn = turns.popleft()
+                hooks = self.hooks
+                token = CURRENT_CONTEXT.set(context)
+                try:
+                    if hooks or _BEFORE_TURN:
+                        await fire(AgentHook.BEFORE_TURN, hooks, tags, self, turn)
+                    turn_hooks = turn.hooks + self.turn_hooks if self.turn_hooks else turn.hooks
+                    if turn.tool.is_generator:
+                        values = turn._yielding(turn_hooks)
+                        try:
+                            async for value in values:
+                                routed = isinstance(value, _ROUTED) and await self._route(value)
+                                if hooks or _ON_TURN_VALUE:
+                                    await fire(
+                                        AgentHook.ON_TURN_VALUE, hooks, tags, self, turn, value
+                                    )
+                                if not routed:
+                                    # The caller's code runs outside this agent's context.
+                                    CURRENT_CONTEXT.reset(token)
+                                    try:
+                                        yield turn, value
+                                    finally:
+                                        token = CURRENT_CONTEXT.set(context)
+                        finally:
+                            await values.aclose()
+                        state.current_turn = None
+                    else:
+                        value = await turn._returning(turn_hooks)
+                        state.current_turn = None
+                        routed = isinstance(value, _ROUTED) and await self._route(value)
+                        if hooks or _ON_TURN_VALUE:
+                            await fire(AgentHook.ON_TURN_VALUE, hooks, tags, self, turn, value)
+                        if not routed:
+                            CURRENT_CONTEXT.reset(token)
+                            try:
+                                yield turn, value
+                            finally:
+                                token = CURRENT_CONTEXT.set(context)
+                    if hooks or _AFTER_TURN:
+                        await fire(AgentHook.AFTER_TURN, hooks, tags, self, turn)
+                except asyncio.CancelledError:
+                    raise  # interrupted, not finished: it stays current and runs first next time
+                except BaseException:
+                    state.current_turn = None
+                    raise
+                finally:
+                    CURRENT_CONTEXT.reset(token)
+        finally:
+            state.running = False
+
+    # -- branching and saving ------------------------------------------------
+
+    def branch(
+        self,
+        name: str,
+        *,
+        description: str | Inherit = INHERIT,
+        tools: Iterable[Tool[..., Any]] | Inherit = INHERIT,
+        hooks: list[Hook] | Inherit = INHERIT,
+    ) -> Agent:
+        """An independent child agent for a sub-task.
+
+        The child gets copies of the queued turns, `context_queue.branch()`,
+        `context_pool.branch()`, and this agent's hooks, turn hooks and tags,
+        unless overridden. Neither side sees the other's later changes, and no
+        hooks fire while copying.
+
+        Raises:
+            ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
+        """
+        child_tools = self.tools if isinstance(tools, Inherit) else list(tools)
+        child_keys = {t.key for root in self._check_tools(child_tools) for t in root.walk()}
+        for turn in self._turns:
+            if turn.tool_name not in child_keys:
+                raise ValueError(
+                    f"branch {name!r} would lack tool {turn.tool_name!r} of a queued turn; "
+                    f"include it in tools="
+                )
+        child = Agent(
+            name,
+            self.description if isinstance(description, Inherit) else description,
+            child_tools,
+            context_queue=self.context_queue.branch(),
+            context_pool=self.context_pool.branch(),
+            tags=self.tags,
+        )
+        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        child.turn_hooks = list(self.turn_hooks)
+        child._turns.extend(turn.copy() for turn in self._turns)
+        return child
+
+    def to_dict(self) -> dict[str, Any]:
+        """The agent as plain data (see the Serialization docs for the shape).
+
+        A turn in flight is saved as `current_turn` and runs first after restore.
+
+        Raises:
+            UnserializableHookError: A hook cannot be saved by name.
+        """
+        current = self._state.current_turn
+        return {
+            "name": self.name,
+            "description": self.description,
+            "tool_names": [t.key for t in self.tools],
+            "queue": [turn.to_dict() for turn in self._turns],
+            "current_turn": None if current is None else current.to_dict(),
+            "hooks": hooks_to_dict(self.hooks, AgentHook, f"agent {self.name!r}"),
+            "turn_hooks": hooks_to_dict(self.turn_hooks, TurnHook, f"agent {self.name!r}"),
+            "context_pool": self.context_pool.to_dict(),
+            "is_paused": self.is_paused,
+            "context_queue": self.context_queue.to_dict(),
+            "tags": sorted(self.tags),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
+        """Rebuild and register an agent saved by `to_dict()`. No hooks fire.
+
+        Only `name`, `description` and `tool_names` are required. Everything is
+        checked before the agent is registered, so a failure registers nothing.
+
+        Raises:
+            ValueError: The data is malformed or the name is taken.
+            UnregisteredToolError: A tool name is not registered.
+            UnregisteredHookError: A hook name is not registered.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"a saved Agent must be a dict, not {type(data).__name__}")
+        unknown = sorted(set(data) - set(_SAVED_KEYS))
+        if unknown:
+            raise ValueError(f"saved Agent has unknown keys {unknown}; expected {_SAVED_KEYS}")
+        for key in ("name", "description", "tool_names"):
+            if key not in data:
+                raise ValueError(f"saved Agent is missing the {key!r} key")
+        name, tool_names = data["name"], data["tool_names"]
+        label = f"saved agent {name!r}"
+        if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
+            raise ValueError(f"{label}: 'tool_names' must be a list of strings")
+        queued = _field(data, "queue", list, [], label) or []
+        current = _field(data, "current_turn", dict, None, label)
+        is_paused = bool(_field(data, "is_paused", bool, False, label))
+        tools = [ToolRegistry.get(n) for n in tool_names]
+        keys = {t.key for root in tools for t in root.walk()}
+        turns = [Turn.from_dict(t) for t in queued]
+        current_turn = None if current is None else Turn.from_dict(current)
+        for turn in [*turns, *([current_turn] if current_turn else [])]:
+            if turn.tool_name not in keys:
+                raise ValueError(
+                    f"{label}: a saved turn uses tool {turn.tool_name!r}, "
+                    f"which is not among its 'tool_names'"
+                )
+        queue = (
+            ContextQueue.from_dict(data["context_queue"])
+            if data.get("context_queue") is not None
+            else None
+        )
+        pool = (
+            ContextPool.from_dict(data["context_pool"])
+            if data.get("context_pool") is not None
+            else None
+        )
+        hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
+        turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
+        tags = _field(data, "tags", list, [], label)
+        agent = cls(
+            name, data["description"], tools, context_queue=queue, context_pool=pool, tags=tags
+        )
+        agent.hooks = hooks
+        agent.turn_hooks = turn_hooks
+        agent._turns.extend(turns)
+        agent._state.current_turn = current_turn
+        if is_paused:
+            agent._state.gate.clear()
+        return agent
+
+
+_ROUTED = (Turn, ContextItem)
+
+
+def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
+    value = data.get(key, default)
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
+    return value

@@ -1,0 +1,64 @@
+"""What the queue and the pool share: limits, the inherit sentinel, saved-state checks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, Final, NamedTuple
+
+from pygents_ctx.context.items import ContextItem
+
+__all__ = ["INHERIT", "Inherit", "Saved", "check_limit", "read_saved"]
+
+
+class Inherit(Enum):
+    """Sentinel type: "not given, take the parent's" (unlike `None` or `[]`)."""
+
+    TOKEN = "inherit"
+
+
+INHERIT: Final = Inherit.TOKEN
+
+
+def check_limit(limit: object, owner: str) -> int:
+    """Return `limit` if it is an int of at least 1.
+
+    Raises:
+        TypeError: It is not an int.
+        ValueError: It is less than 1.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"{owner} limit must be an int, not {limit!r}")
+    if limit < 1:
+        raise ValueError(f"{owner} limit must be at least 1, not {limit}")
+    return limit
+
+
+class Saved(NamedTuple):
+    """The checked fields of a saved queue or pool."""
+
+    limit: object
+    items: list[ContextItem[Any]]
+    hooks: object
+    tags: list[str]
+
+
+def read_saved(data: object, owner: str, *, required: tuple[str, ...] = ()) -> Saved:
+    """Check the common shape of a saved queue or pool, before anything is built.
+
+    Raises:
+        ValueError: A required key is missing or a field has the wrong type.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a saved {owner} must be a dict, not {type(data).__name__}")
+    for key in required:
+        if key not in data:
+            raise ValueError(f"saved {owner} is missing the {key!r} key")
+    raw_items = data.get("items", [])
+    if not isinstance(raw_items, list):
+        raise ValueError(f"saved {owner} 'items' must be a list, not {type(raw_items).__name__}")
+    items = [ContextItem.from_dict(item) for item in raw_items]
+    tags = data.get("tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise ValueError(f"saved {owner} 'tags' must be a list of strings, not {tags!r}")
+    return Saved(data.get("limit"), items, data.get("hooks", {}), tags)

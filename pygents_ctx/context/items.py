@@ -1,0 +1,60 @@
+"""`ContextItem`: the typed, immutable unit of context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+__all__ = ["ContextItem"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem(Generic[T]):
+    """One piece of context: a payload, with an optional description and id.
+
+    An item with an `id` belongs in a `ContextPool` (keyed lookup); one without
+    goes into a `ContextQueue`. A tool that returns an item has the agent route
+    it by that rule.
+
+    Args:
+        content: The full payload.
+        description: A compact summary that selection logic reads instead of
+            the content.
+        id: The key when stored in a pool.
+
+    Example:
+        >>> from pygents_ctx import ContextItem
+        >>> ContextItem(content="Q3 numbers", description="Q3 report", id="doc-1").id
+        'doc-1'
+    """
+
+    content: T
+    description: str | None = None
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("description", "id"):
+            value = getattr(self, field)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"ContextItem {field} must be a string or None, not {value!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"id", "description", "content"}`."""
+        return {"id": self.id, "description": self.description, "content": self.content}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContextItem[Any]:
+        """Rebuild an item saved by `to_dict()`; `id` and `description` may be missing.
+
+        Raises:
+            ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
+        """
+        if not isinstance(data, Mapping) or "content" not in data:
+            raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
+        try:
+            return cls(data["content"], data.get("description"), data.get("id"))
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None

@@ -1,0 +1,241 @@
+"""`ContextPool`: a keyed, bounded store of described `ContextItem`s."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+from pygents_ctx._json import JsonSerializable
+from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
+from pygents_ctx.context.items import ContextItem
+from pygents_ctx.hooks import (
+    ContextPoolHook,
+    Hook,
+    HookSlot,
+    fire,
+    hooks_from_dict,
+    hooks_to_dict,
+    tag_set,
+)
+from pygents_ctx.registry import HookRegistry
+
+__all__ = ["ContextPool"]
+
+T = TypeVar("T")
+
+_BEFORE_ADD = HookRegistry.globals_for(ContextPoolHook.BEFORE_ADD)
+_AFTER_ADD = HookRegistry.globals_for(ContextPoolHook.AFTER_ADD)
+_BEFORE_REMOVE = HookRegistry.globals_for(ContextPoolHook.BEFORE_REMOVE)
+_AFTER_REMOVE = HookRegistry.globals_for(ContextPoolHook.AFTER_REMOVE)
+_BEFORE_CLEAR = HookRegistry.globals_for(ContextPoolHook.BEFORE_CLEAR)
+_AFTER_CLEAR = HookRegistry.globals_for(ContextPoolHook.AFTER_CLEAR)
+_ON_EVICT = HookRegistry.globals_for(ContextPoolHook.ON_EVICT)
+
+
+class ContextPool(JsonSerializable, Generic[T]):
+    """Described items keyed by `id`; when full, the oldest insertion is evicted.
+
+    Args:
+        limit: The most items held, or `None` for no limit.
+        tags: Tags that global hooks can filter on.
+
+    Adding an item whose id is present replaces it in place (no eviction).
+    Hooks: `before_add(pool, item)` (after any eviction), `after_add(pool,
+    item)`, `before_remove(pool, item)`, `after_remove(pool, item)`,
+    `before_clear(pool, snapshot)`, `after_clear(pool)`, `on_evict(pool, item)`.
+
+    Raises:
+        ValueError: `limit` is less than 1.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx import ContextItem, ContextPool
+        >>> pool: ContextPool[str] = ContextPool(limit=50)
+        >>> asyncio.run(pool.add(ContextItem(content="...", description="Q3 report", id="q3")))
+        >>> print(pool.catalogue())
+        - [q3] Q3 report
+    """
+
+    before_add = HookSlot(ContextPoolHook.BEFORE_ADD)
+    after_add = HookSlot(ContextPoolHook.AFTER_ADD)
+    before_remove = HookSlot(ContextPoolHook.BEFORE_REMOVE)
+    after_remove = HookSlot(ContextPoolHook.AFTER_REMOVE)
+    before_clear = HookSlot(ContextPoolHook.BEFORE_CLEAR)
+    after_clear = HookSlot(ContextPoolHook.AFTER_CLEAR)
+    on_evict = HookSlot(ContextPoolHook.ON_EVICT)
+
+    def __init__(self, limit: int | None = None, *, tags: Iterable[str] | None = None) -> None:
+        self._limit = None if limit is None else check_limit(limit, "ContextPool")
+        self.tags = tag_set(tags)
+        self.hooks: list[Hook] = []
+        # OrderedDict pops its oldest entry in O(1); a dict's first key is found by
+        # scanning past deleted slots, which a full, evicting pool accumulates.
+        self._items: OrderedDict[str, ContextItem[T]] = OrderedDict()
+
+    @property
+    def limit(self) -> int | None:
+        """The most items the pool holds, or `None`."""
+        return self._limit
+
+    @property
+    def items(self) -> list[ContextItem[T]]:
+        """A copy of the items, oldest insertion first."""
+        return list(self._items.values())
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[ContextItem[T]]:
+        return iter(list(self._items.values()))
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._items
+
+    def __repr__(self) -> str:
+        return f"<ContextPool {len(self._items)}/{self._limit}>"
+
+    def get(self, item_id: str) -> ContextItem[T]:
+        """The item with this id.
+
+        Raises:
+            KeyError: No item has this id.
+        """
+        try:
+            return self._items[item_id]
+        except KeyError:
+            raise KeyError(f"no item with id {item_id!r} in the pool") from None
+
+    def catalogue(self) -> str:
+        """One `- [id] description` line per item, oldest first."""
+        return "\n".join(f"- [{i.id}] {i.description}" for i in self._items.values())
+
+    async def add(self, item: ContextItem[T]) -> None:
+        """Store `item` under its id, evicting the oldest item if the pool is full.
+
+        Raises:
+            TypeError: `item` is not a `ContextItem`.
+            ValueError: The item has no `id` or no `description`.
+        """
+        if not isinstance(item, ContextItem):
+            raise TypeError(f"ContextPool.add takes a ContextItem, not {type(item).__name__}")
+        item_id = item.id
+        if item_id is None or item.description is None:
+            missing = "id" if item_id is None else "description"
+            raise ValueError(
+                f"ContextPool.add needs an item with an {missing}; "
+                f"set ContextItem({missing}=...) (items without an id belong in a ContextQueue)"
+            )
+        hooks = self.hooks
+        if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
+            items, limit = self._items, self._limit
+            if limit is not None and len(items) >= limit and item_id not in items:
+                items.popitem(last=False)
+            items[item_id] = item
+            return
+        tags = self.tags
+        for evicted in self._make_room(item_id):
+            await fire(ContextPoolHook.ON_EVICT, hooks, tags, self, evicted)
+        if hooks or _BEFORE_ADD:
+            await fire(ContextPoolHook.BEFORE_ADD, hooks, tags, self, item)
+        # Concurrent adds may have filled the pool while the hooks ran: make room
+        # again and insert in one synchronous step, so the limit always holds.
+        late = self._make_room(item_id)
+        self._items[item_id] = item
+        for evicted in late:
+            await fire(ContextPoolHook.ON_EVICT, hooks, tags, self, evicted)
+        if hooks or _AFTER_ADD:
+            await fire(ContextPoolHook.AFTER_ADD, hooks, tags, self, item)
+
+    def _make_room(self, item_id: str) -> list[ContextItem[T]]:
+        """Evict the oldest items until `item_id` fits; return them, oldest first."""
+        items, limit = self._items, self._limit
+        evicted: list[ContextItem[T]] = []
+        while limit is not None and len(items) >= limit and item_id not in items:
+            evicted.append(items.popitem(last=False)[1])
+        return evicted
+
+    async def remove(self, item_id: str) -> None:
+        """Delete the item with this id.
+
+        Raises:
+            KeyError: No item has this id.
+        """
+        item = self.get(item_id)
+        hooks = self.hooks
+        if hooks or _BEFORE_REMOVE:
+            await fire(ContextPoolHook.BEFORE_REMOVE, hooks, self.tags, self, item)
+        self._items.pop(item_id, None)
+        if hooks or _AFTER_REMOVE:
+            await fire(ContextPoolHook.AFTER_REMOVE, hooks, self.tags, self, item)
+
+    async def clear(self) -> None:
+        """Remove every item."""
+        hooks = self.hooks
+        if hooks or _BEFORE_CLEAR:
+            await fire(ContextPoolHook.BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
+        self._items.clear()
+        if hooks or _AFTER_CLEAR:
+            await fire(ContextPoolHook.AFTER_CLEAR, hooks, self.tags, self)
+
+    def branch(
+        self, limit: int | Inherit | None = INHERIT, *, hooks: list[Hook] | Inherit = INHERIT
+    ) -> ContextPool[T]:
+        """An independent copy: later changes to either side do not reach the other.
+
+        Args:
+            limit: The child's limit (default: this pool's; `None` for none); a
+                smaller one keeps the newest items that fit.
+            hooks: The child's hooks (default: a copy of this pool's list).
+
+        No hooks fire while copying.
+        """
+        child: ContextPool[T] = ContextPool(
+            self._limit if isinstance(limit, Inherit) else limit, tags=self.tags
+        )
+        kept = list(self._items.items())
+        if child._limit is not None:
+            kept = kept[len(kept) - child._limit :] if len(kept) > child._limit else kept
+        child._items.update(kept)
+        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        return child
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"limit", "items", "hooks", "tags"}`.
+
+        Raises:
+            UnserializableHookError: A hook cannot be saved by name.
+        """
+        return {
+            "limit": self._limit,
+            "items": [item.to_dict() for item in self._items.values()],
+            "hooks": hooks_to_dict(self.hooks, ContextPoolHook, "ContextPool"),
+            "tags": sorted(self.tags),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ContextPool[Any]:
+        """Rebuild a pool saved by `to_dict()`, without firing hooks or evicting.
+
+        Raises:
+            ValueError: The data is malformed, an item lacks an id or description,
+                ids repeat, or there are more items than the limit.
+            UnregisteredHookError: A hook name is not registered.
+        """
+        saved = read_saved(data, "ContextPool")
+        pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)  # type: ignore[arg-type]
+        for item in saved.items:
+            if item.id is None or item.description is None:
+                raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")
+            if item.id in pool._items:
+                raise ValueError(f"saved ContextPool has the id {item.id!r} twice")
+            pool._items[item.id] = item
+        if pool._limit is not None and len(pool._items) > pool._limit:
+            raise ValueError(
+                f"saved ContextPool holds {len(pool._items)} items but its limit is {pool._limit}"
+            )
+        pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
+        return pool

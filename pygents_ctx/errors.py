@@ -1,0 +1,75 @@
+"""Every exception `pygents_ctx` raises on purpose.
+
+All of them derive from `PygentsError`, so one `except` clause catches anything
+the library raises deliberately. Each also inherits the builtin a caller would
+reach for first:
+
+```
+PygentsError
+├── SafeExecutionError            a running or paused object was changed or re-run
+├── WrongRunMethodError (TypeError)   returning() on a generator tool, or the reverse
+├── TurnTimeoutError (TimeoutError)   a turn ran past its timeout
+├── UnregisteredToolError (KeyError)  no tool under that name
+├── UnregisteredAgentError (KeyError) no agent under that name
+├── UnregisteredHookError (KeyError)  no hook under that name
+└── UnserializableHookError (ValueError) a hook that cannot be saved by name
+```
+
+Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
+name) are plain `ValueError` / `TypeError`, as Python users expect.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PygentsError",
+    "SafeExecutionError",
+    "TurnTimeoutError",
+    "UnregisteredAgentError",
+    "UnregisteredHookError",
+    "UnregisteredToolError",
+    "UnserializableHookError",
+    "WrongRunMethodError",
+]
+
+
+class PygentsError(Exception):
+    """Base class of every exception the library raises on purpose."""
+
+
+class SafeExecutionError(PygentsError):
+    """An object was changed, or started again, while it was running or paused."""
+
+
+class WrongRunMethodError(PygentsError, TypeError):
+    """A turn was run with the method that does not match its tool.
+
+    Coroutine tools run with `Turn.returning()`, async-generator tools with
+    `Turn.yielding()`.
+    """
+
+
+class TurnTimeoutError(PygentsError, TimeoutError):
+    """A turn did not finish within its `timeout`."""
+
+
+class _UnregisteredError(PygentsError, KeyError):
+    # KeyError.__str__ shows the repr of its argument; a sentence reads better.
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UnregisteredToolError(_UnregisteredError):
+    """No tool is registered under the requested name."""
+
+
+class UnregisteredAgentError(_UnregisteredError):
+    """No agent is registered under the requested name."""
+
+
+class UnregisteredHookError(_UnregisteredError):
+    """No hook is registered under the requested name."""
+
+
+class UnserializableHookError(PygentsError, ValueError):
+    """A hook could not be registered by name, so its owner cannot be saved."""

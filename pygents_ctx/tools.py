@@ -1,0 +1,310 @@
+"""Tools: the *how* of an agent, as decorated async functions.
+
+A tool is an `async def` (returning one value) or an async generator (yielding
+several), decorated with `@tool`. Calling it calls the function with fixed
+kwargs merged in, unknown keyword arguments dropped, and `ContextQueue` /
+`ContextPool` parameters filled from the running agent. A tool knows nothing
+about agents, queues or stores beyond that.
+
+Example:
+    >>> from pygents_ctx import tool
+    >>> @tool
+    ... async def add(a: int, b: int = 1) -> int:
+    ...     "Add two numbers."
+    ...     return a + b
+    >>> add.metadata.input_schema["required"]
+    ['a']
+"""
+
+from __future__ import annotations
+
+import inspect
+from datetime import UTC, datetime
+from time import time
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+
+from pygents_ctx._calls import CallSpec, LoopLock
+from pygents_ctx._schema import signature_schemas
+from pygents_ctx.hooks import Hook, HookSlot, ToolHook, fire, tag_set
+from pygents_ctx.registry import HookRegistry, ToolRegistry
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+
+__all__ = ["Tool", "ToolMetadata", "tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+# A subtool's own signature, independent of its parent's P and R.
+SP = ParamSpec("SP")
+SR = TypeVar("SR")
+
+_BEFORE_INVOKE = HookRegistry.globals_for(ToolHook.BEFORE_INVOKE)
+_ON_YIELD = HookRegistry.globals_for(ToolHook.ON_YIELD)
+_AFTER_INVOKE = HookRegistry.globals_for(ToolHook.AFTER_INVOKE)
+_ON_ERROR = HookRegistry.globals_for(ToolHook.ON_ERROR)
+
+
+def _as_datetime(timestamp: float | None) -> datetime | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
+
+
+class ToolMetadata:
+    """What a tool is, and when it last ran.
+
+    Attributes:
+        name: The function's name (a subtool's short name, without its parents).
+        description: The docstring.
+        input_schema: A JSON-Schema-like object schema of the parameters the
+            caller provides (fixed kwargs and context parameters left out).
+        output_schema: The schema of the return value, or of one yielded item.
+    """
+
+    __slots__ = ("_end", "_start", "description", "input_schema", "name", "output_schema")
+
+    def __init__(
+        self,
+        name: str,
+        description: str | None,
+        input_schema: dict[str, Any],
+        output_schema: dict[str, Any],
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.input_schema = input_schema
+        self.output_schema = output_schema
+        # Timestamps are kept as floats: a datetime per call would cost more than the call.
+        self._start: float | None = None
+        self._end: float | None = None
+
+    @property
+    def start_time(self) -> datetime | None:
+        """When the latest call started (UTC), or `None` before the first."""
+        return _as_datetime(self._start)
+
+    @property
+    def end_time(self) -> datetime | None:
+        """When the latest call ended (UTC), or `None` while it runs."""
+        return _as_datetime(self._end)
+
+    def dict(self) -> dict[str, Any]:
+        """The metadata as a plain dict, times as ISO 8601 strings."""
+        start, end = self.start_time, self.end_time
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+            "start_time": start.isoformat() if start else None,
+            "end_time": end.isoformat() if end else None,
+        }
+
+
+class Tool(Generic[P, R]):
+    """A registered async function (or async generator) that turns can run.
+
+    Made by `@tool` or `@parent.subtool`; call it like the function it wraps.
+    Instance decorators attach hooks to this tool only: `before_invoke` (the
+    call's arguments), `on_yield(value)`, `after_invoke(result)` (the return
+    value, or the list of yielded values) and `on_error(exc=...)`.
+    """
+
+    before_invoke = HookSlot(ToolHook.BEFORE_INVOKE)
+    on_yield = HookSlot(ToolHook.ON_YIELD)
+    after_invoke = HookSlot(ToolHook.AFTER_INVOKE)
+    on_error = HookSlot(ToolHook.ON_ERROR)
+
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        *,
+        parent: Tool[..., Any] | None = None,
+        lock: bool = False,
+        tags: Iterable[str] | None = None,
+        fixed_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.is_generator = inspect.isasyncgenfunction(fn)
+        if not (self.is_generator or inspect.iscoroutinefunction(fn)):
+            raise TypeError(
+                f"@tool needs an 'async def' function or async generator; "
+                f"{getattr(fn, '__name__', fn)!r} is neither"
+            )
+        self.fn = fn
+        self.parent = parent
+        self.key: str = fn.__name__ if parent is None else f"{parent.key}.{fn.__name__}"
+        self.lock = lock
+        self.tags = tag_set(tags)
+        self.fixed_kwargs = dict(fixed_kwargs or {})
+        self.hooks: list[Hook] = []
+        self.subtools: list[Tool[..., Any]] = []
+        self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
+        self._lock = LoopLock() if lock else None
+        inputs, output = signature_schemas(
+            fn,
+            skip=frozenset(self.fixed_kwargs) | self._spec.context_parameters,
+            generator=self.is_generator,
+        )
+        self.metadata = ToolMetadata(fn.__name__, inspect.getdoc(fn), inputs, output)
+        self._call: Callable[[tuple[Any, ...], dict[str, Any]], Any] = (
+            self._iterate if self.is_generator else self._invoke
+        )
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the tool: await the result, or `async for` over a generator tool."""
+        result: R = self._call(args, kwargs)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.key}>"
+
+    async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        spec = self._spec
+        if kwargs or not spec.plain:
+            kwargs = spec.bind(args, kwargs)
+        hooks = self.hooks
+        if hooks or _BEFORE_INVOKE:
+            await fire(ToolHook.BEFORE_INVOKE, hooks, self.tags, *args, **kwargs)
+        metadata = self.metadata
+        metadata._start, metadata._end = time(), None
+        try:
+            try:
+                if self._lock is None:
+                    result = await self.fn(*args, **kwargs)  # type: ignore[misc]
+                else:
+                    async with self._lock.get():
+                        result = await self.fn(*args, **kwargs)  # type: ignore[misc]
+            finally:
+                metadata._end = time()
+        except Exception as exc:
+            if hooks or _ON_ERROR:
+                await fire(ToolHook.ON_ERROR, hooks, self.tags, exc=exc)
+            raise
+        if hooks or _AFTER_INVOKE:
+            await fire(ToolHook.AFTER_INVOKE, hooks, self.tags, result)
+        return result
+
+    async def _iterate(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        spec = self._spec
+        if kwargs or not spec.plain:
+            kwargs = spec.bind(args, kwargs)
+        hooks, tags = self.hooks, self.tags
+        if hooks or _BEFORE_INVOKE:
+            await fire(ToolHook.BEFORE_INVOKE, hooks, tags, *args, **kwargs)
+        metadata = self.metadata
+        metadata._start, metadata._end = time(), None
+        produced: list[Any] = []
+        lock = None if self._lock is None else self._lock.get()
+        try:
+            if lock is not None:
+                await lock.acquire()
+            generator = self.fn(*args, **kwargs)
+            try:
+                async for value in generator:  # type: ignore[attr-defined]
+                    produced.append(value)
+                    if hooks or _ON_YIELD:
+                        await fire(ToolHook.ON_YIELD, hooks, tags, value)
+                    yield value
+            finally:
+                metadata._end = time()
+                await generator.aclose()  # type: ignore[attr-defined]
+                if lock is not None:
+                    lock.release()
+        except Exception as exc:
+            if hooks or _ON_ERROR:
+                await fire(ToolHook.ON_ERROR, hooks, tags, exc=exc)
+            raise
+        except GeneratorExit:
+            # The consumer stopped early: report what it received, then finish closing.
+            if hooks or _AFTER_INVOKE:
+                await fire(ToolHook.AFTER_INVOKE, hooks, tags, produced)
+            raise
+        if hooks or _AFTER_INVOKE:
+            await fire(ToolHook.AFTER_INVOKE, hooks, tags, produced)
+
+    @overload
+    def subtool(self, fn: Callable[SP, SR], /) -> Tool[SP, SR]: ...
+    @overload
+    def subtool(
+        self, /, *, lock: bool = ..., tags: Iterable[str] | None = ..., **fixed_kwargs: Any
+    ) -> Callable[[Callable[SP, SR]], Tool[SP, SR]]: ...
+    def subtool(
+        self,
+        fn: Callable[SP, SR] | None = None,
+        /,
+        *,
+        lock: bool = False,
+        tags: Iterable[str] | None = None,
+        **fixed_kwargs: Any,
+    ) -> Tool[SP, SR] | Callable[[Callable[SP, SR]], Tool[SP, SR]]:
+        """Register a tool under this one, keyed `"<this key>.<function name>"`.
+
+        Takes the same options as `@tool`. The subtool is a full tool; an agent
+        given this tool accepts turns for its subtools too.
+
+        Raises:
+            TypeError, ValueError: As for `@tool`.
+        """
+
+        def register(f: Callable[SP, SR]) -> Tool[SP, SR]:
+            made = Tool(f, parent=self, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
+            ToolRegistry.register(made)
+            self.subtools.append(made)
+            return made
+
+        return register if fn is None else register(fn)
+
+    def walk(self) -> Iterable[Tool[..., Any]]:
+        """This tool and all of its subtools, depth first."""
+        yield self
+        for sub in self.subtools:
+            yield from sub.walk()
+
+    def doc_tree(self) -> dict[str, Any]:
+        """`{"name", "description", "subtools": [...]}` for this tool, recursively."""
+        return {
+            "name": self.metadata.name,
+            "description": self.metadata.description,
+            "subtools": [sub.doc_tree() for sub in self.subtools],
+        }
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+@overload
+def tool(
+    *, lock: bool = ..., tags: Iterable[str] | None = ..., **fixed_kwargs: Any
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+def tool(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    lock: bool = False,
+    tags: Iterable[str] | None = None,
+    **fixed_kwargs: Any,
+) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
+    """Make an async function (or async generator) a registered tool.
+
+    Use bare (`@tool`) or with options (`@tool(lock=True, api_key=get_key)`).
+
+    Args:
+        fn: The function, when used bare.
+        lock: Serialize concurrent calls with a lock held around the function
+            (around the whole iteration of a generator).
+        tags: Tags that global hooks can filter on.
+        **fixed_kwargs: Merged under every call's kwargs; a zero-argument
+            function is called for its value on each call.
+
+    Returns:
+        The `Tool`, or a decorator that makes one.
+
+    Raises:
+        TypeError: The function is not async, or a fixed kwarg is not one of its parameters.
+        ValueError: A tool with the same name is already registered.
+    """
+
+    def register(f: Callable[P, R]) -> Tool[P, R]:
+        made = Tool(f, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
+        ToolRegistry.register(made)
+        return made
+
+    return register if fn is None else register(fn)

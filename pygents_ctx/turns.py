@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from time import time
+from time import monotonic, time
 from typing import TYPE_CHECKING, Any
 
 from pygents_ctx._calls import evaluate_dynamic, is_dynamic
@@ -135,17 +135,18 @@ def _resume(step: Any, pending: Any) -> Generator[Any, Any, Any]:
                 return stop.value
 
 
-async def _within(step: Coroutine[Any, Any, Any], deadline: float) -> Any:
-    """Await `step`, raising `_Expired` if it is still suspended at `deadline`.
+async def _within(step: Coroutine[Any, Any, Any], started: float, timeout: float) -> Any:
+    """Await `step`, raising `_Expired` if it is still suspended `timeout` s after `started`.
 
     A step that finishes without suspending cannot be interrupted by asyncio
     anyway, so it runs without arming a timer: that keeps a fast turn cheap.
+    `started` is a `time.monotonic()` reading.
     """
     try:
         pending = step.send(None)
     except StopIteration as stop:
         return stop.value
-    scope = asyncio.timeout_at(deadline)
+    scope = asyncio.timeout(timeout - (monotonic() - started))
     try:
         async with scope:
             return await _resume(step, pending)
@@ -320,7 +321,7 @@ class Turn(JsonSerializable):
         kwargs = (
             {k: evaluate_dynamic(v) for k, v in self._kwargs.items()}
             if self._dynamic_kwargs
-            else dict(self._kwargs)
+            else self._kwargs  # safe to share: a tool call never writes into its kwargs
         )
         return args, kwargs
 
@@ -342,10 +343,10 @@ class Turn(JsonSerializable):
         self._start, self._end, self._stop_reason = time(), None, None
 
     async def _finish(self, hooks: list[Hook], reason: StopReason) -> None:
+        """Record how the run ended and fire `on_complete` (always, last)."""
         self._end, self._stop_reason = time(), reason
         try:
-            if hooks or _ON_COMPLETE:
-                await fire(TurnHook.ON_COMPLETE, hooks, self._tags, self, reason)
+            await fire(TurnHook.ON_COMPLETE, hooks, self._tags, self, reason)
         finally:
             self._running = False
 
@@ -364,15 +365,17 @@ class Turn(JsonSerializable):
             f"raise its timeout or make the tool faster"
         )
 
-    async def returning(self) -> Any:
+    def returning(self) -> Coroutine[Any, Any, Any]:
         """Run a coroutine tool and return its result (also kept in `output`).
+
+        Use as `await turn.returning()`.
 
         Raises:
             WrongRunMethodError: The tool is an async generator.
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The tool ran past `timeout`.
         """
-        return await self._returning(self.hooks)
+        return self._returning(self.hooks)
 
     def yielding(self) -> AsyncGenerator[Any, None]:
         """Run a generator tool, yielding each value as the tool produces it.
@@ -389,13 +392,13 @@ class Turn(JsonSerializable):
     async def _returning(self, hooks: list[Hook]) -> Any:
         """Run with `hooks` (the turn's own, plus an agent's turn hooks)."""
         self._begin(wants_generator=False)
+        started = monotonic()
         reason = StopReason.CANCELLED
         try:
             if hooks or _BEFORE_RUN:
                 await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
             args, kwargs = self._evaluated()
-            deadline = asyncio.get_running_loop().time() + self._timeout
-            output = await _within(self._tool._call(args, kwargs), deadline)
+            output = await _within(self._tool._call(args, kwargs), started, self._timeout)
         except Exception as exc:
             reason = await self._failed(hooks, exc)
             if reason is StopReason.TIMEOUT:
@@ -408,10 +411,14 @@ class Turn(JsonSerializable):
                 await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, output)
             return output
         finally:
-            await self._finish(hooks, reason)
+            if hooks or _ON_COMPLETE:
+                await self._finish(hooks, reason)
+            else:
+                self._end, self._stop_reason, self._running = time(), reason, False
 
     async def _yielding(self, hooks: list[Hook]) -> AsyncGenerator[Any, None]:
         self._begin(wants_generator=True)
+        started = monotonic()
         reason = StopReason.CANCELLED
         produced: list[Any] = []
         self.output = produced
@@ -419,15 +426,14 @@ class Turn(JsonSerializable):
             if hooks or _BEFORE_RUN:
                 await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
             args, kwargs = self._evaluated()
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self._timeout
+            timeout = self._timeout
             generator = self._tool._call(args, kwargs)
             try:
                 while True:
-                    if loop.time() >= deadline:
+                    if monotonic() - started >= timeout:
                         raise _Expired
                     try:
-                        value = await _within(generator.__anext__(), deadline)
+                        value = await _within(generator.__anext__(), started, timeout)
                     except StopAsyncIteration:
                         break
                     produced.append(value)
@@ -444,7 +450,10 @@ class Turn(JsonSerializable):
             if hooks or _AFTER_RUN:
                 await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, produced)
         finally:
-            await self._finish(hooks, reason)
+            if hooks or _ON_COMPLETE:
+                await self._finish(hooks, reason)
+            else:
+                self._end, self._stop_reason, self._running = time(), reason, False
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
@@ -467,7 +476,9 @@ class Turn(JsonSerializable):
             "kwargs": kwargs,
             "timeout": self._timeout,
             "metadata": self.metadata.to_dict(),
-            "output": self.output,
+            # A turn in flight runs again from the start when restored: its partial
+            # output (routed items included) is not state worth saving.
+            "output": None if self._running else self.output,
             "hooks": hooks_to_dict(self.hooks, TurnHook, f"turn {self._tool.key!r}"),
             "tags": sorted(self._tags),
         }

@@ -1,0 +1,1 @@
+"""Benchmarks of pygents_ctx against the bare-Python floor (`make bench`)."""

@@ -1,0 +1,68 @@
+"""Timing helpers: medians of repeats, ratios to a bare-Python floor."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+REPEATS = 7
+
+
+@dataclass(frozen=True)
+class Result:
+    """One scenario: ns per operation for ours and the floor, and the target ratio."""
+
+    name: str
+    ours_ns: float
+    floor_ns: float
+    target: float | None
+
+    @property
+    def ratio(self) -> float:
+        return self.ours_ns / self.floor_ns
+
+    @property
+    def met(self) -> bool | None:
+        return None if self.target is None else self.ratio <= self.target
+
+
+Step = Callable[[int], Awaitable[None]]
+
+
+async def per_op(run: Step, ops: int, prepare: Step | None = None, repeats: int = REPEATS) -> float:
+    """Median ns per operation of `run(ops)` over `repeats` runs (GC paused while timing).
+
+    `prepare(ops)`, when given, runs before each timed run and is not timed.
+    """
+    samples = []
+    for _ in range(repeats):
+        if prepare is not None:
+            await prepare(ops)
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter_ns()
+            await run(ops)
+            samples.append((time.perf_counter_ns() - start) / ops)
+        finally:
+            gc.enable()
+    return statistics.median(samples)
+
+
+async def compare(
+    name: str,
+    ours: Step,
+    floor: Step,
+    ops: int,
+    target: float | None,
+    prepare: Step | None = None,
+) -> Result:
+    """Time `ours` and `floor` interleaved (so machine noise hits both alike)."""
+    ours_samples, floor_samples = [], []
+    for _ in range(REPEATS):
+        floor_samples.append(await per_op(floor, ops, repeats=1))
+        ours_samples.append(await per_op(ours, ops, prepare, repeats=1))
+    return Result(name, statistics.median(ours_samples), statistics.median(floor_samples), target)

@@ -18,12 +18,19 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
 
     from pygents_ctx.context.pool import ContextPool
     from pygents_ctx.context.queue import ContextQueue
 
-__all__ = ["CURRENT_CONTEXT", "CallSpec", "LoopLock", "evaluate_dynamic", "is_dynamic"]
+__all__ = [
+    "CURRENT_CONTEXT",
+    "CallSpec",
+    "LoopLock",
+    "evaluate_dynamic",
+    "is_dynamic",
+    "tag_set",
+]
 
 logger = logging.getLogger("pygents_ctx")
 
@@ -129,6 +136,7 @@ class CallSpec:
         "owner",
         "parameters",
         "plain",
+        "positional",
     )
 
     def __init__(self, fn: Callable[..., Any], fixed_kwargs: Mapping[str, Any], owner: str) -> None:
@@ -162,6 +170,7 @@ class CallSpec:
             for name, p in params.items()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
+        self.positional = tuple(positional)
         for name, p in params.items():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY):
                 continue
@@ -186,8 +195,11 @@ class CallSpec:
             TypeError: A required context parameter has no running agent to come from.
         """
         if self.fixed_kwargs:
+            given = self.positional[: len(args)]  # a positional argument wins, as a kwarg would
             merged = {
-                k: (v() if k in self.dynamic_fixed else v) for k, v in self.fixed_kwargs.items()
+                k: (v() if k in self.dynamic_fixed else v)
+                for k, v in self.fixed_kwargs.items()
+                if k not in given
             }
             for key in kwargs.keys() & merged.keys():
                 logger.warning("%s: call argument %r overrides its fixed kwarg", self.owner, key)
@@ -240,3 +252,20 @@ class LoopLock:
         if loop is not self._loop:
             self._loop, self._lock = loop, asyncio.Lock()
         return self._lock
+
+
+def tag_set(tags: Iterable[str] | None) -> frozenset[str]:
+    """Check and freeze a collection of tags.
+
+    Raises:
+        TypeError: `tags` is a single string, or holds a non-string.
+    """
+    if tags is None:
+        return frozenset()
+    if isinstance(tags, str):
+        raise TypeError(f"tags must be a collection of strings, not the string {tags!r}")
+    result = frozenset(tags)
+    for tag in result:
+        if not isinstance(tag, str):
+            raise TypeError(f"tags must be strings, got {tag!r}")
+    return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Self
 
 import orjson
@@ -15,6 +16,17 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 # Hand dataclasses and datetimes to `default` (which refuses them): a silent
 # conversion to a dict or a string would not come back as the same object.
 _OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+_INT_RANGE = range(-(2**63), 2**64)  # what orjson can write
+
+
+def _holdable(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)  # orjson would write NaN and infinity as null
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value in _INT_RANGE
+    return isinstance(value, _JSON_SCALARS)
 
 
 def _first_unjsonable(value: Any, path: str) -> tuple[str, Any] | None:
@@ -32,7 +44,7 @@ def _first_unjsonable(value: Any, path: str) -> tuple[str, Any] | None:
             if found:
                 return found
         return None
-    return None if isinstance(value, _JSON_SCALARS) else (path, value)
+    return None if _holdable(value) else (path, value)
 
 
 def _refuse(value: Any) -> Any:
@@ -46,14 +58,17 @@ def dumps(data: Any, owner: str) -> bytes:
         TypeError: Something in `data` is not JSON; the message names the field.
     """
     try:
-        return orjson.dumps(data, default=_refuse, option=_OPTIONS)
+        encoded = orjson.dumps(data, default=_refuse, option=_OPTIONS)
+        found = None if b"null" not in encoded else _first_unjsonable(data, owner)
     except TypeError:
-        found = _first_unjsonable(data, owner)
-        where, value = found if found else (owner, data)
-        raise TypeError(
-            f"{where} holds a {type(value).__name__}, which JSON cannot hold; "
-            f"store plain str/int/float/bool/None/list/dict values there"
-        ) from None
+        found = _first_unjsonable(data, owner) or (owner, data)
+    if found is None:
+        return encoded
+    where, value = found
+    raise TypeError(
+        f"{where} holds {value!r} ({type(value).__name__}), which JSON cannot hold; "
+        f"store plain str/int/float/bool/None/list/dict values (finite numbers) there"
+    )
 
 
 def loads(data: bytes | str, owner: str) -> Any:

@@ -56,9 +56,7 @@ def schema_for(hint: Any) -> dict[str, Any]:
         schema: dict[str, Any] = hint.model_json_schema()
         return schema
     if is_typeddict(hint):
-        hints = typing.get_type_hints(hint)
-        required = sorted(getattr(hint, "__required_keys__", hints))
-        return _object(hint.__name__, hints, required)
+        return _typed_dict(hint)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
         hints = typing.get_type_hints(hint)
         fields = dataclasses.fields(hint)
@@ -69,6 +67,26 @@ def schema_for(hint: Any) -> dict[str, Any]:
         ]
         return _object(hint.__name__, {f.name: hints.get(f.name, Any) for f in fields}, required)
     return {}
+
+
+_REQUIRED_MARKS = {typing.Required: True, typing.NotRequired: False}
+
+
+def _typed_dict(hint: Any) -> dict[str, Any]:
+    # __required_keys__ is computed before string annotations are resolved, so
+    # with `from __future__ import annotations` it misses Required/NotRequired.
+    hints = typing.get_type_hints(hint, include_extras=True)
+    total = getattr(hint, "__total__", True)
+    properties, required = {}, []
+    for name, annotation in hints.items():
+        is_required = total
+        while typing.get_origin(annotation) in _REQUIRED_MARKS:
+            is_required = _REQUIRED_MARKS[typing.get_origin(annotation)]
+            annotation = typing.get_args(annotation)[0]
+        properties[name] = annotation
+        if is_required:
+            required.append(name)
+    return _object(hint.__name__, properties, required)
 
 
 def _object(title: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:

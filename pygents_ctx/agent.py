@@ -30,21 +30,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from pygents_ctx._calls import CURRENT_CONTEXT
+from pygents_ctx._calls import CURRENT_CONTEXT, tag_set
+from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
-from pygents_ctx.hooks import (
-    AgentHook,
-    Hook,
-    HookSlot,
-    TurnHook,
-    fire,
-    hooks_from_dict,
-    hooks_to_dict,
-    tag_set,
-)
+from pygents_ctx.hooks import AgentHook, Hook, TurnHook
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
@@ -320,7 +312,7 @@ class Agent(JsonSerializable):
                 token = CURRENT_CONTEXT.set(context)
                 try:
                     if hooks or _BEFORE_TURN:
-                        await fire(AgentHook.BEFORE_TURN, hooks, tags, self, turn)
+                        await fire(AgentHook.BEFORE_TURN, hooks, tags, self)
                     turn_hooks = turn.hooks + self.turn_hooks if self.turn_hooks else turn.hooks
                     if turn.tool.is_generator:
                         values = turn._yielding(turn_hooks)
@@ -479,9 +471,12 @@ class Agent(JsonSerializable):
         hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
         turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
         tags = _field(data, "tags", list, [], label)
-        agent = cls(
-            name, data["description"], tools, context_queue=queue, context_pool=pool, tags=tags
-        )
+        try:
+            agent = cls(
+                name, data["description"], tools, context_queue=queue, context_pool=pool, tags=tags
+            )
+        except TypeError as exc:
+            raise ValueError(f"{label}: {exc}") from None
         agent.hooks = hooks
         agent.turn_hooks = turn_hooks
         agent._turns.extend(turns)

@@ -220,7 +220,7 @@ class HookRegistry:
         """Make `hook` fire for every object dispatching one of its kinds."""
         for kind in hook.kinds:
             hooks = cls.globals_for(kind)
-            if hook not in hooks:
+            if not any(held.same_as(hook) for held in hooks):
                 hooks.append(hook)
 
     @classmethod

@@ -23,9 +23,10 @@ from datetime import UTC, datetime
 from time import time
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from pygents_ctx._calls import CallSpec, LoopLock
+from pygents_ctx._calls import CallSpec, LoopLock, tag_set
+from pygents_ctx._dispatch import HookSlot, fire
 from pygents_ctx._schema import signature_schemas
-from pygents_ctx.hooks import Hook, HookSlot, ToolHook, fire, tag_set
+from pygents_ctx.hooks import Hook, ToolHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
 
 if TYPE_CHECKING:

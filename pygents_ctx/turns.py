@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import math
 import types
 from collections.abc import AsyncGenerator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
@@ -25,18 +26,11 @@ from enum import Enum
 from time import monotonic, time
 from typing import TYPE_CHECKING, Any
 
-from pygents_ctx._calls import evaluate_dynamic, is_dynamic
+from pygents_ctx._calls import evaluate_dynamic, is_dynamic, tag_set
+from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
-from pygents_ctx.hooks import (
-    Hook,
-    HookSlot,
-    TurnHook,
-    fire,
-    hooks_from_dict,
-    hooks_to_dict,
-    tag_set,
-)
+from pygents_ctx.hooks import Hook, TurnHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool
 
@@ -61,7 +55,7 @@ class StopReason(Enum):
     CANCELLED = "cancelled"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class TurnMetadata:
     """When a turn's latest run started and ended, and why it stopped (UTC times)."""
 
@@ -135,8 +129,8 @@ def _resume(step: Any, pending: Any) -> Generator[Any, Any, Any]:
                 return stop.value
 
 
-async def _within(step: Coroutine[Any, Any, Any], started: float, timeout: float) -> Any:
-    """Await `step`, raising `_Expired` if it is still suspended `timeout` s after `started`.
+async def _within(step: Coroutine[Any, Any, Any], started: float, seconds: float) -> Any:
+    """Await `step`, raising `_Expired` if it is still suspended `seconds` after `started`.
 
     A step that finishes without suspending cannot be interrupted by asyncio
     anyway, so it runs without arming a timer: that keeps a fast turn cheap.
@@ -146,7 +140,7 @@ async def _within(step: Coroutine[Any, Any, Any], started: float, timeout: float
         pending = step.send(None)
     except StopIteration as stop:
         return stop.value
-    scope = asyncio.timeout(timeout - (monotonic() - started))
+    scope = asyncio.timeout(seconds - (monotonic() - started))
     try:
         async with scope:
             return await _resume(step, pending)
@@ -157,7 +151,11 @@ async def _within(step: Coroutine[Any, Any, Any], started: float, timeout: float
 
 
 def _check_timeout(timeout: object) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout < math.inf
+    ):
         raise ValueError(f"Turn timeout must be a positive number of seconds, not {timeout!r}")
     return float(timeout) if isinstance(timeout, float) else timeout
 
@@ -473,7 +471,7 @@ class Turn(JsonSerializable):
         return {
             "tool_name": self._tool.key,
             "args": list(args),
-            "kwargs": kwargs,
+            "kwargs": dict(kwargs),
             "timeout": self._timeout,
             "metadata": self.metadata.to_dict(),
             # A turn in flight runs again from the start when restored: its partial

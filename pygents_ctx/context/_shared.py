@@ -37,13 +37,13 @@ def check_limit(limit: object, owner: str) -> int:
 class Saved(NamedTuple):
     """The checked fields of a saved queue or pool."""
 
-    limit: object
+    limit: Any
     items: list[ContextItem[Any]]
     hooks: object
     tags: list[str]
 
 
-def read_saved(data: object, owner: str, *, required: tuple[str, ...] = ()) -> Saved:
+def read_saved(data: object, owner: str, *, limit_required: bool) -> Saved:
     """Check the common shape of a saved queue or pool, before anything is built.
 
     Raises:
@@ -51,9 +51,14 @@ def read_saved(data: object, owner: str, *, required: tuple[str, ...] = ()) -> S
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"a saved {owner} must be a dict, not {type(data).__name__}")
-    for key in required:
-        if key not in data:
-            raise ValueError(f"saved {owner} is missing the {key!r} key")
+    if limit_required and "limit" not in data:
+        raise ValueError(f"saved {owner} is missing the 'limit' key")
+    limit = data.get("limit")
+    if limit is not None or limit_required:
+        try:
+            check_limit(limit, owner)
+        except TypeError as exc:
+            raise ValueError(f"saved {exc}") from None
     raw_items = data.get("items", [])
     if not isinstance(raw_items, list):
         raise ValueError(f"saved {owner} 'items' must be a list, not {type(raw_items).__name__}")
@@ -61,4 +66,4 @@ def read_saved(data: object, owner: str, *, required: tuple[str, ...] = ()) -> S
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"saved {owner} 'tags' must be a list of strings, not {tags!r}")
-    return Saved(data.get("limit"), items, data.get("hooks", {}), tags)
+    return Saved(limit, items, data.get("hooks", {}), tags)

@@ -11,7 +11,9 @@ __all__ = ["ContextItem"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+# No slots=True: before Python 3.14 a slotted frozen dataclass breaks
+# `ContextItem[str](...)` (typing sets __orig_class__ through a stale super()).
+@dataclass(frozen=True)
 class ContextItem(Generic[T]):
     """One piece of context: a payload, with an optional description and id.
 

@@ -6,18 +6,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
+from pygents_ctx._calls import tag_set
+from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
 from pygents_ctx.context.items import ContextItem
-from pygents_ctx.hooks import (
-    ContextPoolHook,
-    Hook,
-    HookSlot,
-    fire,
-    hooks_from_dict,
-    hooks_to_dict,
-    tag_set,
-)
+from pygents_ctx.hooks import ContextPoolHook, Hook
 from pygents_ctx.registry import HookRegistry
 
 __all__ = ["ContextPool"]
@@ -225,8 +219,8 @@ class ContextPool(JsonSerializable, Generic[T]):
                 ids repeat, or there are more items than the limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        saved = read_saved(data, "ContextPool")
-        pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)  # type: ignore[arg-type]
+        saved = read_saved(data, "ContextPool", limit_required=False)
+        pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
         for item in saved.items:
             if item.id is None or item.description is None:
                 raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")

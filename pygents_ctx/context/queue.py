@@ -6,18 +6,12 @@ from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
+from pygents_ctx._calls import tag_set
+from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
 from pygents_ctx.context.items import ContextItem
-from pygents_ctx.hooks import (
-    ContextQueueHook,
-    Hook,
-    HookSlot,
-    fire,
-    hooks_from_dict,
-    hooks_to_dict,
-    tag_set,
-)
+from pygents_ctx.hooks import ContextQueueHook, Hook
 from pygents_ctx.registry import HookRegistry
 
 __all__ = ["ContextQueue"]
@@ -171,8 +165,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
             ValueError: The data is malformed, or holds more items than its limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        saved = read_saved(data, "ContextQueue", required=("limit",))
-        queue: ContextQueue[Any] = cls(saved.limit, tags=saved.tags)  # type: ignore[arg-type]
+        saved = read_saved(data, "ContextQueue", limit_required=True)
+        queue: ContextQueue[Any] = cls(saved.limit, tags=saved.tags)
         if len(saved.items) > queue.limit:
             raise ValueError(
                 f"saved ContextQueue holds {len(saved.items)} items but its limit is "

@@ -1,0 +1,154 @@
+"""ContextItem: a frozen, generic value with a fixed saved shape."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from pygents_ctx import ContextItem
+from pygents_ctx.context import ContextItem as ContextItemFromContext
+
+
+def test_context_item_is_importable_from_the_context_package() -> None:
+    assert ContextItemFromContext is ContextItem
+
+
+def test_only_content_is_required_and_the_rest_defaults_to_none() -> None:
+    item = ContextItem(content={"text": "hi"})
+
+    assert item.content == {"text": "hi"}
+    assert item.description is None
+    assert item.id is None
+
+
+def test_content_is_required() -> None:
+    with pytest.raises(TypeError):
+        ContextItem()  # type: ignore[call-arg]
+
+
+def test_fields_are_content_description_id_in_that_order() -> None:
+    item = ContextItem("payload", "a summary", "doc-1")
+
+    assert (item.content, item.description, item.id) == ("payload", "a summary", "doc-1")
+    assert [f.name for f in dataclasses.fields(ContextItem)] == ["content", "description", "id"]
+
+
+@pytest.mark.parametrize("field", ["content", "description", "id"])
+def test_fields_cannot_be_reassigned(field: str) -> None:
+    item = ContextItem(content="a", description="b", id="c")
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(item, field, "changed")
+
+    assert item == ContextItem(content="a", description="b", id="c")
+
+
+def test_new_attributes_cannot_be_set() -> None:
+    item = ContextItem(content="a")
+
+    with pytest.raises(AttributeError):
+        item.extra = 1  # type: ignore[attr-defined]
+
+
+def test_items_with_equal_fields_are_equal_and_hash_alike() -> None:
+    first = ContextItem(content="x", description="d", id="i")
+    second = ContextItem(content="x", description="d", id="i")
+
+    assert first == second
+    assert hash(first) == hash(second)
+    assert len({first, second}) == 1
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        ContextItem(content="y", description="d", id="i"),
+        ContextItem(content="x", description="other", id="i"),
+        ContextItem(content="x", description="d", id="other"),
+        ContextItem(content="x", description="d"),
+    ],
+)
+def test_items_differing_in_any_field_are_not_equal(other: ContextItem[str]) -> None:
+    assert ContextItem(content="x", description="d", id="i") != other
+
+
+def test_parametrized_item_constructs_at_runtime() -> None:
+    item = ContextItem[str](content="hello", id="greeting", description="a greeting")
+
+    assert item == ContextItem(content="hello", id="greeting", description="a greeting")
+
+
+@pytest.mark.parametrize("field", ["id", "description"])
+@pytest.mark.parametrize("value", [1, b"bytes", ["a"]])
+def test_non_string_id_or_description_is_a_type_error(field: str, value: object) -> None:
+    with pytest.raises(TypeError, match=field):
+        ContextItem(content="x", **{field: value})
+
+
+def test_to_dict_has_id_description_content_in_that_order() -> None:
+    item = ContextItem(content=[1, 2], description="two numbers", id="n")
+
+    saved = item.to_dict()
+
+    assert saved == {"id": "n", "description": "two numbers", "content": [1, 2]}
+    assert list(saved) == ["id", "description", "content"]
+
+
+def test_to_dict_of_a_bare_item_keeps_the_none_fields() -> None:
+    assert ContextItem(content="c").to_dict() == {"id": None, "description": None, "content": "c"}
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        ContextItem(content="c"),
+        ContextItem(content={"a": [1, None]}, description="d"),
+        ContextItem(content=None, description="d", id="i"),
+    ],
+)
+def test_from_dict_rebuilds_what_to_dict_saved(item: ContextItem[Any]) -> None:
+    assert ContextItem.from_dict(item.to_dict()) == item
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"content": 5}, ContextItem(content=5)),
+        ({"content": 5, "id": "i"}, ContextItem(content=5, id="i")),
+        ({"content": 5, "description": "d"}, ContextItem(content=5, description="d")),
+    ],
+)
+def test_from_dict_accepts_missing_optional_keys(
+    data: dict[str, Any], expected: ContextItem[Any]
+) -> None:
+    assert ContextItem.from_dict(data) == expected
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {},
+        {"id": "i", "description": "d"},
+        ["content"],
+        "content",
+        None,
+    ],
+)
+def test_from_dict_without_content_is_a_value_error(data: Any) -> None:
+    with pytest.raises(ValueError, match="content"):
+        ContextItem.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"content": 1, "id": 7},
+        {"content": 1, "description": ["d"]},
+        {"content": 1, "id": "i", "description": 3.5},
+    ],
+)
+def test_from_dict_with_wrong_field_types_is_a_value_error(data: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"id|description"):
+        ContextItem.from_dict(data)

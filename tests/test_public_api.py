@@ -1,0 +1,119 @@
+"""What `pygents_ctx` exports, and that all of it is documented."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import pygents_ctx
+
+PUBLIC_MODULES = [
+    "pygents_ctx.agent",
+    "pygents_ctx.tools",
+    "pygents_ctx.turns",
+    "pygents_ctx.hooks",
+    "pygents_ctx.registry",
+    "pygents_ctx.errors",
+    "pygents_ctx.context",
+    "pygents_ctx.context.items",
+    "pygents_ctx.context.queue",
+    "pygents_ctx.context.pool",
+]
+ALL_MODULES = [pygents_ctx.__name__] + [
+    info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")
+]
+# Type aliases cannot carry a docstring of their own.
+NO_DOCSTRING = {"HookKind"}
+EXPORTED = [getattr(pygents_ctx, name) for name in pygents_ctx.__all__]
+EXPORTED_CLASSES = [obj for obj in EXPORTED if inspect.isclass(obj)]
+REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "guides" / "reference.md"
+
+
+def test_all_is_sorted_without_duplicates() -> None:
+    names = pygents_ctx.__all__
+
+    assert names == sorted(names)
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize("name", pygents_ctx.__all__)
+def test_every_exported_name_is_importable_and_documented(name: str) -> None:
+    obj = getattr(importlib.import_module("pygents_ctx"), name)
+
+    if name not in NO_DOCSTRING:
+        assert (obj.__doc__ or "").strip(), f"{name} has no docstring"
+
+
+def test_docstring_allow_list_names_only_exported_names() -> None:
+    assert set(pygents_ctx.__all__) >= NO_DOCSTRING
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_everything_a_public_module_exports_is_exported_at_the_top_level(
+    module_name: str,
+) -> None:
+    module = importlib.import_module(module_name)
+
+    missing = [
+        name
+        for name in module.__all__
+        if getattr(pygents_ctx, name, None) is not getattr(module, name)
+        or name not in pygents_ctx.__all__
+    ]
+
+    assert missing == []
+
+
+@pytest.mark.parametrize("module_name", ALL_MODULES)
+def test_every_module_declares_all(module_name: str) -> None:
+    module: ModuleType = importlib.import_module(module_name)
+
+    assert isinstance(module.__dict__.get("__all__"), list)
+    for name in module.__all__:
+        assert hasattr(module, name), f"{module_name}.__all__ lists missing {name!r}"
+
+
+def _own_public_members(cls: type) -> list[tuple[str, Any]]:
+    """Public methods and properties that the package (not object/Enum/Generic) defines."""
+    members = []
+    for name in sorted(dir(cls)):
+        if name.startswith("_"):
+            continue
+        owner = next((base for base in cls.__mro__ if name in base.__dict__), None)
+        if owner is None or not owner.__module__.startswith("pygents_ctx"):
+            continue
+        raw = owner.__dict__[name]
+        if isinstance(raw, classmethod | staticmethod):
+            raw = raw.__func__
+        if inspect.isfunction(raw) or isinstance(raw, property):
+            members.append((f"{owner.__name__}.{name}", raw))
+    return members
+
+
+@pytest.mark.parametrize("cls", EXPORTED_CLASSES, ids=lambda c: c.__name__)
+def test_every_public_method_of_an_exported_class_has_a_docstring(cls: type) -> None:
+    undocumented = [
+        name for name, raw in _own_public_members(cls) if not (raw.__doc__ or "").strip()
+    ]
+
+    assert undocumented == []
+
+
+def test_classes_with_methods_are_checked() -> None:
+    # Guards the walk above: it must find the methods users call.
+    from pygents_ctx import Agent, ContextQueue
+
+    assert "Agent.run" in dict(_own_public_members(Agent))
+    assert "ContextQueue.limit" in dict(_own_public_members(ContextQueue))
+
+
+def test_reference_page_documents_the_package() -> None:
+    lines = [line.strip() for line in REFERENCE_PAGE.read_text(encoding="utf-8").splitlines()]
+
+    assert "::: pygents_ctx" in lines

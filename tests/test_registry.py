@@ -1,0 +1,278 @@
+"""The global registries: ToolRegistry, AgentRegistry, HookRegistry."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pygents_ctx import (
+    Agent,
+    AgentRegistry,
+    ContextQueue,
+    ContextQueueHook,
+    Hook,
+    HookRegistry,
+    PygentsError,
+    Tool,
+    ToolRegistry,
+    TurnHook,
+    UnregisteredAgentError,
+    UnregisteredHookError,
+    UnregisteredToolError,
+    hook,
+    tool,
+)
+
+
+def _tool_family() -> tuple[Tool[..., Any], Tool[..., Any], Tool[..., Any]]:
+    """`search` with subtool `search.web`, and an unrelated `calc`, in that order."""
+
+    @tool
+    async def search(query: str) -> str:
+        """Search for something."""
+        return query
+
+    @search.subtool
+    async def web(query: str) -> str:
+        """Search the web."""
+        return query
+
+    @tool
+    async def calc(expr: str) -> str:
+        """Evaluate an expression."""
+        return expr
+
+    return search, web, calc
+
+
+def _counting_hook(name: str) -> tuple[Callable[..., Any], list[int]]:
+    calls: list[int] = []
+
+    async def fn(*args: Any) -> None:
+        calls.append(1)
+
+    fn.__name__ = name
+    return fn, calls
+
+
+# -- ToolRegistry ---------------------------------------------------------------------
+
+
+def test_tool_registry_get_returns_the_decorated_tool() -> None:
+    search, web, _ = _tool_family()
+
+    assert ToolRegistry.get("search") is search
+    assert ToolRegistry.get("search.web") is web
+
+
+def test_tool_registry_all_lists_every_tool_including_subtools() -> None:
+    search, web, calc = _tool_family()
+
+    assert ToolRegistry.all() == [search, web, calc]
+
+
+def test_tool_registry_definitions_are_root_doc_trees_sorted_by_name() -> None:
+    _tool_family()
+
+    assert ToolRegistry.definitions() == [
+        {"name": "calc", "description": "Evaluate an expression.", "subtools": []},
+        {
+            "name": "search",
+            "description": "Search for something.",
+            "subtools": [{"name": "web", "description": "Search the web.", "subtools": []}],
+        },
+    ]
+
+
+def test_tool_registry_unregister_removes_the_tool_and_its_subtools() -> None:
+    _, _, calc = _tool_family()
+
+    ToolRegistry.unregister("search")
+
+    assert ToolRegistry.all() == [calc]
+    with pytest.raises(UnregisteredToolError):
+        ToolRegistry.get("search.web")
+
+    @tool
+    async def search() -> None:
+        """The name is free again."""
+
+    assert ToolRegistry.get("search") is search
+
+
+def test_tool_registry_clear_removes_every_tool() -> None:
+    _tool_family()
+
+    ToolRegistry.clear()
+
+    assert ToolRegistry.all() == []
+    assert ToolRegistry.definitions() == []
+
+
+# -- AgentRegistry ---------------------------------------------------------------------
+
+
+def test_agent_registers_itself_under_its_name() -> None:
+    agent = Agent("scout", "looks around", [])
+
+    assert AgentRegistry.get("scout") is agent
+
+
+def test_agent_with_a_taken_name_is_rejected_and_the_first_stays() -> None:
+    first = Agent("scout", "looks around", [])
+
+    with pytest.raises(ValueError, match="scout"):
+        Agent("scout", "an impostor", [])
+
+    assert AgentRegistry.get("scout") is first
+
+
+def test_agent_registry_register_accepts_the_same_agent_again() -> None:
+    agent = Agent("scout", "looks around", [])
+
+    AgentRegistry.register(agent)
+
+    assert AgentRegistry.get("scout") is agent
+
+
+def test_agent_registry_register_rejects_a_different_agent_with_a_taken_name() -> None:
+    old = Agent("scout", "looks around", [])
+    AgentRegistry.unregister("scout")
+    new = Agent("scout", "the replacement", [])
+
+    with pytest.raises(ValueError, match="scout"):
+        AgentRegistry.register(old)
+
+    assert AgentRegistry.get("scout") is new
+
+
+def test_agent_registry_unregister_frees_the_name() -> None:
+    Agent("scout", "looks around", [])
+
+    AgentRegistry.unregister("scout")
+
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("scout")
+    again = Agent("scout", "again", [])
+    assert AgentRegistry.get("scout") is again
+
+
+def test_agent_registry_clear_removes_every_agent() -> None:
+    Agent("scout", "looks around", [])
+    Agent("runner", "runs", [])
+
+    AgentRegistry.clear()
+
+    for name in ("scout", "runner"):
+        with pytest.raises(UnregisteredAgentError):
+            AgentRegistry.get(name)
+
+
+# -- HookRegistry ----------------------------------------------------------------------
+
+
+async def test_hook_registry_register_makes_a_hook_findable_by_name_but_not_global() -> None:
+    fn, calls = _counting_hook("on_cleared")
+    made = Hook(fn, (ContextQueueHook.AFTER_CLEAR,))
+
+    HookRegistry.register(made)
+    await ContextQueue[str](limit=1).clear()
+
+    assert HookRegistry.get("on_cleared") is made
+    assert calls == []
+
+
+def test_hook_registry_register_rejects_a_different_hook_under_a_taken_name() -> None:
+    first_fn, _ = _counting_hook("on_cleared")
+    other_fn, _ = _counting_hook("on_cleared")
+    first = Hook(first_fn, (ContextQueueHook.AFTER_CLEAR,))
+    HookRegistry.register(first)
+
+    with pytest.raises(ValueError, match="on_cleared"):
+        HookRegistry.register(Hook(other_fn, (ContextQueueHook.AFTER_CLEAR,)))
+
+    assert HookRegistry.get("on_cleared") is first
+
+
+async def test_hook_registry_unregister_removes_the_name_and_the_global_hook() -> None:
+    fn, calls = _counting_hook("on_cleared")
+    hook(ContextQueueHook.AFTER_CLEAR)(fn)
+
+    HookRegistry.unregister("on_cleared")
+    await ContextQueue[str](limit=1).clear()
+
+    assert calls == []
+    with pytest.raises(UnregisteredHookError):
+        HookRegistry.get("on_cleared")
+
+
+async def test_hook_registry_clear_forgets_names_and_global_hooks() -> None:
+    fn, calls = _counting_hook("on_cleared")
+    hook(ContextQueueHook.AFTER_CLEAR)(fn)
+
+    HookRegistry.clear()
+    await ContextQueue[str](limit=1).clear()
+
+    assert calls == []
+    with pytest.raises(UnregisteredHookError):
+        HookRegistry.get("on_cleared")
+
+
+async def test_hook_registry_clear_globals_detaches_global_hooks_but_keeps_names() -> None:
+    fn, calls = _counting_hook("on_cleared")
+    made = hook(ContextQueueHook.AFTER_CLEAR)(fn)
+    queue = ContextQueue[str](limit=1)
+    queue.hooks.append(made)
+
+    HookRegistry.clear_globals()
+    await ContextQueue[str](limit=1).clear()
+    await queue.clear()
+
+    assert calls == [1]  # only where it is attached as an instance hook
+    assert HookRegistry.get("on_cleared") is made
+    assert ContextQueue.from_dict(queue.to_dict()).hooks == [made]
+
+
+def test_hook_registry_get_by_type_filters_hooks_by_kind_in_order() -> None:
+    def make(name: str, *kinds: Any) -> Hook:
+        fn, _ = _counting_hook(name)
+        return Hook(fn, kinds)
+
+    a = make("a", TurnHook.BEFORE_RUN)
+    b = make("b", ContextQueueHook.AFTER_CLEAR)
+    c = make("c", ContextQueueHook.ON_EVICT, TurnHook.BEFORE_RUN)
+    d = make("d", TurnHook.BEFORE_RUN)
+
+    assert HookRegistry.get_by_type(TurnHook.BEFORE_RUN, [d, a, b, c]) == [d, a, c]
+    assert HookRegistry.get_by_type(TurnHook.ON_ERROR, [a, b, c, d]) == []
+
+
+# -- unknown names -----------------------------------------------------------------------
+
+LOOKUPS = [
+    pytest.param(ToolRegistry.get, UnregisteredToolError, id="ToolRegistry.get"),
+    pytest.param(ToolRegistry.unregister, UnregisteredToolError, id="ToolRegistry.unregister"),
+    pytest.param(AgentRegistry.get, UnregisteredAgentError, id="AgentRegistry.get"),
+    pytest.param(AgentRegistry.unregister, UnregisteredAgentError, id="AgentRegistry.unregister"),
+    pytest.param(HookRegistry.get, UnregisteredHookError, id="HookRegistry.get"),
+    pytest.param(HookRegistry.unregister, UnregisteredHookError, id="HookRegistry.unregister"),
+]
+
+
+@pytest.mark.parametrize(("lookup", "error"), LOOKUPS)
+def test_unknown_name_raises_a_key_error_naming_it(
+    lookup: Callable[[str], Any], error: type[Exception]
+) -> None:
+    with pytest.raises(error) as info:
+        lookup("no_such_thing")
+
+    exc = info.value
+    assert isinstance(exc, KeyError)
+    assert isinstance(exc, PygentsError)
+    message = str(exc)
+    assert "no_such_thing" in message
+    assert message == exc.args[0]  # a sentence, not KeyError's repr of it
+    assert not message.startswith(("'", '"'))
+    assert " " in message

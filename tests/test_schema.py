@@ -1,0 +1,322 @@
+"""`tool.metadata.input_schema` / `output_schema`, derived from type hints."""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import enum
+import typing
+from typing import Annotated, Any, Literal, NotRequired, Optional, Required, TypedDict, Union
+
+import pytest
+
+from pygents_ctx import ContextPool, ContextQueue, Tool, tool
+
+
+class Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+    y: int = 0
+    tags: list[str] = dataclasses.field(default_factory=list)
+
+
+class Book(TypedDict):
+    title: str
+    year: int
+
+
+class Movie(TypedDict):
+    title: str
+    year: NotRequired[int]
+
+
+class Show(TypedDict, total=False):
+    title: Required[str]
+    year: int
+
+
+class Partial(TypedDict, total=False):
+    note: str
+
+
+class Model:
+    """Stands in for a pydantic model: it describes itself."""
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        return {"type": "object", "title": "Model", "x-from": "model_json_schema"}
+
+
+POINT_SCHEMA = {
+    "type": "object",
+    "title": "Point",
+    "properties": {
+        "x": {"type": "integer"},
+        "y": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["x"],
+}
+
+
+def probe_tool(hint: Any, *, returns: Any = None, generator: bool = False) -> Tool[..., Any]:
+    """A tool `probe(value: hint) -> returns`, with the hints set as real objects."""
+    if generator:
+
+        async def probe(value):  # type: ignore[no-untyped-def]
+            yield value
+    else:
+
+        async def probe(value):  # type: ignore[no-untyped-def]
+            return value
+
+    probe.__annotations__ = {"value": hint, "return": hint if returns is None else returns}
+    return tool(probe)
+
+
+@pytest.mark.parametrize(
+    ("hint", "expected"),
+    [
+        (str, {"type": "string"}),
+        (int, {"type": "integer"}),
+        (float, {"type": "number"}),
+        (bool, {"type": "boolean"}),
+        (type(None), {"type": "null"}),
+        (Optional[int], {"anyOf": [{"type": "integer"}, {"type": "null"}]}),  # noqa: UP045
+        (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
+        (
+            Union[str, float, None],  # noqa: UP007
+            {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
+        ),
+        (list[int], {"type": "array", "items": {"type": "integer"}}),
+        (collections.abc.Sequence[str], {"type": "array", "items": {"type": "string"}}),
+        (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
+        (
+            tuple[int, str],
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        ),
+        (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+        (Literal["asc", "desc"], {"enum": ["asc", "desc"]}),
+        (Literal[1, 2, 3], {"enum": [1, 2, 3]}),
+        (Color, {"enum": ["red", "green"]}),
+        (Level, {"enum": [1, 2]}),
+        (Point, POINT_SCHEMA),
+        (
+            Book,
+            {
+                "type": "object",
+                "title": "Book",
+                "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
+                "required": ["title", "year"],
+            },
+        ),
+        (
+            Partial,
+            {"type": "object", "title": "Partial", "properties": {"note": {"type": "string"}}},
+        ),
+        (Model, {"type": "object", "title": "Model", "x-from": "model_json_schema"}),
+        (Annotated[int, "a count"], {"type": "integer"}),
+        (Any, {}),
+        (list[Point], {"type": "array", "items": POINT_SCHEMA}),
+        (
+            dict[str, list[Color] | None],
+            {
+                "type": "object",
+                "additionalProperties": {
+                    "anyOf": [
+                        {"type": "array", "items": {"enum": ["red", "green"]}},
+                        {"type": "null"},
+                    ]
+                },
+            },
+        ),
+    ],
+    ids=lambda v: None if isinstance(v, dict) else getattr(v, "__name__", repr(v)),
+)
+def test_type_hint_schema(hint: Any, expected: dict[str, Any]) -> None:
+    probe = probe_tool(hint)
+    assert probe.metadata.input_schema == {
+        "type": "object",
+        "properties": {"value": expected},
+        "required": ["value"],
+    }
+    assert probe.metadata.output_schema == expected
+
+
+@pytest.mark.parametrize("typed_dict", [Movie, Show])
+def test_typed_dict_not_required_keys_are_not_required(typed_dict: type) -> None:
+    probe = probe_tool(typed_dict)
+    assert probe.metadata.output_schema == {
+        "type": "object",
+        "title": typed_dict.__name__,
+        "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
+        "required": ["title"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("returns", "expected"),
+    [
+        (collections.abc.AsyncIterator[int], {"type": "integer"}),
+        (typing.AsyncIterator[str], {"type": "string"}),
+        (collections.abc.AsyncGenerator[Point, None], POINT_SCHEMA),
+        (typing.AsyncGenerator[list[bool], None], {"type": "array", "items": {"type": "boolean"}}),
+        (collections.abc.AsyncIterator[Any], {}),
+    ],
+    ids=[
+        "AsyncIterator[int]",
+        "typing.AsyncIterator[str]",
+        "AsyncGenerator[Point]",
+        "typing.AsyncGenerator[list[bool]]",
+        "AsyncIterator[Any]",
+    ],
+)
+def test_generator_output_schema_is_the_yielded_item_schema(
+    returns: Any, expected: dict[str, Any]
+) -> None:
+    probe = probe_tool(int, returns=returns, generator=True)
+    assert probe.metadata.output_schema == expected
+
+
+def test_string_annotations_are_resolved() -> None:
+    @tool
+    async def search(query: str, limit: int | None = None) -> list[Point]:
+        return []
+
+    assert search.metadata.input_schema == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+        },
+        "required": ["query"],
+    }
+    assert search.metadata.output_schema == {"type": "array", "items": POINT_SCHEMA}
+
+
+def test_missing_hints_describe_anything() -> None:
+    @tool
+    async def loose(a, b=2):  # type: ignore[no-untyped-def]
+        return a
+
+    assert loose.metadata.input_schema == {
+        "type": "object",
+        "properties": {"a": {}, "b": {"default": 2}},
+        "required": ["a"],
+    }
+    assert loose.metadata.output_schema == {}
+
+
+def test_generator_without_return_hint_has_an_empty_output_schema() -> None:
+    @tool
+    async def stream(n: int):  # type: ignore[no-untyped-def]
+        yield n
+
+    assert stream.metadata.output_schema == {}
+
+
+def test_none_return_is_null() -> None:
+    @tool
+    async def fire_and_forget(x: int) -> None:
+        pass
+
+    assert fire_and_forget.metadata.output_schema == {"type": "null"}
+
+
+_SENTINEL = object()
+
+
+@pytest.mark.parametrize(
+    ("default", "expected"),
+    [
+        (3, {"type": "integer", "default": 3}),
+        (0, {"type": "integer", "default": 0}),
+        ("x", {"type": "integer", "default": "x"}),
+        (False, {"type": "integer", "default": False}),
+        (None, {"type": "integer", "default": None}),
+        (1.5, {"type": "integer", "default": 1.5}),
+        ((1, 2), {"type": "integer"}),
+        (_SENTINEL, {"type": "integer"}),
+    ],
+    ids=["int", "zero", "str", "false", "none", "float", "tuple-not-json-scalar", "object"],
+)
+def test_defaults_are_recorded_when_they_are_json_scalars(
+    default: Any, expected: dict[str, Any]
+) -> None:
+    async def probe(value: int, option: int = default) -> int:
+        return value
+
+    made = tool(probe)
+    assert made.metadata.input_schema == {
+        "type": "object",
+        "properties": {"value": {"type": "integer"}, "option": expected},
+        "required": ["value"],
+    }
+
+
+def test_no_required_key_when_nothing_is_required() -> None:
+    @tool
+    async def optional_only(a: int = 1, *, b: str = "x") -> None:
+        pass
+
+    assert optional_only.metadata.input_schema == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer", "default": 1},
+            "b": {"type": "string", "default": "x"},
+        },
+    }
+
+
+def test_required_follows_parameter_order_including_keyword_only() -> None:
+    @tool
+    async def ordered(z: int, a: int = 0, *, m: str, b: str = "") -> None:
+        pass
+
+    assert ordered.metadata.input_schema["required"] == ["z", "m"]
+    assert list(ordered.metadata.input_schema["properties"]) == ["z", "a", "m", "b"]
+
+
+def test_fixed_kwargs_context_parameters_and_var_arguments_are_left_out() -> None:
+    @tool(api_key=lambda: "secret", region="eu")
+    async def fetch(
+        url: str,
+        queue: ContextQueue[Any],
+        pool: ContextPool[Any] | None,
+        api_key: str,
+        *extra: int,
+        region: str = "us",
+        history: Optional[ContextQueue[str]] = None,  # noqa: UP045
+        **options: Any,
+    ) -> str:
+        return url
+
+    assert fetch.metadata.input_schema == {
+        "type": "object",
+        "properties": {"url": {"type": "string"}},
+        "required": ["url"],
+    }
+
+
+def test_metadata_dict_carries_the_schemas() -> None:
+    @tool
+    async def add(a: int, b: int = 1) -> int:
+        return a + b
+
+    data = add.metadata.dict()
+    assert data["input_schema"] == {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 1}},
+        "required": ["a"],
+    }
+    assert data["output_schema"] == {"type": "integer"}

@@ -170,6 +170,15 @@ async def test_fixed_kwargs_are_merged_under_call_kwargs() -> None:
     assert await generate("hi", model="large") == ("hi", "large", 0.5)
 
 
+async def test_positional_argument_wins_over_a_fixed_kwarg_of_the_same_parameter() -> None:
+    @tool(b=2)
+    async def pair(a: int, b: int) -> tuple[int, int]:
+        return a, b
+
+    assert await pair(1, 5) == (1, 5)
+    assert await pair(1) == (1, 2)
+
+
 async def test_call_kwarg_overriding_a_fixed_kwarg_logs_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

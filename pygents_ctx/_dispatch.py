@@ -14,7 +14,19 @@ from pygents_ctx.registry import HookRegistry
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["HookAttacher", "HookSlot", "fire", "hooks_from_dict", "hooks_to_dict"]
+__all__ = [
+    "HookAttacher",
+    "HookSlot",
+    "fire",
+    "hooks_from_dict",
+    "hooks_to_dict",
+    "listening",
+]
+
+
+def listening(kind: HookKind, own: list[Hook], global_hooks: list[Hook]) -> bool:
+    """Whether any hook would see `kind`: worth building costly arguments (snapshots) for."""
+    return bool(global_hooks) or any(kind in h.kinds for h in own)
 
 
 async def fire(

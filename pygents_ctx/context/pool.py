@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
 from pygents_ctx.context.items import ContextItem
@@ -169,7 +169,7 @@ class ContextPool(JsonSerializable, Generic[T]):
     async def clear(self) -> None:
         """Remove every item."""
         hooks = self.hooks
-        if hooks or _BEFORE_CLEAR:
+        if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire(ContextPoolHook.BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
         self._items.clear()
         if hooks or _AFTER_CLEAR:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
 from pygents_ctx.context.items import ContextItem
@@ -101,7 +101,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
             self._items.extend(items)
             return
         tags, window = self.tags, self._items
-        if hooks or _BEFORE_APPEND:
+        if listening(ContextQueueHook.BEFORE_APPEND, hooks, _BEFORE_APPEND):
             await fire(ContextQueueHook.BEFORE_APPEND, hooks, tags, self, list(items), list(window))
         # Evict and insert without awaiting in between, so concurrent appends
         # cannot interleave and every eviction is reported.
@@ -110,16 +110,16 @@ class ContextQueue(JsonSerializable, Generic[T]):
             if len(window) == self._limit:
                 evicted.append(window.popleft())
             window.append(item)
-        if hooks or _ON_EVICT:
+        if evicted and listening(ContextQueueHook.ON_EVICT, hooks, _ON_EVICT):
             for item in evicted:
                 await fire(ContextQueueHook.ON_EVICT, hooks, tags, self, item)
-        if hooks or _AFTER_APPEND:
+        if listening(ContextQueueHook.AFTER_APPEND, hooks, _AFTER_APPEND):
             await fire(ContextQueueHook.AFTER_APPEND, hooks, tags, self, list(items), list(window))
 
     async def clear(self) -> None:
         """Remove every item."""
         hooks = self.hooks
-        if hooks or _BEFORE_CLEAR:
+        if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire(ContextQueueHook.BEFORE_CLEAR, hooks, self.tags, self, list(self._items))
         self._items.clear()
         if hooks or _AFTER_CLEAR:

@@ -1,0 +1,1205 @@
+"""Turns: construction, running, timeouts, cancellation, guards, hooks and serialization."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import math
+import time
+from collections.abc import Callable
+from dataclasses import FrozenInstanceError, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pygents_ctx import (
+    Hook,
+    HookRegistry,
+    PygentsError,
+    SafeExecutionError,
+    StopReason,
+    Tool,
+    ToolRegistry,
+    Turn,
+    TurnHook,
+    TurnMetadata,
+    TurnTimeoutError,
+    UnregisteredHookError,
+    UnregisteredToolError,
+    UnserializableHookError,
+    WrongRunMethodError,
+    hook,
+    tool,
+)
+
+# -- helpers ---------------------------------------------------------------------------------
+
+Event = tuple[Any, ...]
+
+
+@dataclass
+class Gate:
+    """Lets a test hold a tool mid-run: the tool sets `started`, then waits for `release`."""
+
+    started: asyncio.Event = field(default_factory=asyncio.Event)
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+async def run_to_end(turn: Turn) -> Any:
+    """Run a turn with the method its tool needs: the result, or the list of yielded values."""
+    if turn.tool.is_generator:
+        return [value async for value in turn.yielding()]
+    return await turn.returning()
+
+
+async def run_with_the_other_method(turn: Turn) -> None:
+    """Run a turn with the method that does not match its tool."""
+    if turn.tool.is_generator:
+        await turn.returning()
+    else:
+        async for _ in turn.yielding():
+            pass
+
+
+async def consume(turn: Turn, received: list[Any], pause: float = 0) -> None:
+    """Iterate a generator turn into `received`, sleeping `pause` s after each value."""
+    async for value in turn.yielding():
+        received.append(value)
+        if pause:
+            await asyncio.sleep(pause)
+
+
+async def run_and_cancel(turn: Turn, gate: Gate) -> None:
+    """Start `turn` in a task, cancel it once the tool is held, and expect the cancellation."""
+    task = asyncio.create_task(run_to_end(turn))
+    await gate.started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+def record(turn: Turn, events: list[Event], *, globally: bool = False) -> None:
+    """Record every turn hook event of `turn` (or of all turns, with `globally`) in `events`."""
+
+    async def rec_before_run(t: Turn) -> None:
+        events.append(("before_run", t))
+
+    async def rec_after_run(t: Turn, output: Any) -> None:
+        events.append(("after_run", t, output))
+
+    async def rec_on_timeout(t: Turn) -> None:
+        events.append(("on_timeout", t))
+
+    async def rec_on_error(t: Turn, exception: Exception) -> None:
+        events.append(("on_error", t, exception))
+
+    async def rec_on_complete(t: Turn, stop_reason: StopReason) -> None:
+        events.append(("on_complete", t, stop_reason))
+
+    if globally:
+        hook(TurnHook.BEFORE_RUN)(rec_before_run)
+        hook(TurnHook.AFTER_RUN)(rec_after_run)
+        hook(TurnHook.ON_TIMEOUT)(rec_on_timeout)
+        hook(TurnHook.ON_ERROR)(rec_on_error)
+        hook(TurnHook.ON_COMPLETE)(rec_on_complete)
+    else:
+        turn.before_run(rec_before_run)
+        turn.after_run(rec_after_run)
+        turn.on_timeout(rec_on_timeout)
+        turn.on_error(rec_on_error)
+        turn.on_complete(rec_on_complete)
+
+
+def assert_utc(moment: datetime | None) -> datetime:
+    assert moment is not None
+    assert moment.utcoffset() == timedelta(0)
+    return moment
+
+
+# -- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def add() -> Tool[..., Any]:
+    @tool
+    async def add(a: int, b: int = 0) -> int:
+        return a + b
+
+    return add
+
+
+@pytest.fixture
+def count_up() -> Tool[..., Any]:
+    @tool
+    async def count_up(n: int):  # type: ignore[no-untyped-def]
+        for i in range(n):
+            yield i
+
+    return count_up
+
+
+@pytest.fixture
+def echo() -> Tool[..., Any]:
+    @tool
+    async def echo(*args: Any, **kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        return args, kwargs
+
+    return echo
+
+
+@pytest.fixture
+def gate() -> Gate:
+    return Gate()
+
+
+@pytest.fixture
+def held(gate: Gate) -> Tool[..., Any]:
+    """A coroutine tool that waits on the gate, then returns "done"."""
+
+    @tool
+    async def held() -> str:
+        gate.started.set()
+        await gate.release.wait()
+        return "done"
+
+    return held
+
+
+@pytest.fixture
+def held_stream(gate: Gate) -> Tool[..., Any]:
+    """A generator tool that yields 1, waits on the gate, then yields 2."""
+
+    @tool
+    async def held_stream():  # type: ignore[no-untyped-def]
+        yield 1
+        gate.started.set()
+        await gate.release.wait()
+        yield 2
+
+    return held_stream
+
+
+@pytest.fixture
+def outcome_tools(gate: Gate) -> dict[bool, Tool[..., Any]]:
+    """A coroutine and a generator tool whose `mode` picks how the run ends.
+
+    "ok" completes (output 1 / [1]), "error" raises RuntimeError, "slow" outlives a
+    0.05 s timeout, "block" waits on the gate (to be cancelled).
+    """
+
+    async def behave(mode: str) -> None:
+        if mode == "error":
+            raise RuntimeError("tool failed")
+        if mode == "slow":
+            await asyncio.sleep(0.2)
+        if mode == "block":
+            gate.started.set()
+            await gate.release.wait()
+
+    @tool
+    async def act(mode: str) -> int:
+        await behave(mode)
+        return 1
+
+    @tool
+    async def stream(mode: str):  # type: ignore[no-untyped-def]
+        yield 1
+        await behave(mode)
+
+    return {False: act, True: stream}
+
+
+OUTCOMES = ["ok", "error", "slow", "block"]
+
+
+async def drive(turn: Turn, mode: str, gate: Gate) -> BaseException | None:
+    """Run `turn` to the end `mode` leads to; return the exception it raised, if any."""
+    if mode == "block":
+        await run_and_cancel(turn, gate)
+        return None
+    expected = {"ok": None, "error": RuntimeError, "slow": TurnTimeoutError}[mode]
+    if expected is None:
+        await run_to_end(turn)
+        return None
+    with pytest.raises(expected) as info:
+        await run_to_end(turn)
+    return info.value
+
+
+# -- construction ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("by_name", [True, False])
+async def test_turn_names_its_tool_by_name_or_by_object(add: Tool[..., Any], by_name: bool) -> None:
+    turn = Turn("add" if by_name else add, args=[2], kwargs={"b": 3})
+
+    assert turn.tool is add
+    assert turn.tool_name == "add"
+    assert await turn.returning() == 5
+
+
+def test_unknown_tool_name_raises_at_construction() -> None:
+    with pytest.raises(UnregisteredToolError, match="nowhere") as info:
+        Turn("nowhere")
+
+    assert isinstance(info.value, KeyError)
+    assert isinstance(info.value, PygentsError)
+
+
+@pytest.mark.parametrize("timeout", [0, -1, -0.5, True, False, "5", math.nan, None])
+def test_timeout_must_be_a_positive_number(add: Tool[..., Any], timeout: Any) -> None:
+    with pytest.raises(ValueError, match="timeout"):
+        Turn(add, args=[1], timeout=timeout)
+
+    turn = Turn(add, args=[1], timeout=2)
+    with pytest.raises(ValueError, match="timeout"):
+        turn.timeout = timeout
+    assert turn.timeout == 2
+
+
+@pytest.mark.parametrize("timeout", [1, 0.25, 60])
+def test_positive_timeout_is_kept(add: Tool[..., Any], timeout: float) -> None:
+    assert Turn(add, args=[1], timeout=timeout).timeout == timeout
+
+
+def test_default_timeout_is_sixty_seconds(add: Tool[..., Any]) -> None:
+    assert Turn(add, args=[1]).timeout == 60
+
+
+@pytest.mark.parametrize("args", ["ab", {"a": 1}, {1, 2}, 5, iter([1])])
+def test_args_must_be_a_list_or_tuple(add: Tool[..., Any], args: Any) -> None:
+    with pytest.raises(TypeError, match="args"):
+        Turn(add, args=args)
+
+
+@pytest.mark.parametrize("kwargs", [{1: "a"}, {("a",): 1}, [("a", 1)], "a=1"])
+def test_kwargs_must_be_a_dict_with_str_keys(add: Tool[..., Any], kwargs: Any) -> None:
+    with pytest.raises(TypeError, match="kwargs"):
+        Turn(add, kwargs=kwargs)
+
+
+def test_args_and_kwargs_are_returned_as_copies(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=(1,), kwargs={"b": 2})
+
+    turn.args.append(99)
+    turn.kwargs["b"] = 99
+
+    assert turn.args == [1]
+    assert turn.kwargs == {"b": 2}
+
+
+# -- running ---------------------------------------------------------------------------------
+
+
+async def test_returning_gives_the_result_and_keeps_it_as_output(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[2, 3])
+
+    assert await turn.returning() == 5
+    assert turn.output == 5
+
+
+async def test_yielding_streams_values_and_output_lists_them(count_up: Tool[..., Any]) -> None:
+    turn = Turn(count_up, kwargs={"n": 3})
+    received = []
+
+    async for value in turn.yielding():
+        received.append(value)
+        assert turn.output == received
+
+    assert received == [0, 1, 2]
+    assert turn.output == [0, 1, 2]
+
+
+@pytest.mark.parametrize("generator", [True, False])
+async def test_wrong_run_method_raises(
+    add: Tool[..., Any], count_up: Tool[..., Any], generator: bool
+) -> None:
+    turn = Turn(count_up, args=[2]) if generator else Turn(add, args=[1])
+
+    with pytest.raises(WrongRunMethodError, match="yielding" if generator else "returning") as info:
+        await run_with_the_other_method(turn)
+
+    assert isinstance(info.value, TypeError)
+    assert isinstance(info.value, PygentsError)
+    assert not turn.is_running
+    assert turn.metadata == TurnMetadata()
+    # The right method still works afterwards.
+    assert await run_to_end(turn) == ([0, 1] if generator else 1)
+
+
+# -- dynamic arguments -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("generator", [False, True])
+async def test_zero_arg_callables_are_called_at_each_invocation(generator: bool) -> None:
+    @tool
+    async def pair(a: Any, b: Any) -> tuple[Any, Any]:
+        return a, b
+
+    @tool
+    async def pair_stream(a: Any, b: Any):  # type: ignore[no-untyped-def]
+        yield a, b
+
+    calls: list[str] = []
+
+    def next_a() -> int:
+        calls.append("a")
+        return len(calls)
+
+    turn = Turn(pair_stream if generator else pair, args=[next_a], kwargs={"b": lambda: "b"})
+    assert calls == []
+
+    first = await run_to_end(turn)
+    second = await run_to_end(turn)
+
+    assert calls == ["a", "a"]
+    if generator:
+        assert (first, second) == ([(1, "b")], [(2, "b")])
+    else:
+        assert (first, second) == ((1, "b"), (2, "b"))
+
+
+async def test_state_changed_after_construction_is_seen_by_the_run(add: Tool[..., Any]) -> None:
+    state = {"a": 1}
+    turn = Turn(add, args=[lambda: state["a"]], kwargs={"b": lambda: state["a"] * 10})
+
+    state["a"] = 2
+
+    assert await turn.returning() == 22
+
+
+class _Source:
+    def value(self) -> str:
+        return "from method"
+
+
+class _CallableThing:
+    def __call__(self) -> str:
+        return "called"
+
+
+@pytest.mark.parametrize(
+    ("make", "evaluated"),
+    [
+        (lambda: lambda: "from lambda", "from lambda"),
+        (lambda: functools.partial(str.upper, "abc"), "ABC"),
+        (lambda: _Source().value, "from method"),
+    ],
+    ids=["lambda", "partial", "bound-method"],
+)
+async def test_dynamic_argument_kinds_are_evaluated(
+    echo: Tool[..., Any], make: Callable[[], Any], evaluated: str
+) -> None:
+    result = await Turn(echo, args=[make()], kwargs={"k": make()}).returning()
+
+    assert result == ((evaluated,), {"k": evaluated})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [lambda x: x * 2, int, _CallableThing()],
+    ids=["lambda-needing-an-argument", "class", "callable-instance"],
+)
+async def test_callables_that_are_not_dynamic_are_passed_as_is(
+    echo: Tool[..., Any], value: Any
+) -> None:
+    args, kwargs = await Turn(echo, args=[value], kwargs={"k": value}).returning()
+
+    assert args[0] is value
+    assert kwargs["k"] is value
+
+
+# -- timeouts --------------------------------------------------------------------------------
+
+
+async def test_coroutine_tool_past_its_timeout_raises_turn_timeout_error() -> None:
+    @tool
+    async def slow() -> str:
+        await asyncio.sleep(0.2)
+        return "late"
+
+    turn = Turn(slow, timeout=0.05)
+    events: list[Event] = []
+    record(turn, events)
+    started = time.monotonic()
+
+    with pytest.raises(TurnTimeoutError, match="slow") as info:
+        await turn.returning()
+
+    assert time.monotonic() - started < 0.18
+    assert isinstance(info.value, TimeoutError)
+    assert isinstance(info.value, PygentsError)
+    assert turn.metadata.stop_reason is StopReason.TIMEOUT
+    assert turn.output is None
+    assert [e[0] for e in events] == ["before_run", "on_timeout", "on_complete"]
+    assert events[-1] == ("on_complete", turn, StopReason.TIMEOUT)
+
+
+async def test_generator_timing_out_mid_iteration_keeps_the_values_so_far() -> None:
+    @tool
+    async def trickle():  # type: ignore[no-untyped-def]
+        yield 1
+        yield 2
+        await asyncio.sleep(0.2)
+        yield 3
+
+    turn = Turn(trickle, timeout=0.05)
+    received: list[Any] = []
+
+    with pytest.raises(TurnTimeoutError):
+        await consume(turn, received)
+
+    assert received == [1, 2]
+    assert turn.output == [1, 2]
+    assert turn.metadata.stop_reason is StopReason.TIMEOUT
+
+
+async def test_consumer_time_counts_toward_a_generator_timeout(
+    count_up: Tool[..., Any],
+) -> None:
+    turn = Turn(count_up, args=[5], timeout=0.05)
+    received: list[Any] = []
+
+    with pytest.raises(TurnTimeoutError):
+        await consume(turn, received, pause=0.03)
+
+    assert 1 <= len(received) < 5
+    assert turn.output == received
+    assert turn.metadata.stop_reason is StopReason.TIMEOUT
+
+
+async def test_tool_that_finishes_without_suspending_is_never_timed_out() -> None:
+    @tool
+    async def crunch() -> int:
+        spins, end = 0, time.monotonic() + 0.08
+        while time.monotonic() < end:
+            spins += 1
+        return spins
+
+    turn = Turn(crunch, timeout=0.02)
+
+    assert await turn.returning() > 0
+    assert turn.metadata.stop_reason is StopReason.COMPLETED
+
+
+async def test_nested_turn_timeout_is_an_error_for_the_outer_turn() -> None:
+    @tool
+    async def inner() -> None:
+        await asyncio.sleep(0.2)
+
+    inner_turns: list[Turn] = []
+
+    @tool
+    async def outer() -> None:
+        nested = Turn(inner, timeout=0.02)
+        inner_turns.append(nested)
+        await nested.returning()
+
+    turn = Turn(outer, timeout=5)
+    events: list[Event] = []
+    record(turn, events)
+
+    with pytest.raises(TurnTimeoutError) as info:
+        await turn.returning()
+
+    assert inner_turns[0].metadata.stop_reason is StopReason.TIMEOUT
+    assert turn.metadata.stop_reason is StopReason.ERROR
+    assert events == [
+        ("before_run", turn),
+        ("on_error", turn, info.value),
+        ("on_complete", turn, StopReason.ERROR),
+    ]
+
+
+# -- cancellation ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("generator", [False, True])
+async def test_cancelled_run_records_cancelled_reraises_and_can_run_again(
+    held: Tool[..., Any], held_stream: Tool[..., Any], gate: Gate, generator: bool
+) -> None:
+    turn = Turn(held_stream if generator else held)
+    events: list[Event] = []
+    record(turn, events)
+
+    await run_and_cancel(turn, gate)
+
+    assert turn.metadata.stop_reason is StopReason.CANCELLED
+    assert not turn.is_running
+    assert events == [("before_run", turn), ("on_complete", turn, StopReason.CANCELLED)]
+
+    gate.release.set()
+    assert await run_to_end(turn) == ([1, 2] if generator else "done")
+    assert turn.metadata.stop_reason is StopReason.COMPLETED
+
+
+async def test_consumer_stopping_a_generator_turn_early_ends_it_as_cancelled(
+    count_up: Tool[..., Any],
+) -> None:
+    turn = Turn(count_up, args=[5])
+    events: list[Event] = []
+    record(turn, events)
+
+    stream = turn.yielding()
+    assert await anext(stream) == 0
+    await stream.aclose()
+
+    assert turn.output == [0]
+    assert turn.metadata.stop_reason is StopReason.CANCELLED
+    assert not turn.is_running
+    assert events[-1] == ("on_complete", turn, StopReason.CANCELLED)
+
+
+# -- safe execution --------------------------------------------------------------------------
+
+
+async def test_starting_a_running_coroutine_turn_again_raises(
+    held: Tool[..., Any], gate: Gate
+) -> None:
+    turn = Turn(held)
+    first = asyncio.create_task(turn.returning())
+    await gate.started.wait()
+
+    with pytest.raises(SafeExecutionError, match="held"):
+        await turn.returning()
+
+    assert turn.is_running
+    gate.release.set()
+    assert await first == "done"
+    assert turn.metadata.stop_reason is StopReason.COMPLETED
+
+
+async def test_starting_a_running_generator_turn_again_raises(
+    held_stream: Tool[..., Any], gate: Gate
+) -> None:
+    turn = Turn(held_stream)
+    first = turn.yielding()
+    assert await anext(first) == 1
+
+    with pytest.raises(SafeExecutionError, match="held_stream"):
+        async for _ in turn.yielding():
+            pass
+
+    gate.release.set()
+    assert [value async for value in first] == [2]
+    assert turn.output == [1, 2]
+    assert turn.metadata.stop_reason is StopReason.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("tool", "other", "other"),
+        ("args", [7], [7]),
+        ("kwargs", {"x": 1}, {"x": 1}),
+        ("timeout", 5, 5),
+        ("tags", ["t"], frozenset({"t"})),
+    ],
+)
+async def test_guarded_fields_cannot_be_reassigned_while_running(
+    held: Tool[..., Any], gate: Gate, name: str, value: Any, shown: Any
+) -> None:
+    @tool
+    async def other() -> None:
+        pass
+
+    def read(turn: Turn) -> Any:
+        return turn.tool_name if name == "tool" else getattr(turn, name)
+
+    turn = Turn(held)
+    before = read(turn)
+    task = asyncio.create_task(turn.returning())
+    await gate.started.wait()
+
+    with pytest.raises(SafeExecutionError, match=name):
+        setattr(turn, name, value)
+    assert read(turn) == before
+
+    gate.release.set()
+    await task
+    setattr(turn, name, value)
+    assert read(turn) == shown
+
+
+async def test_metadata_while_running_has_start_but_no_end(
+    held: Tool[..., Any], add: Tool[..., Any], gate: Gate
+) -> None:
+    turn = Turn(held)
+    assert not turn.is_running
+    task = asyncio.create_task(turn.returning())
+    await gate.started.wait()
+
+    assert turn.is_running
+    assert_utc(turn.metadata.start_time)
+    assert turn.metadata.end_time is None
+    assert turn.metadata.stop_reason is None
+
+    gate.release.set()
+    await task
+    assert not turn.is_running
+
+
+# -- metadata --------------------------------------------------------------------------------
+
+
+def test_metadata_is_all_none_before_a_run(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1])
+
+    assert turn.metadata == TurnMetadata(None, None, None)
+    assert turn.output is None
+
+
+@pytest.mark.parametrize(
+    ("reason", "value"),
+    [
+        (StopReason.COMPLETED, "completed"),
+        (StopReason.TIMEOUT, "timeout"),
+        (StopReason.ERROR, "error"),
+        (StopReason.CANCELLED, "cancelled"),
+    ],
+)
+def test_stop_reason_values(reason: StopReason, value: str) -> None:
+    assert reason.value == value
+    assert StopReason(value) is reason
+
+
+@pytest.mark.parametrize("generator", [False, True])
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("ok", StopReason.COMPLETED),
+        ("error", StopReason.ERROR),
+        ("slow", StopReason.TIMEOUT),
+        ("block", StopReason.CANCELLED),
+    ],
+)
+async def test_metadata_after_a_run_records_times_and_stop_reason(
+    outcome_tools: dict[bool, Tool[..., Any]],
+    gate: Gate,
+    generator: bool,
+    mode: str,
+    reason: StopReason,
+) -> None:
+    turn = Turn(outcome_tools[generator], kwargs={"mode": mode}, timeout=0.05)
+    wall_before = datetime.now(UTC)
+
+    await drive(turn, mode, gate)
+
+    wall_after = datetime.now(UTC)
+    metadata = turn.metadata
+    start, end = assert_utc(metadata.start_time), assert_utc(metadata.end_time)
+    # A millisecond of slack: the turn reads the clock separately.
+    slack = timedelta(milliseconds=1)
+    assert wall_before - slack <= start <= end <= wall_after + slack
+    assert metadata.stop_reason is reason
+    if generator:
+        assert turn.output == [1]
+    else:
+        assert turn.output == (1 if mode == "ok" else None)
+    with pytest.raises(FrozenInstanceError):
+        metadata.stop_reason = None  # type: ignore[misc]
+
+
+async def test_a_new_run_replaces_the_previous_output_and_metadata(
+    outcome_tools: dict[bool, Tool[..., Any]], gate: Gate
+) -> None:
+    turn = Turn(outcome_tools[False], kwargs={"mode": "ok"})
+    await turn.returning()
+    first_start = turn.metadata.start_time
+
+    turn.kwargs = {"mode": "error"}
+    await drive(turn, "error", gate)
+
+    assert turn.output is None
+    assert turn.metadata.stop_reason is StopReason.ERROR
+    assert assert_utc(turn.metadata.start_time) >= assert_utc(first_start)
+
+
+# -- hooks -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("globally", [False, True], ids=["instance", "global"])
+@pytest.mark.parametrize("generator", [False, True], ids=["coroutine", "generator"])
+@pytest.mark.parametrize("mode", OUTCOMES)
+async def test_hook_order_for_each_outcome(
+    outcome_tools: dict[bool, Tool[..., Any]],
+    gate: Gate,
+    mode: str,
+    generator: bool,
+    globally: bool,
+) -> None:
+    turn = Turn(outcome_tools[generator], kwargs={"mode": mode}, timeout=0.05)
+    events: list[Event] = []
+    record(turn, events, globally=globally)
+
+    raised = await drive(turn, mode, gate)
+
+    output = [1] if generator else 1
+    expected: dict[str, list[Event]] = {
+        "ok": [("after_run", turn, output), ("on_complete", turn, StopReason.COMPLETED)],
+        "error": [("on_error", turn, raised), ("on_complete", turn, StopReason.ERROR)],
+        "slow": [("on_timeout", turn), ("on_complete", turn, StopReason.TIMEOUT)],
+        "block": [("on_complete", turn, StopReason.CANCELLED)],
+    }
+    assert events == [("before_run", turn), *expected[mode]]
+
+
+async def test_instance_hook_decorator_forms(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1])
+    calls: list[tuple[str, Turn]] = []
+
+    @turn.before_run
+    async def bare(t: Turn) -> None:
+        calls.append(("bare", t))
+
+    @turn.before_run(lock=True, label="with options")
+    async def with_options(t: Turn, label: str) -> None:
+        calls.append((label, t))
+
+    async def plain(t: Turn) -> None:
+        calls.append(("plain", t))
+
+    attached = turn.before_run(plain)
+
+    assert all(isinstance(h, Hook) for h in (bare, with_options, attached))
+    assert turn.hooks == [bare, with_options, attached]
+    await turn.returning()
+    assert calls == [("bare", turn), ("with options", turn), ("plain", turn)]
+
+
+async def test_global_turn_hook_fires_for_every_turn_after_instance_hooks(
+    add: Tool[..., Any], count_up: Tool[..., Any]
+) -> None:
+    calls: list[tuple[str, Any, StopReason]] = []
+
+    @hook(TurnHook.ON_COMPLETE)
+    async def audit(turn: Turn, stop_reason: StopReason) -> None:
+        calls.append(("global", turn.tool_name, stop_reason))
+
+    first = Turn(add, args=[1])
+
+    @first.on_complete
+    async def own(turn: Turn, stop_reason: StopReason) -> None:
+        calls.append(("own", turn.tool_name, stop_reason))
+
+    # The global hook attached to the turn as well still fires once per event.
+    first.hooks.append(audit)
+    await first.returning()
+    await run_to_end(Turn(count_up, args=[1]))
+
+    assert calls == [
+        ("own", "add", StopReason.COMPLETED),
+        ("global", "add", StopReason.COMPLETED),
+        ("global", "count_up", StopReason.COMPLETED),
+    ]
+
+
+async def test_global_hook_with_tags_fires_only_for_turns_sharing_a_tag(
+    add: Tool[..., Any],
+) -> None:
+    seen: list[frozenset[str]] = []
+
+    @hook(TurnHook.BEFORE_RUN, tags=["billing"])
+    async def bill(turn: Turn) -> None:
+        seen.append(turn.tags)
+
+    await Turn(add, args=[1], tags=["billing", "eu"]).returning()
+    await Turn(add, args=[1], tags=["search"]).returning()
+    await Turn(add, args=[1]).returning()
+
+    assert seen == [frozenset({"billing", "eu"})]
+
+
+@pytest.mark.parametrize("generator", [False, True])
+async def test_before_run_hook_raising_stops_the_run(generator: bool) -> None:
+    invoked: list[str] = []
+
+    @tool
+    async def probe() -> str:
+        invoked.append("probe")
+        return "ran"
+
+    @tool
+    async def probe_stream():  # type: ignore[no-untyped-def]
+        invoked.append("probe_stream")
+        yield "ran"
+
+    turn = Turn(probe_stream if generator else probe)
+    refusal = RuntimeError("not now")
+    completed: list[StopReason] = []
+
+    @turn.before_run
+    async def refuse(t: Turn) -> None:
+        raise refusal
+
+    @turn.on_complete
+    async def done(t: Turn, stop_reason: StopReason) -> None:
+        completed.append(stop_reason)
+
+    with pytest.raises(RuntimeError) as info:
+        await run_to_end(turn)
+
+    assert info.value is refusal
+    assert invoked == []
+    assert not turn.is_running
+    assert turn.metadata.stop_reason is StopReason.ERROR
+    assert completed == [StopReason.ERROR]
+
+    turn.hooks.remove(refuse)
+    assert await run_to_end(turn) == (["ran"] if generator else "ran")
+
+
+# -- copy ------------------------------------------------------------------------------------
+
+
+async def test_copy_is_a_fresh_unrun_turn_with_the_same_settings(add: Tool[..., Any]) -> None:
+    evaluations: list[int] = []
+
+    def dynamic_b() -> int:
+        evaluations.append(1)
+        return 10
+
+    turn = Turn(add, args=(1,), kwargs={"b": dynamic_b}, timeout=3, tags=["x"])
+
+    @turn.after_run
+    async def noted(t: Turn, output: Any) -> None:
+        pass
+
+    await turn.returning()
+    twin = turn.copy()
+
+    assert twin is not turn
+    assert twin.tool is add
+    assert twin.args == [1]
+    assert twin.kwargs == {"b": dynamic_b}
+    assert (twin.timeout, twin.tags) == (3, frozenset({"x"}))
+    assert twin.hooks == [noted]
+    assert twin.metadata == TurnMetadata()
+    assert twin.output is None
+    assert not twin.is_running
+    assert len(evaluations) == 1
+
+    twin.hooks.clear()
+    assert turn.hooks == [noted]
+    assert await twin.returning() == 11
+    assert len(evaluations) == 2
+
+
+# -- TurnMetadata serialization --------------------------------------------------------------
+
+
+def test_turn_metadata_to_dict_shape_and_round_trip() -> None:
+    start = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    end = start + timedelta(seconds=2)
+    metadata = TurnMetadata(start, end, StopReason.TIMEOUT)
+
+    saved = metadata.to_dict()
+
+    assert saved == {
+        "start_time": start.isoformat(),
+        "end_time": end.isoformat(),
+        "stop_reason": "timeout",
+    }
+    assert list(saved) == ["start_time", "end_time", "stop_reason"]
+    assert TurnMetadata.from_dict(saved) == metadata
+    assert TurnMetadata().to_dict() == {"start_time": None, "end_time": None, "stop_reason": None}
+    assert TurnMetadata.from_dict({}) == TurnMetadata()
+
+
+# -- Turn serialization ----------------------------------------------------------------------
+
+TURN_KEYS = ["tool_name", "args", "kwargs", "timeout", "metadata", "output", "hooks", "tags"]
+
+
+def test_to_dict_shape_and_key_order_before_a_run(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=(1,), kwargs={"b": 2}, timeout=2.5, tags=["b", "a"])
+
+    saved = turn.to_dict()
+
+    assert list(saved) == TURN_KEYS
+    assert saved == {
+        "tool_name": "add",
+        "args": [1],
+        "kwargs": {"b": 2},
+        "timeout": 2.5,
+        "metadata": {"start_time": None, "end_time": None, "stop_reason": None},
+        "output": None,
+        "hooks": {},
+        "tags": ["a", "b"],
+    }
+
+
+@pytest.mark.parametrize("generator", [False, True])
+async def test_to_dict_after_a_run_holds_output_and_metadata(
+    add: Tool[..., Any], count_up: Tool[..., Any], generator: bool
+) -> None:
+    turn = Turn(count_up, args=[2]) if generator else Turn(add, args=[2, 3])
+    await run_to_end(turn)
+
+    saved = turn.to_dict()
+
+    assert saved["output"] == ([0, 1] if generator else 5)
+    assert saved["metadata"] == {
+        "start_time": assert_utc(turn.metadata.start_time).isoformat(),
+        "end_time": assert_utc(turn.metadata.end_time).isoformat(),
+        "stop_reason": "completed",
+    }
+
+
+def test_to_dict_evaluates_dynamic_arguments_when_saved(add: Tool[..., Any]) -> None:
+    counter = iter(range(100))
+    turn = Turn(add, args=[lambda: next(counter)], kwargs={"b": lambda: "fixed"})
+
+    first, second = turn.to_dict(), turn.to_dict()
+
+    assert (first["args"], first["kwargs"]) == ([0], {"b": "fixed"})
+    assert second["args"] == [1]
+    assert orjson.loads(turn.to_json())["args"] == [2]
+
+
+def test_saved_dict_does_not_share_state_with_the_turn(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1], kwargs={"b": 2}, tags=["t"])
+
+    saved = turn.to_dict()
+    saved["args"].append(5)
+    saved["kwargs"]["b"] = 99
+    saved["tags"].append("u")
+
+    assert turn.args == [1]
+    assert turn.kwargs == {"b": 2}
+    assert turn.tags == frozenset({"t"})
+
+
+def test_to_dict_saves_hooks_by_name_grouped_by_kind(add: Tool[..., Any]) -> None:
+    @hook([TurnHook.BEFORE_RUN, TurnHook.ON_COMPLETE])
+    async def trace(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    @hook(TurnHook.ON_ERROR)
+    async def global_only(turn: Turn, exception: Exception) -> None:
+        pass
+
+    turn = Turn(add, args=[1])
+
+    @turn.before_run
+    async def first(t: Turn) -> None:
+        pass
+
+    @turn.on_error
+    async def oops(t: Turn, exception: Exception) -> None:
+        pass
+
+    turn.hooks.append(trace)
+
+    assert turn.to_dict()["hooks"] == {
+        "before_run": ["first", "trace"],
+        "on_error": ["oops"],
+        "on_complete": ["trace"],
+    }
+
+
+async def test_from_dict_of_to_dict_reproduces_the_turn(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1], kwargs={"b": 2}, timeout=4, tags=["x", "y"])
+
+    @turn.before_run
+    async def announce(t: Turn) -> None:
+        pass
+
+    @turn.on_complete
+    async def finished(t: Turn, stop_reason: StopReason) -> None:
+        pass
+
+    await turn.returning()
+
+    restored = Turn.from_dict(turn.to_dict())
+
+    assert restored.tool is add
+    assert restored.args == [1]
+    assert restored.kwargs == {"b": 2}
+    assert restored.timeout == 4
+    assert restored.tags == frozenset({"x", "y"})
+    assert restored.hooks == [announce, finished]
+    assert restored.metadata == turn.metadata
+    assert restored.output == 3
+    assert not restored.is_running
+    assert restored.to_dict() == turn.to_dict()
+
+
+def test_from_dict_needs_only_the_tool_name(add: Tool[..., Any]) -> None:
+    turn = Turn.from_dict({"tool_name": "add"})
+
+    assert turn.tool is add
+    assert (turn.args, turn.kwargs, turn.timeout) == ([], {}, 60)
+    assert turn.tags == frozenset()
+    assert turn.hooks == []
+    assert turn.metadata == TurnMetadata()
+    assert turn.output is None
+
+
+@pytest.mark.parametrize(
+    ("data", "field_name"),
+    [
+        ({}, "tool_name"),
+        ({"tool_name": 5}, "tool_name"),
+        (["add"], "tool_name"),
+        ({"tool_name": "add", "args": "abc"}, "args"),
+        ({"tool_name": "add", "args": {"a": 1}}, "args"),
+        ({"tool_name": "add", "kwargs": [1]}, "kwargs"),
+        ({"tool_name": "add", "timeout": "5"}, "timeout"),
+        ({"tool_name": "add", "timeout": 0}, "timeout"),
+        ({"tool_name": "add", "tags": "abc"}, "tags"),
+        ({"tool_name": "add", "tags": [1]}, "tags"),
+        ({"tool_name": "add", "metadata": "x"}, "metadata"),
+        ({"tool_name": "add", "metadata": {"start_time": "yesterday"}}, "start_time"),
+        ({"tool_name": "add", "metadata": {"end_time": 12}}, "end_time"),
+        ({"tool_name": "add", "metadata": {"stop_reason": "exploded"}}, "stop_reason"),
+        ({"tool_name": "add", "hooks": ["x"]}, "hooks"),
+        ({"tool_name": "add", "hooks": {"before_invoke": []}}, "hooks"),
+        ({"tool_name": "add", "hooks": {"before_run": "x"}}, "hooks"),
+    ],
+)
+def test_from_dict_rejects_malformed_data_naming_the_field(
+    add: Tool[..., Any], data: Any, field_name: str
+) -> None:
+    with pytest.raises(ValueError, match=field_name):
+        Turn.from_dict(data)
+
+
+def test_from_dict_with_an_unknown_tool_raises(add: Tool[..., Any]) -> None:
+    saved = Turn(add, args=[1]).to_dict()
+    ToolRegistry.unregister("add")
+
+    with pytest.raises(UnregisteredToolError, match="add"):
+        Turn.from_dict(saved)
+
+
+def test_from_dict_with_an_unknown_hook_raises(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1])
+
+    @turn.before_run
+    async def vanished(t: Turn) -> None:
+        pass
+
+    saved = turn.to_dict()
+    HookRegistry.unregister("vanished")
+
+    with pytest.raises(UnregisteredHookError, match="vanished"):
+        Turn.from_dict(saved)
+
+
+async def test_hook_with_a_clashing_name_fires_but_cannot_be_saved(add: Tool[..., Any]) -> None:
+    calls: list[str] = []
+
+    @hook(TurnHook.ON_COMPLETE)
+    async def audit(turn: Turn, stop_reason: StopReason) -> None:
+        calls.append("global")
+
+    turn = Turn(add, args=[1])
+
+    async def audit(t: Turn) -> None:  # type: ignore[no-redef]  # noqa: F811
+        calls.append("instance")
+
+    turn.before_run(audit)
+    await turn.returning()
+    assert calls == ["instance", "global"]
+
+    for save in (turn.to_dict, turn.to_json):
+        with pytest.raises(UnserializableHookError, match="audit") as info:
+            save()
+        assert isinstance(info.value, ValueError)
+        assert isinstance(info.value, PygentsError)
+
+
+@pytest.mark.parametrize("as_text", [False, True])
+async def test_to_json_gives_bytes_and_from_json_takes_bytes_or_str(
+    add: Tool[..., Any], as_text: bool
+) -> None:
+    turn = Turn(add, args=[1], kwargs={"b": 2}, tags=["t"])
+    await turn.returning()
+
+    data = turn.to_json()
+    assert isinstance(data, bytes)
+    assert orjson.loads(data) == turn.to_dict()
+
+    restored = Turn.from_json(data.decode() if as_text else data)
+    assert restored.to_dict() == turn.to_dict()
+
+
+def test_from_json_rejects_invalid_json(add: Tool[..., Any]) -> None:
+    with pytest.raises(ValueError, match="JSON"):
+        Turn.from_json(b'{"tool_name": "add"')
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "where"),
+    [
+        ([], {"when": datetime(2024, 1, 1, tzinfo=UTC)}, "kwargs"),
+        ([], {"ids": {1, 2}}, "kwargs"),
+        ([], {"nested": {"deep": object()}}, "kwargs"),
+        ([{1, 2}], {}, "args"),
+    ],
+)
+def test_to_json_refuses_values_json_cannot_hold_naming_the_field(
+    echo: Tool[..., Any], args: list[Any], kwargs: dict[str, Any], where: str
+) -> None:
+    turn = Turn(echo, args=args, kwargs=kwargs)
+
+    with pytest.raises(TypeError, match=where) as info:
+        turn.to_json()
+
+    assert "Turn" in str(info.value)
+
+
+def test_to_json_refuses_an_output_json_cannot_hold(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1])
+    turn.output = {1, 2}
+
+    with pytest.raises(TypeError, match="output"):
+        turn.to_json()
+
+
+# -- property --------------------------------------------------------------------------------
+
+_json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**53), max_value=2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=10)
+)
+_json_values = st.recursive(
+    _json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    args=st.lists(_json_values, max_size=4),
+    kwargs=st.dictionaries(st.text(max_size=8), _json_values, max_size=4),
+    timeout=st.integers(min_value=1, max_value=10**6)
+    | st.floats(min_value=1e-3, max_value=1e6, allow_nan=False),
+    tags=st.frozensets(st.text(max_size=8), max_size=4),
+)
+def test_json_round_trip_preserves_the_saved_turn(
+    echo: Tool[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    timeout: float,
+    tags: frozenset[str],
+) -> None:
+    turn = Turn(echo, args=args, kwargs=kwargs, timeout=timeout, tags=tags)
+
+    restored = Turn.from_json(turn.to_json())
+
+    assert restored.to_dict() == turn.to_dict()
+    assert restored.tags == tags

@@ -64,7 +64,7 @@ demo: $(DEV_STAMP)
 	$(BIN)/python examples/demo.py
 
 docs: $(DOCS_STAMP)
-	$(BIN)/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench

@@ -19,8 +19,8 @@ Example:
     ...     async for _ in agent.run():
     ...         pass
     ...     return [item.content for item in agent.context_queue]
-    >>> asyncio.run(main())
-    ['hello']
+    >>> print(*asyncio.run(main()))
+    hello
 """
 
 from __future__ import annotations

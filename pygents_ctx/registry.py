@@ -7,28 +7,82 @@ evaluated from saved data.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from pygents_ctx.errors import UnregisteredAgentError, UnregisteredHookError, UnregisteredToolError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from pygents_ctx.agent import Agent
+    from pygents_ctx.errors import _UnregisteredError
     from pygents_ctx.hooks import Hook, HookKind
     from pygents_ctx.tools import Tool
 
 __all__ = ["AgentRegistry", "HookRegistry", "ToolRegistry"]
 
+T = TypeVar("T")
 
-class ToolRegistry:
+
+class _NameRegistry(Generic[T]):
+    """What the three registries share: a class-level dict of names to objects."""
+
+    _entries: ClassVar[dict[str, Any]]
+    _noun: ClassVar[str]
+    _missing: ClassVar[type[_UnregisteredError]]
+    _missing_hint: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._entries = {}  # one dict per registry, never shared
+
+    @classmethod
+    def _add(cls, name: str, entry: T, same: Callable[[T, T], bool]) -> None:
+        held = cls._entries.get(name)
+        if held is not None and not same(held, entry):
+            raise ValueError(
+                f"a different {cls._noun} named {name!r} is already registered; "
+                f"rename it or call {cls.__name__}.unregister({name!r}) first"
+            )
+        if held is None:
+            cls._entries[name] = entry
+
+    @classmethod
+    def get(cls, name: str) -> T:
+        """Return the object registered under `name`.
+
+        Raises:
+            UnregisteredToolError, UnregisteredAgentError, UnregisteredHookError:
+                Nothing has that name (each is a `KeyError`).
+        """
+        try:
+            entry: T = cls._entries[name]
+        except KeyError:
+            raise cls._missing(
+                f"no {cls._noun} named {name!r} is registered; {cls._missing_hint}"
+            ) from None
+        return entry
+
+    @classmethod
+    def clear(cls) -> None:
+        """Remove everything."""
+        cls._entries.clear()
+
+
+def _identical(held: object, entry: object) -> bool:
+    return held is entry
+
+
+class ToolRegistry(_NameRegistry["Tool[..., Any]"]):
     """Every tool made with `@tool` or `.subtool()`, keyed by name.
 
     A root tool's key is its function's `__name__`; a subtool's is scoped by its
     parents (`"parent.child"`).
     """
 
-    _tools: ClassVar[dict[str, Tool[..., Any]]] = {}
+    _noun = "tool"
+    _missing = UnregisteredToolError
+    _missing_hint = "decorate it with @tool first"
 
     @classmethod
     def register(cls, tool: Tool[..., Any]) -> None:
@@ -37,37 +91,17 @@ class ToolRegistry:
         Raises:
             ValueError: Another tool already has that key.
         """
-        held = cls._tools.get(tool.key)
-        if held is not None and held is not tool:
-            raise ValueError(
-                f"a tool named {tool.key!r} is already registered; rename the function or "
-                f"call ToolRegistry.unregister({tool.key!r}) first"
-            )
-        cls._tools[tool.key] = tool
-
-    @classmethod
-    def get(cls, name: str) -> Tool[..., Any]:
-        """Return the tool registered under `name`.
-
-        Raises:
-            UnregisteredToolError: No tool has that name.
-        """
-        try:
-            return cls._tools[name]
-        except KeyError:
-            raise UnregisteredToolError(
-                f"no tool named {name!r} is registered; decorate it with @tool first"
-            ) from None
+        cls._add(tool.key, tool, _identical)
 
     @classmethod
     def all(cls) -> list[Tool[..., Any]]:
         """Every registered tool, subtools included, in registration order."""
-        return list(cls._tools.values())
+        return list(cls._entries.values())
 
     @classmethod
     def definitions(cls) -> list[dict[str, Any]]:
         """The `doc_tree()` of every root tool, sorted by name."""
-        roots = sorted((t for t in cls._tools.values() if t.parent is None), key=lambda t: t.key)
+        roots = sorted((t for t in cls._entries.values() if t.parent is None), key=lambda t: t.key)
         return [t.doc_tree() for t in roots]
 
     @classmethod
@@ -79,19 +113,16 @@ class ToolRegistry:
         """
         cls.get(name)
         prefix = name + "."
-        for key in [k for k in cls._tools if k == name or k.startswith(prefix)]:
-            del cls._tools[key]
-
-    @classmethod
-    def clear(cls) -> None:
-        """Remove every tool."""
-        cls._tools.clear()
+        for key in [k for k in cls._entries if k == name or k.startswith(prefix)]:
+            del cls._entries[key]
 
 
-class AgentRegistry:
+class AgentRegistry(_NameRegistry["Agent"]):
     """Every live agent, keyed by name, so agents can message each other."""
 
-    _agents: ClassVar[dict[str, Agent]] = {}
+    _noun = "agent"
+    _missing = UnregisteredAgentError
+    _missing_hint = "create it (or restore it with Agent.from_dict) first"
 
     @classmethod
     def register(cls, agent: Agent) -> None:
@@ -100,25 +131,7 @@ class AgentRegistry:
         Raises:
             ValueError: Another agent already has that name.
         """
-        held = cls._agents.get(agent.name)
-        if held is not None and held is not agent:
-            raise ValueError(
-                f"an agent named {agent.name!r} is already registered; choose another name "
-                f"or call AgentRegistry.unregister({agent.name!r}) first"
-            )
-        cls._agents[agent.name] = agent
-
-    @classmethod
-    def get(cls, name: str) -> Agent:
-        """Return the agent registered under `name`.
-
-        Raises:
-            UnregisteredAgentError: No agent has that name.
-        """
-        try:
-            return cls._agents[name]
-        except KeyError:
-            raise UnregisteredAgentError(f"no agent named {name!r} is registered") from None
+        cls._add(agent.name, agent, _identical)
 
     @classmethod
     def unregister(cls, name: str) -> None:
@@ -128,21 +141,18 @@ class AgentRegistry:
             UnregisteredAgentError: No agent has that name.
         """
         cls.get(name)
-        del cls._agents[name]
-
-    @classmethod
-    def clear(cls) -> None:
-        """Remove every agent."""
-        cls._agents.clear()
+        del cls._entries[name]
 
 
-class HookRegistry:
+class HookRegistry(_NameRegistry["Hook"]):
     """Every hook by its function's name, and the global hooks by kind.
 
     Owners save their hooks by name; loading resolves the names here.
     """
 
-    _hooks: ClassVar[dict[str, Hook]] = {}
+    _noun = "hook"
+    _missing = UnregisteredHookError
+    _missing_hint = "define (import) it before loading"
     # One list per kind, created once and only ever mutated in place: owners keep
     # a reference so that "are there global hooks?" costs a truth test.
     _globals: ClassVar[dict[HookKind, list[Hook]]] = {}
@@ -157,29 +167,7 @@ class HookRegistry:
         Raises:
             ValueError: A different hook already has that name.
         """
-        name = hook.metadata.name
-        held = cls._hooks.get(name)
-        if held is not None and not held.same_as(hook):
-            raise ValueError(
-                f"a different hook named {name!r} is already registered; rename the function "
-                f"or call HookRegistry.unregister({name!r}) first"
-            )
-        if held is None:
-            cls._hooks[name] = hook
-
-    @classmethod
-    def get(cls, name: str) -> Hook:
-        """Return the hook registered under `name`.
-
-        Raises:
-            UnregisteredHookError: No hook has that name.
-        """
-        try:
-            return cls._hooks[name]
-        except KeyError:
-            raise UnregisteredHookError(
-                f"no hook named {name!r} is registered; define (import) it before loading"
-            ) from None
+        cls._add(hook.metadata.name, hook, lambda held, new: held.same_as(new))
 
     @classmethod
     def unregister(cls, name: str) -> None:
@@ -189,14 +177,14 @@ class HookRegistry:
             UnregisteredHookError: No hook has that name.
         """
         hook = cls.get(name)
-        del cls._hooks[name]
+        del cls._entries[name]
         for hooks in cls._globals.values():
             hooks[:] = [h for h in hooks if h is not hook]
 
     @classmethod
     def clear(cls) -> None:
         """Forget every hook name and every global hook."""
-        cls._hooks.clear()
+        super().clear()
         cls.clear_globals()
 
     @classmethod
@@ -226,5 +214,5 @@ class HookRegistry:
     @classmethod
     def is_saved_as(cls, hook: Hook) -> bool:
         """Whether loading `hook.metadata.name` gives `hook` (or an equivalent) back."""
-        held = cls._hooks.get(hook.metadata.name)
+        held = cls._entries.get(hook.metadata.name)
         return held is not None and held.same_as(hook)

@@ -12,8 +12,8 @@ Example:
     ... async def add(a: int, b: int = 1) -> int:
     ...     "Add two numbers."
     ...     return a + b
-    >>> add.metadata.input_schema["required"]
-    ['a']
+    >>> print(*add.metadata.input_schema["required"])
+    a
 """
 
 from __future__ import annotations

@@ -306,7 +306,7 @@ class Turn(JsonSerializable):
         return TurnMetadata(
             None if self._start is None else datetime.fromtimestamp(self._start, UTC),
             None if self._end is None else datetime.fromtimestamp(self._end, UTC),
-            self._stop_reason,
+            None if self._running else self._stop_reason,
         )
 
     def __repr__(self) -> str:
@@ -338,30 +338,31 @@ class Turn(JsonSerializable):
             )
         self._running = True
         self.output = None
-        self._start, self._end, self._stop_reason = time(), None, None
+        # Until the run says otherwise, an interrupted run reads as cancelled.
+        self._start, self._end, self._stop_reason = time(), None, StopReason.CANCELLED
 
-    async def _finish(self, hooks: list[Hook], reason: StopReason) -> None:
-        """Record how the run ended and fire `on_complete` (always, last)."""
-        self._end, self._stop_reason = time(), reason
+    async def _finish(self, hooks: list[Hook]) -> None:
+        """Record the end of a run and fire `on_complete` (always, last)."""
+        self._end = time()
         try:
-            await fire(TurnHook.ON_COMPLETE, hooks, self._tags, self, reason)
+            if hooks or _ON_COMPLETE:
+                await fire(TurnHook.ON_COMPLETE, hooks, self._tags, self, self._stop_reason)
         finally:
             self._running = False
 
-    async def _failed(self, hooks: list[Hook], exc: Exception) -> StopReason:
+    async def _failed(self, hooks: list[Hook], exc: Exception) -> None:
+        """Record a failed run and fire its hooks; raise `TurnTimeoutError` on expiry."""
         if isinstance(exc, _Expired):
+            self._stop_reason = StopReason.TIMEOUT
             if hooks or _ON_TIMEOUT:
                 await fire(TurnHook.ON_TIMEOUT, hooks, self._tags, self)
-            return StopReason.TIMEOUT
+            raise TurnTimeoutError(
+                f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
+                f"raise its timeout or make the tool faster"
+            ) from None
+        self._stop_reason = StopReason.ERROR
         if hooks or _ON_ERROR:
             await fire(TurnHook.ON_ERROR, hooks, self._tags, self, exc)
-        return StopReason.ERROR
-
-    def _timeout_error(self) -> TurnTimeoutError:
-        return TurnTimeoutError(
-            f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
-            f"raise its timeout or make the tool faster"
-        )
 
     def returning(self) -> Coroutine[Any, Any, Any]:
         """Run a coroutine tool and return its result (also kept in `output`).
@@ -391,33 +392,26 @@ class Turn(JsonSerializable):
         """Run with `hooks` (the turn's own, plus an agent's turn hooks)."""
         self._begin(wants_generator=False)
         started = monotonic()
-        reason = StopReason.CANCELLED
         try:
             if hooks or _BEFORE_RUN:
                 await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
             args, kwargs = self._evaluated()
             output = await _within(self._tool._call(args, kwargs), started, self._timeout)
         except Exception as exc:
-            reason = await self._failed(hooks, exc)
-            if reason is StopReason.TIMEOUT:
-                raise self._timeout_error() from None
+            await self._failed(hooks, exc)
             raise
         else:
             self.output = output
-            reason = StopReason.COMPLETED
+            self._stop_reason = StopReason.COMPLETED
             if hooks or _AFTER_RUN:
                 await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, output)
             return output
         finally:
-            if hooks or _ON_COMPLETE:
-                await self._finish(hooks, reason)
-            else:
-                self._end, self._stop_reason, self._running = time(), reason, False
+            await self._finish(hooks)
 
     async def _yielding(self, hooks: list[Hook]) -> AsyncGenerator[Any, None]:
         self._begin(wants_generator=True)
         started = monotonic()
-        reason = StopReason.CANCELLED
         produced: list[Any] = []
         self.output = produced
         try:
@@ -439,19 +433,14 @@ class Turn(JsonSerializable):
             finally:
                 await generator.aclose()
         except Exception as exc:
-            reason = await self._failed(hooks, exc)
-            if reason is StopReason.TIMEOUT:
-                raise self._timeout_error() from None
+            await self._failed(hooks, exc)
             raise
         else:
-            reason = StopReason.COMPLETED
+            self._stop_reason = StopReason.COMPLETED
             if hooks or _AFTER_RUN:
                 await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, produced)
         finally:
-            if hooks or _ON_COMPLETE:
-                await self._finish(hooks, reason)
-            else:
-                self._end, self._stop_reason, self._running = time(), reason, False
+            await self._finish(hooks)
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""

@@ -45,8 +45,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         >>> queue: ContextQueue[str] = ContextQueue(limit=2)
         >>> for text in ("a", "b", "c"):
         ...     asyncio.run(queue.append(ContextItem(content=text)))
-        >>> [item.content for item in queue]
-        ['b', 'c']
+        >>> print(*(item.content for item in queue))
+        b c
     """
 
     before_append = HookSlot(ContextQueueHook.BEFORE_APPEND)

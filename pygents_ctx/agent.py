@@ -169,7 +169,14 @@ class Agent(JsonSerializable):
             )
         if name == "tools":
             roots = self._check_tools(value)
-            object.__setattr__(self, "_tools", {t.key: t for r in roots for t in r.walk()})
+            tools = {t.key: t for r in roots for t in r.walk()}
+            for turn in self.__dict__.get("_turns", ()):
+                if tools.get(turn.tool_name) is not turn.tool:
+                    raise ValueError(
+                        f"agent {self.name!r} has a queued turn for tool {turn.tool_name!r}; "
+                        f"keep that tool in tools= or run the turn first"
+                    )
+            object.__setattr__(self, "_tools", tools)
             value = roots
         elif name == "tags":
             value = tag_set(value)

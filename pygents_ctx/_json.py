@@ -59,7 +59,10 @@ def dumps(data: Any, owner: str) -> bytes:
     """
     try:
         encoded = orjson.dumps(data, default=_refuse, option=_OPTIONS)
-        found = None if b"null" not in encoded else _first_unjsonable(data, owner)
+        # orjson writes NaN and infinity as null. Reading the bytes back and comparing
+        # (both in C) is far cheaper than walking the data in Python to rule that out.
+        suspect = b"null" in encoded and orjson.loads(encoded) != data
+        found = _first_unjsonable(data, owner) if suspect else None
     except TypeError:
         found = _first_unjsonable(data, owner) or (owner, data)
     if found is None:

@@ -308,6 +308,8 @@ class Agent(JsonSerializable):
         turns, gate, tags = self._turns, state.gate, self.tags
         try:
             while True:
+                if state.current_turn is None and not turns:
+                    return  # nothing left: a pause does not hold an idle run open
                 if not gate.is_set():
                     await gate.wait()
                 turn = state.current_turn

@@ -211,6 +211,10 @@ def hook(
 
 
 def _kinds(kind: HookKind | Iterable[HookKind]) -> tuple[HookKind, ...]:
+    if isinstance(kind, str):
+        raise TypeError(
+            f"hook() takes hook kind members such as TurnHook.BEFORE_RUN, not the string {kind!r}"
+        )
     kinds = (kind,) if isinstance(kind, _KIND_TYPES) else tuple(kind)
     if not kinds:
         raise ValueError("hook() needs at least one hook kind; the list was empty")

@@ -56,7 +56,7 @@ class StopReason(Enum):
 
 
 @dataclass(frozen=True)
-class TurnMetadata:
+class TurnMetadata(JsonSerializable):
     """When a turn's latest run started and ended, and why it stopped (UTC times)."""
 
     start_time: datetime | None = None

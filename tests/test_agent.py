@@ -1034,3 +1034,26 @@ async def test_reassigning_tools_without_a_queued_turns_tool_is_refused() -> Non
     assert [value async for _, value in agent.run()] == [2]
     agent.tools = [kept]
     assert agent.tools == [kept]
+
+
+async def test_a_pause_after_the_last_turn_does_not_hold_the_run_open() -> None:
+    @tool
+    async def only() -> int:
+        return 1
+
+    agent = Agent("last", "d", [only])
+
+    @agent.after_turn
+    async def pause_after(agent: Agent, turn: Turn) -> None:
+        await agent.pause()
+
+    await agent.put(Turn(only))
+    values = await asyncio.wait_for(_drain_values(agent), timeout=1)
+
+    assert values == [1]
+    assert agent.is_paused
+    assert not agent.is_running
+
+
+async def _drain_values(agent: Agent) -> list[Any]:
+    return [value async for _, value in agent.run()]

@@ -244,6 +244,11 @@ def test_hook_with_something_that_is_not_a_hook_kind_is_rejected(kind: Any) -> N
         hook(kind)
 
 
+def test_a_kind_given_as_a_string_is_named_whole_in_the_error() -> None:
+    with pytest.raises(TypeError, match="'before_run'"):
+        hook("before_run")  # type: ignore[arg-type]
+
+
 def _sync(*args: Any) -> None:
     pass
 

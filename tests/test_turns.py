@@ -1203,3 +1203,14 @@ def test_json_round_trip_preserves_the_saved_turn(
 
     assert restored.to_dict() == turn.to_dict()
     assert restored.tags == tags
+
+
+def test_metadata_round_trips_through_json() -> None:
+    metadata = TurnMetadata(
+        datetime(2026, 11, 22, 1, 2, 3, 456789, tzinfo=UTC),
+        datetime(2026, 11, 22, 1, 2, 4, tzinfo=UTC),
+        StopReason.TIMEOUT,
+    )
+
+    assert TurnMetadata.from_json(metadata.to_json()) == metadata
+    assert b'"stop_reason":"timeout"' in metadata.to_json()

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from pygents_ctx._json import JsonSerializable
+
 __all__ = ["ContextItem"]
 
 T = TypeVar("T")
@@ -14,7 +16,7 @@ T = TypeVar("T")
 # No slots=True: before Python 3.14 a slotted frozen dataclass breaks
 # `ContextItem[str](...)` (typing sets __orig_class__ through a stale super()).
 @dataclass(frozen=True)
-class ContextItem(Generic[T]):
+class ContextItem(JsonSerializable, Generic[T]):
     """One piece of context: a payload, with an optional description and id.
 
     An item with an `id` belongs in a `ContextPool` (keyed lookup); one without

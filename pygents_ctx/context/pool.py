@@ -118,10 +118,10 @@ class ContextPool(JsonSerializable, Generic[T]):
             raise TypeError(f"ContextPool.add takes a ContextItem, not {type(item).__name__}")
         item_id = item.id
         if item_id is None or item.description is None:
-            missing = "id" if item_id is None else "description"
+            field = "id" if item_id is None else "description"
             raise ValueError(
-                f"ContextPool.add needs an item with an {missing}; "
-                f"set ContextItem({missing}=...) (items without an id belong in a ContextQueue)"
+                f"ContextPool.add needs an item with {'an' if field == 'id' else 'a'} {field}; "
+                f"set ContextItem({field}=...) (items without an id belong in a ContextQueue)"
             )
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):

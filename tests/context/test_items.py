@@ -152,3 +152,11 @@ def test_from_dict_without_content_is_a_value_error(data: Any) -> None:
 def test_from_dict_with_wrong_field_types_is_a_value_error(data: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"id|description"):
         ContextItem.from_dict(data)
+
+
+def test_item_round_trips_through_json() -> None:
+    item = ContextItem(content={"text": "q3", "n": [1, 2.5]}, description="d", id="x")
+
+    assert item.to_json() == b'{"id":"x","description":"d","content":{"text":"q3","n":[1,2.5]}}'
+    assert ContextItem.from_json(item.to_json()) == item
+    assert ContextItem.from_json(item.to_json().decode()) == item

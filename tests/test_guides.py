@@ -1,0 +1,56 @@
+"""Every ```python block in the docs runs.
+
+The blocks of one page run in order in one namespace, inside one event loop,
+so a later block can use what an earlier one defined and top-level `await`
+works, as it would in an async REPL.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pygents_ctx import AgentRegistry, HookRegistry, ToolRegistry
+
+GUIDES = Path(__file__).resolve().parent.parent / "guides"
+# A fence opens with ```python (nothing else on the line) and closes with ```.
+_BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def _blocks(page: Path) -> list[str]:
+    return _BLOCK.findall(page.read_text(encoding="utf-8"))
+
+
+PAGES = sorted(p for p in GUIDES.rglob("*.md") if _blocks(p))
+
+
+async def _run_blocks(page: Path) -> None:
+    namespace: dict[str, Any] = {"__name__": f"guides.{page.stem}"}
+    for number, source in enumerate(_blocks(page), start=1):
+        code = compile(
+            source,
+            f"{page.relative_to(GUIDES)} (block {number})",
+            "exec",
+            flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+        )
+        result = eval(code, namespace)
+        if inspect.iscoroutine(result):
+            await result
+
+
+def test_most_pages_have_examples() -> None:
+    assert len(PAGES) >= 5, [str(p) for p in PAGES]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(GUIDES)) for p in PAGES])
+def test_page_examples_run(page: Path) -> None:
+    ToolRegistry.clear()
+    AgentRegistry.clear()
+    HookRegistry.clear()
+    asyncio.run(_run_blocks(page))

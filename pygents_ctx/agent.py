@@ -272,18 +272,14 @@ class Agent(JsonSerializable):
             if self.hooks or _ON_RESUME:
                 await fire(AgentHook.ON_RESUME, self.hooks, self.tags, self)
 
-    async def _route(self, value: Any) -> bool:
-        """Send a produced value where its type says; `True` when it was consumed."""
+    async def _route(self, value: Turn | ContextItem[Any]) -> None:
+        """Send a `Turn` or `ContextItem` where its type says."""
         if isinstance(value, Turn):
             await self.put(value)
-            return True
-        if isinstance(value, ContextItem):
-            if value.id is None:
-                await self.context_queue.append(value)
-            else:
-                await self.context_pool.add(value)
-            return True
-        return False
+        elif value.id is None:
+            await self.context_queue.append(value)
+        else:
+            await self.context_pool.add(value)
 
     async def run(self) -> AsyncIterator[tuple[Turn, Any]]:
         """Run queued turns until none is left, yielding `(turn, value)` pairs.
@@ -327,7 +323,9 @@ class Agent(JsonSerializable):
                         values = turn._yielding(turn_hooks)
                         try:
                             async for value in values:
-                                routed = isinstance(value, _ROUTED) and await self._route(value)
+                                routed = isinstance(value, _ROUTED)
+                                if routed:
+                                    await self._route(value)
                                 if hooks or _ON_TURN_VALUE:
                                     await fire(
                                         AgentHook.ON_TURN_VALUE, hooks, tags, self, turn, value
@@ -345,7 +343,9 @@ class Agent(JsonSerializable):
                     else:
                         value = await turn._returning(turn_hooks)
                         state.current_turn = None
-                        routed = isinstance(value, _ROUTED) and await self._route(value)
+                        routed = isinstance(value, _ROUTED)
+                        if routed:
+                            await self._route(value)
                         if hooks or _ON_TURN_VALUE:
                             await fire(AgentHook.ON_TURN_VALUE, hooks, tags, self, turn, value)
                         if not routed:

@@ -142,14 +142,13 @@ class Agent(JsonSerializable):
             raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
-        roots = self._check_tools(tools)
         if context_queue is not None and not isinstance(context_queue, ContextQueue):
             raise TypeError(f"context_queue must be a ContextQueue, not {context_queue!r}")
         if context_pool is not None and not isinstance(context_pool, ContextPool):
             raise TypeError(f"context_pool must be a ContextPool, not {context_pool!r}")
         self.name = name
         self.description = description
-        self.tools = roots
+        self.tools = list(tools)  # checked and indexed by __setattr__
         self.context_queue = ContextQueue(limit=10) if context_queue is None else context_queue
         self.context_pool = ContextPool() if context_pool is None else context_pool
         self.tags = tag_set(tags)
@@ -168,38 +167,15 @@ class Agent(JsonSerializable):
                 f"{'running' if state.running else 'paused'}"
             )
         if name == "tools":
-            roots = self._check_tools(value)
-            tools = {t.key: t for r in roots for t in r.walk()}
-            for turn in self.__dict__.get("_turns", ()):
-                if tools.get(turn.tool_name) is not turn.tool:
-                    raise ValueError(
-                        f"agent {self.name!r} has a queued turn for tool {turn.tool_name!r}; "
-                        f"keep that tool in tools= or run the turn first"
-                    )
-            object.__setattr__(self, "_tools", tools)
-            value = roots
+            value, index = _index_tools(value)
+            pending = [*self.__dict__.get("_turns", ()), *filter(None, [state.current_turn])]
+            _require_tools(index, pending, f"agent {self.name!r}")
+            object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
         elif name == "name" and "name" in self.__dict__:
             raise AttributeError("an agent's name cannot change; branch() under a new name")
         object.__setattr__(self, name, value)
-
-    @staticmethod
-    def _check_tools(tools: Iterable[Tool[..., Any]]) -> list[Tool[..., Any]]:
-        roots = list(tools)
-        for t in roots:
-            if not isinstance(t, Tool):
-                raise TypeError(f"Agent tools must be Tool objects made by @tool, not {t!r}")
-            try:
-                registered: Tool[..., Any] | None = ToolRegistry.get(t.key)
-            except UnregisteredToolError:
-                registered = None
-            if registered is not t:
-                raise ValueError(
-                    f"tool {t.key!r} is not the instance held by ToolRegistry; "
-                    f"pass the decorated tool itself"
-                )
-        return roots
 
     @property
     def is_paused(self) -> bool:
@@ -386,14 +362,8 @@ class Agent(JsonSerializable):
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
-        child_tools = self.tools if isinstance(tools, Inherit) else list(tools)
-        child_keys = {t.key for root in self._check_tools(child_tools) for t in root.walk()}
-        for turn in self._turns:
-            if turn.tool_name not in child_keys:
-                raise ValueError(
-                    f"branch {name!r} would lack tool {turn.tool_name!r} of a queued turn; "
-                    f"include it in tools="
-                )
+        child_tools, index = _index_tools(self.tools if isinstance(tools, Inherit) else tools)
+        _require_tools(index, self._turns, f"branch {name!r}")
         child = Agent(
             name,
             self.description if isinstance(description, Inherit) else description,
@@ -457,16 +427,10 @@ class Agent(JsonSerializable):
         queued = _field(data, "queue", list, [], label) or []
         current = _field(data, "current_turn", dict, None, label)
         is_paused = bool(_field(data, "is_paused", bool, False, label))
-        tools = [ToolRegistry.get(n) for n in tool_names]
-        keys = {t.key for root in tools for t in root.walk()}
+        tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
         turns = [Turn.from_dict(t) for t in queued]
         current_turn = None if current is None else Turn.from_dict(current)
-        for turn in [*turns, *([current_turn] if current_turn else [])]:
-            if turn.tool_name not in keys:
-                raise ValueError(
-                    f"{label}: a saved turn uses tool {turn.tool_name!r}, "
-                    f"which is not among its 'tool_names'"
-                )
+        _require_tools(index, [*turns, *filter(None, [current_turn])], label)
         queue = (
             ContextQueue.from_dict(data["context_queue"])
             if data.get("context_queue") is not None
@@ -496,6 +460,45 @@ class Agent(JsonSerializable):
 
 
 _ROUTED = (Turn, ContextItem)
+
+
+def _index_tools(
+    tools: Iterable[Tool[..., Any]],
+) -> tuple[list[Tool[..., Any]], dict[str, Tool[..., Any]]]:
+    """The root tools as a list, and them with their subtools by key.
+
+    Raises:
+        TypeError: Something is not a `Tool`.
+        ValueError: A tool is not the instance held by `ToolRegistry`.
+    """
+    roots = list(tools)
+    for t in roots:
+        if not isinstance(t, Tool):
+            raise TypeError(f"Agent tools must be Tool objects made by @tool, not {t!r}")
+        try:
+            registered: Tool[..., Any] | None = ToolRegistry.get(t.key)
+        except UnregisteredToolError:
+            registered = None
+        if registered is not t:
+            raise ValueError(
+                f"tool {t.key!r} is not the instance held by ToolRegistry; "
+                f"pass the decorated tool itself"
+            )
+    return roots, {t.key: t for root in roots for t in root.walk()}
+
+
+def _require_tools(index: dict[str, Tool[..., Any]], turns: Iterable[Turn], owner: str) -> None:
+    """Refuse tools that leave a pending turn without its tool (it could not run or load).
+
+    Raises:
+        ValueError: A turn's tool is not in `index`.
+    """
+    for turn in turns:
+        if index.get(turn.tool_name) is not turn.tool:
+            raise ValueError(
+                f"{owner} has a pending turn for tool {turn.tool_name!r} but not the tool; "
+                f"include it in the tools"
+            )
 
 
 def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:

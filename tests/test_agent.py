@@ -1057,3 +1057,30 @@ async def test_a_pause_after_the_last_turn_does_not_hold_the_run_open() -> None:
 
 async def _drain_values(agent: Agent) -> list[Any]:
     return [value async for _, value in agent.run()]
+
+
+async def test_reassigning_tools_keeps_the_tool_of_a_turn_left_current_by_cancellation() -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def slow() -> int:
+        started.set()
+        await asyncio.sleep(10)
+        return 1
+
+    @tool
+    async def other() -> int:
+        return 2
+
+    agent = Agent("interrupted", "d", [slow, other])
+    await agent.put(Turn(slow))
+    task = asyncio.create_task(_drain_values(agent))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    assert agent.current_turn is not None
+    with pytest.raises(ValueError, match="slow"):
+        agent.tools = [other]
+    assert agent.tools == [slow, other]

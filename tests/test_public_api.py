@@ -24,12 +24,14 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.items",
     "pygents_ctx.context.queue",
     "pygents_ctx.context.pool",
+    "pygents_ctx.context.messages",
+    "pygents_ctx.context.tokens",
 ]
 ALL_MODULES = [pygents_ctx.__name__] + [
     info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")
 ]
 # Type aliases cannot carry a docstring of their own.
-NO_DOCSTRING = {"HookKind"}
+NO_DOCSTRING = {"ContentBlock", "HookKind"}
 EXPORTED = [getattr(pygents_ctx, name) for name in pygents_ctx.__all__]
 EXPORTED_CLASSES = [obj for obj in EXPORTED if inspect.isclass(obj)]
 REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "guides" / "reference.md"

@@ -1,7 +1,41 @@
-"""Typed context primitives: `ContextItem`, `ContextQueue` and `ContextPool`."""
+"""Typed context: items, the queue and the pool, messages and token counting."""
 
 from pygents_ctx.context.items import ContextItem
+from pygents_ctx.context.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    from_dict,
+    to_dict,
+)
 from pygents_ctx.context.pool import ContextPool
 from pygents_ctx.context.queue import ContextQueue
+from pygents_ctx.context.tokens import (
+    HeuristicTokenCounter,
+    TiktokenCounter,
+    TokenCounter,
+    count_message_tokens,
+    count_tokens,
+)
 
-__all__ = ["ContextItem", "ContextPool", "ContextQueue"]
+__all__ = [
+    "ContentBlock",
+    "ContextItem",
+    "ContextPool",
+    "ContextQueue",
+    "HeuristicTokenCounter",
+    "ImageBlock",
+    "Message",
+    "TextBlock",
+    "TiktokenCounter",
+    "TokenCounter",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "count_message_tokens",
+    "count_tokens",
+    "from_dict",
+    "to_dict",
+]

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._json import JsonSerializable
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.messages import from_dict as message_from_dict
+from pygents_ctx.context.messages import to_dict as message_to_dict
 
 __all__ = ["ContextItem"]
 
@@ -46,8 +49,19 @@ class ContextItem(JsonSerializable, Generic[T]):
                 raise TypeError(f"ContextItem {field} must be a string or None, not {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """`{"id", "description", "content"}`."""
-        return {"id": self.id, "description": self.description, "content": self.content}
+        """`{"id", "description", "content"}`, plus `"content_type": "message"` for a `Message`.
+
+        A `Message` is saved in its dict form (`pygents_ctx.context.messages.to_dict`).
+        """
+        content = self.content
+        if isinstance(content, Message):
+            return {
+                "id": self.id,
+                "description": self.description,
+                "content": message_to_dict(content),
+                "content_type": "message",
+            }
+        return {"id": self.id, "description": self.description, "content": content}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContextItem[Any]:
@@ -58,7 +72,16 @@ class ContextItem(JsonSerializable, Generic[T]):
         """
         if not isinstance(data, Mapping) or "content" not in data:
             raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
+        content = data["content"]
+        content_type = data.get("content_type")
+        if content_type == "message":
+            content = message_from_dict(content)
+        elif content_type is not None:
+            raise ValueError(
+                f"saved ContextItem content_type {content_type!r} is unknown; "
+                f"the only one is 'message' (or leave it out)"
+            )
         try:
-            return cls(data["content"], data.get("description"), data.get("id"))
+            return cls(content, data.get("description"), data.get("id"))
         except TypeError as exc:
             raise ValueError(str(exc)) from None

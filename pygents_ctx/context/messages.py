@@ -1,0 +1,315 @@
+"""Typed conversation messages: content blocks, `Message`, and their dict form.
+
+Blocks and messages are frozen value types. A `Message` holds its blocks in a
+tuple, so nothing a caller does to a list it passed in reaches the message
+(treat `ToolUseBlock.input` as read-only too: it is the one mutable field).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
+
+__all__ = [
+    "ContentBlock",
+    "ImageBlock",
+    "Message",
+    "TextBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "from_dict",
+    "to_dict",
+]
+
+Role: TypeAlias = Literal["user", "assistant", "system"]
+ROLES: Final = frozenset(get_args(Role))
+IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+
+
+def _require(owner: str, name: str, value: object, kind: type | tuple[type, ...]) -> None:
+    if not isinstance(value, kind):
+        expected = (
+            kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        )
+        raise TypeError(f"{owner}.{name} must be {expected}, not {type(value).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class TextBlock:
+    """Plain text.
+
+    Example:
+        >>> TextBlock("hello").text
+        'hello'
+    """
+
+    text: str
+    type: ClassVar[str] = "text"
+
+    def __post_init__(self) -> None:
+        _require("TextBlock", "text", self.text, str)
+
+
+@dataclass(frozen=True, slots=True)
+class ImageBlock:
+    """An image: its media type (`image/jpeg`, `image/png`, `image/gif` or `image/webp`) and bytes.
+
+    Raises:
+        ValueError: `media_type` is not one of the four supported types.
+    """
+
+    media_type: str
+    data: bytes
+    type: ClassVar[str] = "image"
+
+    def __post_init__(self) -> None:
+        _require("ImageBlock", "media_type", self.media_type, str)
+        _require("ImageBlock", "data", self.data, bytes)
+        if self.media_type not in IMAGE_MEDIA_TYPES:
+            raise ValueError(
+                f"ImageBlock.media_type {self.media_type!r} is not supported; "
+                f"use one of {', '.join(sorted(IMAGE_MEDIA_TYPES))}"
+            )
+
+    def __repr__(self) -> str:  # the bytes can be megabytes
+        return f"ImageBlock(media_type={self.media_type!r}, data=<{len(self.data)} bytes>)"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolUseBlock:
+    """A tool call the model made: the call's `id`, the tool's `name` and its `input`."""
+
+    id: str
+    name: str
+    input: dict[str, Any]
+    type: ClassVar[str] = "tool_use"
+
+    def __post_init__(self) -> None:
+        _require("ToolUseBlock", "id", self.id, str)
+        _require("ToolUseBlock", "name", self.name, str)
+        _require("ToolUseBlock", "input", self.input, dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultBlock:
+    """The result of the call `tool_use_id`: text, or text and image blocks.
+
+    Tool results travel in a `user` message, after the assistant message that
+    made the calls.
+    """
+
+    tool_use_id: str
+    content: str | Sequence[TextBlock | ImageBlock]
+    is_error: bool = False
+    type: ClassVar[str] = "tool_result"
+
+    def __post_init__(self) -> None:
+        _require("ToolResultBlock", "tool_use_id", self.tool_use_id, str)
+        _require("ToolResultBlock", "is_error", self.is_error, bool)
+        if isinstance(self.content, str):
+            return
+        _require("ToolResultBlock", "content", self.content, (str, list, tuple))
+        content = tuple(self.content)
+        for index, block in enumerate(content):
+            if not isinstance(block, TextBlock | ImageBlock):
+                raise TypeError(
+                    f"ToolResultBlock.content[{index}] must be a TextBlock or ImageBlock, "
+                    f"not {type(block).__name__}"
+                )
+        object.__setattr__(self, "content", content)
+
+    @property
+    def text(self) -> str:
+        """The result's text: the string, or its text blocks joined by newlines."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n".join(block.text for block in self.content if isinstance(block, TextBlock))
+
+
+ContentBlock: TypeAlias = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
+_BLOCK_TYPES: Final = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One turn of a conversation: a `role` and a tuple of content blocks.
+
+    `content` accepts any iterable of blocks (a list, as in most code) and is
+    stored as a tuple. A plain string is taken as one `TextBlock`.
+
+    Example:
+        >>> message = Message("user", [TextBlock("What is 2 + 2?")])
+        >>> message.text
+        'What is 2 + 2?'
+    """
+
+    role: Role
+    content: tuple[ContentBlock, ...] = ()
+    # One cached token count, keyed by the counting settings (see tokens.py).
+    _tokens: tuple[tuple[object, int, int], int] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def __init__(self, role: Role, content: Iterable[ContentBlock] | str = ()) -> None:
+        if role not in ROLES:
+            raise ValueError(f"Message.role must be 'user', 'assistant' or 'system', not {role!r}")
+        if isinstance(content, str):
+            blocks: tuple[ContentBlock, ...] = (TextBlock(content),)
+        else:
+            if not isinstance(content, Iterable) or isinstance(content, Mapping | bytes):
+                raise TypeError(
+                    "Message.content must be a list of content blocks, "
+                    f"not {type(content).__name__}"
+                )
+            blocks = tuple(content)
+            for index, block in enumerate(blocks):
+                if not isinstance(block, _BLOCK_TYPES):
+                    raise TypeError(
+                        f"Message.content[{index}] must be a content block, "
+                        f"not {type(block).__name__}"
+                    )
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "content", blocks)
+        object.__setattr__(self, "_tokens", None)
+
+    @property
+    def text(self) -> str:
+        """The text blocks' text, joined by newlines."""
+        return "\n".join(block.text for block in self.content if isinstance(block, TextBlock))
+
+    @property
+    def tool_uses(self) -> tuple[ToolUseBlock, ...]:
+        """The tool calls in this message."""
+        return tuple(block for block in self.content if isinstance(block, ToolUseBlock))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultBlock, ...]:
+        """The tool results in this message."""
+        return tuple(block for block in self.content if isinstance(block, ToolResultBlock))
+
+
+# ----------------------------------------------------------------------------- dict form
+
+
+def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
+    """The JSON-ready dict of a block (tagged by `type`) or a message (`role`, `content`).
+
+    Image bytes become base64 text.
+
+    Example:
+        >>> to_dict(TextBlock("hello"))
+        {'type': 'text', 'text': 'hello'}
+    """
+    if isinstance(value, Message):
+        return {"role": value.role, "content": [to_dict(block) for block in value.content]}
+    if isinstance(value, TextBlock):
+        return {"type": "text", "text": value.text}
+    if isinstance(value, ToolUseBlock):
+        return {"type": "tool_use", "id": value.id, "name": value.name, "input": value.input}
+    if isinstance(value, ToolResultBlock):
+        content = value.content
+        return {
+            "type": "tool_result",
+            "tool_use_id": value.tool_use_id,
+            "content": content if isinstance(content, str) else [to_dict(b) for b in content],
+            "is_error": value.is_error,
+        }
+    if isinstance(value, ImageBlock):
+        return {
+            "type": "image",
+            "media_type": value.media_type,
+            "data": base64.b64encode(value.data).decode("ascii"),
+        }
+    raise TypeError(f"to_dict takes a content block or a Message, not {type(value).__name__}")
+
+
+def from_dict(data: Mapping[str, Any]) -> Any:
+    """Rebuild a block or a message from `to_dict()` output.
+
+    A dict with a `role` is a message; any other needs a block `type`.
+
+    Raises:
+        ValueError: Unknown `type` or `role`, a missing field, a field of the
+            wrong type, bad base64, or an unsupported image media type; the
+            message names the field.
+
+    Example:
+        >>> from_dict({"type": "text", "text": "hello"})
+        TextBlock(text='hello')
+    """
+    return _read(data, "")
+
+
+def _read(data: object, path: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{path or 'value'} must be a dict, not {type(data).__name__}")
+    if "role" in data and "type" not in data:
+        return _read_message(data, path)
+    kind = data.get("type")
+    reader = _BLOCK_READERS.get(kind) if isinstance(kind, str) else None
+    if reader is None:
+        raise ValueError(
+            f"{path or 'block'}.type {kind!r} is unknown; "
+            f"expected one of {', '.join(sorted(_BLOCK_READERS))} (or a message with 'role')"
+        )
+    where = path or f"{kind} block"
+    try:
+        return reader(data, where)
+    except KeyError as exc:
+        raise ValueError(f"{where} is missing the {exc.args[0]!r} field") from None
+    except TypeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _read_message(data: Mapping[str, Any], path: str) -> Message:
+    where = path or "message"
+    content = data.get("content")
+    if not isinstance(content, list):
+        raise ValueError(f"{where}.content must be a list of blocks, not {type(content).__name__}")
+    blocks = [_read(block, f"{where}.content[{i}]") for i, block in enumerate(content)]
+    if not all(isinstance(block, _BLOCK_TYPES) for block in blocks):
+        raise ValueError(f"{where}.content must hold content blocks, not messages")
+    try:
+        return Message(data["role"], blocks)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _read_text(data: Mapping[str, Any], path: str) -> TextBlock:
+    return TextBlock(data["text"])
+
+
+def _read_image(data: Mapping[str, Any], path: str) -> ImageBlock:
+    encoded = data["data"]
+    if not isinstance(encoded, str):
+        raise TypeError(f"ImageBlock.data must be base64 text, not {type(encoded).__name__}")
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        raise TypeError("ImageBlock.data is not valid base64") from None
+    try:
+        return ImageBlock(data["media_type"], raw)
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
+
+
+def _read_tool_use(data: Mapping[str, Any], path: str) -> ToolUseBlock:
+    return ToolUseBlock(data["id"], data["name"], data["input"])
+
+
+def _read_tool_result(data: Mapping[str, Any], path: str) -> ToolResultBlock:
+    content = data["content"]
+    if isinstance(content, list):
+        content = [_read(block, f"{path}.content[{i}]") for i, block in enumerate(content)]
+    return ToolResultBlock(data["tool_use_id"], content, data.get("is_error", False))
+
+
+_BLOCK_READERS: Final = {
+    "text": _read_text,
+    "image": _read_image,
+    "tool_use": _read_tool_use,
+    "tool_result": _read_tool_result,
+}

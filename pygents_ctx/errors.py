@@ -12,7 +12,9 @@ PygentsError
 ├── UnregisteredToolError (KeyError)  no tool under that name
 ├── UnregisteredAgentError (KeyError) no agent under that name
 ├── UnregisteredHookError (KeyError)  no hook under that name
-└── UnserializableHookError (ValueError) a hook that cannot be saved by name
+├── UnserializableHookError (ValueError) a hook that cannot be saved by name
+├── ContextOverflowError (ValueError)  even the newest round is over a token budget
+└── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -22,8 +24,10 @@ name) are plain `ValueError` / `TypeError`, as Python users expect.
 from __future__ import annotations
 
 __all__ = [
+    "ContextOverflowError",
     "PygentsError",
     "SafeExecutionError",
+    "SummarizationError",
     "TurnTimeoutError",
     "UnregisteredAgentError",
     "UnregisteredHookError",
@@ -73,3 +77,26 @@ class UnregisteredHookError(_UnregisteredError):
 
 class UnserializableHookError(PygentsError, ValueError):
     """A hook could not be registered by name, so its owner cannot be saved."""
+
+
+class ContextOverflowError(PygentsError, ValueError):
+    """A window cannot fit its token budget, even with only what must stay.
+
+    Raised by budgeted strategies created with `on_overflow="raise"`.
+
+    Attributes:
+        tokens: The size of the smallest window the strategy could build.
+        budget: The tokens it had to fit in.
+    """
+
+    def __init__(self, message: str, *, tokens: int, budget: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.budget = budget
+
+
+class SummarizationError(PygentsError, RuntimeError):
+    """A summarizer failed; the messages it was given are unchanged.
+
+    The summarizer's own exception is the `__cause__`.
+    """

@@ -1,0 +1,123 @@
+"""The strategy protocol, and what budgeted strategies share: measuring and overflow."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
+
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter, count_message_tokens
+from pygents_ctx.errors import ContextOverflowError
+
+__all__ = [
+    "ContextStrategy",
+    "Measure",
+    "OnOverflow",
+    "check_budget",
+    "check_count",
+    "check_on_overflow",
+    "overflow",
+]
+
+OnOverflow: TypeAlias = Literal["keep", "raise"]
+
+
+@runtime_checkable
+class ContextStrategy(Protocol):
+    """Builds the window a model sees from a conversation.
+
+    `compact` never mutates its input or the messages in it, and returns the
+    very same list object when it changed nothing, so callers can skip work by
+    identity. Its output never separates a tool call from its result.
+    """
+
+    async def compact(self, messages: list[Message]) -> list[Message]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    """How a budgeted strategy counts: a counter and the per-message settings.
+
+    Counts are cached on each message, so measuring a history twice costs one
+    cache lookup per message the second time.
+    """
+
+    counter: TokenCounter = DEFAULT_COUNTER
+    per_message_overhead: int = 4
+    tokens_per_media: int = 600
+
+    def __post_init__(self) -> None:
+        if not callable(self.counter):
+            raise TypeError(f"counter must be a callable str -> int, not {self.counter!r}")
+        for name in ("per_message_overhead", "tokens_per_media"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be an int of at least 0, not {value!r}")
+
+    def __call__(self, message: Message) -> int:
+        return count_message_tokens(
+            message,
+            self.counter,
+            per_message_overhead=self.per_message_overhead,
+            tokens_per_media=self.tokens_per_media,
+        )
+
+    def total(self, messages: Sequence[Message], start: int = 0, stop: int | None = None) -> int:
+        """The tokens of `messages[start:stop]`."""
+        return sum(map(self, messages[start:stop]))
+
+
+def check_count(owner: str, name: str, value: object, least: int) -> int:
+    """Return `value` if it is an int of at least `least`.
+
+    Raises:
+        ValueError: It is not an int (bools are not), or it is below `least`.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{owner} {name} must be an int of at least {least}, not {value!r}")
+    return value
+
+
+def check_budget(owner: str, max_tokens: object, reserve_tokens: object = 0) -> int:
+    """The usable budget, `max_tokens - reserve_tokens`, after checking both.
+
+    Raises:
+        ValueError: Either is not an int, `max_tokens` is below 1, or the reserve
+            is negative or leaves nothing.
+    """
+    budget = check_count(owner, "max_tokens", max_tokens, 1)
+    reserve = check_count(owner, "reserve_tokens", reserve_tokens, 0)
+    if reserve >= budget:
+        raise ValueError(
+            f"{owner} reserve_tokens ({reserve}) must be less than max_tokens "
+            f"({budget}); lower the reserve or raise the budget"
+        )
+    return budget - reserve
+
+
+def check_on_overflow(owner: str, on_overflow: object) -> OnOverflow:
+    """Return `on_overflow` if it is "keep" or "raise".
+
+    Raises:
+        ValueError: It is anything else.
+    """
+    if on_overflow == "keep" or on_overflow == "raise":
+        return on_overflow
+    raise ValueError(f"{owner} on_overflow must be 'keep' or 'raise', not {on_overflow!r}")
+
+
+def overflow(owner: str, on_overflow: OnOverflow, *, tokens: int, budget: int) -> None:
+    """Called when even the smallest window is over budget: raise, or let it through.
+
+    Raises:
+        ContextOverflowError: `on_overflow` is "raise".
+    """
+    if on_overflow == "raise":
+        raise ContextOverflowError(
+            f"{owner}: the smallest window it can build (head, task and the newest "
+            f"round) is {tokens} tokens, over the budget of {budget}; raise the budget, "
+            f"shorten the newest round, or use on_overflow='keep'",
+            tokens=tokens,
+            budget=budget,
+        )

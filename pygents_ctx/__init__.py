@@ -26,8 +26,10 @@ from pygents_ctx.context import (
     to_dict,
 )
 from pygents_ctx.errors import (
+    ContextOverflowError,
     PygentsError,
     SafeExecutionError,
+    SummarizationError,
     TurnTimeoutError,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -56,6 +58,7 @@ __all__ = [
     "AgentRegistry",
     "ContentBlock",
     "ContextItem",
+    "ContextOverflowError",
     "ContextPool",
     "ContextPoolHook",
     "ContextQueue",
@@ -70,6 +73,7 @@ __all__ = [
     "PygentsError",
     "SafeExecutionError",
     "StopReason",
+    "SummarizationError",
     "TextBlock",
     "TiktokenCounter",
     "TokenCounter",

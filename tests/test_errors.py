@@ -11,9 +11,11 @@ import pytest
 import pygents_ctx.errors
 from pygents_ctx import (
     Agent,
+    ContextOverflowError,
     ContextQueue,
     PygentsError,
     SafeExecutionError,
+    SummarizationError,
     Turn,
     TurnTimeoutError,
     UnregisteredAgentError,
@@ -32,6 +34,8 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (UnregisteredAgentError, (KeyError,)),
     (UnregisteredHookError, (KeyError,)),
     (UnserializableHookError, (ValueError,)),
+    (ContextOverflowError, (ValueError,)),
+    (SummarizationError, (RuntimeError,)),
 ]
 
 

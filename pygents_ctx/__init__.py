@@ -22,8 +22,12 @@ from pygents_ctx.context import (
     ToolUseBlock,
     count_message_tokens,
     count_tokens,
+    from_anthropic,
     from_dict,
+    from_openai,
+    to_anthropic,
     to_dict,
+    to_openai,
 )
 from pygents_ctx.errors import (
     ContextOverflowError,
@@ -94,9 +98,13 @@ __all__ = [
     "WrongRunMethodError",
     "count_message_tokens",
     "count_tokens",
+    "from_anthropic",
     "from_dict",
+    "from_openai",
     "hook",
+    "to_anthropic",
     "to_dict",
+    "to_openai",
     "tool",
 ]
 

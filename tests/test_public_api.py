@@ -26,6 +26,7 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.pool",
     "pygents_ctx.context.messages",
     "pygents_ctx.context.tokens",
+    "pygents_ctx.context.wire",
 ]
 ALL_MODULES = [pygents_ctx.__name__] + [
     info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")

@@ -20,6 +20,7 @@ from pygents_ctx.context.tokens import (
     count_message_tokens,
     count_tokens,
 )
+from pygents_ctx.context.wire import from_anthropic, from_openai, to_anthropic, to_openai
 
 __all__ = [
     "ContentBlock",
@@ -36,6 +37,10 @@ __all__ = [
     "ToolUseBlock",
     "count_message_tokens",
     "count_tokens",
+    "from_anthropic",
     "from_dict",
+    "from_openai",
+    "to_anthropic",
     "to_dict",
+    "to_openai",
 ]

@@ -154,7 +154,7 @@ class Message:
     )
 
     def __init__(self, role: Role, content: Iterable[ContentBlock] | str = ()) -> None:
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise ValueError(f"Message.role must be 'user', 'assistant' or 'system', not {role!r}")
         if isinstance(content, str):
             blocks: tuple[ContentBlock, ...] = (TextBlock(content),)
@@ -174,6 +174,9 @@ class Message:
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "content", blocks)
         object.__setattr__(self, "_tokens", None)
+
+    def __reduce__(self) -> tuple[type[Message], tuple[str, tuple[ContentBlock, ...]]]:
+        return Message, (self.role, self.content)  # the token cache may hold any counter
 
     @property
     def text(self) -> str:
@@ -208,7 +211,7 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
     if isinstance(value, TextBlock):
         return {"type": "text", "text": value.text}
     if isinstance(value, ToolUseBlock):
-        return {"type": "tool_use", "id": value.id, "name": value.name, "input": value.input}
+        return {"type": "tool_use", "id": value.id, "name": value.name, "input": dict(value.input)}
     if isinstance(value, ToolResultBlock):
         content = value.content
         return {
@@ -288,7 +291,7 @@ def _read_image(data: Mapping[str, Any], path: str) -> ImageBlock:
         raise TypeError(f"ImageBlock.data must be base64 text, not {type(encoded).__name__}")
     try:
         raw = base64.b64decode(encoded, validate=True)
-    except binascii.Error:
+    except (binascii.Error, ValueError):
         raise TypeError("ImageBlock.data is not valid base64") from None
     try:
         return ImageBlock(data["media_type"], raw)

@@ -205,11 +205,12 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """Add `items`, evict what no longer fits, and return the evicted items."""
         window = self._items
         if counts is None:
-            overflow = len(window) + len(items) - self._limit
-            if overflow <= 0:
-                window.extend(items)
-                return []
-            evicted = (list(window) + list(items))[:overflow]
+            held = len(window)
+            overflow = held + len(items) - self._limit
+            # Only the first `overflow` of the old items plus new ones go: O(overflow).
+            evicted = [window[i] for i in range(min(overflow, held))]
+            if overflow > held:
+                evicted += items[: overflow - held]
             window.extend(items)
         else:
             evicted = []
@@ -223,10 +224,10 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 keep = self._protected_tail()
                 while self._tokens > self._max_tokens and len(window) > keep:
                     evicted.append(self._pop_oldest())
-        if evicted:
-            # A tool result whose call was evicted would be an orphan: evict it too.
-            while len(window) > 1 and _is_result_message(window[0].content):
-                evicted.append(self._pop_oldest())
+        # A tool result at the head has lost its call (calls come first): it goes
+        # as soon as something newer arrives.
+        while len(window) > 1 and _is_result_message(window[0].content):
+            evicted.append(self._pop_oldest())
         return evicted
 
     def _pop_oldest(self) -> ContextItem[T]:
@@ -243,8 +244,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         while index > 0 and _is_result_message(window[index - 1].content):
             index -= 1
         if index > 0 and _is_call_message(window[index - 1].content):
-            index -= 1
-        return len(window) - index
+            return len(window) - index + 1
+        return 1  # the call is gone already: nothing to keep it with
 
     async def clear(self) -> None:
         """Remove every item."""
@@ -281,7 +282,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
 
     def _load(self, items: Iterable[ContextItem[T]], counts: Iterable[int] | None) -> None:
         """Fill an empty queue with the newest items that fit `limit`, without hooks."""
-        kept = list(items)[-self._limit :]
+        source = list(items)
+        kept = source[-self._limit :]
         self._items.extend(kept)
         if self._counting:
             if counts is None:
@@ -289,8 +291,9 @@ class ContextQueue(JsonSerializable, Generic[T]):
             else:
                 self._counts.extend(list(counts)[-len(kept) :] if kept else ())
             self._tokens = sum(self._counts)
-        while len(self._items) > 1 and _is_result_message(self._items[0].content):
-            self._pop_oldest()
+        if len(kept) < len(source):  # the limit cut the copy: no orphaned result at its head
+            while len(self._items) > 1 and _is_result_message(self._items[0].content):
+                self._pop_oldest()
 
     def to_dict(self) -> dict[str, Any]:
         """`{"limit", "items", "hooks", "tags"}`, plus `max_tokens` and `counter` when set.

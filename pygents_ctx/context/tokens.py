@@ -70,6 +70,16 @@ class HeuristicTokenCounter:
 DEFAULT_COUNTER: Final = HeuristicTokenCounter()
 
 
+def _import_tiktoken() -> Any:
+    try:
+        import tiktoken
+    except ImportError:
+        raise ImportError(
+            "TiktokenCounter needs tiktoken: pip install 'pygents-ctx[tiktoken]'"
+        ) from None
+    return tiktoken
+
+
 class TiktokenCounter:
     """Exact counts for OpenAI models, through `tiktoken` (`pip install 'pygents-ctx[tiktoken]'`).
 
@@ -87,12 +97,7 @@ class TiktokenCounter:
     __slots__ = ("_encoding",)
 
     def __init__(self, encoding: str | tiktoken.Encoding = "cl100k_base") -> None:
-        try:
-            import tiktoken
-        except ImportError:
-            raise ImportError(
-                "TiktokenCounter needs tiktoken: pip install 'pygents-ctx[tiktoken]'"
-            ) from None
+        tiktoken = _import_tiktoken()
         self._encoding = tiktoken.get_encoding(encoding) if isinstance(encoding, str) else encoding
 
     @classmethod
@@ -102,9 +107,7 @@ class TiktokenCounter:
         Raises:
             KeyError: tiktoken does not know the model.
         """
-        import tiktoken
-
-        return cls(tiktoken.encoding_for_model(model))
+        return cls(_import_tiktoken().encoding_for_model(model))
 
     @property
     def encoding_name(self) -> str:

@@ -1,0 +1,121 @@
+"""Invariants of messages: exact round trips, and counts that add up block by block."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pygents_ctx import (
+    HeuristicTokenCounter,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    count_message_tokens,
+    from_dict,
+    to_dict,
+)
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+# -- strategies -------------------------------------------------------------------------------
+
+texts = st.text(max_size=30)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(st.text(max_size=5), children, max_size=3)
+    ),
+    max_leaves=8,
+)
+text_blocks = st.builds(TextBlock, texts)
+image_blocks = st.builds(
+    ImageBlock,
+    st.sampled_from(["image/jpeg", "image/png", "image/gif", "image/webp"]),
+    st.binary(max_size=64),
+)
+tool_use_blocks = st.builds(
+    ToolUseBlock,
+    st.text(min_size=1, max_size=8),
+    st.text(min_size=1, max_size=12),
+    st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+)
+tool_result_blocks = st.builds(
+    ToolResultBlock,
+    st.text(min_size=1, max_size=8),
+    texts | st.lists(text_blocks | image_blocks, max_size=3),
+    st.booleans(),
+)
+blocks = text_blocks | image_blocks | tool_use_blocks | tool_result_blocks
+messages = st.builds(
+    Message, st.sampled_from(["user", "assistant", "system"]), st.lists(blocks, max_size=5)
+)
+counters = st.sampled_from([HeuristicTokenCounter(), HeuristicTokenCounter(1), len])
+
+
+# -- round trips ------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(value=blocks | messages)
+def test_from_dict_of_to_dict_is_the_same_value(value: Any) -> None:
+    rebuilt = from_dict(to_dict(value))
+
+    assert rebuilt == value
+    assert type(rebuilt) is type(value)
+
+
+@SETTINGS
+@given(value=blocks | messages)
+def test_the_dict_form_survives_json_exactly(value: Any) -> None:
+    saved = orjson.dumps(to_dict(value))
+
+    assert from_dict(orjson.loads(saved)) == value
+    assert orjson.dumps(to_dict(from_dict(orjson.loads(saved)))) == saved
+
+
+# -- counting ---------------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(
+    role=st.sampled_from(["user", "assistant", "system"]),
+    head=st.lists(blocks, max_size=4),
+    tail=st.lists(blocks, max_size=4),
+    counter=counters,
+    overhead=st.integers(min_value=0, max_value=10),
+    media=st.integers(min_value=0, max_value=1000),
+)
+def test_a_message_count_is_the_overhead_plus_its_blocks_counts(
+    role: Any, head: list[Any], tail: list[Any], counter: Any, overhead: int, media: int
+) -> None:
+    def count(content: list[Any]) -> int:
+        return count_message_tokens(
+            Message(role, content), counter, per_message_overhead=overhead, tokens_per_media=media
+        )
+
+    assert count(head + tail) == count(head) + count(tail) - overhead
+    assert count([]) == overhead
+
+
+@SETTINGS
+@given(message=messages, counter=counters)
+def test_a_cached_count_equals_a_fresh_count_and_survives_saving(
+    message: Message, counter: Any
+) -> None:
+    first = count_message_tokens(message, counter)
+
+    assert count_message_tokens(message, counter) == first
+    assert count_message_tokens(Message(message.role, message.content), counter) == first
+    assert count_message_tokens(from_dict(to_dict(message)), counter) == first

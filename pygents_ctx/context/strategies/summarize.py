@@ -1,0 +1,501 @@
+"""Summaries: `Summarize` replaces the old part of a conversation with one summary message.
+
+A summary message is an ordinary message whose (one) text block starts with
+`SUMMARY_PREFIX`, so the mark survives `to_dict`, JSON, stores and the wire
+formats; `is_summary` recognises it and `summary_text` reads it back. A later
+`Summarize` finds it and *updates* it: the summarizer gets the previous summary
+and only the messages that became old since, and the window keeps one summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
+
+import orjson
+
+from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.strategies._rounds import head_end, rounds_newest_first
+from pygents_ctx.context.strategies.base import Measure, check_count
+from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
+from pygents_ctx.errors import SummarizationError
+
+__all__ = [
+    "SUMMARY_PREFIX",
+    "Summarize",
+    "Summarizer",
+    "bridge_message",
+    "is_bridge",
+    "is_summary",
+    "render_transcript",
+    "summary_message",
+    "summary_text",
+]
+
+logger = logging.getLogger("pygents_ctx")
+
+OnError: TypeAlias = Literal["raise", "log"]
+SummaryRole: TypeAlias = Literal["user", "assistant"]
+
+SUMMARY_PREFIX: Final = "[Summary of the earlier conversation]\n"
+"""The text a summary message starts with: the mark `is_summary` looks for."""
+
+# A bridge keeps roles alternating around a summary (see `Summarize`). It says
+# nothing, so a later pass drops and rebuilds it instead of summarizing it.
+_BRIDGE_TEXT: Final[dict[str, str]] = {
+    "assistant": "Understood. I will continue from this summary.",
+    "user": "Continue from the summary above.",
+}
+# Summaries remembered per instance. Each holds references to the messages it
+# covers; a few are enough for one conversation and a branch or two.
+_CACHE_SIZE: Final = 8
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Writes a summary: `async (messages, previous_summary) -> str`.
+
+    `messages` are the conversation messages to fold in, oldest first, as typed
+    `Message` objects (use `render_transcript` for a readable text form).
+    `previous_summary` is the text of the summary they continue, or `None` for
+    the first one. Return the new summary's text, covering both. The package
+    ships no summarizer that calls a network; `pygents_ctx.testing` has a
+    scripted one.
+    """
+
+    async def __call__(self, messages: list[Message], previous_summary: str | None, /) -> str: ...
+
+
+def summary_message(text: str, *, role: SummaryRole = "user") -> Message:
+    """A summary message: one text block, `SUMMARY_PREFIX` followed by `text`.
+
+    Raises:
+        ValueError: `text` is not a non-empty string, or `role` is not "user" or "assistant".
+
+    Example:
+        >>> is_summary(summary_message("The user asked for a haiku."))
+        True
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"summary_message text must be a non-empty string, not {text!r}")
+    if role != "user" and role != "assistant":
+        raise ValueError(f"summary_message role must be 'user' or 'assistant', not {role!r}")
+    return Message(role, [TextBlock(SUMMARY_PREFIX + text)])
+
+
+def is_summary(message: Message) -> bool:
+    """True if `message` is a summary: its first block is text starting with `SUMMARY_PREFIX`.
+
+    Example:
+        >>> is_summary(Message("user", "hello"))
+        False
+    """
+    content = message.content
+    if not content:
+        return False
+    first = content[0]
+    return type(first) is TextBlock and first.text.startswith(SUMMARY_PREFIX)
+
+
+def summary_text(message: Message) -> str | None:
+    """The summary a summary message carries (without the prefix), or `None` for other messages.
+
+    Example:
+        >>> summary_text(summary_message("Two files were renamed."))
+        'Two files were renamed.'
+    """
+    if not is_summary(message):
+        return None
+    return message.text[len(SUMMARY_PREFIX) :]
+
+
+def bridge_message(role: SummaryRole) -> Message:
+    """The one-line message of `role` that follows a summary of the same role as the next message.
+
+    It keeps user and assistant turns alternating around a summary, and says
+    nothing else, so `is_bridge` recognises it and a later summary replaces it.
+
+    Raises:
+        ValueError: `role` is not "user" or "assistant".
+
+    Example:
+        >>> bridge_message("assistant").text
+        'Understood. I will continue from this summary.'
+    """
+    if role != "user" and role != "assistant":
+        raise ValueError(f"bridge_message role must be 'user' or 'assistant', not {role!r}")
+    return Message(role, _BRIDGE_TEXT[role])
+
+
+def is_bridge(message: Message) -> bool:
+    """True if `message` is a bridge, as `bridge_message` builds it.
+
+    Example:
+        >>> is_bridge(bridge_message("user")), is_bridge(Message("user", "Continue."))
+        (True, False)
+    """
+    match message.content:
+        case (TextBlock(text=text),):
+            return text == _BRIDGE_TEXT.get(message.role)
+    return False
+
+
+# ----------------------------------------------------------------------------- transcripts
+
+
+def render_transcript(messages: Iterable[Message]) -> str:
+    """A readable text form of `messages`, for summarizers that prompt with text.
+
+    Each message is `role: ` and its blocks, one per line; messages are separated
+    by a blank line. A tool call reads `[tool call name({"arg": ...})]`, its result
+    `[tool result for name: ...]` (`[tool error for name: ...]` when it failed), an
+    image `[image]`. A result whose call is not among `messages` names the call id.
+
+    Example:
+        >>> from pygents_ctx.context.messages import ToolResultBlock, ToolUseBlock
+        >>> print(render_transcript([
+        ...     Message("assistant", [ToolUseBlock("c1", "search", {"q": "tides"})]),
+        ...     Message("user", [ToolResultBlock("c1", "2 results")]),
+        ... ]))
+        assistant: [tool call search({"q":"tides"})]
+        <BLANKLINE>
+        user: [tool result for search: 2 results]
+    """
+    names: dict[str, str] = {}
+    rendered = []
+    for message in messages:
+        lines = [_render_block(block, names) for block in message.content]
+        rendered.append(f"{message.role}: " + "\n".join(lines))
+    return "\n\n".join(rendered)
+
+
+def _render_block(block: object, names: dict[str, str]) -> str:
+    if isinstance(block, TextBlock):
+        return block.text
+    if isinstance(block, ToolUseBlock):
+        names[block.id] = block.name
+        return f"[tool call {block.name}({_json(block.input)})]"
+    if isinstance(block, ToolResultBlock):
+        name = names.get(block.tool_use_id, f"call {block.tool_use_id}")
+        kind = "tool error" if block.is_error else "tool result"
+        return f"[{kind} for {name}: {_result_text(block)}]"
+    return "[image]"
+
+
+def _result_text(block: ToolResultBlock) -> str:
+    if isinstance(block.content, str):
+        return block.content
+    return "\n".join(
+        part.text if isinstance(part, TextBlock) else "[image]" for part in block.content
+    )
+
+
+def _json(data: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(data).decode()
+    except TypeError:  # inputs are meant to be JSON, but show whatever is there
+        return json.dumps(data, ensure_ascii=False, default=repr)
+
+
+# ----------------------------------------------------------------------------- the strategy
+
+
+@dataclass(eq=False, slots=True)
+class _Summary:
+    """A summary, and what it covers: the input's own summary text, then `covered`."""
+
+    base: str | None
+    covered: list[Message]
+    text: str
+    messages: dict[SummaryRole, Message] = field(default_factory=dict)
+
+    def message(self, role: SummaryRole) -> Message:
+        # One object per role, reused: its token count is cached on it and the
+        # window's prefix stays identical from call to call.
+        found = self.messages.get(role)
+        if found is None:
+            found = self.messages[role] = summary_message(self.text, role=role)
+        return found
+
+
+class _Cuts:
+    """Round starts of `messages[start:]`, newest first, read only as far as asked."""
+
+    __slots__ = ("_starts", "found")
+
+    def __init__(self, messages: Sequence[Message], start: int) -> None:
+        self._starts = rounds_newest_first(messages, start)
+        self.found: list[int] = []  # descending
+
+    def next(self) -> int | None:
+        value = next(self._starts, None)
+        if value is not None:
+            self.found.append(value)
+        return value
+
+    def at_or_before(self, index: int) -> int:
+        """The last round start at or before `index`: a cut that splits no pair."""
+        for cut in self.found:
+            if cut <= index:
+                return cut
+        while (more := self.next()) is not None:
+            if more <= index:
+                return more
+        return index
+
+
+class Summarize:
+    """Replace the old part of a conversation with one summary message.
+
+    The recent part is the newest whole rounds that fit `keep_recent_tokens`
+    (at least the newest round), so no tool call is split from its result. The
+    old part, between the head and task and the recent part, goes to the
+    summarizer and is replaced by one summary message; the head, the task and
+    the recent part are kept as they are. Nothing changes (the input list is
+    returned) while the old part is under `min_old_tokens`.
+
+    The summary sits right after the head and the task. Its role alternates with
+    the message before it: `assistant` after the task (a user message), `user`
+    when there is no task. When the next message has the same role, a one-line
+    bridge of the other role follows it ("Continue from the summary above." or
+    "Understood. I will continue from this summary."), because some providers and
+    chat templates reject two messages of one role in a row.
+
+    Successive calls over a growing history update the summary instead of
+    stacking summaries: the summarizer gets the previous summary's text and only
+    the messages that became old since. The same goes for an input that already
+    holds a summary (from a store's compaction, or from this strategy's output):
+    its text is the previous summary, never conversation to summarize. Results
+    are cached by what they cover (the covered messages, compared by identity
+    and then by value), so the summarizer never sees the same old part twice,
+    even from concurrent calls; while the messages that became old since the
+    last summary are under `min_old_tokens`, the cached summary is reused and
+    they stay verbatim after it, so the window's prefix does not change. (A tool
+    result that arrives rounds after its call pulls the call back into the
+    window, verbatim after the summary that also covers it.)
+
+    If the summarizer fails (raises, or returns something other than non-empty
+    text), the input is returned unchanged and the failure is reported:
+    `on_error="raise"` raises `SummarizationError` (the summarizer's exception
+    is its `__cause__`), `on_error="log"` logs a warning on the `pygents_ctx`
+    logger. Failures are not cached: the next call tries again.
+
+    Args:
+        summarizer: An async `(messages, previous_summary) -> str`; see `Summarizer`.
+        keep_recent_tokens: Tokens of newest rounds to keep verbatim.
+        min_old_tokens: Summarize only once the old part (after any existing
+            summary) reaches this many tokens.
+        counter: How to count text (default: `HeuristicTokenCounter()`).
+        per_message_overhead: Tokens added per message.
+        tokens_per_media: Tokens counted per image.
+        on_error: What a summarizer failure does: `"raise"` or `"log"`.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx.testing import ScriptedSummarizer
+        >>> history = [Message("user", "Plan a trip.")] + [
+        ...     Message("assistant" if i % 2 == 0 else "user", f"step {i} " + "x" * 40)
+        ...     for i in range(9)
+        ... ]
+        >>> strategy = Summarize(
+        ...     ScriptedSummarizer(["Seven steps done."]), keep_recent_tokens=40, min_old_tokens=10
+        ... )
+        >>> window = asyncio.run(strategy.compact(history))
+        >>> [message.role for message in window]
+        ['user', 'assistant', 'user', 'assistant']
+        >>> summary_text(window[1])
+        'Seven steps done.'
+    """
+
+    def __init__(
+        self,
+        summarizer: Summarizer,
+        *,
+        keep_recent_tokens: int,
+        min_old_tokens: int = 1000,
+        counter: TokenCounter = DEFAULT_COUNTER,
+        per_message_overhead: int = 4,
+        tokens_per_media: int = 600,
+        on_error: OnError = "raise",
+    ) -> None:
+        if not callable(summarizer):
+            raise TypeError(
+                "Summarize summarizer must be an async callable "
+                f"(messages, previous_summary) -> str, not {summarizer!r}"
+            )
+        self.keep_recent_tokens = check_count(
+            "Summarize", "keep_recent_tokens", keep_recent_tokens, 0
+        )
+        self.min_old_tokens = check_count("Summarize", "min_old_tokens", min_old_tokens, 0)
+        self.measure = Measure(counter, per_message_overhead, tokens_per_media)
+        if on_error != "raise" and on_error != "log":
+            raise ValueError(f"Summarize on_error must be 'raise' or 'log', not {on_error!r}")
+        self.on_error: OnError = on_error
+        self.summarizer = summarizer
+        self._cache: list[_Summary] = []
+        self._pending: list[tuple[tuple[str | None, list[Message]], asyncio.Future[_Summary]]] = []
+        # One object per role, reused, like the summary messages.
+        self._bridges = {"user": bridge_message("user"), "assistant": bridge_message("assistant")}
+
+    def __repr__(self) -> str:
+        return (
+            f"Summarize({self.summarizer!r}, keep_recent_tokens={self.keep_recent_tokens}, "
+            f"min_old_tokens={self.min_old_tokens}, on_error={self.on_error!r})"
+        )
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        """Head, task, one summary of the old part, then the recent part (`messages` if unchanged).
+
+        Raises:
+            SummarizationError: The summarizer failed and `on_error` is "raise".
+        """
+        start = _conversation_start(messages)
+        first, base = _read_summary(messages, start)
+        cuts = _Cuts(messages, first)
+        recent = self._recent_start(messages, cuts)
+        if recent <= first:
+            return messages
+        found = self._lookup(messages, base, first)
+        tail = first + len(found.covered) if found is not None else first
+        if tail < recent:
+            earlier, fresh = _split_old(messages[tail:recent])
+            if fresh and self.measure.total(fresh) >= self.min_old_tokens:
+                texts = [found.text if found is not None else base, *earlier]
+                previous = "\n\n".join(text for text in texts if text is not None) or None
+                try:
+                    summary = await self._summarize(base, messages[first:recent], fresh, previous)
+                except Exception as exc:
+                    self._report(exc, len(fresh))
+                    return messages
+                return self._window(messages, start, summary, recent)
+        if found is None:
+            return messages
+        # Reuse the summary. Messages after it stay verbatim from a round start:
+        # a late tool result can pull a summarized call back into a newer round.
+        cut = cuts.at_or_before(min(tail, recent))
+        if cut == first:
+            return messages
+        return self._window(messages, start, found, cut)
+
+    def _recent_start(self, messages: list[Message], cuts: _Cuts) -> int:
+        measure, budget, end = self.measure, self.keep_recent_tokens, len(messages)
+        keep_from, used = end, 0
+        while (start := cuts.next()) is not None:
+            size = measure.total(messages, start, keep_from)
+            if keep_from != end and used + size > budget:
+                break
+            used += size
+            keep_from = start
+        return keep_from
+
+    def _lookup(self, messages: list[Message], base: str | None, first: int) -> _Summary | None:
+        """The cached summary of the longest run of messages from `first` on."""
+        room = len(messages) - first
+        candidates = [s for s in self._cache if s.base == base and len(s.covered) <= room]
+        candidates.sort(key=lambda summary: len(summary.covered), reverse=True)
+        for summary in candidates:
+            # A list comparison checks identity first: one pointer test per message.
+            if messages[first : first + len(summary.covered)] == summary.covered:
+                self._cache.remove(summary)
+                self._cache.insert(0, summary)
+                return summary
+        return None
+
+    async def _summarize(
+        self, base: str | None, covered: list[Message], fresh: list[Message], previous: str | None
+    ) -> _Summary:
+        key = (base, covered)
+        task = next((task for pending, task in self._pending if pending == key), None)
+        if task is None:
+            task = asyncio.ensure_future(self._call(base, covered, fresh, previous))
+            entry = (key, task)
+            self._pending.append(entry)
+            task.add_done_callback(lambda done: self._settle(entry, done))
+        # Shielded: a caller that is cancelled leaves the call running for the others.
+        return await asyncio.shield(task)
+
+    async def _call(
+        self, base: str | None, covered: list[Message], fresh: list[Message], previous: str | None
+    ) -> _Summary:
+        result = self.summarizer(list(fresh), previous)
+        if not inspect.isawaitable(result):
+            raise TypeError(
+                f"the summarizer returned {type(result).__name__}, not an awaitable; "
+                "it must be an async function"
+            )
+        text = await result
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError(f"the summarizer returned {text!r}; it must return the summary text")
+        summary = _Summary(base, covered, text)
+        self._cache.insert(0, summary)
+        del self._cache[_CACHE_SIZE:]
+        return summary
+
+    def _settle(
+        self,
+        entry: tuple[tuple[str | None, list[Message]], asyncio.Future[_Summary]],
+        done: asyncio.Future[_Summary],
+    ) -> None:
+        self._pending.remove(entry)
+        if not done.cancelled():
+            done.exception()  # retrieved: every caller that still waits gets it too
+
+    def _report(self, exc: Exception, count: int) -> None:
+        message = (
+            f"Summarize: the summarizer {self.summarizer!r} failed on {count} old messages "
+            f"({type(exc).__name__}: {exc}); the messages were left unchanged"
+        )
+        if self.on_error == "raise":
+            raise SummarizationError(
+                f"{message}; fix the summarizer, or pass on_error='log' to go on without a summary"
+            ) from exc
+        logger.warning("%s", message, exc_info=exc)
+
+    def _window(
+        self, messages: list[Message], start: int, summary: _Summary, tail: int
+    ) -> list[Message]:
+        role: SummaryRole = "assistant" if start and messages[start - 1].role == "user" else "user"
+        unit = [summary.message(role)]
+        if tail < len(messages) and messages[tail].role == role:
+            unit.append(self._bridges["user" if role == "assistant" else "assistant"])
+        return [*messages[:start], *unit, *messages[tail:]]
+
+
+def _conversation_start(messages: list[Message]) -> int:
+    """Where the summary goes: after the head and the task."""
+    start = head_end(messages)
+    # With no task, a user summary right after the head looks like the task.
+    if start and is_summary(messages[start - 1]):
+        start -= 1
+    return start
+
+
+def _read_summary(messages: list[Message], start: int) -> tuple[int, str | None]:
+    """The index after a summary (and its bridge) at `start`, and that summary's text."""
+    if start >= len(messages) or not is_summary(messages[start]):
+        return start, None
+    text = summary_text(messages[start])
+    after = start + 1
+    if after < len(messages) and is_bridge(messages[after]):
+        after += 1
+    return after, text
+
+
+def _split_old(old: list[Message]) -> tuple[list[str], list[Message]]:
+    """Summaries found among old messages (their texts) and the conversation messages."""
+    texts: list[str] = []
+    conversation: list[Message] = []
+    after_summary = False
+    for message in old:
+        text = summary_text(message)
+        if text is not None:
+            texts.append(text)
+        elif not (after_summary and is_bridge(message)):
+            conversation.append(message)
+        after_summary = text is not None
+    return texts, conversation

@@ -14,7 +14,9 @@ PygentsError
 ├── UnregisteredHookError (KeyError)  no hook under that name
 ├── UnserializableHookError (ValueError) a hook that cannot be saved by name
 ├── ContextOverflowError (ValueError)  even the newest round is over a token budget
-└── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
+├── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
+├── StoreClosedError (RuntimeError)    a store's connection was used after close()
+└── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -27,6 +29,8 @@ __all__ = [
     "ContextOverflowError",
     "PygentsError",
     "SafeExecutionError",
+    "StoreClosedError",
+    "StoreSchemaError",
     "SummarizationError",
     "TurnTimeoutError",
     "UnregisteredAgentError",
@@ -100,3 +104,11 @@ class SummarizationError(PygentsError, RuntimeError):
 
     The summarizer's own exception is the `__cause__`.
     """
+
+
+class StoreClosedError(PygentsError, RuntimeError):
+    """A store's SQLite connection was used after `close()`."""
+
+
+class StoreSchemaError(PygentsError, RuntimeError):
+    """A store file holds a schema newer than this version of pygents_ctx knows."""

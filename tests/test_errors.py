@@ -15,6 +15,8 @@ from pygents_ctx import (
     ContextQueue,
     PygentsError,
     SafeExecutionError,
+    StoreClosedError,
+    StoreSchemaError,
     SummarizationError,
     Turn,
     TurnTimeoutError,
@@ -36,6 +38,8 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (UnserializableHookError, (ValueError,)),
     (ContextOverflowError, (ValueError,)),
     (SummarizationError, (RuntimeError,)),
+    (StoreClosedError, (RuntimeError,)),
+    (StoreSchemaError, (RuntimeError,)),
 ]
 
 

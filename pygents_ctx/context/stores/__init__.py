@@ -1,0 +1,26 @@
+"""Context stores: where a conversation is kept, in memory or in SQLite.
+
+`ContextStore` is the contract; `MemoryContextStore` keeps a session in lists,
+`SQLiteContextStore` in a SQLite file opened with `connect()`. `AutoCompactStore`
+and `compact_context` summarize the old part of a stored history.
+"""
+
+from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, SessionInfo
+from pygents_ctx.context.stores.compaction import AutoCompactStore, compact_context
+from pygents_ctx.context.stores.memory import MemoryContextStore
+from pygents_ctx.context.stores.sqlite import SQLiteConnection, SQLiteContextStore, connect
+from pygents_ctx.errors import StoreClosedError, StoreSchemaError
+
+__all__ = [
+    "AutoCompactStore",
+    "ContextStore",
+    "HistoryRetention",
+    "MemoryContextStore",
+    "SQLiteConnection",
+    "SQLiteContextStore",
+    "SessionInfo",
+    "StoreClosedError",
+    "StoreSchemaError",
+    "compact_context",
+    "connect",
+]

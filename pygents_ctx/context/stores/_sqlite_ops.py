@@ -1,0 +1,296 @@
+"""The SQL of the SQLite store: functions that run on the connection's worker thread.
+
+Each function takes the `sqlite3.Connection` last, so the store binds the other
+arguments with `functools.partial` and hands the result to `SQLiteConnection.run`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import Final, NamedTuple, TypeVar
+
+import orjson
+
+from pygents_ctx._json import dumps
+from pygents_ctx.context.messages import Message, from_dict, to_dict
+from pygents_ctx.context.stores._common import now_iso, preview_of, with_token_count
+from pygents_ctx.context.stores.base import SessionInfo
+from pygents_ctx.context.tokens import count_message_tokens
+
+__all__ = [
+    "ADD_TOKENS",
+    "MISSING",
+    "SET_TOKENS",
+    "Encoded",
+    "Read",
+    "append_rows",
+    "clear",
+    "clear_run",
+    "encode",
+    "fork",
+    "in_transaction",
+    "list_sessions",
+    "read_newest",
+    "read_since",
+    "replace_prefix",
+    "scalar",
+]
+
+T = TypeVar("T")
+Db = sqlite3.Connection
+# A message ready to store: (token count, preview or None, orjson bytes).
+Encoded = tuple[int, str | None, bytes]
+
+MISSING: Final = -1  # the generation of a session that has no row yet
+
+ENSURE: Final = "INSERT OR IGNORE INTO pygents_sessions (session_id, created_at) VALUES (?, ?)"
+# The position comes from the session's counter in the same statement; the
+# trigger advances the counter, so concurrent appenders never share a position.
+APPEND: Final = """
+    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
+    VALUES (?1, (SELECT next_position FROM pygents_sessions WHERE session_id = ?1), ?2, ?3, ?4, ?5)
+"""
+INSERT_AT: Final = """
+    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
+    VALUES (?, ?, ?, ?, ?, ?)
+"""
+LIVE: Final = "SELECT position, tokens, data FROM pygents_messages WHERE session_id = ?"
+
+
+def in_transaction(db: Db, work: Callable[[Db], T], begin: str = "BEGIN IMMEDIATE") -> T:
+    db.execute(begin)
+    try:
+        result = work(db)
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    return result
+
+
+def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
+    try:
+        message = from_dict(orjson.loads(data))
+        if not isinstance(message, Message):
+            raise ValueError("it is not a message")
+    except ValueError as exc:  # orjson.JSONDecodeError is a ValueError too
+        raise ValueError(
+            f"the message stored at position {position} of session {session_id!r} "
+            f"cannot be read: {exc}"
+        ) from exc
+    return with_token_count(message, tokens)
+
+
+class Read(NamedTuple):
+    generation: int
+    reset: bool  # the cache must be replaced, not extended
+    messages: list[Message]
+    last_position: int | None
+    archived: list[Message]
+
+
+def read_since(
+    session_id: str, generation: int, after: int | None, with_archive: bool, db: Db
+) -> Read:
+    def read(db: Db) -> tuple[int, list[tuple[int, int, bytes]], list[tuple[int, int, bytes]]]:
+        row = db.execute(
+            "SELECT generation FROM pygents_sessions WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        current = MISSING if row is None else int(row[0])
+        if current != generation or after is None:
+            rows = db.execute(f"{LIVE} ORDER BY position", (session_id,)).fetchall()
+        else:
+            rows = db.execute(
+                f"{LIVE} AND position > ? ORDER BY position", (session_id, after)
+            ).fetchall()
+        archived = (
+            db.execute(
+                "SELECT id, tokens, data FROM pygents_archive WHERE session_id = ? ORDER BY id",
+                (session_id,),
+            ).fetchall()
+            if with_archive
+            else []
+        )
+        return current, rows, archived
+
+    # One read transaction: the generation and the rows come from the same snapshot.
+    current, rows, archived = in_transaction(db, read, "BEGIN")
+    return Read(
+        current,
+        current != generation,
+        [decode(session_id, *row) for row in rows],
+        rows[-1][0] if rows else None,
+        [decode(session_id, *row) for row in archived],
+    )
+
+
+def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Message]:
+    rows = db.execute(
+        f"{LIVE} ORDER BY position DESC LIMIT ? OFFSET ?", (session_id, limit, offset)
+    ).fetchall()
+    return [decode(session_id, *row) for row in reversed(rows)]
+
+
+def append_rows(
+    session_id: str, ensure: str | None, run_id: str | None, rows: list[Encoded], db: Db
+) -> None:
+    params = [(session_id, run_id, *row) for row in rows]
+    if ensure is None and len(params) == 1:
+        try:
+            db.execute(APPEND, params[0])  # one statement: its own transaction
+        except sqlite3.IntegrityError:  # the session row is gone: recreate it below
+            ensure = now_iso()
+        else:
+            return
+
+    def write(db: Db) -> None:
+        if ensure is not None:
+            db.execute(ENSURE, (session_id, ensure))
+        db.executemany(APPEND, params)
+
+    in_transaction(db, write)
+
+
+def scalar(db: Db, sql: str, session_id: str, default: int = 0) -> int:
+    row = db.execute(sql, (session_id,)).fetchone()
+    return default if row is None else int(row[0])
+
+
+def first_preview(db: Db, session_id: str) -> str:
+    for table, order in (("pygents_archive", "id"), ("pygents_messages", "position")):
+        row = db.execute(
+            f"SELECT preview FROM {table} WHERE session_id = ? AND preview IS NOT NULL "
+            f"ORDER BY {order} LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+    return ""
+
+
+def bump(db: Db, session_id: str) -> None:
+    db.execute(
+        "UPDATE pygents_sessions SET generation = generation + 1 WHERE session_id = ?",
+        (session_id,),
+    )
+
+
+def clear(session_id: str, db: Db) -> None:
+    db.execute("DELETE FROM pygents_messages WHERE session_id = ?", (session_id,))
+    db.execute("DELETE FROM pygents_archive WHERE session_id = ?", (session_id,))
+    db.execute(
+        "UPDATE pygents_sessions SET message_count = 0, live_tokens = 0, next_position = 0, "
+        "preview = '', generation = generation + 1 WHERE session_id = ?",
+        (session_id,),
+    )
+
+
+def clear_run(session_id: str, run_id: str, db: Db) -> None:
+    removed = 0
+    for table in ("pygents_messages", "pygents_archive"):
+        removed += db.execute(
+            f"DELETE FROM {table} WHERE session_id = ? AND run_id = ?", (session_id, run_id)
+        ).rowcount
+    if removed:
+        db.execute(
+            "UPDATE pygents_sessions SET preview = ?, generation = generation + 1 "
+            "WHERE session_id = ?",
+            (first_preview(db, session_id), session_id),
+        )
+
+
+def replace_prefix(
+    session_id: str,
+    ensure: str | None,
+    count: int,
+    run_id: str | None,
+    rows: list[Encoded],
+    db: Db,
+) -> None:
+    if ensure is not None:
+        db.execute(ENSURE, (session_id, ensure))
+    session = db.execute(
+        "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    live, next_position = (0, 0) if session is None else session
+    if count > live:
+        raise ValueError(f"count {count} exceeds the {live} messages in the live history")
+    first_kept = db.execute(
+        "SELECT position FROM pygents_messages WHERE session_id = ? "
+        "ORDER BY position LIMIT 1 OFFSET ?",
+        (session_id, count),
+    ).fetchone()
+    boundary = next_position if first_kept is None else first_kept[0]
+    if count:
+        db.execute(
+            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+            "SELECT session_id, run_id, tokens, preview, data FROM pygents_messages "
+            "WHERE session_id = ? AND position < ? ORDER BY position",
+            (session_id, boundary),
+        )
+        db.execute(
+            "DELETE FROM pygents_messages WHERE session_id = ? AND position < ?",
+            (session_id, boundary),
+        )
+    # The new messages take the positions just before the first one kept (the
+    # archived ones freed them), so everything appended later stays after them.
+    start = boundary - len(rows)
+    db.executemany(
+        INSERT_AT,
+        [(session_id, start + index, run_id, *row) for index, row in enumerate(rows)],
+    )
+    bump(db, session_id)
+
+
+def fork(session_id: str, new_id: str, created_at: str, db: Db) -> None:
+    if db.execute("SELECT 1 FROM pygents_sessions WHERE session_id = ?", (new_id,)).fetchone():
+        raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
+    copied = db.execute(
+        "INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens, "
+        "preview) SELECT ?, ?, input_tokens, output_tokens, preview FROM pygents_sessions "
+        "WHERE session_id = ?",
+        (new_id, created_at, session_id),
+    ).rowcount
+    if not copied:
+        db.execute(ENSURE, (new_id, created_at))
+    db.execute(
+        "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+        "SELECT ?, run_id, tokens, preview, data FROM pygents_archive "
+        "WHERE session_id = ? ORDER BY id",
+        (new_id, session_id),
+    )
+    db.execute(
+        "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
+        "SELECT ?, position, run_id, tokens, preview, data FROM pygents_messages "
+        "WHERE session_id = ? ORDER BY position",
+        (new_id, session_id),
+    )
+
+
+UPSERT_TOKENS: Final = """
+    INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens)
+    VALUES (?, ?, ?, ?)
+    ON CONFLICT (session_id) DO UPDATE SET {}
+"""
+SET_TOKENS: Final = UPSERT_TOKENS.format(
+    "input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens"
+)
+ADD_TOKENS: Final = UPSERT_TOKENS.format(
+    "input_tokens = input_tokens + excluded.input_tokens, "
+    "output_tokens = output_tokens + excluded.output_tokens"
+)
+
+
+def list_sessions(db: Db) -> list[SessionInfo]:
+    rows = db.execute(
+        "SELECT session_id, message_count, preview, created_at, input_tokens, output_tokens "
+        "FROM pygents_sessions ORDER BY created_at DESC, rowid DESC"
+    ).fetchall()
+    return [SessionInfo(*row) for row in rows]
+
+
+def encode(message: Message) -> Encoded:
+    return count_message_tokens(message), preview_of(message), dumps(to_dict(message), "Message")

@@ -1,0 +1,169 @@
+"""The SQLite schema of the context stores, and the migrations that build it on open.
+
+`MIGRATIONS[n]` takes a database from schema version `n` to `n + 1`; the
+version lives in the one-row table `pygents_schema`. Opening runs the missing
+steps in one transaction, so a crash mid-upgrade leaves the old version. A
+database newer than this code is refused rather than misread.
+
+Tables:
+
+- `pygents_sessions`: one row per session, with its counters kept by triggers
+  (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
+  token usage, and `generation`, bumped by every change other than an append
+  so readers know to drop their cached history.
+- `pygents_messages`: the live history; `position` orders a session's messages
+  and is unique within it. Appends take `next_position`; `replace_prefix` puts
+  its messages just before the first one it keeps (positions may go negative).
+- `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Final
+
+from pygents_ctx.errors import StoreSchemaError
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "StoreSchemaError", "configure", "migrate"]
+
+
+_V1: Final = (
+    """
+    CREATE TABLE pygents_sessions (
+        session_id    TEXT    NOT NULL PRIMARY KEY,
+        created_at    TEXT    NOT NULL,
+        input_tokens  INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        message_count INTEGER NOT NULL DEFAULT 0,
+        live_tokens   INTEGER NOT NULL DEFAULT 0,
+        next_position INTEGER NOT NULL DEFAULT 0,
+        generation    INTEGER NOT NULL DEFAULT 0,
+        preview       TEXT    NOT NULL DEFAULT ''
+    )
+    """,
+    "CREATE INDEX pygents_sessions_by_created ON pygents_sessions (created_at)",
+    """
+    CREATE TABLE pygents_messages (
+        id         INTEGER PRIMARY KEY,
+        session_id TEXT    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        position   INTEGER NOT NULL,
+        run_id     TEXT,
+        tokens     INTEGER NOT NULL,
+        preview    TEXT,
+        data       BLOB    NOT NULL,
+        UNIQUE (session_id, position)
+    )
+    """,
+    """
+    CREATE INDEX pygents_messages_by_run ON pygents_messages (session_id, run_id)
+    WHERE run_id IS NOT NULL
+    """,
+    """
+    CREATE TABLE pygents_archive (
+        id         INTEGER PRIMARY KEY,
+        session_id TEXT    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        run_id     TEXT,
+        tokens     INTEGER NOT NULL,
+        preview    TEXT,
+        data       BLOB    NOT NULL
+    )
+    """,
+    "CREATE INDEX pygents_archive_by_session ON pygents_archive (session_id, id)",
+    # The counters change in the same statement as the rows, so an append is one
+    # INSERT and no crash can leave them out of step.
+    """
+    CREATE TRIGGER pygents_messages_added AFTER INSERT ON pygents_messages BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count + 1,
+            live_tokens = live_tokens + NEW.tokens,
+            next_position = max(next_position, NEW.position + 1),
+            preview = CASE
+                WHEN preview = '' AND NEW.preview IS NOT NULL THEN NEW.preview
+                ELSE preview
+            END
+        WHERE session_id = NEW.session_id;
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_messages_removed AFTER DELETE ON pygents_messages BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count - 1,
+            live_tokens = live_tokens - OLD.tokens
+        WHERE session_id = OLD.session_id;
+    END
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+_SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})
+
+
+def configure(db: sqlite3.Connection, synchronous: str) -> None:
+    """Set the connection's pragmas: WAL, foreign keys, and the `synchronous` level."""
+    # In WAL mode readers never block the writer, and NORMAL syncs only at checkpoints:
+    # a killed process loses nothing committed; a power cut may lose the last commits.
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")  # one of _SYNCHRONOUS, checked
+    db.execute("PRAGMA foreign_keys = ON")
+
+
+def check_synchronous(value: object) -> str:
+    """Return `value` if it is a supported `synchronous` level.
+
+    Raises:
+        ValueError: It is not "NORMAL" or "FULL".
+    """
+    if value not in _SYNCHRONOUS:
+        raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {value!r}")
+    return str(value)
+
+
+def _version(db: sqlite3.Connection) -> int:
+    exists = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_schema'"
+    ).fetchone()
+    if exists is None:
+        return 0
+    row = db.execute("SELECT version FROM pygents_schema WHERE id = 1").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def migrate(db: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
+    """Bring the database up to the newest schema version in one transaction; return it.
+
+    Raises:
+        StoreSchemaError: The database's version is newer than `len(migrations)`.
+    """
+    target = len(migrations)
+    if _version(db) == target:  # the usual case: no write lock taken
+        return target
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        version = _version(db)  # another process may have migrated meanwhile
+        if version > target:
+            raise StoreSchemaError(
+                f"the database's context store schema is version {version}, newer than "
+                f"version {target} that this pygents_ctx knows; upgrade pygents_ctx to open it"
+            )
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS pygents_schema "
+            "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
+        )
+        for step in migrations[version:]:
+            for statement in step:
+                db.execute(statement)
+        db.execute(
+            "INSERT INTO pygents_schema (id, version) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+            (target,),
+        )
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return target

@@ -1,0 +1,349 @@
+"""Compaction on the store: summarize the old part of a stored history, losing nothing.
+
+`compact_context` computes a compacted history without touching the store.
+`AutoCompactStore` wraps any store and compacts it when a model call reports
+an input over its threshold. It replaces the old messages through
+`replace_prefix`, so they stay readable in the archive, messages appended while
+the summarizer runs land after the compacted ones, and a failing summarizer
+changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.strategies.summarize import (
+    Summarizer,
+    bridge_message,
+    is_bridge,
+    is_summary,
+    summary_message,
+    summary_text,
+)
+from pygents_ctx.context.tokens import count_tokens
+from pygents_ctx.errors import SummarizationError
+
+__all__ = ["AutoCompactStore", "compact_context"]
+
+DEFAULT_CONTEXT_WINDOW: Final = 128_000
+
+
+class _Plan:
+    """What a compaction keeps, folds in and writes, computed from one snapshot."""
+
+    def __init__(self, history: Sequence[Message], keep_recent: int) -> None:
+        head = 0
+        while head < len(history) and history[head].role == "system":
+            head += 1
+        self.head = list(history[:head])
+        start = head
+        self.previous: str | None = None
+        if start < len(history) and is_summary(history[start]):
+            self.previous = summary_text(history[start])
+            start += 1
+            if start < len(history) and is_bridge(history[start]):
+                start += 1
+        split = _safe_split(history, start, len(history) - keep_recent)
+        self.old = list(history[start:split])
+        self.recent = list(history[split:])
+        self.replaced = list(history[:split])  # the oldest live messages, rewritten
+
+    def compacted_prefix(self, summary: str) -> list[Message] | None:
+        """Head, the summary and, when the recent part opens with a user message, a bridge.
+
+        None when that is no smaller than what it replaces: compaction never
+        grows the history (a long summary of a few short messages would).
+        """
+        prefix = [*self.head, summary_message(summary)]
+        if self.recent and self.recent[0].role == "user":
+            prefix.append(bridge_message("assistant"))  # keep user/assistant alternating
+        if count_tokens(prefix) >= count_tokens(self.replaced):
+            return None
+        return prefix
+
+
+def _safe_split(history: Sequence[Message], start: int, want: int) -> int:
+    """The largest index `<= want` (and `>= start`) that separates no call from its result."""
+    want = max(start, want)
+    # A result whose call is not in range (cut off by a truncated copy, say) has
+    # nothing to be split from: it must not block every split before it.
+    calls = {
+        block.id
+        for message in history[start:]
+        for block in message.content
+        if type(block) is ToolUseBlock
+    }
+    if want >= len(history):
+        return len(history)  # keep_recent=0: nothing recent, nothing to split
+    waiting: set[str] = set()
+    for index in range(len(history) - 1, start - 1, -1):
+        for block in history[index].content:
+            if type(block) is ToolResultBlock and block.tool_use_id in calls:
+                waiting.add(block.tool_use_id)
+            elif type(block) is ToolUseBlock:
+                waiting.discard(block.id)
+        if index <= want and not waiting:
+            return index
+    return start
+
+
+async def _summarize(plan: _Plan, summarizer: Summarizer) -> str:
+    try:
+        text = await summarizer(plan.old, plan.previous)
+    except Exception as exc:
+        raise SummarizationError(
+            f"the summarizer failed on {len(plan.old)} messages; nothing was changed ({exc!r})"
+        ) from exc
+    if not isinstance(text, str) or not text.strip():
+        raise SummarizationError(
+            f"the summarizer returned {text!r}, not a non-empty summary; nothing was changed"
+        )
+    return text
+
+
+async def compact_context(
+    store: ContextStore, summarizer: Summarizer, *, keep_recent: int = 6
+) -> list[Message] | None:
+    """The store's history with its old part replaced by one summary; the store is unchanged.
+
+    Leading system messages are kept. The newest `keep_recent` messages are
+    kept whole (more, if the split would separate a tool call from its result).
+    The rest becomes one summary message; a summary left by an earlier
+    compaction is updated: the summarizer gets its text as `previous_summary`
+    and only the messages that became old since. Roles keep alternating: when
+    the recent part starts with a user message, a short assistant
+    acknowledgement follows the summary.
+
+    Returns:
+        The compacted history, or None when there is nothing old to summarize
+        or the result would not be smaller (in tokens) than the history.
+
+    Raises:
+        ValueError: `keep_recent` is negative.
+        SummarizationError: The summarizer failed or returned no text.
+    """
+    _check_keep_recent(keep_recent)
+    plan = _Plan(await store.get_history(), keep_recent)
+    if not plan.old:
+        return None
+    prefix = plan.compacted_prefix(await _summarize(plan, summarizer))
+    return None if prefix is None else [*prefix, *plan.recent]
+
+
+def _check_keep_recent(keep_recent: object) -> int:
+    if isinstance(keep_recent, bool) or not isinstance(keep_recent, int) or keep_recent < 0:
+        raise ValueError(f"keep_recent must be an int of at least 0, not {keep_recent!r}")
+    return keep_recent
+
+
+class AutoCompactStore(ContextStore):
+    """A store that compacts itself when a model call's input grows too large.
+
+    Every method delegates to `inner`. `add_context_tokens(input, output)`,
+    which an agent calls after each model call with that call's input size,
+    compacts when `input` is over `max_tokens`, or over `threshold *
+    context_window` (128,000 when neither is given).
+
+    Unlike a clear-and-rewrite, compaction here loses nothing:
+
+    - it summarizes a snapshot and then replaces only those old messages
+      (`replace_prefix`), so a message appended while the summarizer runs is
+      kept, after the compacted ones;
+    - the replaced messages stay in the archive
+      (`get_history(include_archived=True)`), and the summary is a checkpoint
+      that the next compaction updates;
+    - it creates no extra session;
+    - if the summarizer fails, the store is left exactly as it was and
+      `SummarizationError` is raised;
+    - it never grows the history: a summary no smaller than what it would
+      replace is not written;
+    - if the compacted messages changed while the summarizer ran (`clear()`,
+      `clear_run()`, another compaction), the summary is not written: it would
+      bring back what was removed.
+
+    `inner` may be a store written for the seed API (`append(message)`,
+    `get_history()`): arguments left at their defaults are not passed on.
+
+    Args:
+        inner: The store to wrap.
+        summarizer: `async (messages, previous_summary) -> str`.
+        keep_recent: Messages kept verbatim at the end.
+        threshold: The fraction of `context_window` that triggers compaction.
+        max_tokens: An absolute trigger; overrides `threshold`.
+        context_window: The model's context window.
+
+    Raises:
+        TypeError: `inner` is not a `ContextStore`.
+        ValueError: A number is out of range.
+    """
+
+    def __init__(
+        self,
+        inner: ContextStore,
+        summarizer: Summarizer,
+        *,
+        keep_recent: int = 6,
+        threshold: float = 0.75,
+        max_tokens: int | None = None,
+        context_window: int | None = None,
+    ) -> None:
+        if not isinstance(inner, ContextStore):
+            raise TypeError(f"AutoCompactStore wraps a ContextStore, not {type(inner).__name__}")
+        if not callable(summarizer):
+            raise TypeError(f"summarizer must be an async callable, not {summarizer!r}")
+        _check_keep_recent(keep_recent)
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+            raise ValueError(f"threshold must be a number in (0, 1], not {threshold!r}")
+        if not 0 < threshold <= 1:
+            raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")
+        for name, value in (("max_tokens", max_tokens), ("context_window", context_window)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name} must be a positive int or None, not {value!r}")
+        self.inner = inner
+        self.summarizer = summarizer
+        self.keep_recent = keep_recent
+        self.threshold = threshold
+        self.max_tokens = max_tokens
+        self.context_window = context_window
+        self._compacting = asyncio.Lock()
+
+    @property
+    def limit(self) -> int:
+        """The input size above which a reported model call triggers compaction."""
+        if self.max_tokens is not None:
+            return self.max_tokens
+        return int(self.threshold * (self.context_window or DEFAULT_CONTEXT_WINDOW))
+
+    @property
+    def session_id(self) -> str:
+        """The inner store's session id."""
+        return self.inner.session_id
+
+    def __repr__(self) -> str:
+        return f"AutoCompactStore({self.inner!r}, limit={self.limit})"
+
+    async def compact(self) -> bool:
+        """Compact now, whatever the token counts say.
+
+        Returns:
+            True if the store was compacted; False if there was nothing old
+            enough, the summary was no smaller than what it would replace, or
+            the old messages changed while the summarizer ran.
+
+        Raises:
+            SummarizationError: The summarizer failed; the store is unchanged.
+        """
+        async with self._compacting:
+            plan = _Plan(await self.inner.get_history(), self.keep_recent)
+            if not plan.old:
+                return False
+            prefix = plan.compacted_prefix(await _summarize(plan, self.summarizer))
+            if prefix is None:
+                return False
+            # Appends meanwhile are fine (they land after the prefix); a changed
+            # prefix is not. A rewrite between this check and the write still slips
+            # through: no window with the memory store, one round trip with SQLite.
+            current = await self.inner.get_history()
+            if current[: len(plan.replaced)] != plan.replaced:
+                return False
+            await self.inner.replace_prefix(len(plan.replaced), prefix)
+            return True
+
+    async def add_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Record a model call's usage; compact when its input was over `limit`."""
+        await self.inner.add_context_tokens(input_tokens, output_tokens)
+        if input_tokens > self.limit:
+            await self.compact()
+
+    # -- delegation ---------------------------------------------------------
+
+    # Arguments left at their defaults are not passed: a store written for the
+    # seed API has `append(message)` and `get_history()` only.
+
+    async def append(self, message: Message, *, run_id: str | None = None) -> None:
+        """Append to the inner store."""
+        await self.inner.append(message, **_given(run_id=run_id))
+
+    async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
+        """Append several messages to the inner store."""
+        await self.inner.append_many(messages, **_given(run_id=run_id))
+
+    async def get_history(
+        self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
+    ) -> list[Message]:
+        """The inner store's history."""
+        return await self.inner.get_history(
+            **_given(limit=limit, offset=offset or None, include_archived=include_archived or None)
+        )
+
+    async def count(self) -> int:
+        """The inner store's live message count."""
+        return await self.inner.count()
+
+    async def token_count(self) -> int:
+        """The inner store's live token count."""
+        return await self.inner.token_count()
+
+    async def clear(self) -> None:
+        """Clear the inner store."""
+        await self.inner.clear()
+
+    async def clear_run(self, run_id: str) -> None:
+        """Clear one run in the inner store."""
+        await self.inner.clear_run(run_id)
+
+    async def replace_prefix(
+        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+    ) -> None:
+        """Replace the inner store's oldest messages."""
+        await self.inner.replace_prefix(count, messages, **_given(run_id=run_id))
+
+    async def fork(self, *, session_id: str | None = None) -> AutoCompactStore:
+        """A fork of the inner store, wrapped with the same settings."""
+        return AutoCompactStore(
+            await self.inner.fork(**_given(session_id=session_id)),
+            self.summarizer,
+            keep_recent=self.keep_recent,
+            threshold=self.threshold,
+            max_tokens=self.max_tokens,
+            context_window=self.context_window,
+        )
+
+    async def close(self) -> None:
+        """Close the inner store."""
+        await self.inner.close()
+
+    async def set_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Set the inner store's token usage."""
+        await self.inner.set_context_tokens(input_tokens, output_tokens)
+
+    async def get_context_tokens(self) -> tuple[int, int]:
+        """The inner store's token usage."""
+        return await self.inner.get_context_tokens()
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """The inner store's sessions."""
+        return await self.inner.list_sessions()
+
+    @classmethod
+    async def from_history(cls, messages: Iterable[Message], /, **kwargs: Any) -> AutoCompactStore:
+        """Not available: build the inner store with `from_history`, then wrap it.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise TypeError(
+            "AutoCompactStore wraps a store: build the inner one with from_history, "
+            "then wrap it: AutoCompactStore(await MemoryContextStore.from_history(...), summarizer)"
+        )
+
+
+def _given(**arguments: Any) -> dict[str, Any]:
+    """The keyword arguments that are not None."""
+    return {name: value for name, value in arguments.items() if value is not None}

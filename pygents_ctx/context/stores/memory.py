@@ -1,0 +1,213 @@
+"""`MemoryContextStore`: a session held in lists, for tests and short-lived agents."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores._common import (
+    check_count,
+    check_messages,
+    check_run_id,
+    check_session_id,
+    check_window,
+    now_iso,
+    preview_of,
+    require_run_id,
+    window,
+)
+from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.tokens import count_message_tokens
+
+__all__ = ["MemoryContextStore"]
+
+
+class _Archived(NamedTuple):
+    message: Message
+    run_id: str | None
+    tokens: int
+
+
+class MemoryContextStore(ContextStore):
+    """A session kept in memory: nothing survives the process.
+
+    Every method returns new lists, and messages are immutable, so nothing a
+    caller does to a result changes the store. Each method runs without an
+    `await` inside, so concurrent tasks see each operation whole.
+
+    Args:
+        messages: The initial history (copied), oldest first.
+        session_id: The session's id; a random one when None.
+
+    Raises:
+        TypeError: `messages` holds something that is not a `Message`.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> async def main():
+        ...     store = MemoryContextStore([Message("user", "Hello")])
+        ...     await store.append(Message("assistant", "Hi!"))
+        ...     branch = await store.fork()
+        ...     await branch.append(Message("user", "(branch)"))
+        ...     return await store.count(), await branch.count()
+        >>> asyncio.run(main())
+        (2, 3)
+    """
+
+    def __init__(
+        self, messages: Iterable[Message] | None = None, *, session_id: str | None = None
+    ) -> None:
+        batch = check_messages(() if messages is None else messages)
+        self._session_id = None if session_id is None else check_session_id(session_id)
+        self._created_at = now_iso()
+        # Three parallel lists: reading the history is one list copy.
+        self._messages: list[Message] = []
+        self._runs: list[str | None] = []
+        self._counts: list[int] = []
+        self._total = 0
+        self._archive: list[_Archived] = []
+        self._preview = ""
+        self._extend(batch, None)
+
+    def __repr__(self) -> str:
+        return f"MemoryContextStore(session_id={self.session_id!r}, messages={len(self._messages)})"
+
+    def _extend(self, batch: list[Message], run_id: str | None) -> None:
+        counts = [count_message_tokens(message) for message in batch]
+        self._messages.extend(batch)
+        self._runs.extend([run_id] * len(batch))
+        self._counts.extend(counts)
+        self._total += sum(counts)
+        self._note_preview(batch)
+
+    def _note_preview(self, batch: Iterable[Message]) -> None:
+        if not self._preview:
+            self._preview = next((p for p in map(preview_of, batch) if p is not None), "")
+
+    # -- messages -----------------------------------------------------------
+
+    async def append(self, message: Message, *, run_id: str | None = None) -> None:
+        """Add `message` at the end of the history, tagged with `run_id` when given.
+
+        Raises:
+            TypeError: `message` is not a `Message`, or `run_id` is not a str.
+        """
+        if not isinstance(message, Message):
+            raise TypeError(f"append needs a Message, not {type(message).__name__}")
+        self._extend([message], check_run_id(run_id))
+
+    async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
+        """Add `messages` at the end, in order, all at once.
+
+        Raises:
+            TypeError: Something in `messages` is not a `Message` (nothing is added).
+        """
+        batch = check_messages(messages)
+        self._extend(batch, check_run_id(run_id))
+
+    async def get_history(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        include_archived: bool = False,
+    ) -> list[Message]:
+        """The history, oldest first, as a new list (see `ContextStore.get_history`)."""
+        check_window(limit, offset)
+        if include_archived:
+            everything = [entry.message for entry in self._archive] + self._messages
+            return window(everything, limit, offset)
+        return window(self._messages, limit, offset)
+
+    async def count(self) -> int:
+        """The number of messages in the live history."""
+        return len(self._messages)
+
+    async def token_count(self) -> int:
+        """The total token count of the live history (a running sum)."""
+        return self._total
+
+    async def clear(self) -> None:
+        """Remove every message, live and archived; token usage stays."""
+        self._messages, self._runs, self._counts = [], [], []
+        self._total = 0
+        self._archive = []
+        self._preview = ""
+
+    async def clear_run(self, run_id: str) -> None:
+        """Remove the messages appended with `run_id`, live and archived.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = require_run_id(run_id)
+        kept = [
+            entry
+            for entry in zip(self._messages, self._runs, self._counts, strict=True)
+            if entry[1] != target
+        ]
+        self._messages = [message for message, _, _ in kept]
+        self._runs = [run for _, run, _ in kept]
+        self._counts = [count for _, _, count in kept]
+        self._total = sum(self._counts)
+        self._archive = [entry for entry in self._archive if entry.run_id != target]
+        self._preview = ""
+        self._note_preview(entry.message for entry in self._archive)
+        self._note_preview(self._messages)
+
+    async def replace_prefix(
+        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+    ) -> None:
+        """Replace the oldest `count` live messages with `messages`; they go to the archive.
+
+        See `ContextStore.replace_prefix`.
+
+        Raises:
+            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count.
+        """
+        count = check_count(count)
+        batch = check_messages(messages)
+        run_id = check_run_id(run_id)
+        if count > len(self._messages):
+            raise ValueError(
+                f"count {count} exceeds the {len(self._messages)} messages in the live history"
+            )
+        self._archive.extend(
+            _Archived(*entry)
+            for entry in zip(
+                self._messages[:count], self._runs[:count], self._counts[:count], strict=True
+            )
+        )
+        counts = [count_message_tokens(message) for message in batch]
+        self._messages = batch + self._messages[count:]
+        self._runs = [run_id] * len(batch) + self._runs[count:]
+        self._counts = counts + self._counts[count:]
+        self._total = sum(self._counts)
+        self._note_preview(batch)
+
+    async def fork(self, *, session_id: str | None = None) -> MemoryContextStore:
+        """A new session with an independent copy of the history, archive and token usage."""
+        clone = MemoryContextStore(session_id=session_id)
+        clone._messages, clone._runs = list(self._messages), list(self._runs)
+        clone._counts, clone._total = list(self._counts), self._total
+        clone._archive, clone._preview = list(self._archive), self._preview
+        clone._input_tokens, clone._output_tokens = self._input_tokens, self._output_tokens
+        return clone
+
+    # -- sessions -----------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """This session only (a memory store knows no other)."""
+        return [
+            SessionInfo(
+                self.session_id,
+                len(self._messages),
+                self._preview,
+                self._created_at,
+                self._input_tokens,
+                self._output_tokens,
+            )
+        ]

@@ -1,0 +1,346 @@
+"""`SQLiteContextStore`: many sessions in one SQLite file, safe across processes.
+
+Every call runs on the connection's worker thread (see `SQLiteConnection`), so
+the event loop never waits on the disk. Writes are single statements or
+`BEGIN IMMEDIATE` transactions; SQLite serializes writers across processes, and
+positions are taken from a per-session counter inside the writing statement,
+so concurrent appenders never collide and never lose a message.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Final
+
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _sqlite_ops as ops
+from pygents_ctx.context.stores._common import (
+    check_count,
+    check_messages,
+    check_run_id,
+    check_session_id,
+    check_tokens,
+    check_window,
+    new_session_id,
+    now_iso,
+    require_run_id,
+    window,
+)
+from pygents_ctx.context.stores._sqlite_schema import check_synchronous, configure, migrate
+from pygents_ctx.context.stores._worker import Connecting, SQLiteConnection
+from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+
+__all__ = ["SQLiteConnection", "SQLiteContextStore", "connect"]
+
+Db = sqlite3.Connection
+_STALE: Final = -2  # the cache's generation when it must be read again in full
+
+
+def connect(
+    path: str | os.PathLike[str],
+    *,
+    timeout: float = 5.0,
+    synchronous: str = "NORMAL",
+) -> Connecting:
+    """Open the SQLite database at `path` (created if missing), ready for context stores.
+
+    Await the result for the connection, or use it with `async with`, which
+    closes the connection at the end. Opening sets WAL mode, foreign keys and
+    a busy timeout, and brings the schema up to date.
+
+    Args:
+        path: The database file, or `":memory:"` for a private in-memory one.
+        timeout: Seconds to wait for another process's write lock before failing.
+        synchronous: `"NORMAL"` (default: nothing committed is lost if the
+            process dies; a power cut may lose the last commits) or `"FULL"`
+            (every commit is synced to disk: slower, survives power loss).
+
+    Raises:
+        TypeError: `path` is not a str or path.
+        ValueError: `timeout` is not a positive number, or `synchronous` is unknown.
+        StoreSchemaError: (when awaited) The file was written by a newer pygents_ctx.
+
+    Example:
+        >>> import asyncio, tempfile, pathlib
+        >>> from pygents_ctx import Message
+        >>> async def main(path):
+        ...     async with connect(path) as conn:
+        ...         await SQLiteContextStore(conn, session_id="s").append(Message("user", "Hi"))
+        ...     async with connect(path) as conn:  # after a restart
+        ...         history = await SQLiteContextStore(conn, session_id="s").get_history()
+        ...     return [m.text for m in history]
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     asyncio.run(main(pathlib.Path(tmp) / "ctx.db"))
+        ['Hi']
+    """
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"connect path must be a str or os.PathLike, not {type(path).__name__}")
+    name = os.fspath(path)
+    if not isinstance(name, str):
+        raise TypeError("connect path must be a text path, not bytes")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    level = check_synchronous(synchronous)
+
+    def opener() -> Db:
+        db = sqlite3.connect(name, timeout=timeout, isolation_level=None)
+        try:
+            configure(db, level)
+            migrate(db)
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    return Connecting(SQLiteConnection._open(name, opener))
+
+
+class SQLiteContextStore(ContextStore):
+    """One session in a SQLite database: survives restarts, shared safely by processes.
+
+    Many sessions live in one file; several stores can share one connection.
+    The session's row is created by its first write, and `created_at` is that
+    moment. Messages are stored as JSON beside their token count, so
+    `token_count()` and `count()` are one indexed lookup.
+
+    `get_history()` keeps the messages it has read: a later call reads only
+    the rows appended since. `clear`, `clear_run` and `replace_prefix` (from
+    any process) bump the session's generation, which makes every store read
+    the history afresh.
+
+    Args:
+        conn: An open connection, from `await connect(path)`.
+        session_id: The session's id; a random one when None.
+
+    Raises:
+        TypeError: `conn` is not a `SQLiteConnection`.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> async def main():
+        ...     async with connect(":memory:") as conn:
+        ...         store = SQLiteContextStore(conn, session_id="my-session")
+        ...         await store.append(Message("user", "Hello"))
+        ...         forked = await store.fork()
+        ...         return len(await forked.get_history()), forked.session_id != store.session_id
+        >>> asyncio.run(main())
+        (1, True)
+    """
+
+    def __init__(self, conn: SQLiteConnection, *, session_id: str | None = None) -> None:
+        if not isinstance(conn, SQLiteConnection):
+            raise TypeError(
+                "SQLiteContextStore needs the connection from `await connect(path)`, "
+                f"not {type(conn).__name__}"
+            )
+        self._conn = conn
+        self._session_id = None if session_id is None else check_session_id(session_id)
+        self._ready = False  # whether this store knows the session's row exists
+        self._cache: list[Message] = []
+        self._cache_generation = _STALE
+        self._cache_position: int | None = None
+
+    def __repr__(self) -> str:
+        return f"SQLiteContextStore({self._conn.path!r}, session_id={self.session_id!r})"
+
+    @property
+    def connection(self) -> SQLiteConnection:
+        """The connection this store runs on."""
+        return self._conn
+
+    def _ensure(self) -> str | None:
+        return None if self._ready else now_iso()
+
+    async def _write(self, work: Callable[[Db], None], *, ensures: bool = False) -> None:
+        await self._conn.run(partial(ops.in_transaction, work=work))
+        if ensures:
+            self._ready = True
+
+    # -- messages -----------------------------------------------------------
+
+    async def append(self, message: Message, *, run_id: str | None = None) -> None:
+        """Add `message` at the end of the history: one INSERT, its own transaction.
+
+        Raises:
+            TypeError: `message` is not a `Message`, `run_id` is not a str, or
+                a tool input holds a value JSON cannot hold.
+        """
+        if not isinstance(message, Message):
+            raise TypeError(f"append needs a Message, not {type(message).__name__}")
+        await self._append_batch([message], check_run_id(run_id))
+
+    async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
+        """Add `messages` at the end, in order, in one transaction.
+
+        Raises:
+            TypeError: Something in `messages` is not a `Message`, or holds a
+                value JSON cannot hold (nothing is added).
+        """
+        batch = check_messages(messages)
+        await self._append_batch(batch, check_run_id(run_id))
+
+    async def _append_batch(self, batch: list[Message], run_id: str | None) -> None:
+        if not batch:
+            return
+        rows = [ops.encode(message) for message in batch]
+        await self._conn.run(
+            partial(ops.append_rows, self.session_id, self._ensure(), run_id, rows)
+        )
+        self._ready = True
+
+    async def get_history(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        include_archived: bool = False,
+    ) -> list[Message]:
+        """The history, oldest first, as a new list (see `ContextStore.get_history`).
+
+        Reads only what changed since this store's last read; `limit` on a
+        store that has not read yet fetches just those rows.
+        """
+        check_window(limit, offset)
+        if include_archived:
+            archived, live = await self._refresh(with_archive=True)
+            return window(archived + live, limit, offset)
+        if limit is not None and self._cache_generation == _STALE:
+            return await self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
+        _, live = await self._refresh(with_archive=False)
+        return window(live, limit, offset)
+
+    async def _refresh(self, *, with_archive: bool) -> tuple[list[Message], list[Message]]:
+        while True:
+            generation, position = self._cache_generation, self._cache_position
+            read = await self._conn.run(
+                partial(ops.read_since, self.session_id, generation, position, with_archive)
+            )
+            if (self._cache_generation, self._cache_position) != (generation, position):
+                continue  # a concurrent read moved the cache meanwhile: read on from there
+            if read.reset:
+                self._cache = read.messages
+                self._cache_position = read.last_position
+            elif read.messages:
+                self._cache.extend(read.messages)
+                self._cache_position = read.last_position
+            self._cache_generation = read.generation
+            return read.archived, self._cache
+
+    def _forget(self) -> None:
+        self._cache, self._cache_generation, self._cache_position = [], _STALE, None
+
+    async def count(self) -> int:
+        """The number of messages in the live history (a stored counter)."""
+        sql = "SELECT message_count FROM pygents_sessions WHERE session_id = ?"
+        return await self._conn.run(partial(ops.scalar, sql=sql, session_id=self.session_id))
+
+    async def token_count(self) -> int:
+        """The total token count of the live history (a stored running sum)."""
+        sql = "SELECT live_tokens FROM pygents_sessions WHERE session_id = ?"
+        return await self._conn.run(partial(ops.scalar, sql=sql, session_id=self.session_id))
+
+    async def clear(self) -> None:
+        """Remove every message, live and archived, in one transaction; token usage stays."""
+        self._forget()
+        await self._write(partial(ops.clear, self.session_id))
+
+    async def clear_run(self, run_id: str) -> None:
+        """Remove the messages appended with `run_id`, live and archived, in one transaction.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = require_run_id(run_id)
+        self._forget()
+        await self._write(partial(ops.clear_run, self.session_id, target))
+
+    async def replace_prefix(
+        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+    ) -> None:
+        """Replace the oldest `count` live messages with `messages`, in one transaction.
+
+        The replaced messages move to the archive. See `ContextStore.replace_prefix`.
+
+        Raises:
+            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count
+                (the store is left as it was).
+        """
+        count = check_count(count)
+        batch = check_messages(messages)
+        run = check_run_id(run_id)
+        if count == 0 and not batch:
+            return
+        rows = [ops.encode(message) for message in batch]
+        self._forget()
+        work = partial(ops.replace_prefix, self.session_id, self._ensure(), count, run, rows)
+        await self._write(work, ensures=True)
+
+    async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:
+        """A new session in the same database with a copy of the history, archive and tokens.
+
+        One transaction; run ids are kept, so `clear_run` works on the fork too.
+
+        Raises:
+            ValueError: `session_id` names a session that already exists.
+        """
+        new_id = new_session_id() if session_id is None else check_session_id(session_id)
+        await self._write(partial(ops.fork, self.session_id, new_id, now_iso()))
+        fork = SQLiteContextStore(self._conn, session_id=new_id)
+        fork._ready = True
+        return fork
+
+    async def close(self) -> None:
+        """Drop this store's cached history. The shared connection stays open."""
+        self._forget()
+
+    # -- token usage --------------------------------------------------------
+
+    async def set_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Overwrite the session's recorded token usage (one statement).
+
+        Raises:
+            TypeError: An amount is not an int.
+            ValueError: An amount is negative.
+        """
+        await self._tokens(ops.SET_TOKENS, *check_tokens(input_tokens, output_tokens))
+
+    async def add_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Add to the session's recorded token usage, atomically in SQL.
+
+        Raises:
+            TypeError: An amount is not an int.
+            ValueError: An amount is negative.
+        """
+        await self._tokens(ops.ADD_TOKENS, *check_tokens(input_tokens, output_tokens))
+
+    async def _tokens(self, sql: str, input_tokens: int, output_tokens: int) -> None:
+        params = (self.session_id, now_iso(), input_tokens, output_tokens)
+
+        def write(db: Db) -> None:
+            db.execute(sql, params)
+
+        await self._conn.run(write)
+        self._ready = True
+
+    async def get_context_tokens(self) -> tuple[int, int]:
+        """The session's recorded token usage: `(input_tokens, output_tokens)`."""
+
+        def read(db: Db) -> tuple[int, int]:
+            row = db.execute(
+                "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
+                (self.session_id,),
+            ).fetchone()
+            return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+        return await self._conn.run(read)
+
+    # -- sessions -----------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every session in the database, newest first (one query)."""
+        return await self._conn.run(ops.list_sessions)

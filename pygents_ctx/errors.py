@@ -12,6 +12,7 @@ PygentsError
 ├── UnregisteredToolError (KeyError)  no tool under that name
 ├── UnregisteredAgentError (KeyError) no agent under that name
 ├── UnregisteredHookError (KeyError)  no hook under that name
+├── UnknownModelError (KeyError)      no context window known for a model name
 ├── UnserializableHookError (ValueError) a hook that cannot be saved by name
 ├── ContextOverflowError (ValueError)  even the newest round is over a token budget
 ├── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
@@ -33,6 +34,7 @@ __all__ = [
     "StoreSchemaError",
     "SummarizationError",
     "TurnTimeoutError",
+    "UnknownModelError",
     "UnregisteredAgentError",
     "UnregisteredHookError",
     "UnregisteredToolError",
@@ -77,6 +79,10 @@ class UnregisteredAgentError(_UnregisteredError):
 
 class UnregisteredHookError(_UnregisteredError):
     """No hook is registered under the requested name."""
+
+
+class UnknownModelError(_UnregisteredError):
+    """No context window is known for a model name; `register_model` adds one."""
 
 
 class UnserializableHookError(PygentsError, ValueError):

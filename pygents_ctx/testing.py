@@ -4,18 +4,30 @@
   every call.
 - `FixedTokenCounter`: a `TokenCounter` that gives every text the same count
   and counts how often it was asked.
+- `ScriptedModel`: a chat model that answers from a script and records every
+  window it was shown; `assistant()` and `tool_call()` write its replies.
 """
 
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-from pygents_ctx.context.messages import Message
+from pygents_ctx.context.messages import Message, TextBlock, ToolUseBlock
+from pygents_ctx.context.tokens import count_tokens
 
-__all__ = ["FixedTokenCounter", "ScriptedSummarizer", "SummarizerCall"]
+__all__ = [
+    "FixedTokenCounter",
+    "ModelCall",
+    "ScriptedModel",
+    "ScriptedSummarizer",
+    "SummarizerCall",
+    "assistant",
+    "tool_call",
+]
 
 SummaryReply: TypeAlias = str | BaseException | type[BaseException]
 SummaryFunction: TypeAlias = Callable[[list[Message], str | None], str | Awaitable[str]]
@@ -109,6 +121,125 @@ class ScriptedSummarizer:
         if isinstance(scripted, str):
             return scripted
         raise scripted
+
+
+# ----------------------------------------------------------------------------- models
+
+ModelReply: TypeAlias = (
+    Message
+    | str
+    | BaseException
+    | type[BaseException]
+    | Callable[[list[Message]], Message | str | Awaitable[Message | str]]
+)
+
+
+def tool_call(name: str, /, **arguments: Any) -> ToolUseBlock:
+    """A tool call block with a fresh unique id, for scripting a model's reply.
+
+    Example:
+        >>> call = tool_call("search", query="tides")
+        >>> call.name, call.input
+        ('search', {'query': 'tides'})
+    """
+    return ToolUseBlock(f"call_{uuid.uuid4().hex[:16]}", name, arguments)
+
+
+def assistant(*parts: str | ToolUseBlock) -> Message:
+    """An assistant message from text and tool calls, in order.
+
+    Example:
+        >>> assistant("Let me look.", tool_call("search", query="tides")).role
+        'assistant'
+    """
+    blocks: list[TextBlock | ToolUseBlock] = []
+    for part in parts:
+        if isinstance(part, str):
+            blocks.append(TextBlock(part))
+        elif isinstance(part, ToolUseBlock):
+            blocks.append(part)
+        else:
+            raise TypeError(
+                f"assistant() takes text and tool_call() blocks, not {type(part).__name__}"
+            )
+    return Message("assistant", blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """One call a `ScriptedModel` received: the window it was shown and its size."""
+
+    messages: tuple[Message, ...]
+    input_tokens: int
+
+
+class ScriptedModel:
+    """A chat model that replies from a script and records every call in `calls`.
+
+    Call it with the window (`await model(messages)`); it returns the next
+    scripted reply as an assistant `Message`.
+
+    Args:
+        script: The replies, in call order: a `Message` is returned as is, a
+            string as an assistant text message, an exception (instance or
+            class) is raised, and a function `(messages) -> Message | str`,
+            sync or async, writes the reply from the window it is shown.
+
+    A script that runs out raises `RuntimeError`.
+
+    Example:
+        >>> import asyncio
+        >>> model = ScriptedModel(["Hello!"])
+        >>> asyncio.run(model([Message("user", "hi")])).text
+        'Hello!'
+        >>> model.calls[0].input_tokens
+        5
+    """
+
+    def __init__(self, script: Iterable[ModelReply]) -> None:
+        if isinstance(script, str | bytes) or not isinstance(script, Iterable):
+            raise TypeError(
+                f"ScriptedModel script must be a list of replies, not {type(script).__name__}"
+            )
+        self._replies = list(script)
+        self.calls: list[ModelCall] = []
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel(calls={len(self.calls)}, left={self.remaining})"
+
+    @property
+    def remaining(self) -> int:
+        """How many scripted replies are left."""
+        return len(self._replies) - len(self.calls)
+
+    async def __call__(self, messages: list[Message], /) -> Message:
+        """Record the window, then reply (or raise) as scripted."""
+        window = list(messages)
+        self.calls.append(ModelCall(tuple(window), count_tokens(window)))
+        if len(self.calls) > len(self._replies):
+            raise RuntimeError(
+                f"ScriptedModel has no reply for call {len(self.calls)}: the script has "
+                f"{len(self._replies)}; add replies"
+            )
+        scripted = self._replies[len(self.calls) - 1]
+        if isinstance(scripted, BaseException) or (
+            isinstance(scripted, type) and issubclass(scripted, BaseException)
+        ):
+            raise scripted
+        reply: object = scripted
+        if not isinstance(scripted, Message | str) and callable(scripted):
+            write: Callable[[list[Message]], object] = scripted
+            reply = write(window)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        if isinstance(reply, str):
+            return Message("assistant", reply)
+        if isinstance(reply, Message):
+            return reply
+        raise TypeError(
+            f"ScriptedModel reply {len(self.calls)} is {type(reply).__name__}; "
+            "script a Message, a string, an exception or a function"
+        )
 
 
 # ----------------------------------------------------------------------------- token counters

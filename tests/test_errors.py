@@ -20,6 +20,7 @@ from pygents_ctx import (
     SummarizationError,
     Turn,
     TurnTimeoutError,
+    UnknownModelError,
     UnregisteredAgentError,
     UnregisteredHookError,
     UnregisteredToolError,
@@ -40,6 +41,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (SummarizationError, (RuntimeError,)),
     (StoreClosedError, (RuntimeError,)),
     (StoreSchemaError, (RuntimeError,)),
+    (UnknownModelError, (KeyError,)),
 ]
 
 

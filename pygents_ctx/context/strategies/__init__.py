@@ -1,6 +1,64 @@
-"""Context strategies: build the window a model sees from the full transcript."""
+"""Context strategies: build the window a model sees from the full transcript.
+
+Every strategy has `async compact(messages) -> messages`, never mutates its
+input, returns the very same list when it changed nothing, and never separates
+a tool call from its result.
+"""
 
 from pygents_ctx.context.strategies.base import ContextStrategy
-from pygents_ctx.context.strategies.budget import FitTokens
+from pygents_ctx.context.strategies.budget import FitTokens, MiddleOut
+from pygents_ctx.context.strategies.compose import (
+    MODEL_CONTEXT_WINDOWS,
+    Pipeline,
+    UntilFits,
+    model_context_window,
+    register_model,
+)
+from pygents_ctx.context.strategies.edits import (
+    ClearToolInputs,
+    ClearToolResults,
+    DropToolRounds,
+    TruncateToolResults,
+)
+from pygents_ctx.context.strategies.pinned import PinnedWindow, Window
+from pygents_ctx.context.strategies.summarize import (
+    SUMMARY_PREFIX,
+    Summarize,
+    Summarizer,
+    bridge_message,
+    is_bridge,
+    is_summary,
+    render_transcript,
+    summary_message,
+    summary_text,
+)
+from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Truncate
 
-__all__ = ["ContextStrategy", "FitTokens"]
+__all__ = [
+    "MODEL_CONTEXT_WINDOWS",
+    "SUMMARY_PREFIX",
+    "ClearToolInputs",
+    "ClearToolResults",
+    "ContextStrategy",
+    "DropToolRounds",
+    "FitTokens",
+    "MiddleOut",
+    "PinnedWindow",
+    "Pipeline",
+    "SlidingWindow",
+    "Summarize",
+    "Summarizer",
+    "TrimRounds",
+    "Truncate",
+    "TruncateToolResults",
+    "UntilFits",
+    "Window",
+    "bridge_message",
+    "is_bridge",
+    "is_summary",
+    "model_context_window",
+    "register_model",
+    "render_transcript",
+    "summary_message",
+    "summary_text",
+]

@@ -10,15 +10,7 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter, count_message_tokens
 from pygents_ctx.errors import ContextOverflowError
 
-__all__ = [
-    "ContextStrategy",
-    "Measure",
-    "OnOverflow",
-    "check_budget",
-    "check_count",
-    "check_on_overflow",
-    "overflow",
-]
+__all__ = ["ContextStrategy"]
 
 OnOverflow: TypeAlias = Literal["keep", "raise"]
 
@@ -32,7 +24,9 @@ class ContextStrategy(Protocol):
     identity. Its output never separates a tool call from its result.
     """
 
-    async def compact(self, messages: list[Message]) -> list[Message]: ...
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        """The window for `messages`: `messages` itself when nothing changes."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

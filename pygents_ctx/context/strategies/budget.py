@@ -1,9 +1,9 @@
-"""Token-budgeted selection: `FitTokens` keeps the newest rounds that fit."""
+"""Token-budgeted selection: `FitTokens` keeps the newest rounds that fit, `MiddleOut` the ends."""
 
 from __future__ import annotations
 
-from pygents_ctx.context.messages import Message
-from pygents_ctx.context.strategies._rounds import head_end, rounds_newest_first
+from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.strategies._rounds import head_end, round_starts, rounds_newest_first
 from pygents_ctx.context.strategies.base import (
     Measure,
     OnOverflow,
@@ -13,7 +13,7 @@ from pygents_ctx.context.strategies.base import (
 )
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 
-__all__ = ["FitTokens"]
+__all__ = ["FitTokens", "MiddleOut"]
 
 
 class FitTokens:
@@ -34,6 +34,12 @@ class FitTokens:
         on_overflow: When even the head, task and newest round exceed the
             budget: `"keep"` returns them anyway, `"raise"` raises
             `ContextOverflowError`.
+
+    Raises:
+        ValueError: A budget or a per-message setting is not an int,
+            `max_tokens` is below 1, the reserve or a setting is negative, the
+            reserve leaves nothing, or `on_overflow` is not "keep" or "raise".
+        TypeError: `counter` is not callable.
 
     Example:
         >>> import asyncio
@@ -63,7 +69,7 @@ class FitTokens:
         self.on_overflow = check_on_overflow("FitTokens", on_overflow)
 
     def __repr__(self) -> str:
-        return f"FitTokens({self.max_tokens}, reserve_tokens={self.reserve_tokens})"
+        return _budget_repr(self)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The head, the task and the newest rounds within budget (`messages` if all fit)."""
@@ -91,3 +97,173 @@ class FitTokens:
         if keep_from == start:
             return messages
         return [*messages[:start], *messages[keep_from:]]
+
+
+class MiddleOut:
+    """Remove whole rounds from the middle until the rest fits, keeping the start and the end.
+
+    The head, the task and the newest round always stay. Then rounds are
+    taken alternately from the start and from the end (oldest, second newest,
+    second oldest, third newest, ...) while they fit `max_tokens -
+    reserve_tokens`; once a side's next round would not fit, that side stops
+    and the other goes on while its rounds fit. What is removed is therefore
+    one unbroken stretch of whole rounds between the kept start and the kept
+    end; when rounds are of a size, the middle round is the first to go, then
+    its neighbours, outward. Use it where the opening of a run (the plan, the
+    first findings) matters as much as its latest steps.
+
+    Like `FitTokens`, it looks only at what it could keep: the newest rounds,
+    and the oldest ones up to the budget, with counts cached on the messages.
+    (A history with a tool call left unanswered, or a result without its call,
+    before the budget is reached is read whole, to find its rounds exactly.)
+
+    Args:
+        max_tokens: The model's budget for the prompt.
+        reserve_tokens: Tokens to leave free, e.g. for the reply.
+        counter: How to count text (default: `HeuristicTokenCounter()`).
+        per_message_overhead: Tokens added per message.
+        tokens_per_media: Tokens counted per image.
+        on_overflow: When even the head, task and newest round exceed the
+            budget: `"keep"` returns them anyway, `"raise"` raises
+            `ContextOverflowError`.
+
+    Raises:
+        ValueError: A budget or a per-message setting is not an int,
+            `max_tokens` is below 1, the reserve or a setting is negative, the
+            reserve leaves nothing, or `on_overflow` is not "keep" or "raise".
+        TypeError: `counter` is not callable.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> history = [Message("user", "task")]
+        >>> for i in range(1, 7):
+        ...     history += [Message("user", f"question {i}"), Message("assistant", "x" * 60)]
+        >>> window = asyncio.run(MiddleOut(120).compact(history))
+        >>> [m.text for m in window if m.role == "user"]
+        ['task', 'question 1', 'question 2', 'question 5', 'question 6']
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        *,
+        reserve_tokens: int = 0,
+        counter: TokenCounter = DEFAULT_COUNTER,
+        per_message_overhead: int = 4,
+        tokens_per_media: int = 600,
+        on_overflow: OnOverflow = "keep",
+    ) -> None:
+        self.budget = check_budget("MiddleOut", max_tokens, reserve_tokens)
+        self.max_tokens = max_tokens
+        self.reserve_tokens = reserve_tokens
+        self.measure = Measure(counter, per_message_overhead, tokens_per_media)
+        self.on_overflow = check_on_overflow("MiddleOut", on_overflow)
+
+    def __repr__(self) -> str:
+        return _budget_repr(self)
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        """The head, the task, the earliest and the newest rounds within budget."""
+        return self.fit(messages)
+
+    def fit(self, messages: list[Message]) -> list[Message]:
+        """`compact`, synchronously."""
+        head = head_end(messages)
+        measure, budget = self.measure, self.budget
+        used = measure.total(messages, 0, head)
+        ends = rounds_newest_first(messages, head)
+        end = next(ends, None)  # the newest round, which always stays
+        if end is None:
+            if used > budget:
+                overflow("MiddleOut", self.on_overflow, tokens=used, budget=budget)
+            return messages
+        used += measure.total(messages, end)
+        if used > budget:
+            overflow("MiddleOut", self.on_overflow, tokens=used, budget=budget)
+            return _window(messages, head, end)
+        starts = self._start_rounds(messages, head)
+        if starts is None:
+            return messages
+        # Kept: the rounds before starts[first] from the start, and from `end` on.
+        # The whole history is over budget, so the two sides never meet: a round
+        # that would reach the other side's cut cannot fit.
+        first, from_start, start_open, end_open = 0, True, True, True
+        while start_open or end_open:
+            if (from_start and start_open) or not end_open:
+                if first + 1 < len(starts) and starts[first + 1] <= end:
+                    size = measure.total(messages, starts[first], starts[first + 1])
+                    if used + size <= budget:
+                        used, first, from_start = used + size, first + 1, False
+                        continue
+                start_open, from_start = False, False
+            else:
+                earlier = next(ends)
+                size = measure.total(messages, earlier, end)
+                if used + size <= budget:
+                    used, end, from_start = used + size, earlier, True
+                    continue
+                end_open, from_start = False, True
+        return [*messages[: starts[first]], *messages[end:]]
+
+    def _start_rounds(self, messages: list[Message], head: int) -> list[int] | None:
+        """Round starts from the oldest, as far as the start side could reach; None if all fits.
+
+        The start side never holds more than the budget, so only the prefix up to
+        where the history exceeds it matters. When every call in that prefix is
+        answered in it (and every result in it answers a call in it), the prefix's
+        own rounds are the history's, and finding them costs the prefix's length.
+        Otherwise every round of the history is found.
+        """
+        measure, budget, size = self.measure, self.budget, len(messages)
+        used, stop = 0, 0
+        while stop < size and used <= budget:
+            used, stop = used + measure(messages[stop]), stop + 1
+        if used <= budget:
+            return None
+        paired = _paired_prefix_end(messages, stop)
+        if paired is None:
+            return [*round_starts(messages), size]
+        starts = list(rounds_newest_first(messages[:paired], head))
+        starts.reverse()  # the last round may go on past the prefix: it is over budget anyway
+        return starts
+
+
+def _paired_prefix_end(messages: list[Message], stop: int) -> int | None:
+    """The least end at or after `stop` of a prefix whose calls and results all pair up.
+
+    None if there is none: a result before its call, twice, or without one, or
+    a call never answered.
+    """
+    waiting: set[str] = set()
+    index, size = 0, len(messages)
+    while index < size and (index < stop or waiting):
+        for block in messages[index].content:
+            if isinstance(block, ToolUseBlock):
+                waiting.add(block.id)
+            elif isinstance(block, ToolResultBlock):
+                if block.tool_use_id not in waiting:
+                    return None
+                waiting.remove(block.tool_use_id)
+        index += 1
+    return None if waiting else index
+
+
+def _window(messages: list[Message], head: int, keep_from: int) -> list[Message]:
+    if keep_from == head:
+        return messages
+    return [*messages[:head], *messages[keep_from:]]
+
+
+def _budget_repr(strategy: FitTokens | MiddleOut) -> str:
+    """`Name(max_tokens, ...)` with the settings that differ from the defaults."""
+    measure = strategy.measure
+    settings = {
+        "reserve_tokens": (strategy.reserve_tokens, 0),
+        "counter": (measure.counter, DEFAULT_COUNTER),
+        "per_message_overhead": (measure.per_message_overhead, 4),
+        "tokens_per_media": (measure.tokens_per_media, 600),
+        "on_overflow": (strategy.on_overflow, "keep"),
+    }
+    shown = [f"{name}={value!r}" for name, (value, default) in settings.items() if value != default]
+    return f"{type(strategy).__name__}({', '.join([str(strategy.max_tokens), *shown])})"

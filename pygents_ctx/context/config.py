@@ -1,0 +1,129 @@
+"""`ContextConfig`: the store, strategy and retention an agent keeps its conversation with."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
+from pygents_ctx.context.stores.memory import MemoryContextStore
+from pygents_ctx.context.strategies.base import ContextStrategy
+from pygents_ctx.context.strategies.pinned import PinnedWindow
+from pygents_ctx.context.strategies.window import SlidingWindow
+from pygents_ctx.context.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from pygents_ctx.context.messages import Message
+
+__all__ = ["ContextConfig", "PromptWindow"]
+
+
+@dataclass(frozen=True, slots=True)
+class PromptWindow:
+    """What a model is shown next: the strategy's view of the history, and its size.
+
+    Attributes:
+        messages: The window, oldest first.
+        tokens: Its token count (the strategy's own count for a `PinnedWindow`,
+            otherwise `count_tokens` with the default counter, from cached counts).
+    """
+
+    messages: list[Message]
+    tokens: int
+
+
+class ContextConfig:
+    """Where an agent keeps its conversation, how it is cut for the model, how long it lives.
+
+    Give it to an agent as `Agent(..., context=ContextConfig(store, strategy))`.
+    Each message a tool returns as `ContextItem(content=Message(...))` then goes
+    to the agent's queue *and* to `store`, tagged with the run's id, and
+    `await agent.prompt_window()` builds the window for the next model call.
+
+    Args:
+        store: The durable transcript.
+        strategy: Builds the window from the stored history (default:
+            `SlidingWindow()`).
+        retention: `PERMANENT` keeps messages across runs, `RUN` removes a
+            run's messages when the run ends normally (a crashed run keeps
+            them), `NONE` never writes to the store and keeps the messages of
+            the current agent in memory only.
+
+    Raises:
+        TypeError: `store` is not a `ContextStore`, `strategy` has no
+            `compact()`, or `retention` is not a `HistoryRetention`.
+
+    Example:
+        >>> config = ContextConfig.default()
+        >>> type(config.store).__name__, config.retention.value
+        ('MemoryContextStore', 'permanent')
+    """
+
+    __slots__ = ("_unsaved", "retention", "store", "strategy")
+
+    def __init__(
+        self,
+        store: ContextStore,
+        strategy: ContextStrategy | None = None,
+        *,
+        retention: HistoryRetention = HistoryRetention.PERMANENT,
+    ) -> None:
+        if not isinstance(store, ContextStore):
+            raise TypeError(f"ContextConfig store must be a ContextStore, not {store!r}")
+        if strategy is not None and not callable(getattr(strategy, "compact", None)):
+            raise TypeError(
+                f"ContextConfig strategy must have an async compact(messages), not {strategy!r}"
+            )
+        if not isinstance(retention, HistoryRetention):
+            raise TypeError(
+                f"ContextConfig retention must be a HistoryRetention, not {retention!r}; "
+                "e.g. HistoryRetention.RUN"
+            )
+        self.store = store
+        self.strategy: ContextStrategy = SlidingWindow() if strategy is None else strategy
+        self.retention = retention
+        self._unsaved: list[Message] = []  # the NONE retention's conversation
+
+    @classmethod
+    def default(cls) -> ContextConfig:
+        """A `MemoryContextStore` with a `SlidingWindow()`, kept permanently."""
+        return cls(MemoryContextStore())
+
+    def __repr__(self) -> str:
+        return (
+            f"ContextConfig({type(self.store).__name__}(session_id={self.store.session_id!r}), "
+            f"{self.strategy!r}, retention={self.retention.name})"
+        )
+
+    @staticmethod
+    def new_run_id() -> str:
+        """A fresh run id: the tag a run's messages are stored with."""
+        return uuid.uuid4().hex
+
+    async def record(self, message: Message, run_id: str) -> None:
+        """Keep one message of the run `run_id`, as the retention says."""
+        if self.retention is HistoryRetention.NONE:
+            self._unsaved.append(message)
+        else:
+            await self.store.append(message, run_id=run_id)
+
+    async def end_run(self, run_id: str) -> None:
+        """Apply the retention at the normal end of a run."""
+        if self.retention is HistoryRetention.RUN:
+            await self.store.clear_run(run_id)
+
+    async def history(self) -> list[Message]:
+        """The conversation the window is built from."""
+        if self.retention is HistoryRetention.NONE:
+            return list(self._unsaved)
+        return await self.store.get_history()
+
+    async def prompt_window(self) -> PromptWindow:
+        """The strategy's view of the history, with its token count."""
+        history = await self.history()
+        if isinstance(self.strategy, PinnedWindow):
+            window = await self.strategy.build(history)
+            return PromptWindow(window.messages, window.tokens)
+        messages = await self.strategy.compact(history)
+        return PromptWindow(messages, count_tokens(messages))

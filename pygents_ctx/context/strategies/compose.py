@@ -1,0 +1,340 @@
+"""Composing strategies: `Pipeline` runs them all, `UntilFits` only until the window fits.
+
+`UntilFits.for_model` sizes the budget from a model's context window, looked up
+in `MODEL_CONTEXT_WINDOWS`: a plain dict from model-name prefix to tokens that
+ships with the major OpenAI, Anthropic and Gemini families and that
+`register_model` extends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.strategies.base import (
+    ContextStrategy,
+    Measure,
+    OnOverflow,
+    check_budget,
+    check_count,
+    check_on_overflow,
+)
+from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
+from pygents_ctx.errors import ContextOverflowError, UnknownModelError
+
+__all__ = [
+    "MODEL_CONTEXT_WINDOWS",
+    "Pipeline",
+    "UntilFits",
+    "model_context_window",
+    "register_model",
+]
+
+
+MODEL_CONTEXT_WINDOWS: Final[dict[str, int]] = {
+    # OpenAI
+    "gpt-3.5-turbo": 16_385,
+    "gpt-4": 8_192,
+    "gpt-4-32k": 32_768,
+    "gpt-4-turbo": 128_000,
+    "gpt-4-1106": 128_000,
+    "gpt-4-0125": 128_000,
+    "gpt-4o": 128_000,
+    "chatgpt-4o": 128_000,
+    "gpt-4.1": 1_047_576,
+    "gpt-4.5": 128_000,
+    "gpt-5": 272_000,  # a 400k window, of which 128k are for the output
+    "gpt-5-chat": 128_000,
+    "gpt-5.1": 272_000,
+    "o1": 200_000,
+    "o1-mini": 128_000,
+    "o1-preview": 128_000,
+    "o3": 200_000,
+    "o3-mini": 200_000,
+    "o4-mini": 200_000,
+    # Anthropic
+    "claude-3": 200_000,
+    "claude-sonnet-4": 200_000,
+    "claude-opus-4": 200_000,
+    "claude-haiku-4": 200_000,
+    # Google
+    "gemini-1.5-pro": 2_097_152,
+    "gemini-1.5-flash": 1_048_576,
+    "gemini-2.0-flash": 1_048_576,
+    "gemini-2.5-pro": 1_048_576,
+    "gemini-2.5-flash": 1_048_576,
+}
+"""The most tokens a prompt may hold, by model name or name prefix.
+
+Where a provider caps the input below the whole window (as for `gpt-5`), the
+cap is listed. It is a plain dict: add to it with `register_model`, which
+checks the entry. See `model_context_window` for how names are matched.
+"""
+
+# A name continues past a prefix with one of these, as in `gpt-4o-2024-08-06`,
+# `claude-3-5-sonnet@20240620` or `llama3:8b`: `gpt-4` matches `gpt-4-0613`, not `gpt-4o`.
+_SEPARATORS: Final = "-@:"
+
+
+def register_model(name: str, context_window: int) -> None:
+    """Add a model (or a family, by prefix) to `MODEL_CONTEXT_WINDOWS`, or change one.
+
+    Args:
+        name: The model name, or a prefix of the names of a family: `"my-llm"`
+            also covers `"my-llm-2025-01-01"` and `"my-llm-mini"`.
+        context_window: The most tokens a prompt to it may hold.
+
+    Raises:
+        ValueError: `name` is empty or not a string, or `context_window` is
+            not an int of at least 1.
+
+    Example:
+        >>> register_model("acme-chat", 32_000)
+        >>> model_context_window("acme-chat-2025-06-01")
+        32000
+        >>> del MODEL_CONTEXT_WINDOWS["acme-chat"]  # it is a plain dict
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"register_model name must be a non-empty model name, not {name!r}")
+    MODEL_CONTEXT_WINDOWS[name] = check_count("register_model", "context_window", context_window, 1)
+
+
+def model_context_window(name: str) -> int:
+    """The tokens a prompt to the model `name` may hold, from `MODEL_CONTEXT_WINDOWS`.
+
+    The longest listed prefix of `name` that ends where `name` does, or before
+    a `-`, `@` or `:`, wins, so dated and variant names resolve to their family
+    (`gpt-4o-2024-08-06` to `gpt-4o`) while `gpt-4` does not claim `gpt-4o`.
+    A provider prefix such as `openai/` or `models/` is ignored when the full
+    name is not listed.
+
+    Raises:
+        UnknownModelError: No listed prefix matches; the message says how to
+            register the model.
+        TypeError: `name` is not a string.
+
+    Example:
+        >>> model_context_window("claude-3-5-sonnet-20241022")
+        200000
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a model name must be a str, not {type(name).__name__}")
+    candidates = [name]
+    if "/" in name:
+        candidates.append(name.rsplit("/", 1)[1])
+    for candidate in candidates:
+        window = _lookup(candidate)
+        if window is not None:
+            return window
+    raise UnknownModelError(
+        f"no context window is known for model {name!r}; register it with "
+        f"register_model({name!r}, <tokens>), or give UntilFits a max_tokens"
+    )
+
+
+def _lookup(name: str) -> int | None:
+    end = len(name)
+    while end > 0:
+        window = MODEL_CONTEXT_WINDOWS.get(name[:end])
+        if window is not None:
+            return window
+        end = max(name.rfind(separator, 0, end) for separator in _SEPARATORS)
+    return None
+
+
+def _check_strategies(owner: str, strategies: object) -> tuple[ContextStrategy, ...]:
+    if isinstance(strategies, ContextStrategy):
+        raise TypeError(
+            f"{owner} takes a list of strategies; wrap the one strategy in a list: "
+            f"{owner}([{strategies!r}])"
+        )
+    if not isinstance(strategies, Iterable) or isinstance(strategies, str | bytes):
+        raise TypeError(f"{owner} takes a list of strategies, not {type(strategies).__name__}")
+    checked = tuple(strategies)
+    for index, strategy in enumerate(checked):
+        if not callable(getattr(strategy, "compact", None)):
+            raise TypeError(
+                f"{owner} strategies[{index}] must have an async compact(messages) method, "
+                f"not be {type(strategy).__name__}"
+            )
+    return checked
+
+
+def _strategies_repr(strategies: tuple[ContextStrategy, ...]) -> str:
+    return f"[{', '.join(map(repr, strategies))}]"
+
+
+class Pipeline:
+    """Apply strategies in order, each one's output feeding the next.
+
+    Put cheap, lossless edits first (clipping tool output) and lossy selection
+    last (a window, a backstop). Each stage keeps the strategy contract, so the
+    pipeline does too: when no stage changes anything it returns its input
+    itself. An empty pipeline is allowed and changes nothing.
+
+    Args:
+        strategies: The stages, in the order they run.
+
+    Raises:
+        TypeError: `strategies` is not a list (a lone strategy must be wrapped
+            in one), or a stage has no `compact` method.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds
+        >>> history = [Message("user", "task")] + [
+        ...     Message("assistant" if i % 2 else "user", f"turn {i}") for i in range(10)
+        ... ]
+        >>> pipeline = Pipeline([TrimRounds(3), SlidingWindow(5)])
+        >>> [m.text for m in asyncio.run(pipeline.compact(history))]
+        ['task', 'turn 6', 'turn 7', 'turn 8', 'turn 9']
+    """
+
+    def __init__(self, strategies: Iterable[ContextStrategy]) -> None:
+        self.strategies = _check_strategies("Pipeline", strategies)
+
+    def __repr__(self) -> str:
+        return f"Pipeline({_strategies_repr(self.strategies)})"
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        """The last stage's output (`messages` itself if no stage changed anything)."""
+        for strategy in self.strategies:
+            messages = await strategy.compact(messages)
+        return messages
+
+
+class UntilFits:
+    """Apply strategies in order only until the window fits `max_tokens`.
+
+    The window is measured before the first strategy (if it fits, the input is
+    returned as is) and after each one; the first output that fits is
+    returned and the strategies after it do not run. Order them from the
+    gentlest to the harshest. If the window is still over after the last,
+    `on_overflow` decides: `"keep"` returns the last output, `"raise"` raises
+    `ContextOverflowError`.
+
+    Measuring reads counts cached on the messages, newest first, and stops
+    once over the budget, so a long history costs what fits in the window.
+    Use the same counter settings as the budgeted strategies inside (the
+    defaults are the same): a message caches one count, and counting it under
+    other settings on every call means tokenizing it again each time.
+
+    Args:
+        max_tokens: The budget for the prompt.
+        strategies: The strategies to try, in order; may be empty.
+        counter: How to count text (default: `HeuristicTokenCounter()`).
+        per_message_overhead: Tokens added per message.
+        tokens_per_media: Tokens counted per image.
+        on_overflow: What to do when the last strategy's output is still over.
+
+    Raises:
+        ValueError: `max_tokens` is not an int of at least 1, a per-message
+            setting is not an int of at least 0, or `on_overflow` is not
+            "keep" or "raise".
+        TypeError: `strategies` is not a list of strategies, or `counter` is
+            not callable.
+
+    Example:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds
+        >>> history = [Message("user", "task")] + [
+        ...     Message("assistant" if i % 2 else "user", "x" * 40) for i in range(20)
+        ... ]
+        >>> fit = UntilFits(200, [TrimRounds(8), TrimRounds(4), TrimRounds(1)])
+        >>> len(asyncio.run(fit.compact(history)))  # TrimRounds(4) was enough
+        9
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        strategies: Iterable[ContextStrategy],
+        *,
+        counter: TokenCounter = DEFAULT_COUNTER,
+        per_message_overhead: int = 4,
+        tokens_per_media: int = 600,
+        on_overflow: OnOverflow = "keep",
+    ) -> None:
+        self.max_tokens = check_budget("UntilFits", max_tokens)
+        self.strategies = _check_strategies("UntilFits", strategies)
+        self.measure = Measure(counter, per_message_overhead, tokens_per_media)
+        self.on_overflow = check_on_overflow("UntilFits", on_overflow)
+
+    @classmethod
+    def for_model(
+        cls,
+        name: str,
+        strategies: Iterable[ContextStrategy],
+        ratio: float = 0.8,
+        *,
+        counter: TokenCounter = DEFAULT_COUNTER,
+        per_message_overhead: int = 4,
+        tokens_per_media: int = 600,
+        on_overflow: OnOverflow = "keep",
+    ) -> UntilFits:
+        """An `UntilFits` whose budget is `ratio` of the model's context window.
+
+        `max_tokens` is `int(model_context_window(name) * ratio)`; the rest of
+        the window is left for the reply and for the error of the token
+        estimate. The other arguments are those of `UntilFits`.
+
+        Raises:
+            UnknownModelError: The model is not in `MODEL_CONTEXT_WINDOWS`
+                (add it with `register_model`).
+            ValueError: `ratio` is not a number above 0 and at most 1.
+
+        Example:
+            >>> from pygents_ctx.context.strategies.window import SlidingWindow
+            >>> UntilFits.for_model("gpt-4o-2024-08-06", [SlidingWindow()]).max_tokens
+            102400
+        """
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
+            raise ValueError(
+                f"UntilFits.for_model ratio must be a number above 0 and at most 1, not {ratio!r}"
+            )
+        window = model_context_window(name)
+        return cls(
+            max(1, int(window * ratio)),
+            strategies,
+            counter=counter,
+            per_message_overhead=per_message_overhead,
+            tokens_per_media=tokens_per_media,
+            on_overflow=on_overflow,
+        )
+
+    def __repr__(self) -> str:
+        overflow = "" if self.on_overflow == "keep" else f", on_overflow={self.on_overflow!r}"
+        return f"UntilFits({self.max_tokens}, {_strategies_repr(self.strategies)}{overflow})"
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        """The first output that fits (`messages` itself if it already fits)."""
+        if self._fits(messages):
+            return messages
+        for strategy in self.strategies:
+            output = await strategy.compact(messages)
+            if output is not messages:  # an unchanged window is still over
+                messages = output
+                if self._fits(messages):
+                    return messages
+        if self.on_overflow == "raise":
+            tokens, budget = self.measure.total(messages), self.max_tokens
+            raise ContextOverflowError(
+                f"UntilFits: after all {len(self.strategies)} strategies the window is "
+                f"{tokens} tokens, over the budget of {budget}; add a harsher strategy "
+                f"(e.g. FitTokens) last, raise the budget, or use on_overflow='keep'",
+                tokens=tokens,
+                budget=budget,
+            )
+        return messages
+
+    def _fits(self, messages: list[Message]) -> bool:
+        # Newest first, stopping once over: a long history costs only what fits.
+        measure, budget, used = self.measure, self.max_tokens, 0
+        for message in reversed(messages):
+            used += measure(message)
+            if used > budget:
+                return False
+        return True

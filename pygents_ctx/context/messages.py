@@ -139,6 +139,8 @@ class Message:
 
     `content` accepts any iterable of blocks (a list, as in most code) and is
     stored as a tuple. A plain string is taken as one `TextBlock`.
+    `has_tool_uses` and `has_tool_results` say whether any block is a tool
+    call or a tool result (set once, at construction).
 
     Example:
         >>> message = Message("user", [TextBlock("What is 2 + 2?")])
@@ -152,6 +154,9 @@ class Message:
     _tokens: tuple[tuple[object, int, int], int] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    # Whether any block is a tool result / a tool call: strategies ask on every call.
+    has_tool_results: bool = field(default=False, init=False, repr=False, compare=False)
+    has_tool_uses: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __init__(self, role: Role, content: Iterable[ContentBlock] | str = ()) -> None:
         if not isinstance(role, str) or role not in ROLES:
@@ -174,6 +179,9 @@ class Message:
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "content", blocks)
         object.__setattr__(self, "_tokens", None)
+        kinds = {type(block) for block in blocks}
+        object.__setattr__(self, "has_tool_results", ToolResultBlock in kinds)
+        object.__setattr__(self, "has_tool_uses", ToolUseBlock in kinds)
 
     def __reduce__(self) -> tuple[type[Message], tuple[str, tuple[ContentBlock, ...]]]:
         return Message, (self.role, self.content)  # the token cache may hold any counter

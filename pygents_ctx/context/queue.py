@@ -34,15 +34,11 @@ _ON_EVICT = HookRegistry.globals_for(ContextQueueHook.ON_EVICT)
 
 
 def _is_result_message(content: object) -> bool:
-    return isinstance(content, Message) and any(
-        block.type == "tool_result" for block in content.content
-    )
+    return isinstance(content, Message) and content.has_tool_results
 
 
 def _is_call_message(content: object) -> bool:
-    return isinstance(content, Message) and any(
-        block.type == "tool_use" for block in content.content
-    )
+    return isinstance(content, Message) and content.has_tool_uses
 
 
 def _check_max_tokens(value: object) -> int | None:

@@ -195,6 +195,22 @@ def _count_blocks(message: Message, counter: TokenCounter, tokens_per_media: int
     return total
 
 
+_SETTINGS: dict[tuple[object, int, int], tuple[object, int, int]] = {}
+
+
+def settings_key(
+    counter: TokenCounter, per_message_overhead: int, tokens_per_media: int
+) -> tuple[object, int, int]:
+    """One shared tuple per counting setting, so a cached count is matched by identity."""
+    key = (counter, per_message_overhead, tokens_per_media)
+    try:
+        if len(_SETTINGS) > 256:  # counters made per call: do not hold them forever
+            _SETTINGS.clear()
+        return _SETTINGS.setdefault(key, key)
+    except TypeError:  # an unhashable counter
+        return key
+
+
 def count_message_tokens(
     message: Message,
     counter: TokenCounter = DEFAULT_COUNTER,
@@ -228,9 +244,8 @@ def count_message_tokens(
     _check_amount("per_message_overhead", per_message_overhead)
     _check_amount("tokens_per_media", tokens_per_media)
     count = per_message_overhead + _count_blocks(message, counter, tokens_per_media)
-    object.__setattr__(
-        message, "_tokens", ((counter, per_message_overhead, tokens_per_media), count)
-    )
+    key = settings_key(counter, per_message_overhead, tokens_per_media)
+    object.__setattr__(message, "_tokens", (key, count))
     return count
 
 

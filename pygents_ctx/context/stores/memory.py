@@ -143,6 +143,8 @@ class MemoryContextStore(ContextStore):
             TypeError: `run_id` is not a str.
         """
         target = require_run_id(run_id)
+        if target not in self._runs and all(entry.run_id != target for entry in self._archive):
+            return  # nothing of that run: the preview stays, as in SQLite
         kept = [
             entry
             for entry in zip(self._messages, self._runs, self._counts, strict=True)

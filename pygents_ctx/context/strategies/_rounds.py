@@ -21,6 +21,7 @@ from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 __all__ = [
     "carries_results",
     "head_end",
+    "opens_round",
     "round_starts",
     "rounds_newest_first",
     "unpaired_call_ids",
@@ -29,7 +30,7 @@ __all__ = [
 
 def carries_results(message: Message) -> bool:
     """True if the message holds a tool result."""
-    return any(type(block) is ToolResultBlock for block in message.content)
+    return message.has_tool_results
 
 
 def head_end(messages: Sequence[Message]) -> int:
@@ -42,14 +43,18 @@ def head_end(messages: Sequence[Message]) -> int:
     return index
 
 
-def _opens_round(messages: Sequence[Message], index: int) -> bool:
-    message = messages[index]
+def opens_round(message: Message, answers: bool, previous: Message) -> bool:
+    """True if `message` (after the first round) starts a round; `answers`: it holds results."""
     if message.role == "user":
-        return not carries_results(message)
+        return not answers
     if message.role != "assistant":
         return False
-    previous = messages[index - 1]
     return not (previous.role == "user" and not carries_results(previous))
+
+
+def _opens_round(messages: Sequence[Message], index: int) -> bool:
+    message = messages[index]
+    return opens_round(message, carries_results(message), messages[index - 1])
 
 
 def rounds_newest_first(messages: Sequence[Message], start: int) -> Iterator[int]:
@@ -62,11 +67,13 @@ def rounds_newest_first(messages: Sequence[Message], start: int) -> Iterator[int
     waiting: set[str] = set()  # results seen whose call is further back
     last = len(messages)
     for index in range(len(messages) - 1, start - 1, -1):
-        for block in messages[index].content:
-            if type(block) is ToolResultBlock:
-                waiting.add(block.tool_use_id)
-            elif type(block) is ToolUseBlock:
-                waiting.discard(block.id)
+        message = messages[index]
+        if message.has_tool_results or message.has_tool_uses:
+            for block in message.content:
+                if type(block) is ToolResultBlock:
+                    waiting.add(block.tool_use_id)
+                elif type(block) is ToolUseBlock:
+                    waiting.discard(block.id)
         if index == start or (not waiting and _opens_round(messages, index)):
             if waiting:
                 # Results whose calls are not in the input at all: cut that stretch

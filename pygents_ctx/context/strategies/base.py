@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 from pygents_ctx.context.messages import Message
-from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter, count_message_tokens
+from pygents_ctx.context.tokens import (
+    DEFAULT_COUNTER,
+    TokenCounter,
+    count_message_tokens,
+    settings_key,
+)
 from pygents_ctx.errors import ContextOverflowError
 
 __all__ = ["ContextStrategy"]
@@ -40,6 +45,7 @@ class Measure:
     counter: TokenCounter = DEFAULT_COUNTER
     per_message_overhead: int = 4
     tokens_per_media: int = 600
+    _key: tuple[object, int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not callable(self.counter):
@@ -48,8 +54,13 @@ class Measure:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be an int of at least 0, not {value!r}")
+        key = settings_key(self.counter, self.per_message_overhead, self.tokens_per_media)
+        object.__setattr__(self, "_key", key)
 
     def __call__(self, message: Message) -> int:
+        cached = message._tokens
+        if cached is not None and cached[0] is self._key:  # the hot path: one identity check
+            return cached[1]
         return count_message_tokens(
             message,
             self.counter,

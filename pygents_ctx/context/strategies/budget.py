@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
-from pygents_ctx.context.strategies._rounds import head_end, round_starts, rounds_newest_first
+from pygents_ctx.context.strategies._rounds import (
+    head_end,
+    opens_round,
+    round_starts,
+    rounds_newest_first,
+)
 from pygents_ctx.context.strategies.base import (
     Measure,
     OnOverflow,
@@ -78,8 +83,23 @@ class FitTokens:
     def fit(self, messages: list[Message]) -> list[Message]:
         """`compact`, synchronously."""
         start = head_end(messages)
+        used = self.measure.total(messages, 0, start)
+        keep_from = _fit_newest_rounds(messages, start, used, self.budget, self.measure)
+        if keep_from is None:  # unpaired results in view: the careful, general walk
+            return self._fit_by_rounds(messages, start, used)
+        if keep_from == len(messages):  # not even the newest round fits
+            newest = next(rounds_newest_first(messages, start))
+            size = used + self.measure.total(messages, newest)
+            overflow("FitTokens", self.on_overflow, tokens=size, budget=self.budget)
+            keep_from = newest
+        elif keep_from == start:
+            if used > self.budget:  # head and task alone are over budget
+                overflow("FitTokens", self.on_overflow, tokens=used, budget=self.budget)
+            return messages
+        return [*messages[:start], *messages[keep_from:]]
+
+    def _fit_by_rounds(self, messages: list[Message], start: int, used: int) -> list[Message]:
         measure, budget, end = self.measure, self.budget, len(messages)
-        used = measure.total(messages, 0, start)
         keep_from = end
         for round_start in rounds_newest_first(messages, start):
             size = measure.total(messages, round_start, keep_from)
@@ -267,3 +287,42 @@ def _budget_repr(strategy: FitTokens | MiddleOut) -> str:
     }
     shown = [f"{name}={value!r}" for name, (value, default) in settings.items() if value != default]
     return f"{type(strategy).__name__}({', '.join([str(strategy.max_tokens), *shown])})"
+
+
+def _fit_newest_rounds(
+    messages: list[Message], start: int, used: int, budget: int, measure: Measure
+) -> int | None:
+    """Where the newest whole rounds that fit begin: one backward pass, stopping early.
+
+    The same rounds as `rounds_newest_first`, fused with measuring, because this
+    runs before every model call. Returns `len(messages)` when not even the
+    newest round fits, and None when results without their call are in view
+    (the general walk handles those). With such results further back than the
+    budget reaches, it may keep a round less than the general walk would:
+    never a split pair.
+    """
+    waiting: set[str] = set()
+    keep_from = len(messages)
+    size = 0  # of the round being read
+    for index in range(len(messages) - 1, start - 1, -1):
+        message = messages[index]
+        size += measure(message)
+        if used + size > budget:
+            return keep_from  # this round cannot fit; rounds are kept whole
+        answers = message.has_tool_results
+        if answers or message.has_tool_uses:
+            for block in message.content:
+                kind = type(block)
+                if kind is ToolResultBlock:
+                    waiting.add(block.tool_use_id)  # type: ignore[union-attr]
+                elif kind is ToolUseBlock:
+                    waiting.discard(block.id)  # type: ignore[union-attr]
+        if waiting:
+            if index == start:
+                return None
+            continue
+        if index == start or opens_round(message, answers, messages[index - 1]):
+            used += size
+            size = 0
+            keep_from = index
+    return keep_from

@@ -84,6 +84,10 @@ class FitTokens:
         """`compact`, synchronously."""
         start = head_end(messages)
         used = self.measure.total(messages, 0, start)
+        if start == len(messages):  # no rounds: the head and task are all there is
+            if used > self.budget:
+                overflow("FitTokens", self.on_overflow, tokens=used, budget=self.budget)
+            return messages
         keep_from = _fit_newest_rounds(messages, start, used, self.budget, self.measure)
         if keep_from is None:  # unpaired results in view: the careful, general walk
             return self._fit_by_rounds(messages, start, used)
@@ -92,9 +96,7 @@ class FitTokens:
             size = used + self.measure.total(messages, newest)
             overflow("FitTokens", self.on_overflow, tokens=size, budget=self.budget)
             keep_from = newest
-        elif keep_from == start:
-            if used > self.budget:  # head and task alone are over budget
-                overflow("FitTokens", self.on_overflow, tokens=used, budget=self.budget)
+        if keep_from == start:
             return messages
         return [*messages[:start], *messages[keep_from:]]
 

@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import messages, runtime, stores
+from bench import messages, runtime, stores, strategies
 from bench.harness import Result
 
 OUT = Path(__file__).parent / "out" / "results.json"
@@ -24,6 +24,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await runtime.queue_and_pool(100_000 // scale)
     results += await runtime.saving_and_branching(max(1, 10 // scale))
     results += await messages.token_queue(20_000 // scale)
+    results += await strategies.strategies(3_000 // scale, 100_000 // scale)
     results += await stores.stores(scale)
     return results
 

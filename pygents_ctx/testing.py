@@ -63,7 +63,7 @@ class ScriptedSummarizer:
         TypeError: `script` is a single string (wrap it in a list) or not a
             list of replies or a function.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> summarizer = ScriptedSummarizer(["They said hello."])
         >>> asyncio.run(summarizer([Message("user", "hello")], None))
@@ -137,7 +137,7 @@ ModelReply: TypeAlias = (
 def tool_call(name: str, /, **arguments: Any) -> ToolUseBlock:
     """A tool call block with a fresh unique id, for scripting a model's reply.
 
-    Example:
+    Examples:
         >>> call = tool_call("search", query="tides")
         >>> call.name, call.input
         ('search', {'query': 'tides'})
@@ -148,7 +148,7 @@ def tool_call(name: str, /, **arguments: Any) -> ToolUseBlock:
 def assistant(*parts: str | ToolUseBlock) -> Message:
     """An assistant message from text and tool calls, in order.
 
-    Example:
+    Examples:
         >>> assistant("Let me look.", tool_call("search", query="tides")).role
         'assistant'
     """
@@ -187,7 +187,7 @@ class ScriptedModel:
 
     A script that runs out raises `RuntimeError`.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> model = ScriptedModel(["Hello!"])
         >>> asyncio.run(model([Message("user", "hi")])).text
@@ -257,7 +257,7 @@ class FixedTokenCounter:
     Raises:
         ValueError: `tokens` is not an int of at least 0.
 
-    Example:
+    Examples:
         >>> counter = FixedTokenCounter(3)
         >>> counter("any text"), counter.calls
         (3, 1)

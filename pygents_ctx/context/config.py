@@ -54,7 +54,7 @@ class ContextConfig:
         TypeError: `store` is not a `ContextStore`, `strategy` has no
             `compact()`, or `retention` is not a `HistoryRetention`.
 
-    Example:
+    Examples:
         >>> config = ContextConfig.default()
         >>> type(config.store).__name__, config.retention.value
         ('MemoryContextStore', 'permanent')

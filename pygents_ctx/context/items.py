@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from pygents_ctx._json import JsonSerializable
+from pygents_ctx._json import JsonSerializable, is_mapping
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.messages import from_dict as message_from_dict
 from pygents_ctx.context.messages import to_dict as message_to_dict
@@ -14,6 +14,12 @@ from pygents_ctx.context.messages import to_dict as message_to_dict
 __all__ = ["ContextItem"]
 
 T = TypeVar("T")
+
+_TEXT_OR_NONE = (str, type(None))
+
+
+def _not_text(field: str, value: object) -> TypeError:
+    return TypeError(f"ContextItem {field} must be a string or None, not {value!r}")
 
 
 # No slots=True: before Python 3.14 a slotted frozen dataclass breaks
@@ -32,7 +38,7 @@ class ContextItem(JsonSerializable, Generic[T]):
             the content.
         id: The key when stored in a pool.
 
-    Example:
+    Examples:
         >>> from pygents_ctx import ContextItem
         >>> ContextItem(content="Q3 numbers", description="Q3 report", id="doc-1").id
         'doc-1'
@@ -43,10 +49,10 @@ class ContextItem(JsonSerializable, Generic[T]):
     id: str | None = None
 
     def __post_init__(self) -> None:
-        for field in ("description", "id"):
-            value = getattr(self, field)
-            if value is not None and not isinstance(value, str):
-                raise TypeError(f"ContextItem {field} must be a string or None, not {value!r}")
+        if not isinstance(self.description, _TEXT_OR_NONE):
+            raise _not_text("description", self.description)
+        if not isinstance(self.id, _TEXT_OR_NONE):
+            raise _not_text("id", self.id)
 
     def to_dict(self) -> dict[str, Any]:
         """`{"id", "description", "content"}`, plus `"content_type": "message"` for a `Message`.
@@ -70,7 +76,7 @@ class ContextItem(JsonSerializable, Generic[T]):
         Raises:
             ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
         """
-        if not isinstance(data, Mapping) or "content" not in data:
+        if not is_mapping(data) or "content" not in data:
             raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
         content = data["content"]
         content_type = data.get("content_type")

@@ -41,7 +41,7 @@ def _require(owner: str, name: str, value: object, kind: type | tuple[type, ...]
 class TextBlock:
     """Plain text.
 
-    Example:
+    Examples:
         >>> TextBlock("hello").text
         'hello'
     """
@@ -142,7 +142,7 @@ class Message:
     `has_tool_uses` and `has_tool_results` say whether any block is a tool
     call or a tool result (set once, at construction).
 
-    Example:
+    Examples:
         >>> message = Message("user", [TextBlock("What is 2 + 2?")])
         >>> message.text
         'What is 2 + 2?'
@@ -210,7 +210,7 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
 
     Image bytes become base64 text.
 
-    Example:
+    Examples:
         >>> to_dict(TextBlock("hello"))
         {'type': 'text', 'text': 'hello'}
     """
@@ -247,7 +247,7 @@ def from_dict(data: Mapping[str, Any]) -> Any:
             wrong type, bad base64, or an unsupported image media type; the
             message names the field.
 
-    Example:
+    Examples:
         >>> from_dict({"type": "text", "text": "hello"})
         TextBlock(text='hello')
     """

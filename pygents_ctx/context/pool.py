@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict, listening
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
 from pygents_ctx.context.items import ContextItem
@@ -42,7 +42,7 @@ class ContextPool(JsonSerializable, Generic[T]):
     Raises:
         ValueError: `limit` is less than 1.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import ContextItem, ContextPool
         >>> pool: ContextPool[str] = ContextPool(limit=50)
@@ -126,23 +126,25 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
             items, limit = self._items, self._limit
-            if limit is not None and len(items) >= limit and item_id not in items:
-                items.popitem(last=False)
+            # A known id keeps its place and the size; a new one may go one over the
+            # limit, and the oldest item (never the one just added) makes room.
             items[item_id] = item
+            if limit is not None and len(items) > limit:
+                items.popitem(last=False)
             return
         tags = self.tags
         for evicted in self._make_room(item_id):
-            await fire(ContextPoolHook.ON_EVICT, hooks, tags, self, evicted)
+            await fire_on(_ON_EVICT, hooks, tags, self, evicted)
         if hooks or _BEFORE_ADD:
-            await fire(ContextPoolHook.BEFORE_ADD, hooks, tags, self, item)
+            await fire_on(_BEFORE_ADD, hooks, tags, self, item)
         # Concurrent adds may have filled the pool while the hooks ran: make room
         # again and insert in one synchronous step, so the limit always holds.
         late = self._make_room(item_id)
         self._items[item_id] = item
         for evicted in late:
-            await fire(ContextPoolHook.ON_EVICT, hooks, tags, self, evicted)
+            await fire_on(_ON_EVICT, hooks, tags, self, evicted)
         if hooks or _AFTER_ADD:
-            await fire(ContextPoolHook.AFTER_ADD, hooks, tags, self, item)
+            await fire_on(_AFTER_ADD, hooks, tags, self, item)
 
     def _make_room(self, item_id: str) -> list[ContextItem[T]]:
         """Evict the oldest items until `item_id` fits; return them, oldest first."""
@@ -161,19 +163,19 @@ class ContextPool(JsonSerializable, Generic[T]):
         item = self.get(item_id)
         hooks = self.hooks
         if hooks or _BEFORE_REMOVE:
-            await fire(ContextPoolHook.BEFORE_REMOVE, hooks, self.tags, self, item)
+            await fire_on(_BEFORE_REMOVE, hooks, self.tags, self, item)
         self._items.pop(item_id, None)
         if hooks or _AFTER_REMOVE:
-            await fire(ContextPoolHook.AFTER_REMOVE, hooks, self.tags, self, item)
+            await fire_on(_AFTER_REMOVE, hooks, self.tags, self, item)
 
     async def clear(self) -> None:
         """Remove every item."""
         hooks = self.hooks
         if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
-            await fire(ContextPoolHook.BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
+            await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
         self._items.clear()
         if hooks or _AFTER_CLEAR:
-            await fire(ContextPoolHook.AFTER_CLEAR, hooks, self.tags, self)
+            await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 
     def branch(
         self, limit: int | Inherit | None = INHERIT, *, hooks: list[Hook] | Inherit = INHERIT

@@ -79,7 +79,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         TypeError: `limit` or `max_tokens` is not an int, or `counter` is not callable.
         ValueError: `limit` or `max_tokens` is less than 1.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import ContextItem, ContextQueue
         >>> queue: ContextQueue[str] = ContextQueue(limit=2)

@@ -49,7 +49,7 @@ class HeuristicTokenCounter:
     Raises:
         ValueError: `chars_per_token` is not a positive number.
 
-    Example:
+    Examples:
         >>> HeuristicTokenCounter()("hello world")
         3
     """
@@ -228,7 +228,7 @@ def count_message_tokens(
     Raises:
         ValueError: `per_message_overhead` or `tokens_per_media` is negative.
 
-    Example:
+    Examples:
         >>> count_message_tokens(Message("user", "hello world"))
         7
     """

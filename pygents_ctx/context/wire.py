@@ -203,7 +203,7 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
         ValueError: A block OpenAI cannot carry, or a tool input that is not
             JSON; the message names the block, e.g. `messages[2].content[1]`.
 
-    Example:
+    Examples:
         >>> to_openai([Message("user", "Hi"), Message("assistant", "Hello!")])
         [{'role': 'user', 'content': 'Hi'}, {'role': 'assistant', 'content': 'Hello!'}]
     """
@@ -324,7 +324,7 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
             message names the field, e.g.
             `messages[3].tool_calls[0].function.arguments`.
 
-    Example:
+    Examples:
         >>> from_openai([{"role": "developer", "content": "Be brief."}])
         [Message(role='system', content=(TextBlock(text='Be brief.'),))]
     """
@@ -492,7 +492,7 @@ def to_anthropic(
             a non-text block in a system message, or a tool input that is not
             JSON; the message names it, e.g. `messages[4]`.
 
-    Example:
+    Examples:
         >>> to_anthropic([Message("system", "Be brief."), Message("user", "Hi")])
         ('Be brief.', [{'role': 'user', 'content': 'Hi'}])
     """
@@ -587,7 +587,7 @@ def from_anthropic(
             `document`, ...). The message names the field and index, e.g.
             `messages[1].content[0].type`.
 
-    Example:
+    Examples:
         >>> from_anthropic([{"role": "user", "content": "Hi"}], system="Be brief.")
         [Message(role='system', content=(TextBlock(text='Be brief.'),)), \
 Message(role='user', content=(TextBlock(text='Hi'),))]

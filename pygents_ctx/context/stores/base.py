@@ -46,7 +46,7 @@ class HistoryRetention(Enum):
       `store.clear_run(run_id)` when the run ends; earlier runs' messages stay.
     - `NONE`: never written; the conversation lives only in the agent's window.
 
-    Example:
+    Examples:
         >>> HistoryRetention("run") is HistoryRetention.RUN
         True
     """
@@ -71,7 +71,7 @@ class SessionInfo:
         input_tokens: Input tokens the provider reported for the session.
         output_tokens: Output tokens the provider reported for the session.
 
-    Example:
+    Examples:
         >>> info = SessionInfo("abc123", 10, "What is the capital of France?", "")
         >>> (info.message_count, info.input_tokens)
         (10, 0)
@@ -94,7 +94,7 @@ class ContextStore(ABC):
     O(1) versions. No `__init__` is required: `session_id` is generated on first
     use, and token usage is kept on the instance.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> class ListStore(ContextStore):

@@ -123,8 +123,23 @@ async def compact_context(
         or the result would not be smaller (in tokens) than the history.
 
     Raises:
-        ValueError: `keep_recent` is negative.
+        ValueError: `keep_recent` is not an int of at least 0.
         SummarizationError: The summarizer failed or returned no text.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx.context.stores import MemoryContextStore
+        >>> from pygents_ctx.testing import ScriptedSummarizer
+        >>> store = MemoryContextStore(
+        ...     [Message("user" if i % 2 == 0 else "assistant", f"Message {i}") for i in range(22)]
+        ... )
+        >>> compacted = asyncio.run(
+        ...     compact_context(store, ScriptedSummarizer(["18 messages."]), keep_recent=4)
+        ... )
+        >>> summary_text(compacted[0]), compacted[1].text
+        ('18 messages.', 'Understood. I will continue from this summary.')
+        >>> len(compacted), compacted[2].text, compacted[-1].text
+        (6, 'Message 18', 'Message 21')
     """
     _check_keep_recent(keep_recent)
     plan = _Plan(await store.get_history(), keep_recent)
@@ -177,8 +192,27 @@ class AutoCompactStore(ContextStore):
         context_window: The model's context window.
 
     Raises:
-        TypeError: `inner` is not a `ContextStore`.
+        TypeError: `inner` is not a `ContextStore`, or `summarizer` is not callable.
         ValueError: A number is out of range.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx.context.stores import MemoryContextStore
+        >>> from pygents_ctx.testing import ScriptedSummarizer
+        >>> async def main():
+        ...     store = AutoCompactStore(
+        ...         MemoryContextStore(), ScriptedSummarizer(["We said hi."]),
+        ...         keep_recent=2, max_tokens=1_000,
+        ...     )
+        ...     for i in range(6):
+        ...         text = f"Message {i}: " + "hi " * 20
+        ...         await store.append(Message("user" if i % 2 == 0 else "assistant", text))
+        ...     await store.add_context_tokens(1_500, 20)  # that call's input was over 1,000
+        ...     live = await store.get_history()
+        ...     everything = await store.get_history(include_archived=True)
+        ...     return summary_text(live[0]), len(live), len(everything)
+        >>> asyncio.run(main())
+        ('We said hi.', 4, 8)
     """
 
     def __init__(

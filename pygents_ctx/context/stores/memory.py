@@ -43,7 +43,7 @@ class MemoryContextStore(ContextStore):
     Raises:
         TypeError: `messages` holds something that is not a `Message`.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> async def main():

@@ -63,7 +63,7 @@ def connect(
         ValueError: `timeout` is not a positive number, or `synchronous` is unknown.
         StoreSchemaError: (when awaited) The file was written by a newer pygents_ctx.
 
-    Example:
+    Examples:
         >>> import asyncio, tempfile, pathlib
         >>> from pygents_ctx import Message
         >>> async def main(path):
@@ -118,7 +118,7 @@ class SQLiteContextStore(ContextStore):
     Raises:
         TypeError: `conn` is not a `SQLiteConnection`.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> async def main():

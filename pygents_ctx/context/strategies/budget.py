@@ -46,7 +46,7 @@ class FitTokens:
             reserve leaves nothing, or `on_overflow` is not "keep" or "raise".
         TypeError: `counter` is not callable.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> history = [Message("user", "task")] + [
@@ -155,7 +155,7 @@ class MiddleOut:
             reserve leaves nothing, or `on_overflow` is not "keep" or "raise".
         TypeError: `counter` is not callable.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> history = [Message("user", "task")]

@@ -89,7 +89,7 @@ def register_model(name: str, context_window: int) -> None:
         ValueError: `name` is empty or not a string, or `context_window` is
             not an int of at least 1.
 
-    Example:
+    Examples:
         >>> register_model("acme-chat", 32_000)
         >>> model_context_window("acme-chat-2025-06-01")
         32000
@@ -114,7 +114,7 @@ def model_context_window(name: str) -> int:
             register the model.
         TypeError: `name` is not a string.
 
-    Example:
+    Examples:
         >>> model_context_window("claude-3-5-sonnet-20241022")
         200000
     """
@@ -180,7 +180,7 @@ class Pipeline:
         TypeError: `strategies` is not a list (a lone strategy must be wrapped
             in one), or a stage has no `compact` method.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds
@@ -236,7 +236,7 @@ class UntilFits:
         TypeError: `strategies` is not a list of strategies, or `counter` is
             not callable.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds
@@ -286,7 +286,7 @@ class UntilFits:
                 (add it with `register_model`).
             ValueError: `ratio` is not a number above 0 and at most 1.
 
-        Example:
+        Examples:
             >>> from pygents_ctx.context.strategies.window import SlidingWindow
             >>> UntilFits.for_model("gpt-4o-2024-08-06", [SlidingWindow()]).max_tokens
             102400

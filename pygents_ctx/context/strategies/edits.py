@@ -88,7 +88,7 @@ class TruncateToolResults(OldMessageEditor):
             `marker` has no `{cut}`, another field, or shows `cut` as
             anything but digits.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message, ToolResultBlock, ToolUseBlock
         >>> history = [
@@ -277,7 +277,7 @@ class ClearToolResults(OldMessageEditor):
         TypeError: `placeholder` is not a str, `keep_tools` is not a
             collection of str, or `counter` is not callable.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message, ToolResultBlock, ToolUseBlock
         >>> history = [Message("user", "Check three cities.")]
@@ -405,7 +405,7 @@ class ClearToolInputs(OldMessageEditor):
     Raises:
         ValueError: `keep_recent` is negative.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message, ToolResultBlock, ToolUseBlock
         >>> history = [Message("user", "Query the sales.")]
@@ -479,7 +479,7 @@ class DropToolRounds(OldMessageEditor):
     Raises:
         ValueError: `keep_recent` is negative.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message, TextBlock, ToolResultBlock, ToolUseBlock
         >>> history = [Message("user", "Fix the bug.")]

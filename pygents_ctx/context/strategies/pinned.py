@@ -148,7 +148,7 @@ class PinnedWindow:
         TypeError: `strategy` has no `compact` method.
         ValueError: `max_tokens` is not an int of at least 1.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> from pygents_ctx.context.strategies.budget import FitTokens

@@ -77,7 +77,7 @@ def summary_message(text: str, *, role: SummaryRole = "user") -> Message:
     Raises:
         ValueError: `text` is not a non-empty string, or `role` is not "user" or "assistant".
 
-    Example:
+    Examples:
         >>> is_summary(summary_message("The user asked for a haiku."))
         True
     """
@@ -91,7 +91,7 @@ def summary_message(text: str, *, role: SummaryRole = "user") -> Message:
 def is_summary(message: Message) -> bool:
     """True if `message` is a summary: its first block is text starting with `SUMMARY_PREFIX`.
 
-    Example:
+    Examples:
         >>> is_summary(Message("user", "hello"))
         False
     """
@@ -105,7 +105,7 @@ def is_summary(message: Message) -> bool:
 def summary_text(message: Message) -> str | None:
     """The summary a summary message carries (without the prefix), or `None` for other messages.
 
-    Example:
+    Examples:
         >>> summary_text(summary_message("Two files were renamed."))
         'Two files were renamed.'
     """
@@ -123,7 +123,7 @@ def bridge_message(role: SummaryRole) -> Message:
     Raises:
         ValueError: `role` is not "user" or "assistant".
 
-    Example:
+    Examples:
         >>> bridge_message("assistant").text
         'Understood. I will continue from this summary.'
     """
@@ -135,7 +135,7 @@ def bridge_message(role: SummaryRole) -> Message:
 def is_bridge(message: Message) -> bool:
     """True if `message` is a bridge, as `bridge_message` builds it.
 
-    Example:
+    Examples:
         >>> is_bridge(bridge_message("user")), is_bridge(Message("user", "Continue."))
         (True, False)
     """
@@ -156,7 +156,7 @@ def render_transcript(messages: Iterable[Message]) -> str:
     `[tool result for name: ...]` (`[tool error for name: ...]` when it failed), an
     image `[image]`. A result whose call is not among `messages` names the call id.
 
-    Example:
+    Examples:
         >>> from pygents_ctx.context.messages import ToolResultBlock, ToolUseBlock
         >>> print(render_transcript([
         ...     Message("assistant", [ToolUseBlock("c1", "search", {"q": "tides"})]),
@@ -295,7 +295,7 @@ class Summarize:
         tokens_per_media: Tokens counted per image.
         on_error: What a summarizer failure does: `"raise"` or `"log"`.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx.testing import ScriptedSummarizer
         >>> history = [Message("user", "Plan a trip.")] + [

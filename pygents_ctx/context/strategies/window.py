@@ -39,7 +39,7 @@ class SlidingWindow:
     Raises:
         ValueError: `max_messages` is not an int of at least 1.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> history = [Message("system", "Be brief."), Message("user", "task")] + [
@@ -91,7 +91,7 @@ class TrimRounds:
     Raises:
         ValueError: `max_rounds` is not an int of at least 1.
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> history = [
@@ -147,7 +147,7 @@ class Truncate:
         ValueError: Neither limit is given, a limit is not an int of at least 1,
             or `on_overflow` is not "keep" or "raise".
 
-    Example:
+    Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> history = [Message("user", "task")] + [

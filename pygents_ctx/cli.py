@@ -1,0 +1,214 @@
+"""The `pygents-ctx` command line: look into the sessions of a SQLite context store.
+
+    pygents-ctx [--db PATH] [--json] COMMAND ...
+
+`sessions` lists the sessions, `show` prints one session's messages, `window`
+the window a strategy would build from it, `export` writes a session to a JSON
+file and `import` reads one back into a (new) session. Run it as
+`pygents-ctx` or `python -m pygents_ctx`; `main(argv)` is the same in-process.
+
+Exit codes: 0 success, 1 a runtime error (no database, no such session, a bad
+import file), 2 a usage error (bad arguments, a bad `--strategy` spec).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+from pygents_ctx import __version__
+from pygents_ctx import _cli_commands as run
+from pygents_ctx._cli_db import DB_ENV, DEFAULT_DB, PROG, CliError
+from pygents_ctx._cli_render import Output, output
+from pygents_ctx._cli_spec import SpecError, StrategySpec, parse_strategy, read_number, spec_help
+from pygents_ctx.errors import PygentsError
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+_EPILOG: Final = f"""\
+The database is --db PATH, else ${DB_ENV}, else ./{DEFAULT_DB}. Commands that
+only read never create it. A SESSION may be given by a unique prefix of its id.
+
+exit codes: 0 ok, 1 runtime error (no database, unknown session, bad import
+file), 2 usage error (bad arguments or --strategy spec), 130 interrupted.
+"""
+
+_WINDOW_EPILOG: Final = f"""\
+SPEC is one or more stages separated by commas, applied left to right (a
+Pipeline); a number may end in k for thousands (fit:8k is fit:8000):
+
+{spec_help()}
+
+examples: fit:8000   sliding:50   rounds:3   clear-results:3,fit:8000
+
+The budget the window is measured against is --budget, else the smallest of
+the spec's fit and middle-out numbers. A * after the role marks a message the
+strategy edited; # is its index in the history (? when it cannot be told).
+"""
+
+
+# -- arguments ------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
+def _tokens(text: str) -> int:
+    number = read_number(text)
+    if number is None or number < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of tokens of at least 1 (e.g. 8000 or 8k), not {text!r}"
+        )
+    return number
+
+
+def _strategy(text: str) -> StrategySpec:
+    try:
+        return parse_strategy(text)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _session(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty; `sessions` lists the ids")
+    return text
+
+
+Command = Callable[[argparse.Namespace, Output], None]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of `pygents-ctx`, with one subparser per command."""
+    # The options may also follow the command; SUPPRESS keeps the subparser from
+    # overwriting a value given before it.
+    db_option = argparse.ArgumentParser(add_help=False)
+    db_option.add_argument("--db", default=argparse.SUPPRESS, metavar="PATH", help="the database")
+    json_option = argparse.ArgumentParser(add_help=False)
+    json_option.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print JSON"
+    )
+    both = [db_option, json_option]
+    layout = argparse.RawDescriptionHelpFormatter
+
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Inspect the sessions of a pygents_ctx SQLite context store.",
+        epilog=_EPILOG,
+        formatter_class=layout,
+    )
+    parser.add_argument(
+        "--db",
+        default=os.environ.get(DB_ENV) or DEFAULT_DB,
+        metavar="PATH",
+        help=f"the SQLite database (default: ${DB_ENV}, else ./{DEFAULT_DB})",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, does: Command, parents: list[argparse.ArgumentParser], **kw: Any) -> Any:
+        sub = commands.add_parser(name, parents=parents, formatter_class=layout, **kw)
+        sub.set_defaults(run=does)
+        return sub
+
+    sessions = command("sessions", run.sessions, both, help="list the sessions, newest first")
+    sessions.add_argument("--limit", type=_positive, metavar="N", help="only the newest N")
+
+    show = command("show", run.show, both, help="print a session's messages")
+    show.add_argument("session", type=_session, metavar="SESSION", help="a session id (or prefix)")
+    show.add_argument("--archived", action="store_true", help="include the compacted-away archive")
+    show.add_argument("--limit", type=_positive, metavar="N", help="only the newest N messages")
+
+    window = command(
+        "window",
+        run.window,
+        both,
+        help="print the window a strategy would build",
+        epilog=_WINDOW_EPILOG,
+    )
+    window.add_argument(
+        "session", type=_session, metavar="SESSION", help="a session id (or prefix)"
+    )
+    window.add_argument(
+        "-s", "--strategy", type=_strategy, required=True, metavar="SPEC", help="e.g. fit:8000"
+    )
+    window.add_argument("--budget", type=_tokens, metavar="TOKENS", help="measure against this")
+
+    export = command("export", run.export, [db_option], help="write a session as JSON")
+    export.add_argument(
+        "session", type=_session, metavar="SESSION", help="a session id (or prefix)"
+    )
+    export.add_argument("-o", "--output", metavar="FILE", help="write here, not to stdout")
+
+    load = command("import", run.import_, both, help="create a session from an exported file")
+    load.add_argument("file", metavar="FILE", help="a file `export` wrote, or - for stdin")
+    load.add_argument("--session", type=_session, metavar="ID", help="the new session's id")
+    return parser
+
+
+# -- entry point ----------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run `pygents-ctx` with `argv` (default: the process's arguments); return the exit code.
+
+    Errors go to stderr as `pygents-ctx: error: ...`: exit code 1 for a runtime
+    error (no database, unknown session, bad import file), 2 for bad arguments.
+
+    Examples:
+        >>> import asyncio, pathlib, tempfile
+        >>> from pygents_ctx import Message
+        >>> from pygents_ctx.context.stores import SQLiteContextStore, connect
+        >>> async def save(path):
+        ...     async with connect(path) as conn:
+        ...         store = SQLiteContextStore(conn, session_id="demo")
+        ...         await store.append_many([Message("user", "Hi"), Message("assistant", "Hello!")])
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     db = str(pathlib.Path(tmp) / "ctx.db")
+        ...     asyncio.run(save(db))
+        ...     main(["--db", db, "show", "demo"])
+        #  role       tokens  content
+        0  user            5  Hi
+        1  assistant       6  Hello!
+        2 messages, 11 tokens
+        0
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error argparse reported
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    out = output(args.json)
+    try:
+        args.run(args, out)
+        out.stream.flush()
+    except BrokenPipeError:
+        _silence_stdout()  # the reader left (`| head`): no traceback at exit
+        return EXIT_ERROR
+    except (CliError, PygentsError, sqlite3.Error, OSError, ValueError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+    return EXIT_OK
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor behind stdout
+        pass

@@ -18,7 +18,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Collection, Iterable, Mapping
 
     from pygents_ctx.context.pool import ContextPool
     from pygents_ctx.context.queue import ContextQueue
@@ -27,6 +27,7 @@ __all__ = [
     "CURRENT_CONTEXT",
     "CallSpec",
     "LoopLock",
+    "any_dynamic",
     "evaluate_dynamic",
     "is_dynamic",
     "tag_set",
@@ -65,7 +66,8 @@ def is_dynamic(value: object) -> bool:
     Plain functions, lambdas, bound methods and `functools.partial` objects that
     need no arguments count; classes and other callables are passed as they are.
     """
-    if not isinstance(value, _DYNAMIC_TYPES):
+    # `callable` first: it turns plain data away far faster than the type check.
+    if not callable(value) or not isinstance(value, _DYNAMIC_TYPES):
         return False
     try:
         signature = inspect.signature(value)
@@ -75,6 +77,12 @@ def is_dynamic(value: object) -> bool:
         p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         for p in signature.parameters.values()
     )
+
+
+def any_dynamic(values: Collection[object]) -> bool:
+    """Whether any of `values` is dynamic (see `is_dynamic`)."""
+    # Most arguments are plain data: `callable` (in C) rules them out before any Python call.
+    return any(map(callable, values)) and any(map(is_dynamic, values))
 
 
 def evaluate_dynamic(value: Any) -> Any:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Self
+from collections.abc import Mapping
+from typing import Any, Self, TypeGuard
 
 import orjson
 
-if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-__all__ = ["JsonSerializable", "dumps", "loads"]
+__all__ = ["JsonSerializable", "dumps", "is_mapping", "loads"]
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
 # Hand dataclasses and datetimes to `default` (which refuses them): a silent
@@ -45,6 +43,15 @@ def _first_unjsonable(value: Any, path: str) -> tuple[str, Any] | None:
                 return found
         return None
     return None if _holdable(value) else (path, value)
+
+
+# `dict` first: the dicts JSON gives pass without asking the (much slower) ABC.
+_MAPPING_TYPES = (dict, Mapping)
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """Whether saved data is a mapping."""
+    return isinstance(value, _MAPPING_TYPES)
 
 
 def _refuse(value: Any) -> Any:

@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from pygents_ctx._calls import CURRENT_CONTEXT, tag_set
-from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
@@ -220,10 +220,10 @@ class Agent(JsonSerializable):
         self._check_turn(turn)
         hooks = self.hooks
         if hooks or _BEFORE_PUT:
-            await fire(AgentHook.BEFORE_PUT, hooks, self.tags, self, turn)
+            await fire_on(_BEFORE_PUT, hooks, self.tags, self, turn)
         self._turns.append(turn)
         if hooks or _AFTER_PUT:
-            await fire(AgentHook.AFTER_PUT, hooks, self.tags, self, turn)
+            await fire_on(_AFTER_PUT, hooks, self.tags, self, turn)
 
     async def send(self, name: str, turn: Turn) -> None:
         """Queue `turn` on the agent registered as `name`.
@@ -239,14 +239,14 @@ class Agent(JsonSerializable):
         if self._state.gate.is_set():
             self._state.gate.clear()
             if self.hooks or _ON_PAUSE:
-                await fire(AgentHook.ON_PAUSE, self.hooks, self.tags, self)
+                await fire_on(_ON_PAUSE, self.hooks, self.tags, self)
 
     async def resume(self) -> None:
         """Let a paused agent go on. Idempotent."""
         if not self._state.gate.is_set():
             self._state.gate.set()
             if self.hooks or _ON_RESUME:
-                await fire(AgentHook.ON_RESUME, self.hooks, self.tags, self)
+                await fire_on(_ON_RESUME, self.hooks, self.tags, self)
 
     async def _route(self, value: Turn | ContextItem[Any]) -> None:
         """Send a `Turn` or `ContextItem` where its type says."""
@@ -290,12 +290,12 @@ class Agent(JsonSerializable):
                         return
                     turn = state.current_turn = turns.popleft()
                 hooks = self.hooks
-                token = CURRENT_CONTEXT.set(context)
+                token, inside = CURRENT_CONTEXT.set(context), True
                 try:
                     if hooks or _BEFORE_TURN:
-                        await fire(AgentHook.BEFORE_TURN, hooks, tags, self)
+                        await fire_on(_BEFORE_TURN, hooks, tags, self)
                     turn_hooks = turn.hooks + self.turn_hooks if self.turn_hooks else turn.hooks
-                    if turn.tool.is_generator:
+                    if turn._tool.is_generator:
                         values = turn._yielding(turn_hooks)
                         try:
                             async for value in values:
@@ -303,9 +303,7 @@ class Agent(JsonSerializable):
                                 if routed:
                                     await self._route(value)
                                 if hooks or _ON_TURN_VALUE:
-                                    await fire(
-                                        AgentHook.ON_TURN_VALUE, hooks, tags, self, turn, value
-                                    )
+                                    await fire_on(_ON_TURN_VALUE, hooks, tags, self, turn, value)
                                 if not routed:
                                     # The caller's code runs outside this agent's context.
                                     CURRENT_CONTEXT.reset(token)
@@ -323,22 +321,24 @@ class Agent(JsonSerializable):
                         if routed:
                             await self._route(value)
                         if hooks or _ON_TURN_VALUE:
-                            await fire(AgentHook.ON_TURN_VALUE, hooks, tags, self, turn, value)
+                            await fire_on(_ON_TURN_VALUE, hooks, tags, self, turn, value)
                         if not routed:
+                            # The turn is over: only after_turn hooks may need the context again.
                             CURRENT_CONTEXT.reset(token)
-                            try:
-                                yield turn, value
-                            finally:
-                                token = CURRENT_CONTEXT.set(context)
+                            inside = False
+                            yield turn, value
                     if hooks or _AFTER_TURN:
-                        await fire(AgentHook.AFTER_TURN, hooks, tags, self, turn)
+                        if not inside:
+                            token, inside = CURRENT_CONTEXT.set(context), True
+                        await fire_on(_AFTER_TURN, hooks, tags, self, turn)
                 except asyncio.CancelledError:
                     raise  # interrupted, not finished: it stays current and runs first next time
                 except BaseException:
                     state.current_turn = None
                     raise
                 finally:
-                    CURRENT_CONTEXT.reset(token)
+                    if inside:
+                        CURRENT_CONTEXT.reset(token)
         finally:
             state.running = False
 

@@ -7,7 +7,7 @@ list order, then the global hooks of that kind not already called; a global
 hook with `tags` fires only for objects that share one of them. A hook that
 raises stops the dispatch and the exception propagates.
 
-Example:
+Examples:
     >>> from pygents_ctx import AgentHook, hook
     >>> @hook(AgentHook.BEFORE_TURN, tags=["audited"])
     ... async def audit(agent):
@@ -122,7 +122,17 @@ class Hook:
     merged in and context parameters injected.
     """
 
-    __slots__ = ("_lock", "_spec", "fixed_kwargs", "fn", "kinds", "lock", "metadata", "tags")
+    __slots__ = (
+        "_direct",
+        "_lock",
+        "_spec",
+        "fixed_kwargs",
+        "fn",
+        "kinds",
+        "lock",
+        "metadata",
+        "tags",
+    )
 
     def __init__(
         self,
@@ -143,6 +153,9 @@ class Hook:
         self.metadata = HookMetadata(fn.__name__, inspect.getdoc(fn))
         self._spec = CallSpec(fn, self.fixed_kwargs, f"hook {fn.__name__!r}")
         self._lock = LoopLock() if lock else None
+        # No lock and nothing to merge or inject: a dispatch with positional arguments
+        # only may call the function itself (see `_dispatch.fire_on`).
+        self._direct = self._lock is None and self._spec.plain
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Await the hook's function with these arguments."""
@@ -193,7 +206,7 @@ def hook(
         ValueError: `kind` is an empty list, or another hook has the function's name.
         TypeError: `kind` is not a hook kind, or the function is not `async def`.
 
-    Example:
+    Examples:
         >>> from pygents_ctx import ContextQueueHook, hook
         >>> @hook([ContextQueueHook.AFTER_APPEND, ContextQueueHook.ON_EVICT], tags=["chat"])
         ... async def trace(*args, **kwargs):

@@ -144,6 +144,44 @@ class AgentRegistry(_NameRegistry["Agent"]):
         del cls._entries[name]
 
 
+class GlobalHooks(list["Hook"]):
+    """The global hooks of one kind, in registration order: a live list.
+
+    Only `HookRegistry` changes it, and it then calls `changed()`. In between,
+    the hooks that fire for a given tag set are worked out once and reused, so
+    dispatching an event does not filter the list again (a hook's tags, like its
+    other options, are fixed when it is made).
+    """
+
+    __slots__ = ("_matching", "kind")
+
+    def __init__(self, kind: HookKind) -> None:
+        super().__init__()
+        self.kind = kind
+        self._matching: dict[frozenset[str], tuple[Hook, ...]] = {}
+
+    def matching(self, tags: frozenset[str]) -> tuple[Hook, ...]:
+        """The hooks that fire for an owner with `tags`, in order, one per function.
+
+        A hook with tags fires only for owners sharing one of them; of hooks
+        wrapping the same function, only the first that fires is kept.
+        """
+        found = self._matching.get(tags)
+        if found is None:
+            selected: list[Hook] = []
+            for h in self:
+                if (not h.tags or not h.tags.isdisjoint(tags)) and all(
+                    h.fn is not kept.fn for kept in selected
+                ):
+                    selected.append(h)
+            found = self._matching[tags] = tuple(selected)
+        return found
+
+    def changed(self) -> None:
+        """Forget the worked-out subsets (after the list was changed)."""
+        self._matching.clear()
+
+
 class HookRegistry(_NameRegistry["Hook"]):
     """Every hook by its function's name, and the global hooks by kind.
 
@@ -153,9 +191,9 @@ class HookRegistry(_NameRegistry["Hook"]):
     _noun = "hook"
     _missing = UnregisteredHookError
     _missing_hint = "define (import) it before loading"
-    # One list per kind, created once and only ever mutated in place: owners keep
-    # a reference so that "are there global hooks?" costs a truth test.
-    _globals: ClassVar[dict[HookKind, list[Hook]]] = {}
+    # One list per kind, created on first use and only ever mutated in place: owners
+    # keep a reference so that "are there global hooks?" costs a truth test.
+    _globals: ClassVar[dict[HookKind, GlobalHooks]] = {}
 
     @classmethod
     def register(cls, hook: Hook) -> None:
@@ -180,6 +218,7 @@ class HookRegistry(_NameRegistry["Hook"]):
         del cls._entries[name]
         for hooks in cls._globals.values():
             hooks[:] = [h for h in hooks if h is not hook]
+            hooks.changed()
 
     @classmethod
     def clear(cls) -> None:
@@ -192,6 +231,7 @@ class HookRegistry(_NameRegistry["Hook"]):
         """Detach every global hook, keeping the names (for test isolation)."""
         for hooks in cls._globals.values():
             hooks.clear()
+            hooks.changed()
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
@@ -199,9 +239,12 @@ class HookRegistry(_NameRegistry["Hook"]):
         return [h for h in hooks if kind in h.kinds]
 
     @classmethod
-    def globals_for(cls, kind: HookKind) -> list[Hook]:
+    def globals_for(cls, kind: HookKind) -> GlobalHooks:
         """The live list of global hooks of `kind` (mutated in place, never replaced)."""
-        return cls._globals.setdefault(kind, [])
+        hooks = cls._globals.get(kind)
+        if hooks is None:
+            hooks = cls._globals[kind] = GlobalHooks(kind)
+        return hooks
 
     @classmethod
     def add_global(cls, hook: Hook) -> None:
@@ -210,6 +253,7 @@ class HookRegistry(_NameRegistry["Hook"]):
             hooks = cls.globals_for(kind)
             if not any(held.same_as(hook) for held in hooks):
                 hooks.append(hook)
+                hooks.changed()
 
     @classmethod
     def is_saved_as(cls, hook: Hook) -> bool:

@@ -24,7 +24,7 @@ from time import time
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
-from pygents_ctx._dispatch import HookSlot, fire
+from pygents_ctx._dispatch import HookSlot, fire_on
 from pygents_ctx._schema import signature_schemas
 from pygents_ctx.hooks import Hook, ToolHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
@@ -164,7 +164,7 @@ class Tool(Generic[P, R]):
             kwargs = spec.bind(args, kwargs)
         hooks = self.hooks
         if hooks or _BEFORE_INVOKE:
-            await fire(ToolHook.BEFORE_INVOKE, hooks, self.tags, *args, **kwargs)
+            await fire_on(_BEFORE_INVOKE, hooks, self.tags, *args, **kwargs)
         metadata = self.metadata
         metadata._start, metadata._end = time(), None
         try:
@@ -178,10 +178,10 @@ class Tool(Generic[P, R]):
                 metadata._end = time()
         except Exception as exc:
             if hooks or _ON_ERROR:
-                await fire(ToolHook.ON_ERROR, hooks, self.tags, exc=exc)
+                await fire_on(_ON_ERROR, hooks, self.tags, exc=exc)
             raise
         if hooks or _AFTER_INVOKE:
-            await fire(ToolHook.AFTER_INVOKE, hooks, self.tags, result)
+            await fire_on(_AFTER_INVOKE, hooks, self.tags, result)
         return result
 
     async def _iterate(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
@@ -190,7 +190,7 @@ class Tool(Generic[P, R]):
             kwargs = spec.bind(args, kwargs)
         hooks, tags = self.hooks, self.tags
         if hooks or _BEFORE_INVOKE:
-            await fire(ToolHook.BEFORE_INVOKE, hooks, tags, *args, **kwargs)
+            await fire_on(_BEFORE_INVOKE, hooks, tags, *args, **kwargs)
         metadata = self.metadata
         metadata._start, metadata._end = time(), None
         produced: list[Any] = []
@@ -203,7 +203,7 @@ class Tool(Generic[P, R]):
                 async for value in generator:  # type: ignore[attr-defined]
                     produced.append(value)
                     if hooks or _ON_YIELD:
-                        await fire(ToolHook.ON_YIELD, hooks, tags, value)
+                        await fire_on(_ON_YIELD, hooks, tags, value)
                     yield value
             finally:
                 metadata._end = time()
@@ -212,15 +212,15 @@ class Tool(Generic[P, R]):
                     lock.release()
         except Exception as exc:
             if hooks or _ON_ERROR:
-                await fire(ToolHook.ON_ERROR, hooks, tags, exc=exc)
+                await fire_on(_ON_ERROR, hooks, tags, exc=exc)
             raise
         except GeneratorExit:
             # The consumer stopped early: report what it received, then finish closing.
             if hooks or _AFTER_INVOKE:
-                await fire(ToolHook.AFTER_INVOKE, hooks, tags, produced)
+                await fire_on(_AFTER_INVOKE, hooks, tags, produced)
             raise
         if hooks or _AFTER_INVOKE:
-            await fire(ToolHook.AFTER_INVOKE, hooks, tags, produced)
+            await fire_on(_AFTER_INVOKE, hooks, tags, produced)
 
     @overload
     def subtool(self, fn: Callable[SP, SR], /) -> Tool[SP, SR]: ...

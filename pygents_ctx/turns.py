@@ -26,9 +26,9 @@ from enum import Enum
 from time import monotonic, time
 from typing import TYPE_CHECKING, Any
 
-from pygents_ctx._calls import evaluate_dynamic, is_dynamic, tag_set
-from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict
-from pygents_ctx._json import JsonSerializable
+from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
+from pygents_ctx._json import JsonSerializable, is_mapping
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import Hook, TurnHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
@@ -78,17 +78,35 @@ class TurnMetadata(JsonSerializable):
         Raises:
             ValueError: A time is not ISO 8601 or the stop reason is unknown.
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"turn metadata must be a dict, not {data!r}")
-        reason = data.get("stop_reason")
-        try:
-            stop_reason = None if reason is None else StopReason(reason)
-        except ValueError:
-            raise ValueError(
-                f"turn metadata 'stop_reason' must be one of "
-                f"{[r.value for r in StopReason]} or null, not {reason!r}"
-            ) from None
-        return cls(_parse_time(data, "start_time"), _parse_time(data, "end_time"), stop_reason)
+        return cls(*_read_metadata(data))
+
+
+# Every run sets one of these. Reading a member off an Enum class costs about 100 ns
+# (the enum metaclass defines __getattr__), more than many a whole hot-path step.
+_COMPLETED, _CANCELLED = StopReason.COMPLETED, StopReason.CANCELLED
+
+_NO_METADATA = TurnMetadata()  # what every turn reports before its first run
+
+
+def _read_metadata(
+    data: object,
+) -> tuple[datetime | None, datetime | None, StopReason | None]:
+    """The fields of saved metadata, checked (`Turn.from_dict` needs no `TurnMetadata`).
+
+    Raises:
+        ValueError: A time is not ISO 8601 or the stop reason is unknown.
+    """
+    if not is_mapping(data):
+        raise ValueError(f"turn metadata must be a dict, not {data!r}")
+    reason = data.get("stop_reason")
+    try:
+        stop_reason = None if reason is None else StopReason(reason)
+    except ValueError:
+        raise ValueError(
+            f"turn metadata 'stop_reason' must be one of "
+            f"{[r.value for r in StopReason]} or null, not {reason!r}"
+        ) from None
+    return _parse_time(data, "start_time"), _parse_time(data, "end_time"), stop_reason
 
 
 def _parse_time(data: Mapping[str, Any], key: str) -> datetime | None:
@@ -129,17 +147,14 @@ def _resume(step: Any, pending: Any) -> Generator[Any, Any, Any]:
                 return stop.value
 
 
-async def _within(step: Coroutine[Any, Any, Any], started: float, seconds: float) -> Any:
-    """Await `step`, raising `_Expired` if it is still suspended `seconds` after `started`.
+async def _resume_within(step: Any, pending: Any, started: float, seconds: float) -> Any:
+    """Finish `step` (suspended on `pending`), raising `_Expired` `seconds` after `started`.
 
-    A step that finishes without suspending cannot be interrupted by asyncio
-    anyway, so it runs without arming a timer: that keeps a fast turn cheap.
+    Callers run a step's first part themselves and come here only when it
+    suspends: a step that finishes without suspending cannot be interrupted by
+    asyncio anyway, and arming no timer for it keeps a fast turn cheap.
     `started` is a `time.monotonic()` reading.
     """
-    try:
-        pending = step.send(None)
-    except StopIteration as stop:
-        return stop.value
     scope = asyncio.timeout(seconds - (monotonic() - started))
     try:
         async with scope:
@@ -153,11 +168,15 @@ async def _within(step: Coroutine[Any, Any, Any], started: float, seconds: float
 def _check_timeout(timeout: object) -> float:
     if (
         isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
+        or not isinstance(timeout, (int, float))
         or not 0 < timeout < math.inf
     ):
         raise ValueError(f"Turn timeout must be a positive number of seconds, not {timeout!r}")
     return float(timeout) if isinstance(timeout, float) else timeout
+
+
+def _bad_kwargs(kwargs: object) -> TypeError:
+    return TypeError(f"Turn kwargs must be a dict with str keys, not {kwargs!r}")
 
 
 class Turn(JsonSerializable):
@@ -201,8 +220,12 @@ class Turn(JsonSerializable):
         self._tags = tag_set(tags)
         self.hooks: list[Hook] = []
         self.output: Any = None
+        # Clock readings of the latest run, and what to add to them to get `time()`
+        # timestamps: 0 for times loaded from saved data; for a run's `monotonic()`
+        # readings, worked out when first asked for (see `_wall_times`).
         self._start: float | None = None
         self._end: float | None = None
+        self._to_wall: float | None = 0.0
         self._stop_reason: StopReason | None = None
 
     # -- the guarded fields ------------------------------------------------
@@ -226,19 +249,22 @@ class Turn(JsonSerializable):
     def _check_args(args: Iterable[Any] | None) -> tuple[tuple[Any, ...], bool]:
         if args is None:
             return (), False
-        if not isinstance(args, list | tuple):
+        if not isinstance(args, (list, tuple)):
             raise TypeError(f"Turn args must be a list or tuple, not {type(args).__name__}")
         values = tuple(args)
-        return values, any(map(is_dynamic, values))
+        return values, any_dynamic(values)
 
     @staticmethod
     def _check_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool]:
         if kwargs is None:
             return {}, False
-        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-            raise TypeError(f"Turn kwargs must be a dict with str keys, not {kwargs!r}")
+        if not is_mapping(kwargs):
+            raise _bad_kwargs(kwargs)
+        for key in kwargs:
+            if not isinstance(key, str):
+                raise _bad_kwargs(kwargs)
         values = dict(kwargs)
-        return values, any(map(is_dynamic, values.values()))
+        return values, any_dynamic(values.values())
 
     @property
     def tool(self) -> Tool[..., Any]:
@@ -303,10 +329,30 @@ class Turn(JsonSerializable):
     @property
     def metadata(self) -> TurnMetadata:
         """Times and stop reason of the latest run (all `None` before one)."""
+        start, end = self._wall_times()
+        stop_reason = None if self._running else self._stop_reason
+        if start is None and end is None and stop_reason is None:
+            return _NO_METADATA
         return TurnMetadata(
-            None if self._start is None else datetime.fromtimestamp(self._start, UTC),
-            None if self._end is None else datetime.fromtimestamp(self._end, UTC),
-            None if self._running else self._stop_reason,
+            None if start is None else datetime.fromtimestamp(start, UTC),
+            None if end is None else datetime.fromtimestamp(end, UTC),
+            stop_reason,
+        )
+
+    def _wall_times(self) -> tuple[float | None, float | None]:
+        """The latest run's start and end as `time()` timestamps.
+
+        A run reads only the monotonic clock, which its timeout needs anyway. The
+        offset to wall-clock time is taken the first time someone asks and then
+        kept, so that every later read (and the end, once known) agrees with it.
+        """
+        to_wall = self._to_wall
+        if to_wall is None:
+            to_wall = self._to_wall = time() - monotonic()
+        start, end = self._start, self._end
+        return (
+            None if start is None else start + to_wall,
+            None if end is None else end + to_wall,
         )
 
     def __repr__(self) -> str:
@@ -323,7 +369,8 @@ class Turn(JsonSerializable):
         )
         return args, kwargs
 
-    def _begin(self, wants_generator: bool) -> None:
+    def _begin(self, wants_generator: bool) -> float:
+        """Mark the turn running and return its start (a `monotonic()` reading)."""
         if self._tool.is_generator is not wants_generator:
             method, other = "returning", "yielding"
             if wants_generator:
@@ -339,14 +386,14 @@ class Turn(JsonSerializable):
         self._running = True
         self.output = None
         # Until the run says otherwise, an interrupted run reads as cancelled.
-        self._start, self._end, self._stop_reason = time(), None, StopReason.CANCELLED
+        self._stop_reason = _CANCELLED
+        self._start, self._end, self._to_wall = monotonic(), None, None
+        return self._start
 
-    async def _finish(self, hooks: list[Hook]) -> None:
-        """Record the end of a run and fire `on_complete` (always, last)."""
-        self._end = time()
+    async def _complete(self, hooks: list[Hook]) -> None:
+        """Fire `on_complete` (always, last); the run is over even if a hook raises."""
         try:
-            if hooks or _ON_COMPLETE:
-                await fire(TurnHook.ON_COMPLETE, hooks, self._tags, self, self._stop_reason)
+            await fire_on(_ON_COMPLETE, hooks, self._tags, self, self._stop_reason)
         finally:
             self._running = False
 
@@ -355,14 +402,14 @@ class Turn(JsonSerializable):
         if isinstance(exc, _Expired):
             self._stop_reason = StopReason.TIMEOUT
             if hooks or _ON_TIMEOUT:
-                await fire(TurnHook.ON_TIMEOUT, hooks, self._tags, self)
+                await fire_on(_ON_TIMEOUT, hooks, self._tags, self)
             raise TurnTimeoutError(
                 f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
                 f"raise its timeout or make the tool faster"
             ) from None
         self._stop_reason = StopReason.ERROR
         if hooks or _ON_ERROR:
-            await fire(TurnHook.ON_ERROR, hooks, self._tags, self, exc)
+            await fire_on(_ON_ERROR, hooks, self._tags, self, exc)
 
     def returning(self) -> Coroutine[Any, Any, Any]:
         """Run a coroutine tool and return its result (also kept in `output`).
@@ -390,33 +437,42 @@ class Turn(JsonSerializable):
 
     async def _returning(self, hooks: list[Hook]) -> Any:
         """Run with `hooks` (the turn's own, plus an agent's turn hooks)."""
-        self._begin(wants_generator=False)
-        started = monotonic()
+        started = self._begin(wants_generator=False)
         try:
             if hooks or _BEFORE_RUN:
-                await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
+                await fire_on(_BEFORE_RUN, hooks, self._tags, self)
             args, kwargs = self._evaluated()
-            output = await _within(self._tool._call(args, kwargs), started, self._timeout)
+            step = self._tool._call(args, kwargs)
+            try:
+                # Most tools finish without suspending: only one that suspends needs a timer.
+                pending = step.send(None)
+            except StopIteration as stop:
+                output = stop.value
+            else:
+                output = await _resume_within(step, pending, started, self._timeout)
         except Exception as exc:
             await self._failed(hooks, exc)
             raise
         else:
             self.output = output
-            self._stop_reason = StopReason.COMPLETED
+            self._stop_reason = _COMPLETED
             if hooks or _AFTER_RUN:
-                await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, output)
+                await fire_on(_AFTER_RUN, hooks, self._tags, self, output)
             return output
         finally:
-            await self._finish(hooks)
+            self._end = monotonic()
+            if hooks or _ON_COMPLETE:
+                await self._complete(hooks)
+            else:
+                self._running = False
 
     async def _yielding(self, hooks: list[Hook]) -> AsyncGenerator[Any, None]:
-        self._begin(wants_generator=True)
-        started = monotonic()
+        started = self._begin(wants_generator=True)
         produced: list[Any] = []
         self.output = produced
         try:
             if hooks or _BEFORE_RUN:
-                await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
+                await fire_on(_BEFORE_RUN, hooks, self._tags, self)
             args, kwargs = self._evaluated()
             timeout = self._timeout
             generator = self._tool._call(args, kwargs)
@@ -424,10 +480,18 @@ class Turn(JsonSerializable):
                 while True:
                     if monotonic() - started >= timeout:
                         raise _Expired
+                    step = generator.__anext__()
                     try:
-                        value = await _within(generator.__anext__(), started, timeout)
+                        pending = step.send(None)  # as for a coroutine tool, see _returning
+                    except StopIteration as stop:
+                        value = stop.value
                     except StopAsyncIteration:
                         break
+                    else:
+                        try:
+                            value = await _resume_within(step, pending, started, timeout)
+                        except StopAsyncIteration:
+                            break
                     produced.append(value)
                     yield value
             finally:
@@ -436,11 +500,15 @@ class Turn(JsonSerializable):
             await self._failed(hooks, exc)
             raise
         else:
-            self._stop_reason = StopReason.COMPLETED
+            self._stop_reason = _COMPLETED
             if hooks or _AFTER_RUN:
-                await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, produced)
+                await fire_on(_AFTER_RUN, hooks, self._tags, self, produced)
         finally:
-            await self._finish(hooks)
+            self._end = monotonic()
+            if hooks or _ON_COMPLETE:
+                await self._complete(hooks)
+            else:
+                self._running = False
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
@@ -457,6 +525,7 @@ class Turn(JsonSerializable):
             UnserializableHookError: A hook cannot be saved by name.
         """
         args, kwargs = self._evaluated()
+        hooks = self.hooks  # usually none: skip naming the owner for error messages then
         return {
             "tool_name": self._tool.key,
             "args": list(args),
@@ -466,7 +535,7 @@ class Turn(JsonSerializable):
             # A turn in flight runs again from the start when restored: its partial
             # output (routed items included) is not state worth saving.
             "output": None if self._running else self.output,
-            "hooks": hooks_to_dict(self.hooks, TurnHook, f"turn {self._tool.key!r}"),
+            "hooks": hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}") if hooks else {},
             "tags": sorted(self._tags),
         }
 
@@ -479,7 +548,7 @@ class Turn(JsonSerializable):
             UnregisteredToolError: The tool is not registered.
             UnregisteredHookError: A hook name is not registered.
         """
-        if not isinstance(data, Mapping) or "tool_name" not in data:
+        if not is_mapping(data) or "tool_name" not in data:
             raise ValueError(f"a saved turn must be a dict with a 'tool_name', not {data!r}")
         name = data["tool_name"]
         if not isinstance(name, str):
@@ -494,10 +563,13 @@ class Turn(JsonSerializable):
             )
         except TypeError as exc:
             raise ValueError(f"saved turn for {name!r}: {exc}") from None
-        metadata = TurnMetadata.from_dict(data.get("metadata") or {})
-        turn.hooks = hooks_from_dict(data.get("hooks", {}), TurnHook, f"turn {name!r}")
+        start, end, stop_reason = _read_metadata(data.get("metadata") or {})
+        saved_hooks = data.get("hooks", {})
+        # Most turns have none: then skip naming the owner for error messages.
+        if saved_hooks != {}:
+            turn.hooks = hooks_from_dict(saved_hooks, TurnHook, f"turn {name!r}")
         turn.output = data.get("output")
-        turn._start = None if metadata.start_time is None else metadata.start_time.timestamp()
-        turn._end = None if metadata.end_time is None else metadata.end_time.timestamp()
-        turn._stop_reason = metadata.stop_reason
+        turn._start = None if start is None else start.timestamp()
+        turn._end = None if end is None else end.timestamp()
+        turn._stop_reason = stop_reason
         return turn

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, fire, hooks_from_dict, hooks_to_dict, listening
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
 from pygents_ctx.context.items import ContextItem
@@ -175,22 +175,30 @@ class ContextQueue(JsonSerializable, Generic[T]):
                     f"ContextQueue.append takes ContextItem objects, not {type(item).__name__}; "
                     f"wrap the value: ContextItem(content=...)"
                 )
+        hooks, window = self.hooks, self._items
+        if not (self._counting or hooks or _BEFORE_APPEND or _AFTER_APPEND or _ON_EVICT):
+            # Unobserved and uncounted: one C call that evicts by itself.
+            window.extend(items)
+            if len(window) > 1:
+                head: object = window[0].content
+                if type(head) is Message and head.has_tool_results:
+                    self._drop_orphans([])
+            return
         counts = [self._count(item) for item in items] if self._counting else None
-        hooks = self.hooks
         if not (hooks or _BEFORE_APPEND or _AFTER_APPEND or _ON_EVICT):
             self._insert(items, counts)
             return
-        tags, window = self.tags, self._items
+        tags = self.tags
         if listening(ContextQueueHook.BEFORE_APPEND, hooks, _BEFORE_APPEND):
-            await fire(ContextQueueHook.BEFORE_APPEND, hooks, tags, self, list(items), list(window))
+            await fire_on(_BEFORE_APPEND, hooks, tags, self, list(items), list(window))
         # Evict and insert without awaiting in between, so concurrent appends
         # cannot interleave and every eviction is reported.
         evicted = self._insert(items, counts)
         if evicted and listening(ContextQueueHook.ON_EVICT, hooks, _ON_EVICT):
             for item in evicted:
-                await fire(ContextQueueHook.ON_EVICT, hooks, tags, self, item)
+                await fire_on(_ON_EVICT, hooks, tags, self, item)
         if listening(ContextQueueHook.AFTER_APPEND, hooks, _AFTER_APPEND):
-            await fire(ContextQueueHook.AFTER_APPEND, hooks, tags, self, list(items), list(window))
+            await fire_on(_AFTER_APPEND, hooks, tags, self, list(items), list(window))
 
     def _count(self, item: ContextItem[T]) -> int:
         return count_content_tokens(item.content, self.counter)
@@ -220,11 +228,15 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 keep = self._protected_tail()
                 while self._tokens > self._max_tokens and len(window) > keep:
                     evicted.append(self._pop_oldest())
-        # A tool result at the head has lost its call (calls come first): it goes
-        # as soon as something newer arrives.
+        self._drop_orphans(evicted)
+        return evicted
+
+    def _drop_orphans(self, evicted: list[ContextItem[T]]) -> None:
+        """A tool result at the head has lost its call (calls come first): it goes
+        as soon as something newer arrives."""
+        window = self._items
         while len(window) > 1 and _is_result_message(window[0].content):
             evicted.append(self._pop_oldest())
-        return evicted
 
     def _pop_oldest(self) -> ContextItem[T]:
         if self._counting:
@@ -247,12 +259,12 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """Remove every item."""
         hooks = self.hooks
         if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
-            await fire(ContextQueueHook.BEFORE_CLEAR, hooks, self.tags, self, list(self._items))
+            await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, list(self._items))
         self._items.clear()
         self._counts.clear()
         self._tokens = 0
         if hooks or _AFTER_CLEAR:
-            await fire(ContextQueueHook.AFTER_CLEAR, hooks, self.tags, self)
+            await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 
     def branch(
         self, limit: int | None = None, *, hooks: list[Hook] | Inherit = INHERIT

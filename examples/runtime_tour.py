@@ -1,7 +1,7 @@
 """A small research agent: tools chain turns, stream values, fill the queue and
 pool, branch a fact-checker for a sub-task, and survive a save / restore.
 
-Run it with `make demo` (or `python examples/demo.py`). No network: the
+Run it with `python examples/runtime_tour.py`. No network: the
 "search engine" is a dict.
 """
 

@@ -32,9 +32,11 @@ from typing import Any
 
 from pygents_ctx._calls import CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
-from pygents_ctx._json import JsonSerializable
+from pygents_ctx._json import JsonSerializable, loads
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
+from pygents_ctx.context.config import ContextConfig, PromptWindow
+from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
 from pygents_ctx.hooks import AgentHook, Hook, TurnHook
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
@@ -63,16 +65,18 @@ _SAVED_KEYS = (
     "is_paused",
     "context_queue",
     "tags",
+    "context",
 )
 
 
 class _RunState:
     """What changes while an agent runs, kept apart from its guarded attributes."""
 
-    __slots__ = ("current_turn", "gate", "running")
+    __slots__ = ("current_turn", "gate", "run_id", "running")
 
     def __init__(self) -> None:
         self.running = False
+        self.run_id: str | None = None
         self.current_turn: Turn | None = None
         self.gate = asyncio.Event()  # set = open (not paused)
         self.gate.set()
@@ -88,6 +92,10 @@ class Agent(JsonSerializable):
         context_queue: Its working memory (default `ContextQueue(limit=10)`).
         context_pool: Its keyed store (default: an unbounded `ContextPool()`).
         tags: Tags that global hooks can filter on.
+        context: Where its conversation is kept (`ContextConfig`): each `Message`
+            a tool returns in a `ContextItem` without an id goes to the queue
+            *and* to the store, tagged with the run's id, and `prompt_window()`
+            builds the model's view of it. None: no conversation store.
 
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
@@ -123,6 +131,7 @@ class Agent(JsonSerializable):
     tools: list[Tool[..., Any]]
     context_queue: ContextQueue[Any]
     context_pool: ContextPool[Any]
+    context: ContextConfig | None
     tags: frozenset[str]
     hooks: list[Hook]
     turn_hooks: list[Hook]
@@ -136,6 +145,7 @@ class Agent(JsonSerializable):
         context_queue: ContextQueue[Any] | None = None,
         context_pool: ContextPool[Any] | None = None,
         tags: Iterable[str] | None = None,
+        context: ContextConfig | None = None,
     ) -> None:
         object.__setattr__(self, "_state", _RunState())
         if not isinstance(name, str) or not name:
@@ -146,12 +156,15 @@ class Agent(JsonSerializable):
             raise TypeError(f"context_queue must be a ContextQueue, not {context_queue!r}")
         if context_pool is not None and not isinstance(context_pool, ContextPool):
             raise TypeError(f"context_pool must be a ContextPool, not {context_pool!r}")
+        if context is not None and not isinstance(context, ContextConfig):
+            raise TypeError(f"context must be a ContextConfig, not {context!r}")
         self.name = name
         self.description = description
         self.tools = list(tools)  # checked and indexed by __setattr__
         self.context_queue = ContextQueue(limit=10) if context_queue is None else context_queue
         self.context_pool = ContextPool() if context_pool is None else context_pool
         self.tags = tag_set(tags)
+        self.context = context
         self.hooks = []
         self.turn_hooks = []
         self._turns: deque[Turn] = deque()
@@ -248,11 +261,33 @@ class Agent(JsonSerializable):
             if self.hooks or _ON_RESUME:
                 await fire_on(_ON_RESUME, self.hooks, self.tags, self)
 
+    @property
+    def run_id(self) -> str | None:
+        """The id of the run in progress (a fresh one per `run()`), None when idle."""
+        return self._state.run_id
+
+    async def prompt_window(self) -> PromptWindow:
+        """The window for the next model call: the context strategy's view of the stored history.
+
+        Raises:
+            ValueError: The agent has no `context`.
+        """
+        if self.context is None:
+            raise ValueError(
+                f"agent {self.name!r} has no context store; "
+                "create it with context=ContextConfig(store, strategy)"
+            )
+        return await self.context.prompt_window()
+
     async def _route(self, value: Turn | ContextItem[Any]) -> None:
         """Send a `Turn` or `ContextItem` where its type says."""
         if isinstance(value, Turn):
             await self.put(value)
         elif value.id is None:
+            context = self.context
+            if context is not None and isinstance(value.content, Message):
+                # The store first: a message is durable before anything can fail.
+                await context.record(value.content, self._state.run_id or "")
             await self.context_queue.append(value)
         else:
             await self.context_pool.add(value)
@@ -276,18 +311,19 @@ class Agent(JsonSerializable):
                 f"{'wait for run() to end' if state.running else 'resume() it first'}"
             )
         state.running = True
+        state.run_id = ContextConfig.new_run_id()
         context = (self.context_queue, self.context_pool)
         turns, gate, tags = self._turns, state.gate, self.tags
         try:
             while True:
                 if state.current_turn is None and not turns:
-                    return  # nothing left: a pause does not hold an idle run open
+                    break  # nothing left: a pause does not hold an idle run open
                 if not gate.is_set():
                     await gate.wait()
                 turn = state.current_turn
                 if turn is None:
                     if not turns:
-                        return
+                        break
                     turn = state.current_turn = turns.popleft()
                 hooks = self.hooks
                 token, inside = CURRENT_CONTEXT.set(context), True
@@ -339,8 +375,11 @@ class Agent(JsonSerializable):
                 finally:
                     if inside:
                         CURRENT_CONTEXT.reset(token)
+            if self.context is not None:  # a normal end: the retention applies
+                await self.context.end_run(state.run_id)
         finally:
             state.running = False
+            state.run_id = None
 
     # -- branching and saving ------------------------------------------------
 
@@ -357,7 +396,8 @@ class Agent(JsonSerializable):
         The child gets copies of the queued turns, `context_queue.branch()`,
         `context_pool.branch()`, and this agent's hooks, turn hooks and tags,
         unless overridden. Neither side sees the other's later changes, and no
-        hooks fire while copying.
+        hooks fire while copying. The child has no `context` store of its own:
+        give it one by assigning `child.context` (e.g. over `await store.fork()`).
 
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
@@ -376,6 +416,15 @@ class Agent(JsonSerializable):
         child.turn_hooks = list(self.turn_hooks)
         child._turns.extend(turn.copy() for turn in self._turns)
         return child
+
+    @classmethod
+    def from_json(cls, data: bytes | str, *, context: ContextConfig | None = None) -> Agent:
+        """Rebuild an agent from `to_json()` output; `context` as for `from_dict`.
+
+        Raises:
+            ValueError: The JSON is invalid or does not describe an agent.
+        """
+        return cls.from_dict(loads(data, cls.__name__), context=context)
 
     def to_dict(self) -> dict[str, Any]:
         """The agent as plain data (see the Serialization docs for the shape).
@@ -398,17 +447,21 @@ class Agent(JsonSerializable):
             "is_paused": self.is_paused,
             "context_queue": self.context_queue.to_dict(),
             "tags": sorted(self.tags),
+            **({} if self.context is None else {"context": self.context.to_dict()}),
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Agent:
+    def from_dict(cls, data: Mapping[str, Any], *, context: ContextConfig | None = None) -> Agent:
         """Rebuild and register an agent saved by `to_dict()`. No hooks fire.
 
         Only `name`, `description` and `tool_names` are required. Everything is
         checked before the agent is registered, so a failure registers nothing.
+        An agent saved with a `context` is given its store again through
+        `context`, for the same session: it continues where it stopped.
 
         Raises:
-            ValueError: The data is malformed or the name is taken.
+            ValueError: The data is malformed, the name is taken, or the saved
+                agent had a context and `context` is missing or is for another session.
             UnregisteredToolError: A tool name is not registered.
             UnregisteredHookError: A hook name is not registered.
         """
@@ -444,9 +497,18 @@ class Agent(JsonSerializable):
         hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
         turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
         tags = _field(data, "tags", list, [], label)
+        saved_context = _field(data, "context", dict, None, label)
+        if saved_context is not None:
+            ContextConfig.check_saved(saved_context, context, label)
         try:
             agent = cls(
-                name, data["description"], tools, context_queue=queue, context_pool=pool, tags=tags
+                name,
+                data["description"],
+                tools,
+                context_queue=queue,
+                context_pool=pool,
+                tags=tags,
+                context=context,
             )
         except TypeError as exc:
             raise ValueError(f"{label}: {exc}") from None

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.context.stores.memory import MemoryContextStore
@@ -95,6 +96,30 @@ class ContextConfig:
             f"ContextConfig({type(self.store).__name__}(session_id={self.store.session_id!r}), "
             f"{self.strategy!r}, retention={self.retention.name})"
         )
+
+    def to_dict(self) -> dict[str, str]:
+        """`{"session_id", "retention"}`: what an agent saves to find its conversation again."""
+        return {"session_id": self.store.session_id, "retention": self.retention.value}
+
+    @staticmethod
+    def check_saved(saved: Mapping[str, Any], given: ContextConfig | None, owner: str) -> None:
+        """Check that `given` is the context a saved agent needs: one for its session.
+
+        Raises:
+            ValueError: `given` is None, or its store holds another session.
+        """
+        session = saved.get("session_id")
+        if given is None:
+            raise ValueError(
+                f"{owner} kept its conversation in session {session!r}; pass "
+                "context=ContextConfig(store) with a store for that session"
+            )
+        if given.store.session_id != session:
+            raise ValueError(
+                f"{owner} kept its conversation in session {session!r}, but the given "
+                f"context's store is session {given.store.session_id!r}; open the store "
+                f"with session_id={session!r}"
+            )
 
     @staticmethod
     def new_run_id() -> str:

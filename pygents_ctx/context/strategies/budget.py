@@ -21,7 +21,41 @@ from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 __all__ = ["FitTokens", "MiddleOut"]
 
 
-class FitTokens:
+class _Budgeted:
+    """What token-budgeted selections share: their settings, checks and repr."""
+
+    def __init__(
+        self,
+        max_tokens: int,
+        *,
+        reserve_tokens: int = 0,
+        counter: TokenCounter = DEFAULT_COUNTER,
+        per_message_overhead: int = 4,
+        tokens_per_media: int = 600,
+        on_overflow: OnOverflow = "keep",
+    ) -> None:
+        owner = type(self).__name__
+        self.budget = check_budget(owner, max_tokens, reserve_tokens)
+        self.max_tokens = max_tokens
+        self.reserve_tokens = reserve_tokens
+        self.measure = Measure(counter, per_message_overhead, tokens_per_media)
+        self.on_overflow = check_on_overflow(owner, on_overflow)
+
+    def __repr__(self) -> str:
+        """`Name(max_tokens, ...)` with the settings that differ from the defaults."""
+        measure = self.measure
+        settings = {
+            "reserve_tokens": (self.reserve_tokens, 0),
+            "counter": (measure.counter, DEFAULT_COUNTER),
+            "per_message_overhead": (measure.per_message_overhead, 4),
+            "tokens_per_media": (measure.tokens_per_media, 600),
+            "on_overflow": (self.on_overflow, "keep"),
+        }
+        shown = [f"{k}={v!r}" for k, (v, default) in settings.items() if v != default]
+        return f"{type(self).__name__}({', '.join([str(self.max_tokens), *shown])})"
+
+
+class FitTokens(_Budgeted):
     """Keep the head, the task, and the newest whole rounds that fit the budget.
 
     The budget is `max_tokens - reserve_tokens` (leave room for the reply).
@@ -56,25 +90,6 @@ class FitTokens:
         >>> len(window)
         4
     """
-
-    def __init__(
-        self,
-        max_tokens: int,
-        *,
-        reserve_tokens: int = 0,
-        counter: TokenCounter = DEFAULT_COUNTER,
-        per_message_overhead: int = 4,
-        tokens_per_media: int = 600,
-        on_overflow: OnOverflow = "keep",
-    ) -> None:
-        self.budget = check_budget("FitTokens", max_tokens, reserve_tokens)
-        self.max_tokens = max_tokens
-        self.reserve_tokens = reserve_tokens
-        self.measure = Measure(counter, per_message_overhead, tokens_per_media)
-        self.on_overflow = check_on_overflow("FitTokens", on_overflow)
-
-    def __repr__(self) -> str:
-        return _budget_repr(self)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The head, the task and the newest rounds within budget (`messages` if all fit)."""
@@ -121,7 +136,7 @@ class FitTokens:
         return [*messages[:start], *messages[keep_from:]]
 
 
-class MiddleOut:
+class MiddleOut(_Budgeted):
     """Remove whole rounds from the middle until the rest fits, keeping the start and the end.
 
     The head, the task and the newest round always stay. Then rounds are
@@ -165,25 +180,6 @@ class MiddleOut:
         >>> [m.text for m in window if m.role == "user"]
         ['task', 'question 1', 'question 2', 'question 5', 'question 6']
     """
-
-    def __init__(
-        self,
-        max_tokens: int,
-        *,
-        reserve_tokens: int = 0,
-        counter: TokenCounter = DEFAULT_COUNTER,
-        per_message_overhead: int = 4,
-        tokens_per_media: int = 600,
-        on_overflow: OnOverflow = "keep",
-    ) -> None:
-        self.budget = check_budget("MiddleOut", max_tokens, reserve_tokens)
-        self.max_tokens = max_tokens
-        self.reserve_tokens = reserve_tokens
-        self.measure = Measure(counter, per_message_overhead, tokens_per_media)
-        self.on_overflow = check_on_overflow("MiddleOut", on_overflow)
-
-    def __repr__(self) -> str:
-        return _budget_repr(self)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The head, the task, the earliest and the newest rounds within budget."""
@@ -275,20 +271,6 @@ def _window(messages: list[Message], head: int, keep_from: int) -> list[Message]
     if keep_from == head:
         return messages
     return [*messages[:head], *messages[keep_from:]]
-
-
-def _budget_repr(strategy: FitTokens | MiddleOut) -> str:
-    """`Name(max_tokens, ...)` with the settings that differ from the defaults."""
-    measure = strategy.measure
-    settings = {
-        "reserve_tokens": (strategy.reserve_tokens, 0),
-        "counter": (measure.counter, DEFAULT_COUNTER),
-        "per_message_overhead": (measure.per_message_overhead, 4),
-        "tokens_per_media": (measure.tokens_per_media, 600),
-        "on_overflow": (strategy.on_overflow, "keep"),
-    }
-    shown = [f"{name}={value!r}" for name, (value, default) in settings.items() if value != default]
-    return f"{type(strategy).__name__}({', '.join([str(strategy.max_tokens), *shown])})"
 
 
 def _fit_newest_rounds(

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Iterable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Final, TypeVar
 
 from pygents_ctx.context.messages import (
     ContentBlock,
@@ -142,19 +142,9 @@ class TruncateToolResults(OldMessageEditor):
         return any(type(block) is ToolResultBlock for block in message.content)
 
     def _rewrite(self, message: Message, old: int, names: dict[str, str] | None) -> Message | None:
-        blocks = list(message.content)
-        seen = 0
-        for index, block in enumerate(blocks):
-            if type(block) is not ToolResultBlock:
-                continue
-            seen += 1
-            if seen > old:
-                break
-            if not block.is_error:
-                blocks[index] = self._clip_result(block)
-        if all(new is was for new, was in zip(blocks, message.content, strict=True)):
-            return message
-        return Message(message.role, blocks)
+        return _edit_oldest(
+            message, old, ToolResultBlock, lambda b: b if b.is_error else self._clip_result(b)
+        )
 
     def _clip_result(self, block: ToolResultBlock) -> ToolResultBlock:
         content = block.content
@@ -339,18 +329,12 @@ class ClearToolResults(OldMessageEditor):
         return old, tuple(names.get(block.tool_use_id) for block in message.tool_results)
 
     def _rewrite(self, message: Message, old: int, names: dict[str, str] | None) -> Message | None:
-        blocks: list[ContentBlock] = list(message.content)
-        seen, changed = 0, False
-        for index, block in enumerate(blocks):
-            if type(block) is not ToolResultBlock:
-                continue
-            seen += 1
-            if seen > old:
-                break
-            if self._clears(block, names):
-                blocks[index] = ToolResultBlock(block.tool_use_id, self.placeholder, block.is_error)
-                changed = True
-        return Message(message.role, blocks) if changed else message
+        def clear(block: ToolResultBlock) -> ToolResultBlock:
+            if not self._clears(block, names):
+                return block
+            return ToolResultBlock(block.tool_use_id, self.placeholder, block.is_error)
+
+        return _edit_oldest(message, old, ToolResultBlock, clear)
 
     def _clears(self, block: ToolResultBlock, names: dict[str, str] | None) -> bool:
         content = block.content
@@ -434,18 +418,9 @@ class ClearToolInputs(OldMessageEditor):
         return any(type(block) is ToolUseBlock and block.input for block in message.content)
 
     def _rewrite(self, message: Message, old: int, names: dict[str, str] | None) -> Message | None:
-        blocks: list[ContentBlock] = list(message.content)
-        seen, changed = 0, False
-        for index, block in enumerate(blocks):
-            if type(block) is not ToolUseBlock:
-                continue
-            seen += 1
-            if seen > old:
-                break
-            if block.input:
-                blocks[index] = ToolUseBlock(block.id, block.name, {})
-                changed = True
-        return Message(message.role, blocks) if changed else message
+        return _edit_oldest(
+            message, old, ToolUseBlock, lambda b: ToolUseBlock(b.id, b.name, {}) if b.input else b
+        )
 
 
 # -------------------------------------------------------------------------- DropToolRounds
@@ -561,3 +536,24 @@ def _self_contained(messages: list[Message], start: int) -> bool:
             elif type(block) is ToolResultBlock and block.tool_use_id not in calls:
                 return False
     return True
+
+
+_Block = TypeVar("_Block", ToolUseBlock, ToolResultBlock)
+
+
+def _edit_oldest(
+    message: Message, old: int, kind: type[_Block], edit: Callable[[_Block], _Block]
+) -> Message:
+    """`message` with `edit` applied to its first `old` blocks of `kind`; itself if none changed."""
+    blocks: list[ContentBlock] = list(message.content)
+    seen, changed = 0, False
+    for index, block in enumerate(blocks):
+        if type(block) is not kind:
+            continue
+        seen += 1
+        if seen > old:
+            break
+        edited = edit(block)
+        if edited is not block:
+            blocks[index], changed = edited, True
+    return Message(message.role, blocks) if changed else message

@@ -156,8 +156,6 @@ class Agent(JsonSerializable):
             raise TypeError(f"context_queue must be a ContextQueue, not {context_queue!r}")
         if context_pool is not None and not isinstance(context_pool, ContextPool):
             raise TypeError(f"context_pool must be a ContextPool, not {context_pool!r}")
-        if context is not None and not isinstance(context, ContextConfig):
-            raise TypeError(f"context must be a ContextConfig, not {context!r}")
         self.name = name
         self.description = description
         self.tools = list(tools)  # checked and indexed by __setattr__
@@ -186,6 +184,8 @@ class Agent(JsonSerializable):
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
+        elif name == "context" and value is not None and not isinstance(value, ContextConfig):
+            raise TypeError(f"context must be a ContextConfig or None, not {value!r}")
         elif name == "name" and "name" in self.__dict__:
             raise AttributeError("an agent's name cannot change; branch() under a new name")
         object.__setattr__(self, name, value)

@@ -210,7 +210,7 @@ class ScriptedModel:
     @property
     def remaining(self) -> int:
         """How many scripted replies are left."""
-        return len(self._replies) - len(self.calls)
+        return max(0, len(self._replies) - len(self.calls))
 
     async def __call__(self, messages: list[Message], /) -> Message:
         """Record the window, then reply (or raise) as scripted."""

@@ -52,8 +52,9 @@ class ContextConfig:
             the current agent in memory only.
 
     Raises:
-        TypeError: `store` is not a `ContextStore`, `strategy` has no
-            `compact()`, or `retention` is not a `HistoryRetention`.
+        TypeError: `store` is not a `ContextStore`, `strategy` is a class or
+            has no `compact()`, or `retention` is not a `HistoryRetention`.
+        ValueError: `retention` is `RUN` and `store` has no `clear_run()`.
 
     Examples:
         >>> config = ContextConfig.default()
@@ -72,6 +73,12 @@ class ContextConfig:
     ) -> None:
         if not isinstance(store, ContextStore):
             raise TypeError(f"ContextConfig store must be a ContextStore, not {store!r}")
+        if isinstance(strategy, type):
+            # A class has `compact` too, as an unbound function: it would fail at the first window.
+            raise TypeError(
+                f"ContextConfig strategy must be a strategy instance, not the class "
+                f"{strategy.__name__}; write {strategy.__name__}(...)"
+            )
         if strategy is not None and not callable(getattr(strategy, "compact", None)):
             raise TypeError(
                 f"ContextConfig strategy must have an async compact(messages), not {strategy!r}"
@@ -80,6 +87,13 @@ class ContextConfig:
             raise TypeError(
                 f"ContextConfig retention must be a HistoryRetention, not {retention!r}; "
                 "e.g. HistoryRetention.RUN"
+            )
+        if retention is HistoryRetention.RUN and type(store).clear_run is ContextStore.clear_run:
+            # Without it the run would fail at its very end, after its messages were stored.
+            raise ValueError(
+                f"ContextConfig retention RUN needs a store with clear_run(); "
+                f"{type(store).__name__} does not override it: implement clear_run() "
+                "or use HistoryRetention.PERMANENT"
             )
         self.store = store
         self.strategy: ContextStrategy = SlidingWindow() if strategy is None else strategy
@@ -106,9 +120,15 @@ class ContextConfig:
         """Check that `given` is the context a saved agent needs: one for its session.
 
         Raises:
+            TypeError: `given` is not a `ContextConfig`.
             ValueError: `given` is None, or its store holds another session.
         """
         session = saved.get("session_id")
+        if given is not None and not isinstance(given, ContextConfig):
+            raise TypeError(
+                f"{owner}: context must be a ContextConfig, not {type(given).__name__}; "
+                f"pass context=ContextConfig(store) with a store for session {session!r}"
+            )
         if given is None:
             raise ValueError(
                 f"{owner} kept its conversation in session {session!r}; pass "

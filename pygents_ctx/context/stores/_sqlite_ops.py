@@ -49,7 +49,7 @@ ENSURE: Final = "INSERT OR IGNORE INTO pygents_sessions (session_id, created_at)
 # trigger advances the counter, so concurrent appenders never share a position.
 APPEND: Final = """
     INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
-    VALUES (?1, (SELECT next_position FROM pygents_sessions WHERE session_id = ?1), ?2, ?3, ?4, ?5)
+    VALUES (?, (SELECT next_position FROM pygents_sessions WHERE session_id = ?), ?, ?, ?, ?)
 """
 INSERT_AT: Final = """
     INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
@@ -136,7 +136,7 @@ def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Messag
 def append_rows(
     session_id: str, ensure: str | None, run_id: str | None, rows: list[Encoded], db: Db
 ) -> None:
-    params = [(session_id, run_id, *row) for row in rows]
+    params = [(session_id, session_id, run_id, *row) for row in rows]
     if ensure is None and len(params) == 1:
         try:
             db.execute(APPEND, params[0])  # one statement: its own transaction

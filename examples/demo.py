@@ -26,7 +26,6 @@ from pygents_ctx import (
     ClearToolResults,
     ContextConfig,
     ContextItem,
-    ContextPool,
     ContextQueue,
     FitTokens,
     Message,
@@ -77,11 +76,10 @@ async def search(query: str) -> str:
 
 
 @tool
-async def fetch(doc_id: str, pool: ContextPool) -> str:
-    """Fetch a document into the agent's pool; returns its first line."""
+async def fetch(doc_id: str) -> ContextItem[str]:
+    """Fetch a document: an item with an id, which the agent routes into its pool."""
     title, text = LIBRARY[doc_id]
-    await pool.add(ContextItem(content=text, description=title, id=doc_id))
-    return f"{title}: {text}"
+    return ContextItem(content=text, description=title, id=doc_id)
 
 
 @tool
@@ -126,7 +124,10 @@ class Research:
         results = []
         for call in calls:
             output = await TOOLS[call["name"]](**call["input"])
-            if call["name"] == "take_notes":
+            if isinstance(output, ContextItem):  # a document: to the pool, its text to the model
+                yield output
+                output = f"{output.description}: {output.content}"
+            elif call["name"] == "take_notes":
                 yield ContextItem(content=call["input"]["note"])  # a note, no id: the queue
             results.append(ToolResultBlock(call["id"], output))
         yield ContextItem(content=Message("user", results))

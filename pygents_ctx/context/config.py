@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.context.stores.memory import MemoryContextStore
-from pygents_ctx.context.strategies.base import ContextStrategy
+from pygents_ctx.context.strategies.base import ContextStrategy, Measure
 from pygents_ctx.context.strategies.pinned import PinnedWindow
 from pygents_ctx.context.strategies.window import SlidingWindow
 from pygents_ctx.context.tokens import count_tokens
@@ -26,8 +26,9 @@ class PromptWindow:
 
     Attributes:
         messages: The window, oldest first.
-        tokens: Its token count (the strategy's own count for a `PinnedWindow`,
-            otherwise `count_tokens` with the default counter, from cached counts).
+        tokens: Its token count, as the strategy counts (a `PinnedWindow`'s own
+            total, or the counter of a budgeted strategy such as `FitTokens`),
+            otherwise `count_tokens` with the default counter; from cached counts.
     """
 
     messages: list[Message]
@@ -171,4 +172,7 @@ class ContextConfig:
             window = await self.strategy.build(history)
             return PromptWindow(window.messages, window.tokens)
         messages = await self.strategy.compact(history)
+        measure = getattr(self.strategy, "measure", None)
+        if isinstance(measure, Measure):  # count as the strategy does: cached, same units
+            return PromptWindow(messages, measure.total(messages))
         return PromptWindow(messages, count_tokens(messages))

@@ -49,8 +49,9 @@ class ContextConfig:
             `SlidingWindow()`).
         retention: `PERMANENT` keeps messages across runs, `RUN` removes a
             run's messages when the run ends normally (a crashed run keeps
-            them), `NONE` never writes to the store and keeps the messages of
-            the current agent in memory only.
+            them), `NONE` never writes to the store and keeps the messages in
+            memory, on this `ContextConfig` (agents sharing one config share
+            that conversation; it is not saved).
 
     Raises:
         TypeError: `store` is not a `ContextStore`, `strategy` is a class or

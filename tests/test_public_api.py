@@ -31,6 +31,7 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.stores.base",
     "pygents_ctx.context.stores.memory",
     "pygents_ctx.context.stores.sqlite",
+    "pygents_ctx.context.stores.postgres",
     "pygents_ctx.context.stores.compaction",
     "pygents_ctx.context.config",
     "pygents_ctx.context.strategies",

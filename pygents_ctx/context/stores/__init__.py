@@ -8,6 +8,11 @@ and `compact_context` summarize the old part of a stored history.
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, SessionInfo
 from pygents_ctx.context.stores.compaction import AutoCompactStore, compact_context
 from pygents_ctx.context.stores.memory import MemoryContextStore
+from pygents_ctx.context.stores.postgres import (
+    PostgresConnection,
+    PostgresContextStore,
+    connect_postgres,
+)
 from pygents_ctx.context.stores.sqlite import SQLiteConnection, SQLiteContextStore, connect
 from pygents_ctx.errors import StoreClosedError, StoreSchemaError
 
@@ -16,6 +21,8 @@ __all__ = [
     "ContextStore",
     "HistoryRetention",
     "MemoryContextStore",
+    "PostgresConnection",
+    "PostgresContextStore",
     "SQLiteConnection",
     "SQLiteContextStore",
     "SessionInfo",
@@ -23,4 +30,5 @@ __all__ = [
     "StoreSchemaError",
     "compact_context",
     "connect",
+    "connect_postgres",
 ]

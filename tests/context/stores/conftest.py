@@ -1,8 +1,12 @@
-"""Stores for the tests: one fixture per backend, and a factory parametrized over both."""
+"""Stores for the tests: one fixture per backend, and a factory parametrized over them.
+
+The PostgreSQL backend runs on a real server started once per test session
+(see `postgres_server.py`); each test starts with empty tables.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,13 @@ from pygents_ctx.context.stores import (
     SQLiteContextStore,
     connect,
 )
+from pygents_ctx.context.stores.postgres import (
+    PostgresConnection,
+    PostgresContextStore,
+    connect_postgres,
+)
+
+from . import postgres_server
 
 MakeStore = Callable[..., Awaitable[ContextStore]]
 
@@ -30,7 +41,33 @@ async def conn(db_path: Path) -> AsyncIterator[SQLiteConnection]:
         yield conn
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[postgres_server.PostgresServer]:
+    """A real PostgreSQL server for the whole test session. No server here fails the tests."""
+    try:
+        server = postgres_server.start()
+    except postgres_server.ServerUnavailableError as exc:
+        unavailable = str(exc)
+    else:
+        unavailable = ""
+    if unavailable:
+        pytest.fail(unavailable, pytrace=False)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+async def pg_conn(postgres: postgres_server.PostgresServer) -> AsyncIterator[PostgresConnection]:
+    """A connection to the test server's database, its context tables emptied."""
+    async with connect_postgres(postgres.dsn) as conn:
+        # The messages and the archive reference the sessions: they go with them.
+        await conn.run(lambda db: db.execute("DELETE FROM pygents_sessions"))
+        yield conn
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -38,15 +75,20 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def make_store(backend: str, request: pytest.FixtureRequest) -> MakeStore:
     """`await make_store(*messages, session_id=None)`: a store of the backend under test."""
-    conn: SQLiteConnection | None = request.getfixturevalue("conn") if backend == "sqlite" else None
+    conn: SQLiteConnection | PostgresConnection | None = None
+    if backend == "sqlite":
+        conn = request.getfixturevalue("conn")
+    elif backend == "postgres":
+        conn = request.getfixturevalue("pg_conn")
 
     async def make(*messages: Message, session_id: str | None = None) -> ContextStore:
         store: ContextStore
-        if backend == "memory":
-            store = MemoryContextStore(session_id=session_id)
-        else:
-            assert conn is not None
+        if isinstance(conn, SQLiteConnection):
             store = SQLiteContextStore(conn, session_id=session_id)
+        elif isinstance(conn, PostgresConnection):
+            store = PostgresContextStore(conn, session_id=session_id)
+        else:
+            store = MemoryContextStore(session_id=session_id)
         await store.append_many(messages)
         return store
 

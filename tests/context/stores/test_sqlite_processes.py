@@ -30,6 +30,9 @@ async def main(path, name, count, batch):
         print("ready", flush=True)
         sys.stdin.readline()  # start together
         for start in range(0, count, batch):
+            if start == count // 2:  # both finish their first half before either goes on
+                print("half", flush=True)
+                sys.stdin.readline()
             messages = [Message("user", f"{name}:{i}") for i in range(start, start + batch)]
             if batch == 1:
                 await store.append(messages[0])
@@ -108,10 +111,15 @@ async def test_two_processes_appending_to_one_session_lose_nothing(db_path: Path
     for writer in writers:
         assert writer.stdout is not None
         assert writer.stdout.readline() == "ready\n"
-    for writer in writers:
-        assert writer.stdin is not None
-        writer.stdin.write("go\n")
-        writer.stdin.flush()
+    for command in ("go\n", "on\n"):
+        for writer in writers:
+            assert writer.stdin is not None
+            writer.stdin.write(command)
+            writer.stdin.flush()
+        if command == "go\n":
+            for writer in writers:
+                assert writer.stdout is not None
+                assert writer.stdout.readline() == "half\n"
     for writer in writers:
         _, err = writer.communicate(timeout=30)
         assert writer.returncode == 0, err

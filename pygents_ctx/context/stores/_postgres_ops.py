@@ -1,0 +1,430 @@
+"""The SQL of the PostgreSQL store: coroutines that run with the connection to themselves.
+
+Each function takes the psycopg `AsyncConnection` (autocommit mode) last, so the
+store binds the other arguments with `functools.partial` and hands the result
+to `PostgresConnection.run`, which runs one call at a time.
+
+Every change locks the session's row first: an append with the upsert that
+reserves its positions, the others with their first statement. So no
+transaction works on a session that a concurrent one is changing, and
+positions are handed out in commit order: a reader never sees a message
+without every message before it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from pygents_ctx._json import dumps
+from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.stores._common import preview_of
+from pygents_ctx.context.stores._sqlite_ops import decode
+from pygents_ctx.context.stores.base import SessionInfo
+from pygents_ctx.context.tokens import count_message_tokens
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from psycopg import AsyncConnection
+
+__all__ = [
+    "ADD_TOKENS",
+    "LIVE_TOKENS",
+    "MESSAGE_COUNT",
+    "MISSING",
+    "SET_TOKENS",
+    "Batch",
+    "Read",
+    "Version",
+    "append_rows",
+    "clear",
+    "clear_run",
+    "encode",
+    "fork",
+    "get_tokens",
+    "list_sessions",
+    "read_newest",
+    "read_since",
+    "replace_prefix",
+    "scalar",
+    "set_tokens",
+]
+
+MISSING: Final = (-1, -1)  # the version of a session that has no row yet
+
+
+class Batch(NamedTuple):
+    """Messages ready to store, as the parallel arrays the SQL unnests."""
+
+    tokens: list[int]
+    previews: list[bytes | None]
+    data: list[bytes]
+
+    @property
+    def total(self) -> int:
+        return sum(self.tokens)
+
+    @property
+    def preview(self) -> bytes:
+        """The session preview this batch gives a session that has none (b"" if none)."""
+        return next((p for p in self.previews if p is not None), b"")
+
+
+def encode(messages: list[Message]) -> Batch:
+    """The batch for `messages`.
+
+    Raises:
+        TypeError: A message holds a value JSON cannot hold.
+    """
+    batch = Batch([], [], [])
+    for message in messages:
+        batch.data.append(dumps(to_dict(message), "Message"))
+        preview = preview_of(message)
+        batch.previews.append(None if preview is None else preview.encode())
+        batch.tokens.append(count_message_tokens(message))
+    return batch
+
+
+# -- appends ----------------------------------------------------------------------
+
+# One statement, so its own transaction: the upsert creates or locks the session's
+# row and reserves `n` positions; the insert fills them. The lock is held to the
+# commit, so a concurrent appender waits and then reserves the positions after.
+APPEND: Final = """
+    WITH reserved AS (
+        INSERT INTO pygents_sessions AS s
+            (session_id, next_position, message_count, live_tokens, preview)
+        VALUES (%(session)s, %(n)s, %(n)s, %(total)s, %(preview)s)
+        ON CONFLICT (session_id) DO UPDATE SET
+            next_position = s.next_position + excluded.next_position,
+            message_count = s.message_count + excluded.message_count,
+            live_tokens = s.live_tokens + excluded.live_tokens,
+            preview = CASE WHEN s.preview = '' THEN excluded.preview ELSE s.preview END
+        RETURNING s.next_position - %(n)s AS start
+    )
+    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
+    SELECT %(session)s, reserved.start + batch.ord - 1, %(run)s,
+           batch.tokens, batch.preview, batch.data
+    FROM reserved,
+         unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[])
+             WITH ORDINALITY AS batch (tokens, preview, data, ord)
+"""
+
+INSERT_AT: Final = """
+    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
+    SELECT %(session)s, %(start)s + batch.ord - 1, %(run)s,
+           batch.tokens, batch.preview, batch.data
+    FROM unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[])
+        WITH ORDINALITY AS batch (tokens, preview, data, ord)
+"""
+
+
+def _batch_params(session_id: str, run_id: str | None, batch: Batch) -> dict[str, Any]:
+    return {
+        "session": session_id,
+        "run": run_id,
+        "n": len(batch.data),
+        "total": batch.total,
+        "preview": batch.preview,
+        "tokens": batch.tokens,
+        "previews": batch.previews,
+        "data": batch.data,
+    }
+
+
+async def append_rows(
+    session_id: str, run_id: str | None, batch: Batch, conn: AsyncConnection[Any]
+) -> None:
+    await conn.execute(APPEND, _batch_params(session_id, run_id, batch))
+
+
+# -- reads ------------------------------------------------------------------------
+
+# One statement, so one snapshot: the session's version, the live rows the reader
+# lacks (all of them when its version is out of date) and, if asked, the archive.
+# The rows to read start after one position, so the index gives them directly.
+READ_SINCE: Final = """
+    WITH session AS (
+        SELECT id, generation FROM pygents_sessions WHERE session_id = %(session)s
+    ), since AS (
+        SELECT CASE
+            WHEN %(after)s::bigint IS NOT NULL AND EXISTS (
+                SELECT 1 FROM session
+                WHERE id = %(id)s::bigint AND generation = %(generation)s::bigint
+            ) THEN %(after)s::bigint
+            ELSE -9223372036854775807
+        END AS position
+    )
+    SELECT 0 AS part, id AS ord, generation AS tokens, NULL::bytea AS data FROM session
+    UNION ALL
+    SELECT 1, position, tokens, data FROM pygents_messages
+    WHERE session_id = %(session)s AND position > (SELECT position FROM since)
+    UNION ALL
+    SELECT 2, id, tokens, data FROM pygents_archive
+    WHERE %(archive)s AND session_id = %(session)s
+    ORDER BY part, ord
+"""
+
+# A session's version: (its row's id, its generation). The id tells a session
+# deleted and created again apart from the one a reader cached.
+Version = tuple[int, int]
+
+
+class Read(NamedTuple):
+    generation: Version
+    reset: bool  # the cache must be replaced, not extended
+    messages: list[Message]
+    last_position: int | None
+    archived: list[Message]
+
+
+async def read_since(
+    session_id: str,
+    generation: Version,
+    after: int | None,
+    with_archive: bool,
+    conn: AsyncConnection[Any],
+) -> Read:
+    params = {
+        "session": session_id,
+        "after": after,
+        "id": generation[0],
+        "generation": generation[1],
+        "archive": with_archive,
+    }
+    cursor = await conn.execute(READ_SINCE, params)
+    current: Version = MISSING
+    live: list[tuple[int, int, bytes]] = []
+    archived: list[Message] = []
+    for part, order, tokens, data in await cursor.fetchall():
+        if part == 0:
+            current = (order, tokens)
+        elif part == 1:
+            live.append((order, tokens, data))
+        else:
+            archived.append(decode(session_id, order, tokens, data))
+    return Read(
+        current,
+        current != generation,
+        [decode(session_id, *row) for row in live],
+        live[-1][0] if live else None,
+        archived,
+    )
+
+
+async def read_newest(
+    session_id: str, limit: int, offset: int, conn: AsyncConnection[Any]
+) -> list[Message]:
+    cursor = await conn.execute(
+        "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
+        "ORDER BY position DESC LIMIT %s OFFSET %s",
+        (session_id, limit, offset),
+    )
+    rows = await cursor.fetchall()
+    return [decode(session_id, *row) for row in reversed(rows)]
+
+
+MESSAGE_COUNT: Final = "SELECT message_count FROM pygents_sessions WHERE session_id = %s"
+LIVE_TOKENS: Final = "SELECT live_tokens FROM pygents_sessions WHERE session_id = %s"
+
+
+async def scalar(sql: str, session_id: str, conn: AsyncConnection[Any]) -> int:
+    """The one number `sql` (`MESSAGE_COUNT` or `LIVE_TOKENS`) reads; 0 for no session."""
+    cursor = await conn.execute(sql, (session_id,))
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+# -- clear, clear_run, replace_prefix, fork -----------------------------------------
+
+
+async def clear(session_id: str, conn: AsyncConnection[Any]) -> None:
+    async with conn.transaction():
+        cursor = await conn.execute(
+            "UPDATE pygents_sessions SET message_count = 0, live_tokens = 0, next_position = 0, "
+            "preview = '', generation = generation + 1 WHERE session_id = %s",
+            (session_id,),
+        )
+        if cursor.rowcount:  # no row, no messages (they reference it)
+            await conn.execute("DELETE FROM pygents_messages WHERE session_id = %s", (session_id,))
+            await conn.execute("DELETE FROM pygents_archive WHERE session_id = %s", (session_id,))
+
+
+async def _lock(session_id: str, conn: AsyncConnection[Any]) -> bool:
+    cursor = await conn.execute(
+        "SELECT 1 FROM pygents_sessions WHERE session_id = %s FOR UPDATE", (session_id,)
+    )
+    return await cursor.fetchone() is not None
+
+
+FIRST_PREVIEW: Final = """
+    coalesce(
+        (SELECT preview FROM pygents_archive
+         WHERE session_id = %(session)s AND preview IS NOT NULL ORDER BY id LIMIT 1),
+        (SELECT preview FROM pygents_messages
+         WHERE session_id = %(session)s AND preview IS NOT NULL ORDER BY position LIMIT 1),
+        ''
+    )
+"""
+
+
+async def clear_run(session_id: str, run_id: str, conn: AsyncConnection[Any]) -> None:
+    params = {"session": session_id, "run": run_id}
+    async with conn.transaction():
+        if not await _lock(session_id, conn):
+            return
+        cursor = await conn.execute(
+            "WITH gone AS (DELETE FROM pygents_messages "
+            "WHERE session_id = %(session)s AND run_id = %(run)s RETURNING tokens) "
+            "SELECT count(*), coalesce(sum(tokens), 0) FROM gone",
+            params,
+        )
+        live = await cursor.fetchone()
+        assert live is not None  # an aggregate always gives a row
+        archived = await conn.execute(
+            "DELETE FROM pygents_archive WHERE session_id = %(session)s AND run_id = %(run)s",
+            params,
+        )
+        if live[0] or archived.rowcount:
+            await conn.execute(
+                "UPDATE pygents_sessions SET message_count = message_count - %(count)s, "
+                "live_tokens = live_tokens - %(tokens)s, generation = generation + 1, "
+                f"preview = {FIRST_PREVIEW} WHERE session_id = %(session)s",
+                {**params, "count": live[0], "tokens": live[1]},
+            )
+
+
+async def replace_prefix(
+    session_id: str,
+    count: int,
+    run_id: str | None,
+    batch: Batch,
+    conn: AsyncConnection[Any],
+) -> None:
+    params = _batch_params(session_id, run_id, batch)
+    async with conn.transaction():
+        # Create or lock the session's row, and tell every cached reader to read afresh.
+        cursor = await conn.execute(
+            "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
+            "ON CONFLICT (session_id) DO UPDATE SET generation = s.generation + 1 "
+            "RETURNING message_count, next_position",
+            (session_id,),
+        )
+        session = await cursor.fetchone()
+        assert session is not None  # an upsert with RETURNING always gives a row
+        live, next_position = session
+        if count > live:
+            raise ValueError(f"count {count} exceeds the {live} messages in the live history")
+        cursor = await conn.execute(
+            "SELECT position FROM pygents_messages WHERE session_id = %s "
+            "ORDER BY position LIMIT 1 OFFSET %s",
+            (session_id, count),
+        )
+        first_kept = await cursor.fetchone()
+        boundary = next_position if first_kept is None else first_kept[0]
+        moved_tokens = 0
+        if count:
+            cursor = await conn.execute(
+                "WITH moved AS (DELETE FROM pygents_messages "
+                "  WHERE session_id = %(session)s AND position < %(boundary)s "
+                "  RETURNING position, run_id, tokens, preview, data), "
+                "archived AS (INSERT INTO pygents_archive "
+                "  (session_id, run_id, tokens, preview, data) "
+                "  SELECT %(session)s, run_id, tokens, preview, data FROM moved "
+                "  ORDER BY position RETURNING tokens) "
+                "SELECT coalesce(sum(tokens), 0) FROM archived",
+                {"session": session_id, "boundary": boundary},
+            )
+            moved = await cursor.fetchone()
+            assert moved is not None
+            moved_tokens = moved[0]
+        # The new messages take the positions just before the first one kept (the
+        # archived ones freed them), so everything appended later stays after them.
+        if batch.data:
+            await conn.execute(INSERT_AT, {**params, "start": boundary - len(batch.data)})
+        await conn.execute(
+            "UPDATE pygents_sessions SET message_count = message_count - %(count)s + %(n)s, "
+            "live_tokens = live_tokens - %(moved)s + %(total)s, "
+            "preview = CASE WHEN preview = '' THEN %(preview)s ELSE preview END "
+            "WHERE session_id = %(session)s",
+            {**params, "count": count, "moved": moved_tokens},
+        )
+
+
+async def fork(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None:
+    columns = "input_tokens, output_tokens, preview, message_count, live_tokens, next_position"
+    async with conn.transaction():
+        # A share lock: no change to the source until the copy is committed.
+        cursor = await conn.execute(
+            f"SELECT {columns} FROM pygents_sessions WHERE session_id = %s FOR SHARE",
+            (session_id,),
+        )
+        source = await cursor.fetchone()
+        cursor = await conn.execute(
+            f"INSERT INTO pygents_sessions (session_id, {columns}) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING RETURNING 1",
+            (new_id, *(source or (0, 0, b"", 0, 0, 0))),
+        )
+        if await cursor.fetchone() is None:
+            raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
+        if source is None:
+            return
+        await conn.execute(
+            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+            "SELECT %s, run_id, tokens, preview, data FROM pygents_archive "
+            "WHERE session_id = %s ORDER BY id",
+            (new_id, session_id),
+        )
+        await conn.execute(
+            "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
+            "SELECT %s, position, run_id, tokens, preview, data FROM pygents_messages "
+            "WHERE session_id = %s",
+            (new_id, session_id),
+        )
+
+
+# -- token usage and sessions -------------------------------------------------------
+
+_UPSERT_TOKENS: Final = """
+    INSERT INTO pygents_sessions AS s (session_id, input_tokens, output_tokens)
+    VALUES (%s, %s, %s)
+    ON CONFLICT (session_id) DO UPDATE SET {}
+"""
+SET_TOKENS: Final = _UPSERT_TOKENS.format(
+    "input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens"
+)
+ADD_TOKENS: Final = _UPSERT_TOKENS.format(
+    "input_tokens = s.input_tokens + excluded.input_tokens, "
+    "output_tokens = s.output_tokens + excluded.output_tokens"
+)
+
+
+async def set_tokens(
+    sql: str, session_id: str, input_tokens: int, output_tokens: int, conn: AsyncConnection[Any]
+) -> None:
+    await conn.execute(sql, (session_id, input_tokens, output_tokens))
+
+
+async def get_tokens(session_id: str, conn: AsyncConnection[Any]) -> tuple[int, int]:
+    cursor = await conn.execute(
+        "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = %s",
+        (session_id,),
+    )
+    row = await cursor.fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+async def list_sessions(conn: AsyncConnection[Any]) -> list[SessionInfo]:
+    cursor = await conn.execute(
+        "SELECT session_id, message_count, preview, created_at, input_tokens, output_tokens "
+        "FROM pygents_sessions ORDER BY created_at DESC, id DESC"
+    )
+    return [
+        SessionInfo(session, count, preview.decode(), _iso(created), tokens_in, tokens_out)
+        for session, count, preview, created, tokens_in, tokens_out in await cursor.fetchall()
+    ]

@@ -1,0 +1,145 @@
+"""The PostgreSQL schema of the context stores, and the migrations that build it on open.
+
+`MIGRATIONS[n]` takes a database from schema version `n` to `n + 1`; the
+version lives in the one-row table `pygents_schema`. Opening runs the missing
+steps in one transaction (PostgreSQL's DDL is transactional, so a failed step
+leaves the old version whole) while holding an advisory lock, so processes
+opening a new database at once migrate it once. A database newer than this code is
+refused rather than misread.
+
+Tables are created unqualified, in the first schema of the connection's
+`search_path` (`public` by default; `options=-c search_path=...` in the DSN
+picks another).
+
+- `pygents_sessions`: one row per session: `created_at` (the server's clock),
+  the provider's token usage, counters kept by the store's statements
+  (`message_count`, `live_tokens`, `next_position`, `preview`), and
+  `generation`, bumped by every change other than an append so readers know
+  to drop their cached history. `id` breaks ties between equal `created_at`.
+- `pygents_messages`: the live history; `position` orders a session's messages
+  and is unique within it. Appends take `next_position`; `replace_prefix` puts
+  its messages just before the first one it keeps (positions may go negative).
+- `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+
+Messages are `bytea` holding the same orjson bytes as the SQLite store, and
+previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
+NUL character, which a message may contain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx.errors import StoreSchemaError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "StoreSchemaError", "migrate"]
+
+_V1: Final = (
+    """
+    CREATE TABLE pygents_sessions (
+        session_id    text        NOT NULL PRIMARY KEY,
+        id            bigint      GENERATED ALWAYS AS IDENTITY,
+        created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+        input_tokens  bigint      NOT NULL DEFAULT 0,
+        output_tokens bigint      NOT NULL DEFAULT 0,
+        message_count bigint      NOT NULL DEFAULT 0,
+        live_tokens   bigint      NOT NULL DEFAULT 0,
+        next_position bigint      NOT NULL DEFAULT 0,
+        generation    bigint      NOT NULL DEFAULT 0,
+        preview       bytea       NOT NULL DEFAULT ''
+    )
+    """,
+    "CREATE INDEX pygents_sessions_by_created ON pygents_sessions (created_at, id)",
+    """
+    CREATE TABLE pygents_messages (
+        session_id text    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        position   bigint  NOT NULL,
+        run_id     text,
+        tokens     integer NOT NULL,
+        preview    bytea,
+        data       bytea   NOT NULL,
+        PRIMARY KEY (session_id, position)
+    )
+    """,
+    """
+    CREATE INDEX pygents_messages_by_run ON pygents_messages (session_id, run_id)
+    WHERE run_id IS NOT NULL
+    """,
+    """
+    CREATE TABLE pygents_archive (
+        id         bigint  GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        session_id text    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        run_id     text,
+        tokens     integer NOT NULL,
+        preview    bytea,
+        data       bytea   NOT NULL
+    )
+    """,
+    "CREATE INDEX pygents_archive_by_session ON pygents_archive (session_id, id)",
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+# Any fixed number: every process migrating a database takes this lock first.
+_MIGRATION_LOCK: Final = 0x7079_6765_6E74_73  # "pygents"
+
+
+async def _version(conn: AsyncConnection[Any]) -> int:
+    cursor = await conn.execute("SELECT to_regclass('pygents_schema') IS NOT NULL")
+    exists = await cursor.fetchone()
+    if exists is None or not exists[0]:
+        return 0
+    cursor = await conn.execute("SELECT version FROM pygents_schema WHERE id = 1")
+    row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])
+
+
+async def migrate(
+    conn: AsyncConnection[Any], migrations: Sequence[Sequence[str]] = MIGRATIONS
+) -> int:
+    """Bring the database up to the newest schema version in one transaction; return it.
+
+    `conn` must be in autocommit mode with no transaction open.
+
+    Raises:
+        StoreSchemaError: The database's version is newer than `len(migrations)`.
+    """
+    target = len(migrations)
+    if await _version(conn) == target:  # the usual case: no lock taken
+        return target
+    # A session lock, taken before the transaction: a transaction started after it
+    # sees the tables a migration that held it before created (one that started
+    # earlier could still find them missing in its catalog cache).
+    await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
+    try:
+        async with conn.transaction():
+            version = await _version(conn)  # another process may have migrated meanwhile
+            if version > target:
+                raise StoreSchemaError(
+                    f"the database's context store schema is version {version}, newer than "
+                    f"version {target} that this pygents_ctx knows; "
+                    "upgrade pygents_ctx to open it"
+                )
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS pygents_schema "
+                "(id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
+            )
+            for step in migrations[version:]:
+                for statement in step:
+                    await conn.execute(statement)
+            await conn.execute(
+                "INSERT INTO pygents_schema (id, version) VALUES (1, %s) "
+                "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+                (target,),
+            )
+    finally:
+        if not conn.closed:  # a lost connection has released it, and would raise again
+            await conn.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    return target

@@ -1,0 +1,464 @@
+"""`PostgresContextStore`: many sessions in one PostgreSQL database, shared by many workers.
+
+Needs the `postgres` extra (`pip install 'pygents-ctx[postgres]'`, psycopg 3).
+`connect_postgres(dsn)` opens one psycopg `AsyncConnection` in autocommit mode
+and brings the schema up to date; the stores sharing it run their calls one
+at a time. Appends are single statements that reserve their positions by
+locking the session's row, so workers on any number of connections or
+machines appending to one session never collide and never lose a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _postgres_ops as ops
+from pygents_ctx.context.stores._common import (
+    check_count,
+    check_messages,
+    check_run_id,
+    check_session_id,
+    check_tokens,
+    check_window,
+    new_session_id,
+    require_run_id,
+    window,
+)
+from pygents_ctx.context.stores._postgres_schema import migrate
+from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.errors import StoreClosedError
+
+if TYPE_CHECKING:
+    from types import ModuleType, TracebackType
+
+    from psycopg import AsyncConnection
+
+__all__ = ["PostgresConnection", "PostgresContextStore", "connect_postgres"]
+
+T = TypeVar("T")
+_STALE: Final = (-2, -2)  # the cache's version when it must be read again in full
+
+
+def _import_psycopg() -> ModuleType:
+    try:
+        import psycopg
+    except ImportError:
+        raise ImportError(
+            "PostgresContextStore needs psycopg 3: pip install 'pygents-ctx[postgres]'"
+        ) from None
+    return psycopg
+
+
+def _no_nul(name: str, value: str) -> str:
+    # PostgreSQL text cannot hold NUL; refuse it here rather than half-way through a call.
+    if "\x00" in value:
+        raise ValueError(f"{name} must not contain NUL characters (PostgreSQL text cannot)")
+    return value
+
+
+def _check_id(value: object) -> str:
+    return _no_nul("session_id", check_session_id(value))
+
+
+def _check_run(value: object) -> str | None:
+    run_id = check_run_id(value)
+    return None if run_id is None else _no_nul("run_id", run_id)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # A call whose caller was cancelled still finishes; nobody awaits its outcome.
+    if not task.cancelled():
+        task.exception()
+
+
+async def _close(conn: AsyncConnection[Any]) -> None:
+    await conn.close()
+
+
+def connect_postgres(dsn: str = "") -> PostgresConnecting:
+    """Connect to the PostgreSQL database at `dsn`, ready for context stores.
+
+    Await the result for the connection, or use it with `async with`, which
+    closes the connection at the end. Opening creates the tables if they are
+    missing and brings their schema up to date, in one transaction.
+
+    Args:
+        dsn: A libpq connection string, `"postgresql://user@host:5432/app"` or
+            `"host=... dbname=..."`; the `PG*` environment variables fill in
+            what it leaves out (`""` uses them alone). The tables go in the
+            first schema of the `search_path`: add
+            `options='-c search_path=agents'` to use the schema `agents`.
+
+    Raises:
+        TypeError: `dsn` is not a str.
+        ImportError: psycopg is not installed (the `postgres` extra).
+        psycopg.OperationalError: (when awaited) The server cannot be reached.
+        StoreSchemaError: (when awaited) The database was written by a newer pygents_ctx.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> async def main(dsn):
+        ...     async with connect_postgres(dsn) as conn:
+        ...         store = PostgresContextStore(conn, session_id="chat-1")
+        ...         await store.append(Message("user", "Hi"))
+        ...         return [m.text for m in await store.get_history()]
+        >>> asyncio.run(main(dsn))  # doctest: +SKIP
+        ['Hi']
+    """
+    if not isinstance(dsn, str):
+        raise TypeError(f"connect_postgres dsn must be a str, not {type(dsn).__name__}")
+    psycopg = _import_psycopg()
+    return PostgresConnecting(PostgresConnection._open(psycopg, dsn))
+
+
+class PostgresConnection:
+    """An open connection to PostgreSQL, for context stores. Open one with `connect_postgres()`.
+
+    Several stores can share a connection; their calls run one at a time, in
+    the order they were made. For parallel work, open one connection per
+    worker: sessions are safe to share across connections. Close it with
+    `await conn.close()` (or `async with connect_postgres(dsn) as conn:`); a
+    call on a closed or lost connection raises `StoreClosedError`.
+
+    A call whose caller is cancelled still runs to its end: a write is
+    committed or rolled back whole, and the connection stays usable.
+    """
+
+    __slots__ = ("_closed", "_conn", "_lock", "_target")
+
+    def __init__(self, conn: AsyncConnection[Any]) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+        self._closed = False
+        info = conn.info
+        self._target = f"{info.user}@{info.host}:{info.port}/{info.dbname}"
+
+    @classmethod
+    async def _open(cls, psycopg: ModuleType, dsn: str) -> PostgresConnection:
+        conn: AsyncConnection[Any] = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+        try:
+            await migrate(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return cls(conn)
+
+    @property
+    def target(self) -> str:
+        """Where the connection goes: `user@host:port/dbname` (never the password)."""
+        return self._target
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called or the server connection was lost."""
+        return self._closed or self._conn.closed
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<PostgresConnection {self._target!r} {state}>"
+
+    async def run(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Await `fn(conn)` with the psycopg `AsyncConnection`, after the calls before it.
+
+        `conn` is in autocommit mode: group statements with
+        `async with conn.transaction():`, and leave no transaction open.
+
+        Raises:
+            StoreClosedError: The connection is closed or was lost.
+        """
+        if self._closed or self._conn.closed:
+            lost = "" if self._closed else " (the server connection was lost)"
+            raise StoreClosedError(
+                f"the PostgreSQL connection to {self._target!r} is closed{lost}; "
+                "open a new one with `await connect_postgres(dsn)`"
+            )
+        return await self._submit(fn)
+
+    def _submit(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> Awaitable[T]:
+        # A task per call: tasks start in the order they were made, so the lock is
+        # taken in call order, and a caller's cancellation does not stop the work.
+        task = asyncio.ensure_future(self._serialized(fn))
+        task.add_done_callback(_retrieve)
+        return asyncio.shield(task)
+
+    async def _serialized(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        async with self._lock:
+            return await fn(self._conn)
+
+    async def close(self) -> None:
+        """Close the connection once the calls already made have finished. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._submit(_close)
+
+    async def __aenter__(self) -> PostgresConnection:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+class PostgresConnecting(Coroutine[Any, Any, PostgresConnection]):
+    """What `connect_postgres()` returns: awaitable for the connection, or used with `async with`.
+
+    `async with connect_postgres(dsn) as conn:` closes the connection at the end.
+    """
+
+    __slots__ = ("_conn", "_coro")
+
+    def __init__(self, coro: Coroutine[Any, Any, PostgresConnection]) -> None:
+        self._coro = coro
+        self._conn: PostgresConnection | None = None
+
+    def send(self, value: Any) -> Any:
+        return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, PostgresConnection]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> PostgresConnection:
+        self._conn = await self._coro
+        return self._conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._conn is not None:
+            await self._conn.close()
+
+
+class PostgresContextStore(ContextStore):
+    """One session in a PostgreSQL database: shared safely by workers on many machines.
+
+    Behaves as `SQLiteContextStore` does, method for method: many sessions in
+    one database, a session's row created by its first write (`created_at` is
+    the server's clock at that moment), messages stored as orjson beside their
+    token count so `count()` and `token_count()` are one indexed lookup, and
+    `clear`, `clear_run`, `replace_prefix` and `fork` each one transaction.
+
+    `get_history()` keeps the messages it has read: a later call reads only
+    the rows appended since, in one query. `clear`, `clear_run` and
+    `replace_prefix` (from any connection) bump the session's generation,
+    which makes every store read the history afresh.
+
+    Args:
+        conn: An open connection, from `await connect_postgres(dsn)`.
+        session_id: The session's id; a random one when None.
+
+    Raises:
+        TypeError: `conn` is not a `PostgresConnection`.
+        ValueError: `session_id` is empty or holds a NUL character.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import Message
+        >>> async def main(dsn):
+        ...     async with connect_postgres(dsn) as conn:
+        ...         store = PostgresContextStore(conn, session_id="my-session")
+        ...         await store.append_many([Message("user", "Hello"), Message("assistant", "Hi")])
+        ...         forked = await store.fork()
+        ...         return await forked.count(), forked.session_id != store.session_id
+        >>> asyncio.run(main(dsn))  # doctest: +SKIP
+        (2, True)
+    """
+
+    def __init__(self, conn: PostgresConnection, *, session_id: str | None = None) -> None:
+        if not isinstance(conn, PostgresConnection):
+            raise TypeError(
+                "PostgresContextStore needs the connection from `await connect_postgres(dsn)`, "
+                f"not {type(conn).__name__}"
+            )
+        self._conn = conn
+        self._session_id = None if session_id is None else _check_id(session_id)
+        self._cache: list[Message] = []
+        self._cache_generation: ops.Version = _STALE
+        self._cache_position: int | None = None
+
+    def __repr__(self) -> str:
+        return f"PostgresContextStore({self._conn.target!r}, session_id={self.session_id!r})"
+
+    @property
+    def connection(self) -> PostgresConnection:
+        """The connection this store runs on."""
+        return self._conn
+
+    # -- messages -----------------------------------------------------------
+
+    async def append(self, message: Message, *, run_id: str | None = None) -> None:
+        """Add `message` at the end of the history: one statement, its own transaction.
+
+        Raises:
+            TypeError: `message` is not a `Message`, `run_id` is not a str, or
+                a tool input holds a value JSON cannot hold.
+        """
+        if not isinstance(message, Message):
+            raise TypeError(f"append needs a Message, not {type(message).__name__}")
+        await self._append_batch([message], _check_run(run_id))
+
+    async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
+        """Add `messages` at the end, in order: one statement, so one transaction.
+
+        Raises:
+            TypeError: Something in `messages` is not a `Message`, or holds a
+                value JSON cannot hold (nothing is added).
+        """
+        batch = check_messages(messages)
+        await self._append_batch(batch, _check_run(run_id))
+
+    async def _append_batch(self, messages: list[Message], run_id: str | None) -> None:
+        if messages:
+            batch = ops.encode(messages)
+            await self._conn.run(partial(ops.append_rows, self.session_id, run_id, batch))
+
+    async def get_history(
+        self,
+        *,
+        limit: int | None = None,
+        offset: int = 0,
+        include_archived: bool = False,
+    ) -> list[Message]:
+        """The history, oldest first, as a new list (see `ContextStore.get_history`).
+
+        Reads only what changed since this store's last read; `limit` on a
+        store that has not read yet fetches just those rows.
+        """
+        check_window(limit, offset)
+        if include_archived:
+            archived, live = await self._refresh(with_archive=True)
+            return window(archived + live, limit, offset)
+        if limit is not None and self._cache_generation == _STALE:
+            return await self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
+        _, live = await self._refresh(with_archive=False)
+        return window(live, limit, offset)
+
+    async def _refresh(self, *, with_archive: bool) -> tuple[list[Message], list[Message]]:
+        while True:
+            generation, position = self._cache_generation, self._cache_position
+            read = await self._conn.run(
+                partial(ops.read_since, self.session_id, generation, position, with_archive)
+            )
+            if (self._cache_generation, self._cache_position) != (generation, position):
+                continue  # a concurrent read moved the cache meanwhile: read on from there
+            if read.reset:
+                self._cache = read.messages
+                self._cache_position = read.last_position
+            elif read.messages:
+                self._cache.extend(read.messages)
+                self._cache_position = read.last_position
+            self._cache_generation = read.generation
+            return read.archived, self._cache
+
+    def _forget(self) -> None:
+        self._cache, self._cache_generation, self._cache_position = [], _STALE, None
+
+    async def count(self) -> int:
+        """The number of messages in the live history (a stored counter)."""
+        return await self._conn.run(partial(ops.scalar, ops.MESSAGE_COUNT, self.session_id))
+
+    async def token_count(self) -> int:
+        """The total token count of the live history (a stored running sum)."""
+        return await self._conn.run(partial(ops.scalar, ops.LIVE_TOKENS, self.session_id))
+
+    async def clear(self) -> None:
+        """Remove every message, live and archived, in one transaction; token usage stays."""
+        self._forget()
+        await self._conn.run(partial(ops.clear, self.session_id))
+
+    async def clear_run(self, run_id: str) -> None:
+        """Remove the messages appended with `run_id`, live and archived, in one transaction.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = _no_nul("run_id", require_run_id(run_id))
+        self._forget()
+        await self._conn.run(partial(ops.clear_run, self.session_id, target))
+
+    async def replace_prefix(
+        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+    ) -> None:
+        """Replace the oldest `count` live messages with `messages`, in one transaction.
+
+        The replaced messages move to the archive. See `ContextStore.replace_prefix`.
+
+        Raises:
+            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count
+                (the store is left as it was).
+        """
+        count = check_count(count)
+        batch = check_messages(messages)
+        run = _check_run(run_id)
+        if count == 0 and not batch:
+            return
+        encoded = ops.encode(batch)
+        self._forget()
+        await self._conn.run(partial(ops.replace_prefix, self.session_id, count, run, encoded))
+
+    async def fork(self, *, session_id: str | None = None) -> PostgresContextStore:
+        """A new session in the same database with a copy of the history, archive and tokens.
+
+        One transaction; run ids are kept, so `clear_run` works on the fork too.
+
+        Raises:
+            ValueError: `session_id` names a session that already exists.
+        """
+        new_id = new_session_id() if session_id is None else _check_id(session_id)
+        await self._conn.run(partial(ops.fork, self.session_id, new_id))
+        return PostgresContextStore(self._conn, session_id=new_id)
+
+    async def close(self) -> None:
+        """Drop this store's cached history. The shared connection stays open."""
+        self._forget()
+
+    # -- token usage --------------------------------------------------------
+
+    async def set_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Overwrite the session's recorded token usage (one statement).
+
+        Raises:
+            TypeError: An amount is not an int.
+            ValueError: An amount is negative.
+        """
+        amounts = check_tokens(input_tokens, output_tokens)
+        await self._conn.run(partial(ops.set_tokens, ops.SET_TOKENS, self.session_id, *amounts))
+
+    async def add_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
+        """Add to the session's recorded token usage, atomically in SQL.
+
+        Raises:
+            TypeError: An amount is not an int.
+            ValueError: An amount is negative.
+        """
+        amounts = check_tokens(input_tokens, output_tokens)
+        await self._conn.run(partial(ops.set_tokens, ops.ADD_TOKENS, self.session_id, *amounts))
+
+    async def get_context_tokens(self) -> tuple[int, int]:
+        """The session's recorded token usage: `(input_tokens, output_tokens)`."""
+        return await self._conn.run(partial(ops.get_tokens, self.session_id))
+
+    # -- sessions -----------------------------------------------------------
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every session in the database, newest first (one query)."""
+        return await self._conn.run(ops.list_sessions)

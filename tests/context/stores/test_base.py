@@ -468,10 +468,11 @@ async def test_async_with_gives_the_store(make_store: MakeStore) -> None:
 
 
 async def test_from_history_and_from_context_work_for_every_backend(
-    backend: str, conn: SQLiteConnection
+    backend: str, make_store: MakeStore
 ) -> None:
-    cls: type[ContextStore] = MemoryContextStore if backend == "memory" else SQLiteContextStore
-    kwargs: dict[str, Any] = {} if backend == "memory" else {"conn": conn}
+    probe = await make_store()  # the backend's class, and its connection if it has one
+    cls: type[ContextStore] = type(probe)
+    kwargs: dict[str, Any] = {} if backend == "memory" else {"conn": probe.connection}  # type: ignore[attr-defined]
 
     source = await cls.from_history(numbered(3), **kwargs)
     await source.replace_prefix(1, [Message("user", "S")])

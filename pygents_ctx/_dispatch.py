@@ -48,12 +48,17 @@ def fire_on(
     which owners look up once, at import. Callers test `own or event` first, so an
     unobserved event costs no await.
     """
-    if not own and not kwargs:
+    if not kwargs:
+        # One hook that takes the arguments as they are, the usual case: its own
+        # coroutine is the whole dispatch, with nothing wrapped around it.
         matched = event.matching(tags)
-        if len(matched) == 1 and matched[0]._direct:
-            # One hook that takes the arguments as they are, the usual case: its own
-            # coroutine is the whole dispatch, with nothing wrapped around it.
-            return matched[0].fn(*args)
+        if not own:
+            if len(matched) == 1 and matched[0]._direct:
+                return matched[0].fn(*args)
+        elif not matched and len(own) == 1:
+            only = own[0]
+            if only._direct and event.kind in only.kinds:
+                return only.fn(*args)
     return _fire(event, own, tags, args, kwargs)
 
 

@@ -11,7 +11,7 @@ DOCS_STAMP := $(VENV)/.installed-docs
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test pytest check fmt demo docs bench clean
+.PHONY: help test pytest check fmt demo docs bench clean postgres
 
 help:
 	@echo "make demo    run the example agent (examples/demo.py)"
@@ -46,11 +46,15 @@ define TESTS
 	$(BIN)/coverage report
 endef
 
-test: $(DEV_STAMP)
+# The PostgreSQL store's tests need the server binaries; installed when missing.
+postgres:
+	@.ci/postgres
+
+test: $(DEV_STAMP) postgres
 	$(CHECKS)
 	$(TESTS)
 
-pytest: $(DEV_STAMP)
+pytest: $(DEV_STAMP) postgres
 	$(TESTS)
 
 check: $(DEV_STAMP)

@@ -1,23 +1,32 @@
-"""What every store backend shares: argument checks, windows, previews, cached counts."""
+"""What every store backend shares: argument checks, windows, previews, cached counts,
+the history cache of the database backends, and how their connections open."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
 
-from pygents_ctx.context.messages import Message
+import orjson
+
+from pygents_ctx.context.messages import Message, from_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
+
+if TYPE_CHECKING:
+    from types import TracebackType
 
 __all__ = [
     "PREVIEW_LENGTH",
+    "Connecting",
+    "HistoryCache",
     "check_count",
     "check_messages",
     "check_run_id",
     "check_session_id",
     "check_tokens",
     "check_window",
+    "decode",
     "new_session_id",
     "now_iso",
     "preview_of",
@@ -40,6 +49,20 @@ def with_token_count(message: Message, tokens: int) -> Message:
     """
     object.__setattr__(message, "_tokens", (_DEFAULT_COUNT_KEY, tokens))
     return message
+
+
+def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
+    """A stored row back into its message, with its stored token count cached on it."""
+    try:
+        message = from_dict(orjson.loads(data))
+        if not isinstance(message, Message):
+            raise ValueError("it is not a message")
+    except ValueError as exc:  # orjson.JSONDecodeError is a ValueError too
+        raise ValueError(
+            f"the message stored at position {position} of session {session_id!r} "
+            f"cannot be read: {exc}"
+        ) from exc
+    return with_token_count(message, tokens)
 
 
 def preview_of(message: Message) -> str | None:
@@ -150,3 +173,133 @@ def window(items: Sequence[T], limit: int | None, offset: int) -> list[T]:
     end = max(len(items) - offset, 0)
     start = 0 if limit is None else max(end - limit, 0)
     return list(items[start:end])
+
+
+# ----------------------------------------------------------------------------- history cache
+
+
+class Read(Protocol):
+    """What a backend's `read_since` returns."""
+
+    @property
+    def generation(self) -> object: ...
+    @property
+    def reset(self) -> bool: ...  # the cache must be replaced, not extended
+    @property
+    def messages(self) -> list[Message]: ...
+    @property
+    def last_position(self) -> int | None: ...
+    @property
+    def archived(self) -> list[Message]: ...
+
+
+ReadSince: TypeAlias = Callable[[Any, "int | None", bool], Awaitable[Read]]
+ReadNewest: TypeAlias = Callable[[int, int], Awaitable[list[Message]]]
+
+
+class HistoryCache:
+    """The live history a database store has read, and where to read on from.
+
+    A read fetches only the rows after the cached ones; the session's
+    generation, which `clear`, `clear_run` and `replace_prefix` bump from any
+    process, makes it read the history afresh.
+
+    Args:
+        stale: The generation that means "read everything again".
+    """
+
+    __slots__ = ("generation", "messages", "position", "stale")
+
+    def __init__(self, stale: object) -> None:
+        self.stale = stale
+        self.forget()
+
+    def forget(self) -> None:
+        """Read the whole history again next time."""
+        self.messages: list[Message] = []
+        self.generation: Any = self.stale
+        self.position: int | None = None
+
+    async def history(
+        self,
+        limit: int | None,
+        offset: int,
+        include_archived: bool,
+        read_since: ReadSince,
+        read_newest: ReadNewest,
+    ) -> list[Message]:
+        """`get_history`: through the cache, or, for a `limit` before any read, just those rows."""
+        check_window(limit, offset)
+        if include_archived:
+            archived, live = await self._refresh(read_since, with_archive=True)
+            return window(archived + live, limit, offset)
+        if limit is not None and self.generation == self.stale:
+            return await read_newest(limit, offset)
+        _, live = await self._refresh(read_since, with_archive=False)
+        return window(live, limit, offset)
+
+    async def _refresh(
+        self, read_since: ReadSince, *, with_archive: bool
+    ) -> tuple[list[Message], list[Message]]:
+        while True:
+            generation, position = self.generation, self.position
+            read = await read_since(generation, position, with_archive)
+            if (self.generation, self.position) != (generation, position):
+                continue  # a concurrent read moved the cache meanwhile: read on from there
+            if read.reset:
+                self.messages = read.messages
+                self.position = read.last_position
+            elif read.messages:
+                self.messages.extend(read.messages)
+                self.position = read.last_position
+            self.generation = read.generation
+            return read.archived, self.messages
+
+
+# ----------------------------------------------------------------------------- connecting
+
+
+class _Closeable(Protocol):
+    async def close(self) -> None: ...
+
+
+C = TypeVar("C", bound=_Closeable)
+
+
+class Connecting(Coroutine[Any, Any, C], Generic[C]):
+    """What `connect()` / `connect_postgres()` return: a coroutine giving the connection.
+
+    `conn = await connect(...)`, `asyncio.run(connect(...))` and
+    `async with connect(...) as conn:` (which closes it at the end) all work.
+    """
+
+    __slots__ = ("_conn", "_coro")
+
+    def __init__(self, coro: Coroutine[Any, Any, C]) -> None:
+        self._coro = coro
+        self._conn: C | None = None
+
+    def send(self, value: Any) -> Any:
+        return self._coro.send(value)
+
+    def throw(self, *args: Any) -> Any:
+        return self._coro.throw(*args)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    def __await__(self) -> Generator[Any, None, C]:
+        return self._coro.__await__()
+
+    async def __aenter__(self) -> C:
+        self._conn = await self._coro
+        return self._conn
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._conn is not None:
+            await self._conn.close()

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores._common import preview_of
-from pygents_ctx.context.stores._sqlite_ops import decode
+from pygents_ctx.context.stores._common import decode, preview_of
 from pygents_ctx.context.stores.base import SessionInfo
 from pygents_ctx.context.tokens import count_message_tokens
 

@@ -10,11 +10,9 @@ import sqlite3
 from collections.abc import Callable
 from typing import Final, NamedTuple, TypeVar
 
-import orjson
-
 from pygents_ctx._json import dumps
-from pygents_ctx.context.messages import Message, from_dict, to_dict
-from pygents_ctx.context.stores._common import now_iso, preview_of, with_token_count
+from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.stores._common import decode, now_iso, preview_of
 from pygents_ctx.context.stores.base import SessionInfo
 from pygents_ctx.context.tokens import count_message_tokens
 
@@ -68,19 +66,6 @@ def in_transaction(db: Db, work: Callable[[Db], T], begin: str = "BEGIN IMMEDIAT
             db.execute("ROLLBACK")
         raise
     return result
-
-
-def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
-    try:
-        message = from_dict(orjson.loads(data))
-        if not isinstance(message, Message):
-            raise ValueError("it is not a message")
-    except ValueError as exc:  # orjson.JSONDecodeError is a ValueError too
-        raise ValueError(
-            f"the message stored at position {position} of session {session_id!r} "
-            f"cannot be read: {exc}"
-        ) from exc
-    return with_token_count(message, tokens)
 
 
 class Read(NamedTuple):

@@ -13,7 +13,7 @@ import contextlib
 import queue
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from pygents_ctx.errors import StoreClosedError
@@ -21,7 +21,7 @@ from pygents_ctx.errors import StoreClosedError
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["Connecting", "SQLiteConnection", "StoreClosedError"]
+__all__ = ["SQLiteConnection", "StoreClosedError"]
 
 T = TypeVar("T")
 _Job: TypeAlias = tuple[
@@ -157,42 +157,3 @@ class SQLiteConnection:
         traceback: TracebackType | None,
     ) -> None:
         await self.close()
-
-
-class Connecting(Coroutine[Any, Any, SQLiteConnection]):
-    """What `connect()` returns: a coroutine giving the connection, also usable with `async with`.
-
-    `conn = await connect(path)`, `asyncio.run(connect(path))` and
-    `async with connect(path) as conn:` (which closes it at the end) all work.
-    """
-
-    __slots__ = ("_conn", "_coro")
-
-    def __init__(self, coro: Coroutine[Any, Any, SQLiteConnection]) -> None:
-        self._coro = coro
-        self._conn: SQLiteConnection | None = None
-
-    def send(self, value: Any) -> Any:
-        return self._coro.send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coro.throw(*args)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __await__(self) -> Generator[Any, None, SQLiteConnection]:
-        return self._coro.__await__()
-
-    async def __aenter__(self) -> SQLiteConnection:
-        self._conn = await self._coro
-        return self._conn
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._conn is not None:
-            await self._conn.close()

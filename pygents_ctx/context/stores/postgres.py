@@ -11,22 +11,22 @@ machines appending to one session never collide and never lose a message.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores._common import (
+    Connecting,
+    HistoryCache,
     check_count,
     check_messages,
     check_run_id,
     check_session_id,
     check_tokens,
-    check_window,
     new_session_id,
     require_run_id,
-    window,
 )
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores.base import ContextStore, SessionInfo
@@ -79,7 +79,7 @@ async def _close(conn: AsyncConnection[Any]) -> None:
     await conn.close()
 
 
-def connect_postgres(dsn: str = "") -> PostgresConnecting:
+def connect_postgres(dsn: str = "") -> Connecting[PostgresConnection]:
     """Connect to the PostgreSQL database at `dsn`, ready for context stores.
 
     Await the result for the connection, or use it with `async with`, which
@@ -113,7 +113,7 @@ def connect_postgres(dsn: str = "") -> PostgresConnecting:
     if not isinstance(dsn, str):
         raise TypeError(f"connect_postgres dsn must be a str, not {type(dsn).__name__}")
     psycopg = _import_psycopg()
-    return PostgresConnecting(PostgresConnection._open(psycopg, dsn))
+    return Connecting(PostgresConnection._open(psycopg, dsn))
 
 
 class PostgresConnection:
@@ -209,44 +209,6 @@ class PostgresConnection:
         await self.close()
 
 
-class PostgresConnecting(Coroutine[Any, Any, PostgresConnection]):
-    """What `connect_postgres()` returns: awaitable for the connection, or used with `async with`.
-
-    `async with connect_postgres(dsn) as conn:` closes the connection at the end.
-    """
-
-    __slots__ = ("_conn", "_coro")
-
-    def __init__(self, coro: Coroutine[Any, Any, PostgresConnection]) -> None:
-        self._coro = coro
-        self._conn: PostgresConnection | None = None
-
-    def send(self, value: Any) -> Any:
-        return self._coro.send(value)
-
-    def throw(self, *args: Any) -> Any:
-        return self._coro.throw(*args)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __await__(self) -> Generator[Any, None, PostgresConnection]:
-        return self._coro.__await__()
-
-    async def __aenter__(self) -> PostgresConnection:
-        self._conn = await self._coro
-        return self._conn
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._conn is not None:
-            await self._conn.close()
-
-
 class PostgresContextStore(ContextStore):
     """One session in a PostgreSQL database: shared safely by workers on many machines.
 
@@ -290,9 +252,7 @@ class PostgresContextStore(ContextStore):
             )
         self._conn = conn
         self._session_id = None if session_id is None else _check_id(session_id)
-        self._cache: list[Message] = []
-        self._cache_generation: ops.Version = _STALE
-        self._cache_position: int | None = None
+        self._cache = HistoryCache(_STALE)
 
     def __repr__(self) -> str:
         return f"PostgresContextStore({self._conn.target!r}, session_id={self.session_id!r})"
@@ -342,34 +302,19 @@ class PostgresContextStore(ContextStore):
         Reads only what changed since this store's last read; `limit` on a
         store that has not read yet fetches just those rows.
         """
-        check_window(limit, offset)
-        if include_archived:
-            archived, live = await self._refresh(with_archive=True)
-            return window(archived + live, limit, offset)
-        if limit is not None and self._cache_generation == _STALE:
-            return await self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
-        _, live = await self._refresh(with_archive=False)
-        return window(live, limit, offset)
+        return await self._cache.history(
+            limit, offset, include_archived, self._read_since, self._read_newest
+        )
 
-    async def _refresh(self, *, with_archive: bool) -> tuple[list[Message], list[Message]]:
-        while True:
-            generation, position = self._cache_generation, self._cache_position
-            read = await self._conn.run(
-                partial(ops.read_since, self.session_id, generation, position, with_archive)
-            )
-            if (self._cache_generation, self._cache_position) != (generation, position):
-                continue  # a concurrent read moved the cache meanwhile: read on from there
-            if read.reset:
-                self._cache = read.messages
-                self._cache_position = read.last_position
-            elif read.messages:
-                self._cache.extend(read.messages)
-                self._cache_position = read.last_position
-            self._cache_generation = read.generation
-            return read.archived, self._cache
+    def _read_since(
+        self, generation: Any, position: int | None, with_archive: bool
+    ) -> Awaitable[ops.Read]:
+        return self._conn.run(
+            partial(ops.read_since, self.session_id, generation, position, with_archive)
+        )
 
-    def _forget(self) -> None:
-        self._cache, self._cache_generation, self._cache_position = [], _STALE, None
+    def _read_newest(self, limit: int, offset: int) -> Awaitable[list[Message]]:
+        return self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""
@@ -381,7 +326,7 @@ class PostgresContextStore(ContextStore):
 
     async def clear(self) -> None:
         """Remove every message, live and archived, in one transaction; token usage stays."""
-        self._forget()
+        self._cache.forget()
         await self._conn.run(partial(ops.clear, self.session_id))
 
     async def clear_run(self, run_id: str) -> None:
@@ -391,7 +336,7 @@ class PostgresContextStore(ContextStore):
             TypeError: `run_id` is not a str.
         """
         target = _no_nul("run_id", require_run_id(run_id))
-        self._forget()
+        self._cache.forget()
         await self._conn.run(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
@@ -412,7 +357,7 @@ class PostgresContextStore(ContextStore):
         if count == 0 and not batch:
             return
         encoded = ops.encode(batch)
-        self._forget()
+        self._cache.forget()
         await self._conn.run(partial(ops.replace_prefix, self.session_id, count, run, encoded))
 
     async def fork(self, *, session_id: str | None = None) -> PostgresContextStore:
@@ -429,7 +374,7 @@ class PostgresContextStore(ContextStore):
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""
-        self._forget()
+        self._cache.forget()
 
     # -- token usage --------------------------------------------------------
 

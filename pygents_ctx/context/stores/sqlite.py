@@ -11,26 +11,26 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
-from typing import Final
+from typing import Any, Final
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores._common import (
+    Connecting,
+    HistoryCache,
     check_count,
     check_messages,
     check_run_id,
     check_session_id,
     check_tokens,
-    check_window,
     new_session_id,
     now_iso,
     require_run_id,
-    window,
 )
 from pygents_ctx.context.stores._sqlite_schema import check_synchronous, configure, migrate
-from pygents_ctx.context.stores._worker import Connecting, SQLiteConnection
+from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.context.stores.base import ContextStore, SessionInfo
 
 __all__ = ["SQLiteConnection", "SQLiteContextStore", "connect"]
@@ -44,7 +44,7 @@ def connect(
     *,
     timeout: float = 5.0,
     synchronous: str = "NORMAL",
-) -> Connecting:
+) -> Connecting[SQLiteConnection]:
     """Open the SQLite database at `path` (created if missing), ready for context stores.
 
     Await the result for the connection, or use it with `async with`, which
@@ -140,9 +140,7 @@ class SQLiteContextStore(ContextStore):
         self._conn = conn
         self._session_id = None if session_id is None else check_session_id(session_id)
         self._ready = False  # whether this store knows the session's row exists
-        self._cache: list[Message] = []
-        self._cache_generation = _STALE
-        self._cache_position: int | None = None
+        self._cache = HistoryCache(_STALE)
 
     def __repr__(self) -> str:
         return f"SQLiteContextStore({self._conn.path!r}, session_id={self.session_id!r})"
@@ -204,34 +202,19 @@ class SQLiteContextStore(ContextStore):
         Reads only what changed since this store's last read; `limit` on a
         store that has not read yet fetches just those rows.
         """
-        check_window(limit, offset)
-        if include_archived:
-            archived, live = await self._refresh(with_archive=True)
-            return window(archived + live, limit, offset)
-        if limit is not None and self._cache_generation == _STALE:
-            return await self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
-        _, live = await self._refresh(with_archive=False)
-        return window(live, limit, offset)
+        return await self._cache.history(
+            limit, offset, include_archived, self._read_since, self._read_newest
+        )
 
-    async def _refresh(self, *, with_archive: bool) -> tuple[list[Message], list[Message]]:
-        while True:
-            generation, position = self._cache_generation, self._cache_position
-            read = await self._conn.run(
-                partial(ops.read_since, self.session_id, generation, position, with_archive)
-            )
-            if (self._cache_generation, self._cache_position) != (generation, position):
-                continue  # a concurrent read moved the cache meanwhile: read on from there
-            if read.reset:
-                self._cache = read.messages
-                self._cache_position = read.last_position
-            elif read.messages:
-                self._cache.extend(read.messages)
-                self._cache_position = read.last_position
-            self._cache_generation = read.generation
-            return read.archived, self._cache
+    def _read_since(
+        self, generation: Any, position: int | None, with_archive: bool
+    ) -> Awaitable[ops.Read]:
+        return self._conn.run(
+            partial(ops.read_since, self.session_id, generation, position, with_archive)
+        )
 
-    def _forget(self) -> None:
-        self._cache, self._cache_generation, self._cache_position = [], _STALE, None
+    def _read_newest(self, limit: int, offset: int) -> Awaitable[list[Message]]:
+        return self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""
@@ -245,7 +228,7 @@ class SQLiteContextStore(ContextStore):
 
     async def clear(self) -> None:
         """Remove every message, live and archived, in one transaction; token usage stays."""
-        self._forget()
+        self._cache.forget()
         await self._write(partial(ops.clear, self.session_id))
 
     async def clear_run(self, run_id: str) -> None:
@@ -255,7 +238,7 @@ class SQLiteContextStore(ContextStore):
             TypeError: `run_id` is not a str.
         """
         target = require_run_id(run_id)
-        self._forget()
+        self._cache.forget()
         await self._write(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
@@ -276,7 +259,7 @@ class SQLiteContextStore(ContextStore):
         if count == 0 and not batch:
             return
         rows = [ops.encode(message) for message in batch]
-        self._forget()
+        self._cache.forget()
         work = partial(ops.replace_prefix, self.session_id, self._ensure(), count, run, rows)
         await self._write(work, ensures=True)
 
@@ -296,7 +279,7 @@ class SQLiteContextStore(ContextStore):
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""
-        self._forget()
+        self._cache.forget()
 
     # -- token usage --------------------------------------------------------
 

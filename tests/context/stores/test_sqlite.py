@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +21,6 @@ from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 from .helpers import numbered, texts
 
 TABLES = ["pygents_archive", "pygents_messages", "pygents_schema", "pygents_sessions"]
-
-
-@pytest.fixture
-async def other(db_path: Path, conn: SQLiteConnection) -> AsyncIterator[SQLiteConnection]:
-    """A second connection to the same file, as another process would have."""
-    async with connect(db_path) as second:
-        yield second
 
 
 def raw(db_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -228,61 +220,6 @@ async def test_an_unreadable_row_names_its_session_and_position(
 
 
 # -- the cached history -----------------------------------------------------------
-
-
-async def test_repeated_reads_reuse_the_parsed_messages(conn: SQLiteConnection) -> None:
-    store = SQLiteContextStore(conn)
-    await store.append_many(numbered(3))
-    first = await store.get_history()
-    await store.append(Message("user", "new"))
-
-    second = await store.get_history()
-
-    assert texts(second) == ["m0", "m1", "m2", "new"]
-    assert all(a is b for a, b in zip(first, second, strict=False))
-
-
-@pytest.mark.parametrize("change", ["clear", "clear_run", "replace_prefix", "append"])
-async def test_another_connections_changes_reach_a_cached_history(
-    conn: SQLiteConnection, other: SQLiteConnection, change: str
-) -> None:
-    reader = SQLiteContextStore(conn, session_id="shared")
-    writer = SQLiteContextStore(other, session_id="shared")
-    await writer.append_many(numbered(3), run_id="r")
-    assert texts(await reader.get_history()) == ["m0", "m1", "m2"]
-
-    if change == "clear":
-        await writer.clear()
-    elif change == "clear_run":
-        await writer.clear_run("r")
-    elif change == "replace_prefix":
-        await writer.replace_prefix(2, [Message("user", "S")])
-    await writer.append(Message("user", "after"))
-
-    expected = {
-        "clear": ["after"],
-        "clear_run": ["after"],
-        "replace_prefix": ["S", "m2", "after"],
-        "append": ["m0", "m1", "m2", "after"],
-    }[change]
-    assert texts(await reader.get_history()) == expected
-    assert texts(await reader.get_history(limit=2)) == expected[-2:]
-    assert await reader.count() == len(expected)
-
-
-@pytest.mark.parametrize("warm", [False, True], ids=["fresh store", "cached store"])
-@pytest.mark.parametrize(("limit", "offset"), [(2, 0), (2, 3), (10, 0), (0, 0), (3, 9)])
-async def test_limited_reads_agree_whether_or_not_the_store_has_read_before(
-    conn: SQLiteConnection, warm: bool, limit: int, offset: int
-) -> None:
-    await SQLiteContextStore(conn, session_id="s").append_many(numbered(6))
-    store = SQLiteContextStore(conn, session_id="s")
-    if warm:
-        await store.get_history()
-
-    result = await store.get_history(limit=limit, offset=offset)
-
-    assert texts(result) == texts(numbered(6)[max(6 - offset - limit, 0) : max(6 - offset, 0)])
 
 
 async def test_concurrent_reads_of_one_store_agree(conn: SQLiteConnection) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pygents_ctx.context.queue import ContextQueue
 
 __all__ = [
+    "CONTEXT_READERS",
     "CURRENT_CONTEXT",
     "CallSpec",
     "LoopLock",
@@ -41,6 +42,24 @@ logger = logging.getLogger("pygents_ctx")
 CURRENT_CONTEXT: ContextVar[tuple[ContextQueue[Any], ContextPool[Any]] | None] = ContextVar(
     "pygents_ctx_current_context", default=None
 )
+
+
+class _ContextReaders:
+    """Whether any tool or hook made so far reads `CURRENT_CONTEXT`.
+
+    Only a function with a context parameter reads it. Until one is decorated,
+    agents skip setting the variable around each turn, which is a sizeable share
+    of a fast turn; nothing can tell the difference. (Tools and hooks are made at
+    import time: one made during a turn sees the context from the next turn on.)
+    """
+
+    __slots__ = ("exist",)
+
+    def __init__(self) -> None:
+        self.exist = False
+
+
+CONTEXT_READERS = _ContextReaders()
 
 _QUEUE, _POOL = 0, 1
 _ANNOTATION_NAME = re.compile(r"^\s*(ContextQueue|ContextPool)\b")
@@ -188,6 +207,8 @@ class CallSpec:
                 position = positional.index(name) if name in positional else None
                 injected.append(_Injected(name, position, slot, optional))
         self.injected = tuple(injected)
+        if injected:
+            CONTEXT_READERS.exist = True
         # Nothing to merge or inject: a call without keyword arguments passes straight through.
         self.plain = not self.fixed_kwargs and not self.injected
 

@@ -51,11 +51,14 @@ def fire_on(
     if not kwargs:
         # One hook that takes the arguments as they are, the usual case: its own
         # coroutine is the whole dispatch, with nothing wrapped around it.
-        matched = event.matching(tags)
         if not own:
+            lone = event.lone
+            if lone is not None:
+                return lone(*args)
+            matched = event.matching(tags)
             if len(matched) == 1 and matched[0]._direct:
                 return matched[0].fn(*args)
-        elif not matched and len(own) == 1:
+        elif len(own) == 1 and not (event and event.matching(tags)):
             only = own[0]
             if only._direct and event.kind in only.kinds:
                 return only.fn(*args)

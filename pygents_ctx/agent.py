@@ -30,7 +30,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
-from pygents_ctx._calls import CURRENT_CONTEXT, tag_set
+from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
@@ -41,7 +41,7 @@ from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
 from pygents_ctx.hooks import AgentHook, Hook, TurnHook
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool
-from pygents_ctx.turns import Turn
+from pygents_ctx.turns import ANY_TURN_HOOK, DONE, Turn, _Later
 
 __all__ = ["Agent"]
 
@@ -72,14 +72,32 @@ _SAVED_KEYS = (
 class _RunState:
     """What changes while an agent runs, kept apart from its guarded attributes."""
 
-    __slots__ = ("current_turn", "gate", "run_id", "running")
+    __slots__ = ("current_turn", "gate", "paused", "run_id", "running")
 
     def __init__(self) -> None:
         self.running = False
         self.run_id: str | None = None
         self.current_turn: Turn | None = None
-        self.gate = asyncio.Event()  # set = open (not paused)
+        # `paused` says what the gate does, as a plain flag: a run reads it every turn.
+        self.paused = False
+        self.gate = asyncio.Event()  # set = open
         self.gate.set()
+
+    def pause(self) -> bool:
+        """Close the gate; whether it was open."""
+        if self.paused:
+            return False
+        self.paused = True
+        self.gate.clear()
+        return True
+
+    def resume(self) -> bool:
+        """Open the gate; whether it was closed."""
+        if not self.paused:
+            return False
+        self.paused = False
+        self.gate.set()
+        return True
 
 
 class Agent(JsonSerializable):
@@ -172,7 +190,7 @@ class Agent(JsonSerializable):
 
     def __setattr__(self, name: str, value: Any) -> None:
         state: _RunState = self._state
-        if state.running or not state.gate.is_set():
+        if state.running or state.paused:
             raise SafeExecutionError(
                 f"cannot set {name!r} on agent {self.name!r} while it is "
                 f"{'running' if state.running else 'paused'}"
@@ -193,7 +211,7 @@ class Agent(JsonSerializable):
     @property
     def is_paused(self) -> bool:
         """Whether the agent is paused (it then waits before its next turn)."""
-        return not self._state.gate.is_set()
+        return self._state.paused
 
     @property
     def is_running(self) -> bool:
@@ -249,17 +267,13 @@ class Agent(JsonSerializable):
 
     async def pause(self) -> None:
         """Stop before the next turn (the current one finishes). Idempotent."""
-        if self._state.gate.is_set():
-            self._state.gate.clear()
-            if self.hooks or _ON_PAUSE:
-                await fire_on(_ON_PAUSE, self.hooks, self.tags, self)
+        if self._state.pause() and (self.hooks or _ON_PAUSE):
+            await fire_on(_ON_PAUSE, self.hooks, self.tags, self)
 
     async def resume(self) -> None:
         """Let a paused agent go on. Idempotent."""
-        if not self._state.gate.is_set():
-            self._state.gate.set()
-            if self.hooks or _ON_RESUME:
-                await fire_on(_ON_RESUME, self.hooks, self.tags, self)
+        if self._state.resume() and (self.hooks or _ON_RESUME):
+            await fire_on(_ON_RESUME, self.hooks, self.tags, self)
 
     @property
     def run_id(self) -> str | None:
@@ -305,7 +319,8 @@ class Agent(JsonSerializable):
             Exception: Whatever a turn raises (`TurnTimeoutError` included).
         """
         state = self._state
-        if state.running or not state.gate.is_set():
+        busy = state.running or state.paused  # (a name, so `paused` is not narrowed for good)
+        if busy:
             raise SafeExecutionError(
                 f"agent {self.name!r} is {'already running' if state.running else 'paused'}; "
                 f"{'wait for run() to end' if state.running else 'resume() it first'}"
@@ -314,27 +329,36 @@ class Agent(JsonSerializable):
         state.run_id = ContextConfig.new_run_id()
         context = (self.context_queue, self.context_pool)
         turns, gate, tags = self._turns, state.gate, self.tags
+        token = None  # while CURRENT_CONTEXT holds this agent's context
         try:
             while True:
-                if state.current_turn is None and not turns:
-                    break  # nothing left: a pause does not hold an idle run open
-                if not gate.is_set():
-                    await gate.wait()
                 turn = state.current_turn
                 if turn is None:
                     if not turns:
-                        break
+                        break  # nothing left: a pause does not hold an idle run open
+                    if state.paused:
+                        await gate.wait()
+                        continue  # the queue may have changed meanwhile
                     turn = state.current_turn = turns.popleft()
+                elif state.paused:
+                    await gate.wait()
                 hooks = self.hooks
-                token, inside = CURRENT_CONTEXT.set(context), True
+                if CONTEXT_READERS.exist:
+                    token = CURRENT_CONTEXT.set(context)
                 try:
                     if hooks or _BEFORE_TURN:
                         await fire_on(_BEFORE_TURN, hooks, tags, self)
-                    turn_hooks = turn.hooks + self.turn_hooks if self.turn_hooks else turn.hooks
+                    agent_turn_hooks = self.turn_hooks
+                    turn_hooks = turn.hooks + agent_turn_hooks if agent_turn_hooks else turn.hooks
                     if turn._tool.is_generator:
-                        values = turn._yielding(turn_hooks)
+                        steps = turn._steps(turn_hooks)
                         try:
-                            async for value in values:
+                            while True:
+                                value = steps.next()
+                                if type(value) is _Later:
+                                    value = await value.rest
+                                if value is DONE:
+                                    break
                                 routed = isinstance(value, _ROUTED)
                                 if routed:
                                     await self._route(value)
@@ -342,16 +366,23 @@ class Agent(JsonSerializable):
                                     await fire_on(_ON_TURN_VALUE, hooks, tags, self, turn, value)
                                 if not routed:
                                     # The caller's code runs outside this agent's context.
-                                    CURRENT_CONTEXT.reset(token)
+                                    if token is not None:
+                                        CURRENT_CONTEXT.reset(token)
                                     try:
                                         yield turn, value
                                     finally:
-                                        token = CURRENT_CONTEXT.set(context)
+                                        if token is not None:
+                                            token = CURRENT_CONTEXT.set(context)
                         finally:
-                            await values.aclose()
+                            await steps.close()
                         state.current_turn = None
                     else:
-                        value = await turn._returning(turn_hooks)
+                        if turn_hooks or ANY_TURN_HOOK:
+                            value = await turn._returning(turn_hooks)
+                        else:
+                            value = turn._returning_now()
+                            if type(value) is _Later:
+                                value = await value.rest
                         state.current_turn = None
                         routed = isinstance(value, _ROUTED)
                         if routed:
@@ -360,12 +391,13 @@ class Agent(JsonSerializable):
                             await fire_on(_ON_TURN_VALUE, hooks, tags, self, turn, value)
                         if not routed:
                             # The turn is over: only after_turn hooks may need the context again.
-                            CURRENT_CONTEXT.reset(token)
-                            inside = False
+                            if token is not None:
+                                CURRENT_CONTEXT.reset(token)
+                                token = None
                             yield turn, value
                     if hooks or _AFTER_TURN:
-                        if not inside:
-                            token, inside = CURRENT_CONTEXT.set(context), True
+                        if token is None and CONTEXT_READERS.exist:
+                            token = CURRENT_CONTEXT.set(context)
                         await fire_on(_AFTER_TURN, hooks, tags, self, turn)
                 except asyncio.CancelledError:
                     raise  # interrupted, not finished: it stays current and runs first next time
@@ -373,8 +405,9 @@ class Agent(JsonSerializable):
                     state.current_turn = None
                     raise
                 finally:
-                    if inside:
+                    if token is not None:
                         CURRENT_CONTEXT.reset(token)
+                        token = None
             if self.context is not None:  # a normal end: the retention applies
                 await self.context.end_run(state.run_id)
         finally:
@@ -517,7 +550,7 @@ class Agent(JsonSerializable):
         agent._turns.extend(turns)
         agent._state.current_turn = current_turn
         if is_paused:
-            agent._state.gate.clear()
+            agent._state.pause()
         return agent
 
 

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 from pygents_ctx.errors import UnregisteredAgentError, UnregisteredHookError, UnregisteredToolError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Awaitable, Callable, Iterable
+    from enum import Enum
 
     from pygents_ctx.agent import Agent
     from pygents_ctx.errors import _UnregisteredError
@@ -153,12 +154,15 @@ class GlobalHooks(list["Hook"]):
     other options, are fixed when it is made).
     """
 
-    __slots__ = ("_matching", "kind")
+    __slots__ = ("_matching", "kind", "lone")
 
     def __init__(self, kind: HookKind) -> None:
         super().__init__()
         self.kind = kind
         self._matching: dict[frozenset[str], tuple[Hook, ...]] = {}
+        # The function to call when one hook, without tags and taking the arguments
+        # as they are, is all there is: dispatching is then just calling it.
+        self.lone: Callable[..., Awaitable[Any]] | None = None
 
     def matching(self, tags: frozenset[str]) -> tuple[Hook, ...]:
         """The hooks that fire for an owner with `tags`, in order, one per function.
@@ -180,6 +184,8 @@ class GlobalHooks(list["Hook"]):
     def changed(self) -> None:
         """Forget the worked-out subsets (after the list was changed)."""
         self._matching.clear()
+        only = self[0] if len(self) == 1 else None
+        self.lone = only.fn if only is not None and not only.tags and only._direct else None
 
 
 class HookRegistry(_NameRegistry["Hook"]):
@@ -194,6 +200,9 @@ class HookRegistry(_NameRegistry["Hook"]):
     # One list per kind, created on first use and only ever mutated in place: owners
     # keep a reference so that "are there global hooks?" costs a truth test.
     _globals: ClassVar[dict[HookKind, GlobalHooks]] = {}
+    # Per hook-kind enum, the global hooks of any of its kinds: "is anything
+    # watching turns at all?" is then one truth test on a hot path.
+    _any_kind: ClassVar[dict[type[Enum], list[Hook]]] = {}
 
     @classmethod
     def register(cls, hook: Hook) -> None:
@@ -219,6 +228,7 @@ class HookRegistry(_NameRegistry["Hook"]):
         for hooks in cls._globals.values():
             hooks[:] = [h for h in hooks if h is not hook]
             hooks.changed()
+        cls._gather_any_kind()
 
     @classmethod
     def clear(cls) -> None:
@@ -232,6 +242,7 @@ class HookRegistry(_NameRegistry["Hook"]):
         for hooks in cls._globals.values():
             hooks.clear()
             hooks.changed()
+        cls._gather_any_kind()
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
@@ -247,6 +258,15 @@ class HookRegistry(_NameRegistry["Hook"]):
         return hooks
 
     @classmethod
+    def globals_for_any(cls, kind_type: type[Enum]) -> list[Hook]:
+        """The live list of global hooks of any kind in `kind_type` (e.g. `TurnHook`)."""
+        hooks = cls._any_kind.get(kind_type)
+        if hooks is None:
+            hooks = cls._any_kind[kind_type] = []
+            cls._gather_any_kind()
+        return hooks
+
+    @classmethod
     def add_global(cls, hook: Hook) -> None:
         """Make `hook` fire for every object dispatching one of its kinds."""
         for kind in hook.kinds:
@@ -254,6 +274,14 @@ class HookRegistry(_NameRegistry["Hook"]):
             if not any(held.same_as(hook) for held in hooks):
                 hooks.append(hook)
                 hooks.changed()
+        cls._gather_any_kind()
+
+    @classmethod
+    def _gather_any_kind(cls) -> None:
+        for kind_type, hooks in cls._any_kind.items():
+            hooks[:] = [
+                h for kind, held in cls._globals.items() if type(kind) is kind_type for h in held
+            ]
 
     @classmethod
     def is_saved_as(cls, hook: Hook) -> bool:

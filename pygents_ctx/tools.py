@@ -19,11 +19,11 @@ Example:
 from __future__ import annotations
 
 import inspect
-from datetime import UTC, datetime
-from time import time
+from time import monotonic
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
+from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on
 from pygents_ctx._schema import signature_schemas
 from pygents_ctx.hooks import Hook, ToolHook
@@ -31,6 +31,7 @@ from pygents_ctx.registry import HookRegistry, ToolRegistry
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from datetime import datetime
 
 __all__ = ["Tool", "ToolMetadata", "tool"]
 
@@ -44,13 +45,10 @@ _BEFORE_INVOKE = HookRegistry.globals_for(ToolHook.BEFORE_INVOKE)
 _ON_YIELD = HookRegistry.globals_for(ToolHook.ON_YIELD)
 _AFTER_INVOKE = HookRegistry.globals_for(ToolHook.AFTER_INVOKE)
 _ON_ERROR = HookRegistry.globals_for(ToolHook.ON_ERROR)
+_ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
 
-def _as_datetime(timestamp: float | None) -> datetime | None:
-    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
-
-
-class ToolMetadata:
+class ToolMetadata(RunTimes):
     """What a tool is, and when it last ran.
 
     Attributes:
@@ -61,7 +59,7 @@ class ToolMetadata:
         output_schema: The schema of the return value, or of one yielded item.
     """
 
-    __slots__ = ("_end", "_start", "description", "input_schema", "name", "output_schema")
+    __slots__ = ("description", "input_schema", "name", "output_schema")
 
     def __init__(
         self,
@@ -70,23 +68,21 @@ class ToolMetadata:
         input_schema: dict[str, Any],
         output_schema: dict[str, Any],
     ) -> None:
+        super().__init__()
         self.name = name
         self.description = description
         self.input_schema = input_schema
         self.output_schema = output_schema
-        # Timestamps are kept as floats: a datetime per call would cost more than the call.
-        self._start: float | None = None
-        self._end: float | None = None
 
     @property
     def start_time(self) -> datetime | None:
         """When the latest call started (UTC), or `None` before the first."""
-        return _as_datetime(self._start)
+        return self._wall_datetimes()[0]
 
     @property
     def end_time(self) -> datetime | None:
         """When the latest call ended (UTC), or `None` while it runs."""
-        return _as_datetime(self._end)
+        return self._wall_datetimes()[1]
 
     def dict(self) -> dict[str, Any]:
         """The metadata as a plain dict, times as ISO 8601 strings."""
@@ -158,6 +154,30 @@ class Tool(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<Tool {self.key}>"
 
+    def _open(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], started: float
+    ) -> tuple[Any, ToolMetadata | None]:
+        """Start a call for a turn: its coroutine (or async generator), and the metadata to close.
+
+        A call no hook watches and no lock guards is the function's own coroutine,
+        with nothing wrapped around it: a turn drives it directly. Its metadata then
+        takes the turn's clock readings (`started` now); the turn sets `_end` on
+        the returned metadata when the call ends. Any other call runs through the
+        full wrapper, which keeps its own times (None is returned for it).
+
+        Raises:
+            TypeError: As for a call (a required context parameter outside an agent).
+        """
+        if self.hooks or self._lock is not None or _ANY_TOOL_HOOK:
+            return self._call(args, kwargs), None
+        spec = self._spec
+        if kwargs or not spec.plain:
+            kwargs = spec.bind(args, kwargs)
+        metadata = self.metadata
+        metadata._start = started
+        metadata._end = metadata._to_wall = None
+        return self.fn(*args, **kwargs), metadata
+
     async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         spec = self._spec
         if kwargs or not spec.plain:
@@ -166,7 +186,7 @@ class Tool(Generic[P, R]):
         if hooks or _BEFORE_INVOKE:
             await fire_on(_BEFORE_INVOKE, hooks, self.tags, *args, **kwargs)
         metadata = self.metadata
-        metadata._start, metadata._end = time(), None
+        metadata._mark_start(monotonic())
         try:
             try:
                 if self._lock is None:
@@ -175,7 +195,7 @@ class Tool(Generic[P, R]):
                     async with self._lock.get():
                         result = await self.fn(*args, **kwargs)  # type: ignore[misc]
             finally:
-                metadata._end = time()
+                metadata._end = monotonic()
         except Exception as exc:
             if hooks or _ON_ERROR:
                 await fire_on(_ON_ERROR, hooks, self.tags, exc=exc)
@@ -192,7 +212,7 @@ class Tool(Generic[P, R]):
         if hooks or _BEFORE_INVOKE:
             await fire_on(_BEFORE_INVOKE, hooks, tags, *args, **kwargs)
         metadata = self.metadata
-        metadata._start, metadata._end = time(), None
+        metadata._mark_start(monotonic())
         produced: list[Any] = []
         lock = None if self._lock is None else self._lock.get()
         try:
@@ -206,7 +226,7 @@ class Tool(Generic[P, R]):
                         await fire_on(_ON_YIELD, hooks, tags, value)
                     yield value
             finally:
-                metadata._end = time()
+                metadata._end = monotonic()
                 await generator.aclose()  # type: ignore[attr-defined]
                 if lock is not None:
                     lock.release()

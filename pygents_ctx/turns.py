@@ -19,20 +19,21 @@ from __future__ import annotations
 import asyncio
 import math
 import types
-from collections.abc import AsyncGenerator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from time import monotonic, time
-from typing import TYPE_CHECKING, Any
+from time import monotonic
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
+from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
-from pygents_ctx.hooks import Hook, TurnHook
+from pygents_ctx.hooks import Hook, ToolHook, TurnHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
-from pygents_ctx.tools import Tool
+from pygents_ctx.tools import Tool, ToolMetadata
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -44,6 +45,9 @@ _AFTER_RUN = HookRegistry.globals_for(TurnHook.AFTER_RUN)
 _ON_TIMEOUT = HookRegistry.globals_for(TurnHook.ON_TIMEOUT)
 _ON_ERROR = HookRegistry.globals_for(TurnHook.ON_ERROR)
 _ON_COMPLETE = HookRegistry.globals_for(TurnHook.ON_COMPLETE)
+# Every global turn hook, of any kind: an agent asks "does a hook watch this turn?".
+ANY_TURN_HOOK = HookRegistry.globals_for_any(TurnHook)
+_ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
 
 class StopReason(Enum):
@@ -147,15 +151,15 @@ def _resume(step: Any, pending: Any) -> Generator[Any, Any, Any]:
                 return stop.value
 
 
-async def _resume_within(step: Any, pending: Any, started: float, seconds: float) -> Any:
-    """Finish `step` (suspended on `pending`), raising `_Expired` `seconds` after `started`.
+async def _resume_within(step: Any, pending: Any, deadline: float) -> Any:
+    """Finish `step` (suspended on `pending`), raising `_Expired` at `deadline`.
 
     Callers run a step's first part themselves and come here only when it
     suspends: a step that finishes without suspending cannot be interrupted by
     asyncio anyway, and arming no timer for it keeps a fast turn cheap.
-    `started` is a `time.monotonic()` reading.
+    `deadline` is a `time.monotonic()` reading.
     """
-    scope = asyncio.timeout(seconds - (monotonic() - started))
+    scope = asyncio.timeout(deadline - monotonic())
     try:
         async with scope:
             return await _resume(step, pending)
@@ -163,6 +167,140 @@ async def _resume_within(step: Any, pending: Any, started: float, seconds: float
         if scope.expired():
             raise _Expired from None
         raise
+
+
+# What a generator turn's steps give after its last value (a raise and catch per
+# turn would cost more than the turn's own bookkeeping).
+DONE = object()
+
+
+class _Later:
+    """What a turn's step returns when it needs an await: the rest of the step, to await.
+
+    A tool that does not suspend (the usual case) never needs one, and a turn
+    then runs for its agent with no coroutine or event-loop trip of its own.
+    """
+
+    __slots__ = ("rest",)
+
+    def __init__(self, rest: Awaitable[Any]) -> None:
+        self.rest = rest
+
+
+class _Steps(Protocol):
+    """A generator turn as its agent drives it: one value per `next()`."""
+
+    def next(self) -> Any:
+        """The next value, `_Later` to await for it, or `DONE` after the last one."""
+
+    async def close(self) -> None:
+        """End the iteration (also after stopping early)."""
+
+
+class _ToolSteps:
+    """Steps a generator turn's tool one value at a time, without a timer for a value
+    that comes without suspending (as `Turn._returning` does for a coroutine tool).
+
+    With `whole_run`, the steps are the whole run (no hook watches the turn): they
+    record how it ended and end it on `close()`. Otherwise the caller does.
+    """
+
+    __slots__ = (
+        "_deadline",
+        "_exhausted",
+        "_generator",
+        "_produced",
+        "_tool_times",
+        "_turn",
+        "_whole_run",
+    )
+
+    def __init__(self, turn: Turn, started: float, *, whole_run: bool) -> None:
+        self._turn = turn
+        self._deadline = started + turn._timeout
+        self._whole_run = whole_run
+        self._produced: list[Any] = []
+        turn.output = self._produced
+        self._generator: Any = None
+        self._tool_times: ToolMetadata | None = None
+        self._exhausted = False
+
+    def open(self, tool_start: float) -> None:
+        """Start the tool call, at `tool_start` (a `monotonic()` reading)."""
+        self._generator, self._tool_times = self._turn._open_tool(tool_start)
+
+    def next(self) -> Any:
+        """The next value, `_Later` to await for it, or `DONE` after the last one.
+
+        The timeout covers the time the consumer takes between values, so it is
+        checked before each step, not only while the tool runs.
+        """
+        if monotonic() >= self._deadline:
+            raise self._failed(_Expired())
+        step = self._generator.__anext__()
+        try:
+            pending = step.send(None)
+        except StopIteration as stop:
+            value = stop.value
+        except StopAsyncIteration:
+            return self._ended()
+        except Exception as exc:
+            raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
+        else:
+            return _Later(self._rest(step, pending))
+        self._produced.append(value)
+        return value
+
+    async def _rest(self, step: Any, pending: Any) -> Any:
+        """Finish a step that suspended on `pending`, under the turn's deadline."""
+        try:
+            value = await _resume_within(step, pending, self._deadline)
+        except StopAsyncIteration:
+            return self._ended()
+        except Exception as exc:
+            raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
+        self._produced.append(value)
+        return value
+
+    def _ended(self) -> object:
+        """The tool's generator is done: nothing is left to close. Returns `DONE`."""
+        self._exhausted = True
+        if self._whole_run:
+            self._turn._stop_reason = _COMPLETED
+        return DONE
+
+    def _failed(self, exc: Exception) -> Exception:
+        return self._turn._record_failure(exc) if self._whole_run else exc
+
+    async def close(self) -> None:
+        """Close the tool's generator (a consumer may stop early) and the clock."""
+        turn = self._turn
+        try:
+            if not self._exhausted and self._generator is not None:
+                await self._generator.aclose()
+        except Exception as exc:
+            raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
+        finally:
+            if self._whole_run:
+                turn._ended(self._tool_times)
+                turn._running = False
+            elif self._tool_times is not None:
+                self._tool_times._end = monotonic()
+
+
+class _HookedSteps:
+    """A generator turn that hooks watch, run by `Turn._yielding`, as `_Steps`."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: AsyncGenerator[Any, None]) -> None:
+        self._values = values
+
+    def next(self) -> Any:
+        return _Later(anext(self._values, DONE))
+
+    async def close(self) -> None:
+        await self._values.aclose()
 
 
 def _check_timeout(timeout: object) -> float:
@@ -179,7 +317,7 @@ def _bad_kwargs(kwargs: object) -> TypeError:
     return TypeError(f"Turn kwargs must be a dict with str keys, not {kwargs!r}")
 
 
-class Turn(JsonSerializable):
+class Turn(RunTimes, JsonSerializable):
     """One unit of work: a tool, its arguments and a timeout.
 
     Args:
@@ -197,6 +335,21 @@ class Turn(JsonSerializable):
         ValueError: `timeout` is not a positive number.
         TypeError: `args` is not a list or tuple, or `kwargs` is not a dict of str keys.
     """
+
+    # Slots: an agent reads a dozen of these per turn, over thousands of queued turns.
+    __slots__ = (
+        "_args",
+        "_dynamic_args",
+        "_dynamic_kwargs",
+        "_kwargs",
+        "_running",
+        "_stop_reason",
+        "_tags",
+        "_timeout",
+        "_tool",
+        "hooks",
+        "output",
+    )
 
     before_run = HookSlot(TurnHook.BEFORE_RUN)
     after_run = HookSlot(TurnHook.AFTER_RUN)
@@ -220,12 +373,7 @@ class Turn(JsonSerializable):
         self._tags = tag_set(tags)
         self.hooks: list[Hook] = []
         self.output: Any = None
-        # Clock readings of the latest run, and what to add to them to get `time()`
-        # timestamps: 0 for times loaded from saved data; for a run's `monotonic()`
-        # readings, worked out when first asked for (see `_wall_times`).
-        self._start: float | None = None
-        self._end: float | None = None
-        self._to_wall: float | None = 0.0
+        RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None
 
     # -- the guarded fields ------------------------------------------------
@@ -329,31 +477,11 @@ class Turn(JsonSerializable):
     @property
     def metadata(self) -> TurnMetadata:
         """Times and stop reason of the latest run (all `None` before one)."""
-        start, end = self._wall_times()
+        start, end = self._wall_datetimes()
         stop_reason = None if self._running else self._stop_reason
         if start is None and end is None and stop_reason is None:
             return _NO_METADATA
-        return TurnMetadata(
-            None if start is None else datetime.fromtimestamp(start, UTC),
-            None if end is None else datetime.fromtimestamp(end, UTC),
-            stop_reason,
-        )
-
-    def _wall_times(self) -> tuple[float | None, float | None]:
-        """The latest run's start and end as `time()` timestamps.
-
-        A run reads only the monotonic clock, which its timeout needs anyway. The
-        offset to wall-clock time is taken the first time someone asks and then
-        kept, so that every later read (and the end, once known) agrees with it.
-        """
-        to_wall = self._to_wall
-        if to_wall is None:
-            to_wall = self._to_wall = time() - monotonic()
-        start, end = self._start, self._end
-        return (
-            None if start is None else start + to_wall,
-            None if end is None else end + to_wall,
-        )
+        return TurnMetadata(start, end, stop_reason)
 
     def __repr__(self) -> str:
         return f"<Turn {self._tool.key}>"
@@ -387,8 +515,41 @@ class Turn(JsonSerializable):
         self.output = None
         # Until the run says otherwise, an interrupted run reads as cancelled.
         self._stop_reason = _CANCELLED
-        self._start, self._end, self._to_wall = monotonic(), None, None
-        return self._start
+        started = self._start = monotonic()
+        self._end = self._to_wall = None
+        return started
+
+    def _open_tool(self, started: float) -> tuple[Any, ToolMetadata | None]:
+        """Start the tool call (see `Tool._open`): its coroutine or generator, and its times."""
+        args, kwargs = self._evaluated()
+        return self._tool._open(args, kwargs, started)
+
+    def _ended(self, tool_times: ToolMetadata | None) -> None:
+        """Read the clock once for the end of the run and of a bare tool call in it."""
+        ended = self._end = monotonic()
+        if tool_times is not None:
+            tool_times._end = ended
+
+    def _record_failure(self, exc: Exception) -> Exception:
+        """Record a failed run; return what to raise (`TurnTimeoutError` on its own expiry)."""
+        if isinstance(exc, _Expired):
+            self._stop_reason = StopReason.TIMEOUT
+            expired = TurnTimeoutError(
+                f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
+                f"raise its timeout or make the tool faster"
+            )
+            expired.__suppress_context__ = True
+            return expired
+        self._stop_reason = StopReason.ERROR
+        return exc
+
+    async def _report_failure(self, hooks: list[Hook], exc: Exception) -> None:
+        """Fire `on_timeout` or `on_error` for a failure `_record_failure` recorded."""
+        if self._stop_reason is StopReason.TIMEOUT:
+            if hooks or _ON_TIMEOUT:
+                await fire_on(_ON_TIMEOUT, hooks, self._tags, self)
+        elif hooks or _ON_ERROR:
+            await fire_on(_ON_ERROR, hooks, self._tags, self, exc)
 
     async def _complete(self, hooks: list[Hook]) -> None:
         """Fire `on_complete` (always, last); the run is over even if a hook raises."""
@@ -396,20 +557,6 @@ class Turn(JsonSerializable):
             await fire_on(_ON_COMPLETE, hooks, self._tags, self, self._stop_reason)
         finally:
             self._running = False
-
-    async def _failed(self, hooks: list[Hook], exc: Exception) -> None:
-        """Record a failed run and fire its hooks; raise `TurnTimeoutError` on expiry."""
-        if isinstance(exc, _Expired):
-            self._stop_reason = StopReason.TIMEOUT
-            if hooks or _ON_TIMEOUT:
-                await fire_on(_ON_TIMEOUT, hooks, self._tags, self)
-            raise TurnTimeoutError(
-                f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
-                f"raise its timeout or make the tool faster"
-            ) from None
-        self._stop_reason = StopReason.ERROR
-        if hooks or _ON_ERROR:
-            await fire_on(_ON_ERROR, hooks, self._tags, self, exc)
 
     def returning(self) -> Coroutine[Any, Any, Any]:
         """Run a coroutine tool and return its result (also kept in `output`).
@@ -435,24 +582,91 @@ class Turn(JsonSerializable):
         """
         return self._yielding(self.hooks)
 
+    def _returning_now(self) -> Any:
+        """Run a turn no turn hook watches, for an agent: the output, or `_Later` to await.
+
+        When no tool hook watches either and the tool has no lock, the tool is
+        called bare, and if it finishes without suspending (most do) the whole run
+        happens in this call: no coroutine of its own and no timer. `_begin` and
+        `Tool._open` are inlined here (keep them in step): on this path every
+        call is a sizeable share of the cost.
+        """
+        tool = self._tool
+        if (
+            tool.hooks
+            or _ANY_TOOL_HOOK
+            or tool._lock is not None
+            or self._running
+            or self._dynamic_args
+            or self._dynamic_kwargs
+        ):
+            return _Later(self._returning([]))
+        self._running = True
+        self.output = None
+        self._stop_reason = _CANCELLED
+        started = self._start = monotonic()
+        self._end = self._to_wall = None
+        tool_times = tool.metadata
+        tool_times._start = started
+        tool_times._end = tool_times._to_wall = None
+        try:
+            args, kwargs = self._args, self._kwargs
+            if kwargs or not tool._spec.plain:
+                kwargs = tool._spec.bind(args, kwargs)
+            step = tool.fn(*args, **kwargs)
+            pending = step.send(None)
+        except StopIteration as stop:
+            self._end = tool_times._end = monotonic()
+            self._running = False
+            self.output = output = stop.value
+            self._stop_reason = _COMPLETED
+            return output
+        except BaseException as exc:
+            self._ended(tool_times)
+            self._running = False
+            if isinstance(exc, Exception):
+                self._stop_reason = StopReason.ERROR
+            raise
+        return _Later(self._finish(step, pending, started, tool_times))
+
+    async def _finish(
+        self, step: Any, pending: Any, started: float, tool_times: ToolMetadata | None
+    ) -> Any:
+        """The rest of an unobserved run whose tool suspended on `pending`."""
+        try:
+            output = await _resume_within(step, pending, started + self._timeout)
+        except Exception as exc:
+            raise self._record_failure(exc)  # noqa: B904 (the cause is the tool's own error)
+        finally:
+            self._ended(tool_times)
+            self._running = False
+        self.output = output
+        self._stop_reason = _COMPLETED
+        return output
+
     async def _returning(self, hooks: list[Hook]) -> Any:
         """Run with `hooks` (the turn's own, plus an agent's turn hooks)."""
-        started = self._begin(wants_generator=False)
+        started = tool_start = self._begin(wants_generator=False)
         try:
             if hooks or _BEFORE_RUN:
                 await fire_on(_BEFORE_RUN, hooks, self._tags, self)
+                tool_start = monotonic()
             args, kwargs = self._evaluated()
-            step = self._tool._call(args, kwargs)
+            step, tool_times = self._tool._open(args, kwargs, tool_start)
             try:
                 # Most tools finish without suspending: only one that suspends needs a timer.
                 pending = step.send(None)
             except StopIteration as stop:
                 output = stop.value
             else:
-                output = await _resume_within(step, pending, started, self._timeout)
+                output = await _resume_within(step, pending, started + self._timeout)
+            finally:
+                if tool_times is not None:
+                    tool_times._end = monotonic()
         except Exception as exc:
-            await self._failed(hooks, exc)
-            raise
+            error = self._record_failure(exc)
+            await self._report_failure(hooks, exc)
+            raise error  # noqa: B904 (the cause is the tool's own error)
         else:
             self.output = output
             self._stop_reason = _COMPLETED
@@ -466,43 +680,47 @@ class Turn(JsonSerializable):
             else:
                 self._running = False
 
+    def _steps(self, hooks: list[Hook]) -> _Steps:
+        """Run a generator turn for an agent, which takes its values from `next()`."""
+        if hooks or ANY_TURN_HOOK:
+            return _HookedSteps(self._yielding(hooks))
+        started = self._begin(wants_generator=True)
+        steps = _ToolSteps(self, started, whole_run=True)
+        try:
+            steps.open(started)
+        except BaseException as exc:
+            self._ended(None)
+            self._running = False
+            if isinstance(exc, Exception):
+                self._stop_reason = StopReason.ERROR
+            raise
+        return steps
+
     async def _yielding(self, hooks: list[Hook]) -> AsyncGenerator[Any, None]:
         started = self._begin(wants_generator=True)
-        produced: list[Any] = []
-        self.output = produced
+        steps = _ToolSteps(self, started, whole_run=False)
         try:
             if hooks or _BEFORE_RUN:
                 await fire_on(_BEFORE_RUN, hooks, self._tags, self)
-            args, kwargs = self._evaluated()
-            timeout = self._timeout
-            generator = self._tool._call(args, kwargs)
+            steps.open(monotonic() if hooks or _BEFORE_RUN else started)
             try:
                 while True:
-                    if monotonic() - started >= timeout:
-                        raise _Expired
-                    step = generator.__anext__()
-                    try:
-                        pending = step.send(None)  # as for a coroutine tool, see _returning
-                    except StopIteration as stop:
-                        value = stop.value
-                    except StopAsyncIteration:
+                    value = steps.next()
+                    if type(value) is _Later:
+                        value = await value.rest
+                    if value is DONE:
                         break
-                    else:
-                        try:
-                            value = await _resume_within(step, pending, started, timeout)
-                        except StopAsyncIteration:
-                            break
-                    produced.append(value)
                     yield value
             finally:
-                await generator.aclose()
+                await steps.close()
         except Exception as exc:
-            await self._failed(hooks, exc)
-            raise
+            error = self._record_failure(exc)
+            await self._report_failure(hooks, exc)
+            raise error  # noqa: B904 (the cause is the tool's own error)
         else:
             self._stop_reason = _COMPLETED
             if hooks or _AFTER_RUN:
-                await fire_on(_AFTER_RUN, hooks, self._tags, self, produced)
+                await fire_on(_AFTER_RUN, hooks, self._tags, self, self.output)
         finally:
             self._end = monotonic()
             if hooks or _ON_COMPLETE:
@@ -569,7 +787,8 @@ class Turn(JsonSerializable):
         if saved_hooks != {}:
             turn.hooks = hooks_from_dict(saved_hooks, TurnHook, f"turn {name!r}")
         turn.output = data.get("output")
-        turn._start = None if start is None else start.timestamp()
-        turn._end = None if end is None else end.timestamp()
+        turn._load_times(
+            None if start is None else start.timestamp(), None if end is None else end.timestamp()
+        )
         turn._stop_reason = stop_reason
         return turn

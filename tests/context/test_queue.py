@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import weakref
 from datetime import UTC, datetime
 from typing import Any
 
@@ -224,6 +225,50 @@ async def test_after_append_gets_the_appended_items_and_a_snapshot_after() -> No
     assert received_queue is queue
     assert appended == new
     assert [i.content for i in current] == ["b", "c", "d"]
+
+
+async def test_snapshots_kept_by_hooks_never_change_and_changing_them_leaves_the_queue_alone() -> (
+    None
+):
+    queue = await filled(2, "a", "b")
+    kept: list[tuple[str, list[ContextItem[Any]]]] = []
+
+    @queue.before_append
+    async def keep_before(q: Any, incoming: list[Any], current: list[Any]) -> None:
+        kept.append(("before", current))
+        incoming.clear()
+        current.append(ContextItem(content="intruder"))
+
+    @queue.after_append
+    async def keep_after(q: Any, appended: list[Any], current: list[Any]) -> None:
+        kept.append(("after", current))
+        appended.clear()
+        current.clear()
+
+    await queue.append(ContextItem(content="c"))
+    # Many more appends: the window turns over several times after the snapshots were taken.
+    queue.hooks.clear()
+    for n in range(20):
+        await queue.append(ContextItem(content=n))
+
+    assert [(when, [i.content for i in items]) for when, items in kept] == [
+        ("before", ["a", "b", "intruder"]),  # as the hook left them, nothing later
+        ("after", []),
+    ]
+    assert contents(queue) == [18, 19]
+
+
+async def test_evicted_items_are_released_once_the_window_has_moved_on() -> None:
+    queue: ContextQueue[Any] = ContextQueue(limit=3)
+    first = ContextItem(content="first")
+    await queue.append(first)
+    released = weakref.ref(first)
+    del first
+
+    for n in range(10):
+        await queue.append(ContextItem(content=n))
+
+    assert released() is None
 
 
 async def test_on_evict_fires_once_per_evicted_item_oldest_first() -> None:

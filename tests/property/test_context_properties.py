@@ -129,6 +129,71 @@ def test_queue_evictions_clears_and_final_items_account_for_every_append(
 
 
 @SETTINGS
+@given(limit=st.integers(min_value=1, max_value=6), ops=queue_ops)
+def test_queue_hook_snapshots_show_the_queue_then_and_never_change_after(
+    limit: int, ops: list[tuple[Any, ...]]
+) -> None:
+    async def scenario() -> None:
+        queue: ContextQueue[int] = ContextQueue(limit=limit)
+        received: list[tuple[list[ContextItem[int]], list[int]]] = []  # each snapshot, as given
+
+        @queue.before_append
+        async def keep_before(q: Any, incoming: Any, current: list[ContextItem[int]]) -> None:
+            received.append((current, [item.content for item in current]))
+
+        @queue.after_append
+        async def keep_after(q: Any, appended: Any, current: list[ContextItem[int]]) -> None:
+            received.append((current, [item.content for item in current]))
+
+        counter = 0
+        for op in ops:
+            if op[0] == "append":
+                before = [item.content for item in queue.items]
+                await queue.append(*(ContextItem(content=counter + n) for n in range(op[1])))
+                counter += op[1]
+                assert [contents for _, contents in received[-2:]] == [
+                    before,
+                    [item.content for item in queue.items],
+                ]
+            else:
+                await queue.clear()
+        assert all([item.content for item in kept] == given for kept, given in received)
+
+    run(scenario())
+
+
+@SETTINGS
+@given(limit=st.integers(min_value=1, max_value=6), batches=st.lists(st.integers(0, 4), max_size=8))
+def test_concurrent_appends_with_awaiting_hooks_report_every_eviction_once(
+    limit: int, batches: list[int]
+) -> None:
+    async def scenario() -> None:
+        queue: ContextQueue[int] = ContextQueue(limit=limit)
+        gone: list[int] = []
+
+        @queue.before_append
+        async def yield_before(q: Any, incoming: Any, current: Any) -> None:
+            await asyncio.sleep(0)
+
+        @queue.on_evict
+        async def yield_and_keep(q: Any, item: ContextItem[int]) -> None:
+            await asyncio.sleep(0)
+            gone.append(item.content)
+
+        starts = [sum(batches[:index]) for index in range(len(batches))]
+        await asyncio.gather(
+            *(
+                queue.append(*(ContextItem(content=start + n) for n in range(size)))
+                for start, size in zip(starts, batches, strict=True)
+            )
+        )
+        assert len(queue) <= limit
+        assert sorted(gone + [item.content for item in queue.items]) == list(range(sum(batches)))
+
+    run(scenario())
+
+
+@SETTINGS
 @given(
     limit=st.integers(min_value=1, max_value=6),
     contents=st.lists(json_values, max_size=6),

@@ -106,6 +106,23 @@ class Tool(Generic[P, R]):
     value, or the list of yielded values) and `on_error(exc=...)`.
     """
 
+    # Slots: a turn reads several of these on every run.
+    __slots__ = (
+        "_call",
+        "_lock",
+        "_spec",
+        "fixed_kwargs",
+        "fn",
+        "hooks",
+        "is_generator",
+        "key",
+        "lock",
+        "metadata",
+        "parent",
+        "subtools",
+        "tags",
+    )
+
     before_invoke = HookSlot(ToolHook.BEFORE_INVOKE)
     on_yield = HookSlot(ToolHook.ON_YIELD)
     after_invoke = HookSlot(ToolHook.AFTER_INVOKE)

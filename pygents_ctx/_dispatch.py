@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 __all__ = [
     "HookAttacher",
     "HookSlot",
-    "fire",
     "fire_on",
+    "fire_with_kwargs",
     "hooks_from_dict",
     "hooks_to_dict",
     "listening",
@@ -40,7 +40,7 @@ def listening(kind: HookKind, own: list[Hook], global_hooks: list[Hook]) -> bool
 
 
 def fire_on(
-    event: GlobalHooks, own: list[Hook], tags: frozenset[str], *args: Any, **kwargs: Any
+    event: GlobalHooks, own: list[Hook], tags: frozenset[str], *args: Any
 ) -> Awaitable[Any]:
     """Run the hooks of one event: the owner's own hooks of its kind, then the matching globals.
 
@@ -48,28 +48,33 @@ def fire_on(
     which owners look up once, at import. Callers test `own or event` first, so an
     unobserved event costs no await.
     """
-    if not kwargs:
-        # One hook that takes the arguments as they are, the usual case: its own
-        # coroutine is the whole dispatch, with nothing wrapped around it.
-        if not own:
-            lone = event.lone
-            if lone is not None:
-                return lone(*args)
-            matched = event.matching(tags)
-            if len(matched) == 1 and matched[0]._direct:
-                return matched[0].fn(*args)
-        elif len(own) == 1 and not (event and event.matching(tags)):
-            only = own[0]
-            if only._direct and event.kind in only.kinds:
-                return only.fn(*args)
-    return _fire(event, own, tags, args, kwargs)
+    # One hook that takes the arguments as they are, the usual case: its own
+    # coroutine is the whole dispatch, with nothing wrapped around it.
+    if not own:
+        lone = event.lone
+        if lone is not None:
+            return lone(*args)
+        matched = event.matching(tags)
+        if len(matched) == 1 and matched[0]._direct:
+            return matched[0].fn(*args)
+    elif len(own) == 1 and not (event and event.matching(tags)):
+        only = own[0]
+        if only._direct and event.kind in only.kinds:
+            return only.fn(*args)
+    return _fire(event, own, tags, args, {})
 
 
-def fire(
-    kind: HookKind, own: list[Hook], tags: frozenset[str], *args: Any, **kwargs: Any
+def fire_with_kwargs(
+    event: GlobalHooks,
+    own: list[Hook],
+    tags: frozenset[str],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
 ) -> Awaitable[Any]:
-    """`fire_on` for a caller that holds the hook kind rather than its global hooks."""
-    return fire_on(HookRegistry.globals_for(kind), own, tags, *args, **kwargs)
+    """`fire_on` for an event whose hooks take keyword arguments too (a tool's call)."""
+    if not kwargs:
+        return fire_on(event, own, tags, *args)
+    return _fire(event, own, tags, args, kwargs)
 
 
 async def _fire(

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
-from pygents_ctx._dispatch import HookSlot, fire_on
+from pygents_ctx._dispatch import HookSlot, fire_on, fire_with_kwargs
 from pygents_ctx._schema import signature_schemas
 from pygents_ctx.hooks import Hook, ToolHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
@@ -201,7 +201,7 @@ class Tool(Generic[P, R]):
             kwargs = spec.bind(args, kwargs)
         hooks = self.hooks
         if hooks or _BEFORE_INVOKE:
-            await fire_on(_BEFORE_INVOKE, hooks, self.tags, *args, **kwargs)
+            await fire_with_kwargs(_BEFORE_INVOKE, hooks, self.tags, args, kwargs)
         metadata = self.metadata
         metadata._mark_start(monotonic())
         try:
@@ -215,7 +215,7 @@ class Tool(Generic[P, R]):
                 metadata._end = monotonic()
         except Exception as exc:
             if hooks or _ON_ERROR:
-                await fire_on(_ON_ERROR, hooks, self.tags, exc=exc)
+                await fire_with_kwargs(_ON_ERROR, hooks, self.tags, (), {"exc": exc})
             raise
         if hooks or _AFTER_INVOKE:
             await fire_on(_AFTER_INVOKE, hooks, self.tags, result)
@@ -227,7 +227,7 @@ class Tool(Generic[P, R]):
             kwargs = spec.bind(args, kwargs)
         hooks, tags = self.hooks, self.tags
         if hooks or _BEFORE_INVOKE:
-            await fire_on(_BEFORE_INVOKE, hooks, tags, *args, **kwargs)
+            await fire_with_kwargs(_BEFORE_INVOKE, hooks, tags, args, kwargs)
         metadata = self.metadata
         metadata._mark_start(monotonic())
         produced: list[Any] = []
@@ -249,7 +249,7 @@ class Tool(Generic[P, R]):
                     lock.release()
         except Exception as exc:
             if hooks or _ON_ERROR:
-                await fire_on(_ON_ERROR, hooks, tags, exc=exc)
+                await fire_with_kwargs(_ON_ERROR, hooks, tags, (), {"exc": exc})
             raise
         except GeneratorExit:
             # The consumer stopped early: report what it received, then finish closing.

@@ -647,6 +647,7 @@ class Turn(RunTimes, JsonSerializable):
     async def _returning(self, hooks: list[Hook]) -> Any:
         """Run with `hooks` (the turn's own, plus an agent's turn hooks)."""
         started = tool_start = self._begin(wants_generator=False)
+        ended = None  # the tool's end, also the run's while no hook has run since
         try:
             if hooks or _BEFORE_RUN:
                 await fire_on(_BEFORE_RUN, hooks, self._tags, self)
@@ -661,20 +662,23 @@ class Turn(RunTimes, JsonSerializable):
             else:
                 output = await _resume_within(step, pending, started + self._timeout)
             finally:
+                ended = monotonic()
                 if tool_times is not None:
-                    tool_times._end = monotonic()
+                    tool_times._end = ended
         except Exception as exc:
             error = self._record_failure(exc)
+            ended = None
             await self._report_failure(hooks, exc)
             raise error  # noqa: B904 (the cause is the tool's own error)
         else:
             self.output = output
             self._stop_reason = _COMPLETED
             if hooks or _AFTER_RUN:
+                ended = None
                 await fire_on(_AFTER_RUN, hooks, self._tags, self, output)
             return output
         finally:
-            self._end = monotonic()
+            self._end = monotonic() if ended is None else ended
             if hooks or _ON_COMPLETE:
                 await self._complete(hooks)
             else:

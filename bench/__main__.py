@@ -1,4 +1,8 @@
-"""`make bench`: run every scenario, print a table, write bench/out/results.json."""
+"""`make bench`: run every scenario, print a table, write bench/out/results.json.
+
+`python -m bench --quick` runs each scenario at a tenth of its size;
+`python -m bench --markdown` prints the latest run's table for the README.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +49,29 @@ def _ns(value: float) -> str:
     return f"{value / 1e6:.2f} ms" if value >= 1e6 else f"{value:,.0f} ns"
 
 
+def markdown(results: list[Result]) -> str:
+    """The table as the README shows it."""
+    rows = ["| scenario | ours | floor | ratio | target |", "|---|---:|---:|---:|---|"]
+    for r in results:
+        target = "-" if r.target is None else f"≤{r.target:g} {'✓' if r.met else 'missed'}"
+        rows.append(
+            f"| {r.name} | {_ns(r.ours_ns)} | {_ns(r.floor_ns)} | {r.ratio:.1f}x | {target} |"
+        )
+    return "\n".join(rows)
+
+
+def saved_results() -> list[Result]:
+    """The results of the latest run, read back from `OUT`."""
+    saved = json.loads(OUT.read_text())
+    return [
+        Result(r["scenario"], r["ours_ns"], r["floor_ns"], r["target"]) for r in saved["results"]
+    ]
+
+
 def main() -> None:
+    if "--markdown" in sys.argv:  # the latest run's table, for the README
+        print(markdown(saved_results()))
+        return
     quick = "--quick" in sys.argv
     results = asyncio.run(collect(quick))
     print(table(results))

@@ -332,6 +332,7 @@ class Agent(JsonSerializable):
         token = None  # while CURRENT_CONTEXT holds this agent's context
         try:
             while True:
+                # A turn is current here only when restored as such, first: no pause yet.
                 turn = state.current_turn
                 if turn is None:
                     if not turns:
@@ -340,8 +341,6 @@ class Agent(JsonSerializable):
                         await gate.wait()
                         continue  # the queue may have changed meanwhile
                     turn = state.current_turn = turns.popleft()
-                elif state.paused:
-                    await gate.wait()
                 hooks = self.hooks
                 if CONTEXT_READERS.exist:
                     token = CURRENT_CONTEXT.set(context)

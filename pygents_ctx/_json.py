@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import math
 from collections.abc import Mapping
 from typing import Any, Self, TypeGuard
@@ -58,24 +59,69 @@ def _refuse(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
-def dumps(data: Any, owner: str) -> bytes:
-    """Serialize plain data to JSON bytes.
+# orjson writes values of these types (and finite floats) so that they read back as
+# they were, a tuple as a list. Others it converts: NaN and infinity to null, an Enum
+# to its value, a UUID to a string, a subclass of str or dict to the base type, ...
+_EXACT_TYPES = frozenset({str, int, bool, type(None), dict, list, tuple})
+_is_float = float.__instancecheck__
+_CENSUS_FROM = 512  # bytes of JSON
+
+
+def _loads_back_equal(values: list[Any]) -> bool:
+    """Whether JSON that orjson wrote of `values` surely reads back equal to them.
+
+    Call only after `orjson.dumps()` of them succeeded: there are then no cycles,
+    every int fits and every key is a string. False means "look closer", not "wrong".
+    """
+    # Breadth first, in C: `gc.get_referents` lists what the dicts, lists and tuples
+    # of one level hold (a dict's values; its keys are strings, orjson checked), and
+    # `map(type, ...)` takes the census. Only floats need a look at their values.
+    level = values
+    while level:
+        kinds = set(map(type, level))
+        if not kinds <= _EXACT_TYPES:
+            if not kinds - _EXACT_TYPES <= {float}:
+                return False
+            if not math.isfinite(sum(filter(_is_float, level), 0.0)):
+                return False  # a NaN or an infinity (or finite floats that overflow the sum)
+        level = gc.get_referents(*level)
+    return True
+
+
+def dumps(data: Any, owner: str, user_values: list[Any] | None = None) -> bytes:
+    """Serialize plain data to JSON bytes that read back equal to it.
+
+    Args:
+        data: What to write.
+        owner: Names `data` in error messages.
+        user_values: The parts of `data` that hold values users gave, which must be
+            checked; None for all of it. The rest must be JSON by construction.
 
     Raises:
         TypeError: Something in `data` is not JSON; the message names the field.
     """
     try:
         encoded = orjson.dumps(data, default=_refuse, option=_OPTIONS)
-        # orjson writes NaN and infinity as null. Reading the bytes back and comparing
-        # (both in C) is far cheaper than walking the data in Python to rule that out.
-        suspect = b"null" in encoded and orjson.loads(encoded) != data
-        found = _first_unjsonable(data, owner) if suspect else None
     except TypeError:
-        found = _first_unjsonable(data, owner) or (owner, data)
-    if found is None:
+        raise _cannot_hold(*(_first_unjsonable(data, owner) or (owner, data))) from None
+    # Two ways to know that the JSON reads back equal: read it back and compare, at a
+    # cost per object; or a census of the types in what users gave, cheaper per object
+    # but with a fixed cost per level of nesting, so worth it only beyond a few hundred
+    # bytes. Whatever the census finds unusual, the comparison decides.
+    census_pays = len(encoded) > _CENSUS_FROM
+    checked = [data] if user_values is None else user_values
+    if (census_pays and _loads_back_equal(checked)) or orjson.loads(encoded) == data:
         return encoded
-    where, value = found
-    raise TypeError(
+    # Rarely here (a float that is not finite, an Enum, a tuple, ...): walk in Python,
+    # which names the field, only once the exact comparison has failed.
+    found = _first_unjsonable(data, owner)
+    if found is None:
+        return encoded  # differs only as JSON must: a tuple reads back as a list
+    raise _cannot_hold(*found)
+
+
+def _cannot_hold(where: str, value: Any) -> TypeError:
+    return TypeError(
         f"{where} holds {value!r} ({type(value).__name__}), which JSON cannot hold; "
         f"store plain str/int/float/bool/None/list/dict values (finite numbers) there"
     )
@@ -113,7 +159,24 @@ class JsonSerializable:
         Raises:
             TypeError: A value is not JSON; the message names the object and field.
         """
-        return dumps(self.to_dict(), type(self).__name__)
+        data = self._json_data()
+        return dumps(data, type(self).__name__, self._user_values(data))
+
+    def _json_data(self) -> Any:
+        """What `to_json()` writes: `to_dict()`, or equal data that need not be a copy.
+
+        `to_json()` only reads it once, so it may share the object's own containers.
+        """
+        return self.to_dict()
+
+    @classmethod
+    def _user_values(cls, data: Any) -> list[Any] | None:
+        """The parts of saved `data` that hold values users gave (None: all of it).
+
+        `to_json()` checks only these: a class lists here every saved field it does
+        not check itself when the field is set, as it checks a name or a timeout.
+        """
+        return None
 
     @classmethod
     def from_json(cls, data: bytes | str) -> Self:
@@ -122,4 +185,13 @@ class JsonSerializable:
         Raises:
             ValueError: The JSON is invalid or does not describe this kind of object.
         """
-        return cls.from_dict(loads(data, cls.__name__))
+        return cls._from_json_data(loads(data, cls.__name__))
+
+    @classmethod
+    def _from_json_data(cls, data: Any) -> Self:
+        """`from_dict()` of what `from_json()` has just parsed.
+
+        That data is plain dicts and lists that nothing else holds, with string keys
+        and no functions in it: a class may keep its containers instead of copying them.
+        """
+        return cls.from_dict(data)

@@ -456,7 +456,7 @@ class Agent(JsonSerializable):
         Raises:
             ValueError: The JSON is invalid or does not describe an agent.
         """
-        return cls.from_dict(loads(data, cls.__name__), context=context)
+        return cls._from_saved(loads(data, cls.__name__), context, parsed=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The agent as plain data (see the Serialization docs for the shape).
@@ -466,13 +466,32 @@ class Agent(JsonSerializable):
         Raises:
             UnserializableHookError: A hook cannot be saved by name.
         """
+        return self._saved(fresh=True)
+
+    def _json_data(self) -> dict[str, Any]:
+        return self._saved(fresh=False)
+
+    @classmethod
+    def _user_values(cls, data: dict[str, Any]) -> list[Any]:
+        current = data["current_turn"]
+        turns = data["queue"] if current is None else [*data["queue"], current]
+        return [
+            data["description"],  # not checked when assigned
+            data.get("context"),  # from the store, which may be anyone's
+            *Turn._user_values_of(turns),
+            *ContextQueue._user_values(data["context_queue"]),
+            *ContextPool._user_values(data["context_pool"]),
+        ]
+
+    def _saved(self, fresh: bool) -> dict[str, Any]:
+        """`to_dict()`; unless `fresh`, the turns share their containers (see `Turn._saved`)."""
         current = self._state.current_turn
         return {
             "name": self.name,
             "description": self.description,
             "tool_names": [t.key for t in self.tools],
-            "queue": [turn.to_dict() for turn in self._turns],
-            "current_turn": None if current is None else current.to_dict(),
+            "queue": [turn._saved(fresh) for turn in self._turns],
+            "current_turn": None if current is None else current._saved(fresh),
             "hooks": hooks_to_dict(self.hooks, AgentHook, f"agent {self.name!r}"),
             "turn_hooks": hooks_to_dict(self.turn_hooks, TurnHook, f"agent {self.name!r}"),
             "context_pool": self.context_pool.to_dict(),
@@ -497,6 +516,11 @@ class Agent(JsonSerializable):
             UnregisteredToolError: A tool name is not registered.
             UnregisteredHookError: A hook name is not registered.
         """
+        return cls._from_saved(data, context, parsed=False)
+
+    @classmethod
+    def _from_saved(cls, data: object, context: ContextConfig | None, parsed: bool) -> Agent:
+        """`from_dict`; `parsed` as for `Turn._from_saved`."""
         if not isinstance(data, Mapping):
             raise ValueError(f"a saved Agent must be a dict, not {type(data).__name__}")
         unknown = sorted(set(data) - set(_SAVED_KEYS))
@@ -513,16 +537,17 @@ class Agent(JsonSerializable):
         current = _field(data, "current_turn", dict, None, label)
         is_paused = bool(_field(data, "is_paused", bool, False, label))
         tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
-        turns = [Turn.from_dict(t) for t in queued]
-        current_turn = None if current is None else Turn.from_dict(current)
-        _require_tools(index, [*turns, *filter(None, [current_turn])], label)
+        used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
+        turns = [Turn._from_saved(t, used, parsed) for t in queued]
+        current_turn = None if current is None else Turn._from_saved(current, used, parsed)
+        _require_each_tool(index, used.values(), label)
         queue = (
-            ContextQueue.from_dict(data["context_queue"])
+            ContextQueue._from_saved(data["context_queue"], parsed)
             if data.get("context_queue") is not None
             else None
         )
         pool = (
-            ContextPool.from_dict(data["context_pool"])
+            ContextPool._from_saved(data["context_pool"], parsed)
             if data.get("context_pool") is not None
             else None
         )
@@ -587,10 +612,21 @@ def _require_tools(index: dict[str, Tool[..., Any]], turns: Iterable[Turn], owne
     Raises:
         ValueError: A turn's tool is not in `index`.
     """
-    for turn in turns:
-        if index.get(turn.tool_name) is not turn.tool:
+    _require_each_tool(index, (turn.tool for turn in turns), owner)
+
+
+def _require_each_tool(
+    index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
+) -> None:
+    """`_require_tools` for the tools pending turns use, each given once or more.
+
+    Raises:
+        ValueError: A tool is not in `index`.
+    """
+    for tool in needed:
+        if index.get(tool.key) is not tool:
             raise ValueError(
-                f"{owner} has a pending turn for tool {turn.tool_name!r} but not the tool; "
+                f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
                 f"include it in the tools"
             )
 

@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Mapp
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
+from operator import itemgetter
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -90,6 +91,12 @@ class TurnMetadata(JsonSerializable):
 _COMPLETED, _CANCELLED = StopReason.COMPLETED, StopReason.CANCELLED
 
 _NO_METADATA = TurnMetadata()  # what every turn reports before its first run
+_NO_SAVED_METADATA = _NO_METADATA.to_dict()  # and saves: most queued turns never ran
+
+# The saved fields of a turn that hold what users gave it (see `Turn._user_values`).
+_USER_FIELDS = itemgetter("args", "kwargs", "output")
+_NO_TAGS: frozenset[str] = frozenset()
+_NO_SAVED_HOOKS: dict[str, list[str]] = {}  # only compared with, never changed
 
 
 def _read_metadata(
@@ -365,12 +372,31 @@ class Turn(RunTimes, JsonSerializable):
         timeout: float = 60,
         tags: Iterable[str] | None = None,
     ) -> None:
+        self._fill(
+            self._resolve(tool),
+            *self._check_args(args),
+            *self._check_kwargs(kwargs),
+            _check_timeout(timeout),
+            tag_set(tags),
+        )
+
+    def _fill(
+        self,
+        tool: Tool[..., Any],
+        args: tuple[Any, ...],
+        dynamic_args: bool,
+        kwargs: dict[str, Any],
+        dynamic_kwargs: bool,
+        timeout: float,
+        tags: frozenset[str],
+    ) -> None:
+        """Set every field of a new turn from checked values (`__init__`, loading)."""
         self._running = False
-        self._tool = self._resolve(tool)
-        self._args, self._dynamic_args = self._check_args(args)
-        self._kwargs, self._dynamic_kwargs = self._check_kwargs(kwargs)
-        self._timeout = _check_timeout(timeout)
-        self._tags = tag_set(tags)
+        self._tool = tool
+        self._args, self._dynamic_args = args, dynamic_args
+        self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
+        self._timeout = timeout
+        self._tags = tags
         self.hooks: list[Hook] = []
         self.output: Any = None
         RunTimes.__init__(self)
@@ -746,19 +772,42 @@ class Turn(RunTimes, JsonSerializable):
         Raises:
             UnserializableHookError: A hook cannot be saved by name.
         """
-        args, kwargs = self._evaluated()
-        hooks = self.hooks  # usually none: skip naming the owner for error messages then
+        return self._saved(fresh=True)
+
+    def _json_data(self) -> dict[str, Any]:
+        return self._saved(fresh=False)
+
+    @classmethod
+    def _user_values(cls, data: dict[str, Any]) -> list[Any]:
+        return cls._user_values_of([data])
+
+    @staticmethod
+    def _user_values_of(saved_turns: Iterable[dict[str, Any]]) -> list[Any]:
+        """`_user_values` of many saved turns: their arguments and outputs."""
+        return list(map(_USER_FIELDS, saved_turns))
+
+    def _saved(self, fresh: bool) -> dict[str, Any]:
+        """`to_dict()`; unless `fresh`, sharing this turn's own containers, not copies."""
+        # Most turns hold plain arguments, have never run and have no hooks or tags:
+        # each of those takes a short path (an agent saves its whole queue at once).
+        dynamic = self._dynamic_args or self._dynamic_kwargs
+        args, kwargs = self._evaluated() if dynamic else (self._args, self._kwargs)
+        if self._start is None and self._end is None and self._stop_reason is None:
+            metadata = _NO_SAVED_METADATA.copy() if fresh else _NO_SAVED_METADATA
+        else:
+            metadata = self.metadata.to_dict()
+        hooks, tags = self.hooks, self._tags
         return {
             "tool_name": self._tool.key,
-            "args": list(args),
-            "kwargs": dict(kwargs),
+            "args": list(args),  # a list, as JSON reads it back (to_json compares)
+            "kwargs": dict(kwargs) if fresh else kwargs,
             "timeout": self._timeout,
-            "metadata": self.metadata.to_dict(),
+            "metadata": metadata,
             # A turn in flight runs again from the start when restored: its partial
             # output (routed items included) is not state worth saving.
             "output": None if self._running else self.output,
             "hooks": hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}") if hooks else {},
-            "tags": sorted(self._tags),
+            "tags": sorted(tags) if tags else [],
         }
 
     @classmethod
@@ -770,29 +819,63 @@ class Turn(RunTimes, JsonSerializable):
             UnregisteredToolError: The tool is not registered.
             UnregisteredHookError: A hook name is not registered.
         """
+        return cls._from_saved(data, {}, parsed=False)
+
+    @classmethod
+    def _from_json_data(cls, data: Any) -> Turn:
+        return cls._from_saved(data, {}, parsed=True)
+
+    @classmethod
+    def _from_saved(cls, data: object, tools: dict[str, Tool[..., Any]], parsed: bool) -> Turn:
+        """`from_dict`, looking tool names up in `tools` before the registry.
+
+        Loading many turns (an agent's queue) with one `tools` resolves each name
+        once; afterwards `tools` holds every tool the turns use. `parsed`: `data`
+        is fresh from `from_json` (see `JsonSerializable._from_json_data`).
+        """
         if not is_mapping(data) or "tool_name" not in data:
             raise ValueError(f"a saved turn must be a dict with a 'tool_name', not {data!r}")
         name = data["tool_name"]
         if not isinstance(name, str):
             raise ValueError(f"turn 'tool_name' must be a string, not {name!r}")
+        tool = tools.get(name)
+        if tool is None:
+            tool = tools[name] = ToolRegistry.get(name)
+        args, kwargs, tags = data.get("args"), data.get("kwargs"), data.get("tags")
         try:
-            turn = cls(
-                name,
-                args=data.get("args"),
-                kwargs=data.get("kwargs"),
-                timeout=data.get("timeout", 60),
-                tags=data.get("tags"),
-            )
+            if parsed and type(args) is list and type(kwargs) is dict:
+                # Fresh JSON holds no functions to call at run time and only string
+                # keys, and nothing else holds the dict: the turn can keep it.
+                args, dynamic_args, dynamic_kwargs = tuple(args), False, False
+            else:
+                args, dynamic_args = cls._check_args(args)
+                kwargs, dynamic_kwargs = cls._check_kwargs(kwargs)
+            timeout = data.get("timeout", 60)
+            if type(timeout) is not int or timeout < 1:  # a positive int needs no other check
+                timeout = _check_timeout(timeout)
+            tags = _NO_TAGS if tags == [] else tag_set(tags)
         except TypeError as exc:
             raise ValueError(f"saved turn for {name!r}: {exc}") from None
-        start, end, stop_reason = _read_metadata(data.get("metadata") or {})
-        saved_hooks = data.get("hooks", {})
+        start: float | None = None
+        end: float | None = None
+        stop_reason: StopReason | None = None
+        metadata = data.get("metadata")
+        if metadata and metadata != _NO_SAVED_METADATA:
+            start_time, end_time, stop_reason = _read_metadata(metadata)
+            start = None if start_time is None else start_time.timestamp()
+            end = None if end_time is None else end_time.timestamp()
+        saved_hooks = data.get("hooks", _NO_SAVED_HOOKS)
         # Most turns have none: then skip naming the owner for error messages.
-        if saved_hooks != {}:
-            turn.hooks = hooks_from_dict(saved_hooks, TurnHook, f"turn {name!r}")
-        turn.output = data.get("output")
-        turn._load_times(
-            None if start is None else start.timestamp(), None if end is None else end.timestamp()
+        hooks = (
+            []
+            if saved_hooks == _NO_SAVED_HOOKS
+            else hooks_from_dict(saved_hooks, TurnHook, f"turn {name!r}")
         )
+        # Values checked as __init__ would: calling it would check them again.
+        turn = object.__new__(cls)
+        turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags)
+        turn.hooks = hooks
+        turn.output = data.get("output")
+        turn._load_times(start, end)
         turn._stop_reason = stop_reason
         return turn

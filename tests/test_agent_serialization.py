@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import json
+import math
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -526,3 +529,99 @@ async def test_to_json_of_unjsonable_turn_argument_names_the_field(echo: Tool[..
 
     with pytest.raises(TypeError, match=r"queue\[0\]\.kwargs\.value"):
         agent.to_json()
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+
+
+UNFAITHFUL = pytest.mark.parametrize(
+    "value",
+    [math.nan, -math.inf, Mode.FAST, uuid.UUID(int=3)],
+    ids=["nan", "infinity", "enum", "uuid"],
+)
+
+
+async def _set_turn_argument(agent: Agent, value: Any) -> None:
+    await agent.put(Turn("echo", kwargs={"value": value}))
+
+
+async def _set_turn_output(agent: Agent, value: Any) -> None:
+    turn = Turn("echo", kwargs={"value": 1})
+    turn.output = value
+    await agent.put(turn)
+
+
+async def _set_queue_content(agent: Agent, value: Any) -> None:
+    await agent.context_queue.append(ContextItem(content={"nested": [value]}))
+
+
+async def _set_pool_content(agent: Agent, value: Any) -> None:
+    await agent.context_pool.add(ContextItem(content=value, description="d", id="x"))
+
+
+async def _set_description(agent: Agent, value: Any) -> None:
+    agent.description = value
+
+
+async def _set_queue_tags(agent: Agent, value: Any) -> None:
+    agent.context_queue.tags = [value]  # type: ignore[assignment]
+
+
+async def _set_pool_tags(agent: Agent, value: Any) -> None:
+    agent.context_pool.tags = [value]  # type: ignore[assignment]
+
+
+PLACES = [
+    (_set_turn_argument, r"queue\[\d+\]\.kwargs\.value"),
+    (_set_turn_output, r"queue\[\d+\]\.output"),
+    (_set_queue_content, r"context_queue\.items\[\d+\]\.content\.nested\[0\]"),
+    (_set_pool_content, r"context_pool\.items\[\d+\]\.content"),
+    (_set_description, r"Agent\.description"),
+    (_set_queue_tags, r"context_queue\.tags\[0\]"),
+    (_set_pool_tags, r"context_pool\.tags\[0\]"),
+]
+
+
+@UNFAITHFUL
+@pytest.mark.parametrize(("place", "field"), PLACES, ids=[p.__name__[5:] for p, _ in PLACES])
+@pytest.mark.parametrize("padding", [0, 40], ids=["small", "large"])
+async def test_to_json_refuses_what_json_would_not_give_back_wherever_users_put_it(
+    echo: Tool[..., Any], place: Any, field: str, value: Any, padding: int
+) -> None:
+    agent = Agent("saver", "d", [echo], context_pool=ContextPool())
+    for i in range(padding):  # enough to make the JSON large
+        await agent.context_pool.add(ContextItem(content=f"doc {i}", description="d", id=f"{i}"))
+    await place(agent, value)
+
+    with pytest.raises(TypeError, match=field):
+        agent.to_json()
+
+
+@UNFAITHFUL
+async def test_to_json_refuses_it_in_the_turn_in_flight_too(
+    echo: Tool[..., Any], value: Any
+) -> None:
+    @tool
+    async def checkpoint(mode: Any) -> bytes:
+        return agent.to_json()
+
+    agent = Agent("saver", "d", [echo, checkpoint])
+    await agent.put(Turn(checkpoint, kwargs={"mode": value}))
+
+    with pytest.raises(TypeError, match=r"current_turn\.kwargs\.mode"):
+        await drain(agent)
+
+
+async def test_agent_loaded_from_json_keeps_no_link_to_what_it_saves(
+    agent: Agent,
+) -> None:
+    restored = _via_json_bytes(agent)
+
+    saved = restored.to_dict()
+    saved["queue"][0]["kwargs"]["value"] = "changed"
+    saved["context_queue"]["items"][0]["content"] = "changed"
+
+    assert restored.queue[0].kwargs == {"value": "later"}
+    assert restored.context_queue.items[0].content == {"text": "hi"}
+    assert await drain(restored) == ["later", "SHOUT"]

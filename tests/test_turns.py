@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import enum
 import functools
 import math
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import FrozenInstanceError, dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -1160,6 +1162,118 @@ def test_to_json_refuses_an_output_json_cannot_hold(add: Tool[..., Any]) -> None
 
     with pytest.raises(TypeError, match="output"):
         turn.to_json()
+
+
+class Mode(enum.Enum):
+    FAST = "fast"
+
+
+@pytest.mark.parametrize(
+    ("value", "where"),
+    [
+        (Mode.FAST, r"Turn\.kwargs\.mode"),
+        (uuid.UUID(int=7), r"Turn\.kwargs\.mode"),
+        (math.nan, r"Turn\.kwargs\.mode"),
+        ([1.5, -math.inf], r"Turn\.kwargs\.mode\[1\]"),
+    ],
+    ids=["enum", "uuid", "nan", "infinity-in-a-list"],
+)
+async def test_to_json_of_a_finished_turn_refuses_what_json_would_change(
+    echo: Tool[..., Any], value: Any, where: str
+) -> None:
+    # Finished, with an output: its JSON holds no null at all.
+    turn = Turn(echo, kwargs={"mode": value})
+    await turn.returning()
+    turn.output = "done"
+
+    with pytest.raises(TypeError, match=where):
+        turn.to_json()
+
+
+async def test_to_dict_gives_copies_that_do_not_reach_the_turn(add: Tool[..., Any]) -> None:
+    turn, other = Turn(add, args=[1], kwargs={"b": 2}), Turn(add, args=[3])
+    expected = turn.to_dict()
+
+    saved = turn.to_dict()
+    saved["args"].append(9)
+    saved["kwargs"]["b"] = 9
+    saved["metadata"]["stop_reason"] = "completed"
+
+    assert turn.to_dict() == expected
+    assert other.to_dict()["metadata"] == {
+        "start_time": None,
+        "end_time": None,
+        "stop_reason": None,
+    }
+    assert await turn.returning() == 3
+
+
+async def test_from_dict_keeps_nothing_of_the_data_it_was_given(add: Tool[..., Any]) -> None:
+    saved = Turn(add, args=[1], kwargs={"b": 2}).to_dict()
+    turn = Turn.from_dict(saved)
+
+    saved["args"].append(9)
+    saved["kwargs"]["b"] = 9
+
+    assert (turn.args, turn.kwargs) == ([1], {"b": 2})
+    assert await turn.returning() == 3
+
+
+async def test_from_dict_still_calls_a_function_among_the_saved_arguments(
+    add: Tool[..., Any],
+) -> None:
+    # Only data fresh from JSON is known to hold no functions.
+    turn = Turn.from_dict({"tool_name": "add", "args": [1], "kwargs": {"b": lambda: 2}})
+
+    assert await turn.returning() == 3
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"args": {"a": 1}}, "args"),
+        ({"args": "12"}, "args"),
+        ({"kwargs": ["b"]}, "kwargs"),
+        ({"kwargs": None, "args": None, "timeout": 0}, "timeout"),
+        ({"timeout": -1}, "timeout"),
+        ({"timeout": True}, "timeout"),
+        ({"timeout": "60"}, "timeout"),
+        ({"tags": "abc"}, "tags"),
+        ({"tags": [1]}, "tags"),
+        ({"metadata": {"stop_reason": "finished"}}, "stop_reason"),
+        ({"hooks": []}, "hooks"),
+    ],
+)
+def test_from_json_checks_the_saved_fields_as_from_dict_does(
+    add: Tool[..., Any], change: dict[str, Any], field: str
+) -> None:
+    saved = {**Turn(add, args=[1], kwargs={"b": 2}).to_dict(), **change}
+
+    with pytest.raises(ValueError, match=field) as from_dict:
+        Turn.from_dict(saved)
+    with pytest.raises(ValueError, match=field) as from_json:
+        Turn.from_json(orjson.dumps(saved))
+    assert str(from_json.value) == str(from_dict.value)
+
+
+@pytest.mark.parametrize("load", ["from_dict", "from_json"])
+async def test_a_loaded_turn_has_the_fields_of_a_new_one(add: Tool[..., Any], load: str) -> None:
+    # Loading sets the fields itself rather than through __init__: they must agree.
+    ran = Turn(add, args=[1], kwargs={"b": 2}, tags=["t"])
+    await ran.returning()
+
+    for original in (Turn(add), ran):
+        loaded = (
+            Turn.from_dict(original.to_dict())
+            if load == "from_dict"
+            else Turn.from_json(original.to_json())
+        )
+
+        fields = [name for cls in Turn.__mro__ for name in getattr(cls, "__slots__", ())]
+        assert all(hasattr(loaded, name) for name in fields)  # none left unset
+        assert loaded.to_dict() == original.to_dict()
+        assert loaded.metadata == original.metadata
+    assert await loaded.returning() == 3
 
 
 # -- property --------------------------------------------------------------------------------

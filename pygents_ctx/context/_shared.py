@@ -8,7 +8,7 @@ from typing import Any, Final, NamedTuple
 
 from pygents_ctx.context.items import ContextItem
 
-__all__ = ["INHERIT", "Inherit", "Saved", "check_limit", "read_saved"]
+__all__ = ["INHERIT", "Inherit", "Saved", "check_limit", "read_saved", "saved_user_values"]
 
 
 class Inherit(Enum):
@@ -43,8 +43,10 @@ class Saved(NamedTuple):
     tags: list[str]
 
 
-def read_saved(data: object, owner: str, *, limit_required: bool) -> Saved:
+def read_saved(data: object, owner: str, *, limit_required: bool, parsed: bool) -> Saved:
     """Check the common shape of a saved queue or pool, before anything is built.
+
+    `parsed`: `data` is fresh from `from_json` (see `JsonSerializable._from_json_data`).
 
     Raises:
         ValueError: A required key is missing or a field has the wrong type.
@@ -62,8 +64,17 @@ def read_saved(data: object, owner: str, *, limit_required: bool) -> Saved:
     raw_items = data.get("items", [])
     if not isinstance(raw_items, list):
         raise ValueError(f"saved {owner} 'items' must be a list, not {type(raw_items).__name__}")
-    items = [ContextItem.from_dict(item) for item in raw_items]
+    items = ContextItem._all_from_dicts(raw_items, parsed)
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"saved {owner} 'tags' must be a list of strings, not {tags!r}")
     return Saved(limit, items, data.get("hooks", {}), tags)
+
+
+def saved_user_values(data: dict[str, Any]) -> list[Any]:
+    """`_user_values` of a saved queue or pool (see `JsonSerializable._user_values`).
+
+    Its tags, which are a plain attribute (not checked when assigned), and its
+    items' contents.
+    """
+    return [data["tags"], *ContextItem._user_values_of(data["items"])]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._json import JsonSerializable, is_mapping
@@ -18,8 +19,18 @@ T = TypeVar("T")
 _TEXT_OR_NONE = (str, type(None))
 
 
-def _not_text(field: str, value: object) -> TypeError:
+def _text_error(description: object, id: object) -> TypeError:
+    """The error for a `description` or `id` (the first that is wrong) not a str or None."""
+    if isinstance(description, _TEXT_OR_NONE):
+        field, value = "id", id
+    else:
+        field, value = "description", description
     return TypeError(f"ContextItem {field} must be a string or None, not {value!r}")
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+_CONTENT = itemgetter("content")
 
 
 # No slots=True: before Python 3.14 a slotted frozen dataclass breaks
@@ -49,10 +60,8 @@ class ContextItem(JsonSerializable, Generic[T]):
     id: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.description, _TEXT_OR_NONE):
-            raise _not_text("description", self.description)
-        if not isinstance(self.id, _TEXT_OR_NONE):
-            raise _not_text("id", self.id)
+        if not (isinstance(self.description, _TEXT_OR_NONE) and isinstance(self.id, _TEXT_OR_NONE)):
+            raise _text_error(self.description, self.id)
 
     def to_dict(self) -> dict[str, Any]:
         """`{"id", "description", "content"}`, plus `"content_type": "message"` for a `Message`.
@@ -70,24 +79,61 @@ class ContextItem(JsonSerializable, Generic[T]):
         return {"id": self.id, "description": self.description, "content": content}
 
     @classmethod
+    def _user_values(cls, data: dict[str, Any]) -> list[Any]:
+        return cls._user_values_of([data])
+
+    @staticmethod
+    def _user_values_of(saved_items: Iterable[dict[str, Any]]) -> list[Any]:
+        """`_user_values` of many saved items: their contents."""
+        return list(map(_CONTENT, saved_items))
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContextItem[Any]:
         """Rebuild an item saved by `to_dict()`; `id` and `description` may be missing.
 
         Raises:
             ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
         """
-        if not is_mapping(data) or "content" not in data:
-            raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
-        content = data["content"]
-        content_type = data.get("content_type")
-        if content_type == "message":
-            content = message_from_dict(content)
-        elif content_type is not None:
-            raise ValueError(
-                f"saved ContextItem content_type {content_type!r} is unknown; "
-                f"the only one is 'message' (or leave it out)"
-            )
-        try:
-            return cls(content, data.get("description"), data.get("id"))
-        except TypeError as exc:
-            raise ValueError(str(exc)) from None
+        return cls._all_from_dicts([data], parsed=False)[0]
+
+    @classmethod
+    def _from_json_data(cls, data: Any) -> ContextItem[Any]:
+        return cls._all_from_dicts([data], parsed=True)[0]
+
+    @classmethod
+    def _all_from_dicts(cls, saved: Iterable[object], parsed: bool) -> list[ContextItem[Any]]:
+        """`from_dict` of each saved item in turn (a queue or a pool loads thousands).
+
+        `parsed`: the dicts are fresh from `from_json` (see `JsonSerializable._from_json_data`).
+        """
+        items = []
+        for data in saved:
+            if not is_mapping(data) or "content" not in data:
+                raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
+            content, description, id = data["content"], data.get("description"), data.get("id")
+            if "content_type" in data:
+                content = _saved_content(data["content_type"], content)
+            if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
+                raise ValueError(str(_text_error(description, id)))
+            # Checked as __post_init__ would: filling the fields directly skips the
+            # frozen dataclass's __init__, which is most of the cost of a load.
+            item = _new_object(cls)
+            if parsed and len(data) == 3 and "id" in data and "description" in data:
+                # Fresh from JSON and exactly the fields: nothing else holds the dict.
+                _set_attribute(item, "__dict__", data)
+            else:
+                vars(item).update(content=content, description=description, id=id)
+            items.append(item)
+        return items
+
+
+def _saved_content(content_type: object, content: Any) -> Any:
+    """The content of a saved item that names its `content_type`."""
+    if content_type == "message":
+        return message_from_dict(content)
+    if content_type is not None:
+        raise ValueError(
+            f"saved ContextItem content_type {content_type!r} is unknown; "
+            f"the only one is 'message' (or leave it out)"
+        )
+    return content

@@ -9,7 +9,13 @@ from typing import Any, Generic, TypeVar
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable
-from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
+from pygents_ctx.context._shared import (
+    INHERIT,
+    Inherit,
+    check_limit,
+    read_saved,
+    saved_user_values,
+)
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.hooks import ContextPoolHook, Hook
 from pygents_ctx.registry import HookRegistry
@@ -213,6 +219,10 @@ class ContextPool(JsonSerializable, Generic[T]):
         }
 
     @classmethod
+    def _user_values(cls, data: dict[str, Any]) -> list[Any]:
+        return saved_user_values(data)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContextPool[Any]:
         """Rebuild a pool saved by `to_dict()`, without firing hooks or evicting.
 
@@ -221,7 +231,16 @@ class ContextPool(JsonSerializable, Generic[T]):
                 ids repeat, or there are more items than the limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        saved = read_saved(data, "ContextPool", limit_required=False)
+        return cls._from_saved(data, parsed=False)
+
+    @classmethod
+    def _from_json_data(cls, data: Any) -> ContextPool[Any]:
+        return cls._from_saved(data, parsed=True)
+
+    @classmethod
+    def _from_saved(cls, data: Any, parsed: bool) -> ContextPool[Any]:
+        """`from_dict`; `parsed` as for `read_saved`."""
+        saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
         for item in saved.items:
             if item.id is None or item.description is None:

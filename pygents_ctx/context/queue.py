@@ -8,7 +8,13 @@ from typing import Any, Generic, TypeVar
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable
-from pygents_ctx.context._shared import INHERIT, Inherit, check_limit, read_saved
+from pygents_ctx.context._shared import (
+    INHERIT,
+    Inherit,
+    check_limit,
+    read_saved,
+    saved_user_values,
+)
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.tokens import (
@@ -348,6 +354,10 @@ class ContextQueue(JsonSerializable, Generic[T]):
         return saved
 
     @classmethod
+    def _user_values(cls, data: dict[str, Any]) -> list[Any]:
+        return saved_user_values(data)
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ContextQueue[Any]:
         """Rebuild a queue saved by `to_dict()`, without firing hooks or evicting.
 
@@ -355,7 +365,16 @@ class ContextQueue(JsonSerializable, Generic[T]):
             ValueError: The data is malformed, or holds more items than its limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        saved = read_saved(data, "ContextQueue", limit_required=True)
+        return cls._from_saved(data, parsed=False)
+
+    @classmethod
+    def _from_json_data(cls, data: Any) -> ContextQueue[Any]:
+        return cls._from_saved(data, parsed=True)
+
+    @classmethod
+    def _from_saved(cls, data: Any, parsed: bool) -> ContextQueue[Any]:
+        """`from_dict`; `parsed` as for `read_saved`."""
+        saved = read_saved(data, "ContextQueue", limit_required=True, parsed=parsed)
         counter = counter_from_dict(data["counter"]) if "counter" in data else None
         try:
             queue: ContextQueue[Any] = cls(

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+import math
+import uuid
+from dataclasses import FrozenInstanceError
 from typing import Any
 
+import orjson
 import pytest
 
-from pygents_ctx import ContextItem
+from pygents_ctx import ContextItem, ContextQueue, Message
 from pygents_ctx.context import ContextItem as ContextItemFromContext
 
 
@@ -160,3 +165,64 @@ def test_item_round_trips_through_json() -> None:
     assert item.to_json() == b'{"id":"x","description":"d","content":{"text":"q3","n":[1,2.5]}}'
     assert ContextItem.from_json(item.to_json()) == item
     assert ContextItem.from_json(item.to_json().decode()) == item
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [Colour.RED, uuid.UUID(int=1), math.nan, math.inf, {"deep": [1, -math.inf]}],
+    ids=["enum", "uuid", "nan", "infinity", "nested-infinity"],
+)
+def test_to_json_refuses_what_json_would_change_even_in_an_item_with_no_null(
+    content: Any,
+) -> None:
+    # Every field set: the JSON holds no null, so nothing looks like a NaN written as null.
+    item = ContextItem(content=content, description="d", id="i")
+
+    with pytest.raises(TypeError, match=r"ContextItem\.content"):
+        item.to_json()
+
+
+async def test_items_loaded_from_json_are_the_same_frozen_values() -> None:
+    built = [
+        ContextItem(content={"text": "plain"}, description="d", id="i"),
+        ContextItem(content="no id"),
+        ContextItem(content=Message("user", "hi"), description="a message", id="m"),
+    ]
+    queue: ContextQueue[Any] = ContextQueue(limit=3)
+    await queue.append(*built)
+
+    loaded = ContextQueue.from_json(queue.to_json()).items
+
+    assert loaded == built
+    assert hash(loaded[1]) == hash(built[1])  # the one whose content is hashable
+    for item, twin in zip(loaded, built, strict=True):
+        assert set(vars(item)) == set(vars(twin)) == {"content", "description", "id"}
+        with pytest.raises(FrozenInstanceError):
+            item.id = "changed"  # type: ignore[misc]
+        assert dataclasses.replace(item, id="x") == dataclasses.replace(twin, id="x")
+
+
+@pytest.mark.parametrize(
+    ("saved", "field"),
+    [
+        ({"id": 7, "description": "d", "content": 1}, "id"),
+        ({"id": "i", "description": ["d"], "content": 1}, "description"),
+        ({"id": "i", "description": "d"}, "content"),
+        ({"id": "i", "description": "d", "content": 1, "content_type": "poem"}, "content_type"),
+    ],
+)
+@pytest.mark.parametrize("owner", [ContextItem, ContextQueue], ids=["item", "queue"])
+def test_from_json_checks_the_saved_fields_as_from_dict_does(
+    saved: Any, field: str, owner: Any
+) -> None:
+    data = saved if owner is ContextItem else {"limit": 2, "items": [saved]}
+
+    with pytest.raises(ValueError, match=field) as from_dict:
+        owner.from_dict(data)
+    with pytest.raises(ValueError, match=field) as from_json:
+        owner.from_json(orjson.dumps(data))
+    assert str(from_json.value) == str(from_dict.value)

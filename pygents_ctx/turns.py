@@ -611,38 +611,35 @@ class Turn(RunTimes, JsonSerializable):
     def _returning_now(self) -> Any:
         """Run a turn no turn hook watches, for an agent: the output, or `_Later` to await.
 
-        When no tool hook watches either and the tool has no lock, the tool is
-        called bare, and if it finishes without suspending (most do) the whole run
-        happens in this call: no coroutine of its own and no timer. `_begin` and
-        `Tool._open` are inlined here (keep them in step): on this path every
-        call is a sizeable share of the cost.
+        A tool that finishes without suspending (most do) runs to its end in this
+        call: the run has no coroutine of its own and arms no timer. `_begin` and
+        `Tool._open` are inlined here (keep them in step): on this path every call
+        is a sizeable share of the cost.
         """
-        tool = self._tool
-        if (
-            tool.hooks
-            or _ANY_TOOL_HOOK
-            or tool._lock is not None
-            or self._running
-            or self._dynamic_args
-            or self._dynamic_kwargs
-        ):
-            return _Later(self._returning([]))
+        if self._running or self._dynamic_args or self._dynamic_kwargs:
+            return _Later(self._returning([]))  # which refuses to run twice, or evaluates
         self._running = True
         self.output = None
         self._stop_reason = _CANCELLED
         started = self._start = monotonic()
         self._end = self._to_wall = None
-        tool_times = tool.metadata
-        tool_times._start = started
-        tool_times._end = tool_times._to_wall = None
+        tool, args, kwargs = self._tool, self._args, self._kwargs
+        tool_times = None
         try:
-            args, kwargs = self._args, self._kwargs
-            if kwargs or not tool._spec.plain:
-                kwargs = tool._spec.bind(args, kwargs)
-            step = tool.fn(*args, **kwargs)
+            if tool.hooks or _ANY_TOOL_HOOK or tool._lock is not None:
+                step = tool._call(args, kwargs)  # the wrapper fires them, and keeps the times
+            else:
+                tool_times = tool.metadata
+                tool_times._start = started
+                tool_times._end = tool_times._to_wall = None
+                if kwargs or not tool._spec.plain:
+                    kwargs = tool._spec.bind(args, kwargs)
+                step = tool.fn(*args, **kwargs)
             pending = step.send(None)
         except StopIteration as stop:
-            self._end = tool_times._end = monotonic()
+            ended = self._end = monotonic()
+            if tool_times is not None:
+                tool_times._end = ended
             self._running = False
             self.output = output = stop.value
             self._stop_reason = _COMPLETED

@@ -33,6 +33,7 @@ from typing import Any
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads
+from pygents_ctx._steps import DONE, Later
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
@@ -41,7 +42,7 @@ from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
 from pygents_ctx.hooks import AgentHook, Hook, TurnHook
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool
-from pygents_ctx.turns import ANY_TURN_HOOK, DONE, Turn, _Later
+from pygents_ctx.turns import ANY_TURN_HOOK, Turn
 
 __all__ = ["Agent"]
 
@@ -354,7 +355,7 @@ class Agent(JsonSerializable):
                         try:
                             while True:
                                 value = steps.next()
-                                if type(value) is _Later:
+                                if type(value) is Later:
                                     value = await value.rest
                                 if value is DONE:
                                     break
@@ -380,7 +381,7 @@ class Agent(JsonSerializable):
                             value = await turn._returning(turn_hooks)
                         else:
                             value = turn._returning_now()
-                            if type(value) is _Later:
+                            if type(value) is Later:
                                 value = await value.rest
                         state.current_turn = None
                         routed = isinstance(value, _ROUTED)

@@ -16,28 +16,27 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
 import math
-import types
-from collections.abc import AsyncGenerator, Awaitable, Coroutine, Iterable, Mapping
+from collections.abc import AsyncGenerator, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from operator import itemgetter
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping
+from pygents_ctx._steps import DONE, Expired, HookedSteps, Later, Steps, ToolSteps, resume_within
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import Hook, ToolHook, TurnHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool, ToolMetadata
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    pass
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
 
@@ -131,183 +130,6 @@ def _parse_time(data: Mapping[str, Any], key: str) -> datetime | None:
             f"turn metadata {key!r} must be an ISO 8601 string, not {value!r}"
         ) from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-class _Expired(Exception):
-    """This turn's own deadline passed (a nested turn's timeout is just an error)."""
-
-
-@types.coroutine
-def _resume(step: Any, pending: Any) -> Generator[Any, Any, Any]:
-    """Drive an awaitable from its first suspension on, exactly as `await` would."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            step.close()
-            raise
-        except BaseException as exc:  # cancellation included: pass it in
-            try:
-                pending = step.throw(exc)
-            except StopIteration as stop:
-                return stop.value
-        else:
-            try:
-                pending = step.send(sent)
-            except StopIteration as stop:
-                return stop.value
-
-
-async def _resume_within(step: Any, pending: Any, deadline: float) -> Any:
-    """Finish `step` (suspended on `pending`), raising `_Expired` at `deadline`.
-
-    Callers run a step's first part themselves and come here only when it
-    suspends: a step that finishes without suspending cannot be interrupted by
-    asyncio anyway, and arming no timer for it keeps a fast turn cheap.
-    `deadline` is a `time.monotonic()` reading.
-    """
-    scope = asyncio.timeout(deadline - monotonic())
-    try:
-        async with scope:
-            return await _resume(step, pending)
-    except TimeoutError:
-        if scope.expired():
-            raise _Expired from None
-        raise
-
-
-# What a generator turn's steps give after its last value (a raise and catch per
-# turn would cost more than the turn's own bookkeeping).
-DONE = object()
-
-
-class _Later:
-    """What a turn's step returns when it needs an await: the rest of the step, to await.
-
-    A tool that does not suspend (the usual case) never needs one, and a turn
-    then runs for its agent with no coroutine or event-loop trip of its own.
-    """
-
-    __slots__ = ("rest",)
-
-    def __init__(self, rest: Awaitable[Any]) -> None:
-        self.rest = rest
-
-
-class _Steps(Protocol):
-    """A generator turn as its agent drives it: one value per `next()`."""
-
-    def next(self) -> Any:
-        """The next value, `_Later` to await for it, or `DONE` after the last one."""
-
-    async def close(self) -> None:
-        """End the iteration (also after stopping early)."""
-
-
-class _ToolSteps:
-    """Steps a generator turn's tool one value at a time, without a timer for a value
-    that comes without suspending (as `Turn._returning` does for a coroutine tool).
-
-    With `whole_run`, the steps are the whole run (no hook watches the turn): they
-    record how it ended and end it on `close()`. Otherwise the caller does.
-    """
-
-    __slots__ = (
-        "_deadline",
-        "_exhausted",
-        "_generator",
-        "_produced",
-        "_tool_times",
-        "_turn",
-        "_whole_run",
-    )
-
-    def __init__(self, turn: Turn, started: float, *, whole_run: bool) -> None:
-        self._turn = turn
-        self._deadline = started + turn._timeout
-        self._whole_run = whole_run
-        self._produced: list[Any] = []
-        turn.output = self._produced
-        self._generator: Any = None
-        self._tool_times: ToolMetadata | None = None
-        self._exhausted = False
-
-    def open(self, tool_start: float) -> None:
-        """Start the tool call, at `tool_start` (a `monotonic()` reading)."""
-        self._generator, self._tool_times = self._turn._open_tool(tool_start)
-
-    def next(self) -> Any:
-        """The next value, `_Later` to await for it, or `DONE` after the last one.
-
-        The timeout covers the time the consumer takes between values, so it is
-        checked before each step, not only while the tool runs.
-        """
-        if monotonic() >= self._deadline:
-            raise self._failed(_Expired())
-        step = self._generator.__anext__()
-        try:
-            pending = step.send(None)
-        except StopIteration as stop:
-            value = stop.value
-        except StopAsyncIteration:
-            return self._ended()
-        except Exception as exc:
-            raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
-        else:
-            return _Later(self._rest(step, pending))
-        self._produced.append(value)
-        return value
-
-    async def _rest(self, step: Any, pending: Any) -> Any:
-        """Finish a step that suspended on `pending`, under the turn's deadline."""
-        try:
-            value = await _resume_within(step, pending, self._deadline)
-        except StopAsyncIteration:
-            return self._ended()
-        except Exception as exc:
-            raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
-        self._produced.append(value)
-        return value
-
-    def _ended(self) -> object:
-        """The tool's generator is done: nothing is left to close. Returns `DONE`."""
-        self._exhausted = True
-        if self._whole_run:
-            self._turn._stop_reason = _COMPLETED
-        return DONE
-
-    def _failed(self, exc: Exception) -> Exception:
-        return self._turn._record_failure(exc) if self._whole_run else exc
-
-    async def close(self) -> None:
-        """Close the tool's generator (a consumer may stop early) and the clock."""
-        turn = self._turn
-        try:
-            if not self._exhausted and self._generator is not None:
-                await self._generator.aclose()
-        except Exception as exc:
-            raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
-        finally:
-            if self._whole_run:
-                turn._ended(self._tool_times)
-                turn._running = False
-            elif self._tool_times is not None:
-                self._tool_times._end = monotonic()
-
-
-class _HookedSteps:
-    """A generator turn that hooks watch, run by `Turn._yielding`, as `_Steps`."""
-
-    __slots__ = ("_values",)
-
-    def __init__(self, values: AsyncGenerator[Any, None]) -> None:
-        self._values = values
-
-    def next(self) -> Any:
-        return _Later(anext(self._values, DONE))
-
-    async def close(self) -> None:
-        await self._values.aclose()
 
 
 def _check_timeout(timeout: object) -> float:
@@ -558,7 +380,7 @@ class Turn(RunTimes, JsonSerializable):
 
     def _record_failure(self, exc: Exception) -> Exception:
         """Record a failed run; return what to raise (`TurnTimeoutError` on its own expiry)."""
-        if isinstance(exc, _Expired):
+        if isinstance(exc, Expired):
             self._stop_reason = StopReason.TIMEOUT
             expired = TurnTimeoutError(
                 f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
@@ -568,6 +390,10 @@ class Turn(RunTimes, JsonSerializable):
             return expired
         self._stop_reason = StopReason.ERROR
         return exc
+
+    def _record_completion(self) -> None:
+        """Record a run that ended normally (for the steps of a generator turn)."""
+        self._stop_reason = _COMPLETED
 
     async def _report_failure(self, hooks: list[Hook], exc: Exception) -> None:
         """Fire `on_timeout` or `on_error` for a failure `_record_failure` recorded."""
@@ -609,7 +435,7 @@ class Turn(RunTimes, JsonSerializable):
         return self._yielding(self.hooks)
 
     def _returning_now(self) -> Any:
-        """Run a turn no turn hook watches, for an agent: the output, or `_Later` to await.
+        """Run a turn no turn hook watches, for an agent: the output, or `Later` to await.
 
         A tool that finishes without suspending (most do) runs to its end in this
         call: the run has no coroutine of its own and arms no timer. `_begin` and
@@ -617,7 +443,7 @@ class Turn(RunTimes, JsonSerializable):
         is a sizeable share of the cost.
         """
         if self._running or self._dynamic_args or self._dynamic_kwargs:
-            return _Later(self._returning([]))  # which refuses to run twice, or evaluates
+            return Later(self._returning([]))  # which refuses to run twice, or evaluates
         self._running = True
         self.output = None
         self._stop_reason = _CANCELLED
@@ -650,14 +476,14 @@ class Turn(RunTimes, JsonSerializable):
             if isinstance(exc, Exception):
                 self._stop_reason = StopReason.ERROR
             raise
-        return _Later(self._finish(step, pending, started, tool_times))
+        return Later(self._finish(step, pending, started, tool_times))
 
     async def _finish(
         self, step: Any, pending: Any, started: float, tool_times: ToolMetadata | None
     ) -> Any:
         """The rest of an unobserved run whose tool suspended on `pending`."""
         try:
-            output = await _resume_within(step, pending, started + self._timeout)
+            output = await resume_within(step, pending, started + self._timeout)
         except Exception as exc:
             raise self._record_failure(exc)  # noqa: B904 (the cause is the tool's own error)
         finally:
@@ -683,7 +509,7 @@ class Turn(RunTimes, JsonSerializable):
             except StopIteration as stop:
                 output = stop.value
             else:
-                output = await _resume_within(step, pending, started + self._timeout)
+                output = await resume_within(step, pending, started + self._timeout)
             finally:
                 ended = monotonic()
                 if tool_times is not None:
@@ -707,12 +533,12 @@ class Turn(RunTimes, JsonSerializable):
             else:
                 self._running = False
 
-    def _steps(self, hooks: list[Hook]) -> _Steps:
+    def _steps(self, hooks: list[Hook]) -> Steps:
         """Run a generator turn for an agent, which takes its values from `next()`."""
         if hooks or ANY_TURN_HOOK:
-            return _HookedSteps(self._yielding(hooks))
+            return HookedSteps(self._yielding(hooks))
         started = self._begin(wants_generator=True)
-        steps = _ToolSteps(self, started, whole_run=True)
+        steps = ToolSteps(self, started, whole_run=True)
         try:
             steps.open(started)
         except BaseException as exc:
@@ -725,7 +551,7 @@ class Turn(RunTimes, JsonSerializable):
 
     async def _yielding(self, hooks: list[Hook]) -> AsyncGenerator[Any, None]:
         started = self._begin(wants_generator=True)
-        steps = _ToolSteps(self, started, whole_run=False)
+        steps = ToolSteps(self, started, whole_run=False)
         try:
             if hooks or _BEFORE_RUN:
                 await fire_on(_BEFORE_RUN, hooks, self._tags, self)
@@ -733,7 +559,7 @@ class Turn(RunTimes, JsonSerializable):
             try:
                 while True:
                     value = steps.next()
-                    if type(value) is _Later:
+                    if type(value) is Later:
                         value = await value.rest
                     if value is DONE:
                         break

@@ -140,7 +140,7 @@ class ToolSteps:
         except StopIteration as stop:
             value = stop.value
         except StopAsyncIteration:
-            return self._ended()
+            return self._done()
         except Exception as exc:
             raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
         else:
@@ -153,13 +153,13 @@ class ToolSteps:
         try:
             value = await resume_within(step, pending, self._deadline)
         except StopAsyncIteration:
-            return self._ended()
+            return self._done()
         except Exception as exc:
             raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
         self._produced.append(value)
         return value
 
-    def _ended(self) -> object:
+    def _done(self) -> object:
         """The tool's generator is done: nothing is left to close. Returns `DONE`."""
         self._exhausted = True
         if self._whole_run:

@@ -124,7 +124,9 @@ class ToolSteps:
 
     def open(self, tool_start: float) -> None:
         """Start the tool call, at `tool_start` (a `monotonic()` reading)."""
-        self._generator, self._tool_times = self._turn._open_tool(tool_start)
+        turn = self._turn
+        args, kwargs = turn._evaluated()
+        self._generator, self._tool_times = turn._tool._open(args, kwargs, tool_start)
 
     def next(self) -> Any:
         """The next value, `Later` to await for it, or `DONE` after the last one.

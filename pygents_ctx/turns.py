@@ -367,11 +367,6 @@ class Turn(RunTimes, JsonSerializable):
         self._end = self._to_wall = None
         return started
 
-    def _open_tool(self, started: float) -> tuple[Any, ToolMetadata | None]:
-        """Start the tool call (see `Tool._open`): its coroutine or generator, and its times."""
-        args, kwargs = self._evaluated()
-        return self._tool._open(args, kwargs, started)
-
     def _ended(self, tool_times: ToolMetadata | None) -> None:
         """Read the clock once for the end of the run and of a bare tool call in it."""
         ended = self._end = monotonic()

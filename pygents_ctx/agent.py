@@ -199,7 +199,7 @@ class Agent(JsonSerializable):
         if name == "tools":
             value, index = _index_tools(value)
             pending = [*self.__dict__.get("_turns", ()), *filter(None, [state.current_turn])]
-            _require_tools(index, pending, f"agent {self.name!r}")
+            _require_tools(index, (turn.tool for turn in pending), f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -436,7 +436,7 @@ class Agent(JsonSerializable):
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         child_tools, index = _index_tools(self.tools if isinstance(tools, Inherit) else tools)
-        _require_tools(index, self._turns, f"branch {name!r}")
+        _require_tools(index, (turn.tool for turn in self._turns), f"branch {name!r}")
         child = Agent(
             name,
             self.description if isinstance(description, Inherit) else description,
@@ -541,7 +541,7 @@ class Agent(JsonSerializable):
         used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
         turns = [Turn._from_saved(t, used, parsed) for t in queued]
         current_turn = None if current is None else Turn._from_saved(current, used, parsed)
-        _require_each_tool(index, used.values(), label)
+        _require_tools(index, used.values(), label)
         queue = (
             ContextQueue._from_saved(data["context_queue"], parsed)
             if data.get("context_queue") is not None
@@ -607,19 +607,12 @@ def _index_tools(
     return roots, {t.key: t for root in roots for t in root.walk()}
 
 
-def _require_tools(index: dict[str, Tool[..., Any]], turns: Iterable[Turn], owner: str) -> None:
-    """Refuse tools that leave a pending turn without its tool (it could not run or load).
-
-    Raises:
-        ValueError: A turn's tool is not in `index`.
-    """
-    _require_each_tool(index, (turn.tool for turn in turns), owner)
-
-
-def _require_each_tool(
+def _require_tools(
     index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
 ) -> None:
-    """`_require_tools` for the tools pending turns use, each given once or more.
+    """Refuse tools that leave a pending turn without its tool (it could not run or load).
+
+    `needed` are the pending turns' tools, each once or more.
 
     Raises:
         ValueError: A tool is not in `index`.

@@ -181,8 +181,7 @@ class ToolSteps:
             raise self._failed(exc)  # noqa: B904 (the cause is the tool's own error)
         finally:
             if self._whole_run:
-                turn._ended(self._tool_times)
-                turn._running = False
+                turn._end_run(self._tool_times)
             elif self._tool_times is not None:
                 self._tool_times._end = monotonic()
 

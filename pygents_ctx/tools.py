@@ -191,8 +191,7 @@ class Tool(Generic[P, R]):
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
         metadata = self.metadata
-        metadata._start = started
-        metadata._end = metadata._to_wall = None
+        metadata._mark_start(started)
         return self.fn(*args, **kwargs), metadata
 
     async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

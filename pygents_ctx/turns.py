@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from operator import itemgetter
 from time import monotonic
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
 from pygents_ctx._clock import RunTimes
@@ -34,9 +34,6 @@ from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMet
 from pygents_ctx.hooks import Hook, ToolHook, TurnHook
 from pygents_ctx.registry import HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool, ToolMetadata
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
 
@@ -363,15 +360,23 @@ class Turn(RunTimes, JsonSerializable):
         self.output = None
         # Until the run says otherwise, an interrupted run reads as cancelled.
         self._stop_reason = _CANCELLED
-        started = self._start = monotonic()
-        self._end = self._to_wall = None
+        started = monotonic()
+        self._mark_start(started)
         return started
 
-    def _ended(self, tool_times: ToolMetadata | None) -> None:
-        """Read the clock once for the end of the run and of a bare tool call in it."""
+    def _end_run(self, tool_times: ToolMetadata | None) -> None:
+        """End the run, reading the clock once for it and for a bare tool call in it."""
         ended = self._end = monotonic()
         if tool_times is not None:
             tool_times._end = ended
+        self._running = False
+
+    def _stopped_by(self, exc: BaseException, tool_times: ToolMetadata | None) -> None:
+        """End a run that `exc` stopped before any hook watched it (a cancellation
+        keeps the run's `CANCELLED`; anything else is an error)."""
+        self._end_run(tool_times)
+        if isinstance(exc, Exception):
+            self._stop_reason = StopReason.ERROR
 
     def _record_failure(self, exc: Exception) -> Exception:
         """Record a failed run; return what to raise (`TurnTimeoutError` on its own expiry)."""
@@ -466,10 +471,7 @@ class Turn(RunTimes, JsonSerializable):
             self._stop_reason = _COMPLETED
             return output
         except BaseException as exc:
-            self._ended(tool_times)
-            self._running = False
-            if isinstance(exc, Exception):
-                self._stop_reason = StopReason.ERROR
+            self._stopped_by(exc, tool_times)
             raise
         return Later(self._finish(step, pending, started, tool_times))
 
@@ -482,8 +484,7 @@ class Turn(RunTimes, JsonSerializable):
         except Exception as exc:
             raise self._record_failure(exc)  # noqa: B904 (the cause is the tool's own error)
         finally:
-            self._ended(tool_times)
-            self._running = False
+            self._end_run(tool_times)
         self.output = output
         self._stop_reason = _COMPLETED
         return output
@@ -537,10 +538,7 @@ class Turn(RunTimes, JsonSerializable):
         try:
             steps.open(started)
         except BaseException as exc:
-            self._ended(None)
-            self._running = False
-            if isinstance(exc, Exception):
-                self._stop_reason = StopReason.ERROR
+            self._stopped_by(exc, None)
             raise
         return steps
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from enum import Enum
 from typing import TYPE_CHECKING, Any, overload
 
@@ -23,6 +23,7 @@ __all__ = [
     "fire_with_kwargs",
     "hooks_from_dict",
     "hooks_to_dict",
+    "kinds_heard",
     "listening",
 ]
 
@@ -37,6 +38,17 @@ def listening(kind: HookKind, own: list[Hook], global_hooks: list[Hook]) -> bool
         if kind in h.kinds:
             return True
     return False
+
+
+def kinds_heard(own: list[Hook]) -> Container[HookKind]:
+    """The kinds an owner's own hooks listen to: `listening` for several events at once.
+
+    An owner that dispatches several events in one operation (a queue's append)
+    works this out once, then asks `event or event.kind in heard` per event.
+    """
+    if len(own) <= 1:
+        return own[0].kinds if own else ()  # the usual cases: no set to build
+    return {kind for h in own for kind in h.kinds}
 
 
 def fire_on(

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
+from pygents_ctx._dispatch import (
+    HookSlot,
+    fire_on,
+    hooks_from_dict,
+    hooks_to_dict,
+    kinds_heard,
+    listening,
+)
 from pygents_ctx._json import JsonSerializable
 from pygents_ctx.context._shared import (
     INHERIT,
@@ -24,7 +31,7 @@ from pygents_ctx.context.tokens import (
     counter_from_dict,
     counter_to_dict,
 )
-from pygents_ctx.hooks import ContextQueueHook, Hook, HookKind
+from pygents_ctx.hooks import ContextQueueHook, Hook
 from pygents_ctx.registry import HookRegistry
 
 __all__ = ["ContextQueue"]
@@ -44,13 +51,6 @@ def _is_result_message(content: object) -> bool:
 
 def _is_call_message(content: object) -> bool:
     return isinstance(content, Message) and content.has_tool_uses
-
-
-def _kinds_heard(hooks: list[Hook]) -> Container[HookKind]:
-    """The kinds an owner's own hooks listen to, worked out once per append for all its events."""
-    if len(hooks) <= 1:
-        return hooks[0].kinds if hooks else ()  # the usual cases: no set to build
-    return {kind for h in hooks for kind in h.kinds}
 
 
 def _check_max_tokens(value: object) -> int | None:
@@ -198,7 +198,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
             self._insert(items, counts)
             return
         # The snapshots are `self.items` inlined: a property call is 5% of a hooked append.
-        heard, tags = _kinds_heard(hooks), self.tags
+        heard, tags = kinds_heard(hooks), self.tags
         if _BEFORE_APPEND or _BEFORE_APPEND.kind in heard:
             current = self._slots[self._head :]
             await fire_on(_BEFORE_APPEND, hooks, tags, self, list(items), current)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeAlias, TypeVar
 
 import orjson
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PREVIEW_LENGTH",
+    "ClosesOnExit",
     "Connecting",
     "HistoryCache",
     "check_count",
@@ -264,6 +265,26 @@ class _Closeable(Protocol):
 
 
 C = TypeVar("C", bound=_Closeable)
+
+
+class ClosesOnExit:
+    """`async with obj:` gives `obj`, and awaits `obj.close()` at the end."""
+
+    __slots__ = ()
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
 
 
 class Connecting(Coroutine[Any, Any, C], Generic[C]):

@@ -16,10 +16,11 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
+from pygents_ctx.context.stores._common import ClosesOnExit
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    pass
 
 __all__ = ["SQLiteConnection", "StoreClosedError"]
 
@@ -71,7 +72,7 @@ def _nothing(db: sqlite3.Connection) -> None:
     return None
 
 
-class SQLiteConnection:
+class SQLiteConnection(ClosesOnExit):
     """An open SQLite database, driven from one worker thread. Open one with `connect()`.
 
     Several stores can share a connection; their calls run one at a time, in
@@ -146,14 +147,3 @@ class SQLiteConnection:
             return
         self._closed = True
         await self._submit(_close_db, last=True)
-
-    async def __aenter__(self) -> SQLiteConnection:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()

@@ -22,6 +22,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Self
 
 from pygents_ctx.context.stores._common import (
+    ClosesOnExit,
     check_count,
     check_messages,
     check_tokens,
@@ -31,8 +32,6 @@ from pygents_ctx.context.stores._common import (
 from pygents_ctx.context.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
     from pygents_ctx.context.messages import Message
 
 __all__ = ["ContextStore", "HistoryRetention", "SessionInfo"]
@@ -85,7 +84,7 @@ class SessionInfo:
     output_tokens: int = 0
 
 
-class ContextStore(ABC):
+class ContextStore(ClosesOnExit, ABC):
     """Where a conversation is kept. Subclass it to store sessions anywhere.
 
     Only `append` and `get_history` are abstract. Every other method has a
@@ -250,7 +249,7 @@ class ContextStore(ABC):
 
         return await MemoryContextStore.from_context(self, session_id=session_id)
 
-    async def close(self) -> None:  # noqa: B027 - an optional hook, empty on purpose
+    async def close(self) -> None:
         """Release what the store holds. This default does nothing."""
 
     # -- token usage --------------------------------------------------------
@@ -334,17 +333,6 @@ class ContextStore(ABC):
             await clone.replace_prefix(archived, ())
         await clone.set_context_tokens(*await store.get_context_tokens())
         return clone
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 def _has_archive(store: ContextStore) -> bool:

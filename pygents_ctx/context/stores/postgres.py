@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores._common import (
+    ClosesOnExit,
     Connecting,
     HistoryCache,
     check_count,
@@ -33,7 +34,7 @@ from pygents_ctx.context.stores.base import ContextStore, SessionInfo
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
-    from types import ModuleType, TracebackType
+    from types import ModuleType
 
     from psycopg import AsyncConnection
 
@@ -116,7 +117,7 @@ def connect_postgres(dsn: str = "") -> Connecting[PostgresConnection]:
     return Connecting(PostgresConnection._open(psycopg, dsn))
 
 
-class PostgresConnection:
+class PostgresConnection(ClosesOnExit):
     """An open connection to PostgreSQL, for context stores. Open one with `connect_postgres()`.
 
     Several stores can share a connection; their calls run one at a time, in
@@ -196,17 +197,6 @@ class PostgresConnection:
             return
         self._closed = True
         await self._submit(_close)
-
-    async def __aenter__(self) -> PostgresConnection:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.close()
 
 
 class PostgresContextStore(ContextStore):

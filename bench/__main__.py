@@ -27,6 +27,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await runtime.routing(20_000 // scale)
     results += await runtime.queue_and_pool(100_000 // scale)
     results += await runtime.saving_and_branching(max(1, 10 // scale))
+    results += await runtime.turn_costs(20_000 // scale)  # last: see its docstring
     results += await messages.token_queue(20_000 // scale)
     results += await strategies.strategies(3_000 // scale, 100_000 // scale)
     results += await stores.stores(scale)

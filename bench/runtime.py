@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections import OrderedDict, deque
 from typing import Any
@@ -89,6 +90,48 @@ def _fresh_noop(name: str) -> Any:
 
     hook_fn.__name__ = f"noop_{name}"
     return hook_fn
+
+
+async def turn_costs(turns: int) -> list[Result]:
+    """What a turn costs beyond the plain one, for the Performance docs (no targets).
+
+    Run it after the other agent scenarios: once a tool reads its queue, every
+    agent in the process sets the context variable around its turns.
+    """
+    results = []
+    window: ContextQueue[Any] = ContextQueue(100)
+    for name, make in (
+        ("agent loop, tool with its own hook", _tool_with_hook),
+        ("agent loop, tool with lock=True", lambda: tool(lock=True)(plain)),
+        ("agent loop, tool that suspends", lambda: tool(suspends)),
+        ("agent loop, tool reading its queue", lambda: tool(reads_queue)),
+    ):
+        _reset()
+        made = make()
+        agent = Agent("bench", "costs", [made], context_queue=window)
+        prepare, ours = _turn_loop(agent, lambda i, made=made: Turn(made, args=[i]))
+
+        async def floor(n: int, fn: Any = made.fn) -> None:
+            for i in range(n):
+                await (fn(i, window) if fn is reads_queue else fn(i))
+
+        results.append(await compare(name, ours, floor, turns, None, prepare))
+    return results
+
+
+def _tool_with_hook() -> Any:
+    made = tool(plain)
+    made.after_invoke(noop)
+    return made
+
+
+async def reads_queue(x: int, queue: ContextQueue[Any]) -> int:
+    return x
+
+
+async def suspends(x: int) -> int:
+    await asyncio.sleep(0)
+    return x
 
 
 async def generator_loop(turns: int) -> Result:

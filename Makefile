@@ -20,7 +20,7 @@ help:
 	@echo "make check   ruff lint, format check and mypy --strict only"
 	@echo "make fmt     format and autofix with ruff"
 	@echo "make docs    build the docs site (mkdocs build --strict)"
-	@echo "make bench   run the benchmarks (python -m bench)"
+	@echo "make bench   run the benchmarks, then the head-to-head with pygents (--peer)"
 	@echo "make clean   remove virtualenvs, caches, site/ and coverage data"
 	@echo ""
 	@echo "Variables: PYTHON=$(PYTHON) VENV=$(VENV)"
@@ -72,6 +72,7 @@ docs: $(DOCS_STAMP)
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench
+	$(BIN)/python -m bench --peer
 
 clean:
 	rm -rf $(VENV) .venv .venv-* site htmlcov .coverage .coverage.* coverage.xml \

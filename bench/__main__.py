@@ -2,6 +2,8 @@
 
 `python -m bench --quick` runs each scenario at a tenth of its size;
 `python -m bench --markdown` prints the latest run's table for the README.
+`python -m bench --peer` runs the head-to-head with pygents 0.7.0 instead (see
+`bench/peer.py`), writing bench/out/peer.json; `--peer --markdown` prints it.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import messages, runtime, stores, strategies
+from bench import messages, peer, peer_env, runtime, stores, strategies
 from bench.harness import Result
 
 OUT = Path(__file__).parent / "out" / "results.json"
+PEER_OUT = OUT.with_name("peer.json")
 
 
 async def collect(quick: bool) -> list[Result]:
@@ -69,7 +72,74 @@ def saved_results() -> list[Result]:
     ]
 
 
+def _about_this_run() -> dict[str, str]:
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+    }
+
+
+def peer_table(rows: list[peer.Row], markdown: bool = False) -> str:
+    """The head-to-head as a table, with the geometric mean of the speed-ups."""
+    if markdown:
+        lines = [
+            "| scenario | pygents µs/op | pygents_ctx µs/op | speed-up |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r.name} | {r.peer_us:,.2f} | {r.ours_us:,.2f} | {r.speedup:.1f}x |" for r in rows
+        ]
+        lines.append(f"| **geometric mean** | | | **{peer.geometric_mean(rows):.1f}x** |")
+        return "\n".join(lines)
+    lines = [f"{'scenario':<46} {'pygents':>11} {'ours':>11} {'speed-up':>9}"]
+    lines += [
+        f"{r.name:<46} {r.peer_us:>8,.2f} µs {r.ours_us:>8,.2f} µs {r.speedup:>8.1f}x" for r in rows
+    ]
+    lines.append(f"{'geometric mean':<46} {'':>11} {'':>11} {peer.geometric_mean(rows):>8.1f}x")
+    return "\n".join(lines)
+
+
+def run_peer() -> int:
+    """The head-to-head, here if pygents imports, else in the peer virtualenv."""
+    if "--markdown" in sys.argv:
+        saved = json.loads(PEER_OUT.read_text())
+        rows = [peer.Row(r["scenario"], r["pygents_us"], r["ours_us"]) for r in saved["results"]]
+        print(f"{saved['date']}, Python {saved['python']}, {saved['machine']}\n")
+        print(peer_table(rows, markdown=True))
+        return 0
+    if not peer_env.has_peer():
+        try:
+            return peer_env.run_inside(sys.argv[1:])
+        except peer_env.PeerUnavailable as exc:
+            print(f"head-to-head skipped: {exc}")
+            return 0
+    import pygents
+
+    import pygents_ctx
+
+    rows = asyncio.run(peer.head_to_head(pygents, pygents_ctx))
+    print(peer_table(rows))
+    PEER_OUT.parent.mkdir(exist_ok=True)
+    PEER_OUT.write_text(
+        json.dumps(
+            {
+                **_about_this_run(),
+                "geometric_mean": peer.geometric_mean(rows),
+                "results": [
+                    {"scenario": r.name, "pygents_us": r.peer_us, "ours_us": r.ours_us}
+                    for r in rows
+                ],
+            },
+            indent=2,
+        )
+    )
+    return 0
+
+
 def main() -> None:
+    if "--peer" in sys.argv:
+        sys.exit(run_peer())
     if "--markdown" in sys.argv:  # the latest run's table, for the README
         print(markdown(saved_results()))
         return
@@ -80,9 +150,7 @@ def main() -> None:
     OUT.write_text(
         json.dumps(
             {
-                "date": datetime.now(UTC).isoformat(timespec="seconds"),
-                "python": platform.python_version(),
-                "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
+                **_about_this_run(),
                 "results": [
                     {
                         "scenario": r.name,

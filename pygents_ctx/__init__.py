@@ -73,6 +73,7 @@ from pygents_ctx.context.strategies import (
     summary_text,
 )
 from pygents_ctx.errors import (
+    ConcurrentModificationError,
     ContextOverflowError,
     PygentsError,
     SafeExecutionError,
@@ -111,6 +112,7 @@ __all__ = [
     "AutoCompactStore",
     "ClearToolInputs",
     "ClearToolResults",
+    "ConcurrentModificationError",
     "ContentBlock",
     "ContextConfig",
     "ContextItem",

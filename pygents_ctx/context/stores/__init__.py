@@ -14,10 +14,11 @@ from pygents_ctx.context.stores.postgres import (
     connect_postgres,
 )
 from pygents_ctx.context.stores.sqlite import SQLiteConnection, SQLiteContextStore, connect
-from pygents_ctx.errors import StoreClosedError, StoreSchemaError
+from pygents_ctx.errors import ConcurrentModificationError, StoreClosedError, StoreSchemaError
 
 __all__ = [
     "AutoCompactStore",
+    "ConcurrentModificationError",
     "ContextStore",
     "HistoryRetention",
     "MemoryContextStore",

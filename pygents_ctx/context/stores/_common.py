@@ -3,6 +3,7 @@ the history cache of the database backends, and how their connections open."""
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
 from datetime import UTC, datetime
@@ -12,6 +13,7 @@ import orjson
 
 from pygents_ctx.context.messages import Message, from_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
+from pygents_ctx.errors import ConcurrentModificationError
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -21,7 +23,9 @@ __all__ = [
     "ClosesOnExit",
     "Connecting",
     "HistoryCache",
+    "changed_prefix",
     "check_count",
+    "check_expected",
     "check_messages",
     "check_run_id",
     "check_session_id",
@@ -32,6 +36,7 @@ __all__ = [
     "now_iso",
     "preview_of",
     "require_run_id",
+    "takes_keyword",
     "window",
     "with_token_count",
 ]
@@ -162,11 +167,49 @@ def check_count(count: object) -> int:
     return _check_natural("count", count)
 
 
+def check_expected(count: int, expected: Iterable[Message] | None) -> list[Message] | None:
+    """Check `replace_prefix`'s `expected`: None, or exactly `count` messages.
+
+    Raises:
+        TypeError: `expected` holds something that is not a `Message`.
+        ValueError: `expected` does not hold `count` messages.
+    """
+    if expected is None:
+        return None
+    batch = check_messages(expected, "expected")
+    if len(batch) != count:
+        raise ValueError(
+            f"expected holds {len(batch)} messages but count is {count}; pass the "
+            "oldest `count` messages as you read them"
+        )
+    return batch
+
+
+def changed_prefix(session_id: str, count: int) -> ConcurrentModificationError:
+    """The error of a `replace_prefix` whose `expected` prefix is no longer there."""
+    oldest = "oldest message" if count == 1 else f"oldest {count} messages"
+    return ConcurrentModificationError(
+        f"the {oldest} of session {session_id!r} changed since they were "
+        "read (another writer compacted, cleared or removed them); nothing was replaced: "
+        "read the history again and retry"
+    )
+
+
 def check_tokens(input_tokens: object, output_tokens: object) -> tuple[int, int]:
     """Check a pair of token amounts: ints >= 0."""
     return _check_natural("input_tokens", input_tokens), _check_natural(
         "output_tokens", output_tokens
     )
+
+
+def takes_keyword(method: Callable[..., Any], name: str) -> bool:
+    """Whether `method` accepts the keyword argument `name`.
+
+    A store written for the seed API has `get_history(self)` and a
+    `replace_prefix` without `expected`: callers leave out what it cannot take.
+    """
+    parameters = inspect.signature(method).parameters.values()
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def window(items: Sequence[T], limit: int | None, offset: int) -> list[T]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores._common import decode, preview_of
+from pygents_ctx.context.stores._common import changed_prefix, decode, preview_of
 from pygents_ctx.context.stores.base import SessionInfo
 from pygents_ctx.context.tokens import count_message_tokens
 
@@ -224,6 +224,15 @@ async def read_newest(
     return [decode(session_id, *row) for row in reversed(rows)]
 
 
+async def _read_oldest(session_id: str, count: int, conn: AsyncConnection[Any]) -> list[Message]:
+    cursor = await conn.execute(
+        "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
+        "ORDER BY position LIMIT %s",
+        (session_id, count),
+    )
+    return [decode(session_id, *row) for row in await cursor.fetchall()]
+
+
 MESSAGE_COUNT: Final = "SELECT message_count FROM pygents_sessions WHERE session_id = %s"
 LIVE_TOKENS: Final = "SELECT live_tokens FROM pygents_sessions WHERE session_id = %s"
 
@@ -299,6 +308,7 @@ async def replace_prefix(
     count: int,
     run_id: str | None,
     batch: Batch,
+    expected: list[Message] | None,
     conn: AsyncConnection[Any],
 ) -> None:
     params = _batch_params(session_id, run_id, batch)
@@ -313,6 +323,10 @@ async def replace_prefix(
         session = await cursor.fetchone()
         assert session is not None  # an upsert with RETURNING always gives a row
         live, next_position = session
+        # The compare-and-swap: the row lock taken above keeps every other writer
+        # of this session out until the commit, so the prefix cannot change after it.
+        if expected is not None and await _read_oldest(session_id, count, conn) != expected:
+            raise changed_prefix(session_id, count)
         if count > live:
             raise ValueError(f"count {count} exceeds the {live} messages in the live history")
         cursor = await conn.execute(

@@ -12,7 +12,7 @@ from typing import Final, NamedTuple, TypeVar
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores._common import decode, now_iso, preview_of
+from pygents_ctx.context.stores._common import changed_prefix, decode, now_iso, preview_of
 from pygents_ctx.context.stores.base import SessionInfo
 from pygents_ctx.context.tokens import count_message_tokens
 
@@ -30,6 +30,7 @@ __all__ = [
     "in_transaction",
     "list_sessions",
     "read_newest",
+    "read_oldest",
     "read_since",
     "replace_prefix",
     "scalar",
@@ -109,6 +110,11 @@ def read_since(
         rows[-1][0] if rows else None,
         [decode(session_id, *row) for row in archived],
     )
+
+
+def read_oldest(session_id: str, count: int, db: Db) -> list[Message]:
+    rows = db.execute(f"{LIVE} ORDER BY position LIMIT ?", (session_id, count)).fetchall()
+    return [decode(session_id, *row) for row in rows]
 
 
 def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Message]:
@@ -192,6 +198,7 @@ def replace_prefix(
     count: int,
     run_id: str | None,
     rows: list[Encoded],
+    expected: list[Message] | None,
     db: Db,
 ) -> None:
     if ensure is not None:
@@ -201,6 +208,10 @@ def replace_prefix(
         (session_id,),
     ).fetchone()
     live, next_position = (0, 0) if session is None else session
+    # The compare-and-swap: inside the write transaction, so nobody changes the
+    # prefix between this check and the rewrite.
+    if expected is not None and read_oldest(session_id, count, db) != expected:
+        raise changed_prefix(session_id, count)
     if count > live:
         raise ValueError(f"count {count} exceeds the {live} messages in the live history")
     first_kept = db.execute(

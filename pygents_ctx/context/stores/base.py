@@ -14,7 +14,6 @@ uses) are not deleted: they move to the session's *archive*, readable with
 
 from __future__ import annotations
 
-import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,11 +22,14 @@ from typing import TYPE_CHECKING, Any, Self
 
 from pygents_ctx.context.stores._common import (
     ClosesOnExit,
+    changed_prefix,
     check_count,
+    check_expected,
     check_messages,
     check_tokens,
     new_session_id,
     preview_of,
+    takes_keyword,
 )
 from pygents_ctx.context.tokens import count_tokens
 
@@ -203,7 +205,12 @@ class ContextStore(ClosesOnExit, ABC):
         )
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, atomically.
 
@@ -214,22 +221,44 @@ class ContextStore(ClosesOnExit, ABC):
         in order. `count=0` inserts `messages` at the front; empty `messages`
         just archives the oldest `count`.
 
+        With `expected`, the write is a compare-and-swap: it happens only if
+        the oldest `count` live messages still equal `expected` (what the
+        caller read before it started), checked in the same transaction as the
+        rewrite. Otherwise `ConcurrentModificationError` is raised and nothing
+        changes. Messages appended meanwhile do not count as a change.
+
         This default reads the history, then calls `clear()` and `append_many()`:
-        it is not atomic, keeps no archive and drops run ids. The built-in
-        backends do it in one transaction.
+        it is not atomic (a concurrent writer can slip in between the check and
+        the write), keeps no archive and drops run ids. The built-in backends
+        do it in one transaction.
 
         Args:
             count: How many of the oldest live messages to replace.
             messages: What goes in their place, oldest first.
             run_id: The run to tag the new messages with.
+            expected: The oldest `count` messages as the caller read them, or
+                None to replace whatever is there.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count.
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count
+                (without `expected`), or `expected` does not hold `count` messages.
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
+            NotImplementedError: (this default) the store has no `clear()`.
         """
         count = check_count(count)
         batch = check_messages(messages)
+        wanted = check_expected(count, expected)
+        if type(self).clear is ContextStore.clear:
+            raise NotImplementedError(
+                f"{type(self).__name__} cannot replace_prefix(): override replace_prefix(), "
+                "or clear() for this default to use"
+            )
         history = await self.get_history()
+        if wanted is not None and history[:count] != wanted:
+            raise changed_prefix(self.session_id, count)
         if count > len(history):
             raise ValueError(
                 f"count {count} exceeds the {len(history)} messages in the live history"
@@ -323,7 +352,7 @@ class ContextStore(ClosesOnExit, ABC):
         """
         if not isinstance(store, ContextStore):
             raise TypeError(f"from_context needs a ContextStore, not {type(store).__name__}")
-        if _has_archive(store):
+        if takes_keyword(store.get_history, "include_archived"):
             everything = await store.get_history(include_archived=True)
             archived = len(everything) - await store.count()
         else:
@@ -333,9 +362,3 @@ class ContextStore(ClosesOnExit, ABC):
             await clone.replace_prefix(archived, ())
         await clone.set_context_tokens(*await store.get_context_tokens())
         return clone
-
-
-def _has_archive(store: ContextStore) -> bool:
-    # A store written for the seed API has `get_history(self)`: no archive to copy.
-    parameters = inspect.signature(store.get_history).parameters.values()
-    return any(p.name == "include_archived" or p.kind is p.VAR_KEYWORD for p in parameters)

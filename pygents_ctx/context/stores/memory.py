@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import (
+    changed_prefix,
     check_count,
+    check_expected,
     check_messages,
     check_run_id,
     check_session_id,
@@ -160,19 +162,32 @@ class MemoryContextStore(ContextStore):
         self._note_preview(self._messages)
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`; they go to the archive.
 
-        See `ContextStore.replace_prefix`.
+        See `ContextStore.replace_prefix`; with `expected`, the check and the
+        rewrite happen with no `await` between them.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count.
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count,
+                or `expected` does not hold `count` messages.
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
         """
         count = check_count(count)
         batch = check_messages(messages)
         run_id = check_run_id(run_id)
+        wanted = check_expected(count, expected)
+        if wanted is not None and self._messages[:count] != wanted:
+            raise changed_prefix(self.session_id, count)
         if count > len(self._messages):
             raise ValueError(
                 f"count {count} exceeds the {len(self._messages)} messages in the live history"

@@ -22,6 +22,7 @@ from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
     check_count,
+    check_expected,
     check_messages,
     check_run_id,
     check_session_id,
@@ -330,25 +331,40 @@ class PostgresContextStore(ContextStore):
         await self._conn.run(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, in one transaction.
 
-        The replaced messages move to the archive. See `ContextStore.replace_prefix`.
+        The replaced messages move to the archive. With `expected`, the
+        oldest `count` messages are compared with it in the same transaction,
+        after locking the session's row, so no other worker can change them
+        between the check and the rewrite. See `ContextStore.replace_prefix`.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count
-                (the store is left as it was).
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count,
+                or `expected` does not hold `count` messages (the store is left
+                as it was).
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
         """
         count = check_count(count)
         batch = check_messages(messages)
         run = _check_run(run_id)
+        wanted = check_expected(count, expected)
         if count == 0 and not batch:
             return
         encoded = ops.encode(batch)
         self._cache.forget()
-        await self._conn.run(partial(ops.replace_prefix, self.session_id, count, run, encoded))
+        await self._conn.run(
+            partial(ops.replace_prefix, self.session_id, count, run, encoded, wanted)
+        )
 
     async def fork(self, *, session_id: str | None = None) -> PostgresContextStore:
         """A new session in the same database with a copy of the history, archive and tokens.

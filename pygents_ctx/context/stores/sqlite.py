@@ -21,6 +21,7 @@ from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
     check_count,
+    check_expected,
     check_messages,
     check_run_id,
     check_session_id,
@@ -242,25 +243,40 @@ class SQLiteContextStore(ContextStore):
         await self._write(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, in one transaction.
 
-        The replaced messages move to the archive. See `ContextStore.replace_prefix`.
+        The replaced messages move to the archive. With `expected`, the
+        oldest `count` messages are compared with it inside the same
+        `BEGIN IMMEDIATE` transaction, so no other process can change them
+        between the check and the rewrite. See `ContextStore.replace_prefix`.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count
-                (the store is left as it was).
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count,
+                or `expected` does not hold `count` messages (the store is left
+                as it was).
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
         """
         count = check_count(count)
         batch = check_messages(messages)
         run = check_run_id(run_id)
+        wanted = check_expected(count, expected)
         if count == 0 and not batch:
             return
         rows = [ops.encode(message) for message in batch]
         self._cache.forget()
-        work = partial(ops.replace_prefix, self.session_id, self._ensure(), count, run, rows)
+        work = partial(
+            ops.replace_prefix, self.session_id, self._ensure(), count, run, rows, wanted
+        )
         await self._write(work, ensures=True)
 
     async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pygents_ctx import (
+    ConcurrentModificationError,
     ImageBlock,
     Message,
     TextBlock,
@@ -339,6 +340,56 @@ async def test_bad_replace_prefix_count_changes_nothing(
     assert texts(await store.get_history(include_archived=True)) == ["m0", "m1", "m2"]
 
 
+# -- replace_prefix as a compare-and-swap ---------------------------------------
+
+
+async def test_replace_prefix_with_the_expected_prefix_writes(make_store: MakeStore) -> None:
+    store = await make_store(*numbered(4))
+    seen = await store.get_history()
+    await store.append(Message("user", "late"))  # an append is not a change of the prefix
+
+    await store.replace_prefix(3, [Message("user", "S")], expected=seen[:3])
+
+    assert texts(await store.get_history()) == ["S", "m3", "late"]
+    assert texts(await store.get_history(include_archived=True))[:3] == ["m0", "m1", "m2"]
+
+
+@pytest.mark.parametrize("change", ["compacted", "cleared", "run-cleared", "shrunk"])
+async def test_replace_prefix_refuses_a_prefix_another_writer_changed(
+    make_store: MakeStore, change: str
+) -> None:
+    store = await make_store(*numbered(2))
+    await store.append_many(numbered(4)[2:], run_id="r1")
+    seen = await store.get_history()
+    if change == "compacted":
+        await store.replace_prefix(2, [Message("user", "other summary")])
+    elif change == "cleared":
+        await store.clear()
+        await store.append_many(numbered(4, "new"))
+    elif change == "run-cleared":
+        await store.clear_run("r1")
+        await store.append_many(numbered(2, "new"))
+    else:
+        await store.replace_prefix(3, [])
+    before = await store.get_history(include_archived=True)
+
+    with pytest.raises(ConcurrentModificationError, match="oldest 3 messages"):
+        await store.replace_prefix(3, [Message("user", "stale summary")], expected=seen[:3])
+
+    assert await store.get_history(include_archived=True) == before
+
+
+async def test_expected_must_hold_count_messages(make_store: MakeStore) -> None:
+    store = await make_store(*numbered(3))
+
+    with pytest.raises(ValueError, match="expected holds 2 messages but count is 3"):
+        await store.replace_prefix(3, [], expected=numbered(2))
+    with pytest.raises(TypeError, match=r"expected\[0\]"):
+        await store.replace_prefix(1, [], expected=["m0"])  # type: ignore[list-item]
+
+    assert texts(await store.get_history(include_archived=True)) == ["m0", "m1", "m2"]
+
+
 # -- fork ---------------------------------------------------------------------
 
 
@@ -599,7 +650,21 @@ async def test_default_replace_prefix_uses_clear_and_append() -> None:
     assert texts(await store.get_history()) == ["S", "m2"]
     with pytest.raises(ValueError, match="exceeds"):
         await store.replace_prefix(3, [])
-    assert texts(await store.get_history()) == ["S", "m2"]
+    with pytest.raises(ConcurrentModificationError):
+        await store.replace_prefix(1, [Message("user", "T")], expected=numbered(1))
+    await store.replace_prefix(1, [Message("user", "T")], expected=[Message("user", "S")])
+    assert texts(await store.get_history()) == ["T", "m2"]
+
+
+async def test_default_replace_prefix_without_clear_fails_before_reading() -> None:
+    class Unreadable(ListStore):
+        async def get_history(
+            self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
+        ) -> list[Message]:
+            raise AssertionError("read before the store was found unable to write")
+
+    with pytest.raises(NotImplementedError, match=r"override replace_prefix\(\), or clear\(\)"):
+        await Unreadable().replace_prefix(0, [Message("user", "S")])
 
 
 async def test_default_factories_build_the_subclass() -> None:

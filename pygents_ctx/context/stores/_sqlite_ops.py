@@ -132,13 +132,15 @@ def append_rows(
         try:
             db.execute(APPEND, params[0])  # one statement: its own transaction
         except sqlite3.IntegrityError:  # the session row is gone: recreate it below
-            ensure = now_iso()
+            pass
         else:
             return
+    # Within a transaction the row is made sure of every time: someone may have
+    # deleted it since this store last wrote.
+    created_at = ensure or now_iso()
 
     def write(db: Db) -> None:
-        if ensure is not None:
-            db.execute(ENSURE, (session_id, ensure))
+        db.execute(ENSURE, (session_id, created_at))
         db.executemany(APPEND, params)
 
     in_transaction(db, write)
@@ -201,8 +203,7 @@ def replace_prefix(
     expected: list[Message] | None,
     db: Db,
 ) -> None:
-    if ensure is not None:
-        db.execute(ENSURE, (session_id, ensure))
+    db.execute(ENSURE, (session_id, ensure or now_iso()))
     session = db.execute(
         "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
         (session_id,),

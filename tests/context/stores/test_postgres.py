@@ -40,8 +40,8 @@ from pygents_ctx.context.stores.postgres import (
     PostgresContextStore,
     connect_postgres,
 )
+from tests import postgres_server
 
-from . import postgres_server
 from .helpers import numbered, texts
 from .test_sqlite import SQL_METACHARACTERS, TABLES
 from .test_store_properties import apply, observe, operations

@@ -28,7 +28,7 @@ from typing import Any
 
 import orjson
 
-from pygents_ctx import AutoCompactStore, Message, SummarizationError
+from pygents_ctx import AutoCompactStore, Message
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
 
@@ -152,7 +152,7 @@ async def _compact(store: ContextStore, kind: str, keep_recent: int) -> bool:
         return covered(messages, previous)
 
     async def fail(messages: list[Message], previous: str | None) -> str:
-        raise SummarizationError("the model is down")
+        raise ConnectionError("the model is down")
 
     summarizer = {"slow": slow, "fail": fail, "list": list_summarizer}[kind]
     return await AutoCompactStore(store, summarizer, keep_recent=keep_recent).compact()

@@ -36,6 +36,7 @@ __all__ = [
     "now_iso",
     "preview_of",
     "require_run_id",
+    "session_not_empty",
     "takes_keyword",
     "window",
     "with_token_count",
@@ -183,6 +184,14 @@ def check_expected(count: int, expected: Iterable[Message] | None) -> list[Messa
             "oldest `count` messages as you read them"
         )
     return batch
+
+
+def session_not_empty(session_id: str) -> ValueError:
+    """The error of a `restore()` (or `from_history`) into a session that holds messages."""
+    return ValueError(
+        f"session {session_id!r} already holds messages; restore into a new session "
+        "(another session_id, or leave it unset for a new one)"
+    )
 
 
 def changed_prefix(session_id: str, count: int) -> ConcurrentModificationError:

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores._common import changed_prefix, decode, now_iso, preview_of
-from pygents_ctx.context.stores.base import SessionInfo
+from pygents_ctx.context.stores._common import (
+    changed_prefix,
+    decode,
+    now_iso,
+    preview_of,
+    session_not_empty,
+)
+from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 
 __all__ = [
@@ -33,7 +39,9 @@ __all__ = [
     "read_oldest",
     "read_since",
     "replace_prefix",
+    "restore",
     "scalar",
+    "snapshot",
 ]
 
 T = TypeVar("T")
@@ -264,6 +272,63 @@ def fork(session_id: str, new_id: str, created_at: str, db: Db) -> None:
         "SELECT ?, position, run_id, tokens, preview, data FROM pygents_messages "
         "WHERE session_id = ? ORDER BY position",
         (new_id, session_id),
+    )
+
+
+def snapshot(session_id: str, db: Db) -> SessionSnapshot:
+    def read(db: Db) -> tuple[Any, ...]:
+        tokens = db.execute(
+            "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        live = db.execute(
+            "SELECT position, tokens, data, run_id FROM pygents_messages WHERE session_id = ? "
+            "ORDER BY position",
+            (session_id,),
+        ).fetchall()
+        archived = db.execute(
+            "SELECT id, tokens, data, run_id FROM pygents_archive WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
+        return tokens or (0, 0), live, archived
+
+    # One read transaction: one moment, whoever writes meanwhile.
+    (input_tokens, output_tokens), live, archived = in_transaction(db, read, "BEGIN")
+    return SessionSnapshot(
+        session_id,
+        [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in live],
+        [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in archived],
+        input_tokens,
+        output_tokens,
+    )
+
+
+def restore(
+    session_id: str,
+    created_at: str,
+    live: list[tuple[str | None, Encoded]],
+    archived: list[tuple[str | None, Encoded]],
+    tokens: tuple[int, int],
+    db: Db,
+) -> None:
+    db.execute(ENSURE, (session_id, created_at))
+    held = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM pygents_messages WHERE session_id = ?) "
+        "OR EXISTS (SELECT 1 FROM pygents_archive WHERE session_id = ?)",
+        (session_id, session_id),
+    ).fetchone()[0]
+    if held:
+        raise session_not_empty(session_id)
+    db.executemany(
+        "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(session_id, run_id, *row) for run_id, row in archived],
+    )
+    db.executemany(APPEND, [(session_id, session_id, run_id, *row) for run_id, row in live])
+    db.execute(
+        "UPDATE pygents_sessions SET input_tokens = ?, output_tokens = ?, preview = ?, "
+        "generation = generation + 1 WHERE session_id = ?",
+        (*tokens, first_preview(db, session_id), session_id),
     )
 
 

@@ -21,7 +21,7 @@ from pygents_ctx.context.stores._common import (
     check_expected,
     takes_keyword,
 )
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores.base import ContextStore, SessionInfo, SessionSnapshot
 from pygents_ctx.context.strategies.summarize import (
     Summarizer,
     bridge_message,
@@ -376,6 +376,14 @@ class AutoCompactStore(ContextStore):
             context_window=self.context_window,
         )
 
+    async def snapshot(self) -> SessionSnapshot:
+        """The inner store's snapshot."""
+        return await self.inner.snapshot()
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Restore `snapshot` into the inner store."""
+        await self.inner.restore(snapshot)
+
     async def close(self) -> None:
         """Close the inner store."""
         await self.inner.close()
@@ -399,10 +407,23 @@ class AutoCompactStore(ContextStore):
         Raises:
             TypeError: Always.
         """
-        raise TypeError(
-            "AutoCompactStore wraps a store: build the inner one with from_history, "
-            "then wrap it: AutoCompactStore(await MemoryContextStore.from_history(...), summarizer)"
-        )
+        raise _built_by_wrapping("from_history")
+
+    @classmethod
+    async def from_context(cls, store: ContextStore, /, **kwargs: Any) -> AutoCompactStore:
+        """Not available: build the inner store with `from_context`, then wrap it.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise _built_by_wrapping("from_context")
+
+
+def _built_by_wrapping(factory: str) -> TypeError:
+    return TypeError(
+        f"AutoCompactStore wraps a store: build the inner one with {factory}, "
+        f"then wrap it: AutoCompactStore(await MemoryContextStore.{factory}(...), summarizer)"
+    )
 
 
 def _given(**arguments: Any) -> dict[str, Any]:

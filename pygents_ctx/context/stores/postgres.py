@@ -31,7 +31,12 @@ from pygents_ctx.context.stores._common import (
     require_run_id,
 )
 from pygents_ctx.context.stores._postgres_schema import migrate
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    check_snapshot,
+)
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
@@ -377,6 +382,31 @@ class PostgresContextStore(ContextStore):
         new_id = new_session_id() if session_id is None else _check_id(session_id)
         await self._conn.run(partial(ops.fork, self.session_id, new_id))
         return PostgresContextStore(self._conn, session_id=new_id)
+
+    async def snapshot(self) -> SessionSnapshot:
+        """The history and the archive with their run ids, and the token usage.
+
+        One statement: a consistent moment, whatever other workers write.
+        """
+        return await self._conn.run(partial(ops.snapshot, self.session_id))
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Write `snapshot` into this empty session in one transaction (see `ContextStore.restore`).
+
+        Raises:
+            TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
+                a value JSON cannot hold (nothing is written).
+            ValueError: The session already holds messages (live or archived),
+                or a run id holds a NUL character; nothing is written.
+        """
+        snapshot = check_snapshot(snapshot)
+        parts = tuple(
+            ([_check_run(stored.run_id) for stored in part], ops.encode([s.message for s in part]))
+            for part in (snapshot.messages, snapshot.archived)
+        )
+        tokens = (snapshot.input_tokens, snapshot.output_tokens)
+        self._cache.forget()
+        await self._conn.run(partial(ops.restore, self.session_id, parts[0], parts[1], tokens))
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""

@@ -32,7 +32,12 @@ from pygents_ctx.context.stores._common import (
 )
 from pygents_ctx.context.stores._sqlite_schema import check_synchronous, configure, migrate
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    check_snapshot,
+)
 
 __all__ = ["SQLiteConnection", "SQLiteContextStore", "connect"]
 
@@ -292,6 +297,30 @@ class SQLiteContextStore(ContextStore):
         fork = SQLiteContextStore(self._conn, session_id=new_id)
         fork._ready = True
         return fork
+
+    async def snapshot(self) -> SessionSnapshot:
+        """The history and the archive with their run ids, and the token usage.
+
+        One read transaction: a consistent moment, whatever other processes write.
+        """
+        return await self._conn.run(partial(ops.snapshot, self.session_id))
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Write `snapshot` into this empty session in one transaction (see `ContextStore.restore`).
+
+        Raises:
+            TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
+                a value JSON cannot hold (nothing is written).
+            ValueError: The session already holds messages (live or archived);
+                nothing is written.
+        """
+        snapshot = check_snapshot(snapshot)
+        live = [(stored.run_id, ops.encode(stored.message)) for stored in snapshot.messages]
+        archived = [(stored.run_id, ops.encode(stored.message)) for stored in snapshot.archived]
+        tokens = (snapshot.input_tokens, snapshot.output_tokens)
+        self._cache.forget()
+        work = partial(ops.restore, self.session_id, now_iso(), live, archived, tokens)
+        await self._write(work, ensures=True)
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""

@@ -681,6 +681,7 @@ DELEGATED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("get_context_tokens", (), {}),
     ("add_context_tokens", (10, 2), {}),
     ("list_sessions", (), {}),
+    ("snapshot", (), {}),
     ("close", (), {}),
 ]
 
@@ -696,7 +697,7 @@ async def test_every_method_delegates_to_the_inner_store(
 
     expected = await getattr(twin, name)(*args, **kwargs)
     assert spy.seen[0] == (name, args, kwargs)
-    if name != "list_sessions":  # session ids and creation times differ
+    if name not in ("list_sessions", "snapshot"):  # session ids and creation times differ
         assert returned == expected
     assert await store.get_history(include_archived=True) == await twin.get_history(
         include_archived=True
@@ -778,9 +779,22 @@ async def test_fork_wraps_an_independent_fork_with_the_same_settings(
     assert is_summary((await branch.get_history())[0])
 
 
-async def test_from_history_is_refused_with_a_hint() -> None:
-    with pytest.raises(TypeError, match="wrap it"):
+async def test_from_history_and_from_context_are_refused_with_a_hint() -> None:
+    with pytest.raises(TypeError, match=r"build the inner one with from_history, then wrap it"):
         await AutoCompactStore.from_history([MESSAGE])
+    with pytest.raises(TypeError, match=r"build the inner one with from_context, then wrap it"):
+        await AutoCompactStore.from_context(MemoryContextStore())
+
+
+async def test_restore_goes_to_the_inner_store() -> None:
+    source = MemoryContextStore(words(3))
+    await source.replace_prefix(1, [], run_id=None)
+    store = AutoCompactStore(MemoryContextStore(session_id="inner"), ScriptedSummarizer())
+
+    await store.restore(await source.snapshot())
+
+    assert await store.inner.get_history(include_archived=True) == words(3)
+    assert await store.snapshot() == await store.inner.snapshot()
 
 
 SUMMARIZER = ScriptedSummarizer()

@@ -7,6 +7,9 @@ that wrote it returned. The parent kills it at a random moment, sometimes
 before it has even opened the database. Afterwards every acknowledged message
 is there, each run's messages are in order with no hole, the counters agree
 with the rows, and SQLite finds the file intact.
+
+The command line's `import`, killed the same way, leaves the whole file or
+nothing.
 """
 
 from __future__ import annotations
@@ -14,15 +17,22 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import orjson
 
 from pygents_ctx import count_message_tokens, from_dict
+from pygents_ctx._cli_transfer import SessionFile
+from pygents_ctx.context.stores import StoredMessage
 
 from .children import Child, Database
+from .worker import message
 
 TRIALS = 24
+IMPORT_TRIALS = 10
 
 
 def kill_one(db: Database, session: str, run: str, rng: random.Random, early: bool) -> set[int]:
@@ -60,9 +70,9 @@ async def test_writers_killed_at_random_moments_never_lose_an_acknowledged_messa
     assert positions == list(range(positions[0], positions[0] + len(positions))), note
 
     found: dict[str, list[int]] = {}
-    for message in archived + live:  # the whole transcript, oldest first
-        if message.text != "S":  # not a compaction's summary
-            run, index = message.text.split()[0].split(":")
+    for each in archived + live:  # the whole transcript, oldest first
+        if each.text != "S":  # not a compaction's summary
+            run, index = each.text.split()[0].split(":")
             found.setdefault(run, []).append(int(index))
     for run, acked in acknowledged.items():
         indices = found.get(run, [])
@@ -84,3 +94,34 @@ async def test_writers_killed_at_random_moments_never_lose_an_acknowledged_messa
     async with sqlite_db.store(session) as store:
         assert await store.get_history() == live
         assert await store.get_history(include_archived=True) == archived + live
+
+
+def test_an_import_killed_at_any_moment_leaves_all_of_the_file_or_none(
+    sqlite_db: Database, tmp_path: Path
+) -> None:
+    seed = random.randrange(2**32)
+    rng = random.Random(seed)
+    stored = [
+        StoredMessage(message(f"m{i}", i), f"r{i % 3}" if i % 4 else None) for i in range(6000)
+    ]
+    file = tmp_path / "big.json"
+    file.write_bytes(SessionFile("big", stored[2000:], stored[:2000], 5, 6).to_json())
+
+    def start(session: str) -> subprocess.Popen[bytes]:
+        command = ["--db", sqlite_db.target, "import", str(file), "--session", session]
+        return subprocess.Popen([sys.executable, "-m", "pygents_ctx", *command])
+
+    began = time.monotonic()
+    assert start("whole").wait(timeout=30) == 0
+    duration = time.monotonic() - began
+    _, whole_live, whole_archive = sqlite_db.stored("whole")
+    for trial in range(IMPORT_TRIALS):
+        child = start(f"t{trial}")
+        time.sleep(rng.uniform(0.3, 1.0) * duration)  # past the start-up, into the writing
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(timeout=10)
+        _, live, archive = sqlite_db.stored(f"t{trial}")
+        if live or archive:  # it finished: all of it, run ids and order included
+            assert live == whole_live, f"half an import (seed {seed})"
+            assert [row[1:] for row in archive] == [row[1:] for row in whole_archive]
+    assert sqlite_db.query("PRAGMA integrity_check") == [("ok",)]

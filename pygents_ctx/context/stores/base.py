@@ -183,6 +183,16 @@ class SessionSnapshot:
         object.__setattr__(self, "output_tokens", tokens[1])
 
 
+def keeps_archive(store: ContextStore) -> bool:
+    """Whether `store` has its own `replace_prefix` (the default keeps no archive)."""
+    return type(store).replace_prefix is not ContextStore.replace_prefix
+
+
+def can_replace_prefix(store: ContextStore) -> bool:
+    """Whether `store.replace_prefix` can work: its own, or the default over its own `clear`."""
+    return keeps_archive(store) or type(store).clear is not ContextStore.clear
+
+
 def check_snapshot(snapshot: object) -> SessionSnapshot:
     """Return `snapshot` if it is a `SessionSnapshot` (what every `restore` checks first).
 
@@ -359,7 +369,7 @@ class ContextStore(ClosesOnExit, ABC):
         count = check_count(count)
         batch = check_messages(messages)
         wanted = check_expected(count, expected)
-        if type(self).clear is ContextStore.clear:
+        if not can_replace_prefix(self):
             raise NotImplementedError(
                 f"{type(self).__name__} cannot replace_prefix(): override replace_prefix(), "
                 "or clear() for this default to use"
@@ -414,6 +424,8 @@ class ContextStore(ClosesOnExit, ABC):
 
         This default checks `count()` and the archive, then calls `append_many()`
         (once per run), `replace_prefix()` and `set_context_tokens()`: not atomic.
+        A store without its own `replace_prefix` keeps no archive, so only the
+        live history is written to it.
 
         Raises:
             TypeError: `snapshot` is not a `SessionSnapshot`.
@@ -426,11 +438,12 @@ class ContextStore(ClosesOnExit, ABC):
             held = len(await self.get_history(include_archived=True, limit=1))
         if held:
             raise session_not_empty(self.session_id)
-        everything = [*snapshot.archived, *snapshot.messages]
+        archived = snapshot.archived if keeps_archive(self) else ()
+        everything = [*archived, *snapshot.messages]
         for run_id, group in itertools.groupby(everything, key=lambda stored: stored.run_id):
             await self.append_many([stored.message for stored in group], run_id=run_id)
-        if snapshot.archived:
-            await self.replace_prefix(len(snapshot.archived), ())
+        if archived:
+            await self.replace_prefix(len(archived), ())
         await self.set_context_tokens(snapshot.input_tokens, snapshot.output_tokens)
 
     async def close(self) -> None:

@@ -21,7 +21,12 @@ from pygents_ctx.context.stores._common import (
     check_expected,
     takes_keyword,
 )
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo, SessionSnapshot
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    can_replace_prefix,
+)
 from pygents_ctx.context.strategies.summarize import (
     Summarizer,
     bridge_message,
@@ -201,7 +206,8 @@ class AutoCompactStore(ContextStore):
         context_window: The model's context window.
 
     Raises:
-        TypeError: `inner` is not a `ContextStore`, or `summarizer` is not callable.
+        TypeError: `inner` is not a `ContextStore` (or one with neither
+            `replace_prefix` nor `clear`), or `summarizer` is not callable.
         ValueError: A number is out of range.
 
     Examples:
@@ -236,6 +242,11 @@ class AutoCompactStore(ContextStore):
     ) -> None:
         if not isinstance(inner, ContextStore):
             raise TypeError(f"AutoCompactStore wraps a ContextStore, not {type(inner).__name__}")
+        if not can_replace_prefix(inner):
+            raise TypeError(
+                f"AutoCompactStore cannot compact a {type(inner).__name__}: it has neither "
+                "replace_prefix() nor clear(); implement one of them"
+            )
         if not callable(summarizer):
             raise TypeError(f"summarizer must be an async callable, not {summarizer!r}")
         _check_keep_recent(keep_recent)

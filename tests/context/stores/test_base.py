@@ -818,6 +818,25 @@ async def test_default_snapshot_and_restore_use_the_two_methods_and_clear() -> N
         await store.restore(await source.snapshot())
 
 
+async def test_default_restore_into_a_store_without_clear_writes_the_live_history() -> None:
+    source = MemoryContextStore(numbered(3))
+    await source.replace_prefix(2, [Message("user", "S")])
+    store = ListStore()
+
+    await store.restore(await source.snapshot())
+
+    assert texts(store.messages) == ["S", "m2"]  # what the store can hold: no archive
+
+
+def test_a_store_with_neither_replace_prefix_nor_clear_cannot_be_compacted() -> None:
+    from pygents_ctx import AutoCompactStore
+    from pygents_ctx.testing import ScriptedSummarizer
+
+    with pytest.raises(TypeError, match="neither replace_prefix\\(\\) nor clear\\(\\)"):
+        AutoCompactStore(ListStore(), ScriptedSummarizer())
+    AutoCompactStore(ClearableStore(), ScriptedSummarizer())  # the default rewrite will do
+
+
 async def test_default_snapshot_of_a_seed_store_has_no_archive() -> None:
     class SeedStore(ListStore):
         async def get_history(self) -> list[Message]:  # type: ignore[override]

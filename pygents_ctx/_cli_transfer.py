@@ -28,7 +28,9 @@ from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._json import dumps, shown
 from pygents_ctx.context.messages import Message, from_dict, to_dict
+from pygents_ctx.context.stores._common import LARGEST
 from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
 
 __all__ = [
@@ -144,7 +146,7 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
     if isinstance(version, bool) or not isinstance(version, int) or version not in _KEYS:
         newer = isinstance(version, int) and version > FORMAT_VERSION
         raise SessionFileError(
-            f"{source}: version {version!r} is not supported; this pygents_ctx reads versions "
+            f"{source}: version {shown(version)} is not supported; this pygents_ctx reads versions "
             f"1 to {FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
         )
     keys = _KEYS[version]
@@ -159,7 +161,7 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
     session_id = document.get("session_id")
     if session_id is not None and (not isinstance(session_id, str) or not session_id):
         raise SessionFileError(
-            f"{source}: session_id must be a non-empty string or null, not {session_id!r}"
+            f"{source}: session_id must be a non-empty string or null, not {shown(session_id)}"
         )
     return SessionFile(
         session_id,
@@ -178,20 +180,15 @@ def _stored(
     if not isinstance(run_ids, list) or len(run_ids) != len(messages):
         raise SessionFileError(
             f"{source}: {runs_key} must be a list with one run id (or null) for each of the "
-            f"{len(messages)} {key}, not {_short(run_ids)}"
+            f"{len(messages)} {key}, not {shown(run_ids)}"
         )
     for index, run_id in enumerate(run_ids):
         if run_id is not None and (not isinstance(run_id, str) or not run_id):
             raise SessionFileError(
                 f"{source}: {runs_key}[{index}] must be a non-empty string or null, "
-                f"not {_short(run_id)}"
+                f"not {shown(run_id)}"
             )
     return list(map(StoredMessage, messages, run_ids))
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _messages(document: Mapping[str, Any], key: str, source: str) -> list[Message]:
@@ -211,6 +208,10 @@ def _messages(document: Mapping[str, Any], key: str, source: str) -> list[Messag
                 f"{source}: {key}[{index}] is a {type(message).__name__}, not a message "
                 "(a message is an object with 'role' and 'content')"
             )
+        try:  # what the store will write: refused now, before anything is written
+            dumps(item, f"{source}: {key}[{index}]")
+        except TypeError as exc:
+            raise SessionFileError(str(exc)) from None
         messages.append(message)
     return messages
 
@@ -226,9 +227,9 @@ def _strip_owner(reason: str) -> str:
 
 def _tokens(document: Mapping[str, Any], key: str, source: str) -> int:
     value = document.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LARGEST:
         raise SessionFileError(
-            f"{source}: {key} must be a whole number of at least 0, not {value!r}"
+            f"{source}: {key} must be a whole number from 0 to 2**63 - 1, not {shown(value)}"
         )
     return value
 

@@ -867,7 +867,7 @@ def test_import_without_a_session_id_makes_a_new_one(
         ),
         (
             '{"messages": [], "input_tokens": -1}',
-            "input_tokens must be a whole number of at least 0",
+            "input_tokens must be a whole number from 0 to 2**63 - 1, not -1",
         ),
         ('{"messages": [], "session_id": 5}', "session_id must be a non-empty string or null"),
     ],

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = [
+    "LARGEST",
     "PREVIEW_LENGTH",
     "ClosesOnExit",
     "Connecting",
@@ -143,11 +144,16 @@ def check_messages(messages: Iterable[Message], owner: str = "messages") -> list
     return batch
 
 
+LARGEST: Final = 2**63 - 1  # the largest integer SQLite and PostgreSQL (bigint) hold
+
+
 def _check_natural(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be at least 0, not {value}")
+    if value > LARGEST:
+        raise ValueError(f"{name} must be at most 2**63 - 1, not {value}")
     return value
 
 

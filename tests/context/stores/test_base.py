@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import re
 import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -452,7 +453,13 @@ async def test_concurrent_token_additions_all_count(make_store: MakeStore) -> No
 
 
 @pytest.mark.parametrize(
-    ("amounts", "error"), [((-1, 0), ValueError), ((0, 1.5), TypeError), ((True, 0), TypeError)]
+    ("amounts", "error"),
+    [
+        ((-1, 0), ValueError),
+        ((0, 1.5), TypeError),
+        ((True, 0), TypeError),
+        ((2**63, 0), ValueError),
+    ],
 )
 async def test_bad_token_amounts_are_refused(
     make_store: MakeStore, amounts: tuple[Any, Any], error: type[Exception]
@@ -835,6 +842,23 @@ def test_a_store_with_neither_replace_prefix_nor_clear_cannot_be_compacted() -> 
     with pytest.raises(TypeError, match="neither replace_prefix\\(\\) nor clear\\(\\)"):
         AutoCompactStore(ListStore(), ScriptedSummarizer())
     AutoCompactStore(ClearableStore(), ScriptedSummarizer())  # the default rewrite will do
+
+
+async def test_default_restore_archives_through_a_stores_own_replace_prefix() -> None:
+    replaced: list[int] = []
+
+    class ArchivingStore(ClearableStore):
+        async def replace_prefix(  # type: ignore[override]
+            self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        ) -> None:
+            replaced.append(count)
+            del self.messages[:count]
+
+    store = ArchivingStore()
+    await store.restore(SessionSnapshot("s", numbered(3, "live"), numbered(2, "old")))
+
+    assert replaced == [2]
+    assert texts(store.messages) == ["live0", "live1", "live2"]
 
 
 async def test_default_snapshot_of_a_seed_store_has_no_archive() -> None:

@@ -212,12 +212,14 @@ class PostgresContextStore(ContextStore):
     one database, a session's row created by its first write (`created_at` is
     the server's clock at that moment), messages stored as orjson beside their
     token count so `count()` and `token_count()` are one indexed lookup, and
-    `clear`, `clear_run`, `replace_prefix` and `fork` each one transaction.
+    `clear`, `clear_run`, `replace_prefix`, `fork` and `restore` each one
+    transaction.
 
     `get_history()` keeps the messages it has read: a later call reads only
-    the rows appended since, in one query. `clear`, `clear_run` and
-    `replace_prefix` (from any connection) bump the session's generation,
-    which makes every store read the history afresh.
+    the rows appended since, in one query. `clear`, `clear_run`,
+    `replace_prefix` and `restore` (from any connection) bump the session's
+    generation, which makes every store read the history afresh; a session row
+    deleted and created again has a new row id, which does the same.
 
     Args:
         conn: An open connection, from `await connect_postgres(dsn)`.

@@ -113,9 +113,10 @@ class SQLiteContextStore(ContextStore):
     `token_count()` and `count()` are one indexed lookup.
 
     `get_history()` keeps the messages it has read: a later call reads only
-    the rows appended since. `clear`, `clear_run` and `replace_prefix` (from
-    any process) bump the session's generation, which makes every store read
-    the history afresh.
+    the rows appended since. `clear`, `clear_run`, `replace_prefix` and
+    `restore` (from any process) bump the session's generation, which makes
+    every store read the history afresh; so does a session row deleted and
+    created again, which starts at a new random generation.
 
     Args:
         conn: An open connection, from `await connect(path)`.

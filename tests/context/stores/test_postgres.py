@@ -27,9 +27,11 @@ from pygents_ctx import Message, ToolUseBlock, count_message_tokens
 from pygents_ctx.context.stores import (
     ContextStore,
     MemoryContextStore,
+    SessionSnapshot,
     SQLiteConnection,
     SQLiteContextStore,
     StoreClosedError,
+    StoredMessage,
     StoreSchemaError,
 )
 from pygents_ctx.context.stores._postgres_schema import MIGRATIONS, SCHEMA_VERSION, migrate
@@ -180,10 +182,16 @@ async def test_nul_characters_are_kept_in_messages_and_refused_in_ids(
         store.append_many([Message("user", "x")], run_id="r\x00"),
         store.replace_prefix(1, [], run_id="r\x00"),
         store.clear_run("r\x00"),
+        PostgresContextStore(pg_conn, session_id="new").restore(
+            SessionSnapshot("s", [StoredMessage(Message("user", "x"), "r\x00")])
+        ),
     ):
         with pytest.raises(ValueError, match="run_id must not contain NUL"):
             await call
     assert texts(await store.get_history(include_archived=True)) == ["a\x00b"]
+    assert await PostgresContextStore(pg_conn, session_id="new").snapshot() == SessionSnapshot(
+        "new"
+    )
 
 
 async def test_fork_refuses_an_existing_session_id(pg_conn: PostgresConnection) -> None:

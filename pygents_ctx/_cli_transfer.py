@@ -1,32 +1,37 @@
 """The session file the command line's `export` writes and `import` reads.
 
-One JSON object, format version 1:
+One JSON object, format version 2:
 
     {
-      "version": 1,
+      "version": 2,
       "session_id": "demo",
       "input_tokens": 1200,
       "output_tokens": 340,
       "archived": [ ...messages in to_dict() form, oldest first... ],
-      "messages": [ ...the live history, oldest first... ]
+      "archived_run_ids": [ ...each archived message's run id, or null... ],
+      "messages": [ ...the live history, oldest first... ],
+      "run_ids": [ ...each live message's run id, or null... ]
     }
 
-Only `messages` is required when reading: `version` defaults to 1, `session_id`
-to none (a new id), `archived` to `[]` and the token counts to 0. Unknown keys
-are refused, so a typo does not silently drop data. Run ids are not part of
-the file.
+Only `messages` is required when reading: `version` defaults to 2, `session_id`
+to none (a new id), `archived` to `[]`, the run ids to null and the token
+counts to 0. Version 1 (written before run ids were kept) is the same without
+the two run id lists, which it refuses. Unknown keys are refused, so a typo does not silently
+drop data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._json import dumps, shown
 from pygents_ctx.context.messages import Message, from_dict, to_dict
-from pygents_ctx.context.stores.base import ContextStore
+from pygents_ctx.context.stores._common import LARGEST
+from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
 
 __all__ = [
     "FORMAT_VERSION",
@@ -37,23 +42,62 @@ __all__ = [
     "save_session",
 ]
 
-FORMAT_VERSION: Final = 1
-_KEYS: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
+FORMAT_VERSION: Final = 2
+_KEYS_V1: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
+_KEYS: Final = {
+    1: _KEYS_V1,
+    2: (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids"),
+}
 
 
 class SessionFileError(ValueError):
     """A session file that cannot be imported; the message names the field."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class SessionFile:
-    """A session as the file holds it: its id, history, archive and token usage."""
+    """A session as the file holds it: its id, history and archive with run ids, token usage.
+
+    `messages` and `archived` accept `StoredMessage`s or plain `Message`s
+    (no run id).
+    """
 
     session_id: str | None
-    messages: list[Message]
-    archived: list[Message]
-    input_tokens: int = 0
-    output_tokens: int = 0
+    messages: tuple[StoredMessage, ...]
+    archived: tuple[StoredMessage, ...]
+    input_tokens: int
+    output_tokens: int
+
+    def __init__(
+        self,
+        session_id: str | None,
+        messages: Sequence[StoredMessage | Message],
+        archived: Sequence[StoredMessage | Message],
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> None:
+        object.__setattr__(self, "session_id", session_id)
+        object.__setattr__(self, "messages", _as_stored(messages))
+        object.__setattr__(self, "archived", _as_stored(archived))
+        object.__setattr__(self, "input_tokens", input_tokens)
+        object.__setattr__(self, "output_tokens", output_tokens)
+
+    @classmethod
+    def of(cls, snapshot: SessionSnapshot) -> SessionFile:
+        """The file of a store's snapshot."""
+        return cls(
+            snapshot.session_id,
+            snapshot.messages,
+            snapshot.archived,
+            snapshot.input_tokens,
+            snapshot.output_tokens,
+        )
+
+    def snapshot(self, session_id: str) -> SessionSnapshot:
+        """What `restore()` writes for this file, into the session `session_id`."""
+        return SessionSnapshot(
+            session_id, self.messages, self.archived, self.input_tokens, self.output_tokens
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The file's JSON object (see the module docstring)."""
@@ -62,13 +106,19 @@ class SessionFile:
             "session_id": self.session_id,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "archived": [to_dict(message) for message in self.archived],
-            "messages": [to_dict(message) for message in self.messages],
+            "archived": [to_dict(stored.message) for stored in self.archived],
+            "archived_run_ids": [stored.run_id for stored in self.archived],
+            "messages": [to_dict(stored.message) for stored in self.messages],
+            "run_ids": [stored.run_id for stored in self.messages],
         }
 
     def to_json(self) -> bytes:
         """The file's bytes: indented JSON with a final newline."""
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def _as_stored(messages: Sequence[StoredMessage | Message]) -> tuple[StoredMessage, ...]:
+    return tuple(m if isinstance(m, StoredMessage) else StoredMessage(m) for m in messages)
 
 
 def parse_session_file(data: bytes, source: str) -> SessionFile:
@@ -81,7 +131,7 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
     Examples:
         >>> file = parse_session_file(b'{"session_id": "s", "messages": []}', "s.json")
         >>> file.session_id, file.messages, file.input_tokens
-        ('s', [], 0)
+        ('s', (), 0)
     """
     try:
         document = orjson.loads(data)
@@ -92,33 +142,53 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
             f"{source} must hold a JSON object with a 'messages' list, "
             f"not a {type(document).__name__}"
         )
-    unknown = sorted(set(document) - set(_KEYS))
+    version = document.get("version", FORMAT_VERSION)  # each version reads the one before
+    if isinstance(version, bool) or not isinstance(version, int) or version not in _KEYS:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        raise SessionFileError(
+            f"{source}: version {shown(version)} is not supported; this pygents_ctx reads versions "
+            f"1 to {FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
+        )
+    keys = _KEYS[version]
+    unknown = sorted(set(document) - set(keys))
     if unknown:
         raise SessionFileError(
             f"{source} has unknown keys {', '.join(map(repr, unknown))}; "
-            f"a session file holds only {', '.join(_KEYS)}"
-        )
-    version = document.get("version", FORMAT_VERSION)
-    if version != FORMAT_VERSION or isinstance(version, bool):
-        newer = isinstance(version, int) and version > FORMAT_VERSION
-        raise SessionFileError(
-            f"{source}: version {version!r} is not supported; this pygents_ctx reads version "
-            f"{FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
+            f"a version {version} session file holds only {', '.join(keys)}"
         )
     if "messages" not in document:
         raise SessionFileError(f"{source} has no 'messages' list; export writes one")
     session_id = document.get("session_id")
     if session_id is not None and (not isinstance(session_id, str) or not session_id):
         raise SessionFileError(
-            f"{source}: session_id must be a non-empty string or null, not {session_id!r}"
+            f"{source}: session_id must be a non-empty string or null, not {shown(session_id)}"
         )
     return SessionFile(
         session_id,
-        _messages(document, "messages", source),
-        _messages(document, "archived", source),
+        _stored(document, "messages", "run_ids", source),
+        _stored(document, "archived", "archived_run_ids", source),
         _tokens(document, "input_tokens", source),
         _tokens(document, "output_tokens", source),
     )
+
+
+def _stored(
+    document: Mapping[str, Any], key: str, runs_key: str, source: str
+) -> list[StoredMessage]:
+    messages = _messages(document, key, source)
+    run_ids = document.get(runs_key, [None] * len(messages))
+    if not isinstance(run_ids, list) or len(run_ids) != len(messages):
+        raise SessionFileError(
+            f"{source}: {runs_key} must be a list with one run id (or null) for each of the "
+            f"{len(messages)} {key}, not {shown(run_ids)}"
+        )
+    for index, run_id in enumerate(run_ids):
+        if run_id is not None and (not isinstance(run_id, str) or not run_id):
+            raise SessionFileError(
+                f"{source}: {runs_key}[{index}] must be a non-empty string or null, "
+                f"not {shown(run_id)}"
+            )
+    return list(map(StoredMessage, messages, run_ids))
 
 
 def _messages(document: Mapping[str, Any], key: str, source: str) -> list[Message]:
@@ -138,6 +208,10 @@ def _messages(document: Mapping[str, Any], key: str, source: str) -> list[Messag
                 f"{source}: {key}[{index}] is a {type(message).__name__}, not a message "
                 "(a message is an object with 'role' and 'content')"
             )
+        try:  # what the store will write: refused now, before anything is written
+            dumps(item, f"{source}: {key}[{index}]")
+        except TypeError as exc:
+            raise SessionFileError(str(exc)) from None
         messages.append(message)
     return messages
 
@@ -153,29 +227,25 @@ def _strip_owner(reason: str) -> str:
 
 def _tokens(document: Mapping[str, Any], key: str, source: str) -> int:
     value = document.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LARGEST:
         raise SessionFileError(
-            f"{source}: {key} must be a whole number of at least 0, not {value!r}"
+            f"{source}: {key} must be a whole number from 0 to 2**63 - 1, not {shown(value)}"
         )
     return value
 
 
 async def load_session(store: ContextStore) -> SessionFile:
-    """The session `store` holds, as a `SessionFile`: history, archive and token usage."""
-    everything = await store.get_history(include_archived=True)
-    live = await store.get_history()
-    archived = everything[: max(len(everything) - len(live), 0)]
-    input_tokens, output_tokens = await store.get_context_tokens()
-    return SessionFile(store.session_id, live, archived, input_tokens, output_tokens)
+    """The session `store` holds, as a `SessionFile`, read at one moment (`store.snapshot()`)."""
+    return SessionFile.of(await store.snapshot())
 
 
 async def save_session(store: ContextStore, file: SessionFile) -> None:
-    """Write `file` into `store`, which must hold no messages yet.
+    """Write `file` into `store`'s session, which must hold no messages yet: all or nothing.
 
-    Three steps (the messages, then the archive split, then the token usage),
-    each its own transaction in the SQLite store.
+    One `store.restore()`, so one transaction in the SQLite store: interrupted
+    at any point, the session holds all of the file or none of it.
+
+    Raises:
+        ValueError: The session already holds messages (nothing is written).
     """
-    await store.append_many([*file.archived, *file.messages])
-    if file.archived:
-        await store.replace_prefix(len(file.archived), ())
-    await store.set_context_tokens(file.input_tokens, file.output_tokens)
+    await store.restore(file.snapshot(store.session_id))

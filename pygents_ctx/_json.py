@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import math
-from collections.abc import Mapping
-from typing import Any, Self, TypeGuard
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import Any, Final, ParamSpec, Self, TypeGuard, TypeVar
 
 import orjson
 
-__all__ = ["JsonSerializable", "dumps", "is_mapping", "loads"]
+__all__ = ["JsonSerializable", "dumps", "is_mapping", "loads", "refuses_deep_nesting", "shown"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _JSON_SCALARS = (str, int, float, bool, type(None))
 # Hand dataclasses and datetimes to `default` (which refuses them): a silent
@@ -102,7 +107,12 @@ def dumps(data: Any, owner: str, user_values: list[Any] | None = None) -> bytes:
     """
     try:
         encoded = orjson.dumps(data, default=_refuse, option=_OPTIONS)
-    except TypeError:
+    except TypeError as exc:
+        if str(exc) == _TOO_DEEP:  # before walking it: a walk would recurse as deep
+            raise TypeError(
+                f"{owner} is nested more than {_DEPTH} levels deep: too deep to write "
+                "as JSON; flatten it"
+            ) from None
         raise _cannot_hold(*(_first_unjsonable(data, owner) or (owner, data))) from None
     # Two ways to know that the JSON reads back equal: read it back and compare, at a
     # cost per object; or a census of the types in what users gave, cheaper per object
@@ -120,9 +130,20 @@ def dumps(data: Any, owner: str, user_values: list[Any] | None = None) -> bytes:
     raise _cannot_hold(*found)
 
 
+_TOO_DEEP: Final = "Recursion limit reached"  # what orjson says past its depth
+_DEPTH: Final = 254  # how deep orjson writes: dicts and lists within one another
+_SHOWN: Final = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 60, 60
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for an error message: short, however large or deeply nested `value` is."""
+    return _SHOWN.repr(value)
+
+
 def _cannot_hold(where: str, value: Any) -> TypeError:
     return TypeError(
-        f"{where} holds {value!r} ({type(value).__name__}), which JSON cannot hold; "
+        f"{where} holds {shown(value)} ({type(value).__name__}), which JSON cannot hold; "
         f"store plain str/int/float/bool/None/list/dict values (finite numbers) there"
     )
 
@@ -139,6 +160,29 @@ def loads(data: bytes | str, owner: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"{owner}.from_json: not valid JSON ({exc})") from None
+
+
+def refuses_deep_nesting(owner: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """Make a loader report data nested past Python's recursion limit as malformed.
+
+    Walking, counting or showing (in an error message) such data raises
+    `RecursionError` somewhere inside the loader; to its caller that is one more
+    kind of malformed data: the `ValueError` every loader documents.
+    """
+
+    def decorate(load: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(load)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> R:
+            try:
+                return load(*args, **kwargs)
+            except RecursionError:
+                raise ValueError(
+                    f"saved {owner} is nested too deeply to read (past Python's recursion limit)"
+                ) from None
+
+        return guarded
+
+    return decorate
 
 
 class JsonSerializable:

@@ -32,7 +32,7 @@ from typing import Any
 
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
-from pygents_ctx._json import JsonSerializable, loads
+from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._steps import DONE, Later
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
@@ -455,7 +455,10 @@ class Agent(JsonSerializable):
         """Rebuild an agent from `to_json()` output; `context` as for `from_dict`.
 
         Raises:
-            ValueError: The JSON is invalid or does not describe an agent.
+            ValueError: The JSON is invalid or does not describe an agent (as
+                for `from_dict`).
+            UnregisteredToolError: A tool name is not registered.
+            UnregisteredHookError: A hook name is not registered.
         """
         return cls._from_saved(loads(data, cls.__name__), context, parsed=True)
 
@@ -520,6 +523,7 @@ class Agent(JsonSerializable):
         return cls._from_saved(data, context, parsed=False)
 
     @classmethod
+    @refuses_deep_nesting("Agent")
     def _from_saved(cls, data: object, context: ContextConfig | None, parsed: bool) -> Agent:
         """`from_dict`; `parsed` as for `Turn._from_saved`."""
         if not isinstance(data, Mapping):

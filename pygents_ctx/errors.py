@@ -17,7 +17,8 @@ PygentsError
 ├── ContextOverflowError (ValueError)  even the newest round is over a token budget
 ├── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
 ├── StoreClosedError (RuntimeError)    a store's connection was used after close()
-└── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
+├── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
+└── ConcurrentModificationError (RuntimeError)  another writer changed what a write expected
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -27,6 +28,7 @@ name) are plain `ValueError` / `TypeError`, as Python users expect.
 from __future__ import annotations
 
 __all__ = [
+    "ConcurrentModificationError",
     "ContextOverflowError",
     "PygentsError",
     "SafeExecutionError",
@@ -118,3 +120,14 @@ class StoreClosedError(PygentsError, RuntimeError):
 
 class StoreSchemaError(PygentsError, RuntimeError):
     """A store file holds a schema newer than this version of pygents_ctx knows."""
+
+
+class ConcurrentModificationError(PygentsError, RuntimeError):
+    """Another writer changed the messages a compare-and-swap write expected; nothing was written.
+
+    Raised by `replace_prefix(..., expected=...)` when the oldest live
+    messages are no longer the ones the caller read (another process or task
+    compacted, cleared or removed them meanwhile). Appends by other writers do
+    not cause it: they land after the prefix. Read the history again and
+    decide afresh.
+    """

@@ -28,7 +28,7 @@ from typing import Any
 from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
-from pygents_ctx._json import JsonSerializable, is_mapping
+from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx._steps import DONE, Expired, HookedSteps, Later, Steps, ToolSteps, resume_within
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import Hook, ToolHook, TurnHook
@@ -642,6 +642,7 @@ class Turn(RunTimes, JsonSerializable):
         return cls._from_saved(data, {}, parsed=True)
 
     @classmethod
+    @refuses_deep_nesting("Turn")
     def _from_saved(cls, data: object, tools: dict[str, Tool[..., Any]], parsed: bool) -> Turn:
         """`from_dict`, looking tool names up in `tools` before the registry.
 

@@ -34,7 +34,12 @@ from pygents_ctx import (
 from pygents_ctx._cli_spec import STAGES, parse_strategy
 from pygents_ctx._cli_transfer import SessionFile, load_session, parse_session_file, save_session
 from pygents_ctx.cli import main
-from pygents_ctx.context.stores import MemoryContextStore, SQLiteContextStore, connect
+from pygents_ctx.context.stores import (
+    MemoryContextStore,
+    SQLiteContextStore,
+    StoredMessage,
+    connect,
+)
 from pygents_ctx.context.strategies.budget import FitTokens
 from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.edits import ClearToolResults
@@ -75,7 +80,8 @@ async def _fill(path: Path) -> None:
         await weather.append_many(weather_history())
         await weather.set_context_tokens(1200, 340)
         archive = SQLiteContextStore(conn, session_id="weather-archive")
-        await archive.append_many([*ARCHIVED, *LIVE[1:]])
+        await archive.append_many(ARCHIVED[:1])
+        await archive.append_many([*ARCHIVED[1:], *LIVE[1:]], run_id="run-7")
         await archive.replace_prefix(2, LIVE[:1])
         await SQLiteContextStore(conn, session_id="idle").set_context_tokens(5, 0)
 
@@ -276,9 +282,39 @@ def test_export_then_import_recreates_the_session_exactly(db: Path, tmp_path: Pa
         "input_tokens",
         "output_tokens",
         "archived",
+        "archived_run_ids",
         "messages",
+        "run_ids",
     ]
     assert [from_dict(m) for m in document["archived"]] == ARCHIVED
+    assert (document["archived_run_ids"], document["run_ids"]) == (
+        [None, "run-7"],
+        [None, "run-7", "run-7"],
+    )
+    assert asyncio.run(run_ids(copy, "weather-archive")) == asyncio.run(
+        run_ids(db, "weather-archive")
+    )
+
+
+async def run_ids(path: Path, session_id: str) -> list[str | None]:
+    """The run id of each stored message, archive first."""
+    async with connect(path) as conn:
+        snapshot = await SQLiteContextStore(conn, session_id=session_id).snapshot()
+    return [stored.run_id for stored in (*snapshot.archived, *snapshot.messages)]
+
+
+def test_a_version_1_file_without_run_ids_still_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "v1.json"
+    document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
+    del document["run_ids"], document["archived_run_ids"]
+    file.write_bytes(orjson.dumps({**document, "version": 1}))
+
+    code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
+
+    assert (code, err) == (0, "")
+    assert read_session(tmp_path / "new.db", "old") == ([*ARCHIVED, *LIVE], LIVE, (3, 4))
 
 
 @pytest.mark.parametrize(
@@ -751,6 +787,35 @@ def test_import_fills_an_existing_empty_session_and_sets_its_tokens(
     assert read_session(path, "idle") == ([*ARCHIVED, *LIVE], LIVE, (7, 8))
 
 
+def test_an_import_that_fails_half_way_leaves_no_session_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pygents_ctx.context.stores import _sqlite_ops
+
+    path = build_db(tmp_path / "ctx.db")
+    db = sqlite3.connect(path)
+    before = db.execute("SELECT count(*) FROM pygents_sessions").fetchone()
+    db.close()
+    file = tmp_path / "s.json"
+    file.write_bytes(SessionFile("half", LIVE, ARCHIVED, 7, 8).to_json())
+
+    def disk_full(db: object, session_id: str) -> str:  # after the rows, before the commit
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(_sqlite_ops, "first_preview", disk_full)
+    code, _, err = run_main(capsys, "--db", path, "import", file)
+
+    assert code == 1
+    assert err == "pygents-ctx: error: database or disk is full\n"
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM pygents_sessions").fetchone() == before
+    assert db.execute(
+        "SELECT (SELECT count(*) FROM pygents_messages WHERE session_id = 'half') + "
+        "(SELECT count(*) FROM pygents_archive WHERE session_id = 'half')"
+    ).fetchone() == (0,)
+    db.close()
+
+
 def test_import_without_a_session_id_makes_a_new_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -778,7 +843,16 @@ def test_import_without_a_session_id_makes_a_new_one(
         ("[]", "{file} must hold a JSON object with a 'messages' list, not a list"),
         ('{"messages": [], "extra": 1}', "{file} has unknown keys 'extra'"),
         ('{"archived": []}', "{file} has no 'messages' list"),
-        ('{"version": 2, "messages": []}', "version 2 is not supported"),
+        ('{"version": 3, "messages": []}', "version 3 is not supported; this pygents_ctx"),
+        ('{"version": "2", "messages": []}', "version '2' is not supported"),
+        ('{"version": [2], "messages": []}', "version [2] is not supported"),
+        ('{"version": 1, "messages": [], "run_ids": []}', "{file} has unknown keys 'run_ids'"),
+        ('{"messages": [], "run_ids": [null]}', "run_ids must be a list with one run id"),
+        ('{"messages": [], "archived_run_ids": {}}', "archived_run_ids must be a list"),
+        (
+            '{"version": 2, "messages": [{"role": "user", "content": []}], "run_ids": [""]}',
+            "{file}: run_ids[0] must be a non-empty string or null, not ''",
+        ),
         ('{"messages": {}}', "{file}: messages must be a list of messages, not dict"),
         ('{"messages": [3]}', "{file}: messages[0] must be a dict, not int"),
         (
@@ -793,7 +867,7 @@ def test_import_without_a_session_id_makes_a_new_one(
         ),
         (
             '{"messages": [], "input_tokens": -1}',
-            "input_tokens must be a whole number of at least 0",
+            "input_tokens must be a whole number from 0 to 2**63 - 1, not -1",
         ),
         ('{"messages": [], "session_id": 5}', "session_id must be a non-empty string or null"),
     ],
@@ -844,7 +918,11 @@ _blocks = (
 )
 _messages = st.lists(
     st.builds(
-        Message, st.sampled_from(["user", "assistant", "system"]), st.lists(_blocks, max_size=3)
+        StoredMessage,
+        st.builds(
+            Message, st.sampled_from(["user", "assistant", "system"]), st.lists(_blocks, max_size=3)
+        ),
+        st.none() | st.text(min_size=1, max_size=4),
     ),
     max_size=5,
 )

@@ -11,8 +11,11 @@ import pytest
 import pygents_ctx.errors
 from pygents_ctx import (
     Agent,
+    ConcurrentModificationError,
     ContextOverflowError,
     ContextQueue,
+    MemoryContextStore,
+    Message,
     PygentsError,
     SafeExecutionError,
     StoreClosedError,
@@ -41,6 +44,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (SummarizationError, (RuntimeError,)),
     (StoreClosedError, (RuntimeError,)),
     (StoreSchemaError, (RuntimeError,)),
+    (ConcurrentModificationError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
 ]
 
@@ -123,6 +127,13 @@ async def _save_a_clashing_hook() -> None:
     queue.to_dict()
 
 
+async def _compact_a_prefix_another_writer_changed() -> None:
+    store = MemoryContextStore([Message("user", "hello"), Message("assistant", "hi")])
+    seen = await store.get_history()
+    await store.replace_prefix(2, [Message("user", "another worker's summary")])
+    await store.replace_prefix(2, [Message("user", "my summary")], expected=seen)
+
+
 TRIGGERS = [
     pytest.param(_change_a_paused_agent, SafeExecutionError, "description", id="safe-execution"),
     pytest.param(_yield_from_a_coroutine_tool, WrongRunMethodError, "returning", id="wrong-run"),
@@ -131,6 +142,12 @@ TRIGGERS = [
     pytest.param(_send_to_a_missing_agent, UnregisteredAgentError, "nobody", id="agent"),
     pytest.param(_load_a_missing_hook, UnregisteredHookError, "missing_hook", id="hook"),
     pytest.param(_save_a_clashing_hook, UnserializableHookError, "clashing", id="unserializable"),
+    pytest.param(
+        _compact_a_prefix_another_writer_changed,
+        ConcurrentModificationError,
+        "oldest 2 messages",
+        id="concurrent-modification",
+    ),
 ]
 
 

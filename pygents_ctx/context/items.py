@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
-from pygents_ctx._json import JsonSerializable, is_mapping
+from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.messages import from_dict as message_from_dict
 from pygents_ctx.context.messages import to_dict as message_to_dict
@@ -101,6 +101,7 @@ class ContextItem(JsonSerializable, Generic[T]):
         return cls._all_from_dicts([data], parsed=True)[0]
 
     @classmethod
+    @refuses_deep_nesting("ContextItem")
     def _all_from_dicts(cls, saved: Iterable[object], parsed: bool) -> list[ContextItem[Any]]:
         """`from_dict` of each saved item in turn (a queue or a pool loads thousands).
 

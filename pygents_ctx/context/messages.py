@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
 
+from pygents_ctx._json import refuses_deep_nesting
+
 __all__ = [
     "ContentBlock",
     "ImageBlock",
@@ -237,6 +239,7 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
     raise TypeError(f"to_dict takes a content block or a Message, not {type(value).__name__}")
 
 
+@refuses_deep_nesting("message")
 def from_dict(data: Mapping[str, Any]) -> Any:
     """Rebuild a block or a message from `to_dict()` output.
 

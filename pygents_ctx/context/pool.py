@@ -8,7 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
-from pygents_ctx._json import JsonSerializable
+from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
     Inherit,
@@ -238,6 +238,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         return cls._from_saved(data, parsed=True)
 
     @classmethod
+    @refuses_deep_nesting("ContextPool")
     def _from_saved(cls, data: Any, parsed: bool) -> ContextPool[Any]:
         """`from_dict`; `parsed` as for `read_saved`."""
         saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)

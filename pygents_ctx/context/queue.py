@@ -14,7 +14,7 @@ from pygents_ctx._dispatch import (
     kinds_heard,
     listening,
 )
-from pygents_ctx._json import JsonSerializable
+from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
     Inherit,
@@ -372,6 +372,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         return cls._from_saved(data, parsed=True)
 
     @classmethod
+    @refuses_deep_nesting("ContextQueue")
     def _from_saved(cls, data: Any, parsed: bool) -> ContextQueue[Any]:
         """`from_dict`; `parsed` as for `read_saved`."""
         saved = read_saved(data, "ContextQueue", limit_required=True, parsed=parsed)

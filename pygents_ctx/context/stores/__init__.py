@@ -5,7 +5,13 @@
 and `compact_context` summarize the old part of a stored history.
 """
 
-from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, SessionInfo
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    HistoryRetention,
+    SessionInfo,
+    SessionSnapshot,
+    StoredMessage,
+)
 from pygents_ctx.context.stores.compaction import AutoCompactStore, compact_context
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.stores.postgres import (
@@ -14,10 +20,11 @@ from pygents_ctx.context.stores.postgres import (
     connect_postgres,
 )
 from pygents_ctx.context.stores.sqlite import SQLiteConnection, SQLiteContextStore, connect
-from pygents_ctx.errors import StoreClosedError, StoreSchemaError
+from pygents_ctx.errors import ConcurrentModificationError, StoreClosedError, StoreSchemaError
 
 __all__ = [
     "AutoCompactStore",
+    "ConcurrentModificationError",
     "ContextStore",
     "HistoryRetention",
     "MemoryContextStore",
@@ -26,8 +33,10 @@ __all__ = [
     "SQLiteConnection",
     "SQLiteContextStore",
     "SessionInfo",
+    "SessionSnapshot",
     "StoreClosedError",
     "StoreSchemaError",
+    "StoredMessage",
     "compact_context",
     "connect",
     "connect_postgres",

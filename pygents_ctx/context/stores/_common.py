@@ -3,6 +3,7 @@ the history cache of the database backends, and how their connections open."""
 
 from __future__ import annotations
 
+import inspect
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
 from datetime import UTC, datetime
@@ -12,16 +13,20 @@ import orjson
 
 from pygents_ctx.context.messages import Message, from_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
+from pygents_ctx.errors import ConcurrentModificationError
 
 if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = [
+    "LARGEST",
     "PREVIEW_LENGTH",
     "ClosesOnExit",
     "Connecting",
     "HistoryCache",
+    "changed_prefix",
     "check_count",
+    "check_expected",
     "check_messages",
     "check_run_id",
     "check_session_id",
@@ -32,6 +37,8 @@ __all__ = [
     "now_iso",
     "preview_of",
     "require_run_id",
+    "session_not_empty",
+    "takes_keyword",
     "window",
     "with_token_count",
 ]
@@ -137,11 +144,16 @@ def check_messages(messages: Iterable[Message], owner: str = "messages") -> list
     return batch
 
 
+LARGEST: Final = 2**63 - 1  # the largest integer SQLite and PostgreSQL (bigint) hold
+
+
 def _check_natural(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, not {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name} must be at least 0, not {value}")
+    if value > LARGEST:
+        raise ValueError(f"{name} must be at most 2**63 - 1, not {value}")
     return value
 
 
@@ -162,11 +174,57 @@ def check_count(count: object) -> int:
     return _check_natural("count", count)
 
 
+def check_expected(count: int, expected: Iterable[Message] | None) -> list[Message] | None:
+    """Check `replace_prefix`'s `expected`: None, or exactly `count` messages.
+
+    Raises:
+        TypeError: `expected` holds something that is not a `Message`.
+        ValueError: `expected` does not hold `count` messages.
+    """
+    if expected is None:
+        return None
+    batch = check_messages(expected, "expected")
+    if len(batch) != count:
+        raise ValueError(
+            f"expected holds {len(batch)} messages but count is {count}; pass the "
+            "oldest `count` messages as you read them"
+        )
+    return batch
+
+
+def session_not_empty(session_id: str) -> ValueError:
+    """The error of a `restore()` (or `from_history`) into a session that holds messages."""
+    return ValueError(
+        f"session {session_id!r} already holds messages; restore into a new session "
+        "(another session_id, or leave it unset for a new one)"
+    )
+
+
+def changed_prefix(session_id: str, count: int) -> ConcurrentModificationError:
+    """The error of a `replace_prefix` whose `expected` prefix is no longer there."""
+    oldest = "oldest message" if count == 1 else f"oldest {count} messages"
+    return ConcurrentModificationError(
+        f"the {oldest} of session {session_id!r} changed since they were "
+        "read (another writer compacted, cleared or removed them); nothing was replaced: "
+        "read the history again and retry"
+    )
+
+
 def check_tokens(input_tokens: object, output_tokens: object) -> tuple[int, int]:
     """Check a pair of token amounts: ints >= 0."""
     return _check_natural("input_tokens", input_tokens), _check_natural(
         "output_tokens", output_tokens
     )
+
+
+def takes_keyword(method: Callable[..., Any], name: str) -> bool:
+    """Whether `method` accepts the keyword argument `name`.
+
+    A store written for the seed API has `get_history(self)` and a
+    `replace_prefix` without `expected`: callers leave out what it cannot take.
+    """
+    parameters = inspect.signature(method).parameters.values()
+    return any(p.name == name or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
 def window(items: Sequence[T], limit: int | None, offset: int) -> list[T]:

@@ -18,8 +18,13 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores._common import decode, preview_of
-from pygents_ctx.context.stores.base import SessionInfo
+from pygents_ctx.context.stores._common import (
+    changed_prefix,
+    decode,
+    preview_of,
+    session_not_empty,
+)
+from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 
 if TYPE_CHECKING:
@@ -46,8 +51,10 @@ __all__ = [
     "read_newest",
     "read_since",
     "replace_prefix",
+    "restore",
     "scalar",
     "set_tokens",
+    "snapshot",
 ]
 
 MISSING: Final = (-1, -1)  # the version of a session that has no row yet
@@ -224,6 +231,15 @@ async def read_newest(
     return [decode(session_id, *row) for row in reversed(rows)]
 
 
+async def _read_oldest(session_id: str, count: int, conn: AsyncConnection[Any]) -> list[Message]:
+    cursor = await conn.execute(
+        "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
+        "ORDER BY position LIMIT %s",
+        (session_id, count),
+    )
+    return [decode(session_id, *row) for row in await cursor.fetchall()]
+
+
 MESSAGE_COUNT: Final = "SELECT message_count FROM pygents_sessions WHERE session_id = %s"
 LIVE_TOKENS: Final = "SELECT live_tokens FROM pygents_sessions WHERE session_id = %s"
 
@@ -299,6 +315,7 @@ async def replace_prefix(
     count: int,
     run_id: str | None,
     batch: Batch,
+    expected: list[Message] | None,
     conn: AsyncConnection[Any],
 ) -> None:
     params = _batch_params(session_id, run_id, batch)
@@ -313,6 +330,10 @@ async def replace_prefix(
         session = await cursor.fetchone()
         assert session is not None  # an upsert with RETURNING always gives a row
         live, next_position = session
+        # The compare-and-swap: the row lock taken above keeps every other writer
+        # of this session out until the commit, so the prefix cannot change after it.
+        if expected is not None and await _read_oldest(session_id, count, conn) != expected:
+            raise changed_prefix(session_id, count)
         if count > live:
             raise ValueError(f"count {count} exceeds the {live} messages in the live history")
         cursor = await conn.execute(
@@ -380,6 +401,101 @@ async def fork(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None
             "SELECT %s, position, run_id, tokens, preview, data FROM pygents_messages "
             "WHERE session_id = %s",
             (new_id, session_id),
+        )
+
+
+# -- snapshot and restore ---------------------------------------------------------
+
+# One statement, so one snapshot of the database: the token usage, the archive and
+# the live history.
+SNAPSHOT: Final = """
+    SELECT 0 AS part, 0 AS ord, input_tokens AS tokens, NULL::bytea AS data,
+           NULL::text AS run_id, output_tokens AS extra
+    FROM pygents_sessions WHERE session_id = %(session)s
+    UNION ALL
+    SELECT 1, id, tokens, data, run_id, 0 FROM pygents_archive WHERE session_id = %(session)s
+    UNION ALL
+    SELECT 2, position, tokens, data, run_id, 0 FROM pygents_messages
+    WHERE session_id = %(session)s
+    ORDER BY part, ord
+"""
+
+
+async def snapshot(session_id: str, conn: AsyncConnection[Any]) -> SessionSnapshot:
+    cursor = await conn.execute(SNAPSHOT, {"session": session_id})
+    tokens = (0, 0)
+    parts: tuple[list[StoredMessage], list[StoredMessage]] = ([], [])
+    for part, order, count, data, run_id, extra in await cursor.fetchall():
+        if part == 0:
+            tokens = (int(count), int(extra))
+        else:
+            parts[part - 1].append(StoredMessage(decode(session_id, order, count, data), run_id))
+    archived, live = parts
+    return SessionSnapshot(session_id, live, archived, *tokens)
+
+
+async def restore(
+    session_id: str,
+    live: tuple[list[str | None], Batch],
+    archived: tuple[list[str | None], Batch],
+    tokens: tuple[int, int],
+    conn: AsyncConnection[Any],
+) -> None:
+    (live_runs, batch), (archived_runs, old) = live, archived
+    async with conn.transaction():
+        # Create or lock the session's row: no other writer until the commit.
+        cursor = await conn.execute(
+            "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
+            "ON CONFLICT (session_id) DO UPDATE SET generation = s.generation + 1 "
+            "RETURNING next_position, message_count > 0 OR EXISTS "
+            "(SELECT 1 FROM pygents_archive a WHERE a.session_id = s.session_id)",
+            (session_id,),
+        )
+        row = await cursor.fetchone()
+        assert row is not None  # an upsert with RETURNING always gives a row
+        start, held = row
+        if held:
+            raise session_not_empty(session_id)
+        await conn.execute(
+            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+            "SELECT %(session)s, b.run_id, b.tokens, b.preview, b.data "
+            "FROM unnest(%(runs)s::text[], %(tokens)s::integer[], %(previews)s::bytea[], "
+            "%(data)s::bytea[]) WITH ORDINALITY AS b (run_id, tokens, preview, data, ord) "
+            "ORDER BY b.ord",
+            {
+                "session": session_id,
+                "runs": archived_runs,
+                "tokens": old.tokens,
+                "previews": old.previews,
+                "data": old.data,
+            },
+        )
+        await conn.execute(
+            "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
+            "SELECT %(session)s, %(start)s + b.ord - 1, b.run_id, b.tokens, b.preview, b.data "
+            "FROM unnest(%(runs)s::text[], %(tokens)s::integer[], %(previews)s::bytea[], "
+            "%(data)s::bytea[]) WITH ORDINALITY AS b (run_id, tokens, preview, data, ord)",
+            {
+                "session": session_id,
+                "start": start,
+                "runs": live_runs,
+                "tokens": batch.tokens,
+                "previews": batch.previews,
+                "data": batch.data,
+            },
+        )
+        await conn.execute(
+            "UPDATE pygents_sessions SET message_count = %(count)s, live_tokens = %(total)s, "
+            "next_position = next_position + %(count)s, input_tokens = %(input)s, "
+            f"output_tokens = %(output)s, preview = {FIRST_PREVIEW} "
+            "WHERE session_id = %(session)s",
+            {
+                "session": session_id,
+                "count": len(batch.data),
+                "total": batch.total,
+                "input": tokens[0],
+                "output": tokens[1],
+            },
         )
 
 

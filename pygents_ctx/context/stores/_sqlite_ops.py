@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores._common import decode, now_iso, preview_of
-from pygents_ctx.context.stores.base import SessionInfo
+from pygents_ctx.context.stores._common import (
+    changed_prefix,
+    decode,
+    now_iso,
+    preview_of,
+    session_not_empty,
+)
+from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 
 __all__ = [
@@ -30,9 +36,12 @@ __all__ = [
     "in_transaction",
     "list_sessions",
     "read_newest",
+    "read_oldest",
     "read_since",
     "replace_prefix",
+    "restore",
     "scalar",
+    "snapshot",
 ]
 
 T = TypeVar("T")
@@ -111,6 +120,11 @@ def read_since(
     )
 
 
+def read_oldest(session_id: str, count: int, db: Db) -> list[Message]:
+    rows = db.execute(f"{LIVE} ORDER BY position LIMIT ?", (session_id, count)).fetchall()
+    return [decode(session_id, *row) for row in rows]
+
+
 def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Message]:
     rows = db.execute(
         f"{LIVE} ORDER BY position DESC LIMIT ? OFFSET ?", (session_id, limit, offset)
@@ -126,13 +140,15 @@ def append_rows(
         try:
             db.execute(APPEND, params[0])  # one statement: its own transaction
         except sqlite3.IntegrityError:  # the session row is gone: recreate it below
-            ensure = now_iso()
+            pass
         else:
             return
+    # Within a transaction the row is made sure of every time: someone may have
+    # deleted it since this store last wrote.
+    created_at = ensure or now_iso()
 
     def write(db: Db) -> None:
-        if ensure is not None:
-            db.execute(ENSURE, (session_id, ensure))
+        db.execute(ENSURE, (session_id, created_at))
         db.executemany(APPEND, params)
 
     in_transaction(db, write)
@@ -192,15 +208,19 @@ def replace_prefix(
     count: int,
     run_id: str | None,
     rows: list[Encoded],
+    expected: list[Message] | None,
     db: Db,
 ) -> None:
-    if ensure is not None:
-        db.execute(ENSURE, (session_id, ensure))
+    db.execute(ENSURE, (session_id, ensure or now_iso()))
     session = db.execute(
         "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
         (session_id,),
     ).fetchone()
     live, next_position = (0, 0) if session is None else session
+    # The compare-and-swap: inside the write transaction, so nobody changes the
+    # prefix between this check and the rewrite.
+    if expected is not None and read_oldest(session_id, count, db) != expected:
+        raise changed_prefix(session_id, count)
     if count > live:
         raise ValueError(f"count {count} exceeds the {live} messages in the live history")
     first_kept = db.execute(
@@ -252,6 +272,63 @@ def fork(session_id: str, new_id: str, created_at: str, db: Db) -> None:
         "SELECT ?, position, run_id, tokens, preview, data FROM pygents_messages "
         "WHERE session_id = ? ORDER BY position",
         (new_id, session_id),
+    )
+
+
+def snapshot(session_id: str, db: Db) -> SessionSnapshot:
+    def read(db: Db) -> tuple[Any, ...]:
+        tokens = db.execute(
+            "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        live = db.execute(
+            "SELECT position, tokens, data, run_id FROM pygents_messages WHERE session_id = ? "
+            "ORDER BY position",
+            (session_id,),
+        ).fetchall()
+        archived = db.execute(
+            "SELECT id, tokens, data, run_id FROM pygents_archive WHERE session_id = ? ORDER BY id",
+            (session_id,),
+        ).fetchall()
+        return tokens or (0, 0), live, archived
+
+    # One read transaction: one moment, whoever writes meanwhile.
+    (input_tokens, output_tokens), live, archived = in_transaction(db, read, "BEGIN")
+    return SessionSnapshot(
+        session_id,
+        [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in live],
+        [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in archived],
+        input_tokens,
+        output_tokens,
+    )
+
+
+def restore(
+    session_id: str,
+    created_at: str,
+    live: list[tuple[str | None, Encoded]],
+    archived: list[tuple[str | None, Encoded]],
+    tokens: tuple[int, int],
+    db: Db,
+) -> None:
+    db.execute(ENSURE, (session_id, created_at))
+    held = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM pygents_messages WHERE session_id = ?) "
+        "OR EXISTS (SELECT 1 FROM pygents_archive WHERE session_id = ?)",
+        (session_id, session_id),
+    ).fetchone()[0]
+    if held:
+        raise session_not_empty(session_id)
+    db.executemany(
+        "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [(session_id, run_id, *row) for run_id, row in archived],
+    )
+    db.executemany(APPEND, [(session_id, session_id, run_id, *row) for run_id, row in live])
+    db.execute(
+        "UPDATE pygents_sessions SET input_tokens = ?, output_tokens = ?, preview = ?, "
+        "generation = generation + 1 WHERE session_id = ?",
+        (*tokens, first_preview(db, session_id), session_id),
     )
 
 

@@ -10,7 +10,9 @@ Tables:
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
   token usage, and `generation`, bumped by every change other than an append
-  so readers know to drop their cached history.
+  so readers know to drop their cached history. A new row starts at a random
+  generation (migration 2), so a session deleted and created again never
+  looks like the one a reader cached.
 - `pygents_messages`: the live history; `position` orders a session's messages
   and is unique within it. Appends take `next_position`; `replace_prefix` puts
   its messages just before the first one it keeps (positions may go negative).
@@ -97,7 +99,22 @@ _V1: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+# A session's row deleted behind the stores' backs and created again would
+# start again at generation 0, and a store that cached the old history at
+# generation 0 would take the new rows for an extension of it. Every row now
+# starts at a random generation (62 bits: never the -1 or -2 the stores use as
+# markers), so a recreated session reads as a change. The row's rowid cannot
+# tell the two apart: SQLite reuses the largest rowid once it is deleted.
+_V2: Final = (
+    """
+    CREATE TRIGGER pygents_sessions_created AFTER INSERT ON pygents_sessions BEGIN
+        UPDATE pygents_sessions SET generation = random() & 4611686018427387903
+        WHERE rowid = NEW.rowid;
+    END
+    """,
+)
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})

@@ -14,27 +14,31 @@ uses) are not deleted: they move to the session's *archive*, readable with
 
 from __future__ import annotations
 
-import inspect
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
+from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import (
     ClosesOnExit,
+    changed_prefix,
     check_count,
+    check_expected,
     check_messages,
+    check_run_id,
+    check_session_id,
     check_tokens,
     new_session_id,
     preview_of,
+    session_not_empty,
+    takes_keyword,
 )
 from pygents_ctx.context.tokens import count_tokens
 
-if TYPE_CHECKING:
-    from pygents_ctx.context.messages import Message
-
-__all__ = ["ContextStore", "HistoryRetention", "SessionInfo"]
+__all__ = ["ContextStore", "HistoryRetention", "SessionInfo", "SessionSnapshot", "StoredMessage"]
 
 
 class HistoryRetention(Enum):
@@ -82,6 +86,122 @@ class SessionInfo:
     created_at: str
     input_tokens: int = 0
     output_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A message as a store keeps it: the message, and the run that appended it.
+
+    Attributes:
+        message: The message.
+        run_id: The `run_id` it was appended with, or None.
+
+    Raises:
+        TypeError: `message` is not a `Message`, or `run_id` is not a str or None.
+        ValueError: `run_id` is empty.
+
+    Examples:
+        >>> from pygents_ctx import Message
+        >>> StoredMessage(Message("user", "hi"), "run-1").run_id
+        'run-1'
+    """
+
+    message: Message
+    run_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message, Message):
+            raise TypeError(
+                f"StoredMessage.message must be a Message, not {type(self.message).__name__}"
+            )
+        check_run_id(self.run_id)
+
+
+def _stored(messages: Iterable[StoredMessage | Message], owner: str) -> tuple[StoredMessage, ...]:
+    if isinstance(messages, Message | StoredMessage) or not isinstance(messages, Iterable):
+        raise TypeError(
+            f"SessionSnapshot.{owner} must be an iterable of StoredMessage, "
+            f"not {type(messages).__name__}"
+        )
+    batch = []
+    for index, item in enumerate(messages):
+        if isinstance(item, Message):
+            item = StoredMessage(item)
+        elif not isinstance(item, StoredMessage):
+            raise TypeError(
+                f"SessionSnapshot.{owner}[{index}] must be a StoredMessage or a Message, "
+                f"not {type(item).__name__}"
+            )
+        batch.append(item)
+    return tuple(batch)
+
+
+@dataclass(frozen=True, slots=True, init=False)
+class SessionSnapshot:
+    """Everything a session holds, read at one moment: what `snapshot()` reads, `restore()` writes.
+
+    `messages` and `archived` accept any iterable of `StoredMessage` (a plain
+    `Message` is taken as one with no run id) and are stored as tuples.
+
+    Attributes:
+        session_id: The session it was read from.
+        messages: The live history, oldest first.
+        archived: The archive (what `replace_prefix` took out), oldest first.
+        input_tokens: Input tokens the provider reported for the session.
+        output_tokens: Output tokens the provider reported for the session.
+
+    Raises:
+        TypeError: A field has the wrong type.
+        ValueError: `session_id` is empty, or a token count is negative.
+
+    Examples:
+        >>> from pygents_ctx import Message
+        >>> snapshot = SessionSnapshot("chat", [StoredMessage(Message("user", "hi"), "run-1")])
+        >>> snapshot.messages[0].run_id, snapshot.archived, snapshot.input_tokens
+        ('run-1', (), 0)
+    """
+
+    session_id: str
+    messages: tuple[StoredMessage, ...]
+    archived: tuple[StoredMessage, ...]
+    input_tokens: int
+    output_tokens: int
+
+    def __init__(
+        self,
+        session_id: str,
+        messages: Iterable[StoredMessage | Message] = (),
+        archived: Iterable[StoredMessage | Message] = (),
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> None:
+        tokens = check_tokens(input_tokens, output_tokens)
+        object.__setattr__(self, "session_id", check_session_id(session_id))
+        object.__setattr__(self, "messages", _stored(messages, "messages"))
+        object.__setattr__(self, "archived", _stored(archived, "archived"))
+        object.__setattr__(self, "input_tokens", tokens[0])
+        object.__setattr__(self, "output_tokens", tokens[1])
+
+
+def keeps_archive(store: ContextStore) -> bool:
+    """Whether `store` has its own `replace_prefix` (the default keeps no archive)."""
+    return type(store).replace_prefix is not ContextStore.replace_prefix
+
+
+def can_replace_prefix(store: ContextStore) -> bool:
+    """Whether `store.replace_prefix` can work: its own, or the default over its own `clear`."""
+    return keeps_archive(store) or type(store).clear is not ContextStore.clear
+
+
+def check_snapshot(snapshot: object) -> SessionSnapshot:
+    """Return `snapshot` if it is a `SessionSnapshot` (what every `restore` checks first).
+
+    Raises:
+        TypeError: It is not.
+    """
+    if not isinstance(snapshot, SessionSnapshot):
+        raise TypeError(f"restore needs a SessionSnapshot, not {type(snapshot).__name__}")
+    return snapshot
 
 
 class ContextStore(ClosesOnExit, ABC):
@@ -203,7 +323,12 @@ class ContextStore(ClosesOnExit, ABC):
         )
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, atomically.
 
@@ -214,22 +339,44 @@ class ContextStore(ClosesOnExit, ABC):
         in order. `count=0` inserts `messages` at the front; empty `messages`
         just archives the oldest `count`.
 
+        With `expected`, the write is a compare-and-swap: it happens only if
+        the oldest `count` live messages still equal `expected` (what the
+        caller read before it started), checked in the same transaction as the
+        rewrite. Otherwise `ConcurrentModificationError` is raised and nothing
+        changes. Messages appended meanwhile do not count as a change.
+
         This default reads the history, then calls `clear()` and `append_many()`:
-        it is not atomic, keeps no archive and drops run ids. The built-in
-        backends do it in one transaction.
+        it is not atomic (a concurrent writer can slip in between the check and
+        the write), keeps no archive and drops run ids. The built-in backends
+        do it in one transaction.
 
         Args:
             count: How many of the oldest live messages to replace.
             messages: What goes in their place, oldest first.
             run_id: The run to tag the new messages with.
+            expected: The oldest `count` messages as the caller read them, or
+                None to replace whatever is there.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count.
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count
+                (without `expected`), or `expected` does not hold `count` messages.
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
+            NotImplementedError: (this default) the store has no `clear()`.
         """
         count = check_count(count)
         batch = check_messages(messages)
+        wanted = check_expected(count, expected)
+        if not can_replace_prefix(self):
+            raise NotImplementedError(
+                f"{type(self).__name__} cannot replace_prefix(): override replace_prefix(), "
+                "or clear() for this default to use"
+            )
         history = await self.get_history()
+        if wanted is not None and history[:count] != wanted:
+            raise changed_prefix(self.session_id, count)
         if count > len(history):
             raise ValueError(
                 f"count {count} exceeds the {len(history)} messages in the live history"
@@ -248,6 +395,56 @@ class ContextStore(ClosesOnExit, ABC):
         from pygents_ctx.context.stores.memory import MemoryContextStore
 
         return await MemoryContextStore.from_context(self, session_id=session_id)
+
+    async def snapshot(self) -> SessionSnapshot:
+        """Everything the session holds: the history and the archive with their run ids, and
+        the token usage.
+
+        The built-in backends read it in one transaction, so it is one consistent
+        moment even while other processes write. This default reads
+        `get_history()` (with and without the archive) and
+        `get_context_tokens()`; it knows no run ids.
+        """
+        live = await self.get_history()
+        if takes_keyword(self.get_history, "include_archived"):
+            everything = await self.get_history(include_archived=True)
+            archived = everything[: max(len(everything) - len(live), 0)]
+        else:
+            archived = []
+        return SessionSnapshot(self.session_id, live, archived, *await self.get_context_tokens())
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Write `snapshot` into this store's session, which must hold no messages yet.
+
+        The history and the archive keep their order and run ids; the token
+        usage becomes the snapshot's. `snapshot.session_id` is not used: the
+        messages go to this store's session, so `restore(other.snapshot())`
+        copies a session, across backends too. The built-in backends write
+        everything in one transaction: if it fails, nothing was written.
+
+        This default checks `count()` and the archive, then calls `append_many()`
+        (once per run), `replace_prefix()` and `set_context_tokens()`: not atomic.
+        A store without its own `replace_prefix` keeps no archive, so only the
+        live history is written to it.
+
+        Raises:
+            TypeError: `snapshot` is not a `SessionSnapshot`.
+            ValueError: The session already holds messages (live or archived);
+                nothing was written.
+        """
+        snapshot = check_snapshot(snapshot)
+        held = await self.count()
+        if not held and takes_keyword(self.get_history, "include_archived"):
+            held = len(await self.get_history(include_archived=True, limit=1))
+        if held:
+            raise session_not_empty(self.session_id)
+        archived = snapshot.archived if keeps_archive(self) else ()
+        everything = [*archived, *snapshot.messages]
+        for run_id, group in itertools.groupby(everything, key=lambda stored: stored.run_id):
+            await self.append_many([stored.message for stored in group], run_id=run_id)
+        if archived:
+            await self.replace_prefix(len(archived), ())
+        await self.set_context_tokens(snapshot.input_tokens, snapshot.output_tokens)
 
     async def close(self) -> None:
         """Release what the store holds. This default does nothing."""
@@ -307,35 +504,24 @@ class ContextStore(ClosesOnExit, ABC):
         batch = check_messages(messages)
         store = cls(**kwargs)
         if await store.count():
-            raise ValueError(
-                f"session {store.session_id!r} already holds messages; "
-                "from_history needs a new session (leave session_id unset)"
-            )
+            raise session_not_empty(store.session_id)
         await store.append_many(batch)
         return store
 
     @classmethod
     async def from_context(cls, store: ContextStore, /, **kwargs: Any) -> Self:
-        """A new store of this class holding a copy of `store`: history, archive, token usage.
+        """A new store of this class holding a copy of `store`: history, archive, run ids, tokens.
 
-        Run ids are not copied (use `fork()` within one backend to keep them).
-        `kwargs` go to the constructor, as for `from_history`.
+        `kwargs` go to the constructor, as for `from_history`. It is
+        `restore(await store.snapshot())` on a new store.
+
+        Raises:
+            TypeError: `store` is not a `ContextStore`.
+            ValueError: The session named by `session_id` already holds messages.
         """
         if not isinstance(store, ContextStore):
             raise TypeError(f"from_context needs a ContextStore, not {type(store).__name__}")
-        if _has_archive(store):
-            everything = await store.get_history(include_archived=True)
-            archived = len(everything) - await store.count()
-        else:
-            everything, archived = await store.get_history(), 0
-        clone = await cls.from_history(everything, **kwargs)
-        if archived > 0:
-            await clone.replace_prefix(archived, ())
-        await clone.set_context_tokens(*await store.get_context_tokens())
+        snapshot = await store.snapshot()
+        clone = cls(**kwargs)
+        await clone.restore(snapshot)
         return clone
-
-
-def _has_archive(store: ContextStore) -> bool:
-    # A store written for the seed API has `get_history(self)`: no archive to copy.
-    parameters = inspect.signature(store.get_history).parameters.values()
-    return any(p.name == "include_archived" or p.kind is p.VAR_KEYWORD for p in parameters)

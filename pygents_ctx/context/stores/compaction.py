@@ -15,7 +15,18 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores._common import (
+    changed_prefix,
+    check_count,
+    check_expected,
+    takes_keyword,
+)
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    can_replace_prefix,
+)
 from pygents_ctx.context.strategies.summarize import (
     Summarizer,
     bridge_message,
@@ -25,7 +36,7 @@ from pygents_ctx.context.strategies.summarize import (
     summary_text,
 )
 from pygents_ctx.context.tokens import count_tokens
-from pygents_ctx.errors import SummarizationError
+from pygents_ctx.errors import ConcurrentModificationError, SummarizationError
 
 __all__ = ["AutoCompactStore", "compact_context"]
 
@@ -177,8 +188,11 @@ class AutoCompactStore(ContextStore):
     - it never grows the history: a summary no smaller than what it would
       replace is not written;
     - if the compacted messages changed while the summarizer ran (`clear()`,
-      `clear_run()`, another compaction), the summary is not written: it would
-      bring back what was removed.
+      `clear_run()`, another compaction, in this process or another), the
+      summary is not written: it would bring back what was removed or
+      summarize a summary twice. The check is a compare-and-swap
+      (`replace_prefix(..., expected=...)`), in the same transaction as the
+      rewrite with the SQLite and PostgreSQL stores.
 
     `inner` may be a store written for the seed API (`append(message)`,
     `get_history()`): arguments left at their defaults are not passed on.
@@ -192,7 +206,8 @@ class AutoCompactStore(ContextStore):
         context_window: The model's context window.
 
     Raises:
-        TypeError: `inner` is not a `ContextStore`, or `summarizer` is not callable.
+        TypeError: `inner` is not a `ContextStore` (or one with neither
+            `replace_prefix` nor `clear`), or `summarizer` is not callable.
         ValueError: A number is out of range.
 
     Examples:
@@ -227,6 +242,11 @@ class AutoCompactStore(ContextStore):
     ) -> None:
         if not isinstance(inner, ContextStore):
             raise TypeError(f"AutoCompactStore wraps a ContextStore, not {type(inner).__name__}")
+        if not can_replace_prefix(inner):
+            raise TypeError(
+                f"AutoCompactStore cannot compact a {type(inner).__name__}: it has neither "
+                "replace_prefix() nor clear(); implement one of them"
+            )
         if not callable(summarizer):
             raise TypeError(f"summarizer must be an async callable, not {summarizer!r}")
         _check_keep_recent(keep_recent)
@@ -280,13 +300,13 @@ class AutoCompactStore(ContextStore):
             prefix = plan.compacted_prefix(await _summarize(plan, self.summarizer))
             if prefix is None:
                 return False
-            # Appends meanwhile are fine (they land after the prefix); a changed
-            # prefix is not. A rewrite between this check and the write still slips
-            # through: no window with the memory store, one round trip with SQLite.
-            current = await self.inner.get_history()
-            if current[: len(plan.replaced)] != plan.replaced:
+            # A compare-and-swap: written only if the messages summarized are still
+            # the oldest ones. Appends meanwhile are fine (they land after the
+            # prefix); a prefix another writer rewrote makes this summary stale.
+            try:
+                await self.replace_prefix(len(plan.replaced), prefix, expected=plan.replaced)
+            except ConcurrentModificationError:
                 return False
-            await self.inner.replace_prefix(len(plan.replaced), prefix)
             return True
 
     async def add_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
@@ -333,9 +353,27 @@ class AutoCompactStore(ContextStore):
         await self.inner.clear_run(run_id)
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
-        """Replace the inner store's oldest messages."""
+        """Replace the inner store's oldest messages (see `ContextStore.replace_prefix`).
+
+        An inner store whose `replace_prefix` takes no `expected` gets the
+        check done here first: correct against other tasks of this process
+        only between its reads, not atomic against other writers.
+        """
+        if expected is None or takes_keyword(self.inner.replace_prefix, "expected"):
+            await self.inner.replace_prefix(
+                count, messages, **_given(run_id=run_id, expected=expected)
+            )
+            return
+        wanted = check_expected(check_count(count), expected)
+        if (await self.inner.get_history())[:count] != wanted:
+            raise changed_prefix(self.session_id, count)
         await self.inner.replace_prefix(count, messages, **_given(run_id=run_id))
 
     async def fork(self, *, session_id: str | None = None) -> AutoCompactStore:
@@ -348,6 +386,14 @@ class AutoCompactStore(ContextStore):
             max_tokens=self.max_tokens,
             context_window=self.context_window,
         )
+
+    async def snapshot(self) -> SessionSnapshot:
+        """The inner store's snapshot."""
+        return await self.inner.snapshot()
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Restore `snapshot` into the inner store."""
+        await self.inner.restore(snapshot)
 
     async def close(self) -> None:
         """Close the inner store."""
@@ -372,10 +418,23 @@ class AutoCompactStore(ContextStore):
         Raises:
             TypeError: Always.
         """
-        raise TypeError(
-            "AutoCompactStore wraps a store: build the inner one with from_history, "
-            "then wrap it: AutoCompactStore(await MemoryContextStore.from_history(...), summarizer)"
-        )
+        raise _built_by_wrapping("from_history")
+
+    @classmethod
+    async def from_context(cls, store: ContextStore, /, **kwargs: Any) -> AutoCompactStore:
+        """Not available: build the inner store with `from_context`, then wrap it.
+
+        Raises:
+            TypeError: Always.
+        """
+        raise _built_by_wrapping("from_context")
+
+
+def _built_by_wrapping(factory: str) -> TypeError:
+    return TypeError(
+        f"AutoCompactStore wraps a store: build the inner one with {factory}, "
+        f"then wrap it: AutoCompactStore(await MemoryContextStore.{factory}(...), summarizer)"
+    )
 
 
 def _given(**arguments: Any) -> dict[str, Any]:

@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import (
+    changed_prefix,
     check_count,
+    check_expected,
     check_messages,
     check_run_id,
     check_session_id,
@@ -15,9 +17,16 @@ from pygents_ctx.context.stores._common import (
     now_iso,
     preview_of,
     require_run_id,
+    session_not_empty,
     window,
 )
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    StoredMessage,
+    check_snapshot,
+)
 from pygents_ctx.context.tokens import count_message_tokens
 
 __all__ = ["MemoryContextStore"]
@@ -160,19 +169,32 @@ class MemoryContextStore(ContextStore):
         self._note_preview(self._messages)
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`; they go to the archive.
 
-        See `ContextStore.replace_prefix`.
+        See `ContextStore.replace_prefix`; with `expected`, the check and the
+        rewrite happen with no `await` between them.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count.
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count,
+                or `expected` does not hold `count` messages.
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
         """
         count = check_count(count)
         batch = check_messages(messages)
         run_id = check_run_id(run_id)
+        wanted = check_expected(count, expected)
+        if wanted is not None and self._messages[:count] != wanted:
+            raise changed_prefix(self.session_id, count)
         if count > len(self._messages):
             raise ValueError(
                 f"count {count} exceeds the {len(self._messages)} messages in the live history"
@@ -198,6 +220,35 @@ class MemoryContextStore(ContextStore):
         clone._archive, clone._preview = list(self._archive), self._preview
         clone._input_tokens, clone._output_tokens = self._input_tokens, self._output_tokens
         return clone
+
+    async def snapshot(self) -> SessionSnapshot:
+        """The history and the archive with their run ids, and the token usage."""
+        return SessionSnapshot(
+            self.session_id,
+            map(StoredMessage, self._messages, self._runs),
+            (StoredMessage(entry.message, entry.run_id) for entry in self._archive),
+            self._input_tokens,
+            self._output_tokens,
+        )
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Write `snapshot` into this empty session, all at once (see `ContextStore.restore`).
+
+        Raises:
+            TypeError: `snapshot` is not a `SessionSnapshot`.
+            ValueError: The session already holds messages (live or archived).
+        """
+        snapshot = check_snapshot(snapshot)
+        if self._messages or self._archive:
+            raise session_not_empty(self.session_id)
+        self._archive = [
+            _Archived(stored.message, stored.run_id, count_message_tokens(stored.message))
+            for stored in snapshot.archived
+        ]
+        self._note_preview(entry.message for entry in self._archive)
+        for stored in snapshot.messages:
+            self._extend([stored.message], stored.run_id)
+        self._input_tokens, self._output_tokens = snapshot.input_tokens, snapshot.output_tokens
 
     # -- sessions -----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
     check_count,
+    check_expected,
     check_messages,
     check_run_id,
     check_session_id,
@@ -30,7 +31,12 @@ from pygents_ctx.context.stores._common import (
     require_run_id,
 )
 from pygents_ctx.context.stores._postgres_schema import migrate
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    check_snapshot,
+)
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
@@ -206,12 +212,14 @@ class PostgresContextStore(ContextStore):
     one database, a session's row created by its first write (`created_at` is
     the server's clock at that moment), messages stored as orjson beside their
     token count so `count()` and `token_count()` are one indexed lookup, and
-    `clear`, `clear_run`, `replace_prefix` and `fork` each one transaction.
+    `clear`, `clear_run`, `replace_prefix`, `fork` and `restore` each one
+    transaction.
 
     `get_history()` keeps the messages it has read: a later call reads only
-    the rows appended since, in one query. `clear`, `clear_run` and
-    `replace_prefix` (from any connection) bump the session's generation,
-    which makes every store read the history afresh.
+    the rows appended since, in one query. `clear`, `clear_run`,
+    `replace_prefix` and `restore` (from any connection) bump the session's
+    generation, which makes every store read the history afresh; a session row
+    deleted and created again has a new row id, which does the same.
 
     Args:
         conn: An open connection, from `await connect_postgres(dsn)`.
@@ -330,25 +338,40 @@ class PostgresContextStore(ContextStore):
         await self._conn.run(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, in one transaction.
 
-        The replaced messages move to the archive. See `ContextStore.replace_prefix`.
+        The replaced messages move to the archive. With `expected`, the
+        oldest `count` messages are compared with it in the same transaction,
+        after locking the session's row, so no other worker can change them
+        between the check and the rewrite. See `ContextStore.replace_prefix`.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count
-                (the store is left as it was).
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count,
+                or `expected` does not hold `count` messages (the store is left
+                as it was).
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
         """
         count = check_count(count)
         batch = check_messages(messages)
         run = _check_run(run_id)
+        wanted = check_expected(count, expected)
         if count == 0 and not batch:
             return
         encoded = ops.encode(batch)
         self._cache.forget()
-        await self._conn.run(partial(ops.replace_prefix, self.session_id, count, run, encoded))
+        await self._conn.run(
+            partial(ops.replace_prefix, self.session_id, count, run, encoded, wanted)
+        )
 
     async def fork(self, *, session_id: str | None = None) -> PostgresContextStore:
         """A new session in the same database with a copy of the history, archive and tokens.
@@ -361,6 +384,31 @@ class PostgresContextStore(ContextStore):
         new_id = new_session_id() if session_id is None else _check_id(session_id)
         await self._conn.run(partial(ops.fork, self.session_id, new_id))
         return PostgresContextStore(self._conn, session_id=new_id)
+
+    async def snapshot(self) -> SessionSnapshot:
+        """The history and the archive with their run ids, and the token usage.
+
+        One statement: a consistent moment, whatever other workers write.
+        """
+        return await self._conn.run(partial(ops.snapshot, self.session_id))
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Write `snapshot` into this empty session in one transaction (see `ContextStore.restore`).
+
+        Raises:
+            TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
+                a value JSON cannot hold (nothing is written).
+            ValueError: The session already holds messages (live or archived),
+                or a run id holds a NUL character; nothing is written.
+        """
+        snapshot = check_snapshot(snapshot)
+        parts = tuple(
+            ([_check_run(stored.run_id) for stored in part], ops.encode([s.message for s in part]))
+            for part in (snapshot.messages, snapshot.archived)
+        )
+        tokens = (snapshot.input_tokens, snapshot.output_tokens)
+        self._cache.forget()
+        await self._conn.run(partial(ops.restore, self.session_id, parts[0], parts[1], tokens))
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""

@@ -21,6 +21,7 @@ from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
     check_count,
+    check_expected,
     check_messages,
     check_run_id,
     check_session_id,
@@ -31,7 +32,12 @@ from pygents_ctx.context.stores._common import (
 )
 from pygents_ctx.context.stores._sqlite_schema import check_synchronous, configure, migrate
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.context.stores.base import ContextStore, SessionInfo
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionInfo,
+    SessionSnapshot,
+    check_snapshot,
+)
 
 __all__ = ["SQLiteConnection", "SQLiteContextStore", "connect"]
 
@@ -107,9 +113,10 @@ class SQLiteContextStore(ContextStore):
     `token_count()` and `count()` are one indexed lookup.
 
     `get_history()` keeps the messages it has read: a later call reads only
-    the rows appended since. `clear`, `clear_run` and `replace_prefix` (from
-    any process) bump the session's generation, which makes every store read
-    the history afresh.
+    the rows appended since. `clear`, `clear_run`, `replace_prefix` and
+    `restore` (from any process) bump the session's generation, which makes
+    every store read the history afresh; so does a session row deleted and
+    created again, which starts at a new random generation.
 
     Args:
         conn: An open connection, from `await connect(path)`.
@@ -242,25 +249,40 @@ class SQLiteContextStore(ContextStore):
         await self._write(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
-        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        self,
+        count: int,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expected: Sequence[Message] | None = None,
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, in one transaction.
 
-        The replaced messages move to the archive. See `ContextStore.replace_prefix`.
+        The replaced messages move to the archive. With `expected`, the
+        oldest `count` messages are compared with it inside the same
+        `BEGIN IMMEDIATE` transaction, so no other process can change them
+        between the check and the rewrite. See `ContextStore.replace_prefix`.
 
         Raises:
-            TypeError: `count` is not an int, or `messages` holds a non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count
-                (the store is left as it was).
+            TypeError: `count` is not an int, or `messages` or `expected` holds a
+                non-`Message`.
+            ValueError: `count` is negative or exceeds the live message count,
+                or `expected` does not hold `count` messages (the store is left
+                as it was).
+            ConcurrentModificationError: The oldest `count` messages are no
+                longer `expected`; nothing was changed.
         """
         count = check_count(count)
         batch = check_messages(messages)
         run = check_run_id(run_id)
+        wanted = check_expected(count, expected)
         if count == 0 and not batch:
             return
         rows = [ops.encode(message) for message in batch]
         self._cache.forget()
-        work = partial(ops.replace_prefix, self.session_id, self._ensure(), count, run, rows)
+        work = partial(
+            ops.replace_prefix, self.session_id, self._ensure(), count, run, rows, wanted
+        )
         await self._write(work, ensures=True)
 
     async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:
@@ -276,6 +298,30 @@ class SQLiteContextStore(ContextStore):
         fork = SQLiteContextStore(self._conn, session_id=new_id)
         fork._ready = True
         return fork
+
+    async def snapshot(self) -> SessionSnapshot:
+        """The history and the archive with their run ids, and the token usage.
+
+        One read transaction: a consistent moment, whatever other processes write.
+        """
+        return await self._conn.run(partial(ops.snapshot, self.session_id))
+
+    async def restore(self, snapshot: SessionSnapshot) -> None:
+        """Write `snapshot` into this empty session in one transaction (see `ContextStore.restore`).
+
+        Raises:
+            TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
+                a value JSON cannot hold (nothing is written).
+            ValueError: The session already holds messages (live or archived);
+                nothing is written.
+        """
+        snapshot = check_snapshot(snapshot)
+        live = [(stored.run_id, ops.encode(stored.message)) for stored in snapshot.messages]
+        archived = [(stored.run_id, ops.encode(stored.message)) for stored in snapshot.archived]
+        tokens = (snapshot.input_tokens, snapshot.output_tokens)
+        self._cache.forget()
+        work = partial(ops.restore, self.session_id, now_iso(), live, archived, tokens)
+        await self._write(work, ensures=True)
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""

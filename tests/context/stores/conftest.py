@@ -1,12 +1,13 @@
 """Stores for the tests: one fixture per backend, and a factory parametrized over them.
 
-The PostgreSQL backend runs on a real server started once per test session
-(see `postgres_server.py`); each test starts with empty tables.
+The PostgreSQL backend runs on the real server the root conftest starts once
+per test session (see `tests/postgres_server.py`); each test starts with empty
+tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -24,8 +25,7 @@ from pygents_ctx.context.stores.postgres import (
     PostgresContextStore,
     connect_postgres,
 )
-
-from . import postgres_server
+from tests import postgres_server
 
 MakeStore = Callable[..., Awaitable[ContextStore]]
 
@@ -39,23 +39,6 @@ def db_path(tmp_path: Path) -> Path:
 async def conn(db_path: Path) -> AsyncIterator[SQLiteConnection]:
     async with connect(db_path) as conn:
         yield conn
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[postgres_server.PostgresServer]:
-    """A real PostgreSQL server for the whole test session. No server here fails the tests."""
-    try:
-        server = postgres_server.start()
-    except postgres_server.ServerUnavailableError as exc:
-        unavailable = str(exc)
-    else:
-        unavailable = ""
-    if unavailable:
-        pytest.fail(unavailable, pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import sqlite3
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from pygents_ctx import (
+    ConcurrentModificationError,
     ImageBlock,
     Message,
     TextBlock,
@@ -25,8 +28,10 @@ from pygents_ctx.context.stores import (
     HistoryRetention,
     MemoryContextStore,
     SessionInfo,
+    SessionSnapshot,
     SQLiteConnection,
     SQLiteContextStore,
+    StoredMessage,
 )
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 
@@ -339,6 +344,56 @@ async def test_bad_replace_prefix_count_changes_nothing(
     assert texts(await store.get_history(include_archived=True)) == ["m0", "m1", "m2"]
 
 
+# -- replace_prefix as a compare-and-swap ---------------------------------------
+
+
+async def test_replace_prefix_with_the_expected_prefix_writes(make_store: MakeStore) -> None:
+    store = await make_store(*numbered(4))
+    seen = await store.get_history()
+    await store.append(Message("user", "late"))  # an append is not a change of the prefix
+
+    await store.replace_prefix(3, [Message("user", "S")], expected=seen[:3])
+
+    assert texts(await store.get_history()) == ["S", "m3", "late"]
+    assert texts(await store.get_history(include_archived=True))[:3] == ["m0", "m1", "m2"]
+
+
+@pytest.mark.parametrize("change", ["compacted", "cleared", "run-cleared", "shrunk"])
+async def test_replace_prefix_refuses_a_prefix_another_writer_changed(
+    make_store: MakeStore, change: str
+) -> None:
+    store = await make_store(*numbered(2))
+    await store.append_many(numbered(4)[2:], run_id="r1")
+    seen = await store.get_history()
+    if change == "compacted":
+        await store.replace_prefix(2, [Message("user", "other summary")])
+    elif change == "cleared":
+        await store.clear()
+        await store.append_many(numbered(4, "new"))
+    elif change == "run-cleared":
+        await store.clear_run("r1")
+        await store.append_many(numbered(2, "new"))
+    else:
+        await store.replace_prefix(3, [])
+    before = await store.get_history(include_archived=True)
+
+    with pytest.raises(ConcurrentModificationError, match="oldest 3 messages"):
+        await store.replace_prefix(3, [Message("user", "stale summary")], expected=seen[:3])
+
+    assert await store.get_history(include_archived=True) == before
+
+
+async def test_expected_must_hold_count_messages(make_store: MakeStore) -> None:
+    store = await make_store(*numbered(3))
+
+    with pytest.raises(ValueError, match="expected holds 2 messages but count is 3"):
+        await store.replace_prefix(3, [], expected=numbered(2))
+    with pytest.raises(TypeError, match=r"expected\[0\]"):
+        await store.replace_prefix(1, [], expected=["m0"])  # type: ignore[list-item]
+
+    assert texts(await store.get_history(include_archived=True)) == ["m0", "m1", "m2"]
+
+
 # -- fork ---------------------------------------------------------------------
 
 
@@ -398,7 +453,13 @@ async def test_concurrent_token_additions_all_count(make_store: MakeStore) -> No
 
 
 @pytest.mark.parametrize(
-    ("amounts", "error"), [((-1, 0), ValueError), ((0, 1.5), TypeError), ((True, 0), TypeError)]
+    ("amounts", "error"),
+    [
+        ((-1, 0), ValueError),
+        ((0, 1.5), TypeError),
+        ((True, 0), TypeError),
+        ((2**63, 0), ValueError),
+    ],
 )
 async def test_bad_token_amounts_are_refused(
     make_store: MakeStore, amounts: tuple[Any, Any], error: type[Exception]
@@ -507,6 +568,129 @@ async def test_from_context_copies_across_backends(conn: SQLiteConnection, direc
     assert texts(await clone.get_history(include_archived=True)) == ["m0", "m1", "m2"]
 
 
+# -- snapshot and restore ------------------------------------------------------------
+
+
+async def a_session_with_runs(make_store: MakeStore) -> ContextStore:
+    """Live and archived messages from two runs and none, with token usage."""
+    store = await make_store(Message("user", "first question"), session_id="source")
+    await store.append_many(numbered(3), run_id="r1")
+    await store.replace_prefix(2, [Message("user", "S")])
+    await store.append(Message("assistant", "late"), run_id="r2")
+    await store.set_context_tokens(120, 7)
+    return store
+
+
+async def test_snapshot_holds_the_history_archive_run_ids_and_tokens(
+    make_store: MakeStore,
+) -> None:
+    snapshot = await (await a_session_with_runs(make_store)).snapshot()
+
+    assert snapshot.session_id == "source"
+    assert [(s.message.text, s.run_id) for s in snapshot.archived] == [
+        ("first question", None), ("m0", "r1"),
+    ]  # fmt: skip
+    assert [(s.message.text, s.run_id) for s in snapshot.messages] == [
+        ("S", None), ("m1", "r1"), ("m2", "r1"), ("late", "r2"),
+    ]  # fmt: skip
+    assert (snapshot.input_tokens, snapshot.output_tokens) == (120, 7)
+
+
+async def test_restore_rebuilds_the_session_through_any_other_backend(
+    make_store: MakeStore,
+) -> None:
+    source = await a_session_with_runs(make_store)
+    snapshot = await source.snapshot()
+    through_memory = MemoryContextStore()
+    await through_memory.restore(snapshot)
+
+    copy = await make_store(session_id="copy")
+    await copy.restore(await through_memory.snapshot())
+
+    assert await copy.get_history(include_archived=True) == await source.get_history(
+        include_archived=True
+    )
+    assert await copy.snapshot() == dataclasses.replace(snapshot, session_id="copy")
+    assert await copy.count() == 4
+    assert await copy.token_count() == await source.token_count()
+    [info] = [i for i in await copy.list_sessions() if i.session_id == "copy"]
+    assert (info.preview, info.message_count, info.input_tokens) == ("first question", 4, 120)
+    await copy.clear_run("r1")  # the run ids came along
+    assert texts(await copy.get_history(include_archived=True)) == ["first question", "S", "late"]
+
+
+@pytest.mark.parametrize("held", ["live", "archived"])
+async def test_restore_into_a_session_that_holds_messages_writes_nothing(
+    make_store: MakeStore, held: str
+) -> None:
+    store = await make_store(*numbered(2))
+    if held == "archived":
+        await store.replace_prefix(2, [])
+    await store.set_context_tokens(1, 1)
+    before = await store.snapshot()
+
+    with pytest.raises(ValueError, match="already holds messages"):
+        await store.restore(SessionSnapshot("other", numbered(3), [], 50, 5))
+
+    assert await store.snapshot() == before
+
+
+async def test_restore_into_a_cleared_session_is_allowed(make_store: MakeStore) -> None:
+    store = await make_store(*numbered(2))
+    await store.get_history()  # a warm cache must not hide what restore writes
+    await store.clear()
+
+    await store.restore(SessionSnapshot("any", [StoredMessage(Message("user", "new"), "r")]))
+
+    assert texts(await store.get_history()) == ["new"]
+    assert await store.get_context_tokens() == (0, 0)
+
+
+async def test_restore_refuses_what_is_not_a_snapshot(make_store: MakeStore) -> None:
+    store = await make_store()
+
+    with pytest.raises(TypeError, match="SessionSnapshot, not list"):
+        await store.restore(numbered(2))  # type: ignore[arg-type]
+
+
+async def test_a_restore_that_fails_half_way_writes_nothing(
+    conn: SQLiteConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pygents_ctx.context.stores import _sqlite_ops
+
+    def broken(db: object, session_id: str) -> str:
+        raise sqlite3.OperationalError("disk I/O error")  # after every insert, before commit
+
+    monkeypatch.setattr(_sqlite_ops, "first_preview", broken)
+    store = SQLiteContextStore(conn, session_id="half")
+
+    with pytest.raises(sqlite3.OperationalError):
+        await store.restore(SessionSnapshot("x", numbered(5), numbered(2, "a"), 3, 4))
+
+    assert await store.snapshot() == SessionSnapshot("half")
+
+
+def test_a_snapshot_checks_what_it_is_given() -> None:
+    snapshot = SessionSnapshot("s", [Message("user", "plain")], iter([]))
+    assert snapshot.messages == (StoredMessage(Message("user", "plain"), None),)
+    assert snapshot.archived == ()
+
+    with pytest.raises(TypeError, match=r"messages\[1\] must be a StoredMessage"):
+        SessionSnapshot("s", [Message("user", "ok"), "text"])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="archived must be an iterable"):
+        SessionSnapshot("s", archived=Message("user", "one"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="input_tokens"):
+        SessionSnapshot("s", input_tokens=-1)
+    with pytest.raises(ValueError, match="session_id"):
+        SessionSnapshot("")
+    with pytest.raises(TypeError, match=r"StoredMessage\.message must be a Message"):
+        StoredMessage("hello")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="run_id"):
+        StoredMessage(Message("user", "hi"), "")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snapshot.session_id = "t"  # type: ignore[misc]
+
+
 # -- the contract's defaults, for a store that implements only the two methods ----
 
 
@@ -599,7 +783,99 @@ async def test_default_replace_prefix_uses_clear_and_append() -> None:
     assert texts(await store.get_history()) == ["S", "m2"]
     with pytest.raises(ValueError, match="exceeds"):
         await store.replace_prefix(3, [])
-    assert texts(await store.get_history()) == ["S", "m2"]
+    with pytest.raises(ConcurrentModificationError):
+        await store.replace_prefix(1, [Message("user", "T")], expected=numbered(1))
+    await store.replace_prefix(1, [Message("user", "T")], expected=[Message("user", "S")])
+    assert texts(await store.get_history()) == ["T", "m2"]
+
+
+async def test_default_replace_prefix_without_clear_fails_before_reading() -> None:
+    class Unreadable(ListStore):
+        async def get_history(
+            self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
+        ) -> list[Message]:
+            raise AssertionError("read before the store was found unable to write")
+
+    with pytest.raises(NotImplementedError, match=r"override replace_prefix\(\), or clear\(\)"):
+        await Unreadable().replace_prefix(0, [Message("user", "S")])
+
+
+async def test_default_snapshot_and_restore_use_the_two_methods_and_clear() -> None:
+    source = MemoryContextStore(numbered(4))
+    await source.append(Message("user", "tagged"), run_id="r")
+    await source.replace_prefix(1, [])
+    await source.set_context_tokens(5, 6)
+    runs: list[str | None] = []
+
+    class RunStore(ClearableStore):
+        async def append(self, message: Message, *, run_id: str | None = None) -> None:
+            runs.append(run_id)
+            await super().append(message)
+
+    store = RunStore()
+    await store.restore(await source.snapshot())
+    snapshot = await store.snapshot()
+
+    assert texts([s.message for s in snapshot.messages]) == ["m1", "m2", "m3", "tagged"]
+    assert snapshot.archived == ()  # the default replace_prefix keeps no archive
+    assert {s.run_id for s in snapshot.messages} == {None}  # nor run ids
+    assert (snapshot.input_tokens, snapshot.output_tokens) == (5, 6)
+    assert "r" in runs  # restore passed the run id to append
+    with pytest.raises(ValueError, match="already holds messages"):
+        await store.restore(await source.snapshot())
+
+
+async def test_default_restore_into_a_store_without_clear_writes_the_live_history() -> None:
+    source = MemoryContextStore(numbered(3))
+    await source.replace_prefix(2, [Message("user", "S")])
+    store = ListStore()
+
+    await store.restore(await source.snapshot())
+
+    assert texts(store.messages) == ["S", "m2"]  # what the store can hold: no archive
+
+
+def test_a_store_with_neither_replace_prefix_nor_clear_cannot_be_compacted() -> None:
+    from pygents_ctx import AutoCompactStore
+    from pygents_ctx.testing import ScriptedSummarizer
+
+    with pytest.raises(TypeError, match="neither replace_prefix\\(\\) nor clear\\(\\)"):
+        AutoCompactStore(ListStore(), ScriptedSummarizer())
+    AutoCompactStore(ClearableStore(), ScriptedSummarizer())  # the default rewrite will do
+
+
+async def test_default_restore_archives_through_a_stores_own_replace_prefix() -> None:
+    replaced: list[int] = []
+
+    class ArchivingStore(ClearableStore):
+        async def replace_prefix(  # type: ignore[override]
+            self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+        ) -> None:
+            replaced.append(count)
+            del self.messages[:count]
+
+    store = ArchivingStore()
+    await store.restore(SessionSnapshot("s", numbered(3, "live"), numbered(2, "old")))
+
+    assert replaced == [2]
+    assert texts(store.messages) == ["live0", "live1", "live2"]
+
+
+async def test_default_snapshot_of_a_seed_store_has_no_archive() -> None:
+    class SeedStore(ListStore):
+        async def get_history(self) -> list[Message]:  # type: ignore[override]
+            return list(self.messages)
+
+    store = SeedStore()
+    await store.append(Message("user", "hi"))
+
+    snapshot = await store.snapshot()
+
+    assert [s.message.text for s in snapshot.messages] == ["hi"]
+    assert snapshot.archived == ()
+    copy = MemoryContextStore()
+    await copy.restore(snapshot)
+    assert texts(await copy.get_history()) == ["hi"]
 
 
 async def test_default_factories_build_the_subclass() -> None:

@@ -12,7 +12,14 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from pygents_ctx import Message, SummarizationError, ToolResultBlock, ToolUseBlock, count_tokens
+from pygents_ctx import (
+    ConcurrentModificationError,
+    Message,
+    SummarizationError,
+    ToolResultBlock,
+    ToolUseBlock,
+    count_tokens,
+)
 from pygents_ctx.context.stores import (
     ContextStore,
     MemoryContextStore,
@@ -561,6 +568,53 @@ async def test_concurrent_compactions_summarize_once_and_never_stack_summaries(
     assert [is_summary(m) for m in await store.get_history()].count(True) == 1
 
 
+class PrefixUnchecked(MemoryContextStore):
+    """A store whose `replace_prefix` predates `expected`."""
+
+    async def replace_prefix(  # type: ignore[override]
+        self, count: int, messages: Sequence[Message], *, run_id: str | None = None
+    ) -> None:
+        await super().replace_prefix(count, messages, run_id=run_id)
+
+
+@pytest.mark.parametrize("old_style", [False, True], ids=["backend", "no-expected-parameter"])
+async def test_a_compaction_another_writer_overtook_is_not_written(
+    make_store: MakeStore, old_style: bool
+) -> None:
+    history = words(10)
+    inner = PrefixUnchecked(history) if old_style else await make_store(*history)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(messages: list[Message], previous: str | None) -> str:
+        started.set()
+        await release.wait()
+        return "mine"
+
+    mine = AutoCompactStore(inner, ScriptedSummarizer(slow))
+    theirs = AutoCompactStore(inner, ScriptedSummarizer(["theirs"]))  # another worker's wrapper
+    compacting = asyncio.create_task(mine.compact())
+    await started.wait()
+    assert await theirs.compact() is True
+    await inner.append(Message("user", "late"))
+    release.set()
+
+    assert await compacting is False
+    live = await inner.get_history()
+    assert [summary_text(m) for m in live if is_summary(m)] == ["theirs"]
+    assert live[-1].text == "late"
+    assert plain(await inner.get_history(include_archived=True)) == [*history, live[-1]]
+
+
+async def test_replace_prefix_through_the_wrapper_checks_expected_for_an_old_store() -> None:
+    store = AutoCompactStore(PrefixUnchecked(words(3)), ScriptedSummarizer())
+
+    with pytest.raises(ConcurrentModificationError):
+        await store.replace_prefix(1, [Message("user", "S")], expected=words(1, "other"))
+    await store.replace_prefix(1, [Message("user", "S")], expected=words(1))
+
+    assert (await store.get_history())[0].text == "S"
+
+
 async def test_compaction_on_sqlite_creates_no_extra_session(conn: SQLiteConnection) -> None:
     inner = SQLiteContextStore(conn, session_id="long-chat")
     await inner.append_many(words(10))
@@ -627,6 +681,7 @@ DELEGATED: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
     ("get_context_tokens", (), {}),
     ("add_context_tokens", (10, 2), {}),
     ("list_sessions", (), {}),
+    ("snapshot", (), {}),
     ("close", (), {}),
 ]
 
@@ -642,7 +697,7 @@ async def test_every_method_delegates_to_the_inner_store(
 
     expected = await getattr(twin, name)(*args, **kwargs)
     assert spy.seen[0] == (name, args, kwargs)
-    if name != "list_sessions":  # session ids and creation times differ
+    if name not in ("list_sessions", "snapshot"):  # session ids and creation times differ
         assert returned == expected
     assert await store.get_history(include_archived=True) == await twin.get_history(
         include_archived=True
@@ -724,9 +779,22 @@ async def test_fork_wraps_an_independent_fork_with_the_same_settings(
     assert is_summary((await branch.get_history())[0])
 
 
-async def test_from_history_is_refused_with_a_hint() -> None:
-    with pytest.raises(TypeError, match="wrap it"):
+async def test_from_history_and_from_context_are_refused_with_a_hint() -> None:
+    with pytest.raises(TypeError, match=r"build the inner one with from_history, then wrap it"):
         await AutoCompactStore.from_history([MESSAGE])
+    with pytest.raises(TypeError, match=r"build the inner one with from_context, then wrap it"):
+        await AutoCompactStore.from_context(MemoryContextStore())
+
+
+async def test_restore_goes_to_the_inner_store() -> None:
+    source = MemoryContextStore(words(3))
+    await source.replace_prefix(1, [], run_id=None)
+    store = AutoCompactStore(MemoryContextStore(session_id="inner"), ScriptedSummarizer())
+
+    await store.restore(await source.snapshot())
+
+    assert await store.inner.get_history(include_archived=True) == words(3)
+    assert await store.snapshot() == await store.inner.snapshot()
 
 
 SUMMARIZER = ScriptedSummarizer()

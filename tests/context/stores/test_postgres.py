@@ -10,9 +10,7 @@ import ast
 import asyncio
 import doctest
 import importlib
-import itertools
 import re
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -29,9 +27,11 @@ from pygents_ctx import Message, ToolUseBlock, count_message_tokens
 from pygents_ctx.context.stores import (
     ContextStore,
     MemoryContextStore,
+    SessionSnapshot,
     SQLiteConnection,
     SQLiteContextStore,
     StoreClosedError,
+    StoredMessage,
     StoreSchemaError,
 )
 from pygents_ctx.context.stores._postgres_schema import MIGRATIONS, SCHEMA_VERSION, migrate
@@ -40,8 +40,8 @@ from pygents_ctx.context.stores.postgres import (
     PostgresContextStore,
     connect_postgres,
 )
+from tests import postgres_server
 
-from . import postgres_server
 from .helpers import numbered, texts
 from .test_sqlite import SQL_METACHARACTERS, TABLES
 from .test_store_properties import apply, observe, operations
@@ -182,10 +182,16 @@ async def test_nul_characters_are_kept_in_messages_and_refused_in_ids(
         store.append_many([Message("user", "x")], run_id="r\x00"),
         store.replace_prefix(1, [], run_id="r\x00"),
         store.clear_run("r\x00"),
+        PostgresContextStore(pg_conn, session_id="new").restore(
+            SessionSnapshot("s", [StoredMessage(Message("user", "x"), "r\x00")])
+        ),
     ):
         with pytest.raises(ValueError, match="run_id must not contain NUL"):
             await call
     assert texts(await store.get_history(include_archived=True)) == ["a\x00b"]
+    assert await PostgresContextStore(pg_conn, session_id="new").snapshot() == SessionSnapshot(
+        "new"
+    )
 
 
 async def test_fork_refuses_an_existing_session_id(pg_conn: PostgresConnection) -> None:
@@ -437,84 +443,6 @@ async def test_workers_on_several_connections_never_leave_the_counters_behind(
     assert await store.count() == count == positions == len(history)
     assert await store.token_count() == tokens == sum(map(count_message_tokens, history))
     assert await store.get_context_tokens() == (60, 120)
-
-
-WRITER = """
-import asyncio, sys
-from pygents_ctx import Message
-from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
-
-async def main(dsn, name, count, batch):
-    async with connect_postgres(dsn) as conn:
-        store = PostgresContextStore(conn, session_id="shared")
-        print("ready", flush=True)
-        sys.stdin.readline()  # start together
-        for start in range(0, count, batch):
-            if start == count // 2:  # both finish their first half before either goes on
-                print("half", flush=True)
-                sys.stdin.readline()
-            messages = [Message("user", f"{name}:{i}") for i in range(start, start + batch)]
-            if batch == 1:
-                await store.append(messages[0])
-            else:
-                await store.append_many(messages)
-
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
-"""
-
-
-def spawn_writer(dsn: str, name: str, batch: int) -> subprocess.Popen[str]:
-    """A process that appends `name:0` ... `name:999`, `batch` at a time, once told to go."""
-    return subprocess.Popen(
-        [sys.executable, "-c", WRITER, dsn, name, "1000", str(batch)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-async def test_two_processes_appending_to_one_session_lose_nothing(
-    postgres: Server, pg_conn: PostgresConnection
-) -> None:
-    writers = [spawn_writer(postgres.dsn, name, batch) for name, batch in (("a", 1), ("b", 4))]
-    for writer in writers:
-        assert writer.stdout is not None
-        assert writer.stdout.readline() == "ready\n", writer.communicate()[1]
-    for command in ("go\n", "on\n"):
-        for writer in writers:
-            assert writer.stdin is not None
-            writer.stdin.write(command)
-            writer.stdin.flush()
-        if command == "go\n":
-            for writer in writers:
-                assert writer.stdout is not None
-                line = await asyncio.to_thread(writer.stdout.readline)
-                assert line == "half\n"
-    for writer in writers:
-        _, err = await asyncio.to_thread(writer.communicate, timeout=30)
-        assert writer.returncode == 0, err
-
-    history = texts(await PostgresContextStore(pg_conn, session_id="shared").get_history())
-
-    assert len(history) == 2000
-    for name in "ab":
-        assert [t for t in history if t.startswith(f"{name}:")] == [
-            f"{name}:{i}" for i in range(1000)
-        ]
-    switches = sum(1 for x, y in itertools.pairwise(history) if x[0] != y[0])
-    assert switches >= 2, "the writers did not overlap"
-    rows = await query(
-        pg_conn,
-        "SELECT position, tokens FROM pygents_messages WHERE session_id = 'shared' ORDER BY 1",
-    )
-    assert [position for position, _ in rows] == list(range(2000))
-    counters = await query(
-        pg_conn,
-        "SELECT message_count, live_tokens, next_position FROM pygents_sessions "
-        "WHERE session_id = 'shared'",
-    )
-    assert counters == [(2000, sum(tokens for _, tokens in rows), 2000)]
 
 
 # -- messages and the cached history ---------------------------------------------------------

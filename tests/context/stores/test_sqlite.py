@@ -289,22 +289,57 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(db_path: Path) -> No
         db.execute("UPDATE pygents_schema SET version = 99")
     db.close()
 
-    with pytest.raises(StoreSchemaError, match=r"version 99, newer than version 1 .* upgrade"):
+    newer = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
+    with pytest.raises(StoreSchemaError, match=newer):
         await connect(db_path)
 
 
 def test_migrations_run_the_missing_steps_once_and_keep_the_data(db_path: Path) -> None:
     db = sqlite3.connect(db_path, isolation_level=None)
-    assert migrate(db) == 1
+    assert migrate(db) == SCHEMA_VERSION
     db.execute("INSERT INTO pygents_sessions (session_id, created_at) VALUES ('kept', 'now')")
     step = ("ALTER TABLE pygents_sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''",)
 
-    assert migrate(db, (*MIGRATIONS, step)) == 2
-    assert migrate(db, (*MIGRATIONS, step)) == 2  # nothing left to do: no error
+    assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
+    assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1  # nothing left: no error
 
     assert db.execute("SELECT session_id, title FROM pygents_sessions").fetchall() == [("kept", "")]
-    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(2,)]
+    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(SCHEMA_VERSION + 1,)]
     db.close()
+
+
+async def test_a_version_1_database_is_upgraded_with_its_sessions_intact(db_path: Path) -> None:
+    db = sqlite3.connect(db_path, isolation_level=None)
+    migrate(db, MIGRATIONS[:1])
+    db.execute("INSERT INTO pygents_sessions (session_id, created_at) VALUES ('old', 'then')")
+    db.close()
+
+    async with connect(db_path) as conn:
+        store = SQLiteContextStore(conn, session_id="old")
+        await store.append(Message("user", "kept"))
+        await SQLiteContextStore(conn, session_id="new").append(Message("user", "fresh"))
+        assert texts(await store.get_history()) == ["kept"]
+
+    assert raw(db_path, "SELECT version FROM pygents_schema") == [(SCHEMA_VERSION,)]
+    generations = dict(raw(db_path, "SELECT session_id, generation FROM pygents_sessions"))
+    assert generations["old"] == 0  # a row from before keeps its generation
+    assert generations["new"] != 0  # a new row starts at a random one
+
+
+def test_a_session_row_created_again_starts_at_another_generation(db_path: Path) -> None:
+    db = sqlite3.connect(db_path, isolation_level=None)
+    migrate(db)
+    create = "INSERT INTO pygents_sessions (session_id, created_at) VALUES ('s', 'now')"
+    generation = "SELECT generation FROM pygents_sessions WHERE session_id = 's'"
+    seen = set()
+    for _ in range(10):
+        db.execute(create)
+        seen.add(db.execute(generation).fetchone()[0])
+        db.execute("DELETE FROM pygents_sessions")  # the largest rowid: SQLite reuses it
+    db.close()
+
+    assert len(seen) == 10
+    assert all(0 <= g < 2**62 for g in seen)
 
 
 def test_a_failing_migration_leaves_the_old_version_whole(db_path: Path) -> None:
@@ -315,6 +350,6 @@ def test_a_failing_migration_leaves_the_old_version_whole(db_path: Path) -> None
     with pytest.raises(sqlite3.OperationalError):
         migrate(db, (*MIGRATIONS, broken))
 
-    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(1,)]
+    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(SCHEMA_VERSION,)]
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall() == []
     db.close()

@@ -6,6 +6,7 @@ a `ContextItem` goes into the agent's `ContextQueue` or `ContextPool`, and
 anything else is yielded to the caller.
 """
 
+from pygents_ctx._resources import RunResource, RunScope, injectable
 from pygents_ctx.agent import Agent
 from pygents_ctx.context import (
     ContentBlock,
@@ -139,6 +140,8 @@ __all__ = [
     "PostgresContextStore",
     "PromptWindow",
     "PygentsError",
+    "RunResource",
+    "RunScope",
     "SQLiteConnection",
     "SQLiteContextStore",
     "SafeExecutionError",
@@ -184,6 +187,7 @@ __all__ = [
     "from_dict",
     "from_openai",
     "hook",
+    "injectable",
     "is_bridge",
     "is_summary",
     "model_context_window",

@@ -11,13 +11,18 @@ import pytest
 import pygents_ctx.errors
 from pygents_ctx import (
     Agent,
+    BlobNotFoundError,
     ContextOverflowError,
     ContextQueue,
+    EntityNotFoundError,
     PygentsError,
+    RetryLimitError,
     SafeExecutionError,
     StoreClosedError,
     StoreSchemaError,
     SummarizationError,
+    TaskNotFoundError,
+    TaskTransitionError,
     Turn,
     TurnTimeoutError,
     UnknownModelError,
@@ -42,6 +47,11 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreClosedError, (RuntimeError,)),
     (StoreSchemaError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
+    (EntityNotFoundError, (KeyError,)),
+    (BlobNotFoundError, (KeyError,)),
+    (TaskNotFoundError, (KeyError,)),
+    (TaskTransitionError, (ValueError,)),
+    (RetryLimitError, (TaskTransitionError, ValueError)),
 ]
 
 

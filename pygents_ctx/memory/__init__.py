@@ -1,0 +1,32 @@
+"""Agent memory beyond the transcript: graphs, blobs and task boards.
+
+Each kind of memory is a protocol with an in-process backend and database
+backends that share the context stores' connections (`connect()` for
+SQLite, `connect_postgres()` for PostgreSQL):
+
+- `GraphStore`: a knowledge graph of entities and relationships, with
+  breadth-first `neighbors()`.
+- `BlobStore`: named binary artifacts with a content type, streamed in chunks.
+- `TaskStore` / `TaskBoard`: per-(conversation, agent) boards of tasks, which
+  tools reach by annotating a `TaskBoard` parameter.
+"""
+
+from pygents_ctx.memory.graph import (
+    Entity,
+    GraphStore,
+    InMemoryGraphStore,
+    PostgresGraphStore,
+    Relationship,
+    SQLiteGraphStore,
+    Subgraph,
+)
+
+__all__ = [
+    "Entity",
+    "GraphStore",
+    "InMemoryGraphStore",
+    "PostgresGraphStore",
+    "Relationship",
+    "SQLiteGraphStore",
+    "Subgraph",
+]

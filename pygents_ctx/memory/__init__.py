@@ -20,13 +20,29 @@ from pygents_ctx.memory.graph import (
     SQLiteGraphStore,
     Subgraph,
 )
+from pygents_ctx.memory.tasks import (
+    InMemoryTaskStore,
+    PostgresTaskStore,
+    SQLiteTaskStore,
+    Task,
+    TaskBoard,
+    TaskStatus,
+    TaskStore,
+)
 
 __all__ = [
     "Entity",
     "GraphStore",
     "InMemoryGraphStore",
+    "InMemoryTaskStore",
     "PostgresGraphStore",
+    "PostgresTaskStore",
     "Relationship",
     "SQLiteGraphStore",
+    "SQLiteTaskStore",
     "Subgraph",
+    "Task",
+    "TaskBoard",
+    "TaskStatus",
+    "TaskStore",
 ]

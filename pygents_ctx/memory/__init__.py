@@ -11,6 +11,15 @@ SQLite, `connect_postgres()` for PostgreSQL):
   tools reach by annotating a `TaskBoard` parameter.
 """
 
+from pygents_ctx.memory.blobs import (
+    Blob,
+    BlobInfo,
+    BlobStore,
+    DirectoryBlobStore,
+    InMemoryBlobStore,
+    PostgresBlobStore,
+    SQLiteBlobStore,
+)
 from pygents_ctx.memory.graph import (
     Entity,
     GraphStore,
@@ -31,13 +40,20 @@ from pygents_ctx.memory.tasks import (
 )
 
 __all__ = [
+    "Blob",
+    "BlobInfo",
+    "BlobStore",
+    "DirectoryBlobStore",
     "Entity",
     "GraphStore",
+    "InMemoryBlobStore",
     "InMemoryGraphStore",
     "InMemoryTaskStore",
+    "PostgresBlobStore",
     "PostgresGraphStore",
     "PostgresTaskStore",
     "Relationship",
+    "SQLiteBlobStore",
     "SQLiteGraphStore",
     "SQLiteTaskStore",
     "Subgraph",

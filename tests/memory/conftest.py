@@ -22,6 +22,7 @@ MEMORY_TABLES = (
     "pygents_graph_relationships",
     "pygents_graph_entities",
     "pygents_blobs",
+    "pygents_blob_chunks",
     "pygents_blob_contents",
     "pygents_tasks",
     "pygents_task_boards",

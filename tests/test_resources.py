@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Optional, Protocol
 
 import pytest
@@ -22,7 +23,7 @@ from pygents_ctx._resources import injectable_named
 
 
 @injectable
-class Greeting:
+class Salutation:
     def __init__(self, text: str) -> None:
         self.text = text
 
@@ -33,17 +34,17 @@ class Counter(Protocol):
 
 
 class Scoped:
-    """A `RunResource`: one fresh Greeting per run, and a log of what it was told."""
+    """A `RunResource`: one fresh Salutation per run, and a log of what it was told."""
 
     def __init__(self) -> None:
         self.log: list[tuple[str, Any]] = []
 
-    def open_run(self, scope: RunScope) -> Greeting:
+    def open_run(self, scope: RunScope) -> Salutation:
         self.log.append(("open", scope))
-        return Greeting(f"hi from {scope.conversation}")
+        return Salutation(f"hi from {scope.conversation}")
 
     async def close_run(self, value: object, scope: RunScope) -> None:
-        assert isinstance(value, Greeting)
+        assert isinstance(value, Salutation)
         self.log.append(("close", value.text))
 
 
@@ -53,36 +54,36 @@ async def drain(agent: Agent) -> list[Any]:
 
 async def test_a_tool_receives_the_agents_resource_by_its_annotation() -> None:
     @tool
-    async def greet(name: str, greeting: Greeting) -> str:
-        return f"{greeting.text}, {name}"
+    async def greet(name: str, salutation: Salutation) -> str:
+        return f"{salutation.text}, {name}"
 
-    agent = Agent("host", "greets", [greet], resources={Greeting: Greeting("Hello")})
+    agent = Agent("host", "greets", [greet], resources={Salutation: Salutation("Hello")})
     await agent.put(Turn(greet, kwargs={"name": "Ada"}))
 
     assert await drain(agent) == ["Hello, Ada"]
-    assert "greeting" not in greet.metadata.input_schema["properties"]
+    assert "salutation" not in greet.metadata.input_schema["properties"]
 
 
 async def test_an_explicit_argument_wins_over_the_resource() -> None:
     @tool
-    async def greet(greeting: Greeting) -> str:
-        return greeting.text
+    async def greet(salutation: Salutation) -> str:
+        return salutation.text
 
-    agent = Agent("host", "greets", [greet], resources={Greeting: Greeting("Hello")})
-    await agent.put(Turn(greet, kwargs={"greeting": Greeting("Howdy")}))
-    await agent.put(Turn(greet, args=[Greeting("Hey")]))
+    agent = Agent("host", "greets", [greet], resources={Salutation: Salutation("Hello")})
+    await agent.put(Turn(greet, kwargs={"salutation": Salutation("Howdy")}))
+    await agent.put(Turn(greet, args=[Salutation("Hey")]))
 
     assert await drain(agent) == ["Howdy", "Hey"]
 
 
 async def test_optional_resources_are_none_when_the_agent_has_none() -> None:
     @tool
-    async def union(greeting: Greeting | None = None) -> Any:
-        return greeting
+    async def union(salutation: Salutation | None = None) -> Any:
+        return salutation
 
     @tool
-    async def typing_optional(greeting: Optional[Greeting]) -> Any:  # noqa: UP045
-        return greeting
+    async def typing_optional(salutation: Optional[Salutation]) -> Any:  # noqa: UP045
+        return salutation
 
     agent = Agent("host", "greets", [union, typing_optional])
     await agent.put(Turn(union))
@@ -93,12 +94,12 @@ async def test_optional_resources_are_none_when_the_agent_has_none() -> None:
 
 async def test_a_required_resource_that_is_missing_says_how_to_give_it() -> None:
     @tool
-    async def greet(greeting: Greeting) -> str:
-        return greeting.text
+    async def greet(salutation: Salutation) -> str:
+        return salutation.text
 
     agent = Agent("host", "greets", [greet])
     await agent.put(Turn(greet))
-    with pytest.raises(TypeError, match=r"resources=\{Greeting: \.\.\.\}"):
+    with pytest.raises(TypeError, match=r"resources=\{Salutation: \.\.\.\}"):
         await drain(agent)
     with pytest.raises(TypeError, match="run it inside an agent that has one"):
         await Turn(greet).returning()
@@ -106,13 +107,13 @@ async def test_a_required_resource_that_is_missing_says_how_to_give_it() -> None
 
 async def test_a_run_resource_gives_each_run_its_own_value_and_hears_the_end() -> None:
     @tool
-    async def greet(greeting: Greeting) -> str:
-        return greeting.text
+    async def greet(salutation: Salutation) -> str:
+        return salutation.text
 
     scoped = Scoped()
     store = MemoryContextStore(session_id="chat-7")
     agent = Agent(
-        "host", "greets", [greet], resources={Greeting: scoped}, context=ContextConfig(store)
+        "host", "greets", [greet], resources={Salutation: scoped}, context=ContextConfig(store)
     )
     await agent.put(Turn(greet))
     run_ids = [agent.run_id async for _ in agent.run()]
@@ -127,10 +128,10 @@ async def test_a_run_resource_gives_each_run_its_own_value_and_hears_the_end() -
 
 async def test_without_a_context_store_the_conversation_is_the_agent_itself() -> None:
     @tool
-    async def greet(greeting: Greeting) -> str:
-        return greeting.text
+    async def greet(salutation: Salutation) -> str:
+        return salutation.text
 
-    agent = Agent("host", "greets", [greet], resources={Greeting: Scoped()})
+    agent = Agent("host", "greets", [greet], resources={Salutation: Scoped()})
     await agent.put(Turn(greet))
 
     assert await drain(agent) == ["hi from host"]
@@ -138,11 +139,11 @@ async def test_without_a_context_store_the_conversation_is_the_agent_itself() ->
 
 async def test_a_run_that_raises_does_not_close_its_resources() -> None:
     @tool
-    async def fail(greeting: Greeting) -> None:
+    async def fail(salutation: Salutation) -> None:
         raise RuntimeError("boom")
 
     scoped = Scoped()
-    agent = Agent("host", "fails", [fail], resources={Greeting: scoped})
+    agent = Agent("host", "fails", [fail], resources={Salutation: scoped})
     await agent.put(Turn(fail))
     with pytest.raises(RuntimeError, match="boom"):
         await drain(agent)
@@ -158,10 +159,10 @@ async def test_hooks_receive_resources_too() -> None:
         return 1
 
     @hook(AgentHook.AFTER_TURN)
-    async def note(agent: Agent, turn: Turn, greeting: Greeting) -> None:
-        seen.append(greeting.text)
+    async def note(agent: Agent, turn: Turn, salutation: Salutation) -> None:
+        seen.append(salutation.text)
 
-    agent = Agent("host", "works", [work], resources={Greeting: Greeting("hook!")})
+    agent = Agent("host", "works", [work], resources={Salutation: Salutation("hook!")})
     await agent.put(Turn(work))
     await drain(agent)
 
@@ -170,10 +171,10 @@ async def test_hooks_receive_resources_too() -> None:
 
 async def test_a_branch_shares_the_resources() -> None:
     @tool
-    async def greet(greeting: Greeting) -> str:
-        return greeting.text
+    async def greet(salutation: Salutation) -> str:
+        return salutation.text
 
-    parent = Agent("host", "greets", [greet], resources={Greeting: Scoped()})
+    parent = Agent("host", "greets", [greet], resources={Salutation: Scoped()})
     child = parent.branch("child")
     await child.put(Turn(greet))
 
@@ -186,10 +187,10 @@ def test_resources_are_checked_when_given() -> None:
 
     with pytest.raises(TypeError, match="decorate the class with @injectable"):
         Agent("a", "", [], resources={Plain: Plain()})
-    with pytest.raises(TypeError, match=r"resources\[Greeting\] must be a Greeting"):
-        Agent("b", "", [], resources={Greeting: "hello"})
+    with pytest.raises(TypeError, match=r"resources\[Salutation\] must be a Salutation"):
+        Agent("b", "", [], resources={Salutation: "hello"})
     with pytest.raises(TypeError, match="must be a mapping"):
-        Agent("c", "", [], resources=[Greeting("x")])  # type: ignore[arg-type]
+        Agent("c", "", [], resources=[Salutation("x")])  # type: ignore[arg-type]
     agent = Agent("d", "", [])
     with pytest.raises(TypeError, match="@injectable"):
         agent.resources = {Plain: Plain()}
@@ -212,28 +213,27 @@ def test_injectable_decorates_classes_only() -> None:
 
 
 def test_a_name_two_injectable_classes_share_resolves_to_neither() -> None:
-    def make() -> type:
-        class Twin:
-            pass
+    name = f"Twin{uuid.uuid4().hex}"
+    first = injectable(type(name, (), {}))
+    assert injectable_named(name) is first
+    assert injectable_named(name) is first  # the same class again: still unique
+    injectable(first)
+    assert injectable_named(name) is first
 
-        return injectable(Twin)
+    injectable(type(name, (), {}))
 
-    first = make()
-    assert injectable_named("Twin") is first
-    make()
-    assert injectable_named("Twin") is None
-    assert injectable_named("Greeting") is Greeting
+    assert injectable_named(name) is None
 
 
 async def test_a_forward_reference_left_as_text_still_finds_the_class() -> None:
-    async def greet(greeting: Greeting) -> str:
-        return greeting.text
+    async def greet(salutation: Salutation) -> str:
+        return salutation.text
 
-    greet.__annotations__["greeting"] = "Greeting | None"  # as if it could not be resolved
+    greet.__annotations__["salutation"] = "Salutation | None"  # as if it could not be resolved
     greet.__annotations__["return"] = "Unresolvable"
     greeter = tool(greet)
 
-    agent = Agent("host", "greets", [greeter], resources={Greeting: Greeting("text")})
+    agent = Agent("host", "greets", [greeter], resources={Salutation: Salutation("text")})
     await agent.put(Turn(greeter))
 
     assert await drain(agent) == ["text"]

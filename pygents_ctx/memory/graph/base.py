@@ -71,13 +71,10 @@ class Entity:
     def _stored(cls, entity_id: str, kind: str, data: bytes) -> Entity:
         """An entity as a store read it back: checked when it was written."""
         entity = object.__new__(cls)
-        for name, value in (
-            ("id", entity_id),
-            ("type", kind),
-            ("properties", decode_properties(data)),
-            ("_json", data),
-        ):
-            object.__setattr__(entity, name, value)
+        _set_entity_id(entity, entity_id)
+        _set_entity_type(entity, kind)
+        _set_entity_properties(entity, decode_properties(data))
+        _set_entity_json(entity, data)
         return entity
 
 
@@ -133,15 +130,29 @@ class Relationship:
     def _stored(cls, source: str, target: str, kind: str, data: bytes) -> Relationship:
         """A relationship as a store read it back: checked when it was written."""
         relationship = object.__new__(cls)
-        for name, value in (
-            ("source", source),
-            ("target", target),
-            ("type", kind),
-            ("properties", decode_properties(data)),
-            ("_json", data),
-        ):
-            object.__setattr__(relationship, name, value)
+        _set_source(relationship, source)
+        _set_target(relationship, target)
+        _set_relationship_type(relationship, kind)
+        _set_relationship_properties(relationship, decode_properties(data))
+        _set_relationship_json(relationship, data)
         return relationship
+
+
+# The slots' own setters: what the stores use to rebuild what they read (a frozen
+# dataclass's __setattr__ refuses, and object.__setattr__ per field costs twice as much).
+_set_entity_id, _set_entity_type, _set_entity_properties, _set_entity_json = (
+    Entity.__dict__[name].__set__ for name in ("id", "type", "properties", "_json")
+)
+(
+    _set_source,
+    _set_target,
+    _set_relationship_type,
+    _set_relationship_properties,
+    _set_relationship_json,
+) = (
+    Relationship.__dict__[name].__set__
+    for name in ("source", "target", "type", "properties", "_json")
+)
 
 
 @dataclass(frozen=True, slots=True)

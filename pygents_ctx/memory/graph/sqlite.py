@@ -97,12 +97,15 @@ _ENTITIES_IN: Final = """
     SELECT id, type, properties FROM pygents_graph_entities
     WHERE graph = ?1 AND id IN (SELECT value FROM json_each(?2))
 """
-# The relationships with an end among `?2` (the entities closer than `depth`).
+# The relationships with an end among `?2` (the entities closer than `depth`). Without
+# INDEXED BY, SQLite's planner scans the whole graph for the second half rather than
+# look the targets up in their index (a hundred times slower on 100,000 relationships).
 _TOUCHING: Final = """
     SELECT source, target, type, properties FROM pygents_graph_relationships AS r
     WHERE graph = ?1 AND source IN (SELECT value FROM json_each(?2)) {types}
     UNION
     SELECT source, target, type, properties FROM pygents_graph_relationships AS r
+        INDEXED BY pygents_graph_relationships_by_target
     WHERE graph = ?1 AND target IN (SELECT value FROM json_each(?2)) {types}
 """
 _TOUCHING_TYPES: Final = "AND r.type IN (SELECT value FROM json_each(?3))"

@@ -25,22 +25,7 @@ from typing import Final, Protocol, runtime_checkable
 from pygents_ctx.errors import BlobNotFoundError
 from pygents_ctx.memory._shared import check_key
 
-__all__ = [
-    "CHUNK_SIZE",
-    "DEFAULT_CONTENT_TYPE",
-    "Blob",
-    "BlobInfo",
-    "BlobStore",
-    "changed_while_read",
-    "check_chunk_size",
-    "check_content_type",
-    "check_data",
-    "check_name",
-    "check_prefix",
-    "chunks_of",
-    "missing_blob",
-    "names_after",
-]
+__all__ = ["Blob", "BlobInfo", "BlobStore"]
 
 DEFAULT_CONTENT_TYPE: Final = "application/octet-stream"
 CHUNK_SIZE: Final = 1 << 20  # what stream() yields at a time unless told otherwise

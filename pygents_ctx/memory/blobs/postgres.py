@@ -45,7 +45,7 @@ from pygents_ctx.memory.blobs.base import (
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["MIGRATIONS", "PostgresBlobStore"]
+__all__ = ["PostgresBlobStore"]
 
 _V1: Final = (
     "CREATE TABLE pygents_blob_contents (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)",

@@ -46,7 +46,7 @@ from pygents_ctx.memory.blobs.base import (
     names_after,
 )
 
-__all__ = ["MIGRATIONS", "SQLiteBlobStore"]
+__all__ = ["SQLiteBlobStore"]
 
 Db = sqlite3.Connection
 

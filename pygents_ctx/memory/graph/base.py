@@ -21,16 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
 
-__all__ = [
-    "Entity",
-    "GraphStore",
-    "Relationship",
-    "Subgraph",
-    "check_depth",
-    "check_entities",
-    "check_relationships",
-    "check_types",
-]
+__all__ = ["Entity", "GraphStore", "Relationship", "Subgraph"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from pygents_ctx.memory.graph.base import (
     check_types,
 )
 
-__all__ = ["InMemoryGraphStore", "breadth_first"]
+__all__ = ["InMemoryGraphStore"]
 
 _Key = tuple[str, str, str]  # (source, target, type)
 

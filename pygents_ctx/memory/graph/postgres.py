@@ -32,7 +32,7 @@ from pygents_ctx.memory.graph.in_memory import missing_end
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["MIGRATIONS", "PostgresGraphStore"]
+__all__ = ["PostgresGraphStore"]
 
 
 _V1: Final = (

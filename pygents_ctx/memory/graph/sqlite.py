@@ -37,7 +37,7 @@ from pygents_ctx.memory.graph.base import (
 )
 from pygents_ctx.memory.graph.in_memory import missing_end
 
-__all__ = ["MIGRATIONS", "SQLiteGraphStore"]
+__all__ = ["SQLiteGraphStore"]
 
 Db = sqlite3.Connection
 

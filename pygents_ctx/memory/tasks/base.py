@@ -45,26 +45,7 @@ from pygents_ctx._resources import RunScope, injectable
 from pygents_ctx.errors import RetryLimitError, TaskNotFoundError, TaskTransitionError
 from pygents_ctx.memory._shared import check_key
 
-__all__ = [
-    "DEFAULT_MAX_ATTEMPTS",
-    "RunBoards",
-    "Task",
-    "TaskBoard",
-    "TaskStatus",
-    "TaskStore",
-    "after_retry",
-    "after_update",
-    "check_board",
-    "check_max_attempts",
-    "check_note",
-    "check_status",
-    "check_task_id",
-    "check_titles",
-    "missing_task",
-    "retry_rule",
-    "settled",
-    "update_rule",
-]
+__all__ = ["Task", "TaskBoard", "TaskStatus", "TaskStore"]
 
 DEFAULT_MAX_ATTEMPTS: Final = 3
 

@@ -38,7 +38,7 @@ from pygents_ctx.memory.tasks.base import (
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["MIGRATIONS", "PostgresTaskStore"]
+__all__ = ["PostgresTaskStore"]
 
 _Key = tuple[str, str]
 

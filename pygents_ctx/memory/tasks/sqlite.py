@@ -40,7 +40,7 @@ from pygents_ctx.memory.tasks.base import (
     update_rule,
 )
 
-__all__ = ["MIGRATIONS", "SQLiteTaskStore"]
+__all__ = ["SQLiteTaskStore"]
 
 Db = sqlite3.Connection
 T = TypeVar("T")

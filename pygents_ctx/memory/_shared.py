@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import orjson
 
@@ -101,21 +101,28 @@ def from_iso(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
-class SQLiteTables:
-    """Runs calls on a `SQLiteConnection`, the first one after making sure the tables exist.
+C = TypeVar("C", SQLiteConnection, PostgresConnection)
+
+
+class _Tables(Generic[C]):
+    """Runs calls on a connection, the first one after making sure a set of tables exists.
 
     Args:
-        conn: The connection from `await connect(path)`.
+        conn: The connection.
         owner: The store's class name, for the error message.
         migrations: The steps that build the tables, oldest first.
         table: Where their schema version is kept.
         label: Names the schema in `StoreSchemaError`.
 
     Raises:
-        TypeError: `conn` is not a `SQLiteConnection`.
+        TypeError: `conn` is not the kind of connection the store runs on.
     """
 
     __slots__ = ("_conn", "_migrate", "_ready")
+
+    _kind: type[C]
+    _opener: str  # how to open a connection of that kind, for the error message
+    _migrator: Callable[..., Any]
 
     def __init__(
         self,
@@ -125,19 +132,30 @@ class SQLiteTables:
         table: str,
         label: str,
     ) -> None:
-        if not isinstance(conn, SQLiteConnection):
+        if not isinstance(conn, self._kind):
             raise TypeError(
-                f"{owner} needs the connection from `await connect(path)`, "
-                f"not {type(conn).__name__}"
+                f"{owner} needs the connection from `{self._opener}`, not {type(conn).__name__}"
             )
-        self._conn = conn
-        self._migrate = partial(migrate_sqlite, migrations=migrations, table=table, label=label)
+        self._conn: C = conn
+        self._migrate = partial(
+            type(self)._migrator, migrations=migrations, table=table, label=label
+        )
         self._ready = False
 
     @property
-    def connection(self) -> SQLiteConnection:
+    def connection(self) -> C:
         """The connection the calls run on."""
         return self._conn
+
+
+class SQLiteTables(_Tables[SQLiteConnection]):
+    """`_Tables` on a `SQLiteConnection` (from `await connect(path)`)."""
+
+    __slots__ = ()
+
+    _kind = SQLiteConnection
+    _opener = "await connect(path)"
+    _migrator = staticmethod(migrate_sqlite)
 
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(db)` on the connection's worker thread (see `SQLiteConnection.run`).
@@ -158,38 +176,14 @@ def _after(first: Callable[[Any], object], fn: Callable[[Any], T], db: Any) -> T
     return fn(db)
 
 
-class PostgresTables:
-    """Runs calls on a `PostgresConnection`, the first one after making sure the tables exist.
+class PostgresTables(_Tables[PostgresConnection]):
+    """`_Tables` on a `PostgresConnection` (from `await connect_postgres(dsn)`)."""
 
-    Arguments as for `SQLiteTables`.
+    __slots__ = ()
 
-    Raises:
-        TypeError: `conn` is not a `PostgresConnection`.
-    """
-
-    __slots__ = ("_conn", "_migrate", "_ready")
-
-    def __init__(
-        self,
-        conn: object,
-        owner: str,
-        migrations: Sequence[Sequence[str]],
-        table: str,
-        label: str,
-    ) -> None:
-        if not isinstance(conn, PostgresConnection):
-            raise TypeError(
-                f"{owner} needs the connection from `await connect_postgres(dsn)`, "
-                f"not {type(conn).__name__}"
-            )
-        self._conn = conn
-        self._migrate = partial(migrate_postgres, migrations=migrations, table=table, label=label)
-        self._ready = False
-
-    @property
-    def connection(self) -> PostgresConnection:
-        """The connection the calls run on."""
-        return self._conn
+    _kind = PostgresConnection
+    _opener = "await connect_postgres(dsn)"
+    _migrator = staticmethod(migrate_postgres)
 
     async def run(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Await `fn(conn)` on the connection (see `PostgresConnection.run`).

@@ -16,11 +16,13 @@ iterable or async iterable of chunks; nothing is stored unless it ends.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import tempfile
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final, Protocol, runtime_checkable
+from typing import IO, Final, Protocol, runtime_checkable
 
 from pygents_ctx.errors import BlobNotFoundError
 from pygents_ctx.memory._shared import check_key
@@ -29,6 +31,7 @@ __all__ = ["Blob", "BlobInfo", "BlobStore"]
 
 DEFAULT_CONTENT_TYPE: Final = "application/octet-stream"
 CHUNK_SIZE: Final = 1 << 20  # what stream() yields at a time unless told otherwise
+_SPOOL: Final = 8 << 20  # what put_stream keeps in memory before it spools to a file
 
 # type "/" subtype, then optional "; parameter=value" parts (RFC 9110 tokens).
 _TOKEN: Final = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
@@ -132,6 +135,91 @@ class BlobStore(Protocol):
     async def delete(self, name: str) -> bool:
         """Remove the blob under `name`; whether there was one."""
         ...
+
+
+class BlobStoreBase:
+    """What every backend of `BlobStore` shares: the checks, before one call of its own.
+
+    A backend implements the `_`-methods, which get checked arguments (and
+    chunks already checked); `_put_stream` by default gathers the chunks in a
+    temporary file (in memory up to 8 MiB) and hands it to `_put_spooled`.
+    """
+
+    __slots__ = ()
+
+    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
+        raise NotImplementedError
+
+    async def _put_stream(
+        self, name: str, content_type: str, chunks: AsyncIterator[bytes]
+    ) -> BlobInfo:
+        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as spool:
+            digest, size = hashlib.sha256(), 0
+            async for chunk in chunks:
+                spool.write(chunk)
+                digest.update(chunk)
+                size += len(chunk)
+            return await self._put_spooled(name, content_type, digest.hexdigest(), size, spool)
+
+    async def _put_spooled(
+        self, name: str, content_type: str, sha256: str, size: int, spool: IO[bytes]
+    ) -> BlobInfo:
+        raise NotImplementedError
+
+    async def _get(self, name: str) -> Blob:
+        raise NotImplementedError
+
+    async def _info(self, name: str) -> BlobInfo:
+        raise NotImplementedError
+
+    def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
+        raise NotImplementedError
+
+    async def _list(self, prefix: str) -> list[BlobInfo]:
+        raise NotImplementedError
+
+    async def _delete(self, name: str) -> bool:
+        raise NotImplementedError
+
+    async def put(
+        self, name: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
+    ) -> BlobInfo:
+        """Store `data` under `name`, replacing any blob there (see `BlobStore.put`)."""
+        key, kind, content = check_name(name), check_content_type(content_type), check_data(data)
+        return await self._put(key, kind, content, hashlib.sha256(content).hexdigest())
+
+    async def put_stream(
+        self,
+        name: str,
+        chunks: AsyncIterable[bytes] | Iterable[bytes],
+        *,
+        content_type: str = DEFAULT_CONTENT_TYPE,
+    ) -> BlobInfo:
+        """Store the concatenated `chunks` under `name` (see `BlobStore.put_stream`)."""
+        key, kind = check_name(name), check_content_type(content_type)
+        return await self._put_stream(key, kind, chunks_of(chunks))
+
+    async def get(self, name: str) -> Blob:
+        """The blob under `name`, read whole (see `BlobStore.get`)."""
+        return await self._get(check_name(name))
+
+    async def info(self, name: str) -> BlobInfo:
+        """The info of the blob under `name`, without its bytes (see `BlobStore.info`)."""
+        return await self._info(check_name(name))
+
+    async def stream(self, name: str, *, chunk_size: int = CHUNK_SIZE) -> AsyncIterator[bytes]:
+        """The blob's bytes in chunks of `chunk_size` (see `BlobStore.stream`)."""
+        size, key = check_chunk_size(chunk_size), check_name(name)
+        async for chunk in self._stream(key, size):
+            yield chunk
+
+    async def list(self, prefix: str = "") -> list[BlobInfo]:
+        """The info of every blob whose name starts with `prefix`, sorted by name."""
+        return await self._list(check_prefix(prefix))
+
+    async def delete(self, name: str) -> bool:
+        """Remove the blob under `name`; whether there was one."""
+        return await self._delete(check_name(name))
 
 
 def check_name(name: object) -> str:

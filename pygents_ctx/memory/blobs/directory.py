@@ -28,7 +28,7 @@ import hashlib
 import os
 import struct
 import uuid
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Final
@@ -36,19 +36,7 @@ from typing import IO, Any, Final
 import orjson
 
 from pygents_ctx.memory._shared import utc_now
-from pygents_ctx.memory.blobs.base import (
-    CHUNK_SIZE,
-    DEFAULT_CONTENT_TYPE,
-    Blob,
-    BlobInfo,
-    check_chunk_size,
-    check_content_type,
-    check_data,
-    check_name,
-    check_prefix,
-    chunks_of,
-    missing_blob,
-)
+from pygents_ctx.memory.blobs.base import Blob, BlobInfo, BlobStoreBase, missing_blob
 
 __all__ = ["DirectoryBlobStore"]
 
@@ -57,7 +45,7 @@ _TAIL: Final = struct.Struct(">Q8s")  # the info's length, then the marker
 _TEMP_PREFIX: Final = ".tmp-"
 
 
-class DirectoryBlobStore:
+class DirectoryBlobStore(BlobStoreBase):
     """A `BlobStore` in a directory on disk: survives restarts, safe for many processes.
 
     Writers in any number of processes may share the directory: each write is
@@ -103,12 +91,9 @@ class DirectoryBlobStore:
         digest = hashlib.sha256(name.encode()).hexdigest()
         return self._root / digest[:2] / digest
 
-    async def put(
-        self, name: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
-    ) -> BlobInfo:
-        """Store `data` under `name`: a new file, synced, then renamed over the old one."""
-        key, kind, content = check_name(name), check_content_type(content_type), check_data(data)
-        return await asyncio.to_thread(self._write_all, key, kind, content)
+    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
+        # A new file, synced, then renamed over the old one.
+        return await asyncio.to_thread(self._write_all, name, content_type, data)
 
     def _write_all(self, name: str, content_type: str, data: bytes) -> BlobInfo:
         temp, path = self._temporary(name)
@@ -118,23 +103,18 @@ class DirectoryBlobStore:
         finally:
             _discard(temp)
 
-    async def put_stream(
-        self,
-        name: str,
-        chunks: AsyncIterable[bytes] | Iterable[bytes],
-        *,
-        content_type: str = DEFAULT_CONTENT_TYPE,
+    async def _put_stream(
+        self, name: str, content_type: str, chunks: AsyncIterator[bytes]
     ) -> BlobInfo:
-        """Store the concatenated `chunks` under `name`, written to disk as they come."""
-        key, kind = check_name(name), check_content_type(content_type)
-        temp, path = await asyncio.to_thread(self._temporary, key)
+        # Written to disk as the chunks come.
+        temp, path = await asyncio.to_thread(self._temporary, name)
         try:
             digest, size = hashlib.sha256(), 0
-            async for chunk in chunks_of(chunks):
+            async for chunk in chunks:
                 await asyncio.to_thread(temp.write, chunk)
                 digest.update(chunk)
                 size += len(chunk)
-            return await asyncio.to_thread(_finish, temp, path, key, kind, size, digest)
+            return await asyncio.to_thread(_finish, temp, path, name, content_type, size, digest)
         finally:
             # A cancelled or failed write leaves nothing behind (a shielded thread hop
             # would outlive a cancellation; this is quick local work).
@@ -147,10 +127,8 @@ class DirectoryBlobStore:
         temp = open(path.parent / f"{_TEMP_PREFIX}{uuid.uuid4().hex}", "xb")  # noqa: SIM115
         return temp, path
 
-    async def get(self, name: str) -> Blob:
-        """The blob under `name`, read whole."""
-        key = check_name(name)
-        return await asyncio.to_thread(self._read_all, key)
+    async def _get(self, name: str) -> Blob:
+        return await asyncio.to_thread(self._read_all, name)
 
     def _read_all(self, name: str) -> Blob:
         with self._open(name) as file:
@@ -158,10 +136,8 @@ class DirectoryBlobStore:
             file.seek(0)
             return Blob(info, file.read(info.size))
 
-    async def info(self, name: str) -> BlobInfo:
-        """The info of the blob under `name`, read from the end of its file."""
-        key = check_name(name)
-        return await asyncio.to_thread(self._read_info, key)
+    async def _info(self, name: str) -> BlobInfo:
+        return await asyncio.to_thread(self._read_info, name)
 
     def _read_info(self, name: str) -> BlobInfo:
         with self._open(name) as file:
@@ -173,35 +149,28 @@ class DirectoryBlobStore:
         except FileNotFoundError:
             raise missing_blob(name) from None
 
-    async def stream(self, name: str, *, chunk_size: int = CHUNK_SIZE) -> AsyncIterator[bytes]:
-        """The blob's bytes in chunks, from the file as it was when the stream began."""
-        size, key = check_chunk_size(chunk_size), check_name(name)
-        file = await asyncio.to_thread(self._open, key)
+    async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
+        # From the file as it was when the stream began: a rename does not change it.
+        file = await asyncio.to_thread(self._open, name)
         try:
-            info = await asyncio.to_thread(_read_info, file, key)
+            info = await asyncio.to_thread(_read_info, file, name)
             await asyncio.to_thread(file.seek, 0)
             left = info.size
             while left:
-                chunk = await asyncio.to_thread(file.read, min(size, left))
+                chunk = await asyncio.to_thread(file.read, min(chunk_size, left))
                 left -= len(chunk)
                 yield chunk
         finally:
             file.close()
 
-    async def list(self, prefix: str = "") -> list[BlobInfo]:
-        """The info of every blob whose name starts with `prefix`, sorted by name.
+    async def _list(self, prefix: str) -> list[BlobInfo]:
+        # Reads the end of every blob file in the directory.
+        return await asyncio.to_thread(_list_blobs, self._root, prefix)
 
-        Reads the end of every blob file in the directory.
-        """
-        start = check_prefix(prefix)
-        return await asyncio.to_thread(_list_blobs, self._root, start)
+    async def _delete(self, name: str) -> bool:
+        return await asyncio.to_thread(self._unlink, name)
 
-    async def delete(self, name: str) -> bool:
-        """Remove the blob under `name`; whether there was one."""
-        key = check_name(name)
-        return await asyncio.to_thread(self._delete, key)
-
-    def _delete(self, name: str) -> bool:
+    def _unlink(self, name: str) -> bool:
         path = self._path(name)
         try:
             os.unlink(path)

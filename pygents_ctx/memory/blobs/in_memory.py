@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 
 from pygents_ctx.memory._shared import utc_now
-from pygents_ctx.memory.blobs.base import (
-    CHUNK_SIZE,
-    DEFAULT_CONTENT_TYPE,
-    Blob,
-    BlobInfo,
-    check_chunk_size,
-    check_content_type,
-    check_data,
-    check_name,
-    check_prefix,
-    chunks_of,
-    missing_blob,
-)
+from pygents_ctx.memory.blobs.base import Blob, BlobInfo, BlobStoreBase, missing_blob
 
 __all__ = ["InMemoryBlobStore"]
 
 
-class InMemoryBlobStore:
+class InMemoryBlobStore(BlobStoreBase):
     """A `BlobStore` in the process: each blob's bytes and info in a dict.
 
     The bytes are immutable, so a `stream()` keeps reading the version it
@@ -48,27 +36,17 @@ class InMemoryBlobStore:
     def __repr__(self) -> str:
         return f"<InMemoryBlobStore {len(self._blobs)} blobs>"
 
-    async def put(
-        self, name: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
-    ) -> BlobInfo:
-        """Store `data` under `name`, replacing any blob there (see `BlobStore.put`)."""
-        key, kind, content = check_name(name), check_content_type(content_type), check_data(data)
-        return self._store(key, kind, content, hashlib.sha256(content).hexdigest())
+    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
+        return self._store(name, content_type, data, sha256)
 
-    async def put_stream(
-        self,
-        name: str,
-        chunks: AsyncIterable[bytes] | Iterable[bytes],
-        *,
-        content_type: str = DEFAULT_CONTENT_TYPE,
+    async def _put_stream(
+        self, name: str, content_type: str, chunks: AsyncIterator[bytes]
     ) -> BlobInfo:
-        """Store the concatenated `chunks` under `name` (see `BlobStore.put_stream`)."""
-        key, kind = check_name(name), check_content_type(content_type)
         digest, parts = hashlib.sha256(), []
-        async for chunk in chunks_of(chunks):
+        async for chunk in chunks:
             digest.update(chunk)
             parts.append(chunk)
-        return self._store(key, kind, b"".join(parts), digest.hexdigest())
+        return self._store(name, content_type, b"".join(parts), digest.hexdigest())
 
     def _store(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
         now = utc_now()
@@ -78,29 +56,22 @@ class InMemoryBlobStore:
         self._blobs[name] = Blob(info, data)
         return info
 
-    async def get(self, name: str) -> Blob:
-        """The blob under `name`, read whole (see `BlobStore.get`)."""
-        return self._find(check_name(name))
+    async def _get(self, name: str) -> Blob:
+        return self._find(name)
 
-    async def info(self, name: str) -> BlobInfo:
-        """The info of the blob under `name` (see `BlobStore.info`)."""
-        return self._find(check_name(name)).info
+    async def _info(self, name: str) -> BlobInfo:
+        return self._find(name).info
 
-    async def stream(self, name: str, *, chunk_size: int = CHUNK_SIZE) -> AsyncIterator[bytes]:
-        """The blob's bytes in chunks of `chunk_size` (see `BlobStore.stream`)."""
-        size, key = check_chunk_size(chunk_size), check_name(name)
-        data = memoryview(self._find(key).data)
-        for start in range(0, len(data), size):
-            yield bytes(data[start : start + size])
+    async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
+        data = memoryview(self._find(name).data)  # immutable: a snapshot
+        for start in range(0, len(data), chunk_size):
+            yield bytes(data[start : start + chunk_size])
 
-    async def list(self, prefix: str = "") -> list[BlobInfo]:
-        """The info of every blob whose name starts with `prefix`, sorted by name."""
-        start = check_prefix(prefix)
-        return [blob.info for name, blob in sorted(self._blobs.items()) if name.startswith(start)]
+    async def _list(self, prefix: str) -> list[BlobInfo]:
+        return [blob.info for name, blob in sorted(self._blobs.items()) if name.startswith(prefix)]
 
-    async def delete(self, name: str) -> bool:
-        """Remove the blob under `name`; whether there was one."""
-        return self._blobs.pop(check_name(name), None) is not None
+    async def _delete(self, name: str) -> bool:
+        return self._blobs.pop(name, None) is not None
 
     def _find(self, name: str) -> Blob:
         found = self._blobs.get(name)

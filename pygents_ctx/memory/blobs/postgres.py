@@ -18,8 +18,7 @@ deleted before it ends raises `BlobNotFoundError`.
 from __future__ import annotations
 
 import hashlib
-import tempfile
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Final
@@ -27,17 +26,10 @@ from typing import IO, TYPE_CHECKING, Any, Final
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.memory._shared import PostgresTables, utc_now
 from pygents_ctx.memory.blobs.base import (
-    CHUNK_SIZE,
-    DEFAULT_CONTENT_TYPE,
     Blob,
     BlobInfo,
+    BlobStoreBase,
     changed_while_read,
-    check_chunk_size,
-    check_content_type,
-    check_data,
-    check_name,
-    check_prefix,
-    chunks_of,
     missing_blob,
     names_after,
 )
@@ -74,7 +66,6 @@ _V1: Final = (
 MIGRATIONS: Final = (_V1,)
 
 _PIECE: Final = 1 << 20
-_SPOOL: Final = 8 << 20
 _LOCK_CLASS: Final = 0x626C6F62  # "blob": the first key of the names' advisory locks
 _INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
 
@@ -196,7 +187,7 @@ async def _delete(name: str, conn: AsyncConnection[Any]) -> bool:
     return row is not None
 
 
-class PostgresBlobStore:
+class PostgresBlobStore(BlobStoreBase):
     """A `BlobStore` in PostgreSQL: blobs shared safely by workers on many machines.
 
     Behaves as `SQLiteBlobStore` does, without its size limit: the content is
@@ -219,61 +210,39 @@ class PostgresBlobStore:
     def __repr__(self) -> str:
         return f"PostgresBlobStore({self._tables.connection.target!r})"
 
-    async def put(
-        self, name: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
-    ) -> BlobInfo:
-        """Store `data` under `name` in one transaction, replacing any blob there."""
-        key, kind, content = check_name(name), check_content_type(content_type), check_data(data)
-        sha256 = hashlib.sha256(content).hexdigest()
-        work = partial(_store, key, kind, sha256, len(content), content, utc_now())
+    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
+        work = partial(_store, name, content_type, sha256, len(data), data, utc_now())
         return await self._tables.run(work)
 
-    async def put_stream(
-        self,
-        name: str,
-        chunks: AsyncIterable[bytes] | Iterable[bytes],
-        *,
-        content_type: str = DEFAULT_CONTENT_TYPE,
+    async def _put_spooled(
+        self, name: str, content_type: str, sha256: str, size: int, spool: IO[bytes]
     ) -> BlobInfo:
-        """Store the concatenated `chunks` under `name`, once they have all arrived."""
-        key, kind = check_name(name), check_content_type(content_type)
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as spool:
-            digest, size = hashlib.sha256(), 0
-            async for chunk in chunks_of(chunks):
-                spool.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-            work = partial(_store, key, kind, digest.hexdigest(), size, spool, utc_now())
-            return await self._tables.run(work)
+        work = partial(_store, name, content_type, sha256, size, spool, utc_now())
+        return await self._tables.run(work)
 
-    async def get(self, name: str) -> Blob:
-        """The blob under `name`, read whole in one snapshot."""
-        return await self._tables.run(partial(_get, check_name(name)))
+    async def _get(self, name: str) -> Blob:
+        return await self._tables.run(partial(_get, name))
 
-    async def info(self, name: str) -> BlobInfo:
-        """The info of the blob under `name`, without its bytes."""
-        _, found = await self._tables.run(partial(_lookup, check_name(name)))
+    async def _info(self, name: str) -> BlobInfo:
+        _, found = await self._tables.run(partial(_lookup, name))
         return found
 
-    async def stream(self, name: str, *, chunk_size: int = CHUNK_SIZE) -> AsyncIterator[bytes]:
-        """The blob's bytes in chunks, one stored piece read per query."""
-        size, key = check_chunk_size(chunk_size), check_name(name)
-        content_id, found = await self._tables.run(partial(_lookup, key))
+    async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
+        # One stored piece read per query, cut to the chunks asked for.
+        content_id, found = await self._tables.run(partial(_lookup, name))
         pending = bytearray()
         for seq in range(-(-found.size // _PIECE)):
-            pending += await self._tables.run(partial(_piece, key, content_id, seq))
+            pending += await self._tables.run(partial(_piece, name, content_id, seq))
             start = 0
-            while len(pending) - start >= size:
-                yield bytes(pending[start : start + size])
-                start += size
+            while len(pending) - start >= chunk_size:
+                yield bytes(pending[start : start + chunk_size])
+                start += chunk_size
             del pending[:start]
         if pending:
             yield bytes(pending)
 
-    async def list(self, prefix: str = "") -> list[BlobInfo]:
-        """The info of every blob whose name starts with `prefix`, sorted by name."""
-        return await self._tables.run(partial(_list, check_prefix(prefix)))
+    async def _list(self, prefix: str) -> list[BlobInfo]:
+        return await self._tables.run(partial(_list, prefix))
 
-    async def delete(self, name: str) -> bool:
-        """Remove the blob under `name` and its content; whether there was one."""
-        return await self._tables.run(partial(_delete, check_name(name)))
+    async def _delete(self, name: str) -> bool:
+        return await self._tables.run(partial(_delete, name))

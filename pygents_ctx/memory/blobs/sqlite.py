@@ -20,10 +20,8 @@ zero-filled row with `blobopen`, in one transaction.
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-import tempfile
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from datetime import datetime
 from functools import partial
 from typing import IO, Final
@@ -31,17 +29,10 @@ from typing import IO, Final
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.memory._shared import SQLiteTables, from_iso, utc_now
 from pygents_ctx.memory.blobs.base import (
-    CHUNK_SIZE,
-    DEFAULT_CONTENT_TYPE,
     Blob,
     BlobInfo,
+    BlobStoreBase,
     changed_while_read,
-    check_chunk_size,
-    check_content_type,
-    check_data,
-    check_name,
-    check_prefix,
-    chunks_of,
     missing_blob,
     names_after,
 )
@@ -71,7 +62,6 @@ _V1: Final = (
 )
 MIGRATIONS: Final = (_V1,)
 
-_SPOOL: Final = 8 << 20  # put_stream keeps this much in memory before using a file
 _COPY: Final = 1 << 20  # put_stream copies into the row this much at a time
 _INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
 
@@ -196,7 +186,7 @@ def _delete(name: str, db: Db) -> bool:
     return row is not None
 
 
-class SQLiteBlobStore:
+class SQLiteBlobStore(BlobStoreBase):
     """A `BlobStore` in a SQLite database, beside the conversations that made the blobs.
 
     Open the connection with `connect()`, as for the context stores; several
@@ -232,54 +222,32 @@ class SQLiteBlobStore:
     def __repr__(self) -> str:
         return f"SQLiteBlobStore({self._tables.connection.path!r})"
 
-    async def put(
-        self, name: str, data: bytes, *, content_type: str = DEFAULT_CONTENT_TYPE
-    ) -> BlobInfo:
-        """Store `data` under `name` in one transaction, replacing any blob there."""
-        key, kind, content = check_name(name), check_content_type(content_type), check_data(data)
-        sha256 = hashlib.sha256(content).hexdigest()
-        work = partial(_store, key, kind, sha256, len(content), content, utc_now())
+    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
+        work = partial(_store, name, content_type, sha256, len(data), data, utc_now())
         return await self._tables.run(work)
 
-    async def put_stream(
-        self,
-        name: str,
-        chunks: AsyncIterable[bytes] | Iterable[bytes],
-        *,
-        content_type: str = DEFAULT_CONTENT_TYPE,
+    async def _put_spooled(
+        self, name: str, content_type: str, sha256: str, size: int, spool: IO[bytes]
     ) -> BlobInfo:
-        """Store the concatenated `chunks` under `name`, once they have all arrived."""
-        key, kind = check_name(name), check_content_type(content_type)
-        with tempfile.SpooledTemporaryFile(max_size=_SPOOL) as spool:
-            digest, size = hashlib.sha256(), 0
-            async for chunk in chunks_of(chunks):
-                spool.write(chunk)
-                digest.update(chunk)
-                size += len(chunk)
-            work = partial(_store, key, kind, digest.hexdigest(), size, spool, utc_now())
-            return await self._tables.run(work)
+        work = partial(_store, name, content_type, sha256, size, spool, utc_now())
+        return await self._tables.run(work)
 
-    async def get(self, name: str) -> Blob:
-        """The blob under `name`, read whole in one query."""
-        return await self._tables.run(partial(_get, check_name(name)))
+    async def _get(self, name: str) -> Blob:
+        return await self._tables.run(partial(_get, name))
 
-    async def info(self, name: str) -> BlobInfo:
-        """The info of the blob under `name`, without its bytes."""
-        _, found = await self._tables.run(partial(_lookup, check_name(name)))
+    async def _info(self, name: str) -> BlobInfo:
+        _, found = await self._tables.run(partial(_lookup, name))
         return found
 
-    async def stream(self, name: str, *, chunk_size: int = CHUNK_SIZE) -> AsyncIterator[bytes]:
-        """The blob's bytes in chunks, each read with `blobopen` (see the module docs)."""
-        size, key = check_chunk_size(chunk_size), check_name(name)
-        content_id, found = await self._tables.run(partial(_lookup, key))
-        for offset in range(0, found.size, size):
-            length = min(size, found.size - offset)
-            yield await self._tables.run(partial(_read_piece, key, content_id, offset, length))
+    async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
+        # Each piece read with blobopen, one call on the worker thread (see the module docs).
+        content_id, found = await self._tables.run(partial(_lookup, name))
+        for offset in range(0, found.size, chunk_size):
+            length = min(chunk_size, found.size - offset)
+            yield await self._tables.run(partial(_read_piece, name, content_id, offset, length))
 
-    async def list(self, prefix: str = "") -> list[BlobInfo]:
-        """The info of every blob whose name starts with `prefix`, sorted by name."""
-        return await self._tables.run(partial(_list, check_prefix(prefix)))
+    async def _list(self, prefix: str) -> list[BlobInfo]:
+        return await self._tables.run(partial(_list, prefix))
 
-    async def delete(self, name: str) -> bool:
-        """Remove the blob under `name` and its content; whether there was one."""
-        return await self._tables.run(partial(_delete, check_name(name)))
+    async def _delete(self, name: str) -> bool:
+        return await self._tables.run(partial(_delete, name))

@@ -242,6 +242,90 @@ class GraphStore(Protocol):
         ...
 
 
+class GraphStoreBase:
+    """What every backend of `GraphStore` shares: the checks, before one call of its own.
+
+    A backend implements the `_`-methods, which get checked arguments; the
+    public methods (documented on `GraphStore`) check first, so a backend
+    never sees bad input and never changes anything for it.
+    """
+
+    __slots__ = ()
+
+    async def upsert_entities(self, entities: Iterable[Entity]) -> None:
+        """Store `entities`, replacing ids already stored (see `GraphStore`)."""
+        batch = check_entities(entities)
+        if batch:
+            await self._upsert_entities(batch)
+
+    async def upsert_relationships(self, relationships: Iterable[Relationship]) -> None:
+        """Store `relationships`, replacing triples already stored (see `GraphStore`)."""
+        batch = check_relationships(relationships)
+        if batch:
+            await self._upsert_relationships(batch)
+
+    async def get_entity(self, entity_id: str) -> Entity | None:
+        """The entity stored under `entity_id`, or None."""
+        return await self._get_entity(check_key("entity_id", entity_id))
+
+    async def entities(self, *, type: str | None = None) -> list[Entity]:
+        """Every entity (of `type`, when given), sorted by id."""
+        return await self._entities(None if type is None else check_key("type", type))
+
+    async def relationships(
+        self, entity_id: str | None = None, *, types: Iterable[str] | None = None
+    ) -> list[Relationship]:
+        """Every relationship (touching `entity_id`, of `types`), sorted by key."""
+        key = None if entity_id is None else check_key("entity_id", entity_id)
+        return await self._relationships(key, check_types(types, "types"))
+
+    async def delete_entity(self, entity_id: str) -> bool:
+        """Remove an entity and every relationship touching it; whether it was there."""
+        return await self._delete_entity(check_key("entity_id", entity_id))
+
+    async def delete_relationship(self, source: str, target: str, type: str) -> bool:
+        """Remove one relationship; whether it was there."""
+        key = (check_key("source", source), check_key("target", target), check_key("type", type))
+        return await self._delete_relationship(key)
+
+    async def neighbors(
+        self,
+        entity_id: str,
+        depth: int = 1,
+        relationship_types: Iterable[str] | None = None,
+    ) -> Subgraph:
+        """The subgraph within `depth` hops of `entity_id` (see `GraphStore.neighbors`)."""
+        start = check_key("entity_id", entity_id)
+        hops = check_depth(depth)
+        return await self._neighbors(start, hops, check_types(relationship_types))
+
+    async def _upsert_entities(self, batch: list[Entity]) -> None:
+        raise NotImplementedError
+
+    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
+        raise NotImplementedError
+
+    async def _get_entity(self, entity_id: str) -> Entity | None:
+        raise NotImplementedError
+
+    async def _entities(self, kind: str | None) -> list[Entity]:
+        raise NotImplementedError
+
+    async def _relationships(
+        self, entity_id: str | None, types: list[str] | None
+    ) -> list[Relationship]:
+        raise NotImplementedError
+
+    async def _delete_entity(self, entity_id: str) -> bool:
+        raise NotImplementedError
+
+    async def _delete_relationship(self, key: tuple[str, str, str]) -> bool:
+        raise NotImplementedError
+
+    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
+        raise NotImplementedError
+
+
 def check_entities(entities: Iterable[Entity]) -> list[Entity]:
     """The batch as a list, after checking each item and that no id repeats.
 

@@ -5,23 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory._shared import check_key
-from pygents_ctx.memory.graph.base import (
-    Entity,
-    Relationship,
-    Subgraph,
-    check_depth,
-    check_entities,
-    check_relationships,
-    check_types,
-)
+from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 
 __all__ = ["InMemoryGraphStore"]
 
 _Key = tuple[str, str, str]  # (source, target, type)
 
 
-class InMemoryGraphStore:
+class InMemoryGraphStore(GraphStoreBase):
     """A `GraphStore` in the process: entities and relationships in dicts.
 
     Each entity keeps the set of relationships touching it, so `neighbors()`
@@ -41,137 +32,86 @@ class InMemoryGraphStore:
         ['engine', 'ada']
     """
 
-    __slots__ = ("_adjacent", "_entities", "_relationships")
+    __slots__ = ("_adjacent", "_links", "_nodes")
 
     def __init__(self) -> None:
-        self._entities: dict[str, tuple[str, bytes]] = {}  # id -> (type, properties JSON)
-        self._relationships: dict[_Key, bytes] = {}
+        self._nodes: dict[str, tuple[str, bytes]] = {}  # id -> (type, properties JSON)
+        self._links: dict[_Key, bytes] = {}
         # id -> the keys of the relationships touching it (a dict as an ordered set)
         self._adjacent: dict[str, dict[_Key, None]] = {}
 
     def __repr__(self) -> str:
-        return (
-            f"<InMemoryGraphStore {len(self._entities)} entities, "
-            f"{len(self._relationships)} relationships>"
-        )
+        return f"<InMemoryGraphStore {len(self._nodes)} entities, {len(self._links)} relationships>"
 
-    async def upsert_entities(self, entities: Iterable[Entity]) -> None:
-        """Store `entities`, replacing the type and properties of ids already stored.
-
-        Raises:
-            TypeError: Something in `entities` is not an `Entity`.
-            ValueError: An id appears twice in the batch.
-        """
-        for entity in check_entities(entities):
-            self._entities[entity.id] = (entity.type, entity._json)
+    async def _upsert_entities(self, batch: list[Entity]) -> None:
+        for entity in batch:
+            self._nodes[entity.id] = (entity.type, entity._json)
             self._adjacent.setdefault(entity.id, {})
 
-    async def upsert_relationships(self, relationships: Iterable[Relationship]) -> None:
-        """Store `relationships`, replacing the properties of triples already stored.
-
-        Raises:
-            TypeError: Something in `relationships` is not a `Relationship`.
-            ValueError: A `(source, target, type)` appears twice in the batch.
-            EntityNotFoundError: An end is not in the graph (nothing is stored).
-        """
-        batch = check_relationships(relationships)
+    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
         for relationship in batch:
             for end in (relationship.source, relationship.target):
-                if end not in self._entities:
+                if end not in self._nodes:
                     raise missing_end(relationship, end)
         for relationship in batch:
             key = relationship.key
-            self._relationships[key] = relationship._json
+            self._links[key] = relationship._json
             self._adjacent[relationship.source][key] = None
             self._adjacent[relationship.target][key] = None
 
-    async def get_entity(self, entity_id: str) -> Entity | None:
-        """The entity stored under `entity_id`, or None."""
-        check_key("entity_id", entity_id)
-        found = self._entities.get(entity_id)
-        return None if found is None else self._entity(entity_id, *found)
+    async def _get_entity(self, entity_id: str) -> Entity | None:
+        found = self._nodes.get(entity_id)
+        return None if found is None else Entity._stored(entity_id, *found)
 
-    async def entities(self, *, type: str | None = None) -> list[Entity]:
-        """Every entity (of `type`, when given), sorted by id."""
-        if type is not None:
-            check_key("type", type)
+    async def _entities(self, kind: str | None) -> list[Entity]:
         return [
-            self._entity(entity_id, kind, data)
-            for entity_id, (kind, data) in sorted(self._entities.items())
-            if type is None or kind == type
+            Entity._stored(entity_id, stored_kind, data)
+            for entity_id, (stored_kind, data) in sorted(self._nodes.items())
+            if kind is None or stored_kind == kind
         ]
 
-    async def relationships(
-        self, entity_id: str | None = None, *, types: Iterable[str] | None = None
+    async def _relationships(
+        self, entity_id: str | None, types: list[str] | None
     ) -> list[Relationship]:
-        """Every relationship (touching `entity_id`, of `types`), sorted by key.
-
-        Raises:
-            EntityNotFoundError: `entity_id` is not in the graph.
-        """
-        walked = check_types(types, "types")
-        keys: Iterable[_Key] = (
-            self._relationships if entity_id is None else self._touching(entity_id)
-        )
-        allowed = None if walked is None else set(walked)
+        keys: Iterable[_Key] = self._links if entity_id is None else self._touching(entity_id)
+        allowed = None if types is None else set(types)
         return [
             self._relationship(key) for key in sorted(keys) if allowed is None or key[2] in allowed
         ]
 
-    async def delete_entity(self, entity_id: str) -> bool:
-        """Remove an entity and every relationship touching it; whether it was there."""
-        check_key("entity_id", entity_id)
-        if entity_id not in self._entities:
+    async def _delete_entity(self, entity_id: str) -> bool:
+        if entity_id not in self._nodes:
             return False
         for key in self._adjacent.pop(entity_id):
-            del self._relationships[key]
+            del self._links[key]
             other = key[1] if key[0] == entity_id else key[0]
             del self._adjacent[other][key]
-        del self._entities[entity_id]
+        del self._nodes[entity_id]
         return True
 
-    async def delete_relationship(self, source: str, target: str, type: str) -> bool:
-        """Remove one relationship; whether it was there."""
-        key = (check_key("source", source), check_key("target", target), check_key("type", type))
-        if self._relationships.pop(key, None) is None:
+    async def _delete_relationship(self, key: _Key) -> bool:
+        if self._links.pop(key, None) is None:
             return False
-        del self._adjacent[source][key]
-        del self._adjacent[target][key]
+        del self._adjacent[key[0]][key]
+        del self._adjacent[key[1]][key]
         return True
 
-    async def neighbors(
-        self,
-        entity_id: str,
-        depth: int = 1,
-        relationship_types: Iterable[str] | None = None,
-    ) -> Subgraph:
-        """The subgraph within `depth` hops of `entity_id`, walked breadth first both ways.
-
-        Raises:
-            EntityNotFoundError: `entity_id` is not in the graph.
-            ValueError: `depth` is negative.
-        """
-        hops = check_depth(depth)
-        walked = check_types(relationship_types)
-        self._touching(entity_id)  # checks that it exists
-        allowed = None if walked is None else frozenset(walked)
-        distances, keys = breadth_first(self._adjacent, entity_id, hops, allowed)
-        entities = [self._entity(node, *self._entities[node]) for node in distances]
+    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
+        self._touching(start)  # checks that it exists
+        allowed = None if types is None else frozenset(types)
+        distances, keys = breadth_first(self._adjacent, start, depth, allowed)
+        entities = [Entity._stored(node, *self._nodes[node]) for node in distances]
         entities[1:] = sorted(entities[1:], key=lambda e: (distances[e.id], e.id))
         return Subgraph(entities, [self._relationship(key) for key in sorted(keys)], distances)
 
     def _touching(self, entity_id: str) -> dict[_Key, None]:
-        check_key("entity_id", entity_id)
         found = self._adjacent.get(entity_id)
         if found is None:
             raise EntityNotFoundError(f"no entity {entity_id!r} in the graph")
         return found
 
-    def _entity(self, entity_id: str, kind: str, data: bytes) -> Entity:
-        return Entity._stored(entity_id, kind, data)
-
     def _relationship(self, key: _Key) -> Relationship:
-        return Relationship._stored(*key, self._relationships[key])
+        return Relationship._stored(*key, self._links[key])
 
 
 def breadth_first(

@@ -11,22 +11,13 @@ cycles end; it runs in a repeatable-read transaction with the reads after it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import PostgresTables, check_key
-from pygents_ctx.memory.graph.base import (
-    Entity,
-    Relationship,
-    Subgraph,
-    check_depth,
-    check_entities,
-    check_relationships,
-    check_types,
-)
+from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 if TYPE_CHECKING:
@@ -231,7 +222,7 @@ def _by_key(relationship: Relationship) -> tuple[str, str, str]:
     return relationship.key
 
 
-class PostgresGraphStore:
+class PostgresGraphStore(GraphStoreBase):
     """A `GraphStore` in PostgreSQL: shared safely by workers on many machines.
 
     Behaves as `SQLiteGraphStore` does, method for method: many graphs in one
@@ -262,79 +253,34 @@ class PostgresGraphStore:
         """The name of the graph this store works on."""
         return self._graph
 
-    async def upsert_entities(self, entities: Iterable[Entity]) -> None:
-        """Store `entities` in one statement, replacing ids already stored.
+    async def _upsert_entities(self, batch: list[Entity]) -> None:
+        await self._tables.run(partial(_upsert_entities, self._graph, batch))
 
-        Raises:
-            TypeError: Something in `entities` is not an `Entity`.
-            ValueError: An id appears twice in the batch.
-        """
-        batch = check_entities(entities)
-        if batch:
-            await self._tables.run(partial(_upsert_entities, self._graph, batch))
+    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
+        await self._tables.run(partial(_upsert_relationships, self._graph, batch))
 
-    async def upsert_relationships(self, relationships: Iterable[Relationship]) -> None:
-        """Store `relationships` in one transaction, replacing triples already stored.
+    async def _get_entity(self, entity_id: str) -> Entity | None:
+        return await self._tables.run(partial(_get_entity, self._graph, entity_id))
 
-        Raises:
-            TypeError: Something in `relationships` is not a `Relationship`.
-            ValueError: A `(source, target, type)` appears twice in the batch.
-            EntityNotFoundError: An end is not in the graph (nothing is stored).
-        """
-        batch = check_relationships(relationships)
-        if batch:
-            await self._tables.run(partial(_upsert_relationships, self._graph, batch))
-
-    async def get_entity(self, entity_id: str) -> Entity | None:
-        """The entity stored under `entity_id`, or None."""
-        key = check_key("entity_id", entity_id)
-        return await self._tables.run(partial(_get_entity, self._graph, key))
-
-    async def entities(self, *, type: str | None = None) -> list[Entity]:
-        """Every entity (of `type`, when given), sorted by id."""
-        kind = None if type is None else check_key("type", type)
+    async def _entities(self, kind: str | None) -> list[Entity]:
         return await self._tables.run(partial(_entities, self._graph, kind))
 
-    async def relationships(
-        self, entity_id: str | None = None, *, types: Iterable[str] | None = None
+    async def _relationships(
+        self, entity_id: str | None, types: list[str] | None
     ) -> list[Relationship]:
-        """Every relationship (touching `entity_id`, of `types`), sorted by key.
+        return await self._tables.run(partial(_relationships, self._graph, entity_id, types))
 
-        Raises:
-            EntityNotFoundError: `entity_id` is not in the graph.
-        """
-        key = None if entity_id is None else check_key("entity_id", entity_id)
-        walked = check_types(types, "types")
-        return await self._tables.run(partial(_relationships, self._graph, key, walked))
-
-    async def delete_entity(self, entity_id: str) -> bool:
-        """Remove an entity and every relationship touching it; whether it was there."""
-        key = check_key("entity_id", entity_id)
+    async def _delete_entity(self, entity_id: str) -> bool:
         sql = "DELETE FROM pygents_graph_entities WHERE graph = %s AND id = %s"
-        return await self._tables.run(partial(_delete, sql, (self._graph, key)))
+        return await self._tables.run(partial(_delete, sql, (self._graph, entity_id)))
 
-    async def delete_relationship(self, source: str, target: str, type: str) -> bool:
-        """Remove one relationship; whether it was there."""
-        key = (check_key("source", source), check_key("target", target), check_key("type", type))
+    async def _delete_relationship(self, key: tuple[str, str, str]) -> bool:
         sql = (
             "DELETE FROM pygents_graph_relationships "
             "WHERE graph = %s AND source = %s AND target = %s AND type = %s"
         )
         return await self._tables.run(partial(_delete, sql, (self._graph, *key)))
 
-    async def neighbors(
-        self,
-        entity_id: str,
-        depth: int = 1,
-        relationship_types: Iterable[str] | None = None,
-    ) -> Subgraph:
-        """The subgraph within `depth` hops of `entity_id`: one recursive query.
-
-        Raises:
-            EntityNotFoundError: `entity_id` is not in the graph.
-            ValueError: `depth` is negative.
-        """
-        start = check_key("entity_id", entity_id)
-        hops = check_depth(depth)
-        walked = check_types(relationship_types)
-        return await self._tables.run(partial(_neighbors, self._graph, start, hops, walked))
+    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
+        # One recursive query (see the module docs).
+        return await self._tables.run(partial(_neighbors, self._graph, start, depth, types))

@@ -17,7 +17,6 @@ relationships walked are then read in the same read transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
 from functools import partial
 from typing import Final
 
@@ -26,15 +25,7 @@ import orjson
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import SQLiteTables, check_key
-from pygents_ctx.memory.graph.base import (
-    Entity,
-    Relationship,
-    Subgraph,
-    check_depth,
-    check_entities,
-    check_relationships,
-    check_types,
-)
+from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 __all__ = ["SQLiteGraphStore"]
@@ -257,7 +248,7 @@ def _delete_relationship(graph: str, key: tuple[str, str, str], db: Db) -> bool:
     return cursor.rowcount > 0
 
 
-class SQLiteGraphStore:
+class SQLiteGraphStore(GraphStoreBase):
     """A `GraphStore` in a SQLite database: survives restarts, shared safely by processes.
 
     Many graphs live in one database, each under its own name; several stores
@@ -303,74 +294,29 @@ class SQLiteGraphStore:
         """The name of the graph this store works on."""
         return self._graph
 
-    async def upsert_entities(self, entities: Iterable[Entity]) -> None:
-        """Store `entities` in one transaction, replacing ids already stored.
+    async def _upsert_entities(self, batch: list[Entity]) -> None:
+        await self._tables.run(partial(_upsert_entities, self._graph, batch))
 
-        Raises:
-            TypeError: Something in `entities` is not an `Entity`.
-            ValueError: An id appears twice in the batch.
-        """
-        batch = check_entities(entities)
-        if batch:
-            await self._tables.run(partial(_upsert_entities, self._graph, batch))
+    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
+        await self._tables.run(partial(_upsert_relationships, self._graph, batch))
 
-    async def upsert_relationships(self, relationships: Iterable[Relationship]) -> None:
-        """Store `relationships` in one transaction, replacing triples already stored.
+    async def _get_entity(self, entity_id: str) -> Entity | None:
+        return await self._tables.run(partial(_get_entity, self._graph, entity_id))
 
-        Raises:
-            TypeError: Something in `relationships` is not a `Relationship`.
-            ValueError: A `(source, target, type)` appears twice in the batch.
-            EntityNotFoundError: An end is not in the graph (nothing is stored).
-        """
-        batch = check_relationships(relationships)
-        if batch:
-            await self._tables.run(partial(_upsert_relationships, self._graph, batch))
-
-    async def get_entity(self, entity_id: str) -> Entity | None:
-        """The entity stored under `entity_id`, or None."""
-        key = check_key("entity_id", entity_id)
-        return await self._tables.run(partial(_get_entity, self._graph, key))
-
-    async def entities(self, *, type: str | None = None) -> list[Entity]:
-        """Every entity (of `type`, when given), sorted by id."""
-        kind = None if type is None else check_key("type", type)
+    async def _entities(self, kind: str | None) -> list[Entity]:
         return await self._tables.run(partial(_entities, self._graph, kind))
 
-    async def relationships(
-        self, entity_id: str | None = None, *, types: Iterable[str] | None = None
+    async def _relationships(
+        self, entity_id: str | None, types: list[str] | None
     ) -> list[Relationship]:
-        """Every relationship (touching `entity_id`, of `types`), sorted by key.
+        return await self._tables.run(partial(_relationships, self._graph, entity_id, types))
 
-        Raises:
-            EntityNotFoundError: `entity_id` is not in the graph.
-        """
-        key = None if entity_id is None else check_key("entity_id", entity_id)
-        walked = check_types(types, "types")
-        return await self._tables.run(partial(_relationships, self._graph, key, walked))
+    async def _delete_entity(self, entity_id: str) -> bool:
+        return await self._tables.run(partial(_delete_entity, self._graph, entity_id))
 
-    async def delete_entity(self, entity_id: str) -> bool:
-        """Remove an entity and every relationship touching it; whether it was there."""
-        key = check_key("entity_id", entity_id)
-        return await self._tables.run(partial(_delete_entity, self._graph, key))
-
-    async def delete_relationship(self, source: str, target: str, type: str) -> bool:
-        """Remove one relationship; whether it was there."""
-        key = (check_key("source", source), check_key("target", target), check_key("type", type))
+    async def _delete_relationship(self, key: tuple[str, str, str]) -> bool:
         return await self._tables.run(partial(_delete_relationship, self._graph, key))
 
-    async def neighbors(
-        self,
-        entity_id: str,
-        depth: int = 1,
-        relationship_types: Iterable[str] | None = None,
-    ) -> Subgraph:
-        """The subgraph within `depth` hops of `entity_id`: one recursive query.
-
-        Raises:
-            EntityNotFoundError: `entity_id` is not in the graph.
-            ValueError: `depth` is negative.
-        """
-        start = check_key("entity_id", entity_id)
-        hops = check_depth(depth)
-        walked = check_types(relationship_types)
-        return await self._tables.run(partial(_neighbors, self._graph, start, hops, walked))
+    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
+        # One recursive query (see the module docs).
+        return await self._tables.run(partial(_neighbors, self._graph, start, depth, types))

@@ -43,7 +43,7 @@ from typing import Final, Protocol, runtime_checkable
 
 from pygents_ctx._resources import RunScope, injectable
 from pygents_ctx.errors import RetryLimitError, TaskNotFoundError, TaskTransitionError
-from pygents_ctx.memory._shared import check_key
+from pygents_ctx.memory._shared import check_key, utc_now
 
 __all__ = ["Task", "TaskBoard", "TaskStatus", "TaskStore"]
 
@@ -228,15 +228,26 @@ class TaskStore(Protocol):
         ...
 
 
-class RunBoards:
-    """What makes a task store a `RunResource`: the board per run, settled at its end."""
+class TaskStoreBase:
+    """What every task store shares: checked board keys, and being a `RunResource`.
 
-    __slots__ = ()
+    A backend implements `_board` and `_boards`, which get checked arguments.
+    """
 
-    settle_after_run: bool
+    __slots__ = ("settle_after_run",)
+
+    def __init__(self, settle_after_run: bool) -> None:
+        self.settle_after_run = bool(settle_after_run)
 
     def board(self, conversation: str, agent: str) -> TaskBoard:
-        raise NotImplementedError
+        """The board of `agent` in `conversation` (see `TaskStore.board`)."""
+        return self._board(*check_board(conversation, agent))
+
+    async def boards(self, conversation: str | None = None) -> list[tuple[str, str]]:
+        """The `(conversation, agent)` of every board holding tasks (in `conversation`), sorted."""
+        return await self._boards(
+            None if conversation is None else check_key("conversation", conversation)
+        )
 
     def open_run(self, scope: RunScope) -> TaskBoard:
         """The board of the run's agent in its conversation."""
@@ -246,6 +257,101 @@ class RunBoards:
         """At the normal end of a run: settle its board if `settle_after_run`."""
         if self.settle_after_run and isinstance(value, TaskBoard):
             await value.settle()
+
+    def _board(self, conversation: str, agent: str) -> TaskBoard:
+        raise NotImplementedError
+
+    async def _boards(self, conversation: str | None) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+
+class TaskBoardBase:
+    """What every board shares: the checks and the rules, before one call of its own.
+
+    A backend implements the `_`-methods, which get checked arguments: `_change`
+    reads a task, applies `rule` (which raises for a move the rules forbid)
+    and writes the result back, as one atomic step.
+    """
+
+    __slots__ = ("_key",)
+
+    def __init__(self, conversation: str, agent: str) -> None:
+        self._key = (conversation, agent)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} conversation={self._key[0]!r} agent={self._key[1]!r}>"
+
+    @property
+    def conversation(self) -> str:
+        """The conversation the board belongs to."""
+        return self._key[0]
+
+    @property
+    def agent(self) -> str:
+        """The agent whose board it is."""
+        return self._key[1]
+
+    async def add_tasks(
+        self, titles: Iterable[str], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    ) -> list[Task]:
+        """Add a `pending` task per title, in order (see `TaskBoard.add_tasks`)."""
+        batch = check_titles(titles)
+        limit = check_max_attempts(max_attempts)
+        return await self._add(batch, limit, utc_now()) if batch else []
+
+    async def tasks(self, *, status: TaskStatus | str | None = None) -> list[Task]:
+        """The board's tasks (those with `status`, when given), by id."""
+        return await self._tasks(None if status is None else check_status(status))
+
+    async def get(self, task_id: int) -> Task:
+        """The task numbered `task_id` (see `TaskBoard.get`)."""
+        return await self._get(check_task_id(task_id))
+
+    async def update_status(
+        self, task_id: int, status: TaskStatus | str, *, note: str | None = None
+    ) -> Task:
+        """Move a task to `status` (see `TaskBoard.update_status`)."""
+        number, target, text = check_task_id(task_id), check_status(status), check_note(note)
+        return await self._change(number, update_rule(target, text, utc_now()))
+
+    async def retry(self, task_id: int, *, force: bool = False, note: str | None = None) -> Task:
+        """Send a finished task back to `pending` (see `TaskBoard.retry`)."""
+        number, text = check_task_id(task_id), check_note(note)
+        return await self._change(number, retry_rule(bool(force), text, utc_now()))
+
+    async def settle(self) -> list[Task]:
+        """Mark every `in_progress` task `succeeded`; the tasks it changed."""
+        return await self._settle(utc_now())
+
+    async def clear(self) -> int:
+        """Remove every task of the board; how many there were."""
+        return await self._clear()
+
+    async def _add(self, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
+        raise NotImplementedError
+
+    async def _tasks(self, status: TaskStatus | None) -> list[Task]:
+        raise NotImplementedError
+
+    async def _get(self, number: int) -> Task:
+        raise NotImplementedError
+
+    async def _change(self, number: int, rule: Callable[[Task], Task]) -> Task:
+        raise NotImplementedError
+
+    async def _settle(self, now: datetime) -> list[Task]:
+        raise NotImplementedError
+
+    async def _clear(self) -> int:
+        raise NotImplementedError
+
+
+def new_tasks(first: int, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
+    """The tasks `add_tasks` makes, numbered from `first`."""
+    return [
+        Task(first + i, title, TaskStatus.PENDING, 1, max_attempts, None, now, now)
+        for i, title in enumerate(titles)
+    ]
 
 
 # -- checks -----------------------------------------------------------------------------

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable
+from datetime import datetime
 
-from pygents_ctx.memory._shared import check_key, utc_now
 from pygents_ctx.memory.tasks.base import (
-    DEFAULT_MAX_ATTEMPTS,
-    RunBoards,
     Task,
+    TaskBoard,
+    TaskBoardBase,
     TaskStatus,
-    after_retry,
-    after_update,
-    check_board,
-    check_max_attempts,
-    check_note,
-    check_status,
-    check_task_id,
-    check_titles,
+    TaskStoreBase,
     missing_task,
+    new_tasks,
     settled,
 )
 
@@ -39,7 +33,7 @@ class _Boards:
         self.next_id: dict[_Key, int] = {}
 
 
-class InMemoryTaskStore(RunBoards):
+class InMemoryTaskStore(TaskStoreBase):
     """A `TaskStore` in the process: boards live as long as the store.
 
     Every change reads, checks and writes under one lock with no `await` in
@@ -61,125 +55,75 @@ class InMemoryTaskStore(RunBoards):
         [('chat-1', 'planner')]
     """
 
-    __slots__ = ("_boards", "settle_after_run")
+    __slots__ = ("_all",)
 
     def __init__(self, *, settle_after_run: bool = False) -> None:
-        self._boards = _Boards()
-        self.settle_after_run = bool(settle_after_run)
+        super().__init__(settle_after_run)
+        self._all = _Boards()
 
     def __repr__(self) -> str:
-        return f"<InMemoryTaskStore {len(self._boards.tasks)} boards>"
+        return f"<InMemoryTaskStore {len(self._all.tasks)} boards>"
 
-    def board(self, conversation: str, agent: str) -> InMemoryTaskBoard:
-        """The board of `agent` in `conversation`.
+    def _board(self, conversation: str, agent: str) -> TaskBoard:
+        return InMemoryTaskBoard(self._all, conversation, agent)
 
-        Raises:
-            TypeError: A name is not a str.
-            ValueError: A name is empty or holds a NUL character.
-        """
-        return InMemoryTaskBoard(self._boards, *check_board(conversation, agent))
-
-    async def boards(self, conversation: str | None = None) -> list[tuple[str, str]]:
-        """The `(conversation, agent)` of every board holding tasks (in `conversation`), sorted."""
-        if conversation is not None:
-            check_key("conversation", conversation)
-        with self._boards.lock:
-            keys = [key for key, tasks in self._boards.tasks.items() if tasks]
+    async def _boards(self, conversation: str | None) -> list[tuple[str, str]]:
+        with self._all.lock:
+            keys = [key for key, tasks in self._all.tasks.items() if tasks]
         return sorted(key for key in keys if conversation is None or key[0] == conversation)
 
 
-class InMemoryTaskBoard:
+class InMemoryTaskBoard(TaskBoardBase):
     """A `TaskBoard` of an `InMemoryTaskStore` (get it from `store.board()`)."""
 
-    __slots__ = ("_boards", "_key")
+    __slots__ = ("_all",)
 
     def __init__(self, boards: _Boards, conversation: str, agent: str) -> None:
-        self._boards = boards
-        self._key = (conversation, agent)
+        super().__init__(conversation, agent)
+        self._all = boards
 
-    def __repr__(self) -> str:
-        return f"<InMemoryTaskBoard conversation={self._key[0]!r} agent={self._key[1]!r}>"
-
-    @property
-    def conversation(self) -> str:
-        """The conversation the board belongs to."""
-        return self._key[0]
-
-    @property
-    def agent(self) -> str:
-        """The agent whose board it is."""
-        return self._key[1]
-
-    async def add_tasks(
-        self, titles: Iterable[str], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    ) -> list[Task]:
-        """Add a `pending` task per title, in order (see `TaskBoard.add_tasks`)."""
-        batch = check_titles(titles)
-        limit = check_max_attempts(max_attempts)
-        boards, key, now = self._boards, self._key, utc_now()
+    async def _add(self, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
+        boards, key = self._all, self._key
         with boards.lock:
-            first = boards.next_id.get(key, 1)
-            added = [
-                Task(first + i, title, TaskStatus.PENDING, 1, limit, None, now, now)
-                for i, title in enumerate(batch)
-            ]
-            if added:
-                board = boards.tasks.setdefault(key, {})
-                board.update((task.id, task) for task in added)
-                boards.next_id[key] = first + len(added)
+            added = new_tasks(boards.next_id.get(key, 1), titles, max_attempts, now)
+            boards.tasks.setdefault(key, {}).update((task.id, task) for task in added)
+            boards.next_id[key] = added[-1].id + 1
         return added
 
-    async def tasks(self, *, status: TaskStatus | str | None = None) -> list[Task]:
-        """The board's tasks (those with `status`, when given), by id."""
-        wanted = None if status is None else check_status(status)
-        with self._boards.lock:
-            board = list(self._boards.tasks.get(self._key, {}).values())
-        return [task for task in board if wanted is None or task.status is wanted]
+    async def _tasks(self, status: TaskStatus | None) -> list[Task]:
+        with self._all.lock:
+            board = list(self._all.tasks.get(self._key, {}).values())
+        return [task for task in board if status is None or task.status is status]
 
-    async def get(self, task_id: int) -> Task:
-        """The task numbered `task_id` (see `TaskBoard.get`)."""
-        number = check_task_id(task_id)
-        with self._boards.lock:
+    async def _get(self, number: int) -> Task:
+        with self._all.lock:
             return self._task(number)
 
-    async def update_status(
-        self, task_id: int, status: TaskStatus | str, *, note: str | None = None
-    ) -> Task:
-        """Move a task to `status` (see `TaskBoard.update_status`)."""
-        number, target, text = check_task_id(task_id), check_status(status), check_note(note)
-        with self._boards.lock:
-            return self._store(after_update(self._task(number), target, text, utc_now()))
+    async def _change(self, number: int, rule: Callable[[Task], Task]) -> Task:
+        with self._all.lock:
+            return self._store(rule(self._task(number)))
 
-    async def retry(self, task_id: int, *, force: bool = False, note: str | None = None) -> Task:
-        """Send a finished task back to `pending` (see `TaskBoard.retry`)."""
-        number, text = check_task_id(task_id), check_note(note)
-        with self._boards.lock:
-            return self._store(after_retry(self._task(number), bool(force), text, utc_now()))
-
-    async def settle(self) -> list[Task]:
-        """Mark every `in_progress` task `succeeded`; the tasks it changed."""
-        now = utc_now()
-        with self._boards.lock:
-            board = self._boards.tasks.get(self._key, {})
+    async def _settle(self, now: datetime) -> list[Task]:
+        with self._all.lock:
+            board = self._all.tasks.get(self._key, {})
             return [
                 self._store(settled(task, now))
                 for task in list(board.values())
                 if task.status is TaskStatus.IN_PROGRESS
             ]
 
-    async def clear(self) -> int:
-        """Remove every task of the board; how many there were."""
-        with self._boards.lock:
-            removed = self._boards.tasks.pop(self._key, {})
-            self._boards.next_id.pop(self._key, None)
+    async def _clear(self) -> int:
+        with self._all.lock:
+            removed = self._all.tasks.pop(self._key, {})
+            self._all.next_id.pop(self._key, None)
         return len(removed)
 
     def _task(self, number: int) -> Task:
-        found = self._boards.tasks.get(self._key, {}).get(number)
+        found = self._all.tasks.get(self._key, {}).get(number)
         if found is None:
             raise missing_task(number, *self._key)
         return found
 
     def _store(self, task: Task) -> Task:
-        self._boards.tasks[self._key][task.id] = task
+        self._all.tasks[self._key][task.id] = task
         return task

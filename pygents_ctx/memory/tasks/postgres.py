@@ -11,28 +11,22 @@ sees the status it left.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
-from pygents_ctx.memory._shared import PostgresTables, check_key, utc_now
+from pygents_ctx.memory._shared import PostgresTables
 from pygents_ctx.memory.tasks.base import (
-    DEFAULT_MAX_ATTEMPTS,
-    RunBoards,
     Task,
+    TaskBoard,
+    TaskBoardBase,
     TaskStatus,
-    check_board,
-    check_max_attempts,
-    check_note,
-    check_status,
-    check_task_id,
-    check_titles,
+    TaskStoreBase,
     missing_task,
-    retry_rule,
+    new_tasks,
     settled,
-    update_rule,
 )
 
 if TYPE_CHECKING:
@@ -102,11 +96,7 @@ async def _add(
         )
         row = await cursor.fetchone()
         assert row is not None  # an upsert with RETURNING always gives its row
-        first = int(row[0]) - len(titles)
-        added = [
-            Task(first + i, title, TaskStatus.PENDING, 1, limit, None, now, now)
-            for i, title in enumerate(titles)
-        ]
+        added = new_tasks(int(row[0]) - len(titles), titles, limit, now)
         await conn.execute(
             f"INSERT INTO pygents_tasks (conversation, agent, {_COLUMNS}) "
             "SELECT %s, %s, t.id, t.title, 'pending', 1, %s, NULL, %s, %s "
@@ -182,7 +172,7 @@ async def _boards(conversation: str | None, conn: AsyncConnection[Any]) -> list[
     return sorted((row[0], row[1]) for row in await cursor.fetchall())
 
 
-class PostgresTaskStore(RunBoards):
+class PostgresTaskStore(TaskStoreBase):
     """A `TaskStore` in PostgreSQL: boards shared safely by workers on many machines.
 
     Behaves as `SQLiteTaskStore` does, method for method.
@@ -196,93 +186,47 @@ class PostgresTaskStore(RunBoards):
         TypeError: `conn` is not a `PostgresConnection`.
     """
 
-    __slots__ = ("_tables", "settle_after_run")
+    __slots__ = ("_tables",)
 
     def __init__(self, conn: PostgresConnection, *, settle_after_run: bool = False) -> None:
+        super().__init__(settle_after_run)
         self._tables = PostgresTables(
             conn, "PostgresTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
         )
-        self.settle_after_run = bool(settle_after_run)
 
     def __repr__(self) -> str:
         return f"PostgresTaskStore({self._tables.connection.target!r})"
 
-    def board(self, conversation: str, agent: str) -> PostgresTaskBoard:
-        """The board of `agent` in `conversation`.
+    def _board(self, conversation: str, agent: str) -> TaskBoard:
+        return PostgresTaskBoard(self._tables, conversation, agent)
 
-        Raises:
-            TypeError: A name is not a str.
-            ValueError: A name is empty or holds a NUL character.
-        """
-        return PostgresTaskBoard(self._tables, *check_board(conversation, agent))
-
-    async def boards(self, conversation: str | None = None) -> list[tuple[str, str]]:
-        """The `(conversation, agent)` of every board holding tasks (in `conversation`), sorted."""
-        if conversation is not None:
-            check_key("conversation", conversation)
+    async def _boards(self, conversation: str | None) -> list[tuple[str, str]]:
         return await self._tables.run(partial(_boards, conversation))
 
 
-class PostgresTaskBoard:
-    """A `TaskBoard` of a `PostgresTaskStore` (get it from `store.board()`)."""
+class PostgresTaskBoard(TaskBoardBase):
+    """A `TaskBoard` of a `PostgresTaskStore`: each change one transaction."""
 
-    __slots__ = ("_key", "_tables")
+    __slots__ = ("_tables",)
 
     def __init__(self, tables: PostgresTables, conversation: str, agent: str) -> None:
+        super().__init__(conversation, agent)
         self._tables = tables
-        self._key = (conversation, agent)
 
-    def __repr__(self) -> str:
-        return f"<PostgresTaskBoard conversation={self._key[0]!r} agent={self._key[1]!r}>"
+    async def _add(self, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
+        return await self._tables.run(partial(_add, self._key, titles, max_attempts, now))
 
-    @property
-    def conversation(self) -> str:
-        """The conversation the board belongs to."""
-        return self._key[0]
+    async def _tasks(self, status: TaskStatus | None) -> list[Task]:
+        return await self._tables.run(partial(_list, self._key, status))
 
-    @property
-    def agent(self) -> str:
-        """The agent whose board it is."""
-        return self._key[1]
-
-    async def add_tasks(
-        self, titles: Iterable[str], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    ) -> list[Task]:
-        """Add a `pending` task per title, in order, in one transaction."""
-        batch = check_titles(titles)
-        limit = check_max_attempts(max_attempts)
-        if not batch:
-            return []
-        return await self._tables.run(partial(_add, self._key, batch, limit, utc_now()))
-
-    async def tasks(self, *, status: TaskStatus | str | None = None) -> list[Task]:
-        """The board's tasks (those with `status`, when given), by id."""
-        wanted = None if status is None else check_status(status)
-        return await self._tables.run(partial(_list, self._key, wanted))
-
-    async def get(self, task_id: int) -> Task:
-        """The task numbered `task_id` (see `TaskBoard.get`)."""
-        number = check_task_id(task_id)
+    async def _get(self, number: int) -> Task:
         return await self._tables.run(partial(_read, self._key, number, lock=False))
 
-    async def update_status(
-        self, task_id: int, status: TaskStatus | str, *, note: str | None = None
-    ) -> Task:
-        """Move a task to `status`, in one transaction (see `TaskBoard.update_status`)."""
-        number, target, text = check_task_id(task_id), check_status(status), check_note(note)
-        rule = update_rule(target, text, utc_now())
+    async def _change(self, number: int, rule: Callable[[Task], Task]) -> Task:
         return await self._tables.run(partial(_change, self._key, number, rule))
 
-    async def retry(self, task_id: int, *, force: bool = False, note: str | None = None) -> Task:
-        """Send a finished task back to `pending`, in one transaction (see `TaskBoard.retry`)."""
-        number, text = check_task_id(task_id), check_note(note)
-        rule = retry_rule(bool(force), text, utc_now())
-        return await self._tables.run(partial(_change, self._key, number, rule))
+    async def _settle(self, now: datetime) -> list[Task]:
+        return await self._tables.run(partial(_settle, self._key, now))
 
-    async def settle(self) -> list[Task]:
-        """Mark every `in_progress` task `succeeded`, in one transaction; the tasks changed."""
-        return await self._tables.run(partial(_settle, self._key, utc_now()))
-
-    async def clear(self) -> int:
-        """Remove every task of the board, in one transaction; how many there were."""
+    async def _clear(self) -> int:
         return await self._tables.run(partial(_clear, self._key))

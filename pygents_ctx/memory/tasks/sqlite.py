@@ -16,28 +16,22 @@ move a task out of the same status.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
 from typing import Final, TypeVar
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.memory._shared import SQLiteTables, check_key, from_iso, utc_now
+from pygents_ctx.memory._shared import SQLiteTables, from_iso
 from pygents_ctx.memory.tasks.base import (
-    DEFAULT_MAX_ATTEMPTS,
-    RunBoards,
     Task,
+    TaskBoard,
+    TaskBoardBase,
     TaskStatus,
-    check_board,
-    check_max_attempts,
-    check_note,
-    check_status,
-    check_task_id,
-    check_titles,
+    TaskStoreBase,
     missing_task,
-    retry_rule,
+    new_tasks,
     settled,
-    update_rule,
 )
 
 __all__ = ["SQLiteTaskStore"]
@@ -115,11 +109,7 @@ def _add(key: _Key, titles: list[str], limit: int, now: datetime, db: Db) -> lis
         "RETURNING next_id",
         (*key, 1 + len(titles), len(titles)),
     ).fetchone()
-    first = after - len(titles)
-    added = [
-        Task(first + i, title, TaskStatus.PENDING, 1, limit, None, now, now)
-        for i, title in enumerate(titles)
-    ]
+    added = new_tasks(after - len(titles), titles, limit, now)
     db.executemany(
         f"INSERT INTO pygents_tasks (conversation, agent, {_COLUMNS}) "
         "VALUES (?, ?, ?, ?, 'pending', 1, ?, NULL, ?, ?)",
@@ -188,7 +178,7 @@ def _boards(conversation: str | None, db: Db) -> list[tuple[str, str]]:
     return [(row[0], row[1]) for row in rows]
 
 
-class SQLiteTaskStore(RunBoards):
+class SQLiteTaskStore(TaskStoreBase):
     """A `TaskStore` in a SQLite database: survives restarts, shared safely by processes.
 
     Many boards live in one database, beside the conversations they belong to
@@ -216,97 +206,49 @@ class SQLiteTaskStore(RunBoards):
         ('pending', 2, 'timed out')
     """
 
-    __slots__ = ("_tables", "settle_after_run")
+    __slots__ = ("_tables",)
 
     def __init__(self, conn: SQLiteConnection, *, settle_after_run: bool = False) -> None:
+        super().__init__(settle_after_run)
         self._tables = SQLiteTables(
             conn, "SQLiteTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
         )
-        self.settle_after_run = bool(settle_after_run)
 
     def __repr__(self) -> str:
         return f"SQLiteTaskStore({self._tables.connection.path!r})"
 
-    def board(self, conversation: str, agent: str) -> SQLiteTaskBoard:
-        """The board of `agent` in `conversation`.
+    def _board(self, conversation: str, agent: str) -> TaskBoard:
+        return SQLiteTaskBoard(self._tables, conversation, agent)
 
-        Raises:
-            TypeError: A name is not a str.
-            ValueError: A name is empty or holds a NUL character.
-        """
-        return SQLiteTaskBoard(self._tables, *check_board(conversation, agent))
-
-    async def boards(self, conversation: str | None = None) -> list[tuple[str, str]]:
-        """The `(conversation, agent)` of every board holding tasks (in `conversation`), sorted."""
-        if conversation is not None:
-            check_key("conversation", conversation)
+    async def _boards(self, conversation: str | None) -> list[tuple[str, str]]:
         return await self._tables.run(partial(_boards, conversation))
 
 
-class SQLiteTaskBoard:
-    """A `TaskBoard` of a `SQLiteTaskStore` (get it from `store.board()`)."""
+class SQLiteTaskBoard(TaskBoardBase):
+    """A `TaskBoard` of a `SQLiteTaskStore`: each change one `BEGIN IMMEDIATE` transaction."""
 
-    __slots__ = ("_key", "_tables")
+    __slots__ = ("_tables",)
 
     def __init__(self, tables: SQLiteTables, conversation: str, agent: str) -> None:
+        super().__init__(conversation, agent)
         self._tables = tables
-        self._key = (conversation, agent)
 
-    def __repr__(self) -> str:
-        return f"<SQLiteTaskBoard conversation={self._key[0]!r} agent={self._key[1]!r}>"
-
-    @property
-    def conversation(self) -> str:
-        """The conversation the board belongs to."""
-        return self._key[0]
-
-    @property
-    def agent(self) -> str:
-        """The agent whose board it is."""
-        return self._key[1]
-
-    async def add_tasks(
-        self, titles: Iterable[str], *, max_attempts: int = DEFAULT_MAX_ATTEMPTS
-    ) -> list[Task]:
-        """Add a `pending` task per title, in order, in one transaction."""
-        batch = check_titles(titles)
-        limit = check_max_attempts(max_attempts)
-        if not batch:
-            return []
-        work = partial(_add, self._key, batch, limit, utc_now())
+    async def _add(self, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
+        work = partial(_add, self._key, titles, max_attempts, now)
         return await self._tables.run(partial(_transaction, work))
 
-    async def tasks(self, *, status: TaskStatus | str | None = None) -> list[Task]:
-        """The board's tasks (those with `status`, when given), by id."""
-        wanted = None if status is None else check_status(status)
-        return await self._tables.run(partial(_list, self._key, wanted))
+    async def _tasks(self, status: TaskStatus | None) -> list[Task]:
+        return await self._tables.run(partial(_list, self._key, status))
 
-    async def get(self, task_id: int) -> Task:
-        """The task numbered `task_id` (see `TaskBoard.get`)."""
-        return await self._tables.run(partial(_read, self._key, check_task_id(task_id)))
+    async def _get(self, number: int) -> Task:
+        return await self._tables.run(partial(_read, self._key, number))
 
-    async def update_status(
-        self, task_id: int, status: TaskStatus | str, *, note: str | None = None
-    ) -> Task:
-        """Move a task to `status`, in one transaction (see `TaskBoard.update_status`)."""
-        number, target, text = check_task_id(task_id), check_status(status), check_note(note)
-        rule = update_rule(target, text, utc_now())
-        return await self._tables.run(
-            partial(_transaction, partial(_change, self._key, number, rule))
-        )
+    async def _change(self, number: int, rule: Callable[[Task], Task]) -> Task:
+        work = partial(_change, self._key, number, rule)
+        return await self._tables.run(partial(_transaction, work))
 
-    async def retry(self, task_id: int, *, force: bool = False, note: str | None = None) -> Task:
-        """Send a finished task back to `pending`, in one transaction (see `TaskBoard.retry`)."""
-        number, text = check_task_id(task_id), check_note(note)
-        rule = retry_rule(bool(force), text, utc_now())
-        return await self._tables.run(
-            partial(_transaction, partial(_change, self._key, number, rule))
-        )
+    async def _settle(self, now: datetime) -> list[Task]:
+        return await self._tables.run(partial(_transaction, partial(_settle, self._key, now)))
 
-    async def settle(self) -> list[Task]:
-        """Mark every `in_progress` task `succeeded`, in one transaction; the tasks changed."""
-        return await self._tables.run(partial(_transaction, partial(_settle, self._key, utc_now())))
-
-    async def clear(self) -> int:
-        """Remove every task of the board, in one transaction; how many there were."""
+    async def _clear(self) -> int:
         return await self._tables.run(partial(_transaction, partial(_clear, self._key)))

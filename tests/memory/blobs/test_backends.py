@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -105,15 +106,23 @@ async def test_a_file_changed_by_hand_is_reported_not_misread(tmp_path: Path) ->
     blobs = DirectoryBlobStore(tmp_path)
     await blobs.put("doc", b"content")
     [path] = files_under(tmp_path)
+    original = path.read_bytes()
     path.write_bytes(b"edited by hand")
 
     with pytest.raises(ValueError, match="not a blob file this store wrote"):
         await blobs.get("doc")
     with pytest.raises(ValueError, match="delete it or restore it"):
         await blobs.list()
-    path.write_bytes(b"")
-    with pytest.raises(ValueError, match="not a blob file"):
-        await blobs.info("doc")
+    for damaged in (
+        b"",  # shorter than the marker
+        b"content{not json" + struct.pack(">Q8s", 9, b"PGBLOB01"),  # unreadable info
+        b"{}" + struct.pack(">Q8s", 2, b"PGBLOB01"),  # info without its fields
+        b"x" + struct.pack(">Q8s", 999, b"PGBLOB01"),  # info longer than the file
+        b"xy" + original[7:],  # bytes that do not match the recorded size
+    ):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match="not a blob file"):
+            await blobs.info("doc")
     assert await blobs.delete("doc") is True
 
 

@@ -233,3 +233,23 @@ async def test_a_stream_never_mixes_two_versions(blobs: BlobStore, blob_backend:
             async for _ in stream:
                 pass
     assert (await blobs.get("doc")).data == new
+
+
+async def test_prefixes_next_to_surrogates_and_the_last_character(blobs: BlobStore) -> None:
+    # The range a database scans ends after the prefix's last character: one
+    # before the surrogates skips them, and the very last character has no after.
+    for name in ("x\ud7ff1", "x\ue000", "\U0010ffff\U0010ffff", "\U0010ffffa"):
+        await blobs.put(name, b"")
+
+    assert [i.name for i in await blobs.list("x\ud7ff")] == ["x\ud7ff1"]
+    assert [i.name for i in await blobs.list("\U0010ffff")] == [
+        "\U0010ffffa",
+        "\U0010ffff\U0010ffff",
+    ]
+
+
+async def test_chunk_size_must_be_an_int(blobs: BlobStore) -> None:
+    await blobs.put("x", b"abc")
+
+    with pytest.raises(TypeError, match="chunk_size must be an int"):
+        await read_stream(blobs, "x", "2")  # type: ignore[arg-type]

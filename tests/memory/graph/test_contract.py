@@ -275,3 +275,12 @@ async def test_concurrent_writers_leave_a_whole_graph(graph: GraphStore) -> None
     found = await graph.neighbors("hub")
     assert sorted(found.entity_ids()[1:]) == sorted(f"s{i}" for i in range(20))
     assert len(found.relationships) == 20
+
+
+def test_entities_and_relationships_hash_by_what_they_are_known_by() -> None:
+    entities = {E("a", "x", {"v": 1}), E("a", "x", {"v": 1}), E("b", "x")}
+    relationships = {R("a", "b", "t"), R("a", "b", "t"), R("b", "a", "t")}
+
+    assert len(entities) == 2
+    assert len(relationships) == 2
+    assert hash(E("a", "x", {"v": 1})) == hash(E("a", "x", {"v": 2}))

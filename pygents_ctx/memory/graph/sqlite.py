@@ -64,42 +64,42 @@ _V1: Final = (
 )
 MIGRATIONS: Final = (_V1,)
 
-# `?1` start, `?2` graph, `?3` depth; `{types}` is empty or a filter on `?4`,
+# `:start`, `:graph`, `:depth`; `{types}` is empty or a filter on `:types`,
 # a JSON array of the types to walk. Two recursive steps: forwards and backwards.
 _WALK: Final = """
     WITH RECURSIVE walk (id, hops) AS (
-        SELECT ?1, 0
+        SELECT :start, 0
         UNION
         SELECT r.target, w.hops + 1
         FROM walk AS w JOIN pygents_graph_relationships AS r
-            ON r.graph = ?2 AND r.source = w.id
-        WHERE w.hops < ?3 {types}
+            ON r.graph = :graph AND r.source = w.id
+        WHERE w.hops < :depth {types}
         UNION
         SELECT r.source, w.hops + 1
         FROM walk AS w JOIN pygents_graph_relationships AS r
-            ON r.graph = ?2 AND r.target = w.id
-        WHERE w.hops < ?3 {types}
+            ON r.graph = :graph AND r.target = w.id
+        WHERE w.hops < :depth {types}
     )
     SELECT id, min(hops) FROM walk GROUP BY id
 """
-_TYPE_FILTER: Final = "AND r.type IN (SELECT value FROM json_each(?4))"
+_TYPE_FILTER: Final = "AND r.type IN (SELECT value FROM json_each(:types))"
 
 _ENTITIES_IN: Final = """
     SELECT id, type, properties FROM pygents_graph_entities
-    WHERE graph = ?1 AND id IN (SELECT value FROM json_each(?2))
+    WHERE graph = :graph AND id IN (SELECT value FROM json_each(:ids))
 """
-# The relationships with an end among `?2` (the entities closer than `depth`). Without
+# The relationships with an end among `:ids` (the entities closer than `depth`). Without
 # INDEXED BY, SQLite's planner scans the whole graph for the second half rather than
 # look the targets up in their index (a hundred times slower on 100,000 relationships).
 _TOUCHING: Final = """
     SELECT source, target, type, properties FROM pygents_graph_relationships AS r
-    WHERE graph = ?1 AND source IN (SELECT value FROM json_each(?2)) {types}
+    WHERE graph = :graph AND source IN (SELECT value FROM json_each(:ids)) {types}
     UNION
     SELECT source, target, type, properties FROM pygents_graph_relationships AS r
         INDEXED BY pygents_graph_relationships_by_target
-    WHERE graph = ?1 AND target IN (SELECT value FROM json_each(?2)) {types}
+    WHERE graph = :graph AND target IN (SELECT value FROM json_each(:ids)) {types}
 """
-_TOUCHING_TYPES: Final = "AND r.type IN (SELECT value FROM json_each(?3))"
+_TOUCHING_TYPES: Final = "AND r.type IN (SELECT value FROM json_each(:types))"
 
 
 def _upsert_entities(graph: str, batch: list[Entity], db: Db) -> None:
@@ -206,9 +206,7 @@ def _touching(
     graph: str, ids: list[str], types: list[str] | None, db: Db
 ) -> list[tuple[str, str, str, bytes]]:
     sql = _TOUCHING.format(types="" if types is None else _TOUCHING_TYPES)
-    params: tuple[object, ...] = (graph, orjson.dumps(ids))
-    if types is not None:
-        params += (orjson.dumps(types),)
+    params = {"graph": graph, "ids": orjson.dumps(ids), "types": orjson.dumps(types)}
     rows: list[tuple[str, str, str, bytes]] = db.execute(sql, params).fetchall()
     return rows
 
@@ -217,12 +215,11 @@ def _neighbors(graph: str, start: str, depth: int, types: list[str] | None, db: 
     db.execute("BEGIN")  # one snapshot for the walk and the reads after it
     try:
         _require(graph, start, db)
-        params: tuple[object, ...] = (start, graph, depth)
-        if types is not None:
-            params += (orjson.dumps(types),)
+        params = {"start": start, "graph": graph, "depth": depth, "types": orjson.dumps(types)}
         walk = _WALK.format(types="" if types is None else _TYPE_FILTER)
         distances = dict(db.execute(walk, params).fetchall())
-        rows = db.execute(_ENTITIES_IN, (graph, orjson.dumps(list(distances)))).fetchall()
+        ids = {"graph": graph, "ids": orjson.dumps(list(distances))}
+        rows = db.execute(_ENTITIES_IN, ids).fetchall()
         inner = [node for node, hops in distances.items() if hops < depth]
         touching = _touching(graph, inner, types, db) if inner else []
     finally:

@@ -172,8 +172,9 @@ def _clear(key: _Key, db: Db) -> int:
 def _boards(conversation: str | None, db: Db) -> list[tuple[str, str]]:
     rows = db.execute(
         "SELECT DISTINCT conversation, agent FROM pygents_tasks "
-        "WHERE ?1 IS NULL OR conversation = ?1 ORDER BY conversation, agent",
-        (conversation,),
+        "WHERE :conversation IS NULL OR conversation = :conversation "
+        "ORDER BY conversation, agent",
+        {"conversation": conversation},
     )
     return [(row[0], row[1]) for row in rows]
 

@@ -1,5 +1,9 @@
 """How tools and hooks are called: fixed kwargs, dropped extras, context injection.
 
+A parameter annotated `ContextQueue` or `ContextPool` receives the running
+agent's queue or pool; one annotated with an `@injectable` class receives the
+agent's resource of that class (see `_resources`).
+
 A `CallSpec` is worked out once, when a function is decorated, so that a call
 does only the work its function needs: a plain function with no fixed kwargs and
 no context parameters is called with its arguments untouched.
@@ -16,6 +20,8 @@ import types
 import typing
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pygents_ctx._resources import injectable_named, is_injectable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping
@@ -36,12 +42,12 @@ __all__ = [
 
 logger = logging.getLogger("pygents_ctx")
 
-# The running agent's (queue, pool), set by the agent around each step of a turn
-# and reset before control returns to its caller, so that agents interleaved on
-# one event loop (or in one task) never see each other's context.
-CURRENT_CONTEXT: ContextVar[tuple[ContextQueue[Any], ContextPool[Any]] | None] = ContextVar(
-    "pygents_ctx_current_context", default=None
-)
+# The running agent's (queue, pool, resources of the run by class), set by the agent
+# around each step of a turn and reset before control returns to its caller, so that
+# agents interleaved on one event loop (or in one task) never see each other's context.
+CURRENT_CONTEXT: ContextVar[
+    tuple[ContextQueue[Any], ContextPool[Any], Mapping[type, object]] | None
+] = ContextVar("pygents_ctx_current_context", default=None)
 
 
 class _ContextReaders:
@@ -62,7 +68,7 @@ class _ContextReaders:
 CONTEXT_READERS = _ContextReaders()
 
 _QUEUE, _POOL = 0, 1
-_ANNOTATION_NAME = re.compile(r"^\s*(ContextQueue|ContextPool)\b")
+_ANNOTATION_NAME = re.compile(r"^\s*(?:[\w.]*\.)?(\w+)\b")
 _OPTIONAL_TEXT = re.compile(r"\|\s*None\b|\bNone\s*\||^\s*Optional\[")
 _DYNAMIC_TYPES = (
     types.FunctionType,
@@ -75,7 +81,7 @@ _DYNAMIC_TYPES = (
 class _Injected(NamedTuple):
     name: str
     position: int | None  # index among positional parameters, if it can be passed positionally
-    slot: int  # _QUEUE or _POOL
+    slot: int | type  # _QUEUE, _POOL, or the injectable class of a resource
     optional: bool
 
 
@@ -109,8 +115,8 @@ def evaluate_dynamic(value: Any) -> Any:
     return value() if is_dynamic(value) else value
 
 
-def _context_slot(annotation: Any) -> tuple[int, bool] | None:
-    """`(slot, optional)` when an annotation names a context queue or pool."""
+def _context_slot(annotation: Any) -> tuple[int | type, bool] | None:
+    """`(slot, optional)` when an annotation names a context queue or pool, or a resource."""
     from pygents_ctx.context.pool import ContextPool
     from pygents_ctx.context.queue import ContextQueue
 
@@ -118,8 +124,15 @@ def _context_slot(annotation: Any) -> tuple[int, bool] | None:
         found = _ANNOTATION_NAME.match(annotation.removeprefix("Optional["))
         if found is None:
             return None
-        slot = _QUEUE if found.group(1) == "ContextQueue" else _POOL
-        return slot, bool(_OPTIONAL_TEXT.search(annotation))
+        name = found.group(1)
+        slot: int | type | None = (
+            _QUEUE
+            if name == "ContextQueue"
+            else _POOL
+            if name == "ContextPool"
+            else injectable_named(name)
+        )
+        return None if slot is None else (slot, bool(_OPTIONAL_TEXT.search(annotation)))
     members = (
         typing.get_args(annotation)
         if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
@@ -132,6 +145,8 @@ def _context_slot(annotation: Any) -> tuple[int, bool] | None:
             return _QUEUE, optional
         if origin is ContextPool:
             return _POOL, optional
+        if is_injectable(origin):
+            return origin, optional
     return None
 
 
@@ -214,7 +229,7 @@ class CallSpec:
 
     @property
     def context_parameters(self) -> frozenset[str]:
-        """Names of the parameters that receive the running agent's queue or pool."""
+        """Names of the parameters that receive the running agent's queue, pool or resources."""
         return frozenset(i.name for i in self.injected)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -248,17 +263,33 @@ class CallSpec:
             name, position = injected.name, injected.position
             if name in kwargs or (position is not None and position < n_positional):
                 continue  # an explicit argument always wins
+            slot = injected.slot
             if context is not None:
-                kwargs[name] = context[injected.slot]
-            elif injected.optional:
+                if isinstance(slot, int):
+                    kwargs[name] = context[0] if slot == _QUEUE else context[1]
+                    continue
+                resources = context[2]
+                if slot in resources:
+                    kwargs[name] = resources[slot]
+                    continue
+            if injected.optional:
                 if self.parameters[name].default is inspect.Parameter.empty:
                     kwargs[name] = None
-            else:
-                kind = "ContextQueue" if injected.slot == _QUEUE else "ContextPool"
-                raise TypeError(
-                    f"{self.owner} needs a {kind} for parameter {name!r}: run it inside an "
-                    f"agent, pass {name}=... explicitly, or annotate it '{kind} | None = None'"
+                continue
+            if isinstance(slot, type):
+                kind = slot.__name__
+                where = (
+                    f"give its agent one (Agent(..., resources={{{kind}: ...}}))"
+                    if context is not None
+                    else "run it inside an agent that has one"
                 )
+            else:
+                kind = "ContextQueue" if slot == _QUEUE else "ContextPool"
+                where = "run it inside an agent"
+            raise TypeError(
+                f"{self.owner} needs a {kind} for parameter {name!r}: {where}, "
+                f"pass {name}=... explicitly, or annotate it '{kind} | None = None'"
+            )
         return kwargs
 
 

@@ -33,6 +33,13 @@ from typing import Any
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
+from pygents_ctx._resources import (
+    NO_RESOURCES,
+    RunScope,
+    check_resources,
+    close_resources,
+    open_resources,
+)
 from pygents_ctx._steps import DONE, Later
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
@@ -115,6 +122,10 @@ class Agent(JsonSerializable):
             a tool returns in a `ContextItem` without an id goes to the queue
             *and* to the store, tagged with the run's id, and `prompt_window()`
             builds the model's view of it. None: no conversation store.
+        resources: Values its tools and hooks receive by type: a parameter
+            annotated with an `@injectable` class gets `resources[cls]` (a
+            `RunResource` there gives each run its own value, e.g. a task store
+            the board of this agent's conversation). Not saved by `to_dict()`.
 
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
@@ -151,6 +162,7 @@ class Agent(JsonSerializable):
     context_queue: ContextQueue[Any]
     context_pool: ContextPool[Any]
     context: ContextConfig | None
+    resources: dict[type, object]
     tags: frozenset[str]
     hooks: list[Hook]
     turn_hooks: list[Hook]
@@ -165,6 +177,7 @@ class Agent(JsonSerializable):
         context_pool: ContextPool[Any] | None = None,
         tags: Iterable[str] | None = None,
         context: ContextConfig | None = None,
+        resources: Mapping[type, object] | None = None,
     ) -> None:
         object.__setattr__(self, "_state", _RunState())
         if not isinstance(name, str) or not name:
@@ -182,6 +195,7 @@ class Agent(JsonSerializable):
         self.context_pool = ContextPool() if context_pool is None else context_pool
         self.tags = tag_set(tags)
         self.context = context
+        self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
         self._turns: deque[Turn] = deque()
@@ -205,6 +219,8 @@ class Agent(JsonSerializable):
             value = tag_set(value)
         elif name == "context" and value is not None and not isinstance(value, ContextConfig):
             raise TypeError(f"context must be a ContextConfig or None, not {value!r}")
+        elif name == "resources":
+            value = check_resources(value, f"agent {self.name!r}")
         elif name == "name" and "name" in self.__dict__:
             raise AttributeError("an agent's name cannot change; branch() under a new name")
         object.__setattr__(self, name, value)
@@ -327,8 +343,13 @@ class Agent(JsonSerializable):
                 f"{'wait for run() to end' if state.running else 'resume() it first'}"
             )
         state.running = True
-        state.run_id = ContextConfig.new_run_id()
-        context = (self.context_queue, self.context_pool)
+        state.run_id = run_id = ContextConfig.new_run_id()
+        resources, opened, scope = self.resources, NO_RESOURCES, None
+        if resources:
+            conversation = self.name if self.context is None else self.context.store.session_id
+            scope = RunScope(self.name, conversation, run_id)
+            opened = open_resources(resources, scope)
+        context = (self.context_queue, self.context_pool, opened)
         turns, gate, tags = self._turns, state.gate, self.tags
         token = None  # while CURRENT_CONTEXT holds this agent's context
         try:
@@ -408,8 +429,10 @@ class Agent(JsonSerializable):
                     if token is not None:
                         CURRENT_CONTEXT.reset(token)
                         token = None
+            if scope is not None:  # a normal end: run resources close (a board settles)
+                await close_resources(resources, opened, scope)
             if self.context is not None:  # a normal end: the retention applies
-                await self.context.end_run(state.run_id)
+                await self.context.end_run(run_id)
         finally:
             state.running = False
             state.run_id = None
@@ -431,6 +454,8 @@ class Agent(JsonSerializable):
         unless overridden. Neither side sees the other's later changes, and no
         hooks fire while copying. The child has no `context` store of its own:
         give it one by assigning `child.context` (e.g. over `await store.fork()`).
+        It shares this agent's `resources` (a task store then gives it a board
+        of its own, under its own name).
 
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
@@ -444,6 +469,7 @@ class Agent(JsonSerializable):
             context_queue=self.context_queue.branch(),
             context_pool=self.context_pool.branch(),
             tags=self.tags,
+            resources=self.resources,
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
         child.turn_hooks = list(self.turn_hooks)

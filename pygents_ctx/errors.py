@@ -18,7 +18,12 @@ PygentsError
 ├── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
 ├── StoreClosedError (RuntimeError)    a store's connection was used after close()
 ├── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
-└── ConcurrentModificationError (RuntimeError)  another writer changed what a write expected
+├── ConcurrentModificationError (RuntimeError)  another writer changed what a write expected
+├── EntityNotFoundError (KeyError)     no entity with that id in the graph
+├── BlobNotFoundError (KeyError)       no blob under that name
+├── TaskNotFoundError (KeyError)       no task with that id on the board
+└── TaskTransitionError (ValueError)   a task status change the board does not allow
+    └── RetryLimitError                a task has used all of its attempts
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -28,13 +33,18 @@ name) are plain `ValueError` / `TypeError`, as Python users expect.
 from __future__ import annotations
 
 __all__ = [
+    "BlobNotFoundError",
     "ConcurrentModificationError",
     "ContextOverflowError",
+    "EntityNotFoundError",
     "PygentsError",
+    "RetryLimitError",
     "SafeExecutionError",
     "StoreClosedError",
     "StoreSchemaError",
     "SummarizationError",
+    "TaskNotFoundError",
+    "TaskTransitionError",
     "TurnTimeoutError",
     "UnknownModelError",
     "UnregisteredAgentError",
@@ -131,3 +141,37 @@ class ConcurrentModificationError(PygentsError, RuntimeError):
     not cause it: they land after the prefix. Read the history again and
     decide afresh.
     """
+
+
+class EntityNotFoundError(_UnregisteredError):
+    """A graph store has no entity with the id asked for (or that a relationship names)."""
+
+
+class BlobNotFoundError(_UnregisteredError):
+    """A blob store has no blob under the name asked for.
+
+    Also raised by a stream whose blob was replaced or deleted before it was
+    read to the end, by the stores that cannot keep the old content for it.
+    """
+
+
+class TaskNotFoundError(_UnregisteredError):
+    """A task board has no task with the id asked for."""
+
+
+class TaskTransitionError(PygentsError, ValueError):
+    """A task's status cannot change that way; the board is unchanged.
+
+    Attributes:
+        task_id: The task's id on its board.
+        status: Its status now, as a string (`"pending"`, ...).
+    """
+
+    def __init__(self, message: str, *, task_id: int, status: str) -> None:
+        super().__init__(message)
+        self.task_id = task_id
+        self.status = status
+
+
+class RetryLimitError(TaskTransitionError):
+    """A failed task has used all of its attempts; `retry(..., force=True)` overrides."""

@@ -27,7 +27,10 @@ def clean_registries() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[postgres_server.PostgresServer]:
-    """A real PostgreSQL server for the whole test session. No server here fails the tests."""
+    """A real PostgreSQL server for the whole test session. No server here fails the tests.
+
+    The context stores', the memory stores' and the durability tests share it.
+    """
     try:
         server = postgres_server.start()
     except postgres_server.ServerUnavailableError as exc:

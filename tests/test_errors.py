@@ -11,16 +11,21 @@ import pytest
 import pygents_ctx.errors
 from pygents_ctx import (
     Agent,
+    BlobNotFoundError,
     ConcurrentModificationError,
     ContextOverflowError,
     ContextQueue,
+    EntityNotFoundError,
     MemoryContextStore,
     Message,
     PygentsError,
+    RetryLimitError,
     SafeExecutionError,
     StoreClosedError,
     StoreSchemaError,
     SummarizationError,
+    TaskNotFoundError,
+    TaskTransitionError,
     Turn,
     TurnTimeoutError,
     UnknownModelError,
@@ -46,6 +51,11 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreSchemaError, (RuntimeError,)),
     (ConcurrentModificationError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
+    (EntityNotFoundError, (KeyError,)),
+    (BlobNotFoundError, (KeyError,)),
+    (TaskNotFoundError, (KeyError,)),
+    (TaskTransitionError, (ValueError,)),
+    (RetryLimitError, (TaskTransitionError, ValueError)),
 ]
 
 
@@ -134,6 +144,42 @@ async def _compact_a_prefix_another_writer_changed() -> None:
     await store.replace_prefix(2, [Message("user", "my summary")], expected=seen)
 
 
+async def _walk_from_a_missing_entity() -> None:
+    from pygents_ctx.memory import InMemoryGraphStore
+
+    await InMemoryGraphStore().neighbors("nowhere")
+
+
+async def _read_a_missing_blob() -> None:
+    from pygents_ctx.memory import InMemoryBlobStore
+
+    await InMemoryBlobStore().get("missing.pdf")
+
+
+async def _finish_a_missing_task() -> None:
+    from pygents_ctx.memory import InMemoryTaskStore
+
+    await InMemoryTaskStore().board("chat", "agent").update_status(404, "succeeded")
+
+
+async def _claim_a_claimed_task() -> None:
+    from pygents_ctx.memory import InMemoryTaskStore
+
+    board = InMemoryTaskStore().board("chat", "agent")
+    [task] = await board.add_tasks(["contested"])
+    await board.update_status(task.id, "in_progress")
+    await board.update_status(task.id, "in_progress")
+
+
+async def _retry_past_the_limit() -> None:
+    from pygents_ctx.memory import InMemoryTaskStore
+
+    board = InMemoryTaskStore().board("chat", "agent")
+    [task] = await board.add_tasks(["flaky"], max_attempts=1)
+    await board.update_status(task.id, "failed")
+    await board.retry(task.id)
+
+
 TRIGGERS = [
     pytest.param(_change_a_paused_agent, SafeExecutionError, "description", id="safe-execution"),
     pytest.param(_yield_from_a_coroutine_tool, WrongRunMethodError, "returning", id="wrong-run"),
@@ -148,6 +194,11 @@ TRIGGERS = [
         "oldest 2 messages",
         id="concurrent-modification",
     ),
+    pytest.param(_walk_from_a_missing_entity, EntityNotFoundError, "nowhere", id="entity"),
+    pytest.param(_read_a_missing_blob, BlobNotFoundError, "missing.pdf", id="blob"),
+    pytest.param(_finish_a_missing_task, TaskNotFoundError, "404", id="task"),
+    pytest.param(_claim_a_claimed_task, TaskTransitionError, "it is already", id="claim"),
+    pytest.param(_retry_past_the_limit, RetryLimitError, "all 1 of its attempts", id="retry-limit"),
 ]
 
 

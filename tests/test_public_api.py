@@ -42,6 +42,23 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.strategies.pinned",
     "pygents_ctx.context.strategies.summarize",
     "pygents_ctx.context.strategies.window",
+    "pygents_ctx.memory",
+    "pygents_ctx.memory.graph",
+    "pygents_ctx.memory.graph.base",
+    "pygents_ctx.memory.graph.in_memory",
+    "pygents_ctx.memory.graph.sqlite",
+    "pygents_ctx.memory.graph.postgres",
+    "pygents_ctx.memory.blobs",
+    "pygents_ctx.memory.blobs.base",
+    "pygents_ctx.memory.blobs.in_memory",
+    "pygents_ctx.memory.blobs.directory",
+    "pygents_ctx.memory.blobs.sqlite",
+    "pygents_ctx.memory.blobs.postgres",
+    "pygents_ctx.memory.tasks",
+    "pygents_ctx.memory.tasks.base",
+    "pygents_ctx.memory.tasks.in_memory",
+    "pygents_ctx.memory.tasks.sqlite",
+    "pygents_ctx.memory.tasks.postgres",
 ]
 ALL_MODULES = [pygents_ctx.__name__] + [
     info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")

@@ -159,10 +159,9 @@ async def test_session_ids_full_of_sql_are_plain_text(
     assert texts(await bystander.get_history()) == ["still here"]
     ids = {info.session_id for info in await store.list_sessions()}
     assert ids == {"bystander", session_id, session_id + " (fork)"}
-    tables = await query(
-        pg_conn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1"
-    )
-    assert [name for (name,) in tables] == TABLES
+    tables = await query(pg_conn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    # Every table survived (the memory stores' tests may have added their own beside them).
+    assert set(TABLES) <= {name for (name,) in tables}
 
 
 async def test_nul_characters_are_kept_in_messages_and_refused_in_ids(

@@ -1,0 +1,208 @@
+"""What the memory stores share: key checks, JSON properties, and tables made on first use.
+
+The database backends run on the connections the context stores open
+(`connect()` / `connect_postgres()`), so one database file or server holds a
+conversation and everything the agent remembers beside it. Each kind of
+memory store keeps its tables' schema version in a table of its own, and
+creates or upgrades its tables the first time a store object uses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+
+import orjson
+
+from pygents_ctx._json import dumps
+from pygents_ctx.context.stores._postgres_schema import migrate as migrate_postgres
+from pygents_ctx.context.stores._sqlite_schema import migrate as migrate_sqlite
+from pygents_ctx.context.stores._worker import SQLiteConnection
+from pygents_ctx.context.stores.postgres import PostgresConnection
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from psycopg import AsyncConnection
+
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "PostgresTables",
+    "SQLiteTables",
+    "check_key",
+    "decode_properties",
+    "encode_properties",
+    "from_iso",
+    "utc_now",
+]
+
+T = TypeVar("T")
+
+MAX_KEY_LENGTH: Final = 1024
+
+
+def check_key(what: str, value: object) -> str:
+    """Return `value` if it can name something in every backend: a non-empty str.
+
+    Raises:
+        TypeError: It is not a str.
+        ValueError: It is empty, longer than 1,024 characters, holds a NUL
+            character (PostgreSQL text cannot), or a lone surrogate (not UTF-8).
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{what} must not be empty")
+    if len(value) > MAX_KEY_LENGTH:
+        raise ValueError(
+            f"{what} is {len(value)} characters long; keep it to {MAX_KEY_LENGTH} at most"
+        )
+    if "\x00" in value:
+        raise ValueError(f"{what} {value!r} must not contain NUL characters")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} {value!r} is not valid Unicode (a lone surrogate)") from None
+    return value
+
+
+def encode_properties(properties: object, owner: str) -> tuple[dict[str, Any], bytes]:
+    """Check `properties` and return them as a fresh dict and as the JSON stored.
+
+    The dict is read back from the JSON, so it holds only what every backend
+    gives back (a tuple becomes a list) and shares nothing with the caller's.
+
+    Raises:
+        TypeError: `properties` is not a mapping with str keys, or holds a
+            value JSON cannot hold (the message names the field).
+    """
+    if not isinstance(properties, Mapping):
+        raise TypeError(f"{owner} must be a mapping of str to JSON values, not {properties!r}")
+    encoded = dumps(dict(properties), owner)
+    return orjson.loads(encoded), encoded
+
+
+def decode_properties(data: bytes) -> dict[str, Any]:
+    """Stored JSON back into a properties dict."""
+    value: dict[str, Any] = orjson.loads(data)
+    return value
+
+
+def utc_now() -> datetime:
+    """The current time, in UTC."""
+    return datetime.now(UTC)
+
+
+def from_iso(text: str) -> datetime:
+    """A time stored by a SQLite backend (ISO 8601 in UTC) back into a datetime."""
+    return datetime.fromisoformat(text)
+
+
+C = TypeVar("C", SQLiteConnection, PostgresConnection)
+
+
+class _Tables(Generic[C]):
+    """Runs calls on a connection, the first one after making sure a set of tables exists.
+
+    Args:
+        conn: The connection.
+        owner: The store's class name, for the error message.
+        migrations: The steps that build the tables, oldest first.
+        table: Where their schema version is kept.
+        label: Names the schema in `StoreSchemaError`.
+
+    Raises:
+        TypeError: `conn` is not the kind of connection the store runs on.
+    """
+
+    __slots__ = ("_conn", "_migrate", "_ready")
+
+    _kind: type[C]
+    _opener: str  # how to open a connection of that kind, for the error message
+    _migrator: Callable[..., Any]
+
+    def __init__(
+        self,
+        conn: object,
+        owner: str,
+        migrations: Sequence[Sequence[str]],
+        table: str,
+        label: str,
+    ) -> None:
+        if not isinstance(conn, self._kind):
+            raise TypeError(
+                f"{owner} needs the connection from `{self._opener}`, not {type(conn).__name__}"
+            )
+        self._conn: C = conn
+        self._migrate = partial(
+            type(self)._migrator, migrations=migrations, table=table, label=label
+        )
+        self._ready = False
+
+    @property
+    def connection(self) -> C:
+        """The connection the calls run on."""
+        return self._conn
+
+
+class SQLiteTables(_Tables[SQLiteConnection]):
+    """`_Tables` on a `SQLiteConnection` (from `await connect(path)`)."""
+
+    __slots__ = ()
+
+    _kind = SQLiteConnection
+    _opener = "await connect(path)"
+    _migrator = staticmethod(migrate_sqlite)
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(db)` on the connection's worker thread (see `SQLiteConnection.run`).
+
+        Raises:
+            StoreClosedError: The connection is closed.
+            StoreSchemaError: The tables were made by a newer pygents_ctx.
+        """
+        if self._ready:
+            return await self._conn.run(fn)
+        result = await self._conn.run(partial(_after, self._migrate, fn))
+        self._ready = True
+        return result
+
+
+def _after(first: Callable[[Any], object], fn: Callable[[Any], T], db: Any) -> T:
+    first(db)
+    return fn(db)
+
+
+class PostgresTables(_Tables[PostgresConnection]):
+    """`_Tables` on a `PostgresConnection` (from `await connect_postgres(dsn)`)."""
+
+    __slots__ = ()
+
+    _kind = PostgresConnection
+    _opener = "await connect_postgres(dsn)"
+    _migrator = staticmethod(migrate_postgres)
+
+    async def run(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Await `fn(conn)` on the connection (see `PostgresConnection.run`).
+
+        Raises:
+            StoreClosedError: The connection is closed or was lost.
+            StoreSchemaError: The tables were made by a newer pygents_ctx.
+        """
+        if self._ready:
+            return await self._conn.run(fn)
+        result = await self._conn.run(partial(_after_async, self._migrate, fn))
+        self._ready = True
+        return result
+
+
+async def _after_async(
+    first: Callable[[Any], Awaitable[object]],
+    fn: Callable[[Any], Awaitable[T]],
+    conn: Any,
+) -> T:
+    await first(conn)
+    return await fn(conn)

@@ -1,0 +1,253 @@
+"""`SQLiteBlobStore`: blobs in a SQLite file, streamed with incremental blob I/O.
+
+Tables (made on first use; their version is in `pygents_blob_schema`):
+
+- `pygents_blob_contents`: `id` (never reused: `AUTOINCREMENT`) -> `data`.
+  A content row is written once and never changed.
+- `pygents_blobs`: `name` -> `content_id`, `size`, `content_type`, `sha256`,
+  `created_at`, `updated_at` (ISO 8601 text in UTC).
+
+A put inserts a new content row and points the name at it, deleting the old
+content, in one transaction: readers see the old blob or the new one. A
+stream looks the name up once, then reads its content row piece by piece
+with `blobopen` (each piece one call on the connection's worker thread, so
+other stores sharing the connection are not held up); if the blob is
+replaced or deleted meanwhile, its old row is gone and the stream raises
+`BlobNotFoundError` rather than mixing two versions. `put_stream` gathers the
+chunks in a temporary file (in memory up to 8 MiB) and copies them into a
+zero-filled row with `blobopen`, in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from datetime import datetime
+from functools import partial
+from typing import IO, Final
+
+from pygents_ctx.context.stores._worker import SQLiteConnection
+from pygents_ctx.memory._shared import SQLiteTables, from_iso, utc_now
+from pygents_ctx.memory.blobs.base import (
+    Blob,
+    BlobInfo,
+    BlobStoreBase,
+    changed_while_read,
+    missing_blob,
+    names_after,
+)
+
+__all__ = ["SQLiteBlobStore"]
+
+Db = sqlite3.Connection
+
+_V1: Final = (
+    """
+    CREATE TABLE pygents_blob_contents (
+        id   INTEGER PRIMARY KEY AUTOINCREMENT,
+        data BLOB NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE pygents_blobs (
+        name         TEXT    NOT NULL PRIMARY KEY,
+        content_id   INTEGER NOT NULL UNIQUE REFERENCES pygents_blob_contents (id),
+        size         INTEGER NOT NULL,
+        content_type TEXT    NOT NULL,
+        sha256       TEXT    NOT NULL,
+        created_at   TEXT    NOT NULL,
+        updated_at   TEXT    NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+MIGRATIONS: Final = (_V1,)
+
+_COPY: Final = 1 << 20  # put_stream copies into the row this much at a time
+_INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
+
+
+def _info(row: tuple[str, int, str, str, str, str]) -> BlobInfo:
+    name, size, content_type, sha256, created, updated = row
+    return BlobInfo(name, size, content_type, sha256, from_iso(created), from_iso(updated))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat(timespec="microseconds")
+
+
+def _check_size(size: int, name: str, db: Db) -> None:
+    largest = db.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+    if size > largest:
+        raise ValueError(
+            f"blob {name!r} is {size:,} bytes; this SQLite keeps at most {largest:,} bytes "
+            "in one value: use a DirectoryBlobStore for blobs this large"
+        )
+
+
+def _store(
+    name: str,
+    content_type: str,
+    sha256: str,
+    size: int,
+    source: bytes | IO[bytes],
+    now: datetime,
+    db: Db,
+) -> BlobInfo:
+    _check_size(size, name, db)
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        if isinstance(source, bytes):
+            (content_id,) = db.execute(
+                "INSERT INTO pygents_blob_contents (data) VALUES (?) RETURNING id", (source,)
+            ).fetchone()
+        else:
+            (content_id,) = db.execute(
+                "INSERT INTO pygents_blob_contents (data) VALUES (zeroblob(?)) RETURNING id",
+                (size,),
+            ).fetchone()
+            if size:
+                source.seek(0)
+                with db.blobopen("pygents_blob_contents", "data", content_id) as blob:
+                    while piece := source.read(_COPY):
+                        blob.write(piece)
+        old = db.execute(
+            "SELECT content_id, created_at FROM pygents_blobs WHERE name = ?", (name,)
+        ).fetchone()
+        created = _iso(now) if old is None else old[1]
+        db.execute(
+            f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
+            "size = excluded.size, content_type = excluded.content_type, "
+            "sha256 = excluded.sha256, updated_at = excluded.updated_at",
+            (content_id, name, size, content_type, sha256, created, _iso(now)),
+        )
+        if old is not None:
+            db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (old[0],))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return BlobInfo(name, size, content_type, sha256, from_iso(created), now)
+
+
+def _lookup(name: str, db: Db) -> tuple[int, BlobInfo]:
+    row = db.execute(
+        f"SELECT content_id, {_INFO} FROM pygents_blobs WHERE name = ?", (name,)
+    ).fetchone()
+    if row is None:
+        raise missing_blob(name)
+    return row[0], _info(row[1:])
+
+
+def _get(name: str, db: Db) -> Blob:
+    row = db.execute(
+        "SELECT c.data, b.name, b.size, b.content_type, b.sha256, b.created_at, b.updated_at "
+        "FROM pygents_blobs AS b JOIN pygents_blob_contents AS c ON c.id = b.content_id "
+        "WHERE b.name = ?",
+        (name,),
+    ).fetchone()
+    if row is None:
+        raise missing_blob(name)
+    return Blob(_info(row[1:]), bytes(row[0]))
+
+
+def _read_piece(name: str, content_id: int, offset: int, length: int, db: Db) -> bytes:
+    try:
+        with db.blobopen("pygents_blob_contents", "data", content_id, readonly=True) as blob:
+            blob.seek(offset)
+            return blob.read(length)
+    except sqlite3.OperationalError:  # the row is gone: replaced or deleted
+        raise changed_while_read(name) from None
+
+
+def _list(prefix: str, db: Db) -> list[BlobInfo]:
+    # A range on the primary key, not LIKE (whose % and _ a prefix may hold).
+    end = names_after(prefix)
+    rows = db.execute(
+        f"SELECT {_INFO} FROM pygents_blobs WHERE name >= ? AND (? IS NULL OR name < ?) "
+        "ORDER BY name",
+        (prefix, end, end),
+    )
+    return [_info(row) for row in rows]
+
+
+def _delete(name: str, db: Db) -> bool:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        row = db.execute(
+            "DELETE FROM pygents_blobs WHERE name = ? RETURNING content_id", (name,)
+        ).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (row[0],))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return row is not None
+
+
+class SQLiteBlobStore(BlobStoreBase):
+    """A `BlobStore` in a SQLite database, beside the conversations that made the blobs.
+
+    Open the connection with `connect()`, as for the context stores; several
+    stores can share it. Safe for many processes (each write is one
+    transaction). SQLite keeps at most about 1 GB in one value by default:
+    larger blobs are refused with a `ValueError`.
+
+    Args:
+        conn: An open connection, from `await connect(path)`.
+
+    Raises:
+        TypeError: `conn` is not a `SQLiteConnection`.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import connect
+        >>> async def main():
+        ...     async with connect(":memory:") as conn:
+        ...         blobs = SQLiteBlobStore(conn)
+        ...         await blobs.put("scan.png", b"\\x89PNG...", content_type="image/png")
+        ...         return [chunk async for chunk in blobs.stream("scan.png", chunk_size=4)]
+        >>> asyncio.run(main())
+        [b'\\x89PNG', b'...']
+    """
+
+    __slots__ = ("_tables",)
+
+    def __init__(self, conn: SQLiteConnection) -> None:
+        self._tables = SQLiteTables(
+            conn, "SQLiteBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store"
+        )
+
+    def __repr__(self) -> str:
+        return f"SQLiteBlobStore({self._tables.connection.path!r})"
+
+    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
+        work = partial(_store, name, content_type, sha256, len(data), data, utc_now())
+        return await self._tables.run(work)
+
+    async def _put_spooled(
+        self, name: str, content_type: str, sha256: str, size: int, spool: IO[bytes]
+    ) -> BlobInfo:
+        work = partial(_store, name, content_type, sha256, size, spool, utc_now())
+        return await self._tables.run(work)
+
+    async def _get(self, name: str) -> Blob:
+        return await self._tables.run(partial(_get, name))
+
+    async def _info(self, name: str) -> BlobInfo:
+        _, found = await self._tables.run(partial(_lookup, name))
+        return found
+
+    async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
+        # Each piece read with blobopen, one call on the worker thread (see the module docs).
+        content_id, found = await self._tables.run(partial(_lookup, name))
+        for offset in range(0, found.size, chunk_size):
+            length = min(chunk_size, found.size - offset)
+            yield await self._tables.run(partial(_read_piece, name, content_id, offset, length))
+
+    async def _list(self, prefix: str) -> list[BlobInfo]:
+        return await self._tables.run(partial(_list, prefix))
+
+    async def _delete(self, name: str) -> bool:
+        return await self._tables.run(partial(_delete, name))

@@ -1,0 +1,286 @@
+"""`PostgresGraphStore`: knowledge graphs in PostgreSQL, walked with a recursive CTE.
+
+Needs the `postgres` extra (psycopg 3). The tables mirror the SQLite store's
+(version in `pygents_graph_schema`); properties are `bytea` of orjson, as
+the context store keeps its messages, so they hold exactly what the other
+backends hold. `neighbors()` is one recursive query whose step looks up the
+relationships of each entity reached in both directions (a `LATERAL` union
+of two index lookups), keeping `(entity, hops)` rows with `UNION` so that
+cycles end; it runs in a repeatable-read transaction with the reads after it.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx.context.stores.postgres import PostgresConnection
+from pygents_ctx.errors import EntityNotFoundError
+from pygents_ctx.memory._shared import PostgresTables, check_key
+from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
+from pygents_ctx.memory.graph.in_memory import missing_end
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = ["PostgresGraphStore"]
+
+
+_V1: Final = (
+    """
+    CREATE TABLE pygents_graph_entities (
+        graph      text  NOT NULL,
+        id         text  NOT NULL,
+        type       text  NOT NULL,
+        properties bytea NOT NULL,
+        PRIMARY KEY (graph, id)
+    )
+    """,
+    "CREATE INDEX pygents_graph_entities_by_type ON pygents_graph_entities (graph, type)",
+    """
+    CREATE TABLE pygents_graph_relationships (
+        graph      text  NOT NULL,
+        source     text  NOT NULL,
+        target     text  NOT NULL,
+        type       text  NOT NULL,
+        properties bytea NOT NULL,
+        PRIMARY KEY (graph, source, target, type),
+        FOREIGN KEY (graph, source) REFERENCES pygents_graph_entities (graph, id)
+            ON DELETE CASCADE,
+        FOREIGN KEY (graph, target) REFERENCES pygents_graph_entities (graph, id)
+            ON DELETE CASCADE
+    )
+    """,
+    """
+    CREATE INDEX pygents_graph_relationships_by_target
+    ON pygents_graph_relationships (graph, target)
+    """,
+)
+MIGRATIONS: Final = (_V1,)
+
+# `%(types)s` is NULL (walk every type) or the array of types to walk.
+_WALK: Final = """
+    WITH RECURSIVE walk (id, hops) AS (
+        SELECT %(start)s::text, 0
+        UNION
+        SELECT step.id, w.hops + 1
+        FROM walk AS w
+        CROSS JOIN LATERAL (
+            SELECT r.target FROM pygents_graph_relationships AS r
+            WHERE r.graph = %(graph)s AND r.source = w.id
+              AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
+            UNION ALL
+            SELECT r.source FROM pygents_graph_relationships AS r
+            WHERE r.graph = %(graph)s AND r.target = w.id
+              AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
+        ) AS step (id)
+        WHERE w.hops < %(depth)s
+    )
+    SELECT id, min(hops)::integer FROM walk GROUP BY id
+"""
+_TOUCHING: Final = """
+    SELECT source, target, type, properties FROM pygents_graph_relationships AS r
+    WHERE graph = %(graph)s AND source = ANY (%(ids)s::text[])
+      AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
+    UNION
+    SELECT source, target, type, properties FROM pygents_graph_relationships AS r
+    WHERE graph = %(graph)s AND target = ANY (%(ids)s::text[])
+      AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
+"""
+
+
+async def _upsert_entities(graph: str, batch: list[Entity], conn: AsyncConnection[Any]) -> None:
+    await conn.execute(
+        "INSERT INTO pygents_graph_entities (graph, id, type, properties) "
+        "SELECT %s, e.id, e.type, e.properties "
+        "FROM unnest(%s::text[], %s::text[], %s::bytea[]) AS e (id, type, properties) "
+        "ON CONFLICT (graph, id) DO UPDATE SET "
+        "type = excluded.type, properties = excluded.properties",
+        (graph, [e.id for e in batch], [e.type for e in batch], [e._json for e in batch]),
+    )
+
+
+async def _upsert_relationships(
+    graph: str, batch: list[Relationship], conn: AsyncConnection[Any]
+) -> None:
+    ends = sorted({end for r in batch for end in (r.source, r.target)})
+    async with conn.transaction():
+        # Lock the ends (FOR KEY SHARE, as the foreign keys would): none can be
+        # deleted between this check and the insert.
+        cursor = await conn.execute(
+            "SELECT id FROM pygents_graph_entities WHERE graph = %s AND id = ANY (%s::text[]) "
+            "FOR KEY SHARE",
+            (graph, ends),
+        )
+        present = {row[0] for row in await cursor.fetchall()}
+        for relationship in batch:
+            for end in (relationship.source, relationship.target):
+                if end not in present:
+                    raise missing_end(relationship, end)
+        await conn.execute(
+            "INSERT INTO pygents_graph_relationships (graph, source, target, type, properties) "
+            "SELECT %s, r.source, r.target, r.type, r.properties "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]) "
+            "AS r (source, target, type, properties) "
+            "ON CONFLICT (graph, source, target, type) "
+            "DO UPDATE SET properties = excluded.properties",
+            (
+                graph,
+                [r.source for r in batch],
+                [r.target for r in batch],
+                [r.type for r in batch],
+                [r._json for r in batch],
+            ),
+        )
+
+
+async def _get_entity(graph: str, entity_id: str, conn: AsyncConnection[Any]) -> Entity | None:
+    cursor = await conn.execute(
+        "SELECT type, properties FROM pygents_graph_entities WHERE graph = %s AND id = %s",
+        (graph, entity_id),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else Entity._stored(entity_id, row[0], row[1])
+
+
+async def _entities(graph: str, kind: str | None, conn: AsyncConnection[Any]) -> list[Entity]:
+    cursor = await conn.execute(
+        "SELECT id, type, properties FROM pygents_graph_entities "
+        "WHERE graph = %s AND (%s::text IS NULL OR type = %s::text)",
+        (graph, kind, kind),
+    )
+    # Sorted here, by code point as the other backends sort: the server's collation may differ.
+    return sorted((Entity._stored(*row) for row in await cursor.fetchall()), key=_by_id)
+
+
+async def _require(graph: str, entity_id: str, conn: AsyncConnection[Any]) -> None:
+    cursor = await conn.execute(
+        "SELECT 1 FROM pygents_graph_entities WHERE graph = %s AND id = %s", (graph, entity_id)
+    )
+    if await cursor.fetchone() is None:
+        raise EntityNotFoundError(f"no entity {entity_id!r} in the graph {graph!r}")
+
+
+async def _touching(
+    graph: str, ids: list[str] | None, types: list[str] | None, conn: AsyncConnection[Any]
+) -> list[Relationship]:
+    if ids is None:
+        cursor = await conn.execute(
+            "SELECT source, target, type, properties FROM pygents_graph_relationships "
+            "WHERE graph = %s AND (%s::text[] IS NULL OR type = ANY (%s::text[]))",
+            (graph, types, types),
+        )
+    else:
+        cursor = await conn.execute(_TOUCHING, {"graph": graph, "ids": ids, "types": types})
+    rows = await cursor.fetchall()
+    return sorted((Relationship._stored(*row) for row in rows), key=_by_key)
+
+
+async def _relationships(
+    graph: str, entity_id: str | None, types: list[str] | None, conn: AsyncConnection[Any]
+) -> list[Relationship]:
+    if entity_id is None:
+        return await _touching(graph, None, types, conn)
+    async with conn.transaction():
+        await _require(graph, entity_id, conn)
+        return await _touching(graph, [entity_id], types, conn)
+
+
+async def _neighbors(
+    graph: str, start: str, depth: int, types: list[str] | None, conn: AsyncConnection[Any]
+) -> Subgraph:
+    async with conn.transaction():
+        # One snapshot for the walk and the reads after it.
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        await _require(graph, start, conn)
+        cursor = await conn.execute(
+            _WALK, {"start": start, "graph": graph, "depth": depth, "types": types}
+        )
+        distances: dict[str, int] = dict(await cursor.fetchall())
+        cursor = await conn.execute(
+            "SELECT id, type, properties FROM pygents_graph_entities "
+            "WHERE graph = %s AND id = ANY (%s::text[])",
+            (graph, list(distances)),
+        )
+        rows = await cursor.fetchall()
+        inner = [node for node, hops in distances.items() if hops < depth]
+        relationships = await _touching(graph, inner, types, conn) if inner else []
+    entities = sorted((Entity._stored(*row) for row in rows), key=lambda e: (distances[e.id], e.id))
+    return Subgraph(entities, relationships, {e.id: distances[e.id] for e in entities})
+
+
+async def _delete(sql: str, params: tuple[str, ...], conn: AsyncConnection[Any]) -> bool:
+    cursor = await conn.execute(sql, params)
+    return cursor.rowcount > 0
+
+
+def _by_id(entity: Entity) -> str:
+    return entity.id
+
+
+def _by_key(relationship: Relationship) -> tuple[str, str, str]:
+    return relationship.key
+
+
+class PostgresGraphStore(GraphStoreBase):
+    """A `GraphStore` in PostgreSQL: shared safely by workers on many machines.
+
+    Behaves as `SQLiteGraphStore` does, method for method: many graphs in one
+    database, each batch one transaction, the tables made on first use.
+
+    Args:
+        conn: An open connection, from `await connect_postgres(dsn)`.
+        graph: Which graph of the database this store works on.
+
+    Raises:
+        TypeError: `conn` is not a `PostgresConnection`.
+        ValueError: `graph` is empty or holds a NUL character.
+    """
+
+    __slots__ = ("_graph", "_tables")
+
+    def __init__(self, conn: PostgresConnection, *, graph: str = "default") -> None:
+        self._tables = PostgresTables(
+            conn, "PostgresGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store"
+        )
+        self._graph = check_key("graph", graph)
+
+    def __repr__(self) -> str:
+        return f"PostgresGraphStore({self._tables.connection.target!r}, graph={self._graph!r})"
+
+    @property
+    def graph(self) -> str:
+        """The name of the graph this store works on."""
+        return self._graph
+
+    async def _upsert_entities(self, batch: list[Entity]) -> None:
+        await self._tables.run(partial(_upsert_entities, self._graph, batch))
+
+    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
+        await self._tables.run(partial(_upsert_relationships, self._graph, batch))
+
+    async def _get_entity(self, entity_id: str) -> Entity | None:
+        return await self._tables.run(partial(_get_entity, self._graph, entity_id))
+
+    async def _entities(self, kind: str | None) -> list[Entity]:
+        return await self._tables.run(partial(_entities, self._graph, kind))
+
+    async def _relationships(
+        self, entity_id: str | None, types: list[str] | None
+    ) -> list[Relationship]:
+        return await self._tables.run(partial(_relationships, self._graph, entity_id, types))
+
+    async def _delete_entity(self, entity_id: str) -> bool:
+        sql = "DELETE FROM pygents_graph_entities WHERE graph = %s AND id = %s"
+        return await self._tables.run(partial(_delete, sql, (self._graph, entity_id)))
+
+    async def _delete_relationship(self, key: tuple[str, str, str]) -> bool:
+        sql = (
+            "DELETE FROM pygents_graph_relationships "
+            "WHERE graph = %s AND source = %s AND target = %s AND type = %s"
+        )
+        return await self._tables.run(partial(_delete, sql, (self._graph, *key)))
+
+    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
+        # One recursive query (see the module docs).
+        return await self._tables.run(partial(_neighbors, self._graph, start, depth, types))

@@ -72,6 +72,7 @@ from pygents_ctx.context.strategies import (
     summary_message,
     summary_text,
 )
+from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import (
     ContextOverflowError,
     PygentsError,
@@ -172,6 +173,8 @@ __all__ = [
     "UnregisteredToolError",
     "UnserializableHookError",
     "UntilFits",
+    "Usage",
+    "UsageRecord",
     "Window",
     "WrongRunMethodError",
     "bridge_message",

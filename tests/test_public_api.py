@@ -34,6 +34,7 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.stores.postgres",
     "pygents_ctx.context.stores.compaction",
     "pygents_ctx.context.config",
+    "pygents_ctx.context.usage",
     "pygents_ctx.context.strategies",
     "pygents_ctx.context.strategies.base",
     "pygents_ctx.context.strategies.budget",

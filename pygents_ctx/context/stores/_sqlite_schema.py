@@ -15,6 +15,7 @@ Tables:
   and is unique within it. Appends take `next_position`; `replace_prefix` puts
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+- `pygents_usage`: one row per model call whose usage was recorded, in order.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
+from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "StoreSchemaError", "configure", "migrate"]
@@ -97,7 +99,8 @@ _V1: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+# Version 2: usage records, one row per model call.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, SQLITE_TABLE)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})

@@ -4,8 +4,9 @@ A store holds one *session* (a conversation, `session_id`) of `Message`s, in the
 order they were appended. Each message may carry the `run_id` of the agent run
 that wrote it, so one run's messages can be dropped (`clear_run`) while the rest
 of the session stays. Beside the messages, a store keeps the token usage its
-provider reported (`set_context_tokens` / `add_context_tokens`) and a token
-count of every stored message, so `token_count()` never re-tokenizes.
+provider reported (`set_context_tokens` / `add_context_tokens`), a record of
+each model call's usage (`record_usage` / `get_usage`), and a token count of
+every stored message, so `token_count()` never re-tokenizes.
 
 Messages taken out of the live history by `replace_prefix` (what compaction
 uses) are not deleted: they move to the session's *archive*, readable with
@@ -26,10 +27,13 @@ from pygents_ctx.context.stores._common import (
     check_count,
     check_messages,
     check_tokens,
+    check_usage_record,
     new_session_id,
     preview_of,
+    require_run_id,
 )
 from pygents_ctx.context.tokens import count_tokens
+from pygents_ctx.context.usage import UsageRecord
 
 if TYPE_CHECKING:
     from pygents_ctx.context.messages import Message
@@ -115,6 +119,7 @@ class ContextStore(ClosesOnExit, ABC):
     _session_id: str | None = None
     _input_tokens: int = 0
     _output_tokens: int = 0
+    _usage_records: list[UsageRecord] | None = None
 
     @property
     def session_id(self) -> str:
@@ -280,6 +285,40 @@ class ContextStore(ClosesOnExit, ABC):
         current_in, current_out = await self.get_context_tokens()
         await self.set_context_tokens(current_in + add_in, current_out + add_out)
 
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage, and add its tokens to the session's usage.
+
+        The record is kept in order, and `record.usage.input_tokens` and
+        `output_tokens` are added as `add_context_tokens` adds them (the built-in
+        backends do both in one transaction). Records stay through `clear()` and
+        `clear_run()`: they count what was spent, not what is kept.
+
+        This default keeps the records on the instance and calls `add_context_tokens`.
+
+        Raises:
+            TypeError: `record` is not a `UsageRecord`.
+        """
+        record = check_usage_record(record)
+        if self._usage_records is None:
+            self._usage_records = []
+        self._usage_records.append(record)
+        await self.add_context_tokens(record.usage.input_tokens, record.usage.output_tokens)
+
+    async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
+        """The usage records of the session, oldest first; only run `run_id`'s when given.
+
+        Add them up with `sum((r.usage for r in records), Usage())`.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = None if run_id is None else require_run_id(run_id)
+        return [
+            record
+            for record in self._usage_records or ()
+            if target is None or record.run_id == target
+        ]
+
     # -- sessions -----------------------------------------------------------
 
     async def list_sessions(self) -> list[SessionInfo]:
@@ -318,7 +357,8 @@ class ContextStore(ClosesOnExit, ABC):
     async def from_context(cls, store: ContextStore, /, **kwargs: Any) -> Self:
         """A new store of this class holding a copy of `store`: history, archive, token usage.
 
-        Run ids are not copied (use `fork()` within one backend to keep them).
+        Usage records are copied as they are. Run ids of messages are not
+        copied (use `fork()` within one backend to keep them).
         `kwargs` go to the constructor, as for `from_history`.
         """
         if not isinstance(store, ContextStore):
@@ -331,6 +371,9 @@ class ContextStore(ClosesOnExit, ABC):
         clone = await cls.from_history(everything, **kwargs)
         if archived > 0:
             await clone.replace_prefix(archived, ())
+        for record in await store.get_usage():
+            await clone.record_usage(record)
+        # After the records, which add their tokens: the copy's totals are the source's.
         await clone.set_context_tokens(*await store.get_context_tokens())
         return clone
 

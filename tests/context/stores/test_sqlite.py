@@ -20,7 +20,13 @@ from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
 from .helpers import numbered, texts
 
-TABLES = ["pygents_archive", "pygents_messages", "pygents_schema", "pygents_sessions"]
+TABLES = [
+    "pygents_archive",
+    "pygents_messages",
+    "pygents_schema",
+    "pygents_sessions",
+    "pygents_usage",
+]
 
 
 def raw(db_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -289,21 +295,21 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(db_path: Path) -> No
         db.execute("UPDATE pygents_schema SET version = 99")
     db.close()
 
-    with pytest.raises(StoreSchemaError, match=r"version 99, newer than version 1 .* upgrade"):
+    with pytest.raises(StoreSchemaError, match=rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"):
         await connect(db_path)
 
 
 def test_migrations_run_the_missing_steps_once_and_keep_the_data(db_path: Path) -> None:
     db = sqlite3.connect(db_path, isolation_level=None)
-    assert migrate(db) == 1
+    assert migrate(db) == SCHEMA_VERSION
     db.execute("INSERT INTO pygents_sessions (session_id, created_at) VALUES ('kept', 'now')")
     step = ("ALTER TABLE pygents_sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''",)
 
-    assert migrate(db, (*MIGRATIONS, step)) == 2
-    assert migrate(db, (*MIGRATIONS, step)) == 2  # nothing left to do: no error
+    assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
+    assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1  # nothing left to do: no error
 
     assert db.execute("SELECT session_id, title FROM pygents_sessions").fetchall() == [("kept", "")]
-    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(2,)]
+    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(SCHEMA_VERSION + 1,)]
     db.close()
 
 
@@ -315,6 +321,6 @@ def test_a_failing_migration_leaves_the_old_version_whole(db_path: Path) -> None
     with pytest.raises(sqlite3.OperationalError):
         migrate(db, (*MIGRATIONS, broken))
 
-    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(1,)]
+    assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(SCHEMA_VERSION,)]
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall() == []
     db.close()

@@ -44,6 +44,8 @@ from pygents_ctx.context.stores.postgres import (
 from . import postgres_server
 from .helpers import numbered, texts
 from .test_sqlite import SQL_METACHARACTERS, TABLES
+
+NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
 from .test_store_properties import apply, observe, operations
 
 Server = postgres_server.PostgresServer
@@ -605,7 +607,7 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(fresh_dsn: str) -> N
     async with connect_postgres(fresh_dsn) as conn:
         await query(conn, "UPDATE pygents_schema SET version = 99")
 
-    with pytest.raises(StoreSchemaError, match=rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"):
+    with pytest.raises(StoreSchemaError, match=NEWER):
         await connect_postgres(fresh_dsn)
 
 
@@ -616,7 +618,9 @@ async def test_migrations_run_the_missing_steps_once_and_keep_the_data(fresh_dsn
         await db.execute("INSERT INTO pygents_sessions (session_id) VALUES ('kept')")
 
         assert await migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
-        assert await migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1  # nothing left to do: no error
+        assert (
+            await migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
+        )  # nothing left: no error
 
         cursor = await db.execute("SELECT session_id, title FROM pygents_sessions")
         assert await cursor.fetchall() == [("kept", "")]

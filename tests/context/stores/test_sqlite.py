@@ -20,6 +20,8 @@ from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
 from .helpers import numbered, texts
 
+NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
+
 TABLES = [
     "pygents_archive",
     "pygents_messages",
@@ -295,7 +297,7 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(db_path: Path) -> No
         db.execute("UPDATE pygents_schema SET version = 99")
     db.close()
 
-    with pytest.raises(StoreSchemaError, match=rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"):
+    with pytest.raises(StoreSchemaError, match=NEWER):
         await connect(db_path)
 
 
@@ -306,7 +308,7 @@ def test_migrations_run_the_missing_steps_once_and_keep_the_data(db_path: Path) 
     step = ("ALTER TABLE pygents_sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''",)
 
     assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
-    assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1  # nothing left to do: no error
+    assert migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1  # nothing left: no error
 
     assert db.execute("SELECT session_id, title FROM pygents_sessions").fetchall() == [("kept", "")]
     assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(SCHEMA_VERSION + 1,)]

@@ -43,9 +43,7 @@ from pygents_ctx.context.stores.postgres import (
 
 from . import postgres_server
 from .helpers import numbered, texts
-from .test_sqlite import SQL_METACHARACTERS, TABLES
-
-NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
+from .test_sqlite import NEWER, SQL_METACHARACTERS, TABLES
 from .test_store_properties import apply, observe, operations
 
 Server = postgres_server.PostgresServer

@@ -17,7 +17,10 @@ PygentsError
 ├── ContextOverflowError (ValueError)  even the newest round is over a token budget
 ├── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
 ├── StoreClosedError (RuntimeError)    a store's connection was used after close()
-└── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
+├── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
+└── ModelError (RuntimeError)          a model call failed
+    ├── ModelAPIError                  the provider refused the call or could not be reached
+    └── ModelResponseError             the provider's reply cannot be read as a Message
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -28,6 +31,9 @@ from __future__ import annotations
 
 __all__ = [
     "ContextOverflowError",
+    "ModelAPIError",
+    "ModelError",
+    "ModelResponseError",
     "PygentsError",
     "SafeExecutionError",
     "StoreClosedError",
@@ -118,3 +124,38 @@ class StoreClosedError(PygentsError, RuntimeError):
 
 class StoreSchemaError(PygentsError, RuntimeError):
     """A store file holds a schema newer than this version of pygents_ctx knows."""
+
+
+class ModelError(PygentsError, RuntimeError):
+    """A model call failed. The SDK's own exception, if any, is the `__cause__`."""
+
+
+class ModelAPIError(ModelError):
+    """The provider refused the call, or could not be reached.
+
+    A `ModelLoop` retries the call when `transient` is true (rate limits,
+    server errors, timeouts, lost connections), waiting `retry_after` seconds
+    when the provider said how long.
+
+    Attributes:
+        status_code: The HTTP status, or None when no response came.
+        transient: Whether trying again later may succeed.
+        retry_after: Seconds the provider asked to wait before trying again, if it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        transient: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.transient = transient
+        self.retry_after = retry_after
+
+
+class ModelResponseError(ModelError):
+    """The provider's reply cannot be read as a `Message` (no choice, an unknown block kind)."""

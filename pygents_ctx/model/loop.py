@@ -18,9 +18,18 @@ store holds without results instead of calling the model, and `model_act` runs
 only the calls still unanswered. So a step that runs again after an
 interruption does not repeat what was done.
 
-A run that stops early (cancelled, or the caller stops reading the stream)
-leaves no tool call without a result: each call that did not finish gets an
-error result saying it was cancelled, and the model reads it at the next step.
+A run that stops early leaves no tool call without a result, unless the
+agent still holds the step that will produce it:
+
+- cancelled while tools run: the results of the calls that finished are
+  stored, and each call that did not gets an error result saying it was
+  cancelled (it may have half run; the model decides whether to call again);
+- cancelled during a model call: nothing of that call is stored, and the step
+  stays on the agent, to run first next time;
+- cancelled while paused between steps: the next step stays queued (and is
+  saved by `agent.to_json()`); it runs the waiting calls when the loop goes on;
+- the caller stops reading `stream()` (closed with `aclosing`, or collected):
+  the step it interrupted is gone, so its calls get cancelled results.
 """
 
 from __future__ import annotations
@@ -374,7 +383,15 @@ class ModelLoop:
         return run
 
     async def _cancel_unanswered(self, run: _Run) -> None:
-        """Give every stored call without a result a cancelled result (a run stopped early)."""
+        """Answer stored calls left without results as cancelled, unless a step will answer them.
+
+        A run stopped while paused, or cancelled inside a step, keeps that step
+        on the agent (and in `to_json()`): it runs the calls next time. A step
+        the stopped stream closed is gone: its calls are answered here.
+        """
+        agent = self.agent
+        if any(t is not None and t.tool in STEP_TOOLS for t in (agent.current_turn, *agent.queue)):
+            return
         context = self._context
         calls = unanswered_calls(await context.history())
         if not calls:

@@ -72,6 +72,7 @@ class FakeAPI:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.requests: list[Request] = []
+        self.received = asyncio.Event()  # set by every request
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
@@ -102,6 +103,7 @@ class FakeAPI:
             if request is None:
                 return
             self.requests.append(request)
+            self.received.set()
             reply = self.replies.popleft() if self.replies else _unscripted(request)
             await self._answer(reply, writer)
         except (ConnectionError, asyncio.CancelledError):

@@ -13,6 +13,9 @@ from pygents_ctx import (
     Agent,
     ContextOverflowError,
     ContextQueue,
+    ModelAPIError,
+    ModelError,
+    ModelResponseError,
     PygentsError,
     SafeExecutionError,
     StoreClosedError,
@@ -42,6 +45,9 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreClosedError, (RuntimeError,)),
     (StoreSchemaError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
+    (ModelError, (RuntimeError,)),
+    (ModelAPIError, (ModelError, RuntimeError)),
+    (ModelResponseError, (ModelError, RuntimeError)),
 ]
 
 

@@ -45,7 +45,6 @@ from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
-from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
@@ -169,7 +168,8 @@ class ModelLoop:
             strategy builds each window.
         model: The `Model` to call.
         tools: The tools the model may call (default: the agent's tools).
-        instructions: A system prompt put before every window (not stored).
+        instructions: A system prompt put before the history (not stored); the
+            strategy builds the window from both, so its budget covers it.
         settings: Settings for every model call (over the model's own).
         max_steps: The most model calls per run (None: no limit).
         max_tokens: A token budget per run (None: none).
@@ -269,6 +269,7 @@ class ModelLoop:
         self.step_timeout = step_timeout
         self.retry = RetryPolicy() if retry is None else retry
         self._by_name = {t.metadata.name: t for t in chosen}
+        self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
 
     def __repr__(self) -> str:
@@ -428,7 +429,7 @@ class ModelLoop:
         if history[-1].role == "assistant":  # answered already (the step ran again)
             yield self._finish(run, LoopStop.ANSWER, history[-1])
             return
-        window = self._with_instructions(await context.window_of(history))
+        window = await context.window_of(self._with_instructions(history))
         stop = self._limit(run, window.tokens)
         if stop is not None:
             yield self._finish(run, stop, None)
@@ -464,13 +465,12 @@ class ModelLoop:
             _ACT, kwargs={"calls": [to_dict(call) for call in calls]}, timeout=self.step_timeout
         )
 
-    def _with_instructions(self, window: PromptWindow) -> PromptWindow:
-        if self.instructions is None:
-            return window
-        system = Message("system", self.instructions)
-        stable = None if window.stable_prefix is None else window.stable_prefix + 1
-        tokens = window.tokens + count_message_tokens(system)
-        return PromptWindow([system, *window.messages], tokens, stable)
+    def _with_instructions(self, history: list[Message]) -> list[Message]:
+        # Before the strategy runs: its budget covers the instructions too, and it
+        # keeps leading system messages at the head of every window.
+        if self._instructions is None:
+            return history
+        return [self._instructions, *history]
 
     def _limit(self, run: _Run, window_tokens: int) -> LoopStop | None:
         if self.max_steps is not None and run.steps >= self.max_steps:

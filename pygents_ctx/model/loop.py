@@ -137,6 +137,9 @@ class _Run:
     usage: Usage = field(default_factory=Usage)
     run_id: str | None = None
     finished: LoopFinished | None = None
+    # The calls of the reply `model_think` just stored: the `model_act` it queued
+    # knows they are unanswered without reading the history again.
+    fresh_calls: frozenset[str] = frozenset()
 
 
 def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> None:
@@ -456,6 +459,7 @@ class ModelLoop:
         run.usage += response.usage
         yield ModelReplied(step, response, window.tokens)
         if reply.tool_uses:
+            run.fresh_calls = frozenset(call.id for call in reply.tool_uses)
             yield self._act_turn(reply.tool_uses)
         else:
             yield self._finish(run, LoopStop.ANSWER, reply)
@@ -521,15 +525,56 @@ class ModelLoop:
 
     async def _act(self, data: list[dict[str, Any]]) -> AsyncIterator[Any]:
         run = self._state()
-        calls = [from_dict(call) for call in data]
-        still_open = {call.id for call in unanswered_calls(await self._context.history())}
-        todo = [call for call in calls if isinstance(call, ToolUseBlock) and call.id in still_open]
+        calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
+        if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
+            todo = calls  # queued by this run's think, which stored them: none answered yet
+        else:  # restored, or run again after an interruption: the store says what is left
+            still_open = {call.id for call in unanswered_calls(await self._context.history())}
+            todo = [call for call in calls if call.id in still_open]
+        run.fresh_calls = frozenset()
         if todo:
             async for value in self._run_calls(run.steps, todo):
                 yield value
         yield self._think_turn()
 
     async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+        if len(calls) == 1 or self.parallel_tools == 1:
+            steps = self._run_one_by_one(step, calls)
+        else:
+            steps = self._run_at_once(step, calls)
+        async for value in steps:
+            yield value
+
+    async def _run_one_by_one(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+        """The calls in turn, in this task (one call needs no task of its own)."""
+        hooks = list(self.agent.turn_hooks)
+        results: dict[str, ToolResultBlock] = {}
+        routed: dict[str, list[Any]] = {}
+        try:
+            for call in calls:
+                yield ToolCallStarted(step, call)
+                result, values = await run_call(call, self._by_name, hooks, self.tool_timeout)
+                results[call.id], routed[call.id] = result, values
+                yield ToolCallFinished(step, call, result)
+        except BaseException:
+            await self._keep_results(calls, results, routed)
+            raise
+        for value in self._stored(calls, results, routed):
+            yield value
+
+    @staticmethod
+    def _stored(
+        calls: list[ToolUseBlock],
+        results: dict[str, ToolResultBlock],
+        routed: dict[str, list[Any]],
+    ) -> list[Any]:
+        """What the tools produced for routing, in the calls' order, then all results."""
+        values = [value for call in calls for value in routed[call.id]]
+        values.append(ContextItem(content=Message("user", [results[call.id] for call in calls])))
+        return values
+
+    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+        """The calls as tasks, up to `parallel_tools` at once; events as they happen."""
         events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
         gate = asyncio.Semaphore(self.parallel_tools)
         hooks = list(self.agent.turn_hooks)
@@ -557,10 +602,8 @@ class ModelLoop:
             await asyncio.gather(*tasks, return_exceptions=True)
             await self._keep_results(calls, results, routed)
             raise
-        for call in calls:
-            for value in routed[call.id]:
-                yield value
-        yield ContextItem(content=Message("user", [results[call.id] for call in calls]))
+        for value in self._stored(calls, results, routed):
+            yield value
 
     async def _keep_results(
         self,

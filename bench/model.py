@@ -87,7 +87,7 @@ async def model_loop(steps: int) -> list[Result]:
         loops = _Loops(streaming)
         bare = ScriptedModel(_script(steps) * 20)  # enough replies for every repeat
 
-        async def floor(ops: int, bare: ScriptedModel = bare) -> None:
+        async def floor(ops: int, bare: ScriptedModel = bare, streaming: bool = streaming) -> None:
             if streaming:
                 for _ in range(ops):
                     async for _event in bare.stream(window, [bench_noop]):

@@ -137,13 +137,18 @@ class AnthropicModel:
         choice = _tool_choice(chosen)
         if choice is not None and tools:
             request["tool_choice"] = choice
-        for name in ("temperature", "top_p"):
-            if getattr(chosen, name) is not None:
-                request[name] = getattr(chosen, name)
         if chosen.stop is not None:
             request["stop_sequences"] = list(chosen.stop)
-        if chosen.extra_body:
-            request["extra_body"] = dict(chosen.extra_body)
+        # Sampling settings travel in the body: newer SDKs no longer name them as
+        # arguments, and the API still reads them where a model takes them.
+        body = {
+            name: getattr(chosen, name)
+            for name in ("temperature", "top_p")
+            if getattr(chosen, name) is not None
+        }
+        body.update(chosen.extra_body or {})
+        if body:
+            request["extra_body"] = body
         if chosen.extra_headers:
             request["extra_headers"] = dict(chosen.extra_headers)
         return request

@@ -500,3 +500,45 @@ async def test_a_reader_may_stop_a_stream_early(api: FakeAPI, openai_model: Open
 
     assert first == TextDelta("a")
     assert (await asyncio.wait_for(openai_model.complete(QUESTION), 5)).message.text == "next"
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_extra_fields_and_headers_reach_the_server(
+    api: FakeAPI, openai_model: OpenAIModel, anthropic_model: AnthropicModel, provider: str
+) -> None:
+    model: Any = openai_model if provider == "openai" else anthropic_model
+    api.script(
+        json_reply(chat_completion("ok") if provider == "openai" else message(text_block("ok")))
+    )
+    settings = ModelSettings(
+        temperature=0.3,
+        top_p=0.9,
+        extra_body={"metadata": {"user": "u1"}},
+        extra_headers={"x-trace": "t1"},
+    )
+
+    await model.complete(QUESTION, settings=settings)
+
+    [request] = api.requests
+    assert (request.body["temperature"], request.body["top_p"]) == (0.3, 0.9)
+    assert request.body["metadata"] == {"user": "u1"}
+    assert request.headers["x-trace"] == "t1"
+    assert repr(model).startswith(f"{type(model).__name__}(")
+
+
+async def test_a_streamed_thinking_block_is_refused(
+    api: FakeAPI, anthropic_model: AnthropicModel
+) -> None:
+    events = message_events(("text", ["x"]))
+    start = json.loads(events[2][1])
+    start["content_block"] = {"type": "thinking", "thinking": "", "signature": ""}
+    events[2] = ("content_block_start", json.dumps(start))
+    api.script(sse_reply(events))
+
+    with pytest.raises(ModelResponseError, match="'thinking'"):
+        await collect(anthropic_model.stream(QUESTION))
+
+
+def test_anthropic_needs_a_name() -> None:
+    with pytest.raises(ValueError, match="model name"):
+        AnthropicModel("", api_key="k")

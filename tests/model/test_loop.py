@@ -607,3 +607,142 @@ async def test_a_model_must_reply_with_an_assistant_message(tools: dict[str, Any
 
     with pytest.raises(TypeError, match="ModelResponse"):
         await loop.run("go")
+
+
+# -- the store decides what is left ---------------------------------------------------------
+
+
+async def test_continuing_runs_calls_the_store_holds_without_results(
+    tools: dict[str, Any],
+) -> None:
+    call = tool_call("add", a=4, b=4)
+    store = MemoryContextStore([Message("user", "4 + 4?"), assistant(call)])
+    loop = make_loop(tools, ["8"], context=ContextConfig(store))
+
+    finished = await loop.run()
+
+    assert finished.text == "8"
+    assert (await store.get_history())[2].tool_results == (ToolResultBlock(call.id, "8"),)
+    model = loop.model
+    assert isinstance(model, ScriptedModel)
+    assert len(model.calls) == 1  # the calls ran first; the model was asked once, after
+
+
+async def test_continuing_an_answered_conversation_returns_its_answer(
+    tools: dict[str, Any],
+) -> None:
+    store = MemoryContextStore([Message("user", "hi"), Message("assistant", "hello")])
+    loop = make_loop(tools, [], context=ContextConfig(store))
+
+    finished = await loop.run()
+
+    assert (finished.reason, finished.text, finished.steps) == (LoopStop.ANSWER, "hello", 0)
+
+
+async def test_one_by_one_cancelled_keeps_what_finished_and_routes_it(
+    tools: dict[str, Any],
+) -> None:
+    entered = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Never returns."""
+        entered.set()
+        await asyncio.sleep(10)
+        return "never"
+
+    fetched, hung = tool_call("fetch", doc_id="d9"), tool_call("hang")
+    loop = make_loop({**tools, "hang": hang}, [assistant(fetched, hung), "later"], parallel_tools=1)
+    task = asyncio.create_task(loop.run("go"))
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    results = (await history(loop))[-1].tool_results
+    assert results[0] == ToolResultBlock(fetched.id, "text of d9")
+    assert results[1].is_error
+    assert [item.id for item in loop.agent.context_pool] == ["d9"]  # its item was routed
+
+
+# -- what a tool returns, as the model reads it ----------------------------------------------
+
+
+async def test_results_take_the_shape_of_what_the_tool_returned() -> None:
+    from pygents_ctx import ImageBlock, TextBlock
+
+    image = ImageBlock("image/png", b"\x89PNG")
+
+    @tool
+    async def shapes(kind: str) -> Any:
+        """Return something of each kind."""
+        return {
+            "block": TextBlock("a block"),
+            "blocks": [TextBlock("see:"), image],
+            "message": Message("user", [TextBlock("from a message")]),
+            "data": {"n": 1, "tags": ["a"]},
+            "odd": object.__new__(type("Odd", (), {"__repr__": lambda self: "<odd>"})),
+        }[kind]
+
+    @tool
+    async def mixed():  # type: ignore[no-untyped-def]
+        """Yield values of several kinds."""
+        yield "text"
+        yield 2
+
+    kinds = ["block", "blocks", "message", "data", "odd"]
+    calls = [tool_call("shapes", kind=kind) for kind in kinds] + [tool_call("mixed")]
+    loop = make_loop({"shapes": shapes, "mixed": mixed}, [assistant(*calls), "ok"])
+
+    await loop.run("shapes")
+
+    contents = [r.content for r in (await history(loop))[2].tool_results]
+    assert contents[0] == (TextBlock("a block"),)
+    assert contents[1] == (TextBlock("see:"), image)
+    assert contents[2] == (TextBlock("from a message"),)
+    assert contents[3] == '{"n":1,"tags":["a"]}'
+    assert contents[4] == '"<odd>"'
+    assert contents[5] == '["text",2]'
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"pricing": "cheap"}, TypeError, "pricing"),
+        ({"instructions": 5}, TypeError, "instructions"),
+        ({"settings": {"temperature": 0}}, TypeError, "settings"),
+        ({"retry": 3}, TypeError, "retry"),
+        ({"parallel_tools": 0}, ValueError, "parallel_tools"),
+        ({"step_timeout": float("inf")}, ValueError, "step_timeout"),
+    ],
+)
+def test_each_bad_option_is_named(
+    tools: dict[str, Any], options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    agent = Agent("options", "", list(tools.values()), context=ContextConfig.default())
+
+    with pytest.raises(error, match=match):
+        ModelLoop(agent, ScriptedModel([]), **options)
+    with pytest.raises(TypeError, match="needs an Agent"):
+        ModelLoop("agent", ScriptedModel([]))  # type: ignore[arg-type]
+
+
+async def test_a_saved_agent_loads_after_the_registries_are_cleared(
+    tools: dict[str, Any],
+) -> None:
+    from pygents_ctx import ToolRegistry
+
+    store = MemoryContextStore(session_id="s")
+    loop = make_loop(tools, [], context=ContextConfig(store), name="keeper")
+    await loop.agent.put(Turn("model_think"))
+    saved = loop.agent.to_json()
+    ToolRegistry.clear()
+    AgentRegistry.clear()
+    for item in tools.values():
+        ToolRegistry.register(item)
+
+    ModelLoop.register_tools()
+    restored = Agent.from_json(saved, context=ContextConfig(store))
+
+    assert [turn.tool_name for turn in restored.queue] == ["model_think"]
+    assert repr(ModelLoop(restored, ScriptedModel([]))).startswith("<ModelLoop keeper")

@@ -1,23 +1,29 @@
-"""A research assistant that keeps its conversation in SQLite.
+"""A research assistant whose model loop runs as turns, its conversation kept in SQLite.
 
-A scripted model (no network) answers a research question over several steps:
-it searches, fetches documents into the agent's pool, takes notes into its
-queue, and answers. Every message goes to a SQLite file in the working
-directory, and before each model call the window is rebuilt from it by a
-strategy pipeline under a token budget.
+A model answers a research question over several steps: it searches, fetches
+documents into the agent's pool, takes notes into its queue, and answers.
+`ModelLoop` runs each step as a turn; every message goes to a SQLite file in
+the working directory, and before each model call the window is rebuilt from
+it by a strategy pipeline under a token budget. The run is streamed: each
+event is shown as it happens (in a terminal, the replies' text as it is
+written).
+
+Offline, a scripted model plays the researcher. `--base-url` and `--model` run
+the same agent against any OpenAI-compatible server (OpenAI, vLLM, llama.cpp,
+Ollama), with the key from the environment variable `--api-key-env` names.
 
 Run it twice: the second run continues the same session with a follow-up
 question. `--fresh` starts over, `--db PATH` picks the file.
 
-    python examples/demo.py [--fresh] [--db PATH]
+    python examples/demo.py [--fresh] [--db PATH] [--base-url URL --model NAME]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +34,18 @@ from pygents_ctx import (
     ContextItem,
     ContextQueue,
     FitTokens,
-    Message,
+    LoopFinished,
+    Model,
+    ModelLoop,
+    ModelReplied,
+    ModelRetry,
+    OpenAIModel,
     Pipeline,
     SQLiteContextStore,
-    ToolResultBlock,
-    Turn,
+    StepStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
     connect,
     tool,
 )
@@ -40,6 +53,10 @@ from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 SESSION = "research-demo"
 BUDGET = 250  # tokens the model may be shown
+INSTRUCTIONS = (
+    "You answer research questions from a small library. Search it, fetch the documents "
+    "you need, note what matters, then answer in two sentences."
+)
 LIBRARY = {
     "tides-101": (
         "Tides",
@@ -77,146 +94,121 @@ async def search(query: str) -> str:
 
 @tool
 async def fetch(doc_id: str) -> ContextItem[str]:
-    """Fetch a document: an item with an id, which the agent routes into its pool."""
+    """Fetch a document by its id: the agent keeps it in its pool."""
     title, text = LIBRARY[doc_id]
-    return ContextItem(content=text, description=title, id=doc_id)
+    return ContextItem(content=f"{title}: {text}", description=title, id=doc_id)
 
 
 @tool
-async def take_notes(note: str) -> str:
-    """Keep a note in the agent's working memory."""
-    return f"noted: {note}"
+async def take_notes(note: str) -> ContextItem[str]:
+    """Keep a short note in the agent's working memory."""
+    return ContextItem(content=note)
 
 
-# -- the model loop, built from turns -----------------------------------------
-
-
-class Research:
-    """The agent, its model, and how each step is shown."""
-
-    def __init__(self, model: ScriptedModel, display: Display) -> None:
-        self.model, self.display = model, display
-        self.agent: Agent | None = None  # set once the agent exists
-        self.step = 0
-
-    async def think(self) -> AsyncIterator[Any]:
-        """One model call: build the window, ask the model, route its reply."""
-        agent = self.agent
-        assert agent is not None
-        assert agent.context is not None
-        window = await agent.prompt_window()
-        reply = await self.model(window.messages)
-        self.step += 1
-        calls = ", ".join(f"{c.name}({_args(c.input)})" for c in reply.tool_uses)
-        stored = await agent.context.store.count()
-        self.display.step(
-            self.step, window.tokens, len(window.messages), stored, calls or reply.text
-        )
-        yield ContextItem(content=reply)  # -> the queue and the SQLite store
-        await agent.context.store.add_context_tokens(window.tokens, len(reply.text) // 4)
-        if reply.tool_uses:
-            yield Turn("act", kwargs={"calls": [_call(c) for c in reply.tool_uses]})
-        else:
-            yield reply.text  # the answer: yielded to the caller
-
-    async def act(self, calls: list[dict[str, Any]]) -> AsyncIterator[Any]:
-        """Run the model's tool calls; their results go back as one user message."""
-        results = []
-        for call in calls:
-            output = await TOOLS[call["name"]](**call["input"])
-            if isinstance(output, ContextItem):  # a document: to the pool, its text to the model
-                yield output
-                output = f"{output.description}: {output.content}"
-            elif call["name"] == "take_notes":
-                yield ContextItem(content=call["input"]["note"])  # a note, no id: the queue
-            results.append(ToolResultBlock(call["id"], output))
-        yield ContextItem(content=Message("user", results))
-        yield Turn("think")
-
-
-TOOLS = {t.metadata.name: t for t in (search, fetch, take_notes)}
-
-
-def _call(block: Any) -> dict[str, Any]:
-    return {"id": block.id, "name": block.name, "input": block.input}
-
-
-def _args(arguments: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
-
-
-# -- the scripts the model follows ---------------------------------------------
+# -- the scripts the offline model follows ---------------------------------------
 
 FIRST_QUESTION = "What causes tides, and can we make electricity from them?"
 FOLLOW_UP = "How does tidal power compare with offshore wind?"
 
 
-def first_script() -> ScriptedModel:
-    return ScriptedModel(
-        [
-            assistant("Let me search the library.", tool_call("search", query="tides power")),
-            assistant(
-                "Two documents look relevant; fetching both.",
-                tool_call("fetch", doc_id="tides-101"),
-                tool_call("fetch", doc_id="tidal-power"),
-            ),
-            assistant(tool_call("take_notes", note="tides: Moon + Sun; power: turbines")),
-            "Tides come mostly from the Moon's gravity, with help from the Sun. Yes: tidal "
-            "stream turbines and barrages turn them into electricity, predictably.",
-        ]
-    )
+def first_script() -> list[Any]:
+    return [
+        assistant("Let me search the library.", tool_call("search", query="tides power")),
+        assistant(
+            "Two documents look relevant; fetching both.",
+            tool_call("fetch", doc_id="tides-101"),
+            tool_call("fetch", doc_id="tidal-power"),
+        ),
+        assistant(tool_call("take_notes", note="tides: Moon + Sun; power: turbines")),
+        "Tides come mostly from the Moon's gravity, with help from the Sun. Yes: tidal "
+        "stream turbines and barrages turn them into electricity, predictably.",
+    ]
 
 
-def follow_up_script() -> ScriptedModel:
-    return ScriptedModel(
-        [
-            assistant(tool_call("search", query="wind")),
-            assistant(tool_call("fetch", doc_id="wind-vs-tide")),
-            "Offshore wind is cheaper today; tidal power wins on predictability, which "
-            "grids value for balancing.",
-        ]
-    )
+def follow_up_script() -> list[Any]:
+    return [
+        assistant(tool_call("search", query="wind")),
+        assistant(tool_call("fetch", doc_id="wind-vs-tide")),
+        "Offshore wind is cheaper today; tidal power wins on predictability, which "
+        "grids value for balancing.",
+    ]
 
 
 # -- output ---------------------------------------------------------------------
 
 
 class Display:
-    """Step lines; with a progress bar of the window against the budget in a terminal."""
+    """One line per step and tool call; in a terminal, a budget gauge and live text."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, terminal: bool) -> None:
         self.budget = budget
-        self.terminal = sys.stdout.isatty()
+        self.terminal = terminal
+        self.writing = False  # in the middle of a streamed reply's line
 
     def say(self, text: str) -> None:
+        self.end_line()
         print(text, flush=True)
 
-    def step(self, number: int, tokens: int, shown: int, stored: int, what: str) -> None:
+    def end_line(self) -> None:
+        if self.writing:
+            print(flush=True)
+            self.writing = False
+
+    def step(self, number: int, tokens: int, shown: int, stored: int) -> None:
         gauge = f"window {tokens:>3}/{self.budget} tokens, {shown:>2} of {stored:>2} messages"
+        # (the instructions are in the window and its tokens, not in the store)
         if self.terminal:
             filled = min(20, round(20 * tokens / self.budget))
             gauge = f"[{'#' * filled}{'.' * (20 - filled)}] {gauge}"
-        self.say(f"step {number:>2}  {gauge}  -> {what[:70]}")
+        self.say(f"step {number:>2}  {gauge}")
+
+    def text(self, piece: str) -> None:
+        """A piece of a reply's text, written as it arrives (terminal only)."""
+        if not self.terminal:
+            return
+        if not self.writing:
+            print("        ", end="")
+            self.writing = True
+        print(piece, end="", flush=True)
+
+    async def show(self, event: Any, store: SQLiteContextStore) -> None:
+        if isinstance(event, StepStarted):
+            window = event.window
+            shown = sum(message.role != "system" for message in window.messages)
+            self.step(event.step, window.tokens, shown, await store.count())
+        elif isinstance(event, TextDelta):
+            self.text(event.text)
+        elif isinstance(event, ModelRetry):
+            self.say(f"        (the model is busy: trying again in {event.delay:.1f}s)")
+        elif isinstance(event, ModelReplied) and not event.message.tool_uses:
+            self.end_line()
+        elif isinstance(event, ToolCallStarted):
+            arguments = ", ".join(f"{k}={v!r}" for k, v in event.call.input.items())
+            self.say(f"        -> {event.call.name}({arguments})")
+        elif isinstance(event, ToolCallFinished):
+            result = event.result
+            outcome = "error: " + result.text if result.is_error else f"{len(result.text)} chars"
+            self.say(f"        <- {event.call.name}: {outcome[:70]}")
+        elif isinstance(event, LoopFinished):
+            self.say(f"answer: {event.text}" if event.message else f"stopped: {event.reason.value}")
 
 
 # -- main -------------------------------------------------------------------------
 
 
-async def main(db: Path, saved_agent: bytes | None, fresh: bool) -> bytes:
+async def main(options: argparse.Namespace, saved_agent: bytes | None) -> bytes:
     """Run one question; return the agent's saved state for the next run."""
-    display = Display(BUDGET)
-    conn = await connect(db)
+    display = Display(BUDGET, sys.stdout.isatty())
+    conn = await connect(options.db)
     try:
         store = SQLiteContextStore(conn, session_id=SESSION)
-        if fresh:
+        if options.fresh:
             await store.clear()
             await store.set_context_tokens(0, 0)
-        display.say(f"transcript: {db} (session {SESSION!r})")
+        display.say(f"transcript: {options.db} (session {SESSION!r})")
         continuing = saved_agent is not None and await store.count() > 0
-        script = follow_up_script if continuing else first_script
         question = FOLLOW_UP if continuing else FIRST_QUESTION
-        research = Research(script(), display)
-        tools = [record, tool(research.think), tool(research.act), search, fetch, take_notes]
+        model = choose_model(options, follow_up_script() if continuing else first_script())
         strategy = Pipeline([ClearToolResults(keep_recent=1), FitTokens(BUDGET)])
         context = ContextConfig(store, strategy)
         if saved_agent is not None and continuing:
@@ -229,22 +221,21 @@ async def main(db: Path, saved_agent: bytes | None, fresh: bool) -> bytes:
             agent = Agent(
                 "researcher",
                 "Answers from a small library",
-                tools,
+                [search, fetch, take_notes],
                 context_queue=ContextQueue(limit=50),
                 context=context,
             )
             display.say("starting a new session")
-        research.agent = agent
+        loop = ModelLoop(agent, model, instructions=INSTRUCTIONS, max_steps=8)
         display.say(f"question: {question}")
-        await agent.put(Turn(record, kwargs={"text": question}))
-        async for _, answer in agent.run():
-            display.say(f"answer: {answer}")
+        async for event in loop.stream(question):
+            await display.show(event, store)
         notes = [item.content for item in agent.context_queue if isinstance(item.content, str)]
         documents = [item.id for item in agent.context_pool.items]
-        used_in, _ = await store.get_context_tokens()
+        used_in, used_out = await store.get_context_tokens()
         display.say(
             f"done: {await store.count()} messages stored, documents {documents}, "
-            f"notes {notes}; {used_in:,} input tokens sent in this session"
+            f"notes {notes}; {used_in:,} input and {used_out:,} output tokens in this session"
         )
         display.say("run it again to continue the session, or with --fresh to start over")
         return agent.to_json()
@@ -252,19 +243,33 @@ async def main(db: Path, saved_agent: bytes | None, fresh: bool) -> bytes:
         await conn.close()
 
 
-@tool
-async def record(text: str) -> AsyncIterator[Any]:
-    """The user's question: into the conversation, then the first model call."""
-    yield ContextItem(content=Message("user", text))
-    yield Turn("think")
+def choose_model(options: argparse.Namespace, script: list[Any]) -> Model:
+    """The server's model with `--base-url`, otherwise the scripted one."""
+    if options.base_url is None:
+        # In a terminal, a pause between words shows the replies being streamed.
+        return ScriptedModel(script, chunk_delay=0.03 if sys.stdout.isatty() else 0.0)
+    api_key = os.environ.get(options.api_key_env) or "unused"  # local servers need none
+    return OpenAIModel(options.model, base_url=options.base_url, api_key=api_key)
+
+
+def parse(arguments: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--db", type=Path, default=Path("pygents_demo.db"))
+    parser.add_argument("--fresh", action="store_true", help="start a new session")
+    parser.add_argument(
+        "--base-url", help="an OpenAI-compatible server, e.g. http://localhost:11434/v1"
+    )
+    parser.add_argument("--model", default="gpt-4o-mini", help="the model's name on that server")
+    parser.add_argument(
+        "--api-key-env", default="OPENAI_API_KEY", help="the variable holding the server's key"
+    )
+    options = parser.parse_args(arguments)
+    options.db = options.db.resolve()
+    return options
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", type=Path, default=Path("pygents_demo.db"))
-    parser.add_argument("--fresh", action="store_true", help="start a new session")
-    options = parser.parse_args()
-    db = options.db.resolve()
-    state = db.with_suffix(".agent.json")  # the agent's own state: queue, pool, turns
+    options = parse()
+    state = options.db.with_suffix(".agent.json")  # the agent's own state: queue, pool, turns
     saved = None if options.fresh or not state.exists() else state.read_bytes()
-    state.write_bytes(asyncio.run(main(db, saved, options.fresh)))
+    state.write_bytes(asyncio.run(main(options, saved)))

@@ -22,8 +22,11 @@ PygentsError
 ├── EntityNotFoundError (KeyError)     no entity with that id in the graph
 ├── BlobNotFoundError (KeyError)       no blob under that name
 ├── TaskNotFoundError (KeyError)       no task with that id on the board
-└── TaskTransitionError (ValueError)   a task status change the board does not allow
-    └── RetryLimitError                a task has used all of its attempts
+├── TaskTransitionError (ValueError)   a task status change the board does not allow
+│   └── RetryLimitError                a task has used all of its attempts
+└── ModelError (RuntimeError)          a model call failed
+    ├── ModelAPIError                  the provider refused the call or could not be reached
+    └── ModelResponseError             the provider's reply cannot be read as a Message
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -37,6 +40,9 @@ __all__ = [
     "ConcurrentModificationError",
     "ContextOverflowError",
     "EntityNotFoundError",
+    "ModelAPIError",
+    "ModelError",
+    "ModelResponseError",
     "PygentsError",
     "RetryLimitError",
     "SafeExecutionError",
@@ -175,3 +181,38 @@ class TaskTransitionError(PygentsError, ValueError):
 
 class RetryLimitError(TaskTransitionError):
     """A failed task has used all of its attempts; `retry(..., force=True)` overrides."""
+
+
+class ModelError(PygentsError, RuntimeError):
+    """A model call failed. The SDK's own exception, if any, is the `__cause__`."""
+
+
+class ModelAPIError(ModelError):
+    """The provider refused the call, or could not be reached.
+
+    A `ModelLoop` retries the call when `transient` is true (rate limits,
+    server errors, timeouts, lost connections), waiting `retry_after` seconds
+    when the provider said how long.
+
+    Attributes:
+        status_code: The HTTP status, or None when no response came.
+        transient: Whether trying again later may succeed.
+        retry_after: Seconds the provider asked to wait before trying again, if it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        transient: bool = False,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.transient = transient
+        self.retry_after = retry_after
+
+
+class ModelResponseError(ModelError):
+    """The provider's reply cannot be read as a `Message` (no choice, an unknown block kind)."""

@@ -4,20 +4,38 @@
   every call.
 - `FixedTokenCounter`: a `TokenCounter` that gives every text the same count
   and counts how often it was asked.
-- `ScriptedModel`: a chat model that answers from a script and records every
-  window it was shown; `assistant()` and `tool_call()` write its replies.
+- `ScriptedModel`: a chat model (a `Model`) that answers from a script and
+  records every window it was shown; `assistant()` and `tool_call()` write its
+  replies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
+import orjson
+
+from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message, TextBlock, ToolUseBlock
 from pygents_ctx.context.tokens import count_tokens
+from pygents_ctx.context.usage import Usage
+from pygents_ctx.model.base import (
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    window_parts,
+)
+
+if TYPE_CHECKING:
+    from pygents_ctx.tools import Tool
 
 __all__ = [
     "FixedTokenCounter",
@@ -128,10 +146,13 @@ class ScriptedSummarizer:
 ModelReply: TypeAlias = (
     Message
     | str
+    | ModelResponse
     | BaseException
     | type[BaseException]
     | Callable[[list[Message]], Message | str | Awaitable[Message | str]]
 )
+# A streamed reply's text comes a word at a time, with the space before it.
+_WORDS = re.compile(r"\s*\S+|\s+")
 
 
 def tool_call(name: str, /, **arguments: Any) -> ToolUseBlock:
@@ -167,25 +188,40 @@ def assistant(*parts: str | ToolUseBlock) -> Message:
 
 @dataclass(frozen=True, slots=True)
 class ModelCall:
-    """One call a `ScriptedModel` received: the window it was shown and its size."""
+    """One call a `ScriptedModel` received: the window it was shown and its size.
+
+    Attributes:
+        messages: The window.
+        input_tokens: Its size, with `count_tokens`.
+        tools: The names of the tools offered (through `complete` or `stream`).
+        settings: The settings given, if any.
+    """
 
     messages: tuple[Message, ...]
     input_tokens: int
+    tools: tuple[str, ...] = ()
+    settings: ModelSettings | None = None
 
 
 class ScriptedModel:
     """A chat model that replies from a script and records every call in `calls`.
 
-    Call it with the window (`await model(messages)`); it returns the next
-    scripted reply as an assistant `Message`.
+    It is a `Model`: a `ModelLoop` calls `complete()` or `stream()`. Called
+    directly (`await model(messages)`), it returns the next scripted reply as
+    an assistant `Message`.
 
     Args:
         script: The replies, in call order: a `Message` is returned as is, a
-            string as an assistant text message, an exception (instance or
-            class) is raised, and a function `(messages) -> Message | str`,
-            sync or async, writes the reply from the window it is shown.
+            string as an assistant text message, a `ModelResponse` as it is
+            (with its usage), an exception (instance or class) is raised, and a
+            function `(messages) -> Message | str`, sync or async, writes the
+            reply from the window it is shown.
+        chunk_delay: Seconds `stream()` waits before each piece it yields, to
+            watch a reply being written (or to interrupt it in a test).
 
-    A script that runs out raises `RuntimeError`.
+    The usage of a reply that is not a `ModelResponse` is counted with
+    `count_tokens`: the window's size as input, the reply's as output. A
+    script that runs out raises `RuntimeError`.
 
     Examples:
         >>> import asyncio
@@ -196,12 +232,17 @@ class ScriptedModel:
         5
     """
 
-    def __init__(self, script: Iterable[ModelReply]) -> None:
+    def __init__(self, script: Iterable[ModelReply], *, chunk_delay: float = 0.0) -> None:
         if isinstance(script, str | bytes) or not isinstance(script, Iterable):
             raise TypeError(
                 f"ScriptedModel script must be a list of replies, not {type(script).__name__}"
             )
+        if isinstance(chunk_delay, bool) or not isinstance(chunk_delay, int | float):
+            raise TypeError(f"ScriptedModel chunk_delay must be a number, not {chunk_delay!r}")
+        if chunk_delay < 0:
+            raise ValueError(f"ScriptedModel chunk_delay must be at least 0, not {chunk_delay}")
         self._replies = list(script)
+        self.chunk_delay = chunk_delay
         self.calls: list[ModelCall] = []
 
     def __repr__(self) -> str:
@@ -214,8 +255,53 @@ class ScriptedModel:
 
     async def __call__(self, messages: list[Message], /) -> Message:
         """Record the window, then reply (or raise) as scripted."""
-        window = list(messages)
-        self.calls.append(ModelCall(tuple(window), count_tokens(window)))
+        return (await self._reply(list(messages), (), None)).message
+
+    async def complete(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """Record the call, then reply (or raise) as scripted (see `Model.complete`)."""
+        messages, _ = window_parts(window)
+        return await self._reply(messages, tools, settings)
+
+    async def stream(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """The scripted reply in pieces: its text a word at a time, each tool call whole.
+
+        Then the `ModelResponse`, as `complete` returns it.
+        """
+        messages, _ = window_parts(window)
+        response = await self._reply(messages, tools, settings)
+        pieces: list[ModelStreamEvent] = [
+            TextDelta(word)
+            for block in response.message.content
+            if isinstance(block, TextBlock)
+            for word in _WORDS.findall(block.text)
+        ]
+        pieces += [
+            ToolCallDelta(index, call.id, call.name, orjson.dumps(call.input).decode())
+            for index, call in enumerate(response.message.tool_uses)
+        ]
+        for piece in [*pieces, response]:
+            if self.chunk_delay:
+                await asyncio.sleep(self.chunk_delay)
+            yield piece
+
+    async def _reply(
+        self, window: list[Message], tools: Sequence[Tool[..., Any]], settings: ModelSettings | None
+    ) -> ModelResponse:
+        tokens = count_tokens(window)
+        names = tuple(t.metadata.name for t in tools)
+        self.calls.append(ModelCall(tuple(window), tokens, names, settings))
         if len(self.calls) > len(self._replies):
             raise RuntimeError(
                 f"ScriptedModel has no reply for call {len(self.calls)}: the script has "
@@ -226,6 +312,8 @@ class ScriptedModel:
             isinstance(scripted, type) and issubclass(scripted, BaseException)
         ):
             raise scripted
+        if isinstance(scripted, ModelResponse):
+            return scripted
         reply: object = scripted
         if not isinstance(scripted, Message | str) and callable(scripted):
             write: Callable[[list[Message]], object] = scripted
@@ -233,12 +321,15 @@ class ScriptedModel:
             if inspect.isawaitable(reply):
                 reply = await reply
         if isinstance(reply, str):
-            return Message("assistant", reply)
+            reply = Message("assistant", reply)
         if isinstance(reply, Message):
-            return reply
+            usage = Usage(tokens, count_tokens([reply]))
+            return ModelResponse(
+                reply, usage, "scripted", "tool_calls" if reply.tool_uses else "stop"
+            )
         raise TypeError(
             f"ScriptedModel reply {len(self.calls)} is {type(reply).__name__}; "
-            "script a Message, a string, an exception or a function"
+            "script a Message, a string, a ModelResponse, an exception or a function"
         )
 
 

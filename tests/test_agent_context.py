@@ -408,7 +408,8 @@ async def test_a_pinned_window_reports_its_own_token_count(
     window = await agent.prompt_window()
 
     expected = await pinned().build(await store.get_history())
-    assert window == PromptWindow(expected.messages, expected.tokens)
+    assert window == PromptWindow(expected.messages, expected.tokens, expected.stable_prefix)
+    assert window.stable_prefix == 3  # the whole pinned window stays the prefix of the next
     assert window.tokens == 3 * (1 + 4)  # one token of text and 4 of overhead per message
     assert window.tokens != count_tokens(window.messages)
 

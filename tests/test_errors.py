@@ -18,6 +18,9 @@ from pygents_ctx import (
     EntityNotFoundError,
     MemoryContextStore,
     Message,
+    ModelAPIError,
+    ModelError,
+    ModelResponseError,
     PygentsError,
     RetryLimitError,
     SafeExecutionError,
@@ -56,6 +59,9 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (TaskNotFoundError, (KeyError,)),
     (TaskTransitionError, (ValueError,)),
     (RetryLimitError, (TaskTransitionError, ValueError)),
+    (ModelError, (RuntimeError,)),
+    (ModelAPIError, (ModelError, RuntimeError)),
+    (ModelResponseError, (ModelError, RuntimeError)),
 ]
 
 

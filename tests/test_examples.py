@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.model.fake_api import FakeAPI, chat_chunks, sse_reply
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,9 +50,8 @@ def test_demo_persists_in_sqlite_and_the_second_run_continues(tmp_path: Path) ->
     first = _demo(tmp_path)
     assert f"transcript: {tmp_path / 'pygents_demo.db'}" in first
     assert "starting a new session" in first
-    assert (
-        "step  1  window  19/250 tokens,  1 of  1 messages  -> search(query='tides power')" in first
-    )
+    assert "step  1  window  59/250 tokens,  1 of  1 messages" in first
+    assert "        -> search(query='tides power')\n        <- search: 41 chars" in first
     assert "answer: Tides come mostly from the Moon's gravity" in first
     assert "done: 8 messages stored, documents ['tides-101', 'tidal-power']" in first
 
@@ -55,9 +59,74 @@ def test_demo_persists_in_sqlite_and_the_second_run_continues(tmp_path: Path) ->
     assert "continuing the stored session: 8 messages, 2 documents in the pool" in second
     assert "answer: Offshore wind is cheaper today" in second
     # The history outgrew the budget: the window left older messages out.
-    assert "9 of 13 messages" in second
+    assert "6 of 13 messages" in second
     assert "done: 14 messages stored" in second
 
     fresh = _demo(tmp_path, "--fresh")
     assert "starting a new session" in fresh
     assert "done: 8 messages stored" in fresh
+
+
+def test_demo_streams_live_in_a_terminal(tmp_path: Path) -> None:
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "demo.py")],
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    ) as process:
+        os.close(follower)
+        out = _read_all(leader)
+        assert process.wait(timeout=60) == 0
+    text = out.replace("\r\n", "\n")
+    assert "step  1  [#####...............] window  59/250 tokens" in text
+    # The replies' text, written as it came, on its own line under its step.
+    assert "        Let me search the library.\n        -> search(query='tides power')" in text
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks).decode()
+
+
+async def test_demo_runs_against_an_openai_compatible_server(tmp_path: Path) -> None:
+    server = await FakeAPI().start()
+    server.script(
+        sse_reply(chat_chunks(["Searching."], [("c1", "search", ['{"query": "tides"}'])])),
+        sse_reply(chat_chunks(["The Moon, ", "mostly."])),
+    )
+    try:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(ROOT / "examples" / "demo.py"),
+            "--base-url",
+            f"{server.url}/v1",
+            "--model",
+            "local-model",
+            "--api-key-env",
+            "DEMO_TEST_KEY",
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "DEMO_TEST_KEY": "secret"},
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+    finally:
+        await server.close()
+
+    assert process.returncode == 0, err.decode()
+    assert "        -> search(query='tides')\n        <- search: " in out.decode()
+    assert "answer: The Moon, mostly." in out.decode()
+    first = server.requests[0]
+    assert first.body["model"] == "local-model"
+    assert first.headers["authorization"] == "Bearer secret"
+    assert first.body["messages"][0]["role"] == "system"  # the demo's instructions

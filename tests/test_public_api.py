@@ -34,6 +34,15 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.stores.postgres",
     "pygents_ctx.context.stores.compaction",
     "pygents_ctx.context.config",
+    "pygents_ctx.context.usage",
+    "pygents_ctx.model",
+    "pygents_ctx.model.base",
+    "pygents_ctx.model.definitions",
+    "pygents_ctx.model.events",
+    "pygents_ctx.model.loop",
+    "pygents_ctx.model.openai_model",
+    "pygents_ctx.model.anthropic_model",
+    "pygents_ctx.model.retry",
     "pygents_ctx.context.strategies",
     "pygents_ctx.context.strategies.base",
     "pygents_ctx.context.strategies.budget",
@@ -64,7 +73,7 @@ ALL_MODULES = [pygents_ctx.__name__] + [
     info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")
 ]
 # Type aliases cannot carry a docstring of their own.
-NO_DOCSTRING = {"ContentBlock", "HookKind"}
+NO_DOCSTRING = {"ContentBlock", "HookKind", "LoopEvent", "ModelStreamEvent"}
 EXPORTED = [getattr(pygents_ctx, name) for name in pygents_ctx.__all__]
 EXPORTED_CLASSES = [obj for obj in EXPORTED if inspect.isclass(obj)]
 REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "guides" / "reference.md"

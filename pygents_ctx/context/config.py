@@ -29,10 +29,16 @@ class PromptWindow:
         tokens: Its token count, as the strategy counts (a `PinnedWindow`'s own
             total, or the counter of a budgeted strategy such as `FitTokens`),
             otherwise `count_tokens` with the default counter; from cached counts.
+        stable_prefix: With a `PinnedWindow` strategy, how many leading
+            messages stay the same in every window until it re-pins, while the
+            windows grow only by appending (where a model adapter may place
+            prompt-cache breakpoints); None for other strategies, which promise
+            neither.
     """
 
     messages: list[Message]
     tokens: int
+    stable_prefix: int | None = None
 
 
 class ContextConfig:
@@ -168,10 +174,13 @@ class ContextConfig:
 
     async def prompt_window(self) -> PromptWindow:
         """The strategy's view of the history, with its token count."""
-        history = await self.history()
+        return await self.window_of(await self.history())
+
+    async def window_of(self, history: list[Message]) -> PromptWindow:
+        """The strategy's view of `history` (as `history()` returned it), with its token count."""
         if isinstance(self.strategy, PinnedWindow):
             window = await self.strategy.build(history)
-            return PromptWindow(window.messages, window.tokens)
+            return PromptWindow(window.messages, window.tokens, window.stable_prefix)
         messages = await self.strategy.compact(history)
         measure = getattr(self.strategy, "measure", None)
         if isinstance(measure, Measure):  # count as the strategy does: cached, same units

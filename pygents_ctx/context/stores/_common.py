@@ -13,6 +13,7 @@ import orjson
 
 from pygents_ctx.context.messages import Message, from_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
+from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import ConcurrentModificationError
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = [
     "check_run_id",
     "check_session_id",
     "check_tokens",
+    "check_usage_record",
     "check_window",
     "decode",
     "new_session_id",
@@ -113,6 +115,20 @@ def check_run_id(run_id: object) -> str | None:
         ValueError: It is empty.
     """
     return None if run_id is None else require_run_id(run_id)
+
+
+def check_usage_record(record: object) -> UsageRecord:
+    """Return `record` if it is a `UsageRecord`.
+
+    Raises:
+        TypeError: It is not.
+    """
+    if not isinstance(record, UsageRecord):
+        raise TypeError(
+            f"record_usage needs a UsageRecord, not {type(record).__name__}; "
+            "write UsageRecord(Usage(input_tokens, output_tokens), run_id=...)"
+        )
+    return record
 
 
 def require_run_id(run_id: object) -> str:

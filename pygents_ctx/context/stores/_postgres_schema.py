@@ -20,6 +20,7 @@ picks another).
   and is unique within it. Appends take `next_position`; `replace_prefix` puts
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+- `pygents_usage`: one row per model call whose usage was recorded, in order.
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -31,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from pygents_ctx.context.stores._usage_sql import POSTGRES_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
 if TYPE_CHECKING:
@@ -84,7 +86,8 @@ _V1: Final = (
     "CREATE INDEX pygents_archive_by_session ON pygents_archive (session_id, id)",
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1,)
+# Version 2: usage records, one row per model call.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, POSTGRES_TABLE)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed number: every process migrating a database takes this lock first.

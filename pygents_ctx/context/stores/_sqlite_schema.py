@@ -17,6 +17,7 @@ Tables:
   and is unique within it. Appends take `next_position`; `replace_prefix` puts
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+- `pygents_usage`: one row per model call whose usage was recorded, in order.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
+from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
 __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "StoreSchemaError", "configure", "migrate"]
@@ -114,7 +116,8 @@ _V2: Final = (
     """,
 )
 
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2)
+# Version 3: usage records, one row per model call.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, SQLITE_TABLE)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})

@@ -4,8 +4,9 @@ A store holds one *session* (a conversation, `session_id`) of `Message`s, in the
 order they were appended. Each message may carry the `run_id` of the agent run
 that wrote it, so one run's messages can be dropped (`clear_run`) while the rest
 of the session stays. Beside the messages, a store keeps the token usage its
-provider reported (`set_context_tokens` / `add_context_tokens`) and a token
-count of every stored message, so `token_count()` never re-tokenizes.
+provider reported (`set_context_tokens` / `add_context_tokens`), a record of
+each model call's usage (`record_usage` / `get_usage`), and a token count of
+every stored message, so `token_count()` never re-tokenizes.
 
 Messages taken out of the live history by `replace_prefix` (what compaction
 uses) are not deleted: they move to the session's *archive*, readable with
@@ -31,12 +32,15 @@ from pygents_ctx.context.stores._common import (
     check_run_id,
     check_session_id,
     check_tokens,
+    check_usage_record,
     new_session_id,
     preview_of,
+    require_run_id,
     session_not_empty,
     takes_keyword,
 )
 from pygents_ctx.context.tokens import count_tokens
+from pygents_ctx.context.usage import UsageRecord
 
 __all__ = ["ContextStore", "HistoryRetention", "SessionInfo", "SessionSnapshot", "StoredMessage"]
 
@@ -235,6 +239,7 @@ class ContextStore(ClosesOnExit, ABC):
     _session_id: str | None = None
     _input_tokens: int = 0
     _output_tokens: int = 0
+    _usage_records: list[UsageRecord] | None = None
 
     @property
     def session_id(self) -> str:
@@ -477,6 +482,40 @@ class ContextStore(ClosesOnExit, ABC):
         current_in, current_out = await self.get_context_tokens()
         await self.set_context_tokens(current_in + add_in, current_out + add_out)
 
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage, and add its tokens to the session's usage.
+
+        The record is kept in order, and `record.usage.input_tokens` and
+        `output_tokens` are added as `add_context_tokens` adds them (the built-in
+        backends do both in one transaction). Records stay through `clear()` and
+        `clear_run()`: they count what was spent, not what is kept.
+
+        This default keeps the records on the instance and calls `add_context_tokens`.
+
+        Raises:
+            TypeError: `record` is not a `UsageRecord`.
+        """
+        record = check_usage_record(record)
+        if self._usage_records is None:
+            self._usage_records = []
+        self._usage_records.append(record)
+        await self.add_context_tokens(record.usage.input_tokens, record.usage.output_tokens)
+
+    async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
+        """The usage records of the session, oldest first; only run `run_id`'s when given.
+
+        Add them up with `sum((r.usage for r in records), Usage())`.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = None if run_id is None else require_run_id(run_id)
+        return [
+            record
+            for record in self._usage_records or ()
+            if target is None or record.run_id == target
+        ]
+
     # -- sessions -----------------------------------------------------------
 
     async def list_sessions(self) -> list[SessionInfo]:
@@ -513,7 +552,8 @@ class ContextStore(ClosesOnExit, ABC):
         """A new store of this class holding a copy of `store`: history, archive, run ids, tokens.
 
         `kwargs` go to the constructor, as for `from_history`. It is
-        `restore(await store.snapshot())` on a new store.
+        `restore(await store.snapshot())` on a new store, then a copy of the
+        usage records.
 
         Raises:
             TypeError: `store` is not a `ContextStore`.
@@ -524,4 +564,8 @@ class ContextStore(ClosesOnExit, ABC):
         snapshot = await store.snapshot()
         clone = cls(**kwargs)
         await clone.restore(snapshot)
+        for record in await store.get_usage():
+            await clone.record_usage(record)
+        # After the records, which add their tokens: the copy's totals are the source's.
+        await clone.set_context_tokens(snapshot.input_tokens, snapshot.output_tokens)
         return clone

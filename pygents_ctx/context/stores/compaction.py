@@ -36,6 +36,7 @@ from pygents_ctx.context.strategies.summarize import (
     summary_text,
 )
 from pygents_ctx.context.tokens import count_tokens
+from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import ConcurrentModificationError, SummarizationError
 
 __all__ = ["AutoCompactStore", "compact_context"]
@@ -169,10 +170,11 @@ def _check_keep_recent(keep_recent: object) -> int:
 class AutoCompactStore(ContextStore):
     """A store that compacts itself when a model call's input grows too large.
 
-    Every method delegates to `inner`. `add_context_tokens(input, output)`,
-    which an agent calls after each model call with that call's input size,
-    compacts when `input` is over `max_tokens`, or over `threshold *
-    context_window` (128,000 when neither is given).
+    Every method delegates to `inner`. `add_context_tokens(input, output)` and
+    `record_usage(record)`, which report a model call's usage (a `ModelLoop`
+    calls `record_usage` after each step), compact when the call's input is
+    over `max_tokens`, or over `threshold * context_window` (128,000 when
+    neither is given).
 
     Unlike a clear-and-rewrite, compaction here loses nothing:
 
@@ -314,6 +316,16 @@ class AutoCompactStore(ContextStore):
         await self.inner.add_context_tokens(input_tokens, output_tokens)
         if input_tokens > self.limit:
             await self.compact()
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep a model call's usage in the inner store; compact when its input was over `limit`."""
+        await self.inner.record_usage(record)
+        if record.usage.input_tokens > self.limit:
+            await self.compact()
+
+    async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
+        """The inner store's usage records."""
+        return await self.inner.get_usage(**_given(run_id=run_id))
 
     # -- delegation ---------------------------------------------------------
 

@@ -213,12 +213,16 @@ class MemoryContextStore(ContextStore):
         self._note_preview(batch)
 
     async def fork(self, *, session_id: str | None = None) -> MemoryContextStore:
-        """A new session with an independent copy of the history, archive and token usage."""
+        """A new session with an independent copy of the history, archive and token usage.
+
+        The usage records are copied too.
+        """
         clone = MemoryContextStore(session_id=session_id)
         clone._messages, clone._runs = list(self._messages), list(self._runs)
         clone._counts, clone._total = list(self._counts), self._total
         clone._archive, clone._preview = list(self._archive), self._preview
         clone._input_tokens, clone._output_tokens = self._input_tokens, self._output_tokens
+        clone._usage_records = None if self._usage_records is None else list(self._usage_records)
         return clone
 
     async def snapshot(self) -> SessionSnapshot:

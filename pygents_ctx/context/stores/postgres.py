@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _postgres_ops as ops
+from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     ClosesOnExit,
     Connecting,
@@ -27,6 +28,7 @@ from pygents_ctx.context.stores._common import (
     check_run_id,
     check_session_id,
     check_tokens,
+    check_usage_record,
     new_session_id,
     require_run_id,
 )
@@ -37,6 +39,7 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
     check_snapshot,
 )
+from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
@@ -376,13 +379,14 @@ class PostgresContextStore(ContextStore):
     async def fork(self, *, session_id: str | None = None) -> PostgresContextStore:
         """A new session in the same database with a copy of the history, archive and tokens.
 
-        One transaction; run ids are kept, so `clear_run` works on the fork too.
+        One transaction; run ids and usage records are kept, so `clear_run` works
+        on the fork too.
 
         Raises:
             ValueError: `session_id` names a session that already exists.
         """
         new_id = new_session_id() if session_id is None else _check_id(session_id)
-        await self._conn.run(partial(ops.fork, self.session_id, new_id))
+        await self._conn.run(partial(_fork_with_usage, self.session_id, new_id))
         return PostgresContextStore(self._conn, session_id=new_id)
 
     async def snapshot(self) -> SessionSnapshot:
@@ -440,8 +444,40 @@ class PostgresContextStore(ContextStore):
         """The session's recorded token usage: `(input_tokens, output_tokens)`."""
         return await self._conn.run(partial(ops.get_tokens, self.session_id))
 
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage and add its tokens to the session, in one transaction.
+
+        See `ContextStore.record_usage`.
+
+        Raises:
+            TypeError: `record` is not a `UsageRecord`.
+            ValueError: Its run id or model name holds a NUL character.
+        """
+        record = check_usage_record(record)
+        for name in ("run_id", "model"):
+            value = getattr(record, name)
+            if value is not None:
+                _no_nul(f"UsageRecord.{name}", value)
+        await self._conn.run(partial(usage_sql.record_postgres, self.session_id, record))
+
+    async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
+        """The session's usage records, oldest first; only run `run_id`'s when given.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = None if run_id is None else _no_nul("run_id", require_run_id(run_id))
+        return await self._conn.run(partial(usage_sql.read_postgres, self.session_id, target))
+
     # -- sessions -----------------------------------------------------------
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every session in the database, newest first (one query)."""
         return await self._conn.run(ops.list_sessions)
+
+
+async def _fork_with_usage(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None:
+    # The fork's own transaction nests as a savepoint: the copy of the records is in the same one.
+    async with conn.transaction():
+        await ops.fork(session_id, new_id, conn)
+        await usage_sql.copy_postgres(session_id, new_id, conn)

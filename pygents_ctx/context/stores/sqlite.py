@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _sqlite_ops as ops
+from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
@@ -26,6 +27,7 @@ from pygents_ctx.context.stores._common import (
     check_run_id,
     check_session_id,
     check_tokens,
+    check_usage_record,
     new_session_id,
     now_iso,
     require_run_id,
@@ -38,6 +40,7 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
     check_snapshot,
 )
+from pygents_ctx.context.usage import UsageRecord
 
 __all__ = ["SQLiteConnection", "SQLiteContextStore", "connect"]
 
@@ -288,13 +291,20 @@ class SQLiteContextStore(ContextStore):
     async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:
         """A new session in the same database with a copy of the history, archive and tokens.
 
-        One transaction; run ids are kept, so `clear_run` works on the fork too.
+        One transaction; run ids and usage records are kept, so `clear_run` works
+        on the fork too.
 
         Raises:
             ValueError: `session_id` names a session that already exists.
         """
         new_id = new_session_id() if session_id is None else check_session_id(session_id)
-        await self._write(partial(ops.fork, self.session_id, new_id, now_iso()))
+        source, created_at = self.session_id, now_iso()
+
+        def work(db: Db) -> None:
+            ops.fork(source, new_id, created_at, db)
+            usage_sql.copy_sqlite(source, new_id, db)
+
+        await self._write(work)
         fork = SQLiteContextStore(self._conn, session_id=new_id)
         fork._ready = True
         return fork
@@ -367,6 +377,28 @@ class SQLiteContextStore(ContextStore):
             return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
         return await self._conn.run(read)
+
+    async def record_usage(self, record: UsageRecord) -> None:
+        """Keep one model call's usage and add its tokens to the session, in one transaction.
+
+        See `ContextStore.record_usage`.
+
+        Raises:
+            TypeError: `record` is not a `UsageRecord`.
+        """
+        record = check_usage_record(record)
+        await self._write(
+            partial(usage_sql.record_sqlite, self.session_id, now_iso(), record), ensures=True
+        )
+
+    async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
+        """The session's usage records, oldest first; only run `run_id`'s when given.
+
+        Raises:
+            TypeError: `run_id` is not a str.
+        """
+        target = None if run_id is None else require_run_id(run_id)
+        return await self._conn.run(partial(usage_sql.read_sqlite, self.session_id, target))
 
     # -- sessions -----------------------------------------------------------
 

@@ -32,24 +32,40 @@ class Window:
             messages from `pin` on follow unedited.
         repinned: True if the strategy ran for this window (the first window,
             one over budget, or a rewritten history).
+        stable_prefix: How many leading messages the strategy produced at the
+            pin: they open every window until the next re-pin, unchanged (a
+            prompt-cache breakpoint after them stays valid).
     """
 
     messages: list[Message]
     tokens: int
     pin: int
     repinned: bool
+    stable_prefix: int = 0
 
 
 class _Pinned:
     """What one pin built: the window so far, its size, and the history it came from."""
 
-    __slots__ = ("calls", "first", "last", "out", "pin", "pinned", "seen", "tokens", "untouched")
+    __slots__ = (
+        "calls",
+        "first",
+        "last",
+        "out",
+        "pin",
+        "pinned",
+        "seen",
+        "stable",
+        "tokens",
+        "untouched",
+    )
 
     def __init__(self, history: list[Message], edited: list[Message], measure: Measure) -> None:
         self.pin = self.seen = len(history)
         self.first = history[0] if history else None
         self.pinned = self.last = history[-1] if history else None
         self.out = list(edited)
+        self.stable = len(self.out)
         self.tokens = measure.total(self.out)
         # Calls present in the window: a later result for any other call is an orphan.
         self.calls = {
@@ -209,10 +225,10 @@ class PinnedWindow:
             pinned.advance(messages, self.measure)
             # Re-pinning with nothing new since the pin would give the same window.
             if pinned.tokens <= self.max_tokens or pinned.pin == pinned.seen:
-                return Window(list(pinned.out), pinned.tokens, pinned.pin, repinned=False)
+                return Window(list(pinned.out), pinned.tokens, pinned.pin, False, pinned.stable)
         edited = await self.strategy.compact(messages)
         pinned = self._pinned = _Pinned(messages, edited, self.measure)
-        return Window(list(pinned.out), pinned.tokens, pinned.pin, repinned=True)
+        return Window(list(pinned.out), pinned.tokens, pinned.pin, True, pinned.stable)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """`build(messages).messages`, or `messages` itself when the window is the history."""

@@ -43,7 +43,7 @@ from pygents_ctx.context.stores.postgres import (
 from tests import postgres_server
 
 from .helpers import numbered, texts
-from .test_sqlite import SQL_METACHARACTERS, TABLES
+from .test_sqlite import NEWER, SQL_METACHARACTERS, TABLES
 from .test_store_properties import apply, observe, operations
 
 Server = postgres_server.PostgresServer
@@ -532,23 +532,25 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(fresh_dsn: str) -> N
     async with connect_postgres(fresh_dsn) as conn:
         await query(conn, "UPDATE pygents_schema SET version = 99")
 
-    with pytest.raises(StoreSchemaError, match=r"version 99, newer than version 1 .* upgrade"):
+    with pytest.raises(StoreSchemaError, match=NEWER):
         await connect_postgres(fresh_dsn)
 
 
 async def test_migrations_run_the_missing_steps_once_and_keep_the_data(fresh_dsn: str) -> None:
     step = ("ALTER TABLE pygents_sessions ADD COLUMN title text NOT NULL DEFAULT ''",)
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as db:
-        assert await migrate(db) == 1
+        assert await migrate(db) == SCHEMA_VERSION
         await db.execute("INSERT INTO pygents_sessions (session_id) VALUES ('kept')")
 
-        assert await migrate(db, (*MIGRATIONS, step)) == 2
-        assert await migrate(db, (*MIGRATIONS, step)) == 2  # nothing left to do: no error
+        assert await migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
+        assert (
+            await migrate(db, (*MIGRATIONS, step)) == SCHEMA_VERSION + 1
+        )  # nothing left: no error
 
         cursor = await db.execute("SELECT session_id, title FROM pygents_sessions")
         assert await cursor.fetchall() == [("kept", "")]
         cursor = await db.execute("SELECT version FROM pygents_schema")
-        assert await cursor.fetchall() == [(2,)]
+        assert await cursor.fetchall() == [(SCHEMA_VERSION + 1,)]
 
 
 async def test_a_failing_migration_leaves_the_old_version_whole(fresh_dsn: str) -> None:
@@ -560,7 +562,7 @@ async def test_a_failing_migration_leaves_the_old_version_whole(fresh_dsn: str) 
             await migrate(db, (*MIGRATIONS, broken))
 
         cursor = await db.execute("SELECT version FROM pygents_schema")
-        assert await cursor.fetchall() == [(1,)]
+        assert await cursor.fetchall() == [(SCHEMA_VERSION,)]
         cursor = await db.execute("SELECT to_regclass('half_done')")
         assert await cursor.fetchall() == [(None,)]
 

@@ -20,7 +20,15 @@ from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION
 
 from .helpers import numbered, texts
 
-TABLES = ["pygents_archive", "pygents_messages", "pygents_schema", "pygents_sessions"]
+NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
+
+TABLES = [
+    "pygents_archive",
+    "pygents_messages",
+    "pygents_schema",
+    "pygents_sessions",
+    "pygents_usage",
+]
 
 
 def raw(db_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -289,8 +297,7 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(db_path: Path) -> No
         db.execute("UPDATE pygents_schema SET version = 99")
     db.close()
 
-    newer = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
-    with pytest.raises(StoreSchemaError, match=newer):
+    with pytest.raises(StoreSchemaError, match=NEWER):
         await connect(db_path)
 
 

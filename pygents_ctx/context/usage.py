@@ -1,0 +1,144 @@
+"""Token usage a model provider reports: `Usage`, and `UsageRecord`, the form a store keeps.
+
+Providers count the same things differently: OpenAI's `prompt_tokens` include
+the tokens read from its prompt cache, Anthropic's `input_tokens` leave out the
+tokens read from and written to its cache. A `Usage` always means the same:
+`input_tokens` is every token of the prompt, and `cached_tokens` and
+`cache_write_tokens` say which part of it the cache served or stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+__all__ = ["Usage", "UsageRecord"]
+
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def _check_amount(owner: str, name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{owner}.{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{owner}.{name} must be at least 0, not {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens used by one model call, or by several added up (`a + b`, `sum(..., Usage())`).
+
+    Attributes:
+        input_tokens: Every token of the prompt, the cached ones included.
+        output_tokens: The tokens of the reply.
+        cached_tokens: The part of `input_tokens` read from the provider's prompt cache.
+        cache_write_tokens: The part of `input_tokens` written to the prompt
+            cache (Anthropic reports it; OpenAI caches without saying).
+
+    Raises:
+        TypeError: An amount is not an int.
+        ValueError: An amount is negative, or the cached and cache-write
+            tokens add up to more than `input_tokens`.
+
+    Examples:
+        >>> total = Usage(1_000, 50, cached_tokens=800) + Usage(1_200, 40, cached_tokens=1_000)
+        >>> total.input_tokens, total.cached_tokens, total.total_tokens
+        (2200, 1800, 2290)
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        for name in _USAGE_FIELDS:
+            _check_amount("Usage", name, getattr(self, name))
+        if self.cached_tokens + self.cache_write_tokens > self.input_tokens:
+            raise ValueError(
+                f"Usage.cached_tokens ({self.cached_tokens}) and cache_write_tokens "
+                f"({self.cache_write_tokens}) are parts of input_tokens ({self.input_tokens}) "
+                "and cannot add up to more; give input_tokens as the whole prompt"
+            )
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """`input_tokens + output_tokens`."""
+        return self.input_tokens + self.output_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        """The four amounts by name."""
+        return {name: getattr(self, name) for name in _USAGE_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Usage:
+        """A `Usage` from `to_dict()` output; missing amounts are 0.
+
+        Raises:
+            TypeError, ValueError: As for the constructor, or an unknown key.
+        """
+        unknown = sorted(set(data) - set(_USAGE_FIELDS))
+        if unknown:
+            raise ValueError(f"Usage has no field {unknown[0]!r}; expected {_USAGE_FIELDS}")
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """One model call's usage as a store keeps it: what the provider counted, and our estimate.
+
+    Attributes:
+        usage: What the provider reported.
+        run_id: The agent run the call belonged to.
+        model: The model's name, as the provider gave it.
+        estimated_input_tokens: The prompt's size as this library counted it
+            before the call (the window's `tokens`), to compare with
+            `usage.input_tokens`; None when not estimated.
+        created_at: When the call ended: ISO 8601 in UTC with microseconds.
+
+    Raises:
+        TypeError, ValueError: A field has the wrong type or a negative amount.
+
+    Examples:
+        >>> record = UsageRecord(Usage(120, 30), run_id="run-1", model="gpt-4o")
+        >>> record.usage.total_tokens, record.model
+        (150, 'gpt-4o')
+    """
+
+    usage: Usage
+    run_id: str | None = field(default=None, kw_only=True)
+    model: str = field(default="", kw_only=True)
+    estimated_input_tokens: int | None = field(default=None, kw_only=True)
+    created_at: str = field(default_factory=_now, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.usage, Usage):
+            raise TypeError(f"UsageRecord.usage must be a Usage, not {type(self.usage).__name__}")
+        if self.run_id is not None and not isinstance(self.run_id, str):
+            raise TypeError(
+                f"UsageRecord.run_id must be a str or None, not {type(self.run_id).__name__}"
+            )
+        for name in ("model", "created_at"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(
+                    f"UsageRecord.{name} must be a str, not {type(getattr(self, name)).__name__}"
+                )
+        if self.estimated_input_tokens is not None:
+            _check_amount("UsageRecord", "estimated_input_tokens", self.estimated_input_tokens)

@@ -1,0 +1,56 @@
+"""A model in the loop: the `Model` protocol, OpenAI and Anthropic adapters, and `ModelLoop`.
+
+The adapters import their SDK only when made: `pip install 'pygents-ctx[openai]'`
+or `'pygents-ctx[anthropic]'`.
+"""
+
+from pygents_ctx.model.anthropic_model import AnthropicModel
+from pygents_ctx.model.base import (
+    Model,
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    Pricing,
+    TextDelta,
+    ToolCallDelta,
+)
+from pygents_ctx.model.definitions import to_anthropic_tools, to_openai_tools
+from pygents_ctx.model.events import (
+    AgentValue,
+    LoopEvent,
+    LoopFinished,
+    LoopStop,
+    ModelReplied,
+    ModelRetry,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from pygents_ctx.model.loop import ModelLoop
+from pygents_ctx.model.openai_model import OpenAIModel
+from pygents_ctx.model.retry import RetryPolicy
+
+__all__ = [
+    "AgentValue",
+    "AnthropicModel",
+    "LoopEvent",
+    "LoopFinished",
+    "LoopStop",
+    "Model",
+    "ModelLoop",
+    "ModelReplied",
+    "ModelResponse",
+    "ModelRetry",
+    "ModelSettings",
+    "ModelStreamEvent",
+    "OpenAIModel",
+    "Pricing",
+    "RetryPolicy",
+    "StepStarted",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "to_anthropic_tools",
+    "to_openai_tools",
+]

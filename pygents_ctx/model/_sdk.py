@@ -1,0 +1,106 @@
+"""What the two adapters share: importing an SDK lazily, reading its errors, parsing arguments."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any, Final
+
+import orjson
+
+from pygents_ctx.errors import ModelAPIError, ModelError, ModelResponseError
+from pygents_ctx.model.retry import is_transient_status, retry_after_seconds
+
+__all__ = ["RAW_ARGUMENTS", "import_sdk", "parse_arguments", "translate_error"]
+
+# The key a tool call's input holds its text under when that text is not a JSON object.
+RAW_ARGUMENTS: Final = "_raw_arguments"
+
+# Error kinds an error event in the middle of a stream names, which a later call may not meet.
+_TRANSIENT_KINDS: Final = frozenset(
+    {
+        "api_error",
+        "overloaded_error",
+        "rate_limit_error",
+        "rate_limit_exceeded",
+        "server_error",
+        "timeout_error",
+    }
+)
+
+
+def import_sdk(name: str, owner: str) -> ModuleType:
+    """Import the SDK `name`, or fail saying which extra installs it.
+
+    Raises:
+        ImportError: It is not installed.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(
+            f"{owner} needs the {name!r} package: pip install 'pygents-ctx[{name}]'"
+        ) from None
+
+
+def parse_arguments(text: str) -> dict[str, Any]:
+    """A tool call's arguments as a dict; text that is no JSON object is kept under RAW_ARGUMENTS.
+
+    The model sees the raw text again if the call is sent back, and the loop
+    answers such a call with an error result instead of running the tool.
+    """
+    if not text.strip():
+        return {}
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return {RAW_ARGUMENTS: text}
+    return parsed if isinstance(parsed, dict) else {RAW_ARGUMENTS: text}
+
+
+def _error_kind(body: object) -> str:
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict):
+            return str(inner.get("type") or inner.get("code") or "")
+    return ""
+
+
+def translate_error(sdk: ModuleType, exc: Exception, provider: str) -> ModelError:
+    """The `ModelError` for an exception of the SDK `sdk`; others are not translated.
+
+    Raises:
+        TypeError: `exc` is not one of the SDK's API errors.
+    """
+    if isinstance(exc, sdk.APITimeoutError):
+        return ModelAPIError(f"{provider}: the request timed out ({exc})", transient=True)
+    if isinstance(exc, sdk.APIConnectionError):
+        return ModelAPIError(f"{provider}: could not connect ({exc})", transient=True)
+    if isinstance(exc, sdk.APIResponseValidationError):
+        return ModelResponseError(f"{provider}: the reply does not match the API ({exc})")
+    if isinstance(exc, sdk.APIStatusError):
+        headers = exc.response.headers
+        status = int(exc.status_code)
+        if status < 400:  # an error event inside a stream that began well
+            transient = _error_kind(exc.body) in _TRANSIENT_KINDS
+        else:
+            transient = is_transient_status(status, headers)
+        return ModelAPIError(
+            f"{provider}: HTTP {status}: {exc.message}",
+            status_code=status,
+            transient=transient,
+            retry_after=retry_after_seconds(headers),
+        )
+    if isinstance(exc, sdk.APIError):  # an error event inside a stream
+        kind = _error_kind(exc.body)
+        return ModelAPIError(
+            f"{provider}: the stream failed: {exc.message}", transient=kind in _TRANSIENT_KINDS
+        )
+    raise TypeError(f"not an API error of {sdk.__name__}: {exc!r}")
+
+
+def field(value: Any, name: str, default: Any = None) -> Any:
+    """`value.name`, or `value[name]` for a dict (compatible servers send extra shapes)."""
+    if isinstance(value, dict):
+        return value.get(name, default)
+    return getattr(value, name, default)

@@ -1,0 +1,136 @@
+"""Running one tool call of a model's: its arguments, its turn, and the result the model reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import orjson
+
+from pygents_ctx.context.items import ContextItem
+from pygents_ctx.context.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from pygents_ctx.hooks import Hook
+from pygents_ctx.model._sdk import RAW_ARGUMENTS
+from pygents_ctx.model.definitions import accepts_null
+from pygents_ctx.tools import Tool
+from pygents_ctx.turns import Turn
+
+__all__ = ["CANCELLED", "NOT_RUN", "run_call", "unanswered_calls"]
+
+CANCELLED: Final = (
+    "cancelled: the run stopped before this call finished; call the tool again if still needed"
+)
+NOT_RUN: Final = "not run: a new message came before this call ran; call the tool again if needed"
+
+
+def unanswered_calls(history: Sequence[Message]) -> list[ToolUseBlock]:
+    """The tool calls of the newest assistant message that no later message answers."""
+    answered: set[str] = set()
+    for message in reversed(history):
+        if message.role == "assistant":
+            return [call for call in message.tool_uses if call.id not in answered]
+        answered.update(result.tool_use_id for result in message.tool_results)
+    return []
+
+
+def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
+    return ToolResultBlock(call.id, text, is_error=True)
+
+
+def _arguments(item: Tool[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """`given`, less the nulls sent for optional parameters that do not take null.
+
+    A model in strict mode must send every parameter, and sends null for one it
+    leaves out: dropping that null lets the tool's default apply.
+    """
+    schema = item.metadata.input_schema
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    return {
+        name: value
+        for name, value in given.items()
+        if not (
+            value is None
+            and name in properties
+            and name not in required
+            and not accepts_null(properties[name])
+        )
+    }
+
+
+async def run_call(
+    call: ToolUseBlock,
+    tools: Mapping[str, Tool[..., Any]],
+    hooks: list[Hook],
+    seconds: float,
+) -> tuple[ToolResultBlock, list[Any]]:
+    """Run `call` as a `Turn`: the result the model reads, and the values to route.
+
+    Failures become error results: an unknown tool, arguments that are not a
+    JSON object, and any exception the tool raises (a timeout included).
+    Values the tool produces that an agent routes (`ContextItem`, `Turn`) are
+    returned for routing; an item's content is part of the result too.
+    """
+    item = tools.get(call.name)
+    if item is None:
+        names = ", ".join(sorted(tools)) or "none"
+        return _error(call, f"there is no tool {call.name!r}; the tools are: {names}"), []
+    if RAW_ARGUMENTS in call.input:
+        raw = call.input[RAW_ARGUMENTS]
+        return _error(
+            call,
+            f"the arguments are not a JSON object ({raw!r}); call {call.name} again "
+            "with its arguments as a JSON object",
+        ), []
+    try:
+        turn = Turn(item, kwargs=_arguments(item, call.input), timeout=seconds)
+        if item.is_generator:
+            values = [value async for value in turn._yielding(hooks)]
+        else:
+            values = [await turn._returning(hooks)]
+    except Exception as exc:  # the model reads what went wrong, and can try again
+        return _error(call, f"{type(exc).__name__}: {exc}"), []
+    routed = [value for value in values if isinstance(value, ContextItem | Turn)]
+    shown = [
+        value.content if isinstance(value, ContextItem) else value
+        for value in values
+        if not isinstance(value, Turn)
+    ]
+    return ToolResultBlock(call.id, _content(shown)), routed
+
+
+def _content(values: list[Any]) -> str | list[TextBlock | ImageBlock]:
+    if len(values) == 1:
+        return _one(values[0])
+    if all(isinstance(value, str) for value in values):
+        return "\n".join(values)
+    return _json(values)
+
+
+def _one(value: Any) -> str | list[TextBlock | ImageBlock]:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, TextBlock | ImageBlock):
+        return [value]
+    if isinstance(value, Message):
+        value = list(value.content)
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(isinstance(block, TextBlock | ImageBlock) for block in value)
+    ):
+        return list(value)
+    return _json(value)
+
+
+def _json(value: Any) -> str:
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:
+        return str(value)

@@ -1,0 +1,340 @@
+"""`AnthropicModel`: the Messages API through the official `anthropic` SDK.
+
+Install with `pip install 'pygents-ctx[anthropic]'`.
+
+Prompt caching: with `cache=True` (the default) the request marks cache
+breakpoints (`cache_control`) where the next request will start the same: the
+last tool definition and the system prompt, which do not change, and, when the
+window comes from a `PinnedWindow`, the end of its pinned part and the end of
+the window (a pinned window grows only by appending until it re-pins, so the
+next request reads all of this one from the cache). That is four breakpoints,
+the most the API takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx.context.config import PromptWindow
+from pygents_ctx.context.messages import ContentBlock, Message, TextBlock, ToolUseBlock
+from pygents_ctx.context.usage import Usage
+from pygents_ctx.context.wire import to_anthropic
+from pygents_ctx.errors import ModelResponseError
+from pygents_ctx.model._sdk import field, import_sdk, parse_arguments, translate_error
+from pygents_ctx.model.base import (
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    window_parts,
+)
+from pygents_ctx.model.definitions import to_anthropic_tools
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+    from pygents_ctx.tools import Tool
+
+__all__ = ["AnthropicModel"]
+
+DEFAULT_MAX_TOKENS: Final = 4096
+_EPHEMERAL: Final = {"type": "ephemeral"}
+_CHOICES: Final = {"auto": "auto", "required": "any", "none": "none"}
+
+
+class AnthropicModel:
+    """A `Model` served by Anthropic's Messages API.
+
+    The SDK's own retries are switched off (`max_retries=0`): a `ModelLoop`
+    retries with its `RetryPolicy`, so there is one policy (a `client` you
+    pass keeps its own settings).
+
+    A reply holding a block a `Message` cannot carry (`thinking` from extended
+    thinking, server tool results) is a `ModelResponseError`: extended thinking
+    is not supported.
+
+    Args:
+        model: The model's name, e.g. `"claude-sonnet-4-5"`.
+        base_url: The server (default: Anthropic's, or `ANTHROPIC_BASE_URL`).
+        api_key: The key (default: `ANTHROPIC_API_KEY`).
+        client: An `AsyncAnthropic` to use instead of making one.
+        settings: Default settings for every call; `max_tokens` is 4096 unless set.
+        strict_tools: Offer tools with strict schemas (see `to_anthropic_tools`).
+        cache: Place prompt-cache breakpoints (see the module docstring).
+        timeout: Seconds a request may take.
+
+    Raises:
+        ImportError: The `anthropic` package is not installed.
+        ValueError: `model` is empty.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: AsyncAnthropic | None = None,
+        settings: ModelSettings | None = None,
+        strict_tools: bool = False,
+        cache: bool = True,
+        timeout: float = 600.0,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"AnthropicModel needs a model name, not {model!r}")
+        self._sdk = import_sdk("anthropic", "AnthropicModel")
+        if client is None:
+            client = self._sdk.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+            )
+        self.client: AsyncAnthropic = client
+        self.model = model
+        self.settings = ModelSettings(max_tokens=DEFAULT_MAX_TOKENS).merged(settings)
+        self.strict_tools = strict_tools
+        self.cache = cache
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.model!r}, base_url={str(self.client.base_url)!r})"
+
+    def request(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments `complete` passes to `client.messages.create`.
+
+        Raises:
+            ValueError: A message the Messages format cannot carry (see
+                `to_anthropic`), or a tool definition it refuses.
+        """
+        messages, stable_prefix = window_parts(window)
+        chosen = self.settings.merged(settings)
+        system, wire = to_anthropic(messages)
+        request: dict[str, Any] = {"model": self.model, "max_tokens": chosen.max_tokens}
+        if tools:
+            definitions = to_anthropic_tools(tools, strict=self.strict_tools)
+            if self.cache:
+                definitions[-1]["cache_control"] = dict(_EPHEMERAL)
+            request["tools"] = definitions
+        if system is not None:
+            if self.cache:
+                blocks: list[dict[str, Any]] = (
+                    [{"type": "text", "text": system}] if isinstance(system, str) else system
+                )
+                blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+                system = blocks
+            request["system"] = system
+        if self.cache and stable_prefix is not None and wire:
+            lead = len(messages) - len(wire)  # the system messages, now in `system`
+            for end in {stable_prefix - lead, len(wire)}:
+                if end >= 1:
+                    _mark(wire[end - 1])
+        request["messages"] = wire
+        choice = _tool_choice(chosen)
+        if choice is not None and tools:
+            request["tool_choice"] = choice
+        if chosen.stop is not None:
+            request["stop_sequences"] = list(chosen.stop)
+        # Sampling settings travel in the body: newer SDKs no longer name them as
+        # arguments, and the API still reads them where a model takes them.
+        body = {
+            name: getattr(chosen, name)
+            for name in ("temperature", "top_p")
+            if getattr(chosen, name) is not None
+        }
+        body.update(chosen.extra_body or {})
+        if body:
+            request["extra_body"] = body
+        if chosen.extra_headers:
+            request["extra_headers"] = dict(chosen.extra_headers)
+        return request
+
+    async def complete(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+
+        Raises:
+            ModelAPIError: The API refused the call or could not be reached.
+            ModelResponseError: The reply holds a block a `Message` cannot carry.
+            ValueError: As for `request`.
+        """
+        request = self.request(window, tools, settings=settings)
+        try:
+            response = await self.client.messages.create(**request)
+        except self._sdk.APIError as exc:
+            raise translate_error(self._sdk, exc, "Anthropic") from exc
+        blocks: list[ContentBlock] = []
+        for index, block in enumerate(field(response, "content") or []):
+            kind = field(block, "type")
+            if kind == "text":
+                blocks.append(TextBlock(field(block, "text")))
+            elif kind == "tool_use":
+                tool_input = field(block, "input")
+                blocks.append(
+                    ToolUseBlock(
+                        field(block, "id"),
+                        field(block, "name"),
+                        dict(tool_input) if isinstance(tool_input, dict) else {},
+                    )
+                )
+            else:
+                raise _unsupported(kind, index)
+        return ModelResponse(
+            Message("assistant", blocks),
+            _usage(field(response, "usage")),
+            field(response, "model") or self.model,
+            field(response, "stop_reason"),
+        )
+
+    async def stream(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """The reply as the API writes it, then the whole `ModelResponse` (see `Model.stream`).
+
+        Raises:
+            ModelAPIError: The API refused the call, could not be reached, or
+                sent an error event (such as `overloaded_error`) mid-stream.
+            ModelResponseError: The reply holds a block a `Message` cannot carry.
+            ValueError: As for `request`.
+        """
+        request = self.request(window, tools, settings=settings)
+        request["stream"] = True
+        reply = _StreamedReply(self.model)
+        try:
+            events = await self.client.messages.create(**request)
+            try:
+                async for event in events:
+                    for out in reply.read(event):
+                        yield out
+            finally:
+                await events.close()
+        except self._sdk.APIError as exc:
+            raise translate_error(self._sdk, exc, "Anthropic") from exc
+        yield reply.response()
+
+
+def _mark(message: dict[str, Any]) -> None:
+    """Put a cache breakpoint on the last block of a wire message."""
+    content = message["content"]
+    if isinstance(content, str):
+        content = message["content"] = [{"type": "text", "text": content}]
+    content[-1]["cache_control"] = dict(_EPHEMERAL)
+
+
+def _tool_choice(settings: ModelSettings) -> dict[str, Any] | None:
+    choice: dict[str, Any] | None = None
+    if settings.tool_choice is not None:
+        kind = _CHOICES.get(settings.tool_choice)
+        choice = (
+            {"type": kind} if kind is not None else {"type": "tool", "name": settings.tool_choice}
+        )
+    if settings.parallel_tool_calls is False:
+        choice = choice or {"type": "auto"}
+        if choice["type"] != "none":
+            choice["disable_parallel_tool_use"] = True
+    return choice
+
+
+def _unsupported(kind: object, index: int) -> ModelResponseError:
+    return ModelResponseError(
+        f"Anthropic: reply block {index} is {kind!r}, which a Message cannot carry; "
+        "only text and tool_use are read (turn off extended thinking and server tools)"
+    )
+
+
+class _StreamedReply:
+    """The reply, gathered from a stream's events."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.blocks: dict[int, list[Any]] = {}  # block index -> [kind, text or id, name, pieces]
+        self.calls: dict[int, int] = {}  # block index -> call number
+        self.usage: dict[str, int] = {}
+        self.stop_reason: str | None = None
+
+    def read(self, event: Any) -> list[ModelStreamEvent]:
+        kind = field(event, "type")
+        if kind == "message_start":
+            message = field(event, "message")
+            self.model = field(message, "model") or self.model
+            self._count(field(message, "usage"))
+        elif kind == "content_block_start":
+            return self._start(field(event, "index"), field(event, "content_block"))
+        elif kind == "content_block_delta":
+            return self._delta(field(event, "index"), field(event, "delta"))
+        elif kind == "message_delta":
+            self.stop_reason = field(field(event, "delta"), "stop_reason") or self.stop_reason
+            self._count(field(event, "usage"))
+        return []
+
+    def _count(self, usage: Any) -> None:
+        # message_delta's counts are cumulative: a later count replaces an earlier one.
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        ):
+            value = field(usage, name) if usage is not None else None
+            if value is not None:
+                self.usage[name] = int(value)
+
+    def _start(self, index: int, block: Any) -> list[ModelStreamEvent]:
+        kind = field(block, "type")
+        if kind == "text":
+            self.blocks[index] = ["text", [field(block, "text") or ""]]
+            return [TextDelta(field(block, "text"))] if field(block, "text") else []
+        if kind == "tool_use":
+            number = self.calls[index] = len(self.calls)
+            call_id, name = field(block, "id"), field(block, "name")
+            self.blocks[index] = ["tool_use", call_id, name, []]
+            return [ToolCallDelta(number, call_id, name, "")]
+        raise _unsupported(kind, index)
+
+    def _delta(self, index: int, delta: Any) -> list[ModelStreamEvent]:
+        block = self.blocks.get(index)
+        kind = field(delta, "type")
+        if block is None:
+            raise ModelResponseError(f"Anthropic: a delta for block {index}, which never started")
+        if kind == "text_delta":
+            block[1].append(field(delta, "text"))
+            return [TextDelta(field(delta, "text"))]
+        if kind == "input_json_delta":
+            piece = field(delta, "partial_json") or ""
+            block[3].append(piece)
+            return [ToolCallDelta(self.calls[index], None, None, piece)]
+        return []  # citations, signatures: nothing a Message keeps
+
+    def response(self) -> ModelResponse:
+        blocks: list[ContentBlock] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            if block[0] == "text":
+                blocks.append(TextBlock("".join(block[1])))
+            else:
+                blocks.append(ToolUseBlock(block[1], block[2], parse_arguments("".join(block[3]))))
+        return ModelResponse(
+            Message("assistant", blocks), _usage(self.usage), self.model, self.stop_reason
+        )
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    read = int(field(usage, "cache_read_input_tokens") or 0)
+    written = int(field(usage, "cache_creation_input_tokens") or 0)
+    fresh = int(field(usage, "input_tokens") or 0)
+    return Usage(fresh + read + written, int(field(usage, "output_tokens") or 0), read, written)

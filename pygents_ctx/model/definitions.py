@@ -1,0 +1,208 @@
+"""Tool definitions for the OpenAI and Anthropic APIs, from each tool's metadata.
+
+A tool's `metadata` has its name, description (the docstring) and
+`input_schema`; these functions put them in the shape each API expects.
+
+Strict mode asks the API to constrain the model's arguments to the schema.
+Both APIs then need every object closed (`additionalProperties: false`), which
+these functions add. OpenAI also needs every property listed in `required`:
+an optional parameter becomes required but nullable (`anyOf: [its schema,
+{"type": "null"}]`), and its default moves into its description. A model then
+sends `null` for a parameter it leaves out; `ModelLoop` drops such a `null`
+before calling the tool, so the tool's own default applies. What strict mode
+cannot express (a parameter of any type, a free-form dict, a fixed-length
+tuple) is a `ValueError` naming the tool and the parameter.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from pygents_ctx.tools import Tool
+
+__all__ = ["to_anthropic_tools", "to_openai_tools"]
+
+# Both APIs accept this for a tool's name.
+_NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+# Keywords strict mode has no use for: a default is described instead, an encoding is text.
+_DROPPED: Final = ("default", "contentEncoding")
+
+
+def _checked(tools: Iterable[Tool[..., Any]]) -> list[Tool[..., Any]]:
+    checked: list[Tool[..., Any]] = []
+    seen: set[str] = set()
+    for index, item in enumerate(tools):
+        if not isinstance(item, Tool):
+            raise TypeError(f"tools[{index}] must be a Tool made by @tool, not {item!r}")
+        name = item.metadata.name
+        if not _NAME.fullmatch(name):
+            raise ValueError(
+                f"tool {item.key!r} has the name {name!r}, which the model APIs refuse: "
+                "use 1 to 64 letters, digits, '_' or '-'"
+            )
+        if name in seen:
+            raise ValueError(
+                f"two tools are named {name!r}; a model tells tools apart by name, so rename one"
+            )
+        seen.add(name)
+        checked.append(item)
+    return checked
+
+
+def to_openai_tools(
+    tools: Iterable[Tool[..., Any]], *, strict: bool = False
+) -> list[dict[str, Any]]:
+    """The Chat Completions `tools` parameter for `tools`.
+
+    Args:
+        tools: The tools the model may call.
+        strict: Ask for strict mode: objects closed, every property required,
+            optional ones nullable (see the module docstring).
+
+    Raises:
+        TypeError: Something is not a `Tool`.
+        ValueError: Two tools share a name, a name is not one the API takes,
+            or (with `strict`) a schema strict mode cannot express.
+
+    Examples:
+        >>> from pygents_ctx import tool
+        >>> @tool
+        ... async def forecast(city: str, days: int = 3) -> str:
+        ...     "The weather forecast."
+        ...     return "sunny"
+        >>> [definition] = to_openai_tools([forecast], strict=True)
+        >>> definition["function"]["parameters"]["required"]
+        ['city', 'days']
+    """
+    definitions = []
+    for item in _checked(tools):
+        metadata = item.metadata
+        function: dict[str, Any] = {"name": metadata.name}
+        if metadata.description:
+            function["description"] = metadata.description
+        function["parameters"] = _parameters(item, strict=strict, all_required=True)
+        if strict:
+            function["strict"] = True
+        definitions.append({"type": "function", "function": function})
+    return definitions
+
+
+def to_anthropic_tools(
+    tools: Iterable[Tool[..., Any]], *, strict: bool = False
+) -> list[dict[str, Any]]:
+    """The Messages API `tools` parameter for `tools`.
+
+    Args:
+        tools: The tools the model may call.
+        strict: Ask for strict tool use: objects closed; optional properties
+            stay optional (Anthropic does not need them required).
+
+    Raises:
+        TypeError: Something is not a `Tool`.
+        ValueError: Two tools share a name, a name is not one the API takes,
+            or (with `strict`) a schema strict mode cannot express.
+
+    Examples:
+        >>> from pygents_ctx import tool
+        >>> @tool
+        ... async def outlook(city: str) -> str:
+        ...     "The weather outlook."
+        ...     return "sunny"
+        >>> to_anthropic_tools([outlook])[0]["input_schema"]["required"]
+        ['city']
+    """
+    definitions = []
+    for item in _checked(tools):
+        metadata = item.metadata
+        definition: dict[str, Any] = {"name": metadata.name}
+        if metadata.description:
+            definition["description"] = metadata.description
+        definition["input_schema"] = _parameters(item, strict=strict, all_required=False)
+        if strict:
+            definition["strict"] = True
+        definitions.append(definition)
+    return definitions
+
+
+def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> dict[str, Any]:
+    schema = copy.deepcopy(item.metadata.input_schema)
+    if not strict:
+        return schema
+    converted: dict[str, Any] = _strict(schema, f"tool {item.metadata.name!r}", all_required)
+    return converted
+
+
+def accepts_null(schema: Mapping[str, Any]) -> bool:
+    """Whether `schema` accepts `null` (an empty schema, which accepts anything, does)."""
+    if not schema:
+        return True
+    kind = schema.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if None in schema.get("enum", ()):
+        return True
+    return any(accepts_null(option) for option in schema.get("anyOf", ()))
+
+
+def _refuse(path: str, what: str) -> ValueError:
+    return ValueError(
+        f"{path} {what}, which strict mode cannot express; give it a precise type "
+        "(a TypedDict, dataclass or list instead of a free-form value) or use strict=False"
+    )
+
+
+def _strict(schema: Any, path: str, all_required: bool) -> Any:
+    if not isinstance(schema, dict):
+        return schema
+    if not schema:
+        raise _refuse(path, "accepts any value")
+    if "prefixItems" in schema:
+        raise _refuse(path, "is a fixed-length tuple")
+    out = {key: value for key, value in schema.items() if key not in _DROPPED}
+    if "default" in schema:
+        note = f"Default: {schema['default']!r}."
+        out["description"] = f"{schema['description']} {note}" if "description" in schema else note
+    if "$defs" in out:
+        out["$defs"] = {
+            name: _strict(definition, f"{path} ($defs.{name})", all_required)
+            for name, definition in out["$defs"].items()
+        }
+    if "anyOf" in out:
+        out["anyOf"] = [_strict(option, path, all_required) for option in out["anyOf"]]
+    if "items" in out:
+        out["items"] = _strict(out["items"], f"{path} items", all_required)
+    if out.get("type") == "object" or "properties" in out:
+        _close_object(out, path, all_required)
+    return out
+
+
+def _close_object(out: dict[str, Any], path: str, all_required: bool) -> None:
+    extra = out.get("additionalProperties")
+    if extra is not None and extra is not False:
+        raise _refuse(path, "is a dict with free-form keys")
+    properties: dict[str, Any] = out.get("properties", {})
+    required = list(out.get("required", ()))
+    converted = {}
+    for name, prop in properties.items():
+        where = f"{path} parameter {name!r}" if " parameter " not in path else f"{path}.{name}"
+        strict_prop = _strict(prop, where, all_required)
+        if all_required and name not in required:
+            if not accepts_null(prop):
+                strict_prop = _nullable(strict_prop)
+            required.append(name)
+        converted[name] = strict_prop
+    out["properties"] = converted
+    out["required"] = required
+    out["additionalProperties"] = False
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    # The description stays outside the anyOf, where the model reads it.
+    inner = {key: value for key, value in schema.items() if key != "description"}
+    nullable: dict[str, Any] = {"anyOf": [inner, {"type": "null"}]}
+    if "description" in schema:
+        nullable["description"] = schema["description"]
+    return nullable

@@ -1,0 +1,155 @@
+"""What a `ModelLoop` reports while it runs: one typed event per thing that happened.
+
+`loop.stream()` yields them all, as they happen; `loop.run()` consumes them
+and returns the last, `LoopFinished`. The text of a reply arrives as
+`TextDelta`s and its tool calls as `ToolCallDelta`s (streaming only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from pygents_ctx.context.config import PromptWindow
+from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.usage import Usage
+from pygents_ctx.errors import ModelAPIError
+from pygents_ctx.model.base import ModelResponse, TextDelta, ToolCallDelta
+
+if TYPE_CHECKING:
+    from pygents_ctx.turns import Turn
+
+__all__ = [
+    "AgentValue",
+    "LoopEvent",
+    "LoopFinished",
+    "LoopStop",
+    "ModelReplied",
+    "ModelRetry",
+    "StepStarted",
+    "ToolCallFinished",
+    "ToolCallStarted",
+]
+
+
+class LoopStop(Enum):
+    """Why a `ModelLoop` run ended."""
+
+    ANSWER = "answer"
+    MAX_STEPS = "max_steps"
+    TOKEN_BUDGET = "token_budget"
+    COST_BUDGET = "cost_budget"
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    """A model call is about to be made: step `step` of the run, shown `window`."""
+
+    step: int
+    window: PromptWindow
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRetry:
+    """A model call failed transiently and will be tried again after `delay` seconds.
+
+    When streaming, the deltas of the failed attempt are void: the reply
+    starts over.
+
+    Attributes:
+        step: The step whose call failed.
+        attempt: How many attempts have failed so far (1 after the first).
+        delay: Seconds until the next attempt.
+        error: What went wrong.
+    """
+
+    step: int
+    attempt: int
+    delay: float
+    error: ModelAPIError
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReplied:
+    """The model replied, and the reply is stored.
+
+    Attributes:
+        step: The step.
+        response: The reply, with the usage the provider reported.
+        estimated_input_tokens: The window's size as this library counted it,
+            to compare with `response.usage.input_tokens`.
+    """
+
+    step: int
+    response: ModelResponse
+    estimated_input_tokens: int
+
+    @property
+    def message(self) -> Message:
+        """The reply."""
+        return self.response.message
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    """A tool call of the model's begins to run."""
+
+    step: int
+    call: ToolUseBlock
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    """A tool call of the model's ended: `result` is what the model will read.
+
+    An error (an unknown tool, arguments that are not JSON, an exception the
+    tool raised) is a result with `is_error=True`.
+    """
+
+    step: int
+    call: ToolUseBlock
+    result: ToolResultBlock
+
+
+@dataclass(frozen=True, slots=True)
+class LoopFinished:
+    """The run ended: with the model's answer, or at a limit.
+
+    Attributes:
+        reason: Why it ended.
+        message: The answer (`reason` is `ANSWER`), or None.
+        steps: The model calls this run made.
+        usage: The tokens they used, as the provider reported them.
+    """
+
+    reason: LoopStop
+    message: Message | None
+    steps: int
+    usage: Usage = field(default_factory=Usage)
+
+    @property
+    def text(self) -> str:
+        """The answer's text; `""` when the run ended at a limit."""
+        return "" if self.message is None else self.message.text
+
+
+@dataclass(frozen=True, slots=True)
+class AgentValue:
+    """A value another turn of the agent produced during the run (not one of the loop's)."""
+
+    turn: Turn
+    value: Any
+
+
+LoopEvent: TypeAlias = (
+    TextDelta
+    | ToolCallDelta
+    | StepStarted
+    | ModelRetry
+    | ModelReplied
+    | ToolCallStarted
+    | ToolCallFinished
+    | LoopFinished
+    | AgentValue
+)

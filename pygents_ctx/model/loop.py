@@ -1,0 +1,634 @@
+"""`ModelLoop`: an agent that thinks with a model and acts with its tools, as turns.
+
+Each step of the loop is a turn on the agent, so everything the runtime has
+applies to it: hooks, pause and resume, saving and restoring, branching, the
+conversation store.
+
+- `model_ask` puts the user's message into the conversation, then queues a
+  `model_think`.
+- `model_think` builds the window (`ContextConfig.window_of`), calls the model
+  (retrying transient failures), stores the reply and its usage, then queues a
+  `model_act` for its tool calls, or ends the run with the answer.
+- `model_act` runs the calls, each as a `Turn`, several at once (up to
+  `parallel_tools`), stores all their results as one user message, and queues
+  the next `model_think`.
+
+The store is the truth the steps act on: `model_think` answers tool calls the
+store holds without results instead of calling the model, and `model_act` runs
+only the calls still unanswered. So a step that runs again after an
+interruption does not repeat what was done.
+
+A run that stops early leaves no tool call without a result, unless the
+agent still holds the step that will produce it:
+
+- cancelled while tools run: the results of the calls that finished are
+  stored, and each call that did not gets an error result saying it was
+  cancelled (it may have half run; the model decides whether to call again);
+- cancelled during a model call: nothing of that call is stored, and the step
+  stays on the agent, to run first next time;
+- cancelled while paused between steps: the next step stays queued (and is
+  saved by `agent.to_json()`); it runs the waiting calls when the loop goes on;
+- the caller stops reading `stream()` (closed with `aclosing`, or collected):
+  the step it interrupted is gone, so its calls get cancelled results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, Final, cast
+
+from pygents_ctx.agent import Agent
+from pygents_ctx.context.config import ContextConfig, PromptWindow
+from pygents_ctx.context.items import ContextItem
+from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
+from pygents_ctx.context.usage import Usage, UsageRecord
+from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
+from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
+from pygents_ctx.model.base import (
+    Model,
+    ModelResponse,
+    ModelSettings,
+    Pricing,
+    TextDelta,
+    ToolCallDelta,
+)
+from pygents_ctx.model.definitions import to_openai_tools
+from pygents_ctx.model.events import (
+    AgentValue,
+    LoopEvent,
+    LoopFinished,
+    LoopStop,
+    ModelReplied,
+    ModelRetry,
+    StepStarted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from pygents_ctx.model.retry import RetryPolicy
+from pygents_ctx.registry import ToolRegistry
+from pygents_ctx.tools import Tool
+from pygents_ctx.turns import Turn
+
+__all__ = ["ModelLoop"]
+
+_RUNNING: ContextVar[ModelLoop | None] = ContextVar("pygents_model_loop", default=None)
+
+
+def _loop(step: str) -> ModelLoop:
+    loop = _RUNNING.get()
+    if loop is None:
+        raise RuntimeError(
+            f"the model loop's step {step!r} ran outside ModelLoop.run() or stream(); "
+            "run the agent through its ModelLoop"
+        )
+    return loop
+
+
+async def model_ask(message: dict[str, Any]) -> AsyncIterator[Any]:
+    """The user's message: into the conversation, then a model call."""
+    async for value in _loop("model_ask")._ask(message):
+        yield value
+
+
+async def model_think() -> AsyncIterator[Any]:
+    """One model call: show the model the window, keep its reply, act on it or finish."""
+    async for value in _loop("model_think")._think():
+        yield value
+
+
+async def model_act(calls: list[dict[str, Any]]) -> AsyncIterator[Any]:
+    """Run the model's tool calls; their results go back as one message."""
+    async for value in _loop("model_act")._act(calls):
+        yield value
+
+
+STEP_TOOLS: Final = tuple(Tool(step) for step in (model_ask, model_think, model_act))
+_ASK, _THINK, _ACT = STEP_TOOLS
+_OWN_EVENTS: Final = (
+    TextDelta,
+    ToolCallDelta,
+    StepStarted,
+    ModelRetry,
+    ModelReplied,
+    ToolCallStarted,
+    ToolCallFinished,
+    LoopFinished,
+)
+
+
+def _register_step_tools() -> None:
+    for step in STEP_TOOLS:
+        ToolRegistry.register(step)
+
+
+_register_step_tools()
+
+
+@dataclass(slots=True)
+class _Run:
+    """What one run of the loop counts."""
+
+    streaming: bool
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+    run_id: str | None = None
+    finished: LoopFinished | None = None
+    # The calls of the reply `model_think` just stored: the `model_act` it queued
+    # knows they are unanswered without reading the history again.
+    fresh_calls: frozenset[str] = frozenset()
+
+
+def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> None:
+    if (
+        isinstance(value, bool) or not isinstance(value, kind) or not (0 < value < math.inf)  # type: ignore[operator]
+    ):
+        raise ValueError(f"ModelLoop {name} must be a positive number, not {value!r}")
+
+
+class ModelLoop:
+    """An agent's model loop: think with `model`, act with the agent's tools, until an answer.
+
+    Construction adds the loop's three step tools (`model_ask`, `model_think`,
+    `model_act`) to the agent's tools. Run it with `await loop.run(prompt)`,
+    which returns the `LoopFinished` event, or `async for event in
+    loop.stream(prompt)`, which yields every event as it happens, the reply's
+    text as it is written included. Without a prompt, both continue the
+    conversation: a step left pending (paused, restored, interrupted), or a
+    model call for the stored conversation.
+
+    Limits count per run (one `run()` or `stream()`): `max_steps` model calls;
+    `max_tokens`, input and output tokens together, as the provider reported
+    them, plus the next window's estimate; `max_cost`, the same priced with
+    `pricing`. A run that reaches a limit ends with `LoopFinished(reason=...)`
+    before the call that would pass it.
+
+    Args:
+        agent: The agent; it needs a `context` (`ContextConfig`), whose
+            strategy builds each window.
+        model: The `Model` to call.
+        tools: The tools the model may call (default: the agent's tools).
+        instructions: A system prompt put before the history (not stored); the
+            strategy builds the window from both, so its budget covers it.
+        settings: Settings for every model call (over the model's own).
+        max_steps: The most model calls per run (None: no limit).
+        max_tokens: A token budget per run (None: none).
+        max_cost: A cost budget per run, in the currency of `pricing` (None: none).
+        pricing: The model's prices; needed by `max_cost`.
+        parallel_tools: How many tool calls of one reply run at once.
+        tool_timeout: Seconds each tool call may take (then it is an error result).
+        step_timeout: Seconds a whole step may take, retries included.
+        retry: How transient model failures are retried (default `RetryPolicy()`).
+
+    Raises:
+        TypeError: `agent` is not an `Agent`, `model` has no `complete` and
+            `stream`, or a tool is not a `Tool`.
+        ValueError: The agent has no context, a limit is not positive,
+            `max_cost` is given without `pricing`, or two tools share a name.
+        SafeExecutionError: The agent is running.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import Agent, ContextConfig, tool
+        >>> from pygents_ctx.testing import ScriptedModel, assistant, tool_call
+        >>> @tool
+        ... async def add(a: int, b: int) -> int:
+        ...     "Add two numbers."
+        ...     return a + b
+        >>> agent = Agent("calc", "Adds", [add], context=ContextConfig.default())
+        >>> model = ScriptedModel([assistant(tool_call("add", a=2, b=3)), "2 + 3 = 5"])
+        >>> asyncio.run(ModelLoop(agent, model).run("What is 2 + 3?")).text
+        '2 + 3 = 5'
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        model: Model,
+        *,
+        tools: Iterable[Tool[..., Any]] | None = None,
+        instructions: str | None = None,
+        settings: ModelSettings | None = None,
+        max_steps: int | None = 20,
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        pricing: Pricing | None = None,
+        parallel_tools: int = 4,
+        tool_timeout: float = 60.0,
+        step_timeout: float = 600.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if not isinstance(agent, Agent):
+            raise TypeError(f"ModelLoop needs an Agent, not {type(agent).__name__}")
+        if agent.context is None:
+            raise ValueError(
+                f"ModelLoop needs an agent with a conversation store; create agent "
+                f"{agent.name!r} with context=ContextConfig(store, strategy)"
+            )
+        if not (
+            callable(getattr(model, "complete", None)) and callable(getattr(model, "stream", None))
+        ):
+            raise TypeError(
+                f"ModelLoop model must have complete() and stream() (a Model), not {model!r}"
+            )
+        for name, limit in (("max_steps", max_steps), ("max_tokens", max_tokens)):
+            if limit is not None:
+                _positive(name, limit)
+        if max_cost is not None:
+            _positive("max_cost", max_cost, (int, float))
+            if pricing is None:
+                raise ValueError("ModelLoop max_cost needs pricing=Pricing(input=..., output=...)")
+        if pricing is not None and not isinstance(pricing, Pricing):
+            raise TypeError(f"ModelLoop pricing must be a Pricing, not {pricing!r}")
+        _positive("parallel_tools", parallel_tools)
+        _positive("tool_timeout", tool_timeout, (int, float))
+        _positive("step_timeout", step_timeout, (int, float))
+        if instructions is not None and not isinstance(instructions, str):
+            raise TypeError(f"ModelLoop instructions must be a str, not {instructions!r}")
+        if settings is not None and not isinstance(settings, ModelSettings):
+            raise TypeError(f"ModelLoop settings must be a ModelSettings, not {settings!r}")
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError(f"ModelLoop retry must be a RetryPolicy, not {retry!r}")
+        chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
+        to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
+        _register_step_tools()
+        missing = [step for step in STEP_TOOLS if step not in agent.tools]
+        if missing:
+            agent.tools = [*agent.tools, *missing]
+        self.agent = agent
+        self.model = model
+        self.tools: list[Tool[..., Any]] = chosen
+        self.instructions = instructions
+        self.settings = settings
+        self.max_steps = max_steps
+        self.max_tokens = max_tokens
+        self.max_cost = max_cost
+        self.pricing = pricing
+        self.parallel_tools = parallel_tools
+        self.tool_timeout = tool_timeout
+        self.step_timeout = step_timeout
+        self.retry = RetryPolicy() if retry is None else retry
+        self._by_name = {t.metadata.name: t for t in chosen}
+        self._instructions = None if instructions is None else Message("system", instructions)
+        self._run: _Run | None = None
+
+    def __repr__(self) -> str:
+        return f"<ModelLoop {self.agent.name} model={self.model!r}>"
+
+    @staticmethod
+    def register_tools() -> None:
+        """Register the loop's step tools again, after `ToolRegistry.clear()`.
+
+        They are registered when `pygents_ctx` is imported and when a loop is
+        made; an agent saved mid-loop needs them registered to be restored.
+        """
+        _register_step_tools()
+
+    @property
+    def _context(self) -> ContextConfig:
+        context = self.agent.context
+        if context is None:
+            raise ValueError(
+                f"agent {self.agent.name!r} lost its context; the model loop needs one"
+            )
+        return context
+
+    # -- running ---------------------------------------------------------------
+
+    async def run(self, prompt: str | Message | None = None) -> LoopFinished:
+        """Run until the model answers or a limit is reached; return how it ended.
+
+        Args:
+            prompt: The user's message; None continues the conversation.
+
+        Raises:
+            ValueError: `prompt` is not user text or a user message, or there
+                is nothing to continue.
+            SafeExecutionError: The agent is already running or is paused.
+            ModelError: A model call failed and was not (or no longer) retried.
+            TurnTimeoutError: A step ran past `step_timeout`.
+        """
+        finished: LoopFinished | None = None
+        async for event in self._events(prompt, streaming=False):
+            if isinstance(event, LoopFinished):
+                finished = event
+        if finished is None:
+            raise RuntimeError(
+                f"agent {self.agent.name!r} ended its run without the model loop finishing; "
+                "were its loop turns removed?"
+            )
+        return finished
+
+    def stream(self, prompt: str | Message | None = None) -> AsyncIterator[LoopEvent]:
+        """Run as `run()` does, yielding every event as it happens, the text as it is written.
+
+        Stopping early (`break`) stops the run: calls that did not finish get
+        cancelled results, and `run()` continues later.
+
+        Raises:
+            ValueError, SafeExecutionError, ModelError, TurnTimeoutError: As for `run()`.
+        """
+        return self._events(prompt, streaming=True)
+
+    async def _events(
+        self, prompt: str | Message | None, *, streaming: bool
+    ) -> AsyncIterator[LoopEvent]:
+        agent = self.agent
+        message = None if prompt is None else _user_message(prompt)
+        if agent.is_running or agent.is_paused:
+            raise SafeExecutionError(
+                f"agent {agent.name!r} is {'running' if agent.is_running else 'paused'}; "
+                f"{'wait for its run to end' if agent.is_running else 'resume() it first'}"
+            )
+        pending = [agent.current_turn, *agent.queue]
+        if message is not None:
+            await agent.put(Turn(_ASK, kwargs={"message": to_dict(message)}))
+        elif not any(turn is not None and turn.tool in STEP_TOOLS for turn in pending):
+            if not await self._context.history():
+                raise ValueError(
+                    f"agent {agent.name!r} has no conversation to continue; give a prompt"
+                )
+            await agent.put(self._think_turn())
+        run = self._run = _Run(streaming)
+        values = cast("AsyncGenerator[tuple[Turn, Any], None]", agent.run())
+        completed = False
+        try:
+            while True:
+                token = _RUNNING.set(self)
+                try:
+                    turn, value = await anext(values)
+                except StopAsyncIteration:
+                    break
+                finally:
+                    _RUNNING.reset(token)
+                yield value if isinstance(value, _OWN_EVENTS) else AgentValue(turn, value)
+            completed = True
+        finally:
+            token = _RUNNING.set(self)
+            try:
+                await values.aclose()
+                if not completed:
+                    await self._cancel_unanswered(run)
+            finally:
+                _RUNNING.reset(token)
+                self._run = None
+
+    def _think_turn(self) -> Turn:
+        return Turn(_THINK, timeout=self.step_timeout)
+
+    def _state(self) -> _Run:
+        run = self._run
+        if run is None:
+            raise RuntimeError("the model loop is not running")
+        run.run_id = self.agent.run_id or run.run_id
+        return run
+
+    async def _cancel_unanswered(self, run: _Run) -> None:
+        """Answer stored calls left without results as cancelled, unless a step will answer them.
+
+        A run stopped while paused, or cancelled inside a step, keeps that step
+        on the agent (and in `to_json()`): it runs the calls next time. A step
+        the stopped stream closed is gone: its calls are answered here.
+        """
+        agent = self.agent
+        if any(t is not None and t.tool in STEP_TOOLS for t in (agent.current_turn, *agent.queue)):
+            return
+        context = self._context
+        calls = unanswered_calls(await context.history())
+        if not calls:
+            return
+        message = Message("user", [ToolResultBlock(c.id, CANCELLED, is_error=True) for c in calls])
+        await context.record(message, run.run_id or ContextConfig.new_run_id())
+        await self.agent.context_queue.append(ContextItem(content=message))
+
+    # -- the steps ---------------------------------------------------------------
+
+    async def _ask(self, data: dict[str, Any]) -> AsyncIterator[Any]:
+        self._state()
+        message = from_dict(data)
+        waiting = unanswered_calls(await self._context.history())
+        if waiting:  # the conversation moves on: those calls are answered as not run
+            yield ContextItem(
+                content=Message(
+                    "user", [ToolResultBlock(c.id, NOT_RUN, is_error=True) for c in waiting]
+                )
+            )
+        yield ContextItem(content=message)
+        yield self._think_turn()
+
+    async def _think(self) -> AsyncIterator[Any]:
+        run = self._state()
+        context = self._context
+        history = await context.history()
+        waiting = unanswered_calls(history)
+        if waiting:  # stored calls without results: answer them first
+            yield self._act_turn(waiting)
+            return
+        if not history:
+            raise ValueError(f"agent {self.agent.name!r} has no conversation for the model")
+        if history[-1].role == "assistant":  # answered already (the step ran again)
+            yield self._finish(run, LoopStop.ANSWER, history[-1])
+            return
+        window = await context.window_of(self._with_instructions(history))
+        stop = self._limit(run, window.tokens)
+        if stop is not None:
+            yield self._finish(run, stop, None)
+            return
+        run.steps += 1
+        step = run.steps
+        yield StepStarted(step, window)
+        response: ModelResponse | None = None
+        async for event in self._call_model(run, step, window):
+            if isinstance(event, ModelResponse):
+                response = event
+            else:
+                yield event
+        assert response is not None  # _call_model ends with one, or raises
+        reply = response.message
+        yield ContextItem(content=reply)  # stored before anything else can fail
+        record = UsageRecord(
+            response.usage,
+            run_id=self.agent.run_id,
+            model=response.model,
+            estimated_input_tokens=window.tokens,
+        )
+        await context.store.record_usage(record)
+        run.usage += response.usage
+        yield ModelReplied(step, response, window.tokens)
+        if reply.tool_uses:
+            run.fresh_calls = frozenset(call.id for call in reply.tool_uses)
+            yield self._act_turn(reply.tool_uses)
+        else:
+            yield self._finish(run, LoopStop.ANSWER, reply)
+
+    def _act_turn(self, calls: Sequence[ToolUseBlock]) -> Turn:
+        return Turn(
+            _ACT, kwargs={"calls": [to_dict(call) for call in calls]}, timeout=self.step_timeout
+        )
+
+    def _with_instructions(self, history: list[Message]) -> list[Message]:
+        # Before the strategy runs: its budget covers the instructions too, and it
+        # keeps leading system messages at the head of every window.
+        if self._instructions is None:
+            return history
+        return [self._instructions, *history]
+
+    def _limit(self, run: _Run, window_tokens: int) -> LoopStop | None:
+        if self.max_steps is not None and run.steps >= self.max_steps:
+            return LoopStop.MAX_STEPS
+        if self.max_tokens is not None and run.usage.total_tokens + window_tokens > self.max_tokens:
+            return LoopStop.TOKEN_BUDGET
+        if self.max_cost is not None and self.pricing is not None:
+            spent = self.pricing.cost(run.usage) + self.pricing.cost(Usage(window_tokens))
+            if spent > self.max_cost:
+                return LoopStop.COST_BUDGET
+        return None
+
+    def _finish(self, run: _Run, reason: LoopStop, message: Message | None) -> LoopFinished:
+        run.finished = LoopFinished(reason, message, run.steps, run.usage)
+        return run.finished
+
+    async def _call_model(self, run: _Run, step: int, window: PromptWindow) -> AsyncIterator[Any]:
+        """The model's events for `window`, then its `ModelResponse`; transient failures retried."""
+        failures = 0
+        while True:
+            try:
+                if run.streaming:
+                    response = None
+                    async for event in self.model.stream(
+                        window, self.tools, settings=self.settings
+                    ):
+                        if isinstance(event, ModelResponse):
+                            response = event
+                        else:
+                            yield event
+                else:
+                    response = await self.model.complete(window, self.tools, settings=self.settings)
+            except ModelError as error:
+                failures += 1
+                delay = self.retry.delay(failures, error)
+                if delay is None or not isinstance(error, ModelAPIError):
+                    raise
+                yield ModelRetry(step, failures, delay, error)
+                await asyncio.sleep(delay)
+                continue
+            if not isinstance(response, ModelResponse) or response.message.role != "assistant":
+                raise TypeError(
+                    f"{self.model!r} must reply with a ModelResponse holding an assistant "
+                    f"message, not {response!r}"
+                )
+            yield response
+            return
+
+    async def _act(self, data: list[dict[str, Any]]) -> AsyncIterator[Any]:
+        run = self._state()
+        calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
+        if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
+            todo = calls  # queued by this run's think, which stored them: none answered yet
+        else:  # restored, or run again after an interruption: the store says what is left
+            still_open = {call.id for call in unanswered_calls(await self._context.history())}
+            todo = [call for call in calls if call.id in still_open]
+        run.fresh_calls = frozenset()
+        if todo:
+            async for value in self._run_calls(run.steps, todo):
+                yield value
+        yield self._think_turn()
+
+    async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+        if len(calls) == 1 or self.parallel_tools == 1:
+            steps = self._run_one_by_one(step, calls)
+        else:
+            steps = self._run_at_once(step, calls)
+        async for value in steps:
+            yield value
+
+    async def _run_one_by_one(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+        """The calls in turn, in this task (one call needs no task of its own)."""
+        hooks = list(self.agent.turn_hooks)
+        results: dict[str, ToolResultBlock] = {}
+        routed: dict[str, list[Any]] = {}
+        try:
+            for call in calls:
+                yield ToolCallStarted(step, call)
+                result, values = await run_call(call, self._by_name, hooks, self.tool_timeout)
+                results[call.id], routed[call.id] = result, values
+                yield ToolCallFinished(step, call, result)
+        except BaseException:
+            await self._keep_results(calls, results, routed)
+            raise
+        for value in self._stored(calls, results, routed):
+            yield value
+
+    @staticmethod
+    def _stored(
+        calls: list[ToolUseBlock],
+        results: dict[str, ToolResultBlock],
+        routed: dict[str, list[Any]],
+    ) -> list[Any]:
+        """What the tools produced for routing, in the calls' order, then all results."""
+        values = [value for call in calls for value in routed[call.id]]
+        values.append(ContextItem(content=Message("user", [results[call.id] for call in calls])))
+        return values
+
+    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+        """The calls as tasks, up to `parallel_tools` at once; events as they happen."""
+        events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
+        gate = asyncio.Semaphore(self.parallel_tools)
+        hooks = list(self.agent.turn_hooks)
+        results: dict[str, ToolResultBlock] = {}
+        routed: dict[str, list[Any]] = {}
+
+        async def one(call: ToolUseBlock) -> None:
+            async with gate:
+                events.put_nowait(ToolCallStarted(step, call))
+                result, values = await run_call(call, self._by_name, hooks, self.tool_timeout)
+                results[call.id], routed[call.id] = result, values
+                events.put_nowait(ToolCallFinished(step, call, result))
+
+        tasks = [asyncio.create_task(one(call)) for call in calls]
+        try:
+            finished = 0
+            while finished < len(calls):
+                event = await events.get()
+                finished += isinstance(event, ToolCallFinished)
+                yield event
+        except BaseException:
+            # Stopped early: what finished is kept, the rest is answered as cancelled.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._keep_results(calls, results, routed)
+            raise
+        for value in self._stored(calls, results, routed):
+            yield value
+
+    async def _keep_results(
+        self,
+        calls: list[ToolUseBlock],
+        results: dict[str, ToolResultBlock],
+        routed: dict[str, list[Any]],
+    ) -> None:
+        agent = self.agent
+        for call in calls:
+            for value in routed.get(call.id, ()):
+                if isinstance(value, ContextItem):
+                    await agent._route(value)
+        kept = [
+            results.get(call.id) or ToolResultBlock(call.id, CANCELLED, is_error=True)
+            for call in calls
+        ]
+        await agent._route(ContextItem(content=Message("user", kept)))
+
+
+def _user_message(prompt: object) -> Message:
+    if isinstance(prompt, str):
+        return Message("user", prompt)
+    if isinstance(prompt, Message) and prompt.role == "user":
+        return prompt
+    raise ValueError(
+        f"a ModelLoop prompt is user text or a user Message, not {prompt!r}; "
+        "put instructions in ModelLoop(instructions=...)"
+    )

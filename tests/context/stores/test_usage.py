@@ -1,0 +1,204 @@
+"""Usage records on every backend: kept in order, per run, added to the session's tokens."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pygents_ctx import (
+    AutoCompactStore,
+    ContextStore,
+    MemoryContextStore,
+    Message,
+    SQLiteContextStore,
+    Usage,
+    UsageRecord,
+    connect,
+)
+from pygents_ctx.context.stores import _sqlite_schema
+from pygents_ctx.testing import ScriptedSummarizer
+
+from .conftest import MakeStore
+
+
+def record(input_tokens: int, output_tokens: int, **fields: Any) -> UsageRecord:
+    return UsageRecord(Usage(input_tokens, output_tokens), **fields)
+
+
+async def test_records_come_back_in_order_with_every_field(make_store: MakeStore) -> None:
+    store = await make_store()
+    first = UsageRecord(
+        Usage(1_000, 40, cached_tokens=600, cache_write_tokens=300),
+        run_id="run-1",
+        model="claude-x",
+        estimated_input_tokens=950,
+    )
+    second = record(1_200, 60, run_id="run-2", model="gpt-y")
+
+    await store.record_usage(first)
+    await store.record_usage(second)
+
+    assert await store.get_usage() == [first, second]
+
+
+async def test_recording_adds_the_calls_tokens_to_the_session(make_store: MakeStore) -> None:
+    store = await make_store()
+    await store.set_context_tokens(10, 1)
+
+    await store.record_usage(record(100, 20))
+    await store.record_usage(record(300, 40))
+
+    assert await store.get_context_tokens() == (410, 61)
+
+
+async def test_usage_can_be_read_for_one_run(make_store: MakeStore) -> None:
+    store = await make_store()
+    for run_id in ("a", "b", "a", None):
+        await store.record_usage(record(10, 1, run_id=run_id))
+
+    assert [r.run_id for r in await store.get_usage(run_id="a")] == ["a", "a"]
+    assert len(await store.get_usage()) == 4
+    assert await store.get_usage(run_id="missing") == []
+    with pytest.raises(TypeError, match="run_id"):
+        await store.get_usage(run_id=3)  # type: ignore[arg-type]
+
+
+async def test_clearing_messages_keeps_what_was_spent(make_store: MakeStore) -> None:
+    store = await make_store(Message("user", "hi"))
+    await store.append(Message("assistant", "hello"), run_id="r")
+    await store.record_usage(record(50, 5, run_id="r"))
+
+    await store.clear_run("r")
+    await store.clear()
+
+    assert [r.usage for r in await store.get_usage()] == [Usage(50, 5)]
+
+
+async def test_a_fork_copies_the_records_and_stays_independent(make_store: MakeStore) -> None:
+    store = await make_store(Message("user", "hi"))
+    await store.record_usage(record(50, 5, run_id="r"))
+
+    fork = await store.fork()
+    await fork.record_usage(record(70, 7))
+
+    assert [r.usage for r in await fork.get_usage()] == [Usage(50, 5), Usage(70, 7)]
+    assert [r.usage for r in await store.get_usage()] == [Usage(50, 5)]
+    assert await fork.get_context_tokens() == (120, 12)
+
+
+async def test_from_context_copies_records_and_totals(make_store: MakeStore) -> None:
+    source = await make_store(Message("user", "hi"))
+    await source.record_usage(record(50, 5, run_id="r", model="m"))
+    await source.add_context_tokens(1, 1)  # reported without a record
+
+    clone = await MemoryContextStore.from_context(source)
+
+    assert await clone.get_usage() == await source.get_usage()
+    assert await clone.get_context_tokens() == (51, 6)
+
+
+async def test_concurrent_records_all_land(make_store: MakeStore) -> None:
+    store = await make_store()
+
+    await asyncio.gather(*(store.record_usage(record(3, 1)) for _ in range(20)))
+
+    assert len(await store.get_usage()) == 20
+    assert await store.get_context_tokens() == (60, 20)
+
+
+async def test_a_bad_record_is_refused_and_changes_nothing(make_store: MakeStore) -> None:
+    store = await make_store()
+
+    with pytest.raises(TypeError, match="UsageRecord"):
+        await store.record_usage(Usage(1, 1))  # type: ignore[arg-type]
+
+    assert await store.get_usage() == []
+    assert await store.get_context_tokens() == (0, 0)
+
+
+def test_usage_adds_up_and_checks_its_parts() -> None:
+    total = sum((Usage(10, 2, cached_tokens=4), Usage(5, 1, cache_write_tokens=5)), Usage())
+
+    assert total == Usage(15, 3, cached_tokens=4, cache_write_tokens=5)
+    assert total.total_tokens == 18
+    assert Usage.from_dict(total.to_dict()) == total
+    with pytest.raises(ValueError, match="parts of input_tokens"):
+        Usage(10, 0, cached_tokens=8, cache_write_tokens=3)
+    with pytest.raises(ValueError, match="at least 0"):
+        Usage(-1)
+    with pytest.raises(TypeError, match="int"):
+        Usage(True)
+    with pytest.raises(ValueError, match="no field 'tokens'"):
+        Usage.from_dict({"tokens": 3})
+
+
+@pytest.mark.parametrize(
+    ("fields", "error"),
+    [
+        ({"usage": (1, 1)}, TypeError),
+        ({"run_id": 5}, TypeError),
+        ({"model": None}, TypeError),
+        ({"estimated_input_tokens": -3}, ValueError),
+    ],
+)
+def test_a_record_checks_its_fields(fields: dict[str, Any], error: type[Exception]) -> None:
+    arguments: dict[str, Any] = {"usage": Usage(1, 1), **fields}
+    usage = arguments.pop("usage")
+
+    with pytest.raises(error, match="UsageRecord"):
+        UsageRecord(usage, **arguments)
+
+
+async def test_auto_compact_store_compacts_on_a_recorded_call_over_its_limit() -> None:
+    inner = MemoryContextStore(
+        [Message("user" if i % 2 == 0 else "assistant", f"message {i} " * 20) for i in range(6)]
+    )
+    store = AutoCompactStore(inner, ScriptedSummarizer(["summary"]), keep_recent=2, max_tokens=500)
+
+    await store.record_usage(record(400, 10, run_id="r"))
+    assert await store.count() == 6  # under the limit: nothing happens
+    await store.record_usage(record(800, 10, run_id="r"))
+
+    assert await store.count() == 4  # summary, bridge, and the two kept messages
+    assert [r.usage.input_tokens for r in await store.get_usage(run_id="r")] == [400, 800]
+
+
+async def test_a_version_1_sqlite_file_gains_the_usage_table(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    _sqlite_schema.migrate(db, _sqlite_schema.MIGRATIONS[:1])
+    db.execute(
+        "INSERT INTO pygents_sessions (session_id, created_at, input_tokens) "
+        "VALUES ('old', '2025-01-01T00:00:00.000000+00:00', 7)"
+    )
+    db.close()
+
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="old")
+        await store.record_usage(record(5, 1))
+
+        assert await store.get_context_tokens() == (12, 1)
+        assert [r.usage for r in await store.get_usage()] == [Usage(5, 1)]
+
+
+async def test_a_custom_store_gets_working_defaults() -> None:
+    class ListStore(ContextStore):
+        def __init__(self) -> None:
+            self.messages: list[Message] = []
+
+        async def append(self, message: Message, *, run_id: str | None = None) -> None:
+            self.messages.append(message)
+
+        async def get_history(self, **_: Any) -> list[Message]:
+            return list(self.messages)
+
+    store, other = ListStore(), ListStore()
+    await store.record_usage(record(9, 2, run_id="r"))
+
+    assert [r.usage for r in await store.get_usage(run_id="r")] == [Usage(9, 2)]
+    assert await store.get_context_tokens() == (9, 2)
+    assert await other.get_usage() == []  # records are per instance

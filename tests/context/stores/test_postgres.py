@@ -43,7 +43,7 @@ from pygents_ctx.context.stores.postgres import (
 from tests import postgres_server
 
 from .helpers import numbered, texts
-from .test_sqlite import NEWER, SQL_METACHARACTERS, TABLES
+from .test_sqlite import SQL_METACHARACTERS, TABLES
 from .test_store_properties import apply, observe, operations
 
 Server = postgres_server.PostgresServer
@@ -532,7 +532,8 @@ async def test_a_newer_schema_is_refused_with_a_clear_error(fresh_dsn: str) -> N
     async with connect_postgres(fresh_dsn) as conn:
         await query(conn, "UPDATE pygents_schema SET version = 99")
 
-    with pytest.raises(StoreSchemaError, match=NEWER):
+    newer = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
+    with pytest.raises(StoreSchemaError, match=newer):
         await connect_postgres(fresh_dsn)
 
 

@@ -91,28 +91,34 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 _MIGRATION_LOCK: Final = 0x7079_6765_6E74_73  # "pygents"
 
 
-async def _version(conn: AsyncConnection[Any]) -> int:
-    cursor = await conn.execute("SELECT to_regclass('pygents_schema') IS NOT NULL")
+async def _version(conn: AsyncConnection[Any], table: str) -> int:
+    cursor = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))
     exists = await cursor.fetchone()
     if exists is None or not exists[0]:
         return 0
-    cursor = await conn.execute("SELECT version FROM pygents_schema WHERE id = 1")
+    cursor = await conn.execute(f"SELECT version FROM {table} WHERE id = 1")
     row = await cursor.fetchone()
     return 0 if row is None else int(row[0])
 
 
 async def migrate(
-    conn: AsyncConnection[Any], migrations: Sequence[Sequence[str]] = MIGRATIONS
+    conn: AsyncConnection[Any],
+    migrations: Sequence[Sequence[str]] = MIGRATIONS,
+    *,
+    table: str = "pygents_schema",
+    label: str = "context store",
 ) -> int:
     """Bring the database up to the newest schema version in one transaction; return it.
 
-    `conn` must be in autocommit mode with no transaction open.
+    `conn` must be in autocommit mode with no transaction open. `table` is the
+    one-row table that holds this schema's version (each set of tables keeps
+    its own) and `label` names the schema in the error message.
 
     Raises:
         StoreSchemaError: The database's version is newer than `len(migrations)`.
     """
     target = len(migrations)
-    if await _version(conn) == target:  # the usual case: no lock taken
+    if await _version(conn, table) == target:  # the usual case: no lock taken
         return target
     # A session lock, taken before the transaction: a transaction started after it
     # sees the tables a migration that held it before created (one that started
@@ -120,22 +126,22 @@ async def migrate(
     await conn.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))
     try:
         async with conn.transaction():
-            version = await _version(conn)  # another process may have migrated meanwhile
+            version = await _version(conn, table)  # another process may have migrated meanwhile
             if version > target:
                 raise StoreSchemaError(
-                    f"the database's context store schema is version {version}, newer than "
+                    f"the database's {label} schema is version {version}, newer than "
                     f"version {target} that this pygents_ctx knows; "
                     "upgrade pygents_ctx to open it"
                 )
             await conn.execute(
-                "CREATE TABLE IF NOT EXISTS pygents_schema "
+                f"CREATE TABLE IF NOT EXISTS {table} "
                 "(id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
             )
             for step in migrations[version:]:
                 for statement in step:
                     await conn.execute(statement)
             await conn.execute(
-                "INSERT INTO pygents_schema (id, version) VALUES (1, %s) "
+                f"INSERT INTO {table} (id, version) VALUES (1, %s) "
                 "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
                 (target,),
             )

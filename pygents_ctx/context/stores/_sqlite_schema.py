@@ -123,42 +123,55 @@ def check_synchronous(value: object) -> str:
     return str(value)
 
 
-def _version(db: sqlite3.Connection) -> int:
+def _version(db: sqlite3.Connection, table: str) -> int:
     exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_schema'"
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
     ).fetchone()
     if exists is None:
         return 0
-    row = db.execute("SELECT version FROM pygents_schema WHERE id = 1").fetchone()
+    row = db.execute(f"SELECT version FROM {table} WHERE id = 1").fetchone()
     return 0 if row is None else int(row[0])
 
 
-def migrate(db: sqlite3.Connection, migrations: Sequence[Sequence[str]] = MIGRATIONS) -> int:
+def migrate(
+    db: sqlite3.Connection,
+    migrations: Sequence[Sequence[str]] = MIGRATIONS,
+    *,
+    table: str = "pygents_schema",
+    label: str = "context store",
+) -> int:
     """Bring the database up to the newest schema version in one transaction; return it.
+
+    Args:
+        db: The connection, in autocommit mode with no transaction open.
+        migrations: The steps, oldest first.
+        table: The one-row table that holds this schema's version: each set of
+            tables (the context stores', each memory store's) keeps its own.
+        label: Names the schema in the error message.
 
     Raises:
         StoreSchemaError: The database's version is newer than `len(migrations)`.
     """
     target = len(migrations)
-    if _version(db) == target:  # the usual case: no write lock taken
+    if _version(db, table) == target:  # the usual case: no write lock taken
         return target
     db.execute("BEGIN IMMEDIATE")
     try:
-        version = _version(db)  # another process may have migrated meanwhile
+        version = _version(db, table)  # another process may have migrated meanwhile
         if version > target:
             raise StoreSchemaError(
-                f"the database's context store schema is version {version}, newer than "
+                f"the database's {label} schema is version {version}, newer than "
                 f"version {target} that this pygents_ctx knows; upgrade pygents_ctx to open it"
             )
         db.execute(
-            "CREATE TABLE IF NOT EXISTS pygents_schema "
+            f"CREATE TABLE IF NOT EXISTS {table} "
             "(id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)"
         )
         for step in migrations[version:]:
             for statement in step:
                 db.execute(statement)
         db.execute(
-            "INSERT INTO pygents_schema (id, version) VALUES (1, ?) "
+            f"INSERT INTO {table} (id, version) VALUES (1, ?) "
             "ON CONFLICT (id) DO UPDATE SET version = excluded.version",
             (target,),
         )

@@ -30,6 +30,7 @@ from pygents_ctx.context import (
     to_openai,
 )
 from pygents_ctx.context.config import ContextConfig, PromptWindow
+from pygents_ctx.context.selection import SelectionIndex, Selector
 from pygents_ctx.context.stores import (
     AutoCompactStore,
     ContextStore,
@@ -98,6 +99,7 @@ from pygents_ctx.hooks import (
     TurnHook,
     hook,
 )
+from pygents_ctx.memory import BM25Selector, Embedder, HashingEmbedder, SemanticSelector
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool, ToolMetadata, tool
 from pygents_ctx.turns import StopReason, Turn, TurnMetadata
@@ -109,6 +111,7 @@ __all__ = [
     "AgentHook",
     "AgentRegistry",
     "AutoCompactStore",
+    "BM25Selector",
     "ClearToolInputs",
     "ClearToolResults",
     "ContentBlock",
@@ -122,7 +125,9 @@ __all__ = [
     "ContextStore",
     "ContextStrategy",
     "DropToolRounds",
+    "Embedder",
     "FitTokens",
+    "HashingEmbedder",
     "HeuristicTokenCounter",
     "HistoryRetention",
     "Hook",
@@ -142,6 +147,9 @@ __all__ = [
     "SQLiteConnection",
     "SQLiteContextStore",
     "SafeExecutionError",
+    "SelectionIndex",
+    "Selector",
+    "SemanticSelector",
     "SessionInfo",
     "SlidingWindow",
     "StopReason",

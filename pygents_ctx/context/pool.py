@@ -257,7 +257,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         index = self._index
         if index is None:
             entries = [(item_id, str(item.description)) for item_id, item in self._items.items()]
-            index = self._index = self.selector.index(entries)
+            index = self._index = self.selector.build_index(entries)
         hits = await index.search(query, k)
         items = self._items
         return [items[item_id] for item_id, _ in hits if item_id in items]
@@ -346,9 +346,9 @@ class ContextPool(JsonSerializable, Generic[T]):
 
 
 def _check_selector(selector: object) -> Selector:
-    if not isinstance(selector, Selector):
+    if isinstance(selector, type) or not isinstance(selector, Selector):
         raise TypeError(
-            "ContextPool selector must be a Selector (an object with an index(entries) "
-            f"method, such as pygents_ctx.memory.BM25Selector()), not {selector!r}"
+            "ContextPool selector must be a Selector (an object with a build_index(entries) "
+            f"method, such as BM25Selector()), not {selector!r}"
         )
     return selector

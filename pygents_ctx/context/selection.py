@@ -55,7 +55,7 @@ class Selector(Protocol):
     builds its own index from it.
     """
 
-    def index(self, entries: Iterable[tuple[str, str]]) -> SelectionIndex:
+    def build_index(self, entries: Iterable[tuple[str, str]]) -> SelectionIndex:
         """A new index holding `entries`, the pool's `(id, description)` pairs."""
         ...
 

@@ -250,7 +250,7 @@ class BM25Selector:
     def __repr__(self) -> str:
         return f"BM25Selector(k1={self._k1}, b={self._b})"
 
-    def index(self, entries: Iterable[tuple[str, str]]) -> SelectionIndex:
+    def build_index(self, entries: Iterable[tuple[str, str]]) -> SelectionIndex:
         """A new BM25 index of `entries` (`(id, description)` pairs), indexed at first search."""
         index = _BM25Index(_Postings(), dict(entries))
         index._k1, index._b = self._k1, self._b
@@ -422,7 +422,7 @@ class SemanticSelector:
     def __repr__(self) -> str:
         return f"SemanticSelector({self._embedder!r}, batch_size={self._batch_size})"
 
-    def index(self, entries: Iterable[tuple[str, str]]) -> SelectionIndex:
+    def build_index(self, entries: Iterable[tuple[str, str]]) -> SelectionIndex:
         """A new index of `entries` (`(id, description)` pairs), embedded at first search."""
         return _SemanticIndex(_Embedded(), dict(entries), self._embedder, self._batch_size)
 

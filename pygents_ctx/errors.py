@@ -17,7 +17,9 @@ PygentsError
 ├── ContextOverflowError (ValueError)  even the newest round is over a token budget
 ├── SummarizationError (RuntimeError)  a summarizer failed; nothing was changed
 ├── StoreClosedError (RuntimeError)    a store's connection was used after close()
-└── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
+├── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
+├── UnknownCollectionError (KeyError)  no vector collection under that name
+└── MissingExtensionError (RuntimeError) a database extension a store needs is missing
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -28,12 +30,14 @@ from __future__ import annotations
 
 __all__ = [
     "ContextOverflowError",
+    "MissingExtensionError",
     "PygentsError",
     "SafeExecutionError",
     "StoreClosedError",
     "StoreSchemaError",
     "SummarizationError",
     "TurnTimeoutError",
+    "UnknownCollectionError",
     "UnknownModelError",
     "UnregisteredAgentError",
     "UnregisteredHookError",
@@ -118,3 +122,16 @@ class StoreClosedError(PygentsError, RuntimeError):
 
 class StoreSchemaError(PygentsError, RuntimeError):
     """A store file holds a schema newer than this version of pygents_ctx knows."""
+
+
+class UnknownCollectionError(_UnregisteredError):
+    """A vector store has no collection under the requested name; create it first."""
+
+
+class MissingExtensionError(PygentsError, RuntimeError):
+    """A database extension a store needs is not installed or cannot be loaded.
+
+    `PostgresVectorStore` needs pgvector on the server;
+    `SQLiteVectorStore(sqlite_vec=True)` needs the sqlite-vec package and a
+    Python whose `sqlite3` can load extensions.
+    """

@@ -10,10 +10,28 @@
 
 from pygents_ctx.memory.embedders import Embedder, HashingEmbedder
 from pygents_ctx.memory.selection import BM25Selector, SemanticSelector
+from pygents_ctx.memory.vectors import (
+    BaseVectorStore,
+    CollectionInfo,
+    InMemoryVectorStore,
+    PostgresVectorStore,
+    SearchResult,
+    SQLiteVectorStore,
+    VectorDocument,
+    VectorStore,
+)
 
 __all__ = [
     "BM25Selector",
+    "BaseVectorStore",
+    "CollectionInfo",
     "Embedder",
     "HashingEmbedder",
+    "InMemoryVectorStore",
+    "PostgresVectorStore",
+    "SQLiteVectorStore",
+    "SearchResult",
     "SemanticSelector",
+    "VectorDocument",
+    "VectorStore",
 ]

@@ -1,12 +1,13 @@
 """Stores for the tests: one fixture per backend, and a factory parametrized over them.
 
 The PostgreSQL backend runs on a real server started once per test session
-(see `postgres_server.py`); each test starts with empty tables.
+(the `postgres` fixture of tests/conftest.py, from `postgres_server.py`); each
+test starts with empty tables.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -39,23 +40,6 @@ def db_path(tmp_path: Path) -> Path:
 async def conn(db_path: Path) -> AsyncIterator[SQLiteConnection]:
     async with connect(db_path) as conn:
         yield conn
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[postgres_server.PostgresServer]:
-    """A real PostgreSQL server for the whole test session. No server here fails the tests."""
-    try:
-        server = postgres_server.start()
-    except postgres_server.ServerUnavailableError as exc:
-        unavailable = str(exc)
-    else:
-        unavailable = ""
-    if unavailable:
-        pytest.fail(unavailable, pytrace=False)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import messages, runtime, stores, strategies
+from bench import memory, messages, runtime, stores, strategies
 from bench.harness import Result
 
 OUT = Path(__file__).parent / "out" / "results.json"
@@ -31,6 +31,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await messages.token_queue(20_000 // scale)
     results += await strategies.strategies(3_000 // scale, 100_000 // scale)
     results += await stores.stores(scale)
+    results += await memory.selection_and_search(scale)
     return results
 
 

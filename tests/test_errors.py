@@ -13,6 +13,8 @@ from pygents_ctx import (
     Agent,
     ContextOverflowError,
     ContextQueue,
+    InMemoryVectorStore,
+    MissingExtensionError,
     PygentsError,
     SafeExecutionError,
     StoreClosedError,
@@ -20,6 +22,7 @@ from pygents_ctx import (
     SummarizationError,
     Turn,
     TurnTimeoutError,
+    UnknownCollectionError,
     UnknownModelError,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -42,6 +45,8 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreClosedError, (RuntimeError,)),
     (StoreSchemaError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
+    (UnknownCollectionError, (KeyError,)),
+    (MissingExtensionError, (RuntimeError,)),
 ]
 
 
@@ -123,6 +128,10 @@ async def _save_a_clashing_hook() -> None:
     queue.to_dict()
 
 
+async def _search_a_missing_collection() -> None:
+    await InMemoryVectorStore().search("notes", [1.0, 0.0])
+
+
 TRIGGERS = [
     pytest.param(_change_a_paused_agent, SafeExecutionError, "description", id="safe-execution"),
     pytest.param(_yield_from_a_coroutine_tool, WrongRunMethodError, "returning", id="wrong-run"),
@@ -131,6 +140,7 @@ TRIGGERS = [
     pytest.param(_send_to_a_missing_agent, UnregisteredAgentError, "nobody", id="agent"),
     pytest.param(_load_a_missing_hook, UnregisteredHookError, "missing_hook", id="hook"),
     pytest.param(_save_a_clashing_hook, UnserializableHookError, "clashing", id="unserializable"),
+    pytest.param(_search_a_missing_collection, UnknownCollectionError, "notes", id="collection"),
 ]
 
 

@@ -42,6 +42,15 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.strategies.pinned",
     "pygents_ctx.context.strategies.summarize",
     "pygents_ctx.context.strategies.window",
+    "pygents_ctx.context.selection",
+    "pygents_ctx.memory",
+    "pygents_ctx.memory.embedders",
+    "pygents_ctx.memory.selection",
+    "pygents_ctx.memory.vectors",
+    "pygents_ctx.memory.vectors.base",
+    "pygents_ctx.memory.vectors.memory",
+    "pygents_ctx.memory.vectors.sqlite",
+    "pygents_ctx.memory.vectors.postgres",
 ]
 ALL_MODULES = [pygents_ctx.__name__] + [
     info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")

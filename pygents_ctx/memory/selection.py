@@ -173,20 +173,55 @@ class _BM25Index(_LazyIndex[_Postings]):
             return []
         k1, b = self._k1, self._b
         average = core.total / count
-        lengths = core.lengths
+        lengths, postings = core.lengths, core.postings
+        # A term adds less than its weight, idf * (k1 + 1), to an item's score.
+        weights = {
+            term: math.log(1.0 + (count - len(postings[term]) + 0.5) / (len(postings[term]) + 0.5))
+            * (k1 + 1.0)
+            for term in dict.fromkeys(_terms(query))
+            if term in postings
+        }
+        # Rare (heavy) terms first: they find the few items that can win. Once the
+        # terms left cannot lift an unseen item to the k-th score so far (MaxScore),
+        # they only add to the items already found, through dict lookups, instead
+        # of walking their (long) postings.
+        order = sorted(weights, key=lambda term: (-weights[term], term))
         scores: dict[str, float] = {}
         get = scores.get
-        for term in dict.fromkeys(_terms(query)):  # each distinct term once, in order
-            holders = core.postings.get(term)
-            if holders is None:
-                continue
-            found = len(holders)
-            weight = math.log(1.0 + (count - found + 0.5) / (found + 0.5)) * (k1 + 1.0)
+        for position, term in enumerate(order):
+            weight, holders = weights[term], postings[term]
             for item_id, tf in holders.items():
                 norm = k1 * (1.0 - b + b * lengths[item_id] / average)
                 scores[item_id] = get(item_id, 0.0) + weight * tf / (tf + norm)
+            rest = order[position + 1 :]
+            if rest and len(scores) >= k:
+                ceiling = math.fsum(weights[t] for t in rest) * (1.0 + 1e-9)
+                if ceiling < heapq.nlargest(k, scores.values())[-1]:
+                    self._add_to_found(scores, rest, weights, postings, lengths, average)
+                    break
         best = heapq.nsmallest(k, ((-score, item_id) for item_id, score in scores.items()))
         return [(item_id, -negative) for negative, item_id in best]
+
+    def _add_to_found(
+        self,
+        scores: dict[str, float],
+        terms: list[str],
+        weights: dict[str, float],
+        postings: dict[str, dict[str, int]],
+        lengths: dict[str, int],
+        average: float,
+    ) -> None:
+        """Add the scores of `terms` to the items in `scores` only."""
+        k1, b = self._k1, self._b
+        for term in terms:
+            weight, holders = weights[term], postings[term]
+            if len(holders) <= len(scores):
+                pairs = [(i, tf) for i, tf in holders.items() if i in scores]
+            else:
+                pairs = [(i, holders[i]) for i in scores if i in holders]
+            for item_id, tf in pairs:
+                norm = k1 * (1.0 - b + b * lengths[item_id] / average)
+                scores[item_id] += weight * tf / (tf + norm)
 
 
 class BM25Selector:

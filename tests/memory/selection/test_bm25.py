@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any
 
 import pytest
@@ -237,6 +238,23 @@ def test_bm25_selector_shows_its_parameters() -> None:
     assert repr(selector) == "BM25Selector(k1=1.5, b=0.5)"
 
 
+@pytest.mark.parametrize("b", [0.0, 0.75])
+async def test_an_item_holding_only_common_words_can_still_win(b: float) -> None:
+    # The rare words are read first; "c" is in two items, and "c"'s item must
+    # still be found although no rare word led to it.
+    pool: ContextPool[str] = ContextPool(selector=BM25Selector(b=b))
+    texts = {"A": "r1" + " filler" * 30 * (b > 0), "B": "r2", "C": "c " * 8, "D": "c x"}
+    texts.update({"E": "y", "F": "z"})
+    for item_id, text in texts.items():
+        await pool.add(item(item_id, text))
+    scores = bm25_scores(texts, "r1 r2 c", b=b)
+
+    hits = await select_scored(pool, "r1 r2 c", 2)
+
+    assert [i for i, _ in hits] == expected_top_k(scores, 2)
+    assert "C" in [i for i, _ in hits]
+
+
 async def test_large_pool_selects_the_same_as_brute_force() -> None:
     pool: ContextPool[str] = ContextPool(limit=300)
     for n in range(400):  # the first 100 are evicted
@@ -247,3 +265,22 @@ async def test_large_pool_selects_the_same_as_brute_force() -> None:
     chosen = await pool.select("moon report hiring", k=10)
 
     assert [i.id for i in chosen] == expected_top_k(scores, 10)
+
+
+async def test_queries_over_a_zipf_vocabulary_match_brute_force() -> None:
+    # Common words everywhere, rare words in few items: the pruned search path.
+    rng = random.Random(11)
+    words = [f"w{n}" for n in range(300)]
+    weights = [1 / (rank + 1) for rank in range(len(words))]
+    pool: ContextPool[str] = ContextPool(limit=1500)
+    for n in range(2000):
+        await pool.add(
+            item(f"d{n:04}", " ".join(rng.choices(words, weights, k=rng.randint(3, 12))))
+        )
+    texts = descriptions(pool)
+
+    for _ in range(60):
+        query = " ".join(rng.choices(words, weights, k=rng.randint(1, 4)))
+        k = rng.choice([1, 3, 10])
+        got = await select_scored(pool, query, k)
+        assert_top_k(got, bm25_scores(texts, query), k, cut_ties=True)

@@ -450,7 +450,12 @@ class BaseVectorStore(ABC):
                 what = f"the embedding of document {document.id!r}"
                 vectors[document.id] = check_vector(document.embedding, what, dimension)
         if missing:
-            what = f"document {missing[0].id!r} (and {len(missing) - 1} more)"
+            first = missing[0].id
+            what = (
+                f"document {first!r}"
+                if len(missing) == 1
+                else f"{len(missing)} documents (the first: {first!r})"
+            )
             embedded = await self._embed(name, dimension, [d.text for d in missing], what)
             vectors.update((d.id, v) for d, v in zip(missing, embedded, strict=True))
         return [Row(d, vectors[d.id], metadata_json(d.metadata)) for d in batch]

@@ -317,7 +317,8 @@ class _Embedded:
         return other
 
     def remove(self, item_id: str) -> None:
-        if self.texts.pop(item_id, None) is not None and self.table is not None:
+        del self.texts[item_id]  # only ids in the core are ever removed
+        if self.table is not None:
             self.table.discard(item_id)
 
     def insert(self, item_id: str, text: str, vector: array[float]) -> None:

@@ -6,6 +6,8 @@ import ast
 import pkgutil
 from pathlib import Path
 
+import pytest
+
 import pygents_ctx
 from pygents_ctx import (
     Agent,
@@ -15,6 +17,7 @@ from pygents_ctx import (
     Turn,
     tool,
 )
+from pygents_ctx.context import selection
 
 PACKAGE = Path(pygents_ctx.__file__).parent
 # Everything below the memory layer (see the layer rule in the contributing notes).
@@ -91,3 +94,16 @@ async def test_an_agent_branch_selects_from_its_own_pool() -> None:
     assert isinstance(twin.context_pool.selector, SemanticSelector)
     assert [i.id for i in await twin.context_pool.select("moon", k=5)] == ["b", "a"]
     assert [i.id for i in await pool.select("moon", k=5)] == ["a"]
+
+
+async def test_without_a_registered_default_a_pool_asks_for_a_selector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(selection, "_default_factory", None)
+    pool: ContextPool[str] = ContextPool()
+    await pool.add(ContextItem("...", description="tides", id="a"))
+
+    with pytest.raises(RuntimeError, match="no selector and none is registered"):
+        await pool.select("tides")
+    pool.selector = SemanticSelector()
+    assert [i.id for i in await pool.select("tides")] == ["a"]

@@ -248,6 +248,21 @@ async def test_a_bad_batch_is_refused_whole(
     assert await _state(store) == before
 
 
+async def test_an_embedder_giving_something_else_than_vectors_is_refused(
+    make_store: MakeStore,
+) -> None:
+    class Broken:
+        async def embed(self, texts: Sequence[str]) -> Any:
+            return "not vectors"
+
+    store = await make_store(Broken())
+    await store.create_collection("notes", 2)
+
+    with pytest.raises(TypeError, match="must return a list of vectors, not str"):
+        await store.add("notes", [doc("a", None)])
+    assert await store.count("notes") == 0
+
+
 async def test_an_embedder_giving_the_wrong_dimension_changes_nothing(
     make_store: MakeStore,
 ) -> None:
@@ -352,8 +367,9 @@ async def test_bad_ids_are_refused(
     assert await store.count("notes") == 1
 
 
+@pytest.mark.parametrize("recreate", [True, False])
 async def test_a_collection_deleted_while_embedding_is_not_written_to(
-    make_store: MakeStore,
+    make_store: MakeStore, recreate: bool
 ) -> None:
     embedder = CountingEmbedder(2)
     embedder.pause = asyncio.Event()
@@ -363,16 +379,35 @@ async def test_a_collection_deleted_while_embedding_is_not_written_to(
     await embedder.entered.wait()
 
     await store.delete_collection("notes")
-    await store.create_collection("notes", 3)
+    if recreate:
+        await store.create_collection("notes", 3)
     embedder.pause.set()
 
-    with pytest.raises(ValueError, match="re-created with dimension 3"):
-        await adding
-    assert await store.count("notes") == 0
-    await store.delete_collection("notes")
-    embedder.pause = None
-    with pytest.raises(UnknownCollectionError):
-        await store.search("notes", "moon")
+    if recreate:
+        with pytest.raises(ValueError, match="re-created with dimension 3"):
+            await adding
+        assert await store.count("notes") == 0
+    else:
+        with pytest.raises(UnknownCollectionError):
+            await adding
+        assert await store.list_collections() == []
+
+
+async def test_an_add_racing_another_keeps_the_first_document(make_store: MakeStore) -> None:
+    embedder = CountingEmbedder(2)
+    embedder.pause = asyncio.Event()
+    store = await make_store(embedder)
+    await store.create_collection("notes", 2)
+    slow = asyncio.ensure_future(store.add("notes", [doc("a", None, "second")]))
+    await embedder.entered.wait()
+
+    assert await store.add("notes", [doc("a", [1, 0], "first")]) == ["a"]
+    embedder.pause.set()
+
+    assert await slow == []
+    kept = await store.get("notes", "a")
+    assert kept is not None
+    assert kept.text == "first"
 
 
 # -- search --------------------------------------------------------------------------
@@ -434,9 +469,11 @@ async def test_a_filter_keeps_documents_with_equal_metadata_values(make_store: M
     assert await found(n="1") == ["text"]
     assert await found(n=None) == ["null"]
     assert await found(n=1, kind="a") == ["int"]
+    await store.delete("notes", ["int"])  # "float" still holds n=1
+    assert await found(n=1) == ["float"]
     assert await found(n=2) == []
     assert await found(other="a") == []
-    assert await found() == ["absent", "float", "int", "list", "null", "text", "true"]
+    assert await found() == ["absent", "float", "list", "null", "text", "true"]
 
 
 async def test_a_filtered_search_still_ranks_and_cuts_at_k(make_store: MakeStore) -> None:

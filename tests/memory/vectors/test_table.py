@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from array import array
 from typing import Any
 
@@ -201,3 +202,15 @@ def test_vectors_may_be_lists_tuples_arrays_or_numpy_arrays() -> None:
     for values in ([1, 2.5], (1.0, 2.5), array("d", [1.0, 2.5]), np.array([1.0, 2.5])):
         assert check_vector(values, "v") == expected
     assert check_vector([0.0], "v", allow_zero=True) == array("f", [0.0])
+
+
+def test_without_numpy_installed_the_search_runs_in_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "numpy", None)  # as if not installed
+    monkeypatch.setattr(_table, "_numpy", False)  # not looked for yet
+    monkeypatch.setattr(_table, "_NUMPY_FROM", 0)
+    table = VectorTable(2)
+    table.put("a", check_vector([1.0, 0.0], "a"))
+    table.put("b", check_vector([1.0, 1.0], "b"))
+
+    assert numpy_or_none() is None
+    assert [i for i, _ in table.top_k(array("f", [1.0, 0.2]), 2)] == ["a", "b"]

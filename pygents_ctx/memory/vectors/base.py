@@ -124,8 +124,8 @@ class VectorDocument:
         _check_json(self.metadata, f"the metadata of document {self.id!r}")
         object.__setattr__(self, "metadata", dict(self.metadata))
         if self.embedding is not None:
-            vector = check_vector(self.embedding, f"the embedding of document {self.id!r}")
-            del vector  # only checked: the document keeps the numbers as given
+            # Checked here, so a bad document cannot exist; it keeps the numbers as given.
+            check_vector(self.embedding, f"the embedding of document {self.id!r}")
             object.__setattr__(self, "embedding", tuple(float(x) for x in self.embedding))
 
 

@@ -35,11 +35,16 @@ def _sqlite_vec_loads() -> bool:
     try:
         import sqlite_vec  # type: ignore[import-untyped]
 
-        db = sqlite3.connect(":memory:")
+    except ImportError:
+        return False
+    db = sqlite3.connect(":memory:")
+    try:
         db.enable_load_extension(True)
         sqlite_vec.load(db)
-    except (ImportError, AttributeError, sqlite3.Error):
+    except (AttributeError, sqlite3.Error):
         return False
+    finally:
+        db.close()
     return True
 
 

@@ -46,9 +46,11 @@ define TESTS
 	$(BIN)/coverage report
 endef
 
-# The PostgreSQL store's tests need the server binaries; installed when missing.
+# The PostgreSQL stores' tests need the server binaries, and the vector store's the
+# pgvector extension; each is installed when missing.
 postgres:
 	@.ci/postgres
+	@.ci/pgvector
 
 test: $(DEV_STAMP) postgres
 	$(CHECKS)

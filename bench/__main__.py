@@ -15,7 +15,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import graph, messages, model, peer, peer_env, runtime, stores, strategies
+from bench import graph, memory, messages, model, peer, peer_env, runtime, stores, strategies
 from bench.harness import Result
 
 OUT = Path(__file__).parent / "out" / "results.json"
@@ -34,6 +34,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await messages.token_queue(20_000 // scale)
     results += await strategies.strategies(3_000 // scale, 100_000 // scale)
     results += await stores.stores(scale)
+    results += await memory.selection_and_search(scale)
     results += await graph.graph(scale)
     results += await model.model_loop(1_000 // scale)
     return results

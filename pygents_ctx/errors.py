@@ -24,6 +24,8 @@ PygentsError
 ├── TaskNotFoundError (KeyError)       no task with that id on the board
 ├── TaskTransitionError (ValueError)   a task status change the board does not allow
 │   └── RetryLimitError                a task has used all of its attempts
+├── UnknownCollectionError (KeyError)  no vector collection under that name
+├── MissingExtensionError (RuntimeError) a database extension a store needs is missing
 └── ModelError (RuntimeError)          a model call failed
     ├── ModelAPIError                  the provider refused the call or could not be reached
     └── ModelResponseError             the provider's reply cannot be read as a Message
@@ -40,6 +42,7 @@ __all__ = [
     "ConcurrentModificationError",
     "ContextOverflowError",
     "EntityNotFoundError",
+    "MissingExtensionError",
     "ModelAPIError",
     "ModelError",
     "ModelResponseError",
@@ -52,6 +55,7 @@ __all__ = [
     "TaskNotFoundError",
     "TaskTransitionError",
     "TurnTimeoutError",
+    "UnknownCollectionError",
     "UnknownModelError",
     "UnregisteredAgentError",
     "UnregisteredHookError",
@@ -216,3 +220,16 @@ class ModelAPIError(ModelError):
 
 class ModelResponseError(ModelError):
     """The provider's reply cannot be read as a `Message` (no choice, an unknown block kind)."""
+
+
+class UnknownCollectionError(_UnregisteredError):
+    """A vector store has no collection under the requested name; create it first."""
+
+
+class MissingExtensionError(PygentsError, RuntimeError):
+    """A database extension a store needs is not installed or cannot be loaded.
+
+    `PostgresVectorStore` needs pgvector on the server;
+    `SQLiteVectorStore(sqlite_vec=True)` needs the sqlite-vec package and a
+    Python whose `sqlite3` can load extensions.
+    """

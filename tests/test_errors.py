@@ -16,8 +16,10 @@ from pygents_ctx import (
     ContextOverflowError,
     ContextQueue,
     EntityNotFoundError,
+    InMemoryVectorStore,
     MemoryContextStore,
     Message,
+    MissingExtensionError,
     ModelAPIError,
     ModelError,
     ModelResponseError,
@@ -31,6 +33,7 @@ from pygents_ctx import (
     TaskTransitionError,
     Turn,
     TurnTimeoutError,
+    UnknownCollectionError,
     UnknownModelError,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -62,6 +65,8 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (ModelError, (RuntimeError,)),
     (ModelAPIError, (ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
+    (UnknownCollectionError, (KeyError,)),
+    (MissingExtensionError, (RuntimeError,)),
 ]
 
 
@@ -186,6 +191,10 @@ async def _retry_past_the_limit() -> None:
     await board.retry(task.id)
 
 
+async def _search_a_missing_collection() -> None:
+    await InMemoryVectorStore().search("notes", [1.0, 0.0])
+
+
 TRIGGERS = [
     pytest.param(_change_a_paused_agent, SafeExecutionError, "description", id="safe-execution"),
     pytest.param(_yield_from_a_coroutine_tool, WrongRunMethodError, "returning", id="wrong-run"),
@@ -205,6 +214,7 @@ TRIGGERS = [
     pytest.param(_finish_a_missing_task, TaskNotFoundError, "404", id="task"),
     pytest.param(_claim_a_claimed_task, TaskTransitionError, "it is already", id="claim"),
     pytest.param(_retry_past_the_limit, RetryLimitError, "all 1 of its attempts", id="retry-limit"),
+    pytest.param(_search_a_missing_collection, UnknownCollectionError, "notes", id="collection"),
 ]
 
 

@@ -68,6 +68,15 @@ PUBLIC_MODULES = [
     "pygents_ctx.memory.tasks.in_memory",
     "pygents_ctx.memory.tasks.sqlite",
     "pygents_ctx.memory.tasks.postgres",
+    "pygents_ctx.context.selection",
+    "pygents_ctx.memory",
+    "pygents_ctx.memory.embedders",
+    "pygents_ctx.memory.selection",
+    "pygents_ctx.memory.vectors",
+    "pygents_ctx.memory.vectors.base",
+    "pygents_ctx.memory.vectors.memory",
+    "pygents_ctx.memory.vectors.sqlite",
+    "pygents_ctx.memory.vectors.postgres",
 ]
 ALL_MODULES = [pygents_ctx.__name__] + [
     info.name for info in pkgutil.walk_packages(pygents_ctx.__path__, "pygents_ctx.")

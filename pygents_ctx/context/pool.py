@@ -17,6 +17,7 @@ from pygents_ctx.context._shared import (
     saved_user_values,
 )
 from pygents_ctx.context.items import ContextItem
+from pygents_ctx.context.selection import SelectionIndex, Selector, _default_selector
 from pygents_ctx.hooks import ContextPoolHook, Hook
 from pygents_ctx.registry import HookRegistry
 
@@ -39,6 +40,8 @@ class ContextPool(JsonSerializable, Generic[T]):
     Args:
         limit: The most items held, or `None` for no limit.
         tags: Tags that global hooks can filter on.
+        selector: How `select()` ranks items against a query (default: the
+            registered default, `BM25Selector()` from `pygents_ctx.memory`).
 
     Adding an item whose id is present replaces it in place (no eviction).
     Hooks: `before_add(pool, item)` (after any eviction), `after_add(pool,
@@ -47,6 +50,7 @@ class ContextPool(JsonSerializable, Generic[T]):
 
     Raises:
         ValueError: `limit` is less than 1.
+        TypeError: `selector` is not a `Selector`.
 
     Examples:
         >>> import asyncio
@@ -65,18 +69,42 @@ class ContextPool(JsonSerializable, Generic[T]):
     after_clear = HookSlot(ContextPoolHook.AFTER_CLEAR)
     on_evict = HookSlot(ContextPoolHook.ON_EVICT)
 
-    def __init__(self, limit: int | None = None, *, tags: Iterable[str] | None = None) -> None:
+    def __init__(
+        self,
+        limit: int | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+        selector: Selector | None = None,
+    ) -> None:
         self._limit = None if limit is None else check_limit(limit, "ContextPool")
         self.tags = tag_set(tags)
         self.hooks: list[Hook] = []
         # OrderedDict pops its oldest entry in O(1); a dict's first key is found by
         # scanning past deleted slots, which a full, evicting pool accumulates.
         self._items: OrderedDict[str, ContextItem[T]] = OrderedDict()
+        self._selector = None if selector is None else _check_selector(selector)
+        # Built by the first select(), then told of every change; None until then,
+        # so a pool nobody selects from pays nothing for it.
+        self._index: SelectionIndex | None = None
 
     @property
     def limit(self) -> int | None:
         """The most items the pool holds, or `None`."""
         return self._limit
+
+    @property
+    def selector(self) -> Selector:
+        """How `select()` ranks items; setting it rebuilds the index at the next `select()`.
+
+        Raises:
+            TypeError: (when set) The value is not a `Selector`.
+        """
+        return _default_selector() if self._selector is None else self._selector
+
+    @selector.setter
+    def selector(self, selector: Selector) -> None:
+        self._selector = _check_selector(selector)
+        self._index = None
 
     @property
     def items(self) -> list[ContextItem[T]]:
@@ -131,12 +159,17 @@ class ContextPool(JsonSerializable, Generic[T]):
             )
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
-            items, limit = self._items, self._limit
+            items, limit, index = self._items, self._limit, self._index
             # A known id keeps its place and the size; a new one may go one over the
             # limit, and the oldest item (never the one just added) makes room.
             items[item_id] = item
+            if index is None:
+                if limit is not None and len(items) > limit:
+                    items.popitem(last=False)
+                return
+            index.put(item_id, item.description)
             if limit is not None and len(items) > limit:
-                items.popitem(last=False)
+                index.discard(items.popitem(last=False)[0])
             return
         tags = self.tags
         for evicted in self._make_room(item_id):
@@ -147,6 +180,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         # again and insert in one synchronous step, so the limit always holds.
         late = self._make_room(item_id)
         self._items[item_id] = item
+        if self._index is not None:
+            self._index.put(item_id, item.description)
         for evicted in late:
             await fire_on(_ON_EVICT, hooks, tags, self, evicted)
         if hooks or _AFTER_ADD:
@@ -154,10 +189,13 @@ class ContextPool(JsonSerializable, Generic[T]):
 
     def _make_room(self, item_id: str) -> list[ContextItem[T]]:
         """Evict the oldest items until `item_id` fits; return them, oldest first."""
-        items, limit = self._items, self._limit
+        items, limit, index = self._items, self._limit, self._index
         evicted: list[ContextItem[T]] = []
         while limit is not None and len(items) >= limit and item_id not in items:
-            evicted.append(items.popitem(last=False)[1])
+            old_id, old = items.popitem(last=False)
+            if index is not None:
+                index.discard(old_id)
+            evicted.append(old)
         return evicted
 
     async def remove(self, item_id: str) -> None:
@@ -170,7 +208,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if hooks or _BEFORE_REMOVE:
             await fire_on(_BEFORE_REMOVE, hooks, self.tags, self, item)
-        self._items.pop(item_id, None)
+        if self._items.pop(item_id, None) is not None and self._index is not None:
+            self._index.discard(item_id)
         if hooks or _AFTER_REMOVE:
             await fire_on(_AFTER_REMOVE, hooks, self.tags, self, item)
 
@@ -180,8 +219,48 @@ class ContextPool(JsonSerializable, Generic[T]):
         if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
         self._items.clear()
+        if self._index is not None:
+            self._index.clear()
         if hooks or _AFTER_CLEAR:
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
+
+    async def select(self, query: str, k: int = 5) -> list[ContextItem[T]]:
+        """The at most `k` items whose descriptions best match `query`, best first.
+
+        The pool's `selector` ranks them: by default `BM25Selector` (lexical,
+        an item must share a word with the query); `SemanticSelector` ranks by
+        embedding similarity. The first call builds the selector's index from
+        the items; later calls see every add, replacement, removal, eviction
+        and clear since. An item removed while the selection ran is left out.
+
+        Raises:
+            TypeError: `query` is not a str, or `k` is not an int.
+            ValueError: `k` is less than 1.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx import ContextItem, ContextPool
+            >>> pool: ContextPool[str] = ContextPool()
+            >>> async def main():
+            ...     await pool.add(ContextItem(content="...", description="Q3 revenue", id="q3"))
+            ...     await pool.add(ContextItem(content="...", description="Hiring plan", id="hr"))
+            ...     return [item.id for item in await pool.select("revenue in Q3", k=1)]
+            >>> asyncio.run(main())
+            ['q3']
+        """
+        if not isinstance(query, str):
+            raise TypeError(f"ContextPool.select query must be a str, not {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int):
+            raise TypeError(f"ContextPool.select k must be an int, not {k!r}")
+        if k < 1:
+            raise ValueError(f"ContextPool.select k must be at least 1, not {k}")
+        index = self._index
+        if index is None:
+            entries = [(item_id, str(item.description)) for item_id, item in self._items.items()]
+            index = self._index = self.selector.build_index(entries)
+        hits = await index.search(query, k)
+        items = self._items
+        return [items[item_id] for item_id, _ in hits if item_id in items]
 
     def branch(
         self, limit: int | Inherit | None = INHERIT, *, hooks: list[Hook] | Inherit = INHERIT
@@ -193,20 +272,30 @@ class ContextPool(JsonSerializable, Generic[T]):
                 smaller one keeps the newest items that fit.
             hooks: The child's hooks (default: a copy of this pool's list).
 
-        No hooks fire while copying.
+        No hooks fire while copying. The child shares the selector and starts
+        from a copy-on-write branch of the selection index, if one was built.
         """
         child: ContextPool[T] = ContextPool(
             self._limit if isinstance(limit, Inherit) else limit, tags=self.tags
         )
         kept = list(self._items.items())
-        if child._limit is not None:
-            kept = kept[len(kept) - child._limit :] if len(kept) > child._limit else kept
+        dropped: list[tuple[str, ContextItem[T]]] = []
+        if child._limit is not None and len(kept) > child._limit:
+            dropped, kept = kept[: len(kept) - child._limit], kept[len(kept) - child._limit :]
         child._items.update(kept)
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        child._selector = self._selector
+        if self._index is not None:
+            child._index = self._index.branch()
+            for item_id, _ in dropped:
+                child._index.discard(item_id)
         return child
 
     def to_dict(self) -> dict[str, Any]:
         """`{"limit", "items", "hooks", "tags"}`.
+
+        The selector is not saved: a restored pool uses the default selector
+        until one is set, and builds its index at its first `select()`.
 
         Raises:
             UnserializableHookError: A hook cannot be saved by name.
@@ -255,3 +344,12 @@ class ContextPool(JsonSerializable, Generic[T]):
             )
         pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
         return pool
+
+
+def _check_selector(selector: object) -> Selector:
+    if isinstance(selector, type) or not isinstance(selector, Selector):
+        raise TypeError(
+            "ContextPool selector must be a Selector (an object with a build_index(entries) "
+            f"method, such as BM25Selector()), not {selector!r}"
+        )
+    return selector

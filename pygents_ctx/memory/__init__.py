@@ -1,9 +1,14 @@
-"""Agent memory beyond the transcript: graphs, blobs and task boards.
+"""Agent memory beyond the transcript.
 
 Each kind of memory is a protocol with an in-process backend and database
-backends that share the context stores' connections (`connect()` for
-SQLite, `connect_postgres()` for PostgreSQL):
+backends that share the context stores' connections (`connect()` for SQLite,
+`connect_postgres()` for PostgreSQL):
 
+- Selection: `BM25Selector` (lexical) and `SemanticSelector` (embeddings) rank
+  a `ContextPool`'s items for `await pool.select(query, k)`.
+- Embeddings: the `Embedder` protocol and `HashingEmbedder`, its dependency-free
+  default.
+- `VectorStore`: documents searched by embedding, with metadata filters.
 - `GraphStore`: a knowledge graph of entities and relationships, with
   breadth-first `neighbors()`.
 - `BlobStore`: named binary artifacts with a content type, streamed in chunks.
@@ -20,6 +25,7 @@ from pygents_ctx.memory.blobs import (
     PostgresBlobStore,
     SQLiteBlobStore,
 )
+from pygents_ctx.memory.embedders import Embedder, HashingEmbedder
 from pygents_ctx.memory.graph import (
     Entity,
     GraphStore,
@@ -29,6 +35,7 @@ from pygents_ctx.memory.graph import (
     SQLiteGraphStore,
     Subgraph,
 )
+from pygents_ctx.memory.selection import BM25Selector, SemanticSelector
 from pygents_ctx.memory.tasks import (
     InMemoryTaskStore,
     PostgresTaskStore,
@@ -38,27 +45,49 @@ from pygents_ctx.memory.tasks import (
     TaskStatus,
     TaskStore,
 )
+from pygents_ctx.memory.vectors import (
+    BaseVectorStore,
+    CollectionInfo,
+    InMemoryVectorStore,
+    PostgresVectorStore,
+    SearchResult,
+    SQLiteVectorStore,
+    VectorDocument,
+    VectorStore,
+)
 
 __all__ = [
+    "BM25Selector",
+    "BaseVectorStore",
     "Blob",
     "BlobInfo",
     "BlobStore",
+    "CollectionInfo",
     "DirectoryBlobStore",
+    "Embedder",
     "Entity",
     "GraphStore",
+    "HashingEmbedder",
     "InMemoryBlobStore",
     "InMemoryGraphStore",
     "InMemoryTaskStore",
+    "InMemoryVectorStore",
     "PostgresBlobStore",
     "PostgresGraphStore",
     "PostgresTaskStore",
+    "PostgresVectorStore",
     "Relationship",
     "SQLiteBlobStore",
     "SQLiteGraphStore",
     "SQLiteTaskStore",
+    "SQLiteVectorStore",
+    "SearchResult",
+    "SemanticSelector",
     "Subgraph",
     "Task",
     "TaskBoard",
     "TaskStatus",
     "TaskStore",
+    "VectorDocument",
+    "VectorStore",
 ]

@@ -1,0 +1,352 @@
+"""Vectors in memory: checks, exact cosine scores, and `VectorTable`, the exact top-k search.
+
+Every vector is kept as 32-bit floats (as pgvector and sqlite-vec keep them).
+A score is the cosine similarity computed in double precision from those
+32-bit values: `dot(v, q) / (|v| * |q|)`, the query rounded to 32 bits too.
+Ties (equal scores) are ordered by id, ascending.
+
+`VectorTable` holds one row per id in a flat `array('f')`. Its search is exact
+and stays exact with or without numpy: without it, every row is scored in
+Python; with it, numpy scores every row in single precision, and only the rows
+that can still be in the top `k` once that rounding is allowed for are scored
+again exactly. numpy is optional; nothing else here needs it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import operator
+from array import array
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from pygents_ctx.memory.embedders import Embedder
+
+__all__ = [
+    "FLOAT32_MAX",
+    "VectorTable",
+    "check_vector",
+    "cosine",
+    "dot",
+    "embed_checked",
+    "norm",
+    "numpy_or_none",
+]
+
+FLOAT32_MAX: Final = 3.4028234663852886e38
+# Rows whose norm is outside this range could under- or overflow numpy's
+# single-precision dot products: they are always scored exactly instead.
+_SAFE_NORMS: Final = (1e-30, 1e30)
+# Below this many multiplications a search is scored in Python directly: numpy's
+# fixed cost per call is larger than the work.
+_NUMPY_FROM: Final = 16_384
+
+
+def _python_dot(a: Iterable[float], b: Iterable[float]) -> float:
+    total: float = sum(map(operator.mul, a, b))
+    return total
+
+
+# math.sumprod (Python 3.12+) is a C loop, and more accurate than a plain sum.
+dot: Callable[[Iterable[float], Iterable[float]], float] = getattr(math, "sumprod", _python_dot)
+
+
+def norm(vector: Sequence[float]) -> float:
+    """The Euclidean length of `vector`, in double precision."""
+    return math.sqrt(dot(vector, vector))
+
+
+def cosine(
+    row: Sequence[float], row_norm: float, query: Sequence[float], query_norm: float
+) -> float:
+    """The cosine similarity of two vectors given with their norms (both non-zero)."""
+    return dot(row, query) / (row_norm * query_norm)
+
+
+_numpy: ModuleType | bool | None = False  # False: not looked for yet
+
+
+def numpy_or_none() -> ModuleType | None:
+    """numpy if it is installed, else None (looked up once, on first use)."""
+    global _numpy
+    if _numpy is False:
+        try:
+            import numpy
+        except ImportError:
+            _numpy = None
+        else:
+            _numpy = numpy
+    return _numpy  # type: ignore[return-value]
+
+
+def check_vector(
+    values: object, what: str, dimension: int | None = None, *, allow_zero: bool = False
+) -> array[float]:
+    """`values` as 32-bit floats, after checking it is a usable vector.
+
+    Args:
+        values: Real numbers: a list, tuple, `array` or numpy array.
+        what: Names the vector in error messages (`"the embedding of 'doc-1'"`).
+        dimension: The length it must have, if any.
+        allow_zero: Accept a vector of zeros (it has no direction, so no cosine).
+
+    Raises:
+        TypeError: It is a str, bytes or mapping, not iterable, or holds a non-number.
+        ValueError: It is empty, has the wrong length, holds NaN, an infinity
+            or a value too large for a 32-bit float, or (unless `allow_zero`)
+            is all zeros.
+    """
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise TypeError(f"{what} must be a sequence of numbers, not {type(values).__name__}")
+    try:
+        # array('d') rejects what is not a real number (str, None, complex) in C.
+        doubles = array("d", values)
+    except TypeError:
+        bad = next(v for v in values if not isinstance(v, int | float))
+        raise TypeError(f"{what} must hold only numbers, not {bad!r}") from None
+    except OverflowError:
+        raise ValueError(f"{what} holds an integer too large for a float") from None
+    size = len(doubles)
+    if size == 0:
+        raise ValueError(f"{what} is empty; a vector needs at least one number")
+    if dimension is not None and size != dimension:
+        raise ValueError(f"{what} has {size} numbers, but the dimension is {dimension}")
+    if not all(map(math.isfinite, doubles)):
+        bad_value = next(v for v in doubles if not math.isfinite(v))
+        raise ValueError(f"{what} holds {bad_value}; every number must be finite")
+    if max(map(abs, doubles)) > FLOAT32_MAX:
+        raise ValueError(f"{what} holds a value too large for a 32-bit float (over 3.4e38)")
+    vector = array("f", doubles)
+    if not allow_zero and not any(vector):
+        raise ValueError(
+            f"{what} is all zeros (after rounding to 32-bit floats): it has no "
+            "direction, so no cosine similarity"
+        )
+    return vector
+
+
+async def embed_checked(
+    embedder: Embedder,
+    texts: Sequence[str],
+    *,
+    batch_size: int,
+    dimension: int | None = None,
+    allow_zero: bool = False,
+) -> list[array[float]]:
+    """`embedder`'s vectors for `texts`, asked for `batch_size` texts at a time, checked.
+
+    Raises:
+        ValueError: The embedder returned the wrong number of vectors, vectors
+            of different lengths (or not of `dimension`), or a bad vector (see
+            `check_vector`).
+        TypeError: It returned something that is not a list of vectors.
+    """
+    vectors: list[array[float]] = []
+    for start in range(0, len(texts), batch_size):
+        batch = texts[start : start + batch_size]
+        got: object = await embedder.embed(batch)
+        if isinstance(got, str | bytes) or not isinstance(got, Sequence):
+            raise TypeError(
+                f"{embedder!r}.embed must return a list of vectors, not {type(got).__name__}"
+            )
+        if len(got) != len(batch):
+            raise ValueError(
+                f"{embedder!r}.embed returned {len(got)} vectors for {len(batch)} texts"
+            )
+        for offset, values in enumerate(got):
+            text = batch[offset][:40]
+            what = f"the vector {embedder!r} gave for text {start + offset} ({text!r})"
+            vector = check_vector(values, what, dimension, allow_zero=allow_zero)
+            if dimension is None:
+                dimension = len(vector)
+            vectors.append(vector)
+    return vectors
+
+
+class VectorTable:
+    """Vectors of one dimension under string ids, searched exactly by cosine similarity.
+
+    Rows live in one flat `array('f')`; a removed row's slot is reused.
+    `shares` counts the other holders of this table (copy-on-write owners copy
+    it before changing it).
+    """
+
+    __slots__ = (
+        "_data",
+        "_extreme",
+        "_free",
+        "_ids",
+        "_inverse_norms",
+        "_norms",
+        "_slots",
+        "dimension",
+        "shares",
+    )
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.shares = 0
+        self._data: array[float] = array("f")
+        self._norms: array[float] = array("d")
+        self._inverse_norms: array[float] = array("d")  # 0.0 in a free slot
+        self._ids: list[str | None] = []
+        self._slots: dict[str, int] = {}
+        self._free: list[int] = []
+        self._extreme: set[int] = set()
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._slots
+
+    def ids(self) -> list[str]:
+        """The ids held, in no particular order."""
+        return list(self._slots)
+
+    def copy(self) -> VectorTable:
+        """An independent copy (the arrays are copied in one block each)."""
+        other = VectorTable(self.dimension)
+        other._data = array("f", self._data)
+        other._norms = array("d", self._norms)
+        other._inverse_norms = array("d", self._inverse_norms)
+        other._ids = list(self._ids)
+        other._slots = dict(self._slots)
+        other._free = list(self._free)
+        other._extreme = set(self._extreme)
+        return other
+
+    def put(self, item_id: str, vector: array[float]) -> None:
+        """Store `vector` (32-bit, the table's dimension, non-zero) under `item_id`."""
+        size = self.dimension
+        row_norm = norm(vector)
+        slot = self._slots.get(item_id)
+        if slot is None:
+            if self._free:
+                slot = self._free.pop()
+            else:
+                slot = len(self._ids)
+                self._ids.append(None)
+                self._data.extend(vector)
+                self._norms.append(0.0)
+                self._inverse_norms.append(0.0)
+            self._slots[item_id] = slot
+            self._ids[slot] = item_id
+        self._data[slot * size : (slot + 1) * size] = vector
+        self._norms[slot] = row_norm
+        self._inverse_norms[slot] = 1.0 / row_norm
+        if _SAFE_NORMS[0] <= row_norm <= _SAFE_NORMS[1]:
+            self._extreme.discard(slot)
+        else:
+            self._extreme.add(slot)
+
+    def discard(self, item_id: str) -> bool:
+        """Remove `item_id`'s row; whether there was one."""
+        slot = self._slots.pop(item_id, None)
+        if slot is None:
+            return False
+        size = self.dimension
+        self._data[slot * size : (slot + 1) * size] = array("f", bytes(4 * size))
+        self._norms[slot] = 0.0
+        self._inverse_norms[slot] = 0.0
+        self._ids[slot] = None
+        self._extreme.discard(slot)
+        self._free.append(slot)
+        return True
+
+    def vector(self, item_id: str) -> list[float]:
+        """The row stored under `item_id`.
+
+        Raises:
+            KeyError: No row has this id.
+        """
+        slot = self._slots[item_id]
+        size = self.dimension
+        return self._data[slot * size : (slot + 1) * size].tolist()
+
+    def top_k(
+        self, query: array[float], k: int, among: Collection[str] | None = None
+    ) -> list[tuple[str, float]]:
+        """The `k` best `(id, score)` pairs for `query` (32-bit, non-zero), best first.
+
+        `among`, when given, limits the search to those ids (unknown ones are
+        ignored). Equal scores are ordered by id.
+        """
+        if among is None:
+            slots: list[int] | None = None
+            count = len(self._slots)
+        else:
+            lookup = self._slots
+            slots = sorted(lookup[item_id] for item_id in among if item_id in lookup)
+            count = len(slots)
+        query_norm = norm(query)
+        if count == 0 or query_norm == 0.0:
+            return []
+        np = numpy_or_none()
+        chosen: Iterable[int]
+        if np is not None and count * self.dimension >= _NUMPY_FROM:
+            chosen = self._candidates(np, query, query_norm, k, slots)
+        else:
+            chosen = range(len(self._ids)) if slots is None else slots
+        return self._exact(chosen, query, query_norm, k)
+
+    def _exact(
+        self, slots: Iterable[int], query: array[float], query_norm: float, k: int
+    ) -> list[tuple[str, float]]:
+        data, ids, norms, size = self._data, self._ids, self._norms, self.dimension
+        scored = []
+        for slot in slots:
+            item_id = ids[slot]
+            if item_id is None:
+                continue
+            row = data[slot * size : (slot + 1) * size]
+            scored.append((-cosine(row, norms[slot], query, query_norm), item_id))
+        best = heapq.nsmallest(k, scored)
+        return [(item_id, -negative) for negative, item_id in best]
+
+    def _candidates(
+        self,
+        np: Any,
+        query: array[float],
+        query_norm: float,
+        k: int,
+        slots: list[int] | None,
+    ) -> list[int]:
+        """The slots that may be in the exact top `k`, from a single-precision pass."""
+        # (The views below keep the arrays from growing until this returns: no
+        # await happens in between.)
+        size, extreme = self.dimension, self._extreme
+        matrix = np.frombuffer(self._data, dtype=np.float32).reshape(-1, size)
+        unit = (np.frombuffer(query, dtype=np.float32) / np.float32(query_norm)).astype(np.float32)
+        scale = np.frombuffer(self._inverse_norms, dtype=np.float64)
+        with np.errstate(all="ignore"):  # extreme rows may overflow; they are scored exactly
+            if slots is not None:
+                index = np.asarray(slots, dtype=np.intp)
+                estimates = (matrix[index] @ unit) * scale[index]
+                skipped = [i for i, slot in enumerate(slots) if slot in extreme] if extreme else []
+            else:
+                estimates = (matrix @ unit) * scale
+                skipped = [*self._free, *extreme]
+        if skipped:
+            estimates[np.asarray(skipped, dtype=np.intp)] = -np.inf
+        live = int(np.count_nonzero(estimates > -np.inf))
+        if live <= k:
+            picked = np.nonzero(estimates > -np.inf)[0]
+        else:
+            kth = np.partition(estimates, estimates.size - k)[estimates.size - k]
+            # A single-precision dot product of a unit query with a row, divided by
+            # the row's norm, is within (size + 2) * 2**-24 of the exact cosine: any
+            # row of the exact top k (ties included) is within twice that of the
+            # k-th estimate. The margin below is double the bound.
+            margin = (size + 4) * 2.0**-22
+            picked = np.nonzero(estimates >= kth - margin)[0]
+        chosen: list[int] = picked.tolist()
+        if slots is not None:
+            chosen = [slots[i] for i in chosen]
+            chosen.extend(slots[i] for i in skipped)
+        else:
+            chosen.extend(extreme)
+        return chosen

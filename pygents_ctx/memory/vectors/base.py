@@ -1,0 +1,558 @@
+"""`VectorStore`: documents with embeddings in named collections, searched by cosine similarity.
+
+This module holds the protocol, the value types (`VectorDocument`,
+`SearchResult`, `CollectionInfo`) and `BaseVectorStore`, which checks every
+argument and computes missing embeddings before it hands a backend anything,
+so every backend refuses the same bad input the same way and changes nothing
+when it does.
+
+The contract every backend keeps:
+
+- A collection has a name and a fixed dimension; naming an unknown one raises
+  `UnknownCollectionError`.
+- Embeddings are stored as 32-bit floats; `get` returns them so rounded.
+- `search` ranks by cosine similarity (1 is the same direction), best first;
+  equal scores are ordered by id. `filter` keeps the documents whose metadata
+  has each given key with an equal value (JSON equality: `1 == 1.0`, but
+  `True` is not `1`, and `None` matches only a key present with `null`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
+
+import orjson
+
+from pygents_ctx.errors import UnknownCollectionError
+from pygents_ctx.memory._table import check_vector, embed_checked
+from pygents_ctx.memory.embedders import Embedder
+
+if TYPE_CHECKING:
+    from array import array
+
+__all__ = ["BaseVectorStore", "CollectionInfo", "SearchResult", "VectorDocument", "VectorStore"]
+
+MetadataValue: TypeAlias = "str | int | float | bool | None"
+MAX_DIMENSION: Final = 16_000  # pgvector's limit for its `vector` type
+_INT64: Final = (-(2**63), 2**63 - 1)
+
+
+def _no_nul(what: str, text: str) -> str:
+    # PostgreSQL's text and jsonb cannot hold NUL; refused by every backend alike.
+    if "\x00" in text:
+        raise ValueError(f"{what} must not contain NUL characters")
+    return text
+
+
+def _check_json(value: object, where: str) -> None:
+    """Raise unless `value` is JSON every backend keeps exactly."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise ValueError(f"{where} is {value}, outside the 64-bit integer range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is {value}; JSON numbers must be finite")
+    elif isinstance(value, str):
+        _no_nul(where, value)
+    elif isinstance(value, list | tuple):
+        for index, inner in enumerate(value):
+            _check_json(inner, f"{where}[{index}]")
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where} has the key {key!r}; metadata keys must be str")
+            _check_json(inner, f"{where}[{_no_nul(f'a key of {where}', key)!r}]")
+    else:
+        raise TypeError(
+            f"{where} is a {type(value).__name__}; metadata holds only JSON values "
+            "(str, int, float, bool, None, lists and dicts of them)"
+        )
+
+
+@dataclass(frozen=True)
+class VectorDocument:
+    """A text with an id, metadata and (optionally) its embedding.
+
+    A document without an embedding gets one from the store's embedder when
+    it is added; a store without an embedder refuses it.
+
+    Args:
+        id: Unique within its collection; a non-empty str.
+        text: The text (what an embedder embeds, and what a search returns).
+        metadata: JSON values under str keys; search filters match its
+            top-level keys. Copied; treat it as read-only.
+        embedding: The vector, or None. Stored as 32-bit floats.
+
+    Raises:
+        TypeError: A field has the wrong type.
+        ValueError: `id` is empty, a str holds NUL, a number is not finite or
+            an integer does not fit 64 bits, or the embedding is empty, all
+            zeros, or holds NaN, an infinity or a value too large for a
+            32-bit float.
+
+    Examples:
+        >>> from pygents_ctx import VectorDocument
+        >>> doc = VectorDocument("d1", "The Moon raises tides", {"source": "notes"}, [0.1, 0.9])
+        >>> doc.metadata["source"], doc.embedding
+        ('notes', (0.1, 0.9))
+    """
+
+    id: str
+    text: str
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    embedding: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str):
+            raise TypeError(f"VectorDocument id must be a str, not {self.id!r}")
+        if not self.id:
+            raise ValueError("VectorDocument id must not be empty")
+        _no_nul("VectorDocument id", self.id)
+        if not isinstance(self.text, str):
+            raise TypeError(f"VectorDocument text must be a str, not {type(self.text).__name__}")
+        _no_nul(f"the text of document {self.id!r}", self.text)
+        if not isinstance(self.metadata, Mapping):
+            raise TypeError(
+                f"VectorDocument metadata must be a dict, not {type(self.metadata).__name__}"
+            )
+        _check_json(self.metadata, f"the metadata of document {self.id!r}")
+        object.__setattr__(self, "metadata", dict(self.metadata))
+        if self.embedding is not None:
+            # Checked here, so a bad document cannot exist; it keeps the numbers as given.
+            check_vector(self.embedding, f"the embedding of document {self.id!r}")
+            object.__setattr__(self, "embedding", tuple(float(x) for x in self.embedding))
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """One document found by `VectorStore.search`, with its cosine similarity to the query."""
+
+    id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """A collection's name, dimension and number of documents."""
+
+    name: str
+    dimension: int
+    count: int
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Documents with embeddings in named collections, searched by cosine similarity.
+
+    Implemented by `InMemoryVectorStore`, `SQLiteVectorStore` and
+    `PostgresVectorStore`; each passes the same contract tests.
+    """
+
+    async def create_collection(self, name: str, dimension: int) -> None:
+        """Create a collection of `dimension`-long vectors (nothing if it exists alike)."""
+        ...
+
+    async def delete_collection(self, name: str) -> None:
+        """Delete a collection and its documents."""
+        ...
+
+    async def list_collections(self) -> list[CollectionInfo]:
+        """Every collection, by name."""
+        ...
+
+    async def add(self, collection: str, documents: Iterable[VectorDocument]) -> list[str]:
+        """Insert the documents whose ids are absent; return those ids, in order."""
+        ...
+
+    async def upsert(self, collection: str, documents: Iterable[VectorDocument]) -> None:
+        """Insert the documents, replacing those with the same id."""
+        ...
+
+    async def delete(self, collection: str, ids: Iterable[str]) -> int:
+        """Delete the documents with these ids; return how many there were."""
+        ...
+
+    async def get(self, collection: str, document_id: str) -> VectorDocument | None:
+        """The document with this id (its embedding as stored), or None."""
+        ...
+
+    async def count(self, collection: str) -> int:
+        """The number of documents in the collection."""
+        ...
+
+    async def search(
+        self,
+        collection: str,
+        query: str | Sequence[float],
+        *,
+        k: int = 5,
+        filter: Mapping[str, MetadataValue] | None = None,
+    ) -> list[SearchResult]:
+        """The `k` documents most similar to `query` (a vector, or a text to embed)."""
+        ...
+
+
+def check_name(name: object) -> str:
+    """Return `name` if it is a usable collection name.
+
+    Raises:
+        TypeError: It is not a str.
+        ValueError: It is empty or holds NUL.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"a collection name must be a str, not {name!r}")
+    if not name:
+        raise ValueError("a collection name must not be empty")
+    return _no_nul("a collection name", name)
+
+
+def _check_dimension(dimension: object) -> int:
+    if isinstance(dimension, bool) or not isinstance(dimension, int):
+        raise TypeError(f"a collection's dimension must be an int, not {dimension!r}")
+    if not 1 <= dimension <= MAX_DIMENSION:
+        raise ValueError(
+            f"a collection's dimension must be between 1 and {MAX_DIMENSION}, not {dimension}"
+        )
+    return dimension
+
+
+def _check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"search k must be an int, not {k!r}")
+    if k < 1:
+        raise ValueError(f"search k must be at least 1, not {k}")
+    return k
+
+
+def _check_filter(filter: object) -> dict[str, MetadataValue]:
+    if filter is None:
+        return {}
+    if not isinstance(filter, Mapping):
+        raise TypeError(f"search filter must be a dict of metadata values, not {filter!r}")
+    checked: dict[str, MetadataValue] = {}
+    for key, value in filter.items():
+        if not isinstance(key, str):
+            raise TypeError(f"search filter keys must be str, not {key!r}")
+        if isinstance(value, list | tuple | Mapping):
+            raise TypeError(
+                f"search filter value for {key!r} must be a str, number, bool or None, "
+                f"not {type(value).__name__}: filters match top-level values by equality"
+            )
+        _check_json(value, f"the search filter value for {key!r}")
+        checked[_no_nul("a search filter key", key)] = value
+    return checked
+
+
+def _check_ids(ids: object) -> list[str]:
+    if isinstance(ids, str) or not isinstance(ids, Iterable):
+        raise TypeError(f"ids must be an iterable of str (a list of ids), not {ids!r}")
+    checked = list(ids)
+    for item in checked:
+        if not isinstance(item, str):
+            raise TypeError(f"ids must be str, not {item!r}")
+    return checked
+
+
+def metadata_json(metadata: Mapping[str, Any]) -> str:
+    """The metadata as JSON text (checked by `VectorDocument`, so it always encodes)."""
+    return orjson.dumps(metadata).decode()
+
+
+@dataclass(frozen=True)
+class Row:
+    """A document ready to store: its checked 32-bit embedding and its metadata as JSON."""
+
+    document: VectorDocument
+    vector: array[float]
+    metadata: str
+
+
+class BaseVectorStore(ABC):
+    """What every `VectorStore` backend shares: argument checks and embedding.
+
+    The public methods check everything (and embed what has no embedding)
+    before calling the backend's `_`-methods, which only store and search.
+
+    Args:
+        embedder: Embeds documents without an embedding and text queries;
+            without one, those are refused with a `ValueError`.
+        batch_size: The most texts sent to `embedder.embed` in one call.
+
+    Raises:
+        TypeError: `embedder` is not an `Embedder`, or `batch_size` not an int.
+        ValueError: `batch_size` is less than 1.
+    """
+
+    def __init__(self, *, embedder: Embedder | None = None, batch_size: int = 128) -> None:
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise TypeError(
+                f"{type(self).__name__} embedder must have an async embed(texts) method, "
+                f"not {embedder!r}"
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise TypeError(f"{type(self).__name__} batch_size must be an int, not {batch_size!r}")
+        if batch_size < 1:
+            raise ValueError(
+                f"{type(self).__name__} batch_size must be at least 1, not {batch_size}"
+            )
+        self._embedder = embedder
+        self._batch_size = batch_size
+
+    @property
+    def embedder(self) -> Embedder | None:
+        """What embeds documents without an embedding, and text queries."""
+        return self._embedder
+
+    # -- collections ---------------------------------------------------------
+
+    async def create_collection(self, name: str, dimension: int) -> None:
+        """Create a collection of `dimension`-long vectors; nothing if it exists with it.
+
+        Raises:
+            TypeError: `name` is not a str, or `dimension` not an int.
+            ValueError: `name` is empty, `dimension` is outside 1 to 16,000, or
+                the collection exists with another dimension.
+        """
+        await self._create(check_name(name), _check_dimension(dimension))
+
+    async def delete_collection(self, name: str) -> None:
+        """Delete a collection and every document in it.
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+        """
+        await self._drop(check_name(name))
+
+    async def list_collections(self) -> list[CollectionInfo]:
+        """Every collection with its dimension and document count, by name."""
+        return await self._collections()
+
+    async def count(self, collection: str) -> int:
+        """The number of documents in `collection`.
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+        """
+        return await self._count(check_name(collection))
+
+    # -- documents -----------------------------------------------------------
+
+    async def add(self, collection: str, documents: Iterable[VectorDocument]) -> list[str]:
+        """Insert the documents whose ids are not in `collection` yet; return their ids.
+
+        The others are left as they are (and are not embedded). Everything is
+        checked, and missing embeddings computed, before anything is written;
+        the write is one transaction.
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+            TypeError: Something in `documents` is not a `VectorDocument`.
+            ValueError: Two documents share an id, an embedding has the wrong
+                dimension, or a document has no embedding and the store no
+                embedder (or the embedder's vector is unusable).
+        """
+        name = check_name(collection)
+        batch = _check_documents(documents)
+        dimension = await self._dimension(name)
+        present = await self._present(name, [d.id for d in batch]) if batch else set()
+        rows = await self._rows(name, dimension, [d for d in batch if d.id not in present])
+        return await self._write(name, dimension, rows, replace=False) if rows else []
+
+    async def upsert(self, collection: str, documents: Iterable[VectorDocument]) -> None:
+        """Insert the documents, replacing any with the same id, in one transaction.
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+            TypeError: Something in `documents` is not a `VectorDocument`.
+            ValueError: As for `add`; nothing is written.
+        """
+        name = check_name(collection)
+        batch = _check_documents(documents)
+        dimension = await self._dimension(name)
+        rows = await self._rows(name, dimension, batch)
+        if rows:
+            await self._write(name, dimension, rows, replace=True)
+
+    async def delete(self, collection: str, ids: Iterable[str]) -> int:
+        """Delete the documents with these ids (unknown ids are ignored); return how many.
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+            TypeError: `ids` is a str, or holds something else.
+        """
+        name = check_name(collection)
+        wanted = list(dict.fromkeys(_check_ids(ids)))
+        return await self._delete(name, wanted)
+
+    async def get(self, collection: str, document_id: str) -> VectorDocument | None:
+        """The document with this id, its embedding rounded to 32-bit floats, or None.
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+            TypeError: `document_id` is not a str.
+        """
+        name = check_name(collection)
+        if not isinstance(document_id, str):
+            raise TypeError(f"document_id must be a str, not {document_id!r}")
+        return await self._get(name, document_id)
+
+    async def search(
+        self,
+        collection: str,
+        query: str | Sequence[float],
+        *,
+        k: int = 5,
+        filter: Mapping[str, MetadataValue] | None = None,
+    ) -> list[SearchResult]:
+        """The at most `k` documents most similar to `query`, best first.
+
+        Args:
+            collection: Where to search.
+            query: A vector of the collection's dimension, or a text that the
+                store's embedder turns into one.
+            k: The most results (at least 1).
+            filter: Metadata every result must have: each key present with an
+                equal value (str, number, bool or None).
+
+        Raises:
+            UnknownCollectionError: There is no such collection.
+            TypeError: `query`, `k` or `filter` has the wrong type.
+            ValueError: `k` is less than 1; the vector has the wrong
+                dimension, is all zeros or holds NaN or an infinity; or the
+                query is a text and the store has no embedder.
+        """
+        name = check_name(collection)
+        wanted = _check_k(k)
+        conditions = _check_filter(filter)
+        dimension = await self._dimension(name)
+        if isinstance(query, str):
+            vector = (await self._embed(name, dimension, [query], "a text query"))[0]
+        else:
+            vector = check_vector(query, "the query vector", dimension)
+        return await self._search(name, vector, wanted, conditions)
+
+    async def _rows(self, name: str, dimension: int, batch: list[VectorDocument]) -> list[Row]:
+        """The rows to write, after checking every embedding and computing the missing ones."""
+        vectors: dict[str, array[float]] = {}
+        missing: list[VectorDocument] = []
+        for document in batch:
+            if document.embedding is None:
+                missing.append(document)
+            else:
+                what = f"the embedding of document {document.id!r}"
+                vectors[document.id] = check_vector(document.embedding, what, dimension)
+        if missing:
+            first = missing[0].id
+            what = (
+                f"document {first!r}"
+                if len(missing) == 1
+                else f"{len(missing)} documents (the first: {first!r})"
+            )
+            embedded = await self._embed(name, dimension, [d.text for d in missing], what)
+            vectors.update((d.id, v) for d, v in zip(missing, embedded, strict=True))
+        return [Row(d, vectors[d.id], metadata_json(d.metadata)) for d in batch]
+
+    async def _embed(
+        self, name: str, dimension: int, texts: list[str], what: str
+    ) -> list[array[float]]:
+        if self._embedder is None:
+            raise ValueError(
+                f"{what} has no embedding and {type(self).__name__} has no embedder: pass "
+                "VectorDocument(embedding=...) or a vector query, or give the store an embedder "
+                f"(e.g. {type(self).__name__}(..., embedder=HashingEmbedder({dimension})))"
+            )
+        return await embed_checked(
+            self._embedder, texts, batch_size=self._batch_size, dimension=dimension
+        )
+
+    # -- what a backend implements ------------------------------------------
+
+    @abstractmethod
+    async def _create(self, name: str, dimension: int) -> None: ...
+
+    @abstractmethod
+    async def _drop(self, name: str) -> None: ...
+
+    @abstractmethod
+    async def _collections(self) -> list[CollectionInfo]: ...
+
+    @abstractmethod
+    async def _dimension(self, name: str) -> int:
+        """The collection's dimension; raises `UnknownCollectionError`."""
+
+    @abstractmethod
+    async def _count(self, name: str) -> int: ...
+
+    @abstractmethod
+    async def _present(self, name: str, ids: list[str]) -> set[str]:
+        """Which of `ids` are stored."""
+
+    @abstractmethod
+    async def _write(
+        self, name: str, dimension: int, rows: list[Row], *, replace: bool
+    ) -> list[str]:
+        """Store the rows in one transaction, checking the collection still has
+        `dimension`; return the ids inserted (without `replace`, present ones stay)."""
+
+    @abstractmethod
+    async def _delete(self, name: str, ids: list[str]) -> int: ...
+
+    @abstractmethod
+    async def _get(self, name: str, document_id: str) -> VectorDocument | None: ...
+
+    @abstractmethod
+    async def _search(
+        self, name: str, vector: array[float], k: int, conditions: dict[str, MetadataValue]
+    ) -> list[SearchResult]: ...
+
+
+def _check_documents(documents: object) -> list[VectorDocument]:
+    if isinstance(documents, VectorDocument) or not isinstance(documents, Iterable):
+        raise TypeError(
+            f"documents must be an iterable of VectorDocument (a list), not {documents!r}"
+        )
+    batch = list(documents)
+    seen: set[str] = set()
+    for index, document in enumerate(batch):
+        if not isinstance(document, VectorDocument):
+            raise TypeError(
+                f"documents[{index}] must be a VectorDocument, not {type(document).__name__}"
+            )
+        if document.id in seen:
+            raise ValueError(f"documents holds the id {document.id!r} twice; ids must be unique")
+        seen.add(document.id)
+    return batch
+
+
+def unknown_collection(name: str) -> UnknownCollectionError:
+    """The error for a collection that does not exist."""
+    return UnknownCollectionError(
+        f"no vector collection named {name!r}; create it with "
+        f"`await store.create_collection({name!r}, dimension)`"
+    )
+
+
+def dimension_changed(name: str, dimension: int, now: int | None) -> Exception:
+    """The error for a collection dropped, or re-created otherwise, during a write."""
+    if now is None:
+        return unknown_collection(name)
+    return ValueError(
+        f"collection {name!r} was re-created with dimension {now} (not {dimension}) "
+        "while the documents were prepared; nothing was written"
+    )
+
+
+def other_dimension(name: str, dimension: int, existing: int) -> ValueError:
+    """The error for creating a collection that exists with another dimension."""
+    return ValueError(
+        f"collection {name!r} exists with dimension {existing}, not {dimension}; "
+        "delete it first, or use another name"
+    )

@@ -1,0 +1,198 @@
+"""`InMemoryVectorStore`: collections in this process, searched exactly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from pygents_ctx.memory._table import VectorTable
+from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors.base import (
+    BaseVectorStore,
+    CollectionInfo,
+    MetadataValue,
+    Row,
+    SearchResult,
+    VectorDocument,
+    dimension_changed,
+    other_dimension,
+    unknown_collection,
+)
+
+if TYPE_CHECKING:
+    from array import array
+
+__all__ = ["InMemoryVectorStore"]
+
+_NUMBER: Final = "number"
+
+
+def _key(value: MetadataValue) -> tuple[str, MetadataValue]:
+    """A value as filters compare it: booleans apart from numbers, 1 equal to 1.0."""
+    if value is None:
+        return ("null", None)
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, int | float):
+        return (_NUMBER, value)  # hash(1) == hash(1.0), and 1 == 1.0
+    return ("str", value)
+
+
+def _scalars(metadata: Mapping[str, Any]) -> list[tuple[str, tuple[str, MetadataValue]]]:
+    """The (key, comparable value) pairs of the metadata's top-level scalar values."""
+    return [
+        (key, _key(value))
+        for key, value in metadata.items()
+        if not isinstance(value, list | tuple | Mapping)
+    ]
+
+
+class _Collection:
+    """One collection: the vectors, the texts and metadata, and an index of metadata values."""
+
+    __slots__ = ("dimension", "documents", "table", "with_value")
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.table = VectorTable(dimension)
+        self.documents: dict[str, tuple[str, bytes, Mapping[str, Any]]] = {}
+        # (key, comparable value) -> ids: a filter reads only the ids it names.
+        self.with_value: dict[tuple[str, tuple[str, MetadataValue]], set[str]] = {}
+
+    def remove(self, document_id: str) -> bool:
+        entry = self.documents.pop(document_id, None)
+        if entry is None:
+            return False
+        self.table.discard(document_id)
+        for pair in _scalars(entry[2]):
+            holders = self.with_value[pair]
+            holders.discard(document_id)
+            if not holders:
+                del self.with_value[pair]
+        return True
+
+    def put(self, row: Row) -> None:
+        document = row.document
+        self.remove(document.id)
+        encoded = row.metadata.encode()
+        metadata = orjson.loads(encoded)  # a private copy: the caller's dict may change
+        self.documents[document.id] = (document.text, encoded, metadata)
+        self.table.put(document.id, row.vector)
+        for pair in _scalars(metadata):
+            self.with_value.setdefault(pair, set()).add(document.id)
+
+    def matching(self, conditions: dict[str, MetadataValue]) -> set[str]:
+        """The ids whose metadata has every condition's key with an equal value."""
+        sets = sorted(
+            (self.with_value.get((key, _key(value)), set()) for key, value in conditions.items()),
+            key=len,
+        )
+        return set(sets[0]).intersection(*sets[1:])
+
+
+class InMemoryVectorStore(BaseVectorStore):
+    """Collections kept in this process: exact cosine search, nothing persisted.
+
+    Every vector is compared in a search (with numpy installed it does the
+    bulk of the arithmetic, and the result is the same without it). Filters
+    read an index of the metadata's top-level values, so a selective filter
+    narrows the search before any vector is scored.
+
+    Args:
+        embedder: Embeds documents without an embedding, and text queries.
+        batch_size: The most texts sent to `embedder.embed` in one call.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import HashingEmbedder, InMemoryVectorStore, VectorDocument
+        >>> async def main():
+        ...     store = InMemoryVectorStore(embedder=HashingEmbedder(64))
+        ...     await store.create_collection("notes", 64)
+        ...     await store.add("notes", [VectorDocument("a", "tides follow the Moon"),
+        ...                               VectorDocument("b", "the Sun is a star")])
+        ...     return [hit.id for hit in await store.search("notes", "Moon tides", k=1)]
+        >>> asyncio.run(main())
+        ['a']
+    """
+
+    def __init__(self, *, embedder: Embedder | None = None, batch_size: int = 128) -> None:
+        super().__init__(embedder=embedder, batch_size=batch_size)
+        self._collections_by_name: dict[str, _Collection] = {}
+
+    def __repr__(self) -> str:
+        return f"<InMemoryVectorStore {len(self._collections_by_name)} collections>"
+
+    def _collection(self, name: str) -> _Collection:
+        try:
+            return self._collections_by_name[name]
+        except KeyError:
+            raise unknown_collection(name) from None
+
+    async def _create(self, name: str, dimension: int) -> None:
+        existing = self._collections_by_name.get(name)
+        if existing is None:
+            self._collections_by_name[name] = _Collection(dimension)
+        elif existing.dimension != dimension:
+            raise other_dimension(name, dimension, existing.dimension)
+
+    async def _drop(self, name: str) -> None:
+        self._collection(name)
+        del self._collections_by_name[name]
+
+    async def _collections(self) -> list[CollectionInfo]:
+        return [
+            CollectionInfo(name, c.dimension, len(c.documents))
+            for name, c in sorted(self._collections_by_name.items())
+        ]
+
+    async def _dimension(self, name: str) -> int:
+        return self._collection(name).dimension
+
+    async def _count(self, name: str) -> int:
+        return len(self._collection(name).documents)
+
+    async def _present(self, name: str, ids: list[str]) -> set[str]:
+        documents = self._collection(name).documents
+        return {i for i in ids if i in documents}
+
+    async def _write(
+        self, name: str, dimension: int, rows: list[Row], *, replace: bool
+    ) -> list[str]:
+        # The embedder may have run since the checks: the collection must still be the same.
+        collection = self._collections_by_name.get(name)
+        if collection is None or collection.dimension != dimension:
+            now = None if collection is None else collection.dimension
+            raise dimension_changed(name, dimension, now)
+        written = []
+        for row in rows:
+            if replace or row.document.id not in collection.documents:
+                collection.put(row)
+                written.append(row.document.id)
+        return written
+
+    async def _delete(self, name: str, ids: list[str]) -> int:
+        collection = self._collection(name)
+        return sum(collection.remove(document_id) for document_id in ids)
+
+    async def _get(self, name: str, document_id: str) -> VectorDocument | None:
+        collection = self._collection(name)
+        entry = collection.documents.get(document_id)
+        if entry is None:
+            return None
+        text, metadata, _ = entry
+        embedding = tuple(collection.table.vector(document_id))
+        return VectorDocument(document_id, text, orjson.loads(metadata), embedding)
+
+    async def _search(
+        self, name: str, vector: array[float], k: int, conditions: dict[str, MetadataValue]
+    ) -> list[SearchResult]:
+        collection = self._collection(name)
+        among = collection.matching(conditions) if conditions else None
+        hits = collection.table.top_k(vector, k, among)
+        documents = collection.documents
+        return [
+            SearchResult(i, documents[i][0], orjson.loads(documents[i][1]), score)
+            for i, score in hits
+        ]

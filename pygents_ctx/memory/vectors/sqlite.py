@@ -1,0 +1,415 @@
+"""`SQLiteVectorStore`: collections in a SQLite database, searched exactly in SQL.
+
+It runs on the same `SQLiteConnection` as the context stores (`await
+connect(path)`), on its worker thread. Its tables have their own schema
+version (`pygents_vector_schema`) and are created on first use:
+
+- `pygents_vector_collections`: a collection's name and dimension.
+- `pygents_vectors`: one row per document: its text, its metadata as JSON, its
+  embedding as little-endian 32-bit floats (the format sqlite-vec reads) and
+  the embedding's norm.
+
+A search is one SELECT that scores every document of the collection passing
+the filter and keeps the best `k` (`ORDER BY score DESC, id LIMIT k`). The
+score comes from a function registered on the connection, in Python, in
+double precision; with the sqlite-vec extension loaded it is sqlite-vec's
+`vec_distance_cosine`, in C, in single precision.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from array import array
+from collections.abc import Callable
+from functools import partial
+from typing import Any, Final, TypeVar
+
+import orjson
+
+from pygents_ctx.context.stores._sqlite_ops import in_transaction
+from pygents_ctx.context.stores._sqlite_schema import migrate
+from pygents_ctx.context.stores._worker import SQLiteConnection
+from pygents_ctx.errors import MissingExtensionError
+from pygents_ctx.memory._table import cosine, norm
+from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors.base import (
+    BaseVectorStore,
+    CollectionInfo,
+    MetadataValue,
+    Row,
+    SearchResult,
+    VectorDocument,
+    dimension_changed,
+    other_dimension,
+    unknown_collection,
+)
+
+__all__ = ["SQLiteVectorStore"]
+
+Db = sqlite3.Connection
+T = TypeVar("T")
+
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """
+        CREATE TABLE pygents_vector_collections (
+            name      TEXT    NOT NULL PRIMARY KEY,
+            dimension INTEGER NOT NULL
+        )
+        """,
+        """
+        CREATE TABLE pygents_vectors (
+            collection TEXT NOT NULL
+                       REFERENCES pygents_vector_collections (name) ON DELETE CASCADE,
+            id         TEXT NOT NULL,
+            text       TEXT NOT NULL,
+            metadata   TEXT NOT NULL,
+            embedding  BLOB NOT NULL,
+            norm       REAL NOT NULL,
+            PRIMARY KEY (collection, id)
+        )
+        """,
+    ),
+)
+_SCORE_FUNCTION: Final = "pygents_vector_cosine"
+_LITTLE_ENDIAN: Final = sys.byteorder == "little"
+
+
+def _blob(vector: array[float]) -> bytes:
+    if _LITTLE_ENDIAN:
+        return vector.tobytes()
+    swapped = array("f", vector)
+    swapped.byteswap()
+    return swapped.tobytes()
+
+
+def _vector(blob: bytes) -> array[float]:
+    vector = array("f")
+    vector.frombytes(blob)
+    if not _LITTLE_ENDIAN:
+        vector.byteswap()
+    return vector
+
+
+def _condition(key: str, value: MetadataValue) -> tuple[str, list[Any]]:
+    """SQL (and its parameters) that holds when the metadata has `key` equal to `value`."""
+    params: list[Any]
+    if value is None:
+        test, params = "m.type = 'null'", []
+    elif isinstance(value, bool):
+        test, params = ("m.type = 'true'" if value else "m.type = 'false'"), []
+    elif isinstance(value, int | float):
+        test, params = "m.type IN ('integer', 'real') AND m.value = ?", [value]
+    else:
+        test, params = "m.type = 'text' AND m.value = ?", [value]
+    return (
+        f"EXISTS (SELECT 1 FROM json_each(pygents_vectors.metadata) AS m "
+        f"WHERE m.key = ? AND {test})",
+        [key, *params],
+    )
+
+
+def _load_sqlite_vec(db: Db) -> None:
+    """Load sqlite-vec into `db` (a no-op when it is loaded).
+
+    Raises:
+        MissingExtensionError: The package is missing, or this Python's
+            sqlite3 cannot load extensions, or loading failed.
+    """
+    try:
+        db.execute("SELECT vec_version()")
+        return
+    except sqlite3.OperationalError:
+        pass
+    try:
+        import sqlite_vec  # type: ignore[import-untyped]
+    except ImportError:
+        raise MissingExtensionError(
+            "SQLiteVectorStore(sqlite_vec=True) needs the sqlite-vec package: "
+            "pip install 'pygents-ctx[vec]'"
+        ) from None
+    if not hasattr(db, "enable_load_extension"):
+        raise MissingExtensionError(
+            "this Python's sqlite3 cannot load extensions (it was built without "
+            "--enable-loadable-sqlite-extensions), so sqlite-vec cannot be used: use "
+            "SQLiteVectorStore(conn, sqlite_vec=False), or a Python built with them"
+        )
+    try:
+        db.enable_load_extension(True)
+        try:
+            sqlite_vec.load(db)
+        finally:
+            db.enable_load_extension(False)
+    except sqlite3.Error as exc:
+        raise MissingExtensionError(f"sqlite-vec failed to load: {exc}") from exc
+
+
+class SQLiteVectorStore(BaseVectorStore):
+    """Collections in a SQLite database: the embedded default, searched exactly in SQL.
+
+    Needs nothing beyond the standard library. Several stores (and the
+    context stores) can share one connection; several processes can share the
+    file. Every write is one transaction.
+
+    Args:
+        conn: An open connection, from `await connect(path)`.
+        embedder: Embeds documents without an embedding, and text queries.
+        batch_size: The most texts sent to `embedder.embed` in one call.
+        sqlite_vec: Score with the sqlite-vec extension (`pip install
+            'pygents-ctx[vec]'`): `None` (default) when it loads, `True`
+            always (an error when it cannot load), `False` never. It is much
+            faster; its scores are single precision.
+
+    Raises:
+        TypeError: `conn` is not a `SQLiteConnection`, or `sqlite_vec` is not
+            a bool or None.
+        MissingExtensionError: (at first use) `sqlite_vec=True` and the
+            extension cannot be loaded.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import SQLiteVectorStore, VectorDocument, connect
+        >>> async def main():
+        ...     async with connect(":memory:") as conn:
+        ...         store = SQLiteVectorStore(conn)
+        ...         await store.create_collection("notes", 2)
+        ...         await store.add("notes", [VectorDocument("a", "north", embedding=[0, 1]),
+        ...                                   VectorDocument("b", "east", embedding=[1, 0])])
+        ...         hits = await store.search("notes", [0.1, 0.9], k=1)
+        ...         return [(hit.id, round(hit.score, 3)) for hit in hits]
+        >>> asyncio.run(main())
+        [('a', 0.994)]
+    """
+
+    def __init__(
+        self,
+        conn: SQLiteConnection,
+        *,
+        embedder: Embedder | None = None,
+        batch_size: int = 128,
+        sqlite_vec: bool | None = None,
+    ) -> None:
+        if not isinstance(conn, SQLiteConnection):
+            raise TypeError(
+                "SQLiteVectorStore needs the connection from `await connect(path)`, "
+                f"not {type(conn).__name__}"
+            )
+        if sqlite_vec is not None and not isinstance(sqlite_vec, bool):
+            raise TypeError(f"sqlite_vec must be True, False or None, not {sqlite_vec!r}")
+        super().__init__(embedder=embedder, batch_size=batch_size)
+        self._conn = conn
+        self._want_vec = sqlite_vec
+        self._uses_vec: bool | None = None  # decided at first use
+
+    def __repr__(self) -> str:
+        return f"SQLiteVectorStore({self._conn.path!r})"
+
+    @property
+    def connection(self) -> SQLiteConnection:
+        """The connection this store runs on."""
+        return self._conn
+
+    @property
+    def uses_sqlite_vec(self) -> bool | None:
+        """Whether searches score with sqlite-vec (None until the store's first use)."""
+        return self._uses_vec
+
+    async def _run(self, fn: Callable[[Db], T]) -> T:
+        """Run `fn` on the worker thread, after bringing the schema up to date once."""
+        if self._uses_vec is None:
+            self._uses_vec = await self._conn.run(self._prepare)
+        return await self._conn.run(fn)
+
+    def _prepare(self, db: Db) -> bool:
+        migrate(db, MIGRATIONS, table="pygents_vector_schema", label="vector store")
+        if self._want_vec is False:
+            return False
+        try:
+            _load_sqlite_vec(db)
+        except MissingExtensionError:
+            if self._want_vec:
+                raise
+            return False
+        return True
+
+    # -- collections ---------------------------------------------------------
+
+    async def _create(self, name: str, dimension: int) -> None:
+        def create(db: Db) -> None:
+            db.execute(
+                "INSERT INTO pygents_vector_collections (name, dimension) VALUES (?, ?) "
+                "ON CONFLICT (name) DO NOTHING",
+                (name, dimension),
+            )
+            existing = _dimension_in(db, name)
+            if existing != dimension:
+                raise other_dimension(name, dimension, int(existing or 0))
+
+        await self._run(partial(in_transaction, work=create))
+
+    async def _drop(self, name: str) -> None:
+        def drop(db: Db) -> None:
+            if (
+                db.execute(
+                    "DELETE FROM pygents_vector_collections WHERE name = ?", (name,)
+                ).rowcount
+                == 0
+            ):
+                raise unknown_collection(name)
+
+        await self._run(partial(in_transaction, work=drop))
+
+    async def _collections(self) -> list[CollectionInfo]:
+        def read(db: Db) -> list[CollectionInfo]:
+            rows = db.execute(
+                "SELECT c.name, c.dimension, "
+                "(SELECT count(*) FROM pygents_vectors v WHERE v.collection = c.name) "
+                "FROM pygents_vector_collections c ORDER BY c.name"
+            ).fetchall()
+            return [CollectionInfo(name, int(dim), int(count)) for name, dim, count in rows]
+
+        return await self._run(read)
+
+    async def _dimension(self, name: str) -> int:
+        dimension = await self._run(partial(_dimension_in, name=name))
+        if dimension is None:
+            raise unknown_collection(name)
+        return dimension
+
+    async def _count(self, name: str) -> int:
+        def count(db: Db) -> int:
+            _require(db, name)
+            row = db.execute(
+                "SELECT count(*) FROM pygents_vectors WHERE collection = ?", (name,)
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(count)
+
+    # -- documents -----------------------------------------------------------
+
+    async def _present(self, name: str, ids: list[str]) -> set[str]:
+        def present(db: Db) -> set[str]:
+            found: set[str] = set()
+            for start in range(0, len(ids), 500):  # under SQLite's bound-parameter limit
+                chunk = ids[start : start + 500]
+                marks = ", ".join("?" * len(chunk))
+                found.update(
+                    row[0]
+                    for row in db.execute(
+                        f"SELECT id FROM pygents_vectors WHERE collection = ? AND id IN ({marks})",
+                        (name, *chunk),
+                    )
+                )
+            return found
+
+        return await self._run(present)
+
+    async def _write(
+        self, name: str, dimension: int, rows: list[Row], *, replace: bool
+    ) -> list[str]:
+        values = [
+            (name, r.document.id, r.document.text, r.metadata, _blob(r.vector), norm(r.vector))
+            for r in rows
+        ]
+        insert = (
+            "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding, norm) "
+            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, id) DO "
+        )
+
+        def write(db: Db) -> list[str]:
+            now = _dimension_in(db, name)
+            if now != dimension:
+                raise dimension_changed(name, dimension, now)
+            if replace:
+                db.executemany(
+                    insert + "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
+                    "embedding = excluded.embedding, norm = excluded.norm",
+                    values,
+                )
+                return [r.document.id for r in rows]
+            return [v[1] for v in values if db.execute(insert + "NOTHING", v).rowcount == 1]
+
+        return await self._run(partial(in_transaction, work=write))
+
+    async def _delete(self, name: str, ids: list[str]) -> int:
+        def delete(db: Db) -> int:
+            _require(db, name)
+            return sum(
+                db.execute(
+                    "DELETE FROM pygents_vectors WHERE collection = ? AND id = ?", (name, i)
+                ).rowcount
+                for i in ids
+            )
+
+        return await self._run(partial(in_transaction, work=delete))
+
+    async def _get(self, name: str, document_id: str) -> VectorDocument | None:
+        def get(db: Db) -> VectorDocument | None:
+            _require(db, name)
+            row = db.execute(
+                "SELECT text, metadata, embedding FROM pygents_vectors "
+                "WHERE collection = ? AND id = ?",
+                (name, document_id),
+            ).fetchone()
+            if row is None:
+                return None
+            text, metadata, blob = row
+            return VectorDocument(
+                document_id, text, orjson.loads(metadata), tuple(_vector(blob).tolist())
+            )
+
+        return await self._run(get)
+
+    async def _search(
+        self, name: str, vector: array[float], k: int, conditions: dict[str, MetadataValue]
+    ) -> list[SearchResult]:
+        where = ["collection = ?"]
+        params: list[Any] = [name]
+        for key, value in conditions.items():
+            sql, values = _condition(key, value)
+            where.append(sql)
+            params.extend(values)
+        uses_vec = self._uses_vec
+        score = (
+            "1.0 - vec_distance_cosine(embedding, ?)"
+            if uses_vec
+            else f"{_SCORE_FUNCTION}(embedding, norm)"
+        )
+        sql = (
+            f"SELECT id, text, metadata, {score} AS score FROM pygents_vectors "
+            f"WHERE {' AND '.join(where)} ORDER BY score DESC, id LIMIT ?"
+        )
+        query_norm = norm(vector)
+
+        def score_row(blob: bytes, row_norm: float) -> float:
+            return cosine(_vector(blob), row_norm, vector, query_norm)
+
+        def search(db: Db) -> list[SearchResult]:
+            _require(db, name)
+            if uses_vec:
+                rows = db.execute(sql, (_blob(vector), *params, k)).fetchall()
+            else:
+                # Registered per search (the worker runs one call at a time), so the
+                # function holds this query.
+                db.create_function(_SCORE_FUNCTION, 2, score_row, deterministic=True)
+                rows = db.execute(sql, (*params, k)).fetchall()
+            return [
+                SearchResult(i, text, orjson.loads(metadata), float(s))
+                for i, text, metadata, s in rows
+            ]
+
+        return await self._run(search)
+
+
+def _dimension_in(db: Db, name: str) -> int | None:
+    row = db.execute(
+        "SELECT dimension FROM pygents_vector_collections WHERE name = ?", (name,)
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def _require(db: Db, name: str) -> None:
+    if _dimension_in(db, name) is None:
+        raise unknown_collection(name)

@@ -112,7 +112,9 @@ class HookAttacher:
     """What `obj.<event>` returns: a decorator attaching a hook to that one object.
 
     Works bare (`@obj.event`), with options (`@obj.event(lock=True, env="prod")`)
-    and as a plain call (`obj.event(fn)`).
+    and as a plain call (`obj.event(fn)`). Given a `Hook` (from `@hook`,
+    `HookRegistry.wrap` or another owner) without options, it attaches that very
+    object and returns it.
     """
 
     __slots__ = ("_hooks", "_kind")
@@ -122,26 +124,46 @@ class HookAttacher:
         self._kind = kind
 
     @overload
-    def __call__(self, fn: HookFunction, /) -> Hook: ...
+    def __call__(self, fn: HookFunction | Hook, /) -> Hook: ...
     @overload
     def __call__(
         self, fn: None = None, /, *, lock: bool = ..., **fixed_kwargs: Any
-    ) -> Callable[[HookFunction], Hook]: ...
+    ) -> Callable[[HookFunction | Hook], Hook]: ...
     def __call__(
-        self, fn: HookFunction | None = None, /, *, lock: bool = False, **fixed_kwargs: Any
-    ) -> Hook | Callable[[HookFunction], Hook]:
+        self, fn: HookFunction | Hook | None = None, /, *, lock: bool = False, **fixed_kwargs: Any
+    ) -> Hook | Callable[[HookFunction | Hook], Hook]:
         def attach(f: HookFunction | Hook) -> Hook:
-            if isinstance(f, Hook):  # re-attaching a hook made elsewhere: reuse its function
-                f = f.fn
-            created = Hook(f, (self._kind,), lock=lock, fixed_kwargs=fixed_kwargs)
+            if isinstance(f, Hook) and not (lock or fixed_kwargs):
+                made = self._reuse(f)
+            else:
+                # A new hook of this kind; from a hook given with options, its function.
+                made = Hook(
+                    f.fn if isinstance(f, Hook) else f,
+                    self._kind,
+                    lock=lock,
+                    fixed_kwargs=fixed_kwargs,
+                )
             # Another function may hold the name (a closure made twice, say): the hook
             # still fires, and saving its owner raises UnserializableHookError.
             with contextlib.suppress(ValueError):
-                HookRegistry.register(created)
-            self._hooks.append(created)
-            return created
+                HookRegistry.register(made)
+            self._hooks.append(made)
+            return made
 
         return attach if fn is None else attach(fn)
+
+    def _reuse(self, given: Hook) -> Hook:
+        """`given` itself, once checked to handle this event.
+
+        Raises:
+            ValueError: It handles other events only (it would never fire here).
+        """
+        if self._kind not in given.kinds:
+            raise ValueError(
+                f"hook {given.metadata.name!r} handles {given.type!r}, not {self._kind!r}; "
+                f"attach it with the decorator of one of its kinds"
+            )
+        return given
 
 
 class HookSlot:

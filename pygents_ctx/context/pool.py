@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
@@ -65,7 +65,7 @@ class ContextPool(JsonSerializable, Generic[T]):
     after_clear = HookSlot(ContextPoolHook.AFTER_CLEAR)
     on_evict = HookSlot(ContextPoolHook.ON_EVICT)
 
-    def __init__(self, limit: int | None = None, *, tags: Iterable[str] | None = None) -> None:
+    def __init__(self, limit: int | None = None, tags: Iterable[str] | None = None) -> None:
         self._limit = None if limit is None else check_limit(limit, "ContextPool")
         self.tags = tag_set(tags)
         self.hooks: list[Hook] = []
@@ -96,7 +96,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         return item_id in self._items
 
     def __repr__(self) -> str:
-        return f"<ContextPool {len(self._items)}/{self._limit}>"
+        return f"{type(self).__name__}(limit={self._limit}, len={len(self._items)})"
 
     def get(self, item_id: str) -> ContextItem[T]:
         """The item with this id.
@@ -126,8 +126,9 @@ class ContextPool(JsonSerializable, Generic[T]):
         if item_id is None or item.description is None:
             field = "id" if item_id is None else "description"
             raise ValueError(
-                f"ContextPool.add needs an item with {'an' if field == 'id' else 'a'} {field}; "
-                f"set ContextItem({field}=...) (items without an id belong in a ContextQueue)"
+                f"ContextPool requires a ContextItem with both 'id' and 'description' set; this "
+                f"one has no {field}: set ContextItem({field}=...) (items without an id belong "
+                f"in a ContextQueue)"
             )
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
@@ -184,25 +185,25 @@ class ContextPool(JsonSerializable, Generic[T]):
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 
     def branch(
-        self, limit: int | Inherit | None = INHERIT, *, hooks: list[Hook] | Inherit = INHERIT
-    ) -> ContextPool[T]:
+        self, limit: int | Inherit | None = INHERIT, hooks: list[Hook] | Inherit | None = INHERIT
+    ) -> Self:
         """An independent copy: later changes to either side do not reach the other.
 
         Args:
             limit: The child's limit (default: this pool's; `None` for none); a
                 smaller one keeps the newest items that fit.
-            hooks: The child's hooks (default: a copy of this pool's list).
+            hooks: The child's hooks (default: a copy of this pool's list; None
+                or `[]`: none).
 
-        No hooks fire while copying.
+        The child is of this pool's class (made with `limit` and `tags`). No
+        hooks fire while copying.
         """
-        child: ContextPool[T] = ContextPool(
-            self._limit if isinstance(limit, Inherit) else limit, tags=self.tags
-        )
+        child = type(self)(self._limit if isinstance(limit, Inherit) else limit, self.tags)
         kept = list(self._items.items())
         if child._limit is not None:
             kept = kept[len(kept) - child._limit :] if len(kept) > child._limit else kept
         child._items.update(kept)
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         return child
 
     def to_dict(self) -> dict[str, Any]:

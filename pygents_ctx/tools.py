@@ -346,8 +346,8 @@ class Tool(Generic[P, R]):
             raise ValueError(f"tool {child.key!r} is already a subtool of {self.key!r}")
         if any(t is self for t in child.walk()):
             raise ValueError(
-                f"tool {child.key!r} cannot be a subtool of {self.key!r}: it is, or holds, "
-                f"{self.key!r} itself"
+                f"tool {child.key!r} cannot be a subtool of {self.key!r}: that would make a "
+                f"cycle (it is, or holds, {self.key!r} itself)"
             )
         self.subtools.append(child)
 

@@ -146,8 +146,7 @@ def _bad_kwargs(kwargs: object) -> TypeError:
     return TypeError(f"Turn kwargs must be a dict with str keys, not {kwargs!r}")
 
 
-# What the tool produces: `Turn[int]` runs a tool returning (or yielding) ints.
-T = TypeVar("T", default=Any)
+T = TypeVar("T", default=Any)  # what a turn's tool produces
 
 
 class Turn(RunTimes, JsonSerializable, Generic[T]):

@@ -245,7 +245,10 @@ class ContextPool(JsonSerializable, Generic[T]):
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
         for item in saved.items:
             if item.id is None or item.description is None:
-                raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")
+                raise ValueError(
+                    f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
+                    f"both 'id' and 'description' set"
+                )
             if item.id in pool._items:
                 raise ValueError(f"saved ContextPool has the id {item.id!r} twice")
             pool._items[item.id] = item

@@ -68,11 +68,11 @@ def fire_on(
             return lone(*args)
         matched = event.matching(tags)
         if len(matched) == 1 and matched[0]._direct:
-            return matched[0].fn(*args)
+            return matched[0]._call(*args)
     elif len(own) == 1 and not (event and event.matching(tags)):
         only = own[0]
         if only._direct and event.kind in only.kinds:
-            return only.fn(*args)
+            return only._call(*args)
     return _fire(event, own, tags, args, {})
 
 
@@ -98,14 +98,15 @@ async def _fire(
 ) -> None:
     kind = event.kind
     called: list[HookFunction] = []  # by function: an equivalent twice still fires once
-    # Where Hook.__call__ would only pass the arguments on, call the function itself.
+    # Where Hook.__call__ would only pass the arguments on, call the function itself
+    # (through `_call`, which trims them for a hook taking fewer).
     for h in tuple(own):
         if kind in h.kinds and h.fn not in called:
             called.append(h.fn)
-            await (h.fn(*args) if h._direct and not kwargs else h(*args, **kwargs))
+            await (h._call(*args) if h._direct and not kwargs else h(*args, **kwargs))
     for h in event.matching(tags):
         if h.fn not in called:
-            await (h.fn(*args) if h._direct and not kwargs else h(*args, **kwargs))
+            await (h._call(*args) if h._direct and not kwargs else h(*args, **kwargs))
 
 
 class HookAttacher:

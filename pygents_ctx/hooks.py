@@ -168,6 +168,7 @@ class Hook:
     """
 
     __slots__ = (
+        "_call",
         "_direct",
         "_lock",
         "_spec",
@@ -198,9 +199,11 @@ class Hook:
         self._spec = CallSpec(fn, self.fixed_kwargs, f"hook {fn.__name__!r}")
         self._lock = LoopLock() if lock else None
         self._takes = _positional_limit(self._spec, self.kinds)
-        # No lock, nothing to merge or inject, and room for every argument: a dispatch
-        # with positional arguments only may call the function itself (see `_dispatch.fire_on`).
-        self._direct = self._lock is None and self._spec.plain and self._takes is None
+        # No lock and nothing to merge or inject: a dispatch with positional arguments
+        # only may call `_call` itself (see `_dispatch.fire_on`): the function, or for
+        # one taking fewer arguments than its events give, a call passing the first ones.
+        self._direct = self._lock is None and self._spec.plain
+        self._call: HookFunction = fn if self._takes is None else _leading(fn, self._takes)
 
     @property
     def type(self) -> HookKind | tuple[HookKind, ...]:
@@ -237,6 +240,15 @@ class Hook:
 
     def __repr__(self) -> str:
         return f"Hook(type={self.type!r}, metadata={self.metadata!r})"
+
+
+def _leading(fn: HookFunction, count: int) -> HookFunction:
+    """`fn`, given only the first `count` positional arguments of a call."""
+
+    def call(*args: Any) -> Awaitable[Any]:
+        return fn(*args[:count])
+
+    return call
 
 
 def _positional_limit(spec: CallSpec, kinds: tuple[HookKind, ...]) -> int | None:

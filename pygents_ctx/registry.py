@@ -205,7 +205,7 @@ class GlobalHooks(list["Hook"]):
         """Forget the worked-out subsets (after the list was changed)."""
         self._matching.clear()
         only = self[0] if len(self) == 1 else None
-        self.lone = only.fn if only is not None and not only.tags and only._direct else None
+        self.lone = only._call if only is not None and not only.tags and only._direct else None
 
 
 class HookRegistry(_NameRegistry["Hook"]):

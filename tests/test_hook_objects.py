@@ -333,10 +333,12 @@ async def test_a_hook_taking_every_argument_is_called_as_it_is() -> None:
     async def short(agent: Agent) -> None:
         pass
 
-    assert Hook(full, AgentHook.ON_TURN_VALUE)._direct
-    assert Hook(star, [AgentHook.ON_TURN_VALUE, TurnHook.BEFORE_RUN])._direct
-    assert not Hook(short, AgentHook.ON_TURN_VALUE)._direct
-    assert not Hook(full, ToolHook.BEFORE_INVOKE)._direct  # as many as the call: unknown
+    assert Hook(full, AgentHook.ON_TURN_VALUE)._call is full
+    assert Hook(star, [AgentHook.ON_TURN_VALUE, TurnHook.BEFORE_RUN])._call is star
+    trimmed = Hook(short, AgentHook.ON_TURN_VALUE)
+    assert trimmed._direct  # still no coroutine of its own: a plain call trims the arguments
+    assert trimmed._call is not short
+    assert Hook(full, ToolHook.BEFORE_INVOKE)._call is not full  # as many as the call: unknown
 
 
 async def test_more_required_parameters_than_the_event_gives_still_fail() -> None:

@@ -198,8 +198,9 @@ def hooks_to_dict(hooks: Iterable[Hook], kind_type: type[Enum], owner: str) -> d
         name = h.metadata.name
         if not HookRegistry.is_saved_as(h):
             raise UnserializableHookError(
-                f"{owner}: hook {name!r} cannot be saved by name, because a different hook is "
-                f"registered as {name!r}; give the function a unique name"
+                f"{owner}: hook {name!r} is not the one registered under that name (a "
+                f"different hook holds it), so it cannot be saved by name; give the function "
+                f"a unique name"
             )
         for kind in h.kinds:
             if isinstance(kind, kind_type):

@@ -253,7 +253,7 @@ class Agent(JsonSerializable):
             raise TypeError(f"agent {self.name!r} takes Turn objects, not {turn!r}")
         if self._tools.get(turn.tool_name) is not turn.tool:
             raise ValueError(
-                f"agent {self.name!r} has no tool {turn.tool_name!r}; "
+                f"Agent {self.name!r} does not accept tool {turn.tool_name!r}; "
                 f"give it the tool (or its root tool) at construction"
             )
 

@@ -366,7 +366,7 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
                 method, other = other, method
             raise WrongRunMethodError(
                 f"tool {self._tool.key!r} is {'not ' if wants_generator else ''}an async "
-                f"generator: run this turn with {other}(), not {method}()"
+                f"generator; use {other}() instead of {method}() to run this turn"
             )
         if self._running:
             raise SafeExecutionError(
@@ -400,7 +400,7 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
         if isinstance(exc, Expired):
             self._stop_reason = StopReason.TIMEOUT
             expired = TurnTimeoutError(
-                f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
+                f"turn for tool {self._tool.key!r} timed out after {self._timeout}s; "
                 f"raise its timeout or make the tool faster"
             )
             expired.__suppress_context__ = True

@@ -248,12 +248,16 @@ def test_schemas_leave_out_what_the_caller_does_not_pass(impl: Impl) -> None:
 def test_bad_input_is_refused(impl: Impl) -> None:
     m = impl.m
     _echo(impl)
+
+    def sync_hook(turn: Any) -> None:
+        pass
     attempts = {
         "timeout": lambda: m.Turn("echo", timeout=0),
         "args": lambda: m.Turn("echo", args="ab"),
         "limit": lambda: m.ContextQueue(limit=True),
         "item id": lambda: m.ContextItem(content=1, id=5),
         "agent name": lambda: m.Agent("", "d", []),
+        "sync hook": lambda: m.hook(m.TurnHook.BEFORE_RUN)(sync_hook),
     }
     for label, attempt in attempts.items():
         if impl.is_pygents:

@@ -47,7 +47,9 @@ def test_a_hook_that_cannot_be_found_by_name_makes_its_owner_unsaveable(impl: Im
     queue = m.ContextQueue(limit=1)
     queue.on_evict(make())
 
-    with pytest.raises(m.UnserializableHookError, match="clashing"):
+    with pytest.raises(
+        m.UnserializableHookError, match="'clashing' is not the one registered under that name"
+    ):
         queue.to_dict()
 
 

@@ -128,9 +128,9 @@ async def test_the_wrong_run_method_is_refused(impl: Impl) -> None:
     m = impl.m
     _tools(impl)
 
-    with pytest.raises(m.WrongRunMethodError, match="yielding"):
+    with pytest.raises(m.WrongRunMethodError, match=r"use yielding\(\) instead"):
         await m.Turn("count", kwargs={"n": 1}).returning()
-    with pytest.raises(m.WrongRunMethodError, match="returning"):
+    with pytest.raises(m.WrongRunMethodError, match=r"not an async generator; use returning\(\)"):
         async for _ in m.Turn("echo").yielding():
             pass
 
@@ -150,7 +150,7 @@ async def test_a_turn_past_its_timeout_raises_and_fires_its_hooks(impl: Impl) ->
     async def finished(t: Any, reason: Any) -> None:
         seen.append(("complete", reason))
 
-    with pytest.raises(m.TurnTimeoutError, match="timed out after") as info:
+    with pytest.raises(m.TurnTimeoutError, match=r"timed out after 0\.05s") as info:
         await turn.returning()
 
     assert isinstance(info.value, TimeoutError)

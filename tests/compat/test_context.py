@@ -402,3 +402,21 @@ async def test_tools_read_the_running_agents_queue_and_pool_by_annotation(impl: 
 
     assert [value async for _, value in agent.run()] == ["q: 1 notes, - [d1] Doc"]
     assert await optional() is True
+
+
+@covers("ContextQueue.after_append")
+async def test_after_append_ends_with_the_appended_items_and_the_window(impl: Impl) -> None:
+    # pygents' code passes (appended, current), its documentation (queue, appended,
+    # current): both end the same way (see the migration page).
+    queue = impl.m.ContextQueue(limit=2)
+    seen: list[tuple[Any, ...]] = []
+
+    @queue.after_append
+    async def appended(*args: Any) -> None:
+        seen.append(args[-2:])
+
+    first, second, third = _items(impl, 1, 2, 3)
+    await queue.append(first, second)
+    await queue.append(third)
+
+    assert seen == [([first, second], [first, second]), ([third], [second, third])]

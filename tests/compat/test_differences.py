@@ -251,6 +251,7 @@ def test_bad_input_is_refused(impl: Impl) -> None:
 
     def sync_hook(turn: Any) -> None:
         pass
+
     attempts = {
         "timeout": lambda: m.Turn("echo", timeout=0),
         "args": lambda: m.Turn("echo", args="ab"),

@@ -69,7 +69,7 @@ async def answer(question: str, notes: ContextQueue) -> str:
 async def pause_after_notes(agent: Agent, turn: Turn) -> None:
     """Pause the researcher once its notes are taken, so we can save it."""
     if turn.tool_name == "take_notes":
-        await agent.pause()
+        agent.pause()
 
 
 async def main() -> None:
@@ -78,15 +78,8 @@ async def main() -> None:
     await researcher.put(Turn("search", kwargs={"topic": "moon"}))
 
     print("== 1. run until the notes are taken (a hook pauses the agent)")
-    paused = asyncio.Event()
-
-    @researcher.on_pause
-    async def signal_paused(agent: Agent) -> None:
-        paused.set()
-
-    runner = asyncio.create_task(drain(researcher))
-    await paused.wait()
-    print("   pool catalogue:")
+    await drain(researcher)
+    print(f"   paused={researcher.is_paused}; pool catalogue:")
     for line in researcher.context_pool.catalogue().splitlines():
         print(f"     {line}")
 
@@ -100,7 +93,6 @@ async def main() -> None:
     print("== 3. save the paused researcher as JSON, forget it, restore it")
     saved = researcher.to_json()
     print(f"   saved {len(saved)} bytes of JSON")
-    runner.cancel()
     AgentRegistry.unregister("researcher")
     restored = Agent.from_json(saved)
     print(
@@ -110,7 +102,7 @@ async def main() -> None:
 
     print("== 4. resume and finish")
     await restored.put(Turn("answer", kwargs={"question": "Why are there tides?"}))
-    await restored.resume()
+    restored.resume()
     await drain(restored)
 
 

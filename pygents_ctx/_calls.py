@@ -246,7 +246,9 @@ class CallSpec:
                 if k not in given
             }
             for key in kwargs.keys() & merged.keys():
-                logger.warning("%s: call argument %r overrides its fixed kwarg", self.owner, key)
+                logger.warning(
+                    "Fixed kwarg %r is overridden by call-time argument for %s", key, self.owner
+                )
             merged.update(kwargs)
             kwargs = merged
         accepted = self.accepted
@@ -294,10 +296,12 @@ class CallSpec:
 
 
 class LoopLock:
-    """An `asyncio.Lock` per running event loop.
+    """An `asyncio.Lock` per running event loop: what `tool.lock` and `hook.lock` hold.
 
     A lock made at import time would be bound to the first loop that contends
     for it; a decorated function outlives loops (tests, `asyncio.run` twice).
+    It is used like an `asyncio.Lock`: `async with tool.lock: ...` holds the
+    tool's lock, and `locked()` tells whether a call holds it.
     """
 
     __slots__ = ("_lock", "_loop")
@@ -312,6 +316,19 @@ class LoopLock:
         if loop is not self._loop:
             self._loop, self._lock = loop, asyncio.Lock()
         return self._lock
+
+    def locked(self) -> bool:
+        """Whether the lock is held."""
+        return self._lock.locked()
+
+    async def __aenter__(self) -> None:
+        await self.get().acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+    def __repr__(self) -> str:
+        return f"<LoopLock {'locked' if self.locked() else 'unlocked'}>"
 
 
 def tag_set(tags: Iterable[str] | None) -> frozenset[str]:

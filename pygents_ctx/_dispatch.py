@@ -68,11 +68,11 @@ def fire_on(
             return lone(*args)
         matched = event.matching(tags)
         if len(matched) == 1 and matched[0]._direct:
-            return matched[0].fn(*args)
+            return matched[0]._call(*args)
     elif len(own) == 1 and not (event and event.matching(tags)):
         only = own[0]
         if only._direct and event.kind in only.kinds:
-            return only.fn(*args)
+            return only._call(*args)
     return _fire(event, own, tags, args, {})
 
 
@@ -98,21 +98,24 @@ async def _fire(
 ) -> None:
     kind = event.kind
     called: list[HookFunction] = []  # by function: an equivalent twice still fires once
-    # Where Hook.__call__ would only pass the arguments on, call the function itself.
+    # Where Hook.__call__ would only pass the arguments on, call the function itself
+    # (through `_call`, which trims them for a hook taking fewer).
     for h in tuple(own):
         if kind in h.kinds and h.fn not in called:
             called.append(h.fn)
-            await (h.fn(*args) if h._direct and not kwargs else h(*args, **kwargs))
+            await (h._call(*args) if h._direct and not kwargs else h(*args, **kwargs))
     for h in event.matching(tags):
         if h.fn not in called:
-            await (h.fn(*args) if h._direct and not kwargs else h(*args, **kwargs))
+            await (h._call(*args) if h._direct and not kwargs else h(*args, **kwargs))
 
 
 class HookAttacher:
     """What `obj.<event>` returns: a decorator attaching a hook to that one object.
 
     Works bare (`@obj.event`), with options (`@obj.event(lock=True, env="prod")`)
-    and as a plain call (`obj.event(fn)`).
+    and as a plain call (`obj.event(fn)`). Given a `Hook` (from `@hook`,
+    `HookRegistry.wrap` or another owner) without options, it attaches that very
+    object and returns it.
     """
 
     __slots__ = ("_hooks", "_kind")
@@ -122,26 +125,46 @@ class HookAttacher:
         self._kind = kind
 
     @overload
-    def __call__(self, fn: HookFunction, /) -> Hook: ...
+    def __call__(self, fn: HookFunction | Hook, /) -> Hook: ...
     @overload
     def __call__(
         self, fn: None = None, /, *, lock: bool = ..., **fixed_kwargs: Any
-    ) -> Callable[[HookFunction], Hook]: ...
+    ) -> Callable[[HookFunction | Hook], Hook]: ...
     def __call__(
-        self, fn: HookFunction | None = None, /, *, lock: bool = False, **fixed_kwargs: Any
-    ) -> Hook | Callable[[HookFunction], Hook]:
+        self, fn: HookFunction | Hook | None = None, /, *, lock: bool = False, **fixed_kwargs: Any
+    ) -> Hook | Callable[[HookFunction | Hook], Hook]:
         def attach(f: HookFunction | Hook) -> Hook:
-            if isinstance(f, Hook):  # re-attaching a hook made elsewhere: reuse its function
-                f = f.fn
-            created = Hook(f, (self._kind,), lock=lock, fixed_kwargs=fixed_kwargs)
+            if isinstance(f, Hook) and not (lock or fixed_kwargs):
+                made = self._reuse(f)
+            else:
+                # A new hook of this kind; from a hook given with options, its function.
+                made = Hook(
+                    f.fn if isinstance(f, Hook) else f,
+                    self._kind,
+                    lock=lock,
+                    fixed_kwargs=fixed_kwargs,
+                )
             # Another function may hold the name (a closure made twice, say): the hook
             # still fires, and saving its owner raises UnserializableHookError.
             with contextlib.suppress(ValueError):
-                HookRegistry.register(created)
-            self._hooks.append(created)
-            return created
+                HookRegistry.register(made)
+            self._hooks.append(made)
+            return made
 
         return attach if fn is None else attach(fn)
+
+    def _reuse(self, given: Hook) -> Hook:
+        """`given` itself, once checked to handle this event.
+
+        Raises:
+            ValueError: It handles other events only (it would never fire here).
+        """
+        if self._kind not in given.kinds:
+            raise ValueError(
+                f"hook {given.metadata.name!r} handles {given.type!r}, not {self._kind!r}; "
+                f"attach it with the decorator of one of its kinds"
+            )
+        return given
 
 
 class HookSlot:
@@ -175,8 +198,9 @@ def hooks_to_dict(hooks: Iterable[Hook], kind_type: type[Enum], owner: str) -> d
         name = h.metadata.name
         if not HookRegistry.is_saved_as(h):
             raise UnserializableHookError(
-                f"{owner}: hook {name!r} cannot be saved by name, because a different hook is "
-                f"registered as {name!r}; give the function a unique name"
+                f"{owner}: hook {name!r} is not the one registered under that name (a "
+                f"different hook holds it), so it cannot be saved by name; give the function "
+                f"a unique name"
             )
         for kind in h.kinds:
             if isinstance(kind, kind_type):

@@ -102,12 +102,15 @@ def _object(title: str, properties: dict[str, Any], required: list[str]) -> dict
 
 def signature_schemas(
     fn: Any, *, skip: frozenset[str], generator: bool
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`(input_schema, output_schema)` of a tool function.
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """`(input_schema, output_schema)` of a tool function, as pygents writes them.
 
     Parameters in `skip` (fixed kwargs, injected context) are left out of the
-    input: the caller does not provide them. A generator's output schema is the
-    schema of one yielded item.
+    input: the caller does not provide them. A parameter's `None` alternative
+    is left out too (`limit: int | None = None` is `{"type": "integer"}`): a
+    caller says None by omitting it. A generator's output schema is the schema
+    of one yielded item; a function without a return hint, or returning None,
+    has none (`None`).
     """
     try:
         hints = typing.get_type_hints(fn)
@@ -118,21 +121,27 @@ def signature_schemas(
     for name, param in inspect.signature(fn).parameters.items():
         if name in skip or param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
-        prop = schema_for(hints.get(name, Any))
+        properties[name] = schema_for(_without_none(hints.get(name, Any)))
         if param.default is param.empty:
             required.append(name)
-        elif _is_json_value(param.default):
-            prop["default"] = param.default
-        properties[name] = prop
     input_schema: dict[str, Any] = {"type": "object", "properties": properties}
     if required:
         input_schema["required"] = required
-    returned = hints.get("return", Any)
-    if generator:
+    returned = hints.get("return")
+    if generator and returned is not None:
         item_args = typing.get_args(returned)
         returned = item_args[0] if typing.get_origin(returned) in _GENERATORS and item_args else Any
+    if returned is None or returned is type(None):
+        return input_schema, None
     return input_schema, schema_for(returned)
 
 
-def _is_json_value(value: object) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
+def _without_none(hint: Any) -> Any:
+    """`hint` without its `None` alternative (`X | None` is `X`)."""
+    if typing.get_origin(hint) is Union or isinstance(hint, types.UnionType):
+        kept = tuple(a for a in typing.get_args(hint) if a is not type(None))
+        if len(kept) == 1:
+            return kept[0]
+        if kept and len(kept) < len(typing.get_args(hint)):
+            return Union[kept]  # noqa: UP007 (built from a tuple at run time)
+    return hint

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
@@ -115,8 +115,8 @@ class Agent(JsonSerializable):
         name: A unique name; the agent registers itself in `AgentRegistry`.
         description: What the agent does.
         tools: The tools its turns may use (a root tool brings its subtools).
-        context_queue: Its working memory (default `ContextQueue(limit=10)`).
         context_pool: Its keyed store (default: an unbounded `ContextPool()`).
+        context_queue: Its working memory (default `ContextQueue(limit=10)`).
         tags: Tags that global hooks can filter on.
         context: Where its conversation is kept (`ContextConfig`): each `Message`
             a tool returns in a `ContextItem` without an id goes to the queue
@@ -130,14 +130,17 @@ class Agent(JsonSerializable):
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
     and before yielding), `before_put(agent, turn)`, `after_put(agent, turn)`,
-    `on_pause(agent)`, `on_resume(agent)`. Turn hooks attached to the agent
-    (`@agent.on_error`, ...) apply to every turn it runs.
+    `on_pause(agent)` (when a run stops at the pause), `on_resume(agent)`
+    (when it goes on). Turn hooks attached to the agent (`@agent.on_error`,
+    ...) apply to every turn it runs.
 
-    While the agent runs or is paused, assigning its attributes or starting
-    `run()` again raises `SafeExecutionError`.
+    While the agent runs, assigning its attributes or starting `run()` again
+    raises `SafeExecutionError`; idle (paused or not), it takes any of them,
+    `name` included (the registry follows).
 
     Raises:
-        ValueError: The name is taken, or a tool is not the registered instance.
+        ValueError: The name is empty or taken, or a tool is not the registered instance.
+        UnregisteredToolError: A tool is not a registered `@tool` tool.
     """
 
     before_turn = HookSlot(AgentHook.BEFORE_TURN)
@@ -172,16 +175,15 @@ class Agent(JsonSerializable):
         name: str,
         description: str,
         tools: Iterable[Tool[..., Any]],
-        *,
-        context_queue: ContextQueue[Any] | None = None,
         context_pool: ContextPool[Any] | None = None,
+        context_queue: ContextQueue[Any] | None = None,
         tags: Iterable[str] | None = None,
+        *,
         context: ContextConfig | None = None,
         resources: Mapping[type, object] | None = None,
     ) -> None:
         object.__setattr__(self, "_state", _RunState())
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
+        _check_name(name)
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
         if context_queue is not None and not isinstance(context_queue, ContextQueue):
@@ -205,10 +207,10 @@ class Agent(JsonSerializable):
 
     def __setattr__(self, name: str, value: Any) -> None:
         state: _RunState = self._state
-        if state.running or state.paused:
+        if state.running:
             raise SafeExecutionError(
-                f"cannot set {name!r} on agent {self.name!r} while it is "
-                f"{'running' if state.running else 'paused'}"
+                f"Cannot change property {name!r} while the agent is running "
+                f"(agent {self.name!r}); set it before run() or after it ends"
             )
         if name == "tools":
             value, index = _index_tools(value)
@@ -221,8 +223,11 @@ class Agent(JsonSerializable):
             raise TypeError(f"context must be a ContextConfig or None, not {value!r}")
         elif name == "resources":
             value = check_resources(value, f"agent {self.name!r}")
-        elif name == "name" and "name" in self.__dict__:
-            raise AttributeError("an agent's name cannot change; branch() under a new name")
+        elif name == "name":
+            _check_name(value)
+            old = self.__dict__.get("name")
+            if old is not None and value != old:
+                AgentRegistry._rename(self, old, value)
         object.__setattr__(self, name, value)
 
     @property
@@ -241,12 +246,21 @@ class Agent(JsonSerializable):
         return self._state.current_turn
 
     @property
-    def queue(self) -> list[Turn]:
+    def turns(self) -> list[Turn]:
         """A copy of the queued turns, next first (the current turn not included)."""
         return list(self._turns)
 
+    @property
+    def queue(self) -> list[Turn]:
+        """The queued turns, as `turns` gives them (the name they are saved under)."""
+        return list(self._turns)
+
+    def __iter__(self) -> Iterator[Turn]:
+        """The queued turns, next first, as they are now (taking none off the queue)."""
+        return iter(list(self._turns))
+
     def __repr__(self) -> str:
-        return f"<Agent {self.name}>"
+        return f"Agent(name={self.name!r}, tools={[t.key for t in self.tools]!r})"
 
     # -- turns ---------------------------------------------------------------
 
@@ -255,7 +269,7 @@ class Agent(JsonSerializable):
             raise TypeError(f"agent {self.name!r} takes Turn objects, not {turn!r}")
         if self._tools.get(turn.tool_name) is not turn.tool:
             raise ValueError(
-                f"agent {self.name!r} has no tool {turn.tool_name!r}; "
+                f"Agent {self.name!r} does not accept tool {turn.tool_name!r}; "
                 f"give it the tool (or its root tool) at construction"
             )
 
@@ -282,14 +296,26 @@ class Agent(JsonSerializable):
         """
         await AgentRegistry.get(name).put(turn)
 
-    async def pause(self) -> None:
-        """Stop before the next turn (the current one finishes). Idempotent."""
-        if self._state.pause() and (self.hooks or _ON_PAUSE):
-            await fire_on(_ON_PAUSE, self.hooks, self.tags, self)
+    def pause(self) -> None:
+        """Stop before the next turn (the current one finishes). Idempotent.
 
-    async def resume(self) -> None:
+        A plain call, legal at any time: an idle agent's next `run()` waits at
+        the pause until `resume()`. A run that stops at the pause fires
+        `on_pause` there (before the next `before_turn`), and `on_resume` when
+        it goes on.
+        """
+        self._state.pause()
+
+    def resume(self) -> None:
         """Let a paused agent go on. Idempotent."""
-        if self._state.resume() and (self.hooks or _ON_RESUME):
+        self._state.resume()
+
+    async def _wait_while_paused(self) -> None:
+        """A run's stop at the pause: `on_pause`, the wait for `resume()`, `on_resume`."""
+        if self.hooks or _ON_PAUSE:
+            await fire_on(_ON_PAUSE, self.hooks, self.tags, self)
+        await self._state.gate.wait()
+        if self.hooks or _ON_RESUME:
             await fire_on(_ON_RESUME, self.hooks, self.tags, self)
 
     @property
@@ -329,18 +355,16 @@ class Agent(JsonSerializable):
         Values are routed as they are produced (each yielded value of a
         generator tool on its own); only values that are not a `Turn` or a
         `ContextItem` are yielded. While paused, the agent waits before its
-        next turn until `resume()`.
+        next turn until `resume()` (a paused agent with nothing to run returns).
 
         Raises:
-            SafeExecutionError: The agent is already running or is paused.
+            SafeExecutionError: The agent is already running.
             Exception: Whatever a turn raises (`TurnTimeoutError` included).
         """
         state = self._state
-        busy = state.running or state.paused  # (a name, so `paused` is not narrowed for good)
-        if busy:
+        if state.running:
             raise SafeExecutionError(
-                f"agent {self.name!r} is {'already running' if state.running else 'paused'}; "
-                f"{'wait for run() to end' if state.running else 'resume() it first'}"
+                f"agent {self.name!r} is running; run() cannot start again until this run ends"
             )
         state.running = True
         state.run_id = run_id = ContextConfig.new_run_id()
@@ -350,18 +374,18 @@ class Agent(JsonSerializable):
             scope = RunScope(self.name, conversation, run_id)
             opened = open_resources(resources, scope)
         context = (self.context_queue, self.context_pool, opened)
-        turns, gate, tags = self._turns, state.gate, self.tags
+        turns, tags = self._turns, self.tags
         token = None  # while CURRENT_CONTEXT holds this agent's context
         try:
             while True:
-                # A turn is current here only when restored as such, first: no pause yet.
+                # A turn is current here only when restored (or interrupted) as such.
                 turn = state.current_turn
+                if turn is None and not turns:
+                    break  # nothing left: a pause does not hold an idle run open
+                if state.paused:
+                    await self._wait_while_paused()
+                    continue  # the queue may have changed meanwhile
                 if turn is None:
-                    if not turns:
-                        break  # nothing left: a pause does not hold an idle run open
-                    if state.paused:
-                        await gate.wait()
-                        continue  # the queue may have changed meanwhile
                     turn = state.current_turn = turns.popleft()
                 hooks = self.hooks
                 if CONTEXT_READERS.exist:
@@ -442,10 +466,9 @@ class Agent(JsonSerializable):
     def branch(
         self,
         name: str,
-        *,
-        description: str | Inherit = INHERIT,
-        tools: Iterable[Tool[..., Any]] | Inherit = INHERIT,
-        hooks: list[Hook] | Inherit = INHERIT,
+        description: str | None = None,
+        tools: Iterable[Tool[..., Any]] | None = None,
+        hooks: list[Hook] | Inherit | None = INHERIT,
     ) -> Agent:
         """An independent child agent for a sub-task.
 
@@ -457,21 +480,28 @@ class Agent(JsonSerializable):
         It shares this agent's `resources` (a task store then gives it a board
         of its own, under its own name).
 
+        Args:
+            name: The child's name.
+            description: Its description (None: this agent's).
+            tools: Its tools (None: this agent's).
+            hooks: Its agent hooks (default: a copy of this agent's; None or
+                `[]`: none).
+
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
-        child_tools, index = _index_tools(self.tools if isinstance(tools, Inherit) else tools)
+        child_tools, index = _index_tools(self.tools if tools is None else tools)
         _require_tools(index, (turn.tool for turn in self._turns), f"branch {name!r}")
         child = Agent(
             name,
-            self.description if isinstance(description, Inherit) else description,
+            self.description if description is None else description,
             child_tools,
             context_queue=self.context_queue.branch(),
             context_pool=self.context_pool.branch(),
             tags=self.tags,
             resources=self.resources,
         )
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)
         child._turns.extend(turn.copy() for turn in self._turns)
         return child
@@ -618,23 +648,32 @@ def _index_tools(
     """The root tools as a list, and them with their subtools by key.
 
     Raises:
-        TypeError: Something is not a `Tool`.
+        UnregisteredToolError: Something is not a registered `Tool` (pygents' error for it).
         ValueError: A tool is not the instance held by `ToolRegistry`.
     """
     roots = list(tools)
     for t in roots:
-        if not isinstance(t, Tool):
-            raise TypeError(f"Agent tools must be Tool objects made by @tool, not {t!r}")
+        name = t.key if isinstance(t, Tool) else getattr(t, "__name__", repr(t))
         try:
-            registered: Tool[..., Any] | None = ToolRegistry.get(t.key)
+            registered: Tool[..., Any] | None = ToolRegistry.get(name)
         except UnregisteredToolError:
             registered = None
+        if not isinstance(t, Tool) or registered is None:
+            raise UnregisteredToolError(
+                f"tool {name!r} not found: Agent tools must be tools made by @tool (and "
+                f"registered), not {t!r}"
+            )
         if registered is not t:
             raise ValueError(
                 f"tool {t.key!r} is not the instance held by ToolRegistry; "
                 f"pass the decorated tool itself"
             )
     return roots, {t.key: t for root in roots for t in root.walk()}
+
+
+def _check_name(name: object) -> None:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
 
 
 def _require_tools(

@@ -6,7 +6,7 @@ reach for first:
 
 ```
 PygentsError
-├── SafeExecutionError            a running or paused object was changed or re-run
+├── SafeExecutionError            a running object was changed or re-run
 ├── WrongRunMethodError (TypeError)   returning() on a generator tool, or the reverse
 ├── TurnTimeoutError (TimeoutError)   a turn ran past its timeout
 ├── UnregisteredToolError (KeyError)  no tool under that name
@@ -70,7 +70,7 @@ class PygentsError(Exception):
 
 
 class SafeExecutionError(PygentsError):
-    """An object was changed, or started again, while it was running or paused."""
+    """An object was changed, or started again, while it was running."""
 
 
 class WrongRunMethodError(PygentsError, TypeError):

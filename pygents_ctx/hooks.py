@@ -101,6 +101,39 @@ _KIND_TYPES = (TurnHook, AgentHook, ToolHook, ContextQueueHook, ContextPoolHook)
 
 HookFunction: TypeAlias = "Callable[..., Awaitable[Any]]"
 
+# How many positional arguments each event passes (the seed documentation's
+# tables); None: as many as the call it watches (a tool's before_invoke).
+_EVENT_ARGUMENTS: dict[HookKind, int | None] = {
+    TurnHook.BEFORE_RUN: 1,
+    TurnHook.AFTER_RUN: 2,
+    TurnHook.ON_TIMEOUT: 1,
+    TurnHook.ON_ERROR: 2,
+    TurnHook.ON_COMPLETE: 2,
+    AgentHook.BEFORE_TURN: 1,
+    AgentHook.AFTER_TURN: 2,
+    AgentHook.ON_TURN_VALUE: 3,
+    AgentHook.BEFORE_PUT: 2,
+    AgentHook.AFTER_PUT: 2,
+    AgentHook.ON_PAUSE: 1,
+    AgentHook.ON_RESUME: 1,
+    ToolHook.BEFORE_INVOKE: None,
+    ToolHook.ON_YIELD: 1,
+    ToolHook.AFTER_INVOKE: 1,
+    ToolHook.ON_ERROR: 0,
+    ContextQueueHook.BEFORE_APPEND: 3,
+    ContextQueueHook.AFTER_APPEND: 3,
+    ContextQueueHook.BEFORE_CLEAR: 2,
+    ContextQueueHook.AFTER_CLEAR: 1,
+    ContextQueueHook.ON_EVICT: 2,
+    ContextPoolHook.BEFORE_ADD: 2,
+    ContextPoolHook.AFTER_ADD: 2,
+    ContextPoolHook.BEFORE_REMOVE: 2,
+    ContextPoolHook.AFTER_REMOVE: 2,
+    ContextPoolHook.BEFORE_CLEAR: 2,
+    ContextPoolHook.AFTER_CLEAR: 1,
+    ContextPoolHook.ON_EVICT: 2,
+}
+
 
 @dataclass(frozen=True)
 class HookMetadata:
@@ -117,19 +150,32 @@ class HookMetadata:
 class Hook:
     """An async function bound to one or more event kinds.
 
-    Made by `@hook(...)` (global) or an instance decorator such as
-    `@agent.before_turn`. Calling it awaits the function with the fixed kwargs
-    merged in and context parameters injected.
+    Made by `@hook(...)` (global), `HookRegistry.wrap(fn, kind)` or an instance
+    decorator such as `@agent.before_turn`. Calling it awaits the function with
+    the fixed kwargs merged in and context parameters injected.
+
+    A function declared with fewer parameters than its event passes is called
+    with the leading arguments it takes (`async def on_value(agent)` for
+    `on_turn_value(agent, turn, value)`); keyword arguments it does not take
+    are dropped. What it takes is worked out once, here, not per event.
+
+    Attributes:
+        fn: The function.
+        kinds: The event kinds it handles, as a tuple.
+        tags: For a global hook, the tags an owner needs one of (empty: any owner).
+        fixed_kwargs: Keyword arguments merged into every call.
+        metadata: Its name and docstring.
     """
 
     __slots__ = (
+        "_call",
         "_direct",
         "_lock",
         "_spec",
+        "_takes",
         "fixed_kwargs",
         "fn",
         "kinds",
-        "lock",
         "metadata",
         "tags",
     )
@@ -137,7 +183,7 @@ class Hook:
     def __init__(
         self,
         fn: HookFunction,
-        kinds: tuple[HookKind, ...],
+        kinds: HookKind | Iterable[HookKind],
         *,
         lock: bool = False,
         tags: Iterable[str] | None = None,
@@ -146,19 +192,34 @@ class Hook:
         if not inspect.iscoroutinefunction(fn):
             raise TypeError(f"hook {getattr(fn, '__name__', fn)!r} must be an 'async def' function")
         self.fn = fn
-        self.kinds = kinds
-        self.lock = lock
+        self.kinds = _kinds(kinds)
         self.tags = tag_set(tags)
         self.fixed_kwargs = dict(fixed_kwargs or {})
         self.metadata = HookMetadata(fn.__name__, inspect.getdoc(fn))
         self._spec = CallSpec(fn, self.fixed_kwargs, f"hook {fn.__name__!r}")
         self._lock = LoopLock() if lock else None
+        self._takes = _positional_limit(self._spec, self.kinds)
         # No lock and nothing to merge or inject: a dispatch with positional arguments
-        # only may call the function itself (see `_dispatch.fire_on`).
+        # only may call `_call` itself (see `_dispatch.fire_on`): the function, or for
+        # one taking fewer arguments than its events give, a call passing the first ones.
         self._direct = self._lock is None and self._spec.plain
+        self._call: HookFunction = fn if self._takes is None else _leading(fn, self._takes)
+
+    @property
+    def type(self) -> HookKind | tuple[HookKind, ...]:
+        """The kind this hook handles, or the tuple of kinds of a multi-kind hook."""
+        return self.kinds[0] if len(self.kinds) == 1 else self.kinds
+
+    @property
+    def lock(self) -> LoopLock | None:
+        """The lock serializing its calls (usable with `async with`), or None if not asked for."""
+        return self._lock
 
     async def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """Await the hook's function with these arguments."""
+        """Await the hook's function with these arguments (the ones it takes)."""
+        takes = self._takes
+        if takes is not None and len(args) > takes:
+            args = args[:takes]
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -172,14 +233,39 @@ class Hook:
         return self is other or (
             self.fn is other.fn
             and self.kinds == other.kinds
-            and self.lock == other.lock
+            and (self._lock is None) == (other._lock is None)
             and self.tags == other.tags
             and self.fixed_kwargs == other.fixed_kwargs
         )
 
     def __repr__(self) -> str:
-        kinds = ", ".join(f"{type(k).__name__}.{k.name}" for k in self.kinds)
-        return f"<Hook {self.metadata.name} [{kinds}]>"
+        return f"Hook(type={self.type!r}, metadata={self.metadata!r})"
+
+
+def _leading(fn: HookFunction, count: int) -> HookFunction:
+    """`fn`, given only the first `count` positional arguments of a call."""
+
+    def call(*args: Any) -> Awaitable[Any]:
+        return fn(*args[:count])
+
+    return call
+
+
+def _positional_limit(spec: CallSpec, kinds: tuple[HookKind, ...]) -> int | None:
+    """How many positional arguments to pass a hook, if fewer than its events give.
+
+    None when it takes all of them: it has `*args`, or enough parameters for
+    every kind it handles. Parameters given fixed kwargs do not count: an
+    event's arguments never land in them. Context parameters do (a queue hook
+    may annotate its queue `ContextQueue`: an argument given wins over injection).
+    """
+    if any(p.kind is p.VAR_POSITIONAL for p in spec.parameters.values()):
+        return None
+    room = sum(1 for name in spec.positional if name not in spec.fixed_kwargs)
+    given = [_EVENT_ARGUMENTS[kind] for kind in kinds]
+    if None not in given and room >= max(n for n in given if n is not None):
+        return None
+    return room
 
 
 def hook(
@@ -212,7 +298,7 @@ def hook(
         ... async def trace(*args, **kwargs):
         ...     pass
     """
-    kinds = _kinds(kind)
+    kinds = _kinds(kind)  # checked now, not when the function arrives
 
     def register(fn: HookFunction) -> Hook:
         created = Hook(fn, kinds, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
@@ -223,18 +309,31 @@ def hook(
     return register
 
 
+HookRegistry._hook_class = Hook
+
+
 def _kinds(kind: HookKind | Iterable[HookKind]) -> tuple[HookKind, ...]:
-    if isinstance(kind, str):
-        raise TypeError(
-            f"hook() takes hook kind members such as TurnHook.BEFORE_RUN, not the string {kind!r}"
-        )
-    kinds = (kind,) if isinstance(kind, _KIND_TYPES) else tuple(kind)
+    """One kind or several, as a checked tuple.
+
+    Raises:
+        TypeError: Something is not a hook kind member (a string included:
+            "on_error" names both a turn's and a tool's event).
+        ValueError: The list is empty.
+    """
+    if isinstance(kind, _KIND_TYPES):
+        return (kind,)
+    given: object = kind  # callers may pass anything: a string, a number
+    kinds: tuple[object, ...] = (
+        tuple(given) if isinstance(given, Iterable) and not isinstance(given, str) else (given,)
+    )
     if not kinds:
-        raise ValueError("hook() needs at least one hook kind; the list was empty")
+        raise ValueError("a hook needs at least one type (hook kind); the list was empty")
+    checked: list[HookKind] = []
     for k in kinds:
         if not isinstance(k, _KIND_TYPES):
             raise TypeError(
-                f"hook() takes members of TurnHook, AgentHook, ToolHook, ContextQueueHook or "
-                f"ContextPoolHook, not {k!r}"
+                f"hook kinds are members of TurnHook, AgentHook, ToolHook, ContextQueueHook or "
+                f"ContextPoolHook (such as TurnHook.BEFORE_RUN), not {k!r}"
             )
-    return kinds
+        checked.append(k)
+    return tuple(checked)

@@ -41,12 +41,17 @@ class _NameRegistry(Generic[T]):
     def _add(cls, name: str, entry: T, same: Callable[[T, T], bool]) -> None:
         held = cls._entries.get(name)
         if held is not None and not same(held, entry):
-            raise ValueError(
-                f"a different {cls._noun} named {name!r} is already registered; "
-                f"rename it or call {cls.__name__}.unregister({name!r}) first"
-            )
+            raise cls._taken(name)
         if held is None:
             cls._entries[name] = entry
+
+    @classmethod
+    def _taken(cls, name: str) -> ValueError:
+        """The error for a name another object holds."""
+        return ValueError(
+            f"{cls._noun} {name!r} already registered: a different {cls._noun} has that "
+            f"name; rename it or call {cls.__name__}.unregister({name!r}) first"
+        )
 
     @classmethod
     def get(cls, name: str) -> T:
@@ -60,7 +65,8 @@ class _NameRegistry(Generic[T]):
             entry: T = cls._entries[name]
         except KeyError:
             raise cls._missing(
-                f"no {cls._noun} named {name!r} is registered; {cls._missing_hint}"
+                f"{cls._noun} {name!r} not found: nothing is registered under that name; "
+                f"{cls._missing_hint}"
             ) from None
         return entry
 
@@ -144,6 +150,20 @@ class AgentRegistry(_NameRegistry["Agent"]):
         cls.get(name)
         del cls._entries[name]
 
+    @classmethod
+    def _rename(cls, agent: Agent, old: str, new: str) -> None:
+        """Move `agent` from `old` to `new` (when it is registered under `old`).
+
+        Raises:
+            ValueError: Another agent has the name `new`.
+        """
+        held = cls._entries.get(new)
+        if held is not None and held is not agent:
+            raise cls._taken(new)
+        if cls._entries.get(old) is agent:
+            del cls._entries[old]
+            cls._entries[new] = agent
+
 
 class GlobalHooks(list["Hook"]):
     """The global hooks of one kind, in registration order: a live list.
@@ -185,7 +205,7 @@ class GlobalHooks(list["Hook"]):
         """Forget the worked-out subsets (after the list was changed)."""
         self._matching.clear()
         only = self[0] if len(self) == 1 else None
-        self.lone = only.fn if only is not None and not only.tags and only._direct else None
+        self.lone = only._call if only is not None and not only.tags and only._direct else None
 
 
 class HookRegistry(_NameRegistry["Hook"]):
@@ -203,6 +223,54 @@ class HookRegistry(_NameRegistry["Hook"]):
     # Per hook-kind enum, the global hooks of any of its kinds: "is anything
     # watching turns at all?" is then one truth test on a hot path.
     _any_kind: ClassVar[dict[type[Enum], list[Hook]]] = {}
+    # The Hook class, set by pygents_ctx.hooks (which builds on this module) for wrap().
+    _hook_class: ClassVar[type[Hook]]
+
+    @classmethod
+    def wrap(
+        cls,
+        fn: Callable[..., Awaitable[Any]],
+        kind: HookKind | Iterable[HookKind],
+        *,
+        lock: bool = False,
+        tags: Iterable[str] | None = None,
+        **fixed_kwargs: Any,
+    ) -> Hook:
+        """Make `fn` a hook registered under its name, without making it global.
+
+        The hook fires only where it is attached (`owner.hooks.append(h)`, or an
+        instance decorator such as `@queue.before_append`, which attaches this
+        very object). Wrapping the same function again with the same options
+        returns the registered hook. If a different hook already has the name,
+        the new hook is returned unregistered: it fires, but saving its owner
+        raises `UnserializableHookError`.
+
+        Args:
+            fn: An `async def` function.
+            kind: One event kind, or a list of kinds.
+            lock: Serialize concurrent calls of this hook.
+            tags: Tags, kept for a later `add_global` (they filter global hooks only).
+            **fixed_kwargs: Merged into every call, as for `@hook`.
+
+        Raises:
+            TypeError: `fn` is not `async def`, `kind` is not a hook kind, or a
+                fixed kwarg is not one of its parameters.
+            ValueError: `kind` is an empty list.
+
+        Examples:
+            >>> from pygents_ctx import HookRegistry, TurnHook
+            >>> async def log_start(turn):
+            ...     print("starting", turn.tool_name)
+            >>> HookRegistry.wrap(log_start, TurnHook.BEFORE_RUN).type
+            <TurnHook.BEFORE_RUN: 'before_run'>
+        """
+        made = cls._hook_class(fn, kind, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
+        held: Hook | None = cls._entries.get(made.metadata.name)
+        if held is not None and held.same_as(made):
+            return held
+        if held is None:
+            cls._entries[made.metadata.name] = made
+        return made
 
     @classmethod
     def register(cls, hook: Hook) -> None:

@@ -51,28 +51,41 @@ _ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 class ToolMetadata(RunTimes):
     """What a tool is, and when it last ran.
 
-    Attributes:
+    Args:
         name: The function's name (a subtool's short name, without its parents).
         description: The docstring.
-        input_schema: A JSON-Schema-like object schema of the parameters the
-            caller provides (fixed kwargs and context parameters left out).
-        output_schema: The schema of the return value, or of one yielded item.
+        start_time: When the latest call started (for metadata made by hand).
+        end_time: When it ended.
+        input_schema: A JSON Schema object of the parameters the caller
+            provides (fixed kwargs and context parameters left out).
+        output_schema: The schema of the return value, or of one yielded item;
+            None when the function has no return hint or returns None.
     """
 
     __slots__ = ("description", "input_schema", "name", "output_schema")
+
+    # No `__hash__`: equal metadata compare equal, and the times change with each run.
+    __hash__ = None  # type: ignore[assignment]
 
     def __init__(
         self,
         name: str,
         description: str | None,
-        input_schema: dict[str, Any],
-        output_schema: dict[str, Any],
+        start_time: datetime | None = None,
+        end_time: datetime | None = None,
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.name = name
         self.description = description
         self.input_schema = input_schema
         self.output_schema = output_schema
+        if start_time is not None or end_time is not None:
+            self._load_times(
+                None if start_time is None else start_time.timestamp(),
+                None if end_time is None else end_time.timestamp(),
+            )
 
     @property
     def start_time(self) -> datetime | None:
@@ -84,16 +97,32 @@ class ToolMetadata(RunTimes):
         """When the latest call ended (UTC), or `None` while it runs."""
         return self._wall_datetimes()[1]
 
+    def _fields(self) -> tuple[Any, ...]:
+        start, end = self._wall_datetimes()
+        return self.name, self.description, start, end, self.input_schema, self.output_schema
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolMetadata):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        name, description, start, end, inputs, output = self._fields()
+        return (
+            f"ToolMetadata(name={name!r}, description={description!r}, start_time={start!r}, "
+            f"end_time={end!r}, input_schema={inputs!r}, output_schema={output!r})"
+        )
+
     def dict(self) -> dict[str, Any]:
         """The metadata as a plain dict, times as ISO 8601 strings."""
         start, end = self.start_time, self.end_time
         return {
             "name": self.name,
             "description": self.description,
-            "input_schema": self.input_schema,
-            "output_schema": self.output_schema,
             "start_time": start.isoformat() if start else None,
             "end_time": end.isoformat() if end else None,
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
         }
 
 
@@ -108,6 +137,8 @@ class Tool(Generic[P, R]):
 
     # Slots: a turn reads several of these on every run.
     __slots__ = (
+        "__name__",
+        "__wrapped__",
         "_call",
         "_lock",
         "_spec",
@@ -116,7 +147,6 @@ class Tool(Generic[P, R]):
         "hooks",
         "is_generator",
         "key",
-        "lock",
         "metadata",
         "parent",
         "subtools",
@@ -140,13 +170,14 @@ class Tool(Generic[P, R]):
         self.is_generator = inspect.isasyncgenfunction(fn)
         if not (self.is_generator or inspect.iscoroutinefunction(fn)):
             raise TypeError(
-                f"@tool needs an 'async def' function or async generator; "
-                f"{getattr(fn, '__name__', fn)!r} is neither"
+                f"Tool must be async: {getattr(fn, '__name__', fn)!r} is neither an 'async def' "
+                f"function nor an async generator function"
             )
         self.fn = fn
+        self.__wrapped__ = fn
         self.parent = parent
         self.key: str = fn.__name__ if parent is None else f"{parent.key}.{fn.__name__}"
-        self.lock = lock
+        self.__name__ = self.key
         self.tags = tag_set(tags)
         self.fixed_kwargs = dict(fixed_kwargs or {})
         self.hooks: list[Hook] = []
@@ -158,7 +189,9 @@ class Tool(Generic[P, R]):
             skip=frozenset(self.fixed_kwargs) | self._spec.context_parameters,
             generator=self.is_generator,
         )
-        self.metadata = ToolMetadata(fn.__name__, inspect.getdoc(fn), inputs, output)
+        self.metadata = ToolMetadata(
+            fn.__name__, inspect.getdoc(fn), input_schema=inputs, output_schema=output
+        )
         self._call: Callable[[tuple[Any, ...], dict[str, Any]], Any] = (
             self._iterate if self.is_generator else self._invoke
         )
@@ -167,6 +200,11 @@ class Tool(Generic[P, R]):
         """Call the tool: await the result, or `async for` over a generator tool."""
         result: R = self._call(args, kwargs)
         return result
+
+    @property
+    def lock(self) -> LoopLock | None:
+        """The lock serializing calls (usable with `async with`), or None without `lock=True`."""
+        return self._lock
 
     def __repr__(self) -> str:
         return f"<Tool {self.key}>"
@@ -289,6 +327,29 @@ class Tool(Generic[P, R]):
             return made
 
         return register if fn is None else register(fn)
+
+    def add_subtool(self, child: Tool[..., Any]) -> None:
+        """Attach a tool made elsewhere under this one.
+
+        It then appears in `doc_tree()`, and an agent given this tool accepts
+        its turns. It keeps its registry key (and stays a root tool of
+        `ToolRegistry.definitions()`); `subtool()` makes a scoped one instead.
+
+        Raises:
+            TypeError: `child` is not a `Tool`.
+            ValueError: `child` is already attached here, or attaching it would
+                make a cycle (it is this tool or holds it).
+        """
+        if not isinstance(child, Tool):
+            raise TypeError(f"add_subtool takes a Tool made by @tool, not {child!r}")
+        if child in self.subtools:
+            raise ValueError(f"tool {child.key!r} is already a subtool of {self.key!r}")
+        if any(t is self for t in child.walk()):
+            raise ValueError(
+                f"tool {child.key!r} cannot be a subtool of {self.key!r}: that would make a "
+                f"cycle (it is, or holds, {self.key!r} itself)"
+            )
+        self.subtools.append(child)
 
     def walk(self) -> Iterable[Tool[..., Any]]:
         """This tool and all of its subtools, depth first."""

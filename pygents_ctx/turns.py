@@ -17,13 +17,15 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Coroutine, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from operator import itemgetter
 from time import monotonic
-from typing import Any
+from typing import Any, Generic
+
+from typing_extensions import TypeVar
 
 from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
 from pygents_ctx._clock import RunTimes
@@ -47,8 +49,9 @@ ANY_TURN_HOOK = HookRegistry.globals_for_any(TurnHook)
 _ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
 
-class StopReason(Enum):
-    """How a turn's latest run ended."""
+# (str, Enum), not StrEnum: str() stays "StopReason.ERROR", as pygents prints it.
+class StopReason(str, Enum):  # noqa: UP042
+    """How a turn's latest run ended (a `str` enum: `StopReason.ERROR == "error"`)."""
 
     COMPLETED = "completed"
     TIMEOUT = "timeout"
@@ -143,11 +146,17 @@ def _bad_kwargs(kwargs: object) -> TypeError:
     return TypeError(f"Turn kwargs must be a dict with str keys, not {kwargs!r}")
 
 
-class Turn(RunTimes, JsonSerializable):
+T = TypeVar("T", default=Any)  # what a turn's tool produces
+
+
+class Turn(RunTimes, JsonSerializable, Generic[T]):
     """One unit of work: a tool, its arguments and a timeout.
 
+    Generic in what its tool produces: `Turn[int]` runs a tool returning an
+    `int` (or, for a generator tool, yielding them).
+
     Args:
-        tool: The tool, or its registry key.
+        tool: The tool, its registry key, or the function it decorates.
         args: Positional arguments for the tool.
         kwargs: Keyword arguments for the tool.
         timeout: Seconds the whole run (every step of a generator) may take.
@@ -185,7 +194,7 @@ class Turn(RunTimes, JsonSerializable):
 
     def __init__(
         self,
-        tool: Tool[..., Any] | str,
+        tool: Tool[..., Any] | str | Callable[..., Any],
         args: Iterable[Any] | None = None,
         kwargs: Mapping[str, Any] | None = None,
         timeout: float = 60,
@@ -226,16 +235,21 @@ class Turn(RunTimes, JsonSerializable):
     def _guard(self, field: str) -> None:
         if self._running:
             raise SafeExecutionError(
-                f"cannot change {field!r} of a running turn for tool {self._tool.key!r}; "
-                f"wait for it to finish"
+                f"Cannot change property {field!r} while the turn is running "
+                f"(tool {self._tool.key!r}); wait for it to finish"
             )
 
     @staticmethod
-    def _resolve(tool: Tool[..., Any] | str) -> Tool[..., Any]:
+    def _resolve(tool: Tool[..., Any] | str | Callable[..., Any]) -> Tool[..., Any]:
         if isinstance(tool, Tool):
             return tool
         if isinstance(tool, str):
             return ToolRegistry.get(tool)
+        name = getattr(tool, "__name__", None)
+        if callable(tool) and isinstance(name, str):
+            held = ToolRegistry.get(name)
+            if held.fn is tool:  # the function a tool decorates names that tool
+                return held
         raise TypeError(f"Turn tool must be a Tool or a tool name, not {tool!r}")
 
     @staticmethod
@@ -243,7 +257,8 @@ class Turn(RunTimes, JsonSerializable):
         if args is None:
             return (), False
         if not isinstance(args, (list, tuple)):
-            raise TypeError(f"Turn args must be a list or tuple, not {type(args).__name__}")
+            hint = "; pass timeout=... by keyword" if isinstance(args, (int, float)) else ""
+            raise TypeError(f"Turn args must be a list or tuple, not {type(args).__name__}{hint}")
         values = tuple(args)
         return values, any_dynamic(values)
 
@@ -265,7 +280,7 @@ class Turn(RunTimes, JsonSerializable):
         return self._tool
 
     @tool.setter
-    def tool(self, value: Tool[..., Any] | str) -> None:
+    def tool(self, value: Tool[..., Any] | str | Callable[..., Any]) -> None:
         self._guard("tool")
         self._tool = self._resolve(value)
 
@@ -329,7 +344,8 @@ class Turn(RunTimes, JsonSerializable):
         return TurnMetadata(start, end, stop_reason)
 
     def __repr__(self) -> str:
-        return f"<Turn {self._tool.key}>"
+        tool, timeout = self._tool.key, self._timeout
+        return f"Turn(tool={tool!r}, timeout={timeout!r}, metadata={self.metadata!r})"
 
     # -- running -------------------------------------------------------------
 
@@ -350,11 +366,12 @@ class Turn(RunTimes, JsonSerializable):
                 method, other = other, method
             raise WrongRunMethodError(
                 f"tool {self._tool.key!r} is {'not ' if wants_generator else ''}an async "
-                f"generator: run this turn with {other}(), not {method}()"
+                f"generator; use {other}() instead of {method}() to run this turn"
             )
         if self._running:
             raise SafeExecutionError(
-                f"turn for tool {self._tool.key!r} is already running; it cannot be started again"
+                f"turn for tool {self._tool.key!r} is running; it cannot be started again "
+                f"until its run ends"
             )
         self._running = True
         self.output = None
@@ -383,7 +400,7 @@ class Turn(RunTimes, JsonSerializable):
         if isinstance(exc, Expired):
             self._stop_reason = StopReason.TIMEOUT
             expired = TurnTimeoutError(
-                f"turn for tool {self._tool.key!r} timed out after {self._timeout} s; "
+                f"turn for tool {self._tool.key!r} timed out after {self._timeout}s; "
                 f"raise its timeout or make the tool faster"
             )
             expired.__suppress_context__ = True
@@ -410,7 +427,7 @@ class Turn(RunTimes, JsonSerializable):
         finally:
             self._running = False
 
-    def returning(self) -> Coroutine[Any, Any, Any]:
+    def returning(self) -> Coroutine[Any, Any, T]:
         """Run a coroutine tool and return its result (also kept in `output`).
 
         Use as `await turn.returning()`.
@@ -422,7 +439,7 @@ class Turn(RunTimes, JsonSerializable):
         """
         return self._returning(self.hooks)
 
-    def yielding(self) -> AsyncGenerator[Any, None]:
+    def yielding(self) -> AsyncGenerator[T, None]:
         """Run a generator tool, yielding each value as the tool produces it.
 
         `output` collects the values yielded so far.

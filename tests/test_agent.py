@@ -24,6 +24,7 @@ from pygents_ctx import (
     Turn,
     TurnTimeoutError,
     UnregisteredAgentError,
+    UnregisteredToolError,
     hook,
     tool,
 )
@@ -119,14 +120,20 @@ def _unregistered_after_use() -> Tool[..., Any]:
 
 
 @pytest.mark.parametrize(
-    "make_tool",
-    [_unregistered_tool, _remade_tool, _unregistered_after_use],
+    ("make_tool", "error"),
+    [
+        (_unregistered_tool, UnregisteredToolError),
+        (_remade_tool, ValueError),
+        (_unregistered_after_use, UnregisteredToolError),
+    ],
     ids=["constructed-directly", "unregistered-and-remade", "unregistered"],
 )
-def test_tool_not_held_by_registry_is_refused(make_tool: Callable[[], Tool[..., Any]]) -> None:
+def test_tool_not_held_by_registry_is_refused(
+    make_tool: Callable[[], Tool[..., Any]], error: type[Exception]
+) -> None:
     stale = make_tool()
 
-    with pytest.raises(ValueError, match=stale.key):
+    with pytest.raises(error, match=stale.key):
         Agent("alpha", "d", [stale])
 
     with pytest.raises(UnregisteredAgentError):
@@ -651,7 +658,7 @@ async def test_pause_from_a_hook_finishes_the_turn_and_waits_for_resume(kind: st
     async def pause_once(*args: Any) -> None:
         if not pauses:
             pauses.append(kind)
-            await agent.pause()
+            agent.pause()
 
     getattr(agent, kind)(_named(pause_once, "pause_once"))
     await agent.put(Turn(work, kwargs={"name": "first"}))
@@ -664,7 +671,7 @@ async def test_pause_from_a_hook_finishes_the_turn_and_waits_for_resume(kind: st
     assert agent.is_running
     assert not consumer.done()
 
-    await agent.resume()
+    agent.resume()
     pairs = await consumer
 
     assert values(pairs) == ["first", "second"]
@@ -672,7 +679,7 @@ async def test_pause_from_a_hook_finishes_the_turn_and_waits_for_resume(kind: st
     assert not agent.is_paused
 
 
-async def test_pause_and_resume_are_idempotent(echo: Tool[..., Any]) -> None:
+async def test_pause_and_resume_are_idempotent_plain_calls(echo: Tool[..., Any]) -> None:
     events: list[str] = []
     agent = Agent("alpha", "d", [echo])
 
@@ -684,30 +691,72 @@ async def test_pause_and_resume_are_idempotent(echo: Tool[..., Any]) -> None:
     async def resumed(agent: Agent) -> None:
         events.append(f"resume {agent.name}")
 
-    await agent.resume()
-    assert events == []
-    await agent.pause()
-    await agent.pause()
+    assert agent.resume() is None
+    assert agent.pause() is None
+    agent.pause()
     assert agent.is_paused
-    await agent.resume()
-    await agent.resume()
+    agent.resume()
+    agent.resume()
     assert not agent.is_paused
-    await agent.pause()
+    # No run stopped at the pause: the hooks fire where a run stops, not on the call.
+    assert events == []
 
-    assert events == ["pause alpha", "resume alpha", "pause alpha"]
+
+async def test_on_pause_and_on_resume_fire_once_where_the_run_stops(
+    echo: Tool[..., Any],
+) -> None:
+    events: list[str] = []
+    agent = Agent("alpha", "d", [echo])
+
+    @agent.on_pause
+    async def paused(agent: Agent) -> None:
+        events.append("pause")
+
+    @agent.on_resume
+    async def resumed(agent: Agent) -> None:
+        events.append("resume")
+
+    @agent.before_turn
+    async def starting(agent: Agent) -> None:
+        events.append("before_turn")
+
+    await agent.put(Turn(echo, kwargs={"value": 1}))
+    agent.pause()
+    agent.pause()
+    consumer = asyncio.create_task(drain(agent))
+    await settle()
+
+    assert events == ["pause"]
+    assert agent.is_running
+    assert agent.is_paused
+    agent.resume()
+    agent.resume()
+    assert values(await consumer) == [1]
+    assert events == ["pause", "resume", "before_turn"]
 
 
-async def test_run_while_paused_raises_until_resumed(echo: Tool[..., Any]) -> None:
+async def test_run_of_a_paused_agent_waits_at_the_pause_until_resumed(
+    echo: Tool[..., Any],
+) -> None:
     agent = Agent("alpha", "d", [echo])
     await agent.put(Turn(echo, kwargs={"value": 1}))
-    await agent.pause()
+    agent.pause()
 
-    with pytest.raises(SafeExecutionError, match="paused"):
-        await drain(agent)
-
+    consumer = asyncio.create_task(drain(agent))
+    await settle()
+    assert not consumer.done()
     assert agent.queue != []
-    await agent.resume()
-    assert values(await drain(agent)) == [1]
+
+    agent.resume()
+    assert values(await consumer) == [1]
+
+
+async def test_run_of_a_paused_agent_with_nothing_to_run_returns(echo: Tool[..., Any]) -> None:
+    agent = Agent("alpha", "d", [echo])
+    agent.pause()
+
+    assert await drain(agent) == []
+    assert agent.is_paused
 
 
 _ASSIGNMENTS: list[tuple[str, Callable[[], Any]]] = [
@@ -724,19 +773,17 @@ _ASSIGNMENTS: list[tuple[str, Callable[[], Any]]] = [
 @pytest.mark.parametrize(
     ("attribute", "make_value"), _ASSIGNMENTS, ids=[a for a, _ in _ASSIGNMENTS]
 )
-async def test_assigning_attributes_while_paused_raises(
+async def test_assigning_attributes_while_idle_and_paused_is_allowed(
     echo: Tool[..., Any], attribute: str, make_value: Callable[[], Any]
 ) -> None:
     agent = Agent("alpha", "d", [echo])
-    before = getattr(agent, attribute)
-    await agent.pause()
+    agent.pause()
+    value = make_value()
 
-    with pytest.raises(SafeExecutionError):
-        setattr(agent, attribute, make_value())
+    setattr(agent, attribute, value)
 
-    assert getattr(agent, attribute) == before
-    await agent.resume()
-    setattr(agent, attribute, make_value())
+    assert getattr(agent, attribute) == (frozenset(value) if attribute == "tags" else value)
+    assert agent.is_paused
 
 
 @pytest.mark.parametrize(
@@ -782,14 +829,44 @@ async def test_run_while_running_raises(echo: Tool[..., Any]) -> None:
     assert "running" in str(caught[0])
 
 
-def test_name_cannot_be_reassigned(echo: Tool[..., Any]) -> None:
+def test_renaming_an_idle_agent_moves_it_in_the_registry(echo: Tool[..., Any]) -> None:
     agent = Agent("alpha", "d", [echo])
+    agent.pause()
 
-    with pytest.raises(AttributeError):
-        agent.name = "beta"
+    agent.name = "beta"
+
+    assert agent.name == "beta"
+    assert AgentRegistry.get("beta") is agent
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("alpha")
+
+
+@pytest.mark.parametrize(
+    ("name", "error"), [("gamma", ValueError), ("", ValueError), (5, ValueError)]
+)
+def test_renaming_to_a_taken_or_invalid_name_changes_nothing(
+    echo: Tool[..., Any], name: Any, error: type[Exception]
+) -> None:
+    agent = Agent("alpha", "d", [echo])
+    other = Agent("gamma", "d", [echo])
+
+    with pytest.raises(error, match="already registered" if name == "gamma" else "non-empty"):
+        agent.name = name
 
     assert agent.name == "alpha"
     assert AgentRegistry.get("alpha") is agent
+    assert AgentRegistry.get("gamma") is other
+
+
+def test_renaming_an_unregistered_agent_leaves_the_registry_alone(echo: Tool[..., Any]) -> None:
+    agent = Agent("alpha", "d", [echo])
+    AgentRegistry.unregister("alpha")
+
+    agent.name = "beta"
+
+    assert agent.name == "beta"
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("beta")
 
 
 # -- agent hooks -----------------------------------------------------------------------------
@@ -829,22 +906,46 @@ async def test_agent_hooks_fire_with_their_arguments_in_order(echo: Tool[..., An
         events.append(("on_resume", agent))
 
     turn = Turn(echo, kwargs={"value": "v"})
+    second = Turn(echo, kwargs={"value": "w"})
     await agent.put(turn)
+    await agent.put(second)
+    events.clear()
     async for pair in agent.run():
         events.append(("caller", pair))
-    await agent.pause()
-    await agent.resume()
+        if pair[1] == "v":
+            agent.pause()
+            asyncio.get_running_loop().call_soon(agent.resume)
 
     assert events == [
-        ("before_put", agent, turn, False),
-        ("after_put", agent, turn, True),
         ("before_turn", agent, turn),
         ("on_turn_value", agent, turn, "v"),
         ("caller", (turn, "v")),
         ("after_turn", agent, turn),
         ("on_pause", agent),
         ("on_resume", agent),
+        ("before_turn", agent, second),
+        ("on_turn_value", agent, second, "w"),
+        ("caller", (second, "w")),
+        ("after_turn", agent, second),
     ]
+
+
+async def test_put_hooks_fire_with_the_agent_and_the_turn(echo: Tool[..., Any]) -> None:
+    events: list[tuple[Any, ...]] = []
+    agent = Agent("alpha", "d", [echo])
+
+    @agent.before_put
+    async def on_before_put(agent: Agent, turn: Turn) -> None:
+        events.append(("before_put", agent, turn, turn in agent.queue))
+
+    @agent.after_put
+    async def on_after_put(agent: Agent, turn: Turn) -> None:
+        events.append(("after_put", agent, turn, turn in agent.queue))
+
+    turn = Turn(echo, kwargs={"value": "v"})
+    await agent.put(turn)
+
+    assert events == [("before_put", agent, turn, False), ("after_put", agent, turn, True)]
 
 
 async def test_global_agent_hooks_fire_for_every_agent(echo: Tool[..., Any]) -> None:
@@ -1045,7 +1146,7 @@ async def test_a_pause_after_the_last_turn_does_not_hold_the_run_open() -> None:
 
     @agent.after_turn
     async def pause_after(agent: Agent, turn: Turn) -> None:
-        await agent.pause()
+        agent.pause()
 
     await agent.put(Turn(only))
     values = await asyncio.wait_for(_drain_values(agent), timeout=1)

@@ -11,6 +11,7 @@ import pytest
 import pygents_ctx.errors
 from pygents_ctx import (
     Agent,
+    AgentRegistry,
     BlobNotFoundError,
     ConcurrentModificationError,
     ContextOverflowError,
@@ -95,10 +96,15 @@ def test_errors_module_lists_every_error_class_in_its_tree() -> None:
 # -- realistic triggers ------------------------------------------------------------------
 
 
-async def _change_a_paused_agent() -> None:
-    agent = Agent("sleepy", "pauses", [])
-    await agent.pause()
-    agent.description = "changed while paused"
+async def _change_a_running_agent() -> None:
+    @tool
+    async def rename() -> None:
+        AgentRegistry.get("busy").description = "changed while running"
+
+    agent = Agent("busy", "runs", [rename])
+    await agent.put(Turn(rename))
+    async for _ in agent.run():
+        pass
 
 
 async def _yield_from_a_coroutine_tool() -> None:
@@ -196,7 +202,7 @@ async def _search_a_missing_collection() -> None:
 
 
 TRIGGERS = [
-    pytest.param(_change_a_paused_agent, SafeExecutionError, "description", id="safe-execution"),
+    pytest.param(_change_a_running_agent, SafeExecutionError, "description", id="safe-execution"),
     pytest.param(_yield_from_a_coroutine_tool, WrongRunMethodError, "returning", id="wrong-run"),
     pytest.param(_outlast_the_timeout, TurnTimeoutError, "slow", id="timeout"),
     pytest.param(_name_a_missing_tool, UnregisteredToolError, "missing_tool", id="tool"),

@@ -408,7 +408,7 @@ async def test_instance_decorator_attaches_a_hook_to_that_object_only(
     assert isinstance(watch, Hook)
     assert _hooks_of(owner) == [watch]
     assert watch.kinds == (target.kind,)
-    assert watch.lock is (form == "options")
+    assert (watch.lock is not None) is (form == "options")
     await target.trigger(owner)
     assert received == ["prod" if form == "options" else "dev"]
     await target.trigger(other)

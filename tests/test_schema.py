@@ -91,13 +91,7 @@ def probe_tool(hint: Any, *, returns: Any = None, generator: bool = False) -> To
         (int, {"type": "integer"}),
         (float, {"type": "number"}),
         (bool, {"type": "boolean"}),
-        (type(None), {"type": "null"}),
-        (Optional[int], {"anyOf": [{"type": "integer"}, {"type": "null"}]}),  # noqa: UP045
         (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
-        (
-            Union[str, float, None],  # noqa: UP007
-            {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
-        ),
         (list[int], {"type": "array", "items": {"type": "integer"}}),
         (collections.abc.Sequence[str], {"type": "array", "items": {"type": "string"}}),
         (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
@@ -153,6 +147,33 @@ def test_type_hint_schema(hint: Any, expected: dict[str, Any]) -> None:
     assert probe.metadata.output_schema == expected
 
 
+@pytest.mark.parametrize(
+    ("hint", "parameter", "returned"),
+    [
+        (
+            Optional[int],  # noqa: UP045
+            {"type": "integer"},
+            {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+        ),
+        (int | None, {"type": "integer"}, {"anyOf": [{"type": "integer"}, {"type": "null"}]}),
+        (
+            Union[str, float, None],  # noqa: UP007
+            {"anyOf": [{"type": "string"}, {"type": "number"}]},
+            {"anyOf": [{"type": "string"}, {"type": "number"}, {"type": "null"}]},
+        ),
+        (type(None), {"type": "null"}, None),
+    ],
+    ids=["Optional[int]", "int | None", "str | float | None", "None"],
+)
+def test_a_parameters_none_alternative_is_left_out_as_pygents_writes_it(
+    hint: Any, parameter: dict[str, Any], returned: dict[str, Any] | None
+) -> None:
+    # A caller passes None by leaving the parameter out; a return value can be null.
+    probe = probe_tool(hint)
+    assert probe.metadata.input_schema["properties"]["value"] == parameter
+    assert probe.metadata.output_schema == returned
+
+
 @pytest.mark.parametrize("typed_dict", [Movie, Show])
 def test_typed_dict_not_required_keys_are_not_required(typed_dict: type) -> None:
     probe = probe_tool(typed_dict)
@@ -197,7 +218,7 @@ def test_string_annotations_are_resolved() -> None:
         "type": "object",
         "properties": {
             "query": {"type": "string"},
-            "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+            "limit": {"type": "integer"},
         },
         "required": ["query"],
     }
@@ -211,55 +232,44 @@ def test_missing_hints_describe_anything() -> None:
 
     assert loose.metadata.input_schema == {
         "type": "object",
-        "properties": {"a": {}, "b": {"default": 2}},
+        "properties": {"a": {}, "b": {}},
         "required": ["a"],
     }
-    assert loose.metadata.output_schema == {}
+    assert loose.metadata.output_schema is None
 
 
-def test_generator_without_return_hint_has_an_empty_output_schema() -> None:
+def test_generator_without_return_hint_has_no_output_schema() -> None:
     @tool
     async def stream(n: int):  # type: ignore[no-untyped-def]
         yield n
 
-    assert stream.metadata.output_schema == {}
+    assert stream.metadata.output_schema is None
 
 
-def test_none_return_is_null() -> None:
+def test_none_return_has_no_output_schema() -> None:
     @tool
     async def fire_and_forget(x: int) -> None:
         pass
 
-    assert fire_and_forget.metadata.output_schema == {"type": "null"}
+    assert fire_and_forget.metadata.output_schema is None
 
 
 _SENTINEL = object()
 
 
 @pytest.mark.parametrize(
-    ("default", "expected"),
-    [
-        (3, {"type": "integer", "default": 3}),
-        (0, {"type": "integer", "default": 0}),
-        ("x", {"type": "integer", "default": "x"}),
-        (False, {"type": "integer", "default": False}),
-        (None, {"type": "integer", "default": None}),
-        (1.5, {"type": "integer", "default": 1.5}),
-        ((1, 2), {"type": "integer"}),
-        (_SENTINEL, {"type": "integer"}),
-    ],
-    ids=["int", "zero", "str", "false", "none", "float", "tuple-not-json-scalar", "object"],
+    "default",
+    [3, 0, "x", False, None, 1.5, (1, 2), _SENTINEL],
+    ids=["int", "zero", "str", "false", "none", "float", "tuple", "object"],
 )
-def test_defaults_are_recorded_when_they_are_json_scalars(
-    default: Any, expected: dict[str, Any]
-) -> None:
+def test_defaults_make_a_parameter_optional_and_are_not_written(default: Any) -> None:
     async def probe(value: int, option: int = default) -> int:
         return value
 
     made = tool(probe)
     assert made.metadata.input_schema == {
         "type": "object",
-        "properties": {"value": {"type": "integer"}, "option": expected},
+        "properties": {"value": {"type": "integer"}, "option": {"type": "integer"}},
         "required": ["value"],
     }
 
@@ -271,10 +281,7 @@ def test_no_required_key_when_nothing_is_required() -> None:
 
     assert optional_only.metadata.input_schema == {
         "type": "object",
-        "properties": {
-            "a": {"type": "integer", "default": 1},
-            "b": {"type": "string", "default": "x"},
-        },
+        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
     }
 
 
@@ -316,7 +323,7 @@ def test_metadata_dict_carries_the_schemas() -> None:
     data = add.metadata.dict()
     assert data["input_schema"] == {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 1}},
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
         "required": ["a"],
     }
     assert data["output_schema"] == {"type": "integer"}

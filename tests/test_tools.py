@@ -57,7 +57,7 @@ def test_decorator_with_options_registers_a_tool_with_those_options() -> None:
         return url
 
     assert ToolRegistry.get("fetch") is fetch
-    assert fetch.lock is True
+    assert fetch.lock is not None
     assert fetch.tags == frozenset({"io"})
     assert fetch.fixed_kwargs == {"api_key": "k"}
 
@@ -487,7 +487,7 @@ async def test_instance_hook_decorators_work_bare_with_options_and_as_plain_call
     assert calls == [("bare", 4), ("with_options", (4, "prod")), ("plain", 8)]
     assert isinstance(bare, Hook)
     assert isinstance(made, Hook)
-    assert with_options.lock is True
+    assert with_options.lock is not None
     assert with_options.fixed_kwargs == {"env": "prod"}
     assert double.hooks == [bare, with_options, made]
 
@@ -820,7 +820,7 @@ def test_subtools_keep_their_short_name_and_parent(tree: dict[str, Tool[..., Any
 
 async def test_subtool_with_options_is_a_full_tool(tree: dict[str, Tool[..., Any]]) -> None:
     write = tree["write"]
-    assert write.lock is True
+    assert write.lock is not None
     assert write.tags == frozenset({"io"})
     assert await write("a.txt") == "w a.txt"
     assert await tree["append"]("b.txt") == "append b.txt"

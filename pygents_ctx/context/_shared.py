@@ -30,7 +30,7 @@ def check_limit(limit: object, owner: str) -> int:
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"{owner} limit must be an int, not {limit!r}")
     if limit < 1:
-        raise ValueError(f"{owner} limit must be at least 1, not {limit}")
+        raise ValueError(f"{owner} limit must be >= 1, not {limit}")
     return limit
 
 

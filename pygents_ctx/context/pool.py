@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
@@ -72,8 +72,8 @@ class ContextPool(JsonSerializable, Generic[T]):
     def __init__(
         self,
         limit: int | None = None,
-        *,
         tags: Iterable[str] | None = None,
+        *,
         selector: Selector | None = None,
     ) -> None:
         self._limit = None if limit is None else check_limit(limit, "ContextPool")
@@ -124,7 +124,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         return item_id in self._items
 
     def __repr__(self) -> str:
-        return f"<ContextPool {len(self._items)}/{self._limit}>"
+        return f"{type(self).__name__}(limit={self._limit}, len={len(self._items)})"
 
     def get(self, item_id: str) -> ContextItem[T]:
         """The item with this id.
@@ -154,8 +154,9 @@ class ContextPool(JsonSerializable, Generic[T]):
         if item_id is None or item.description is None:
             field = "id" if item_id is None else "description"
             raise ValueError(
-                f"ContextPool.add needs an item with {'an' if field == 'id' else 'a'} {field}; "
-                f"set ContextItem({field}=...) (items without an id belong in a ContextQueue)"
+                f"ContextPool requires a ContextItem with both 'id' and 'description' set; this "
+                f"one has no {field}: set ContextItem({field}=...) (items without an id belong "
+                f"in a ContextQueue)"
             )
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
@@ -263,27 +264,27 @@ class ContextPool(JsonSerializable, Generic[T]):
         return [items[item_id] for item_id, _ in hits if item_id in items]
 
     def branch(
-        self, limit: int | Inherit | None = INHERIT, *, hooks: list[Hook] | Inherit = INHERIT
-    ) -> ContextPool[T]:
+        self, limit: int | Inherit | None = INHERIT, hooks: list[Hook] | Inherit | None = INHERIT
+    ) -> Self:
         """An independent copy: later changes to either side do not reach the other.
 
         Args:
             limit: The child's limit (default: this pool's; `None` for none); a
                 smaller one keeps the newest items that fit.
-            hooks: The child's hooks (default: a copy of this pool's list).
+            hooks: The child's hooks (default: a copy of this pool's list; None
+                or `[]`: none).
 
-        No hooks fire while copying. The child shares the selector and starts
+        The child is of this pool's class (made with `limit` and `tags`). No
+        hooks fire while copying. The child shares the selector and starts
         from a copy-on-write branch of the selection index, if one was built.
         """
-        child: ContextPool[T] = ContextPool(
-            self._limit if isinstance(limit, Inherit) else limit, tags=self.tags
-        )
+        child = type(self)(self._limit if isinstance(limit, Inherit) else limit, self.tags)
         kept = list(self._items.items())
         dropped: list[tuple[str, ContextItem[T]]] = []
         if child._limit is not None and len(kept) > child._limit:
             dropped, kept = kept[: len(kept) - child._limit], kept[len(kept) - child._limit :]
         child._items.update(kept)
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child._selector = self._selector
         if self._index is not None:
             child._index = self._index.branch()
@@ -334,7 +335,10 @@ class ContextPool(JsonSerializable, Generic[T]):
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
         for item in saved.items:
             if item.id is None or item.description is None:
-                raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")
+                raise ValueError(
+                    f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
+                    f"both 'id' and 'description' set"
+                )
             if item.id in pool._items:
                 raise ValueError(f"saved ContextPool has the id {item.id!r} twice")
             pool._items[item.id] = item

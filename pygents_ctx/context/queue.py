@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import (
@@ -53,6 +53,19 @@ def _is_call_message(content: object) -> bool:
     return isinstance(content, Message) and content.has_tool_uses
 
 
+def _not_an_item(value: object, where: str) -> TypeError:
+    return TypeError(
+        f"ContextQueue only accepts ContextItem instances, got {type(value).__name__!r} "
+        f"({where}); wrap the value: ContextItem(content=...)"
+    )
+
+
+def _as_text(content: object) -> str:
+    if isinstance(content, Message):
+        return f"{content.role}: {content.text}"
+    return str(content)
+
+
 def _check_max_tokens(value: object) -> int | None:
     if value is None:
         return None
@@ -77,11 +90,11 @@ class ContextQueue(JsonSerializable, Generic[T]):
 
     Args:
         limit: The most items held (at least 1).
+        tags: Tags that global hooks can filter on.
         max_tokens: The most tokens held, or None for no token budget.
         counter: How to count an item's content (default: `HeuristicTokenCounter()`).
             A `Message` is counted with `count_message_tokens`, a string as
             text, anything else through its JSON.
-        tags: Tags that global hooks can filter on.
 
     Hooks (instance decorators or `queue.hooks`): `before_append(queue,
     incoming, current)`, `after_append(queue, appended, current)`,
@@ -110,10 +123,10 @@ class ContextQueue(JsonSerializable, Generic[T]):
     def __init__(
         self,
         limit: int,
+        tags: Iterable[str] | None = None,
         *,
         max_tokens: int | None = None,
         counter: TokenCounter | None = None,
-        tags: Iterable[str] | None = None,
     ) -> None:
         self._limit = check_limit(limit, "ContextQueue")
         self._max_tokens = _check_max_tokens(max_tokens)
@@ -161,8 +174,79 @@ class ContextQueue(JsonSerializable, Generic[T]):
 
     @property
     def items(self) -> list[ContextItem[T]]:
-        """A copy of the items, oldest first."""
+        """A copy of the items, oldest first.
+
+        Assigning a list replaces the contents, keeping the newest that fit
+        (`limit`, `max_tokens`). No hook can run in an assignment (hooks are
+        async), so while any would fire it raises `RuntimeError`: use
+        `await queue.replace(items)` then, which fires them.
+
+        Raises:
+            TypeError: (on assignment) An element is not a `ContextItem`; nothing changed.
+            RuntimeError: (on assignment) Hooks watch this queue's clear or append.
+        """
         return self._slots[self._head :]
+
+    @items.setter
+    def items(self, items: Iterable[ContextItem[T]]) -> None:
+        new = self._checked(items, "items")
+        kinds = (_BEFORE_CLEAR, _AFTER_CLEAR, _BEFORE_APPEND, _AFTER_APPEND, _ON_EVICT)
+        heard = kinds_heard(self.hooks)
+        watching = [k.kind.value for k in kinds if k.matching(self.tags) or k.kind in heard]
+        if watching:
+            raise RuntimeError(
+                f"ContextQueue.items cannot be assigned while hooks watch this queue "
+                f"({', '.join(watching)}): a property cannot await them; use "
+                f"'await queue.replace(items)', which fires them as clear() and append() do"
+            )
+        counts = [self._count(item) for item in new] if self._counting else None
+        self._reset()
+        if new:
+            self._insert(new, counts)
+
+    async def replace(self, items: Iterable[ContextItem[T]]) -> None:
+        """Replace the contents with `items`: `clear()`, then `append(*items)`, hooks and all.
+
+        Every item is checked (and counted, with a token budget) first, so bad
+        input changes nothing.
+
+        Raises:
+            TypeError: An element is not a `ContextItem`.
+        """
+        new = self._checked(items, "replace")
+        if self._counting:
+            for item in new:
+                self._count(item)  # a counter that fails, fails before anything changes
+        await self.clear()
+        if new:
+            await self.append(*new)
+
+    @staticmethod
+    def _checked(items: Iterable[ContextItem[T]], where: str) -> tuple[ContextItem[T], ...]:
+        new = tuple(items)
+        for item in new:
+            if not isinstance(item, ContextItem):
+                raise _not_an_item(item, where)
+        return new
+
+    def history(self, last: int | None = None) -> str:
+        """The contents as text, one item per line, oldest first.
+
+        Each item's `str(content)`; a `Message` as `"role: text"`.
+
+        Args:
+            last: Only the newest `last` items (None: all of them).
+
+        Raises:
+            ValueError: `last` is negative.
+        """
+        items = self._slots[self._head :]
+        given: object = last
+        if given is not None:
+            if isinstance(given, bool) or not isinstance(given, int) or given < 0:
+                raise ValueError(f"history(last=...) takes None or an int >= 0, not {given!r}")
+            items = items[len(items) - given :] if given < len(items) else items
+        return "\n".join(_as_text(item.content) for item in items)
 
     def __len__(self) -> int:
         return len(self._slots) - self._head
@@ -174,10 +258,10 @@ class ContextQueue(JsonSerializable, Generic[T]):
         return len(self._slots) > self._head
 
     def __repr__(self) -> str:
+        shown = f"{type(self).__name__}(limit={self._limit}, len={len(self)}"
         if self._max_tokens is None:
-            return f"<ContextQueue {len(self)}/{self._limit}>"
-        tokens = f"{self._tokens}/{self._max_tokens} tokens"
-        return f"<ContextQueue {len(self)}/{self._limit}, {tokens}>"
+            return shown + ")"
+        return shown + f", tokens={self._tokens}, max_tokens={self._max_tokens})"
 
     async def append(self, *items: ContextItem[T]) -> None:
         """Add items at the newest end, evicting the oldest beyond `limit`.
@@ -187,10 +271,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """
         for item in items:
             if not isinstance(item, ContextItem):
-                raise TypeError(
-                    f"ContextQueue.append takes ContextItem objects, not {type(item).__name__}; "
-                    f"wrap the value: ContextItem(content=...)"
-                )
+                raise _not_an_item(item, "append")
         # Counted before anything changes: a counter that raises leaves the queue as it was.
         counts = [self._count(item) for item in items] if self._counting else None
         hooks = self.hooks
@@ -289,33 +370,40 @@ class ContextQueue(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, self.items)
+        self._reset()
+        if hooks or _AFTER_CLEAR:
+            await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
+
+    def _reset(self) -> None:
+        """Empty the queue (no hooks)."""
         self._slots.clear()
         self._head = 0
         self._counts.clear()
         self._tokens = 0
-        if hooks or _AFTER_CLEAR:
-            await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 
     def branch(
-        self, limit: int | None = None, *, hooks: list[Hook] | Inherit = INHERIT
-    ) -> ContextQueue[T]:
+        self, limit: int | None = None, hooks: list[Hook] | Inherit | None = INHERIT
+    ) -> Self:
         """An independent copy: later changes to either side do not reach the other.
 
         Args:
             limit: The child's limit (default: this queue's); a smaller one
                 keeps the newest items that fit.
-            hooks: The child's hooks (default: a copy of this queue's list).
+            hooks: The child's hooks (default: a copy of this queue's list;
+                None or `[]`: none).
 
-        The child keeps `max_tokens` and `counter`. No hooks fire while copying.
+        The child is of this queue's class (made with `limit` and `tags`, and
+        `max_tokens` / `counter` when set) and keeps `max_tokens` and
+        `counter`. No hooks fire while copying.
         """
-        child: ContextQueue[T] = ContextQueue(
-            self._limit if limit is None else limit,
-            max_tokens=self._max_tokens,
-            counter=self._counter,
-            tags=self.tags,
-        )
+        options: dict[str, Any] = {}
+        if self._max_tokens is not None:
+            options["max_tokens"] = self._max_tokens
+        if self._counter is not None:
+            options["counter"] = self._counter
+        child = type(self)(self._limit if limit is None else limit, self.tags, **options)
         child._load(self.items, self._counts[self._head :])
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
+        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         return child
 
     def _load(self, items: list[ContextItem[T]], counts: list[int]) -> None:

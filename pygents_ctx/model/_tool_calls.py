@@ -17,7 +17,7 @@ from pygents_ctx.context.messages import (
 )
 from pygents_ctx.hooks import Hook
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
-from pygents_ctx.model.definitions import accepts_null
+from pygents_ctx.model.definitions import accepts_null, input_schema
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
@@ -49,7 +49,7 @@ def _arguments(item: Tool[..., Any], given: Mapping[str, Any]) -> dict[str, Any]
     A model in strict mode must send every parameter, and sends null for one it
     leaves out: dropping that null lets the tool's default apply.
     """
-    schema = item.metadata.input_schema
+    schema = input_schema(item)
     properties: Mapping[str, Any] = schema.get("properties", {})
     required = set(schema.get("required", ()))
     return {

@@ -127,8 +127,17 @@ def to_anthropic_tools(
     return definitions
 
 
+def input_schema(item: Tool[..., Any]) -> dict[str, Any]:
+    """The tool's parameters schema (an empty object schema when its metadata has none).
+
+    A decorated tool always has one; `ToolMetadata` built by hand may not.
+    """
+    schema = item.metadata.input_schema
+    return {"type": "object", "properties": {}} if schema is None else schema
+
+
 def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> dict[str, Any]:
-    schema = copy.deepcopy(item.metadata.input_schema)
+    schema = copy.deepcopy(input_schema(item))
     if not strict:
         return schema
     converted: dict[str, Any] = _strict(schema, f"tool {item.metadata.name!r}", all_required)

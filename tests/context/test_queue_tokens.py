@@ -101,7 +101,7 @@ def test_a_queue_reports_its_budget_and_counter() -> None:
     assert (budgeted.max_tokens, budgeted.counter) == (100, len)
     assert plain.max_tokens is None
     assert plain.counter == HeuristicTokenCounter()
-    assert repr(budgeted) == "<ContextQueue 0/5, 0/100 tokens>"
+    assert repr(budgeted) == "ContextQueue(limit=5, len=0, tokens=0, max_tokens=100)"
 
 
 # -- the running total ------------------------------------------------------------------------
@@ -188,7 +188,7 @@ async def test_the_newest_item_stays_even_alone_over_budget() -> None:
     await queue.append(ContextItem(content="x" * 50))
     assert (contents(queue), queue.tokens) == (["x" * 50], 50)
     assert evicted == ["aa", "bb"]
-    assert repr(queue) == "<ContextQueue 1/100, 50/10 tokens>"
+    assert repr(queue) == "ContextQueue(limit=100, len=1, tokens=50, max_tokens=10)"
 
     await queue.append(ContextItem(content="y"))
     assert (contents(queue), queue.tokens) == (["y"], 1)

@@ -181,7 +181,7 @@ async def test_paused_agent_saved_to_json_resumes_elsewhere_with_the_same_result
     @hook(AgentHook.AFTER_TURN, tags=["pausable"])
     async def pause_at_checkpoint(agent: Agent, turn: Turn) -> None:
         if turn.kwargs.get("n") == 3:
-            await agent.pause()
+            agent.pause()
 
     async def start(name: str, tags: list[str]) -> Agent:
         agent = Agent(name, "counts", [count, total], context_queue=ContextQueue(20), tags=tags)
@@ -207,7 +207,7 @@ async def test_paused_agent_saved_to_json_resumes_elsewhere_with_the_same_result
     assert restored.is_paused
     assert [item.content for item in restored.context_queue] == [1, 2, 3]
     assert [t.kwargs for t in restored.queue] == [{"n": 4, "limit": 6}]
-    await restored.resume()
+    restored.resume()
     finished = await drain(restored)
 
     assert expected == [("total", 21)]

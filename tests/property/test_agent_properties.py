@@ -166,7 +166,7 @@ async def _build(plan: AgentPlan, tools: list[Tool[..., Any]], hooks: dict[str, 
     for item_id, (description, content) in plan.pool_items.items():
         await pool.add(ContextItem(content=content, description=description, id=item_id))
     if plan.paused:
-        await agent.pause()
+        agent.pause()
     return agent
 
 

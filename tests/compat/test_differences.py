@@ -1,0 +1,467 @@
+"""Each deliberate difference from pygents, shown on both packages.
+
+These tests assert what each package does where they differ on purpose, so
+the migration page (guides/guides/migrating-from-pygents.md) stays true.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from datetime import UTC
+from typing import Any
+
+import pytest
+
+from tests.compat.conftest import Impl
+from tests.compat.marks import shows
+
+
+def _echo(impl: Impl) -> Any:
+    @impl.m.tool
+    async def echo(value: Any = None) -> Any:
+        return value
+
+    return echo
+
+
+@shows("one-tool-class")
+def test_generator_tools_are_tools_in_pygents_ctx(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def count(n: int) -> AsyncIterator[int]:
+        yield n
+
+    if impl.is_pygents:
+        assert isinstance(count, m.AsyncGenTool)
+        assert not isinstance(count, m.Tool)
+    else:
+        assert isinstance(count, m.Tool)
+        assert count.is_generator
+        assert not hasattr(m, "AsyncGenTool")
+        assert not hasattr(m, "BaseTool")
+
+
+@shows("tool-hooks-list")
+def test_tool_hooks_are_hooks_not_pairs(impl: Impl) -> None:
+    echo = _echo(impl)
+
+    @echo.after_invoke
+    async def seen(result: Any) -> None:
+        pass
+
+    if impl.is_pygents:
+        assert echo.hooks == [(impl.m.ToolHook.AFTER_INVOKE, seen)]
+    else:
+        assert echo.hooks == [seen]
+
+
+@shows("hook-kinds")
+def test_hook_kinds_are_not_strings(impl: Impl) -> None:
+    m = impl.m
+
+    async def watch(*args: Any) -> None:
+        pass
+
+    if impl.is_pygents:
+        assert m.TurnHook.ON_ERROR == m.ToolHook.ON_ERROR == "on_error"
+        assert m.hook("before_run")(watch).type == "before_run"
+    else:
+        assert m.TurnHook.ON_ERROR != m.ToolHook.ON_ERROR
+        assert m.TurnHook.BEFORE_RUN != "before_run"
+        with pytest.raises(TypeError, match=r"TurnHook\.BEFORE_RUN"):
+            m.hook("before_run")
+
+
+@shows("hook-constructor")
+def test_hook_constructor_takes_options_by_keyword(impl: Impl) -> None:
+    m = impl.m
+
+    async def watch(turn: Any) -> None:
+        pass
+
+    if impl.is_pygents:
+        made = m.Hook(watch, m.TurnHook.BEFORE_RUN, None, {})
+    else:
+        with pytest.raises(TypeError):
+            m.Hook(watch, m.TurnHook.BEFORE_RUN, None, {})
+        made = m.Hook(watch, m.TurnHook.BEFORE_RUN, lock=False, fixed_kwargs={})
+    assert made.type is m.TurnHook.BEFORE_RUN
+
+
+@shows("hook-tags")
+def test_hook_tags_are_a_set_when_not_given(impl: Impl) -> None:
+    m = impl.m
+
+    @m.hook(m.TurnHook.BEFORE_RUN)
+    async def untagged(turn: Any) -> None:
+        pass
+
+    assert untagged.tags == (None if impl.is_pygents else frozenset())
+
+
+@shows("hook-registry")
+def test_dispatch_helpers_of_the_hook_registry(impl: Impl) -> None:
+    m = impl.m
+
+    @m.hook(m.TurnHook.BEFORE_RUN)
+    async def watch(turn: Any) -> None:
+        pass
+
+    if impl.is_pygents:
+        assert m.HookRegistry.get_global_by_type(m.TurnHook.BEFORE_RUN) == [watch]
+    else:
+        assert not hasattr(m.HookRegistry, "get_global_by_type")
+        assert not hasattr(m.HookRegistry, "register_global")
+        assert not hasattr(m.HookRegistry, "fire")
+        assert list(m.HookRegistry.globals_for(m.TurnHook.BEFORE_RUN)) == [watch]
+
+
+@shows("fewer-parameters")
+async def test_a_hook_with_fewer_parameters_gets_the_leading_arguments(impl: Impl) -> None:
+    m = impl.m
+    _echo(impl)
+    seen: list[Any] = []
+    agent = m.Agent("a", "d", [m.ToolRegistry.get("echo")])
+
+    @agent.on_turn_value
+    async def value_only(a: Any) -> None:
+        seen.append(a is agent)
+
+    await agent.put(m.Turn("echo", kwargs={"value": 1}))
+    if impl.is_pygents:
+        with pytest.raises(TypeError):
+            async for _ in agent.run():
+                pass
+    else:
+        assert [v async for _, v in agent.run()] == [1]
+        assert seen == [True]
+
+
+@shows("event-arguments")
+async def test_after_append_gets_the_queue_first_as_documented(impl: Impl) -> None:
+    m = impl.m
+    queue = m.ContextQueue(limit=2)
+    seen: list[Any] = []
+
+    @queue.after_append
+    async def appended(*args: Any) -> None:
+        seen.append(args)
+
+    item = m.ContextItem(content=1)
+    await queue.append(item)
+
+    if impl.is_pygents:
+        assert seen == [([item], [item])]
+    else:
+        assert seen == [(queue, [item], [item])]
+
+
+@shows("event-arguments")
+async def test_after_invoke_gets_the_result_positionally(impl: Impl) -> None:
+    echo = _echo(impl)
+    seen: list[Any] = []
+
+    @echo.after_invoke
+    async def done(*args: Any, **kwargs: Any) -> None:
+        seen.append((args, kwargs))
+
+    await echo(value=3)
+
+    assert seen == ([((), {"result": 3})] if impl.is_pygents else [((3,), {})])
+
+
+@shows("generator-turns-stream")
+async def test_a_generator_turn_hands_out_values_as_they_come(impl: Impl) -> None:
+    m = impl.m
+    produced: list[int] = []
+
+    @m.tool
+    async def count(n: int) -> AsyncIterator[int]:
+        for i in range(n):
+            produced.append(i)
+            yield i
+
+    turn = m.Turn("count", kwargs={"n": 5})
+    async for value in turn.yielding():
+        if value == 1:
+            break
+
+    if impl.is_pygents:
+        assert produced == [0, 1, 2, 3, 4]  # run to its end before the first value
+        assert turn.output is None
+    else:
+        assert produced == [0, 1]
+        assert turn.output == [0, 1]
+
+
+@shows("turn-parameters")
+def test_turn_takes_timeout_by_keyword(impl: Impl) -> None:
+    m = impl.m
+    _echo(impl)
+
+    if impl.is_pygents:
+        assert m.Turn("echo", 5).timeout == 5
+    else:
+        with pytest.raises(TypeError, match=r"pass timeout=\.\.\. by keyword"):
+            m.Turn("echo", 5)
+    assert m.Turn("echo", timeout=5).timeout == 5
+
+
+@shows("aware-times")
+async def test_run_times_are_aware_utc(impl: Impl) -> None:
+    echo = _echo(impl)
+    turn = impl.m.Turn("echo")
+    await turn.returning()
+
+    for moment in (turn.metadata.start_time, echo.metadata.start_time):
+        assert moment is not None
+        assert moment.tzinfo is (None if impl.is_pygents else UTC)
+
+
+@shows("schemas")
+def test_schemas_leave_out_what_the_caller_does_not_pass(impl: Impl) -> None:
+    m = impl.m
+
+    async def fetch(url, memory, region="us"):  # type: ignore[no-untyped-def]
+        return url
+
+    fetch.__annotations__ = {"url": str, "memory": m.ContextQueue, "region": str}
+    fetch = m.tool(region="eu")(fetch)
+
+    @m.tool
+    async def ping() -> None:
+        pass
+
+    properties = fetch.metadata.input_schema["properties"]
+    if impl.is_pygents:
+        assert list(properties) == ["url", "memory", "region"]
+        assert ping.metadata.input_schema is None
+    else:
+        assert list(properties) == ["url"]
+        assert ping.metadata.input_schema == {"type": "object", "properties": {}}
+
+
+@shows("validation")
+def test_bad_input_is_refused(impl: Impl) -> None:
+    m = impl.m
+    _echo(impl)
+
+    def sync_hook(turn: Any) -> None:
+        pass
+
+    attempts = {
+        "timeout": lambda: m.Turn("echo", timeout=0),
+        "args": lambda: m.Turn("echo", args="ab"),
+        "limit": lambda: m.ContextQueue(limit=True),
+        "item id": lambda: m.ContextItem(content=1, id=5),
+        "agent name": lambda: m.Agent("", "d", []),
+        "sync hook": lambda: m.hook(m.TurnHook.BEFORE_RUN)(sync_hook),
+    }
+    for label, attempt in attempts.items():
+        if impl.is_pygents:
+            attempt()
+        else:
+            with pytest.raises((TypeError, ValueError)):
+                attempt()
+            assert label
+
+
+@shows("idle-agents")
+def test_a_paused_idle_agent_takes_assignments_and_renaming_moves_it(impl: Impl) -> None:
+    m = impl.m
+    agent = m.Agent("alpha", "d", [_echo(impl)])
+    agent.pause()
+
+    if impl.is_pygents:
+        with pytest.raises(m.SafeExecutionError, match="while the agent is paused"):
+            agent.description = "changed"
+        agent.resume()
+        agent.name = "beta"
+        assert m.AgentRegistry.get("alpha") is agent  # still under the old name
+    else:
+        agent.description = "changed"
+        agent.name = "beta"
+        assert m.AgentRegistry.get("beta") is agent
+        with pytest.raises(m.UnregisteredAgentError):
+            m.AgentRegistry.get("alpha")
+
+
+@shows("current-turn")
+async def test_the_current_turn_is_saved_from_before_turn_on(impl: Impl) -> None:
+    m = impl.m
+    agent = m.Agent("a", "d", [_echo(impl)])
+    saved: list[Any] = []
+
+    @agent.before_turn
+    async def save(a: Any) -> None:
+        saved.append(a.to_dict()["current_turn"])
+
+    await agent.put(m.Turn("echo"))
+    async for _ in agent.run():
+        pass
+
+    if impl.is_pygents:
+        assert saved == [None]
+    else:
+        assert saved[0]["tool_name"] == "echo"
+
+
+@shows("branch-copies-turns")
+async def test_branch_copies_the_queued_turns(impl: Impl) -> None:
+    m = impl.m
+    agent = m.Agent("a", "d", [_echo(impl)])
+    await agent.put(m.Turn("echo"))
+
+    child = agent.branch("child")
+
+    assert (child.turns[0] is agent.turns[0]) is impl.is_pygents
+
+
+@shows("queue-subclass-branch")
+def test_a_queue_subclass_branches_as_itself(impl: Impl) -> None:
+    class Notes(impl.m.ContextQueue):  # type: ignore[misc,name-defined]
+        pass
+
+    child = Notes(limit=2).branch()
+
+    assert type(child) is (impl.m.ContextQueue if impl.is_pygents else Notes)
+
+
+@shows("items-setter")
+async def test_assigning_items_checks_them_and_refuses_while_hooks_watch(impl: Impl) -> None:
+    m = impl.m
+    queue = m.ContextQueue(limit=2)
+
+    @queue.after_append
+    async def watched(*args: Any) -> None:
+        pass
+
+    if impl.is_pygents:
+        queue.items = ["not an item"]
+        assert queue.items == ["not an item"]
+    else:
+        with pytest.raises(TypeError, match="only accepts ContextItem"):
+            queue.items = ["not an item"]
+        with pytest.raises(RuntimeError, match="replace"):
+            queue.items = [m.ContextItem(content=1)]
+        await queue.replace([m.ContextItem(content=1)])
+        assert [i.content for i in queue.items] == [1]
+
+
+@shows("history")
+async def test_history_of_zero_items_is_empty(impl: Impl) -> None:
+    m = impl.m
+    queue = m.ContextQueue(limit=3)
+    await queue.append(m.ContextItem(content="a"), m.ContextItem(content="b"))
+
+    if impl.is_pygents:
+        assert queue.history(0) == "a\nb"
+        assert queue.history(-1) == "b"
+    else:
+        assert queue.history(0) == ""
+        with pytest.raises(ValueError, match="last"):
+            queue.history(-1)
+
+
+@shows("pool-membership")
+async def test_in_asks_a_pool_for_an_id(impl: Impl) -> None:
+    m = impl.m
+    pool = m.ContextPool()
+    await pool.add(m.ContextItem(content=1, description="d", id="a"))
+
+    assert ("a" in pool) is (not impl.is_pygents)
+
+
+@shows("saved-data")
+def test_saved_data_over_its_limit_or_missing_keys_is_refused(impl: Impl) -> None:
+    m = impl.m
+    over = {"limit": 1, "items": [{"content": 1}, {"content": 2}]}
+    tags = [f"tag{i}" for i in range(20)]
+    saved_tags = m.ContextQueue(limit=1, tags=tags).to_dict()["tags"]
+
+    assert sorted(saved_tags) == sorted(tags)
+    if not impl.is_pygents:
+        assert saved_tags == sorted(tags)
+
+    if impl.is_pygents:
+        assert len(m.ContextQueue.from_dict(over)) == 1
+        with pytest.raises(KeyError):
+            m.ContextQueue.from_dict({"items": []})
+    else:
+        with pytest.raises(ValueError, match="limit"):
+            m.ContextQueue.from_dict(over)
+        with pytest.raises(ValueError, match="'limit'"):
+            m.ContextQueue.from_dict({"items": []})
+
+
+@shows("locks")
+def test_a_tool_lock_is_a_lock_per_event_loop(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool(lock=True)
+    async def guarded() -> None:
+        pass
+
+    assert isinstance(guarded.lock, asyncio.Lock) is impl.is_pygents
+    assert callable(guarded.lock.locked)
+
+
+@shows("logger")
+async def test_warnings_go_to_the_packages_own_logger(
+    impl: Impl, caplog: pytest.LogCaptureFixture
+) -> None:
+    @impl.m.tool(env="prod")
+    async def deploy(env: str = "dev") -> str:
+        return env
+
+    with caplog.at_level(logging.WARNING):
+        await deploy(env="test")
+
+    assert [r.name for r in caplog.records] == [impl.name]
+
+
+@shows("modules")
+def test_turn_metadata_lives_in_the_turns_module(impl: Impl) -> None:
+    import importlib
+
+    if impl.is_pygents:
+        assert importlib.import_module("pygents.turn").TurnMetadata is not None
+        assert importlib.import_module("pygents.utils") is not None
+    else:
+        assert importlib.import_module("pygents_ctx.turns").TurnMetadata is impl.m.TurnMetadata
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module("pygents_ctx.utils")
+
+
+@shows("smaller")
+def test_smaller_differences(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def shell() -> None:
+        pass
+
+    async def synchronous_hook() -> None:
+        pass
+
+    queue = m.ContextQueue(limit=1)
+    turn_hook = m.HookRegistry.wrap(synchronous_hook, m.TurnHook.BEFORE_RUN)
+    turn = m.Turn("shell")
+    turn.tool = "shell"
+    turn.tags = ["x"]
+    assert turn.tags == (["x"] if impl.is_pygents else frozenset({"x"}))
+    if impl.is_pygents:
+        shell.add_subtool(shell)  # a cycle, accepted
+        assert queue.before_append(turn_hook) is turn_hook  # attached, never fires
+        assert turn.tool == "shell"  # the name, not the tool
+    else:
+        assert turn.tool is shell
+        with pytest.raises(ValueError, match="cycle"):
+            shell.add_subtool(shell)
+        with pytest.raises(ValueError, match=r"not <ContextQueueHook\.BEFORE_APPEND"):
+            queue.before_append(turn_hook)
+        with pytest.raises(TypeError, match="async def"):
+            m.HookRegistry.wrap(lambda turn: None, m.TurnHook.BEFORE_RUN)

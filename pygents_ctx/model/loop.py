@@ -307,7 +307,8 @@ class ModelLoop:
         Raises:
             ValueError: `prompt` is not user text or a user message, or there
                 is nothing to continue.
-            SafeExecutionError: The agent is already running or is paused.
+            SafeExecutionError: The agent is already running. (A paused agent's
+                run waits for `resume()`, as `Agent.run()` does.)
             ModelError: A model call failed and was not (or no longer) retried.
             TurnTimeoutError: A step ran past `step_timeout`.
         """
@@ -338,10 +339,9 @@ class ModelLoop:
     ) -> AsyncIterator[LoopEvent]:
         agent = self.agent
         message = None if prompt is None else _user_message(prompt)
-        if agent.is_running or agent.is_paused:
+        if agent.is_running:
             raise SafeExecutionError(
-                f"agent {agent.name!r} is {'running' if agent.is_running else 'paused'}; "
-                f"{'wait for its run to end' if agent.is_running else 'resume() it first'}"
+                f"agent {agent.name!r} is already running; wait for its run to end"
             )
         pending = [agent.current_turn, *agent.queue]
         if message is not None:

@@ -516,7 +516,7 @@ async def test_saved_mid_loop_and_resumed_in_a_new_agent(tools: dict[str, Any]) 
     @loop.agent.after_turn
     async def pause_after_the_second_think(agent: Agent, turn: Turn) -> None:
         if turn.tool_name == "model_think" and len(await store.get_history()) == 4:
-            await agent.pause()
+            agent.pause()
             paused.set()
 
     task = asyncio.create_task(loop.run("add twice"))
@@ -530,7 +530,7 @@ async def test_saved_mid_loop_and_resumed_in_a_new_agent(tools: dict[str, Any]) 
     restored = Agent.from_json(saved, context=ContextConfig(store))
     assert [turn.tool_name for turn in restored.queue] == ["model_act"]
     restored.hooks.clear()
-    await restored.resume()
+    restored.resume()
     model = loop.model
     assert isinstance(model, ScriptedModel)
     finished = await ModelLoop(restored, model).run()
@@ -577,16 +577,34 @@ async def test_bad_construction_is_refused(tools: dict[str, Any]) -> None:
     assert len(agent.tools) == len(tools)  # nothing was added by a refused loop
 
 
-async def test_bad_prompts_and_overlapping_runs_are_refused(tools: dict[str, Any]) -> None:
-    loop = make_loop(tools, ["ok"])
+async def test_bad_prompts_and_overlapping_runs_are_refused_and_a_paused_run_waits(
+    tools: dict[str, Any],
+) -> None:
+    loop = make_loop(tools, ["ok", "again"])
 
     with pytest.raises(ValueError, match="user text or a user Message"):
         await loop.run(Message("assistant", "me"))
     with pytest.raises(ValueError, match="no conversation to continue"):
         await loop.run()
-    await loop.agent.pause()
-    with pytest.raises(SafeExecutionError, match="paused"):
-        await loop.run("go")
+    loop.agent.pause()  # a paused agent's run waits for resume(), as Agent.run() does
+    waiting = asyncio.create_task(loop.run("go"))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    loop.agent.resume()
+    assert (await waiting).text == "ok"
+
+    refusals: list[str] = []
+
+    @loop.agent.before_turn
+    async def overlap(agent: Agent) -> None:
+        try:
+            await loop.run("overlap")
+        except SafeExecutionError as exc:
+            refusals.append(str(exc))
+
+    assert (await loop.run("again")).text == "again"
+    assert len(refusals) == 2  # one per step of the run: model_ask, then model_think
+    assert all("already running" in refusal for refusal in refusals)
 
 
 async def test_a_step_outside_its_loop_says_how_to_run_it(tools: dict[str, Any]) -> None:

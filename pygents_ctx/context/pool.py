@@ -72,6 +72,10 @@ class ContextPool(JsonSerializable, Generic[T]):
         # OrderedDict pops its oldest entry in O(1); a dict's first key is found by
         # scanning past deleted slots, which a full, evicting pool accumulates.
         self._items: OrderedDict[str, ContextItem[T]] = OrderedDict()
+        # Copy-on-write: a branch shares `_items` with its parent, both marked shared,
+        # and whichever writes first copies it (`_own`). Every write into it owns it
+        # first; anything that starts afresh replaces it instead (as `clear` does).
+        self._shared = False
 
     @property
     def limit(self) -> int | None:
@@ -131,6 +135,8 @@ class ContextPool(JsonSerializable, Generic[T]):
             )
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
+            if self._shared:
+                self._own()
             items, limit = self._items, self._limit
             # A known id keeps its place and the size; a new one may go one over the
             # limit, and the oldest item (never the one just added) makes room.
@@ -153,12 +159,22 @@ class ContextPool(JsonSerializable, Generic[T]):
             await fire_on(_AFTER_ADD, hooks, tags, self, item)
 
     def _make_room(self, item_id: str) -> list[ContextItem[T]]:
-        """Evict the oldest items until `item_id` fits; return them, oldest first."""
+        """Evict the oldest items until `item_id` fits; return them, oldest first.
+
+        The pool is then its own, for the write that follows without an await.
+        """
+        if self._shared:
+            self._own()
         items, limit = self._items, self._limit
         evicted: list[ContextItem[T]] = []
         while limit is not None and len(items) >= limit and item_id not in items:
             evicted.append(items.popitem(last=False)[1])
         return evicted
+
+    def _own(self) -> None:
+        """Stop sharing the items with a branch: copy them."""
+        self._items = OrderedDict(self._items)
+        self._shared = False
 
     async def remove(self, item_id: str) -> None:
         """Delete the item with this id.
@@ -170,6 +186,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if hooks or _BEFORE_REMOVE:
             await fire_on(_BEFORE_REMOVE, hooks, self.tags, self, item)
+        if self._shared:
+            self._own()
         self._items.pop(item_id, None)
         if hooks or _AFTER_REMOVE:
             await fire_on(_AFTER_REMOVE, hooks, self.tags, self, item)
@@ -179,7 +197,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
-        self._items.clear()
+        # A new dict rather than an emptied one: a branch may share the old one.
+        self._items, self._shared = OrderedDict(), False
         if hooks or _AFTER_CLEAR:
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 
@@ -193,15 +212,19 @@ class ContextPool(JsonSerializable, Generic[T]):
                 smaller one keeps the newest items that fit.
             hooks: The child's hooks (default: a copy of this pool's list).
 
-        No hooks fire while copying.
+        No hooks fire while copying. The two share their items until either side
+        first changes them (then that side copies them once), so a branch costs
+        the same for any size.
         """
         child: ContextPool[T] = ContextPool(
             self._limit if isinstance(limit, Inherit) else limit, tags=self.tags
         )
-        kept = list(self._items.items())
-        if child._limit is not None:
-            kept = kept[len(kept) - child._limit :] if len(kept) > child._limit else kept
-        child._items.update(kept)
+        cut = 0 if child._limit is None else len(self._items) - child._limit
+        if cut > 0:  # the newest that fit, in a dict of the child's own
+            child._items.update(list(self._items.items())[cut:])
+        else:
+            child._items = self._items
+            self._shared = child._shared = True
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
         return child
 

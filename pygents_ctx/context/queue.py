@@ -132,6 +132,11 @@ class ContextQueue(JsonSerializable, Generic[T]):
         self._counting = max_tokens is not None or counter is not None
         self._counts: list[int] = []
         self._tokens = 0
+        # Copy-on-write: a branch shares `_slots` and `_counts` with its parent, both
+        # marked shared, and whichever writes first copies them (`_own`). Every write
+        # into the two lists goes through `_insert`, which owns them first; anything
+        # else that changes them replaces them instead (as `clear` does).
+        self._shared = False
 
     @property
     def limit(self) -> int:
@@ -221,6 +226,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         Returns where the evicted items start: they stay readable as
         `_slots[start:_head]` until the next insert.
         """
+        if self._shared:
+            self._own()
         slots, start = self._slots, self._head
         if start > len(slots) - start:
             # More evicted slots than held ones: delete them at once (O(1) amortized per item).
@@ -244,6 +251,14 @@ class ContextQueue(JsonSerializable, Generic[T]):
             if isinstance(oldest, Message) and oldest.has_tool_results:
                 self._drop_orphans()
         return start
+
+    def _own(self) -> None:
+        """Stop sharing the lists with a branch: copy the items held (and their counts)."""
+        head = self._head
+        self._slots = self._slots[head:]
+        self._counts = self._counts[head:]
+        self._head = 0
+        self._shared = False
 
     def _evict(self, count: int) -> None:
         """Move the `count` oldest items out of the window."""
@@ -289,10 +304,9 @@ class ContextQueue(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, self.items)
-        self._slots.clear()
-        self._head = 0
-        self._counts.clear()
-        self._tokens = 0
+        # New lists rather than emptied ones: a branch may share the old ones.
+        self._slots, self._head, self._counts, self._tokens = [], 0, [], 0
+        self._shared = False
         if hooks or _AFTER_CLEAR:
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 
@@ -307,6 +321,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
             hooks: The child's hooks (default: a copy of this queue's list).
 
         The child keeps `max_tokens` and `counter`. No hooks fire while copying.
+        The two share their items until either side first changes them (then
+        that side copies them once), so a branch costs the same for any size.
         """
         child: ContextQueue[T] = ContextQueue(
             self._limit if limit is None else limit,
@@ -314,25 +330,15 @@ class ContextQueue(JsonSerializable, Generic[T]):
             counter=self._counter,
             tags=self.tags,
         )
-        child._load(self.items, self._counts[self._head :])
+        child._slots, child._counts, child._tokens = self._slots, self._counts, self._tokens
+        child._head = self._head
+        self._shared = child._shared = True
+        cut = len(child) - child._limit
+        if cut > 0:  # the newest that fit, and no orphaned result at the head
+            child._evict(cut)
+            child._drop_orphans()
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
         return child
-
-    def _load(self, items: list[ContextItem[T]], counts: list[int]) -> None:
-        """Fill an empty queue with the newest items that fit `limit`, without hooks.
-
-        `items` and `counts` (the items' token counts, empty when not counting)
-        become the queue's own lists.
-        """
-        cut = len(items) - self._limit
-        if cut > 0:
-            items, counts = items[cut:], counts[cut:]
-        self._slots = items
-        if self._counting:
-            self._counts = counts
-            self._tokens = sum(counts)
-        if cut > 0:  # the limit cut the copy: no orphaned result at its head
-            self._drop_orphans()
 
     def to_dict(self) -> dict[str, Any]:
         """`{"limit", "items", "hooks", "tags"}`, plus `max_tokens` and `counter` when set.

@@ -33,6 +33,7 @@ from typing import Any
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads
+from pygents_ctx._lending import TurnLoan, hooks_snapshot
 from pygents_ctx._steps import DONE, Later
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
@@ -144,7 +145,10 @@ class Agent(JsonSerializable):
 
     _state: _RunState
     _tools: dict[str, Tool[..., Any]]
-    _turns: deque[Turn]
+    _queued: deque[Turn]
+    _loan: TurnLoan | None
+    _loan_hooks: dict[int, list[Hook]]
+    _lent: TurnLoan | None
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -184,7 +188,13 @@ class Agent(JsonSerializable):
         self.context = context
         self.hooks = []
         self.turn_hooks = []
-        self._turns: deque[Turn] = deque()
+        # The queued turns are `_queued`, or, in a branch that has not needed copies
+        # yet, `_loan.turns` borrowed from its parent, with `_loan_hooks` the snapshot
+        # of their hooks (see `_lending`). `_lent` is the loan this agent last made.
+        self._queued = deque()
+        self._loan = None
+        self._loan_hooks = {}
+        self._lent = None
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -198,8 +208,7 @@ class Agent(JsonSerializable):
             )
         if name == "tools":
             value, index = _index_tools(value)
-            pending = [*self.__dict__.get("_turns", ()), *filter(None, [state.current_turn])]
-            _require_tools(index, (turn.tool for turn in pending), f"agent {self.name!r}")
+            _require_tools(index, self._pending_tools(), f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -228,6 +237,48 @@ class Agent(JsonSerializable):
     def queue(self) -> list[Turn]:
         """A copy of the queued turns, next first (the current turn not included)."""
         return list(self._turns)
+
+    @property
+    def _turns(self) -> deque[Turn]:
+        """The queued turns, this agent's own: a branch makes its copies on first use."""
+        if self._loan is not None:
+            self._repay()
+        return self._queued
+
+    def _repay(self) -> None:
+        """Copy the borrowed turns into this agent's own queue, and leave the loan."""
+        loan, hooks = self._loan, self._loan_hooks
+        assert loan is not None
+        # Not through __setattr__: this runs whenever the turns are first needed,
+        # a paused or running agent included.
+        object.__setattr__(self, "_loan", None)
+        object.__setattr__(self, "_loan_hooks", {})
+        loan.leave(self)
+        self._queued.extend(
+            turn._twin(list(hooks[index]) if index in hooks else [])
+            for index, turn in enumerate(loan.turns)
+        )
+
+    def _pending_tools(self) -> set[Tool[..., Any]]:
+        """The tools of the queued turns (borrowed ones without copying) and the current one."""
+        state = self.__dict__.get("_state")
+        loan = self.__dict__.get("_loan")
+        queued = self.__dict__.get("_queued", ()) if loan is None else loan.turns
+        tools = {turn._tool for turn in queued}
+        if state is not None and state.current_turn is not None:
+            tools.add(state.current_turn._tool)
+        return tools
+
+    def _lend(self) -> tuple[TurnLoan, dict[int, list[Hook]]]:
+        """The queued turns for a branch to borrow, and the snapshot of their hooks."""
+        if self._loan is not None:  # borrowed and not copied: lend them on as they are
+            return self._loan, self._loan_hooks
+        turns, lent = tuple(self._queued), self._lent
+        # Every branch of an unchanged queue shares one loan, so their memory stays flat.
+        if lent is None or lent.turns != turns:
+            lent = TurnLoan(turns)
+            object.__setattr__(self, "_lent", lent)
+        return lent, hooks_snapshot(turns)
 
     def __repr__(self) -> str:
         return f"<Agent {self.name}>"
@@ -432,11 +483,17 @@ class Agent(JsonSerializable):
         hooks fire while copying. The child has no `context` store of its own:
         give it one by assigning `child.context` (e.g. over `await store.fork()`).
 
+        A branch costs about the same for any amount of state: it shares the
+        context queue's and pool's items until either side changes them, and
+        it makes its copies of the queued turns only when it first runs, shows,
+        changes or saves its queue (see the Performance docs).
+
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         child_tools, index = _index_tools(self.tools if isinstance(tools, Inherit) else tools)
-        _require_tools(index, (turn.tool for turn in self._turns), f"branch {name!r}")
+        loan, loan_hooks = self._lend()
+        _require_tools(index, {turn._tool for turn in loan.turns}, f"branch {name!r}")
         child = Agent(
             name,
             self.description if isinstance(description, Inherit) else description,
@@ -447,7 +504,10 @@ class Agent(JsonSerializable):
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
         child.turn_hooks = list(self.turn_hooks)
-        child._turns.extend(turn.copy() for turn in self._turns)
+        if loan.turns:
+            object.__setattr__(child, "_loan", loan)
+            object.__setattr__(child, "_loan_hooks", loan_hooks)
+            loan.lend_to(child)
         return child
 
     @classmethod

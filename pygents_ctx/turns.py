@@ -29,6 +29,7 @@ from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping
+from pygents_ctx._lending import lent_turn_changing
 from pygents_ctx._steps import DONE, Expired, HookedSteps, Later, Steps, ToolSteps, resume_within
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import Hook, ToolHook, TurnHook
@@ -209,26 +210,31 @@ class Turn(RunTimes, JsonSerializable):
         timeout: float,
         tags: frozenset[str],
     ) -> None:
-        """Set every field of a new turn from checked values (`__init__`, loading)."""
+        """Set every field of a new turn from checked values (`__init__`, copies)."""
         self._running = False
         self._tool = tool
+        # `_args` is a tuple and `_kwargs` is never changed in place (the setter
+        # replaces it; a call never writes into it): copies of a turn share both.
         self._args, self._dynamic_args = args, dynamic_args
         self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
         self._timeout = timeout
         self._tags = tags
         self.hooks: list[Hook] = []
         self.output: Any = None
-        RunTimes.__init__(self)
+        self._start = self._end = None  # RunTimes.__init__, inlined: no run yet
+        self._to_wall = 0.0
         self._stop_reason: StopReason | None = None
 
     # -- the guarded fields ------------------------------------------------
 
     def _guard(self, field: str) -> None:
+        """Called by every setter before it changes the turn's declaration."""
         if self._running:
             raise SafeExecutionError(
                 f"cannot change {field!r} of a running turn for tool {self._tool.key!r}; "
                 f"wait for it to finish"
             )
+        lent_turn_changing(self)  # branches that borrow this turn copy it first
 
     @staticmethod
     def _resolve(tool: Tool[..., Any] | str) -> Tool[..., Any]:
@@ -576,8 +582,24 @@ class Turn(RunTimes, JsonSerializable):
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
-        twin = Turn(self._tool, self._args, self._kwargs, self._timeout, self._tags)
-        twin.hooks = list(self.hooks)
+        return self._twin(list(self.hooks))
+
+    def _twin(self, hooks: list[Hook]) -> Turn:
+        """A fresh, unrun `Turn` with this turn's declaration and `hooks` (a list of its own).
+
+        The values were checked when this turn got them: they are not checked again.
+        """
+        twin = object.__new__(Turn)
+        twin._fill(
+            self._tool,
+            self._args,
+            self._dynamic_args,
+            self._kwargs,
+            self._dynamic_kwargs,
+            self._timeout,
+            self._tags,
+        )
+        twin.hooks = hooks
         return twin
 
     # -- serialization -------------------------------------------------------

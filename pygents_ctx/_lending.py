@@ -1,43 +1,58 @@
-"""Queued turns that a branch borrows from its parent until it needs its own copies.
+"""An agent's queued turns, which it may hold before it has built them.
 
-`Agent.branch()` does not copy the parent's queued turns. The child borrows
-them: it keeps a `TurnLoan` (the parent's turns, as a tuple shared by every
-branch taken while the parent's queue stays the same) and makes its copies the
-first time it shows, runs, changes or saves its queue. Until then, neither side
-may see the other's changes, and this is why it cannot:
+An agent's queue is a `PendingTurns`: its own `Turn` objects, or turns it has
+not needed yet, built the first time it does (it runs, shows, changes or saves
+its queue). Two kinds wait that way:
 
-- the child never changes a borrowed turn: it copies the turns first;
-- the parent changes a turn's declaration (tool, arguments, timeout, tags) only
-  through setters, which call `lent_turn_changing` before the change: every
-  loan holding that turn has its borrowers copy first, so they copy it as it was;
-- running a turn changes only its run state, which copies never take;
-- a turn's `hooks` list can change in place, unseen, so a borrower keeps a
-  snapshot of the borrowed turns' hooks, taken when it borrowed.
+- a branch's turns: `Agent.branch()` does not copy the parent's queued turns.
+  The child borrows them (`Borrowed`): it keeps a `TurnLoan`, the parent's turns
+  as a tuple shared by every branch taken while the parent's queue stays the
+  same, and makes its copies when it needs them. Until then, neither side may
+  see the other's changes, and this is why it cannot:
 
-This module sits beside `turns.py` and knows nothing of agents: a borrower is
-anything with `_repay()` (see `Borrower`).
+  - the child never changes a borrowed turn: it copies the turns first;
+  - the parent changes a turn's declaration (tool, arguments, timeout, tags)
+    only through setters, which call `lent_turn_changing` first: every loan
+    holding that turn has its borrowers copy their turns, as they still are;
+  - running a turn changes only its run state, which copies never take;
+  - a turn's `hooks` list can change in place, unseen, so a borrower keeps a
+    snapshot of the borrowed turns' hooks, taken when it borrowed;
+
+- a loaded agent's turns, checked when loaded and built later (see `_saved_turns`).
+
+This module sits beside `turns.py` (which calls `lent_turn_changing`) and knows
+nothing of agents.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Protocol
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook
+    from pygents_ctx.tools import Tool
     from pygents_ctx.turns import Turn
 
-__all__ = ["Borrower", "TurnLoan", "hooks_snapshot", "lent_turn_changing"]
+__all__ = ["Borrowed", "DeferredTurns", "PendingTurns", "TurnLoan", "lent_turn_changing"]
 
 
-class Borrower(Protocol):
-    """What holds a loan: it copies the borrowed turns when asked (and leaves the loan)."""
+class DeferredTurns(Protocol):
+    """Turns an agent holds without having built them."""
 
-    def _repay(self) -> None: ...
+    def tools(self) -> Iterable[Tool[..., Any]]:
+        """The tools the turns run."""
+        ...
+
+    def build(self) -> list[Turn]:
+        """The turns, as new `Turn` objects of the agent's own."""
+        ...
 
 
 class TurnLoan:
-    """Queued turns lent, as they are, to borrowers that have not copied them yet.
+    """Queued turns lent, as they are, to the branches that have not copied them yet.
 
     Args:
         turns: The lender's queued turns, next first.
@@ -47,15 +62,15 @@ class TurnLoan:
 
     def __init__(self, turns: tuple[Turn, ...]) -> None:
         self.turns = turns
-        self._borrowers: weakref.WeakSet[Borrower] = weakref.WeakSet()
+        self._borrowers: weakref.WeakSet[PendingTurns] = weakref.WeakSet()
         self._ids: frozenset[int] | None = None  # the turns' ids, made when first asked
 
-    def lend_to(self, borrower: Borrower) -> None:
-        """Record a borrower: it is asked to copy the turns before one of them changes."""
+    def lend_to(self, borrower: PendingTurns) -> None:
+        """Record a borrower: it copies the turns before one of them changes."""
         self._borrowers.add(borrower)
         _OPEN_LOANS.add(self)
 
-    def leave(self, borrower: Borrower) -> None:
+    def leave(self, borrower: PendingTurns) -> None:
         """Forget a borrower that has made its copies."""
         self._borrowers.discard(borrower)
         if not self._borrowers:
@@ -70,8 +85,8 @@ class TurnLoan:
 
     def call_in(self) -> None:
         """Have every borrower copy the turns now."""
-        for borrower in list(self._borrowers):  # each one leaves as it repays
-            borrower._repay()
+        for borrower in list(self._borrowers):  # each one leaves as it copies
+            borrower.own()
 
 
 # Loans with borrowers; weak, so that a loan whose borrowers are gone is forgotten.
@@ -79,15 +94,42 @@ _OPEN_LOANS: weakref.WeakSet[TurnLoan] = weakref.WeakSet()
 
 
 def lent_turn_changing(turn: Turn) -> None:
-    """Called before a turn's declaration changes: borrowers of it copy their turns first."""
+    """Called before a turn's declaration changes: its borrowers copy their turns first."""
     if not _OPEN_LOANS:
         return
-    for loan in list(_OPEN_LOANS):  # calling a loan in removes it from the set
+    for loan in list(_OPEN_LOANS):  # calling a loan in takes it out of the set
         if loan.holds(turn):
             loan.call_in()
 
 
-def hooks_snapshot(turns: tuple[Turn, ...]) -> dict[int, list[Hook]]:
+class Borrowed:
+    """A branch's share of a loan: the lent turns, with their hooks as they were then.
+
+    Args:
+        loan: The lent turns.
+        hooks: The hooks of those lent turns that had any, by position.
+    """
+
+    __slots__ = ("hooks", "loan")
+
+    def __init__(self, loan: TurnLoan, hooks: dict[int, list[Hook]]) -> None:
+        self.loan = loan
+        self.hooks = hooks
+
+    def tools(self) -> Iterable[Tool[..., Any]]:
+        """The lent turns' tools (declarations cannot change while lent)."""
+        return {turn._tool for turn in self.loan.turns}
+
+    def build(self) -> list[Turn]:
+        """Fresh, unrun copies of the lent turns, each with its snapshot of hooks."""
+        hooks = self.hooks
+        return [
+            turn._twin(list(hooks[index]) if index in hooks else [])
+            for index, turn in enumerate(self.loan.turns)
+        ]
+
+
+def _hooks_snapshot(turns: tuple[Turn, ...]) -> dict[int, list[Hook]]:
     """The hooks of those `turns` that have any, by position (most have none)."""
     if not [turn for turn in turns if turn.hooks]:  # in 3.12+, faster than any() of a generator
         return _NO_HOOKS
@@ -95,3 +137,49 @@ def hooks_snapshot(turns: tuple[Turn, ...]) -> dict[int, list[Hook]]:
 
 
 _NO_HOOKS: dict[int, list[Hook]] = {}  # shared by every snapshot of unhooked turns, never changed
+
+
+class PendingTurns:
+    """An agent's queued turns: its own (`queued`), or some it has yet to build.
+
+    While some are deferred, `queued` is empty: `own()` builds them into it.
+    """
+
+    __slots__ = ("__weakref__", "_deferred", "_lent", "queued")
+
+    def __init__(self) -> None:
+        self.queued: deque[Turn] = deque()
+        self._deferred: DeferredTurns | None = None
+        self._lent: TurnLoan | None = None  # the loan last made of `queued`
+
+    def own(self) -> deque[Turn]:
+        """The queued turns, built now if they were deferred."""
+        deferred = self._deferred
+        if deferred is not None:
+            self._deferred = None
+            if isinstance(deferred, Borrowed):
+                deferred.loan.leave(self)
+            self.queued.extend(deferred.build())
+        return self.queued
+
+    def defer(self, turns: DeferredTurns) -> None:
+        """Hold `turns` (in place of an empty queue) until they are needed."""
+        self._deferred = turns
+        if isinstance(turns, Borrowed):
+            turns.loan.lend_to(self)
+
+    def tools(self) -> set[Tool[..., Any]]:
+        """The tools of the queued turns, deferred ones included, without building them."""
+        if self._deferred is not None:
+            return set(self._deferred.tools())
+        return {turn._tool for turn in self.queued}
+
+    def lend(self) -> Borrowed:
+        """The queued turns, for a branch to borrow (see `defer`)."""
+        if isinstance(self._deferred, Borrowed):  # borrowed, not copied: lent on as they are
+            return self._deferred
+        turns, lent = tuple(self.own()), self._lent
+        # Every branch of an unchanged queue shares one loan, so their memory stays flat.
+        if lent is None or lent.turns != turns:
+            lent = self._lent = TurnLoan(turns)
+        return Borrowed(lent, _hooks_snapshot(turns))

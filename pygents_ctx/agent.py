@@ -33,7 +33,8 @@ from typing import Any
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads
-from pygents_ctx._lending import TurnLoan, hooks_snapshot
+from pygents_ctx._lending import PendingTurns
+from pygents_ctx._saved_turns import load_turns
 from pygents_ctx._steps import DONE, Later
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
@@ -145,10 +146,7 @@ class Agent(JsonSerializable):
 
     _state: _RunState
     _tools: dict[str, Tool[..., Any]]
-    _queued: deque[Turn]
-    _loan: TurnLoan | None
-    _loan_hooks: dict[int, list[Hook]]
-    _lent: TurnLoan | None
+    _pending: PendingTurns
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -171,6 +169,8 @@ class Agent(JsonSerializable):
         context: ContextConfig | None = None,
     ) -> None:
         object.__setattr__(self, "_state", _RunState())
+        # The queued turns; a branch or a loaded agent builds them when first needed.
+        object.__setattr__(self, "_pending", PendingTurns())
         if not isinstance(name, str) or not name:
             raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
         if not isinstance(description, str):
@@ -188,13 +188,6 @@ class Agent(JsonSerializable):
         self.context = context
         self.hooks = []
         self.turn_hooks = []
-        # The queued turns are `_queued`, or, in a branch that has not needed copies
-        # yet, `_loan.turns` borrowed from its parent, with `_loan_hooks` the snapshot
-        # of their hooks (see `_lending`). `_lent` is the loan this agent last made.
-        self._queued = deque()
-        self._loan = None
-        self._loan_hooks = {}
-        self._lent = None
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -208,7 +201,10 @@ class Agent(JsonSerializable):
             )
         if name == "tools":
             value, index = _index_tools(value)
-            _require_tools(index, self._pending_tools(), f"agent {self.name!r}")
+            pending = self._pending.tools()  # without building deferred turns
+            if state.current_turn is not None:
+                pending.add(state.current_turn.tool)
+            _require_tools(index, pending, f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -240,45 +236,8 @@ class Agent(JsonSerializable):
 
     @property
     def _turns(self) -> deque[Turn]:
-        """The queued turns, this agent's own: a branch makes its copies on first use."""
-        if self._loan is not None:
-            self._repay()
-        return self._queued
-
-    def _repay(self) -> None:
-        """Copy the borrowed turns into this agent's own queue, and leave the loan."""
-        loan, hooks = self._loan, self._loan_hooks
-        assert loan is not None
-        # Not through __setattr__: this runs whenever the turns are first needed,
-        # a paused or running agent included.
-        object.__setattr__(self, "_loan", None)
-        object.__setattr__(self, "_loan_hooks", {})
-        loan.leave(self)
-        self._queued.extend(
-            turn._twin(list(hooks[index]) if index in hooks else [])
-            for index, turn in enumerate(loan.turns)
-        )
-
-    def _pending_tools(self) -> set[Tool[..., Any]]:
-        """The tools of the queued turns (borrowed ones without copying) and the current one."""
-        state = self.__dict__.get("_state")
-        loan = self.__dict__.get("_loan")
-        queued = self.__dict__.get("_queued", ()) if loan is None else loan.turns
-        tools = {turn._tool for turn in queued}
-        if state is not None and state.current_turn is not None:
-            tools.add(state.current_turn._tool)
-        return tools
-
-    def _lend(self) -> tuple[TurnLoan, dict[int, list[Hook]]]:
-        """The queued turns for a branch to borrow, and the snapshot of their hooks."""
-        if self._loan is not None:  # borrowed and not copied: lend them on as they are
-            return self._loan, self._loan_hooks
-        turns, lent = tuple(self._queued), self._lent
-        # Every branch of an unchanged queue shares one loan, so their memory stays flat.
-        if lent is None or lent.turns != turns:
-            lent = TurnLoan(turns)
-            object.__setattr__(self, "_lent", lent)
-        return lent, hooks_snapshot(turns)
+        """The queued turns, this agent's own (built now if they were deferred)."""
+        return self._pending.own()
 
     def __repr__(self) -> str:
         return f"<Agent {self.name}>"
@@ -492,8 +451,8 @@ class Agent(JsonSerializable):
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         child_tools, index = _index_tools(self.tools if isinstance(tools, Inherit) else tools)
-        loan, loan_hooks = self._lend()
-        _require_tools(index, {turn._tool for turn in loan.turns}, f"branch {name!r}")
+        borrowed = self._pending.lend()
+        _require_tools(index, borrowed.tools(), f"branch {name!r}")
         child = Agent(
             name,
             self.description if isinstance(description, Inherit) else description,
@@ -504,10 +463,8 @@ class Agent(JsonSerializable):
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks)
         child.turn_hooks = list(self.turn_hooks)
-        if loan.turns:
-            object.__setattr__(child, "_loan", loan)
-            object.__setattr__(child, "_loan_hooks", loan_hooks)
-            loan.lend_to(child)
+        if borrowed.loan.turns:
+            child._pending.defer(borrowed)
         return child
 
     @classmethod
@@ -599,7 +556,7 @@ class Agent(JsonSerializable):
         is_paused = bool(_field(data, "is_paused", bool, False, label))
         tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
         used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
-        turns = [Turn._from_saved(t, used, parsed) for t in queued]
+        turns = load_turns(queued, used, parsed)
         current_turn = None if current is None else Turn._from_saved(current, used, parsed)
         _require_tools(index, used.values(), label)
         queue = (
@@ -632,7 +589,10 @@ class Agent(JsonSerializable):
             raise ValueError(f"{label}: {exc}") from None
         agent.hooks = hooks
         agent.turn_hooks = turn_hooks
-        agent._turns.extend(turns)
+        if isinstance(turns, list):
+            agent._turns.extend(turns)
+        else:
+            agent._pending.defer(turns)
         agent._state.current_turn = current_turn
         if is_paused:
             agent._state.pause()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -236,7 +236,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         """
         return {
             "limit": self._limit,
-            "items": [item.to_dict() for item in self._items.values()],
+            "items": ContextItem._all_to_dicts(self._items.values()),
             "hooks": hooks_to_dict(self.hooks, ContextPoolHook, "ContextPool"),
             "tags": sorted(self.tags),
         }
@@ -265,12 +265,16 @@ class ContextPool(JsonSerializable, Generic[T]):
         """`from_dict`; `parsed` as for `read_saved`."""
         saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
+        entries = pool._items
         for item in saved.items:
-            if item.id is None or item.description is None:
+            item_id = item.id
+            if item_id is None or item.description is None:
                 raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")
-            if item.id in pool._items:
-                raise ValueError(f"saved ContextPool has the id {item.id!r} twice")
-            pool._items[item.id] = item
+            entries[item_id] = item
+        if len(entries) < len(saved.items):  # an id came twice
+            counts = Counter(item.id for item in saved.items)
+            twice = next(item_id for item_id, count in counts.items() if count > 1)
+            raise ValueError(f"saved ContextPool has the id {twice!r} twice")
         if pool._limit is not None and len(pool._items) > pool._limit:
             raise ValueError(
                 f"saved ContextPool holds {len(pool._items)} items but its limit is {pool._limit}"

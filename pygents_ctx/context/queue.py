@@ -349,7 +349,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """
         saved: dict[str, Any] = {
             "limit": self._limit,
-            "items": [item.to_dict() for item in self.items],
+            "items": ContextItem._all_to_dicts(self._slots[self._head :]),
             "hooks": hooks_to_dict(self.hooks, ContextQueueHook, "ContextQueue"),
             "tags": sorted(self.tags),
         }
@@ -394,7 +394,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
         queue.hooks = hooks_from_dict(saved.hooks, ContextQueueHook, "ContextQueue")
-        queue._slots.extend(saved.items)  # as saved: no eviction on load
+        queue._slots = saved.items  # as saved: no eviction on load
         if queue._counting:
             queue._counts.extend(queue._count(item) for item in saved.items)
             queue._tokens = sum(queue._counts)

@@ -105,38 +105,35 @@ class ContextItem(JsonSerializable, Generic[T]):
         Raises:
             ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
         """
-        return cls._all_from_dicts([data], parsed=False)[0]
+        return cls._from_fields(cls._checked_fields([data], parsed=False))[0]
 
     @classmethod
     def _from_json_data(cls, data: Any) -> ContextItem[Any]:
-        return cls._all_from_dicts([data], parsed=True)[0]
+        return cls._from_fields(cls._checked_fields([data], parsed=True))[0]
 
-    @classmethod
-    def _all_from_dicts(cls, saved: Iterable[object], parsed: bool) -> list[ContextItem[Any]]:
-        """`from_dict` of each saved item in turn (a queue or a pool loads thousands).
+    @staticmethod
+    def _checked_fields(saved: Iterable[object], parsed: bool) -> list[dict[str, Any]]:
+        """The fields of each saved item, checked as `__post_init__` would, in dicts of their own.
 
-        `parsed`: the dicts are fresh from `from_json` (see `JsonSerializable._from_json_data`).
+        Each dict becomes an item's `__dict__` (`_from_fields`), which skips the frozen
+        dataclass's `__init__`, most of the cost of a load: a queue or a pool loads
+        thousands (and builds them only when first used). `parsed`: the dicts are
+        fresh from `from_json` (see `JsonSerializable._from_json_data`).
         """
-        items: list[ContextItem[Any]] = []
-        append = items.append
+        fields: list[dict[str, Any]] = []
+        append = fields.append
         for data in saved:
-            # Checked as __post_init__ would: filling the fields directly skips the
-            # frozen dataclass's __init__, which is most of the cost of a load.
             if (
                 type(data) is dict
                 and len(data) == 3
+                and "content" in data
                 and type(data.get("description", data)) in _TEXT_TYPES
                 and type(data.get("id", data)) in _TEXT_TYPES
-                and "content" in data
             ):
-                # Exactly the fields (the form `to_dict` writes for content that is
-                # not a `Message`), each of the right type: they are the item's.
-                item = _new_object(cls)
-                if parsed:  # fresh from JSON: nothing else holds the dict, which it can keep
-                    _set_attribute(item, "__dict__", data)
-                else:
-                    vars(item).update(data)
-                append(item)
+                # Exactly the fields (the form `to_dict` writes for content that is not
+                # a `Message`), each of the right type. Fresh from JSON, nothing else
+                # holds the dict: the item can keep it.
+                append(data if parsed else dict(data))
                 continue
             if not is_mapping(data) or "content" not in data:
                 raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
@@ -145,8 +142,17 @@ class ContextItem(JsonSerializable, Generic[T]):
                 content = _saved_content(data["content_type"], content)
             if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
                 raise ValueError(str(_text_error(description, id)))
+            append({"content": content, "description": description, "id": id})
+        return fields
+
+    @classmethod
+    def _from_fields(cls, fields: Iterable[dict[str, Any]]) -> list[ContextItem[Any]]:
+        """Items with the checked `fields` (see `_checked_fields`), which become theirs."""
+        items: list[ContextItem[Any]] = []
+        append = items.append
+        for item_fields in fields:
             item = _new_object(cls)
-            vars(item).update(content=content, description=description, id=id)
+            _set_attribute(item, "__dict__", item_fields)
             append(item)
         return items
 

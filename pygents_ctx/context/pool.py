@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
@@ -31,6 +32,7 @@ _AFTER_REMOVE = HookRegistry.globals_for(ContextPoolHook.AFTER_REMOVE)
 _BEFORE_CLEAR = HookRegistry.globals_for(ContextPoolHook.BEFORE_CLEAR)
 _AFTER_CLEAR = HookRegistry.globals_for(ContextPoolHook.AFTER_CLEAR)
 _ON_EVICT = HookRegistry.globals_for(ContextPoolHook.ON_EVICT)
+_ID, _DESCRIPTION = itemgetter("id"), itemgetter("description")  # of an item's checked fields
 
 
 class ContextPool(JsonSerializable, Generic[T]):
@@ -56,6 +58,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         >>> print(pool.catalogue())
         - [q3] Q3 report
     """
+
+    _unbuilt: list[dict[str, Any]]  # see `_from_saved`
 
     before_add = HookSlot(ContextPoolHook.BEFORE_ADD)
     after_add = HookSlot(ContextPoolHook.AFTER_ADD)
@@ -265,19 +269,33 @@ class ContextPool(JsonSerializable, Generic[T]):
         """`from_dict`; `parsed` as for `read_saved`."""
         saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
-        entries = pool._items
-        for item in saved.items:
-            item_id = item.id
-            if item_id is None or item.description is None:
-                raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")
-            entries[item_id] = item
-        if len(entries) < len(saved.items):  # an id came twice
-            counts = Counter(item.id for item in saved.items)
+        ids = list(map(_ID, saved.items))
+        if None in ids or None in map(_DESCRIPTION, saved.items):
+            fields = next(f for f in saved.items if f["id"] is None or f["description"] is None)
+            item = ContextItem._from_fields([fields])[0]
+            raise ValueError(f"saved ContextPool item {item!r} needs an id and a description")
+        if len(set(ids)) < len(ids):
+            counts = Counter(ids)
             twice = next(item_id for item_id, count in counts.items() if count > 1)
             raise ValueError(f"saved ContextPool has the id {twice!r} twice")
-        if pool._limit is not None and len(pool._items) > pool._limit:
+        if pool._limit is not None and len(ids) > pool._limit:
             raise ValueError(
-                f"saved ContextPool holds {len(pool._items)} items but its limit is {pool._limit}"
+                f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
             )
         pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
+        if saved.items:  # built when first used
+            del pool._items
+            pool._unbuilt = saved.items
         return pool
+
+    if not TYPE_CHECKING:  # a fallback for attributes mypy knows of anyway
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for a missing attribute: in a pool loaded by `from_dict`,
+            # the items, checked when loaded and built the first time they are used.
+            fields = vars(self).pop("_unbuilt", None)
+            if fields is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            items = ContextItem._from_fields(fields)
+            self._items = OrderedDict(zip(map(_ID, fields), items, strict=True))
+            return getattr(self, name)

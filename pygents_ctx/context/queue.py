@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import (
@@ -100,6 +100,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         >>> print(*(item.content for item in queue))
         b c
     """
+
+    _unbuilt: tuple[list[dict[str, Any]], list[int]]  # see `_from_saved`
 
     before_append = HookSlot(ContextQueueHook.BEFORE_APPEND)
     after_append = HookSlot(ContextQueueHook.AFTER_APPEND)
@@ -394,8 +396,26 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
         queue.hooks = hooks_from_dict(saved.hooks, ContextQueueHook, "ContextQueue")
-        queue._slots = saved.items  # as saved: no eviction on load
-        if queue._counting:
-            queue._counts.extend(queue._count(item) for item in saved.items)
-            queue._tokens = sum(queue._counts)
+        counter = queue.counter
+        counts = (
+            [count_content_tokens(fields["content"], counter) for fields in saved.items]
+            if queue._counting
+            else []
+        )
+        if saved.items:  # as saved, no eviction on load; built when first used
+            del queue._slots, queue._counts, queue._tokens
+            queue._unbuilt = (saved.items, counts)
         return queue
+
+    if not TYPE_CHECKING:  # a fallback for attributes mypy knows of anyway
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for a missing attribute: in a queue loaded by `from_dict`,
+            # the items, checked when loaded and built the first time they are used.
+            unbuilt = vars(self).pop("_unbuilt", None)
+            if unbuilt is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            fields, counts = unbuilt
+            self._slots = ContextItem._from_fields(fields)
+            self._counts, self._tokens = counts, sum(counts)
+            return getattr(self, name)

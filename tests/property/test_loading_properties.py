@@ -20,6 +20,10 @@ from hypothesis import strategies as st
 from pygents_ctx import (
     Agent,
     AgentRegistry,
+    ContextItem,
+    ContextPool,
+    ContextQueue,
+    HeuristicTokenCounter,
     HookRegistry,
     ToolRegistry,
     Turn,
@@ -208,3 +212,63 @@ def test_the_first_missing_tool_is_the_one_named(names: list[str]) -> None:
 
     assert expected[0] == "raised"
     assert _outcome(_agent_loads(queue, parsed=False)) == expected
+
+
+# -- context queues and pools: checked when loaded, their items built on first use ------
+
+FIRST_USES: list[tuple[str, Callable[[Any], Any]]] = [
+    ("len", len),
+    ("bool", bool),
+    ("iter", lambda store: [item.content for item in store]),
+    ("items", lambda store: store.items),
+    ("repr", repr),
+    ("to_dict", lambda store: store.to_dict()),
+    ("branch", lambda store: store.branch().items),
+    ("tokens", lambda store: store.tokens if isinstance(store, ContextQueue) else len(store)),
+    ("clear", lambda store: (asyncio.run(store.clear()), store.items)),
+    ("hooks", lambda store: store.hooks),
+]
+
+
+@pytest.mark.parametrize("kind", ["queue", "pool"])
+@pytest.mark.parametrize(("use", "first_use"), FIRST_USES, ids=[u for u, _ in FIRST_USES])
+@pytest.mark.parametrize("via_json", [False, True])
+def test_a_loaded_queue_or_pool_behaves_as_the_one_it_was_saved_from(
+    kind: str, use: str, first_use: Callable[[Any], Any], via_json: bool
+) -> None:
+    _define()
+    original: Any = (
+        ContextQueue(limit=5, counter=HeuristicTokenCounter())
+        if kind == "queue"
+        else ContextPool(5)
+    )
+    for i in range(4):
+        item = ContextItem(content={"n": i}, description=f"d{i}", id=f"i{i}")
+        asyncio.run(original.append(item) if kind == "queue" else original.add(item))
+    kind_type = type(original)
+    loaded = (
+        kind_type.from_json(original.to_json())
+        if via_json
+        else kind_type.from_dict(original.to_dict())
+    )
+
+    assert first_use(loaded) == first_use(original)
+    assert loaded.items == original.items
+    more = ContextItem(content="more", description="d", id="more")
+    asyncio.run(loaded.append(more) if kind == "queue" else loaded.add(more))
+    assert loaded.items[-1] == more
+    assert loaded.to_dict()["items"][-1] == more.to_dict()
+
+
+@pytest.mark.parametrize("kind", [ContextQueue, ContextPool])
+def test_a_missing_attribute_is_an_attribute_error_before_and_after_the_items_are_built(
+    kind: Any,
+) -> None:
+    saved = kind(3).to_dict() | {"items": [{"id": "a", "description": "d", "content": 1}]}
+    loaded = kind.from_dict(saved)
+
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        loaded.colour  # the lookup is the point
+    with pytest.raises(AttributeError, match="no attribute 'colour'"):
+        loaded.colour
+    assert [item.content for item in loaded] == [1]

@@ -131,8 +131,7 @@ def _plain_turns(
     # The checks above pass: a missing tool is the only error left to report, as
     # Turn.from_dict would, for the first turn that names one.
     for name in dict.fromkeys(names):
-        if name not in tools:
-            tools[name] = ToolRegistry.get(name)
+        tools[name] = tools.get(name) or ToolRegistry.get(name)
     return SavedTurns(
         list(map(tools.__getitem__, names)),
         list(map(tuple, args)),

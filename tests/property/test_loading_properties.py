@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx import (
@@ -63,6 +63,16 @@ plain_turns = st.fixed_dictionaries(
         "tags": st.just([]),
     }
 )
+_PLAIN = {
+    "tool_name": "work",
+    "args": [1],
+    "kwargs": {"a": 2},
+    "timeout": 60,
+    "metadata": {"start_time": None, "end_time": None, "stop_reason": None},
+    "output": None,
+    "hooks": {},
+    "tags": [],
+}
 _MISSING = object()  # the field is left out
 _RUN = {"start_time": "2024-01-02T03:04:05+00:00", "end_time": None, "stop_reason": "error"}
 # Values worth trying in each field, right or wrong, JSON or not.
@@ -138,6 +148,9 @@ def _agent_loads(queue: list[Any], parsed: bool) -> Callable[[], list[Turn]]:
 
 @SETTINGS
 @given(queue=saved_queues())
+@example(queue=[{**_PLAIN, "kwargs": {1: "int key"}}])
+@example(queue=[{**_PLAIN, "tags": ["tag"]}, _PLAIN])
+@example(queue=[_PLAIN, {**_PLAIN, "metadata": _RUN}])
 def test_an_agent_loads_its_queue_as_each_turn_loads(queue: list[Any]) -> None:
     _define()
     expected = _outcome(lambda: [Turn.from_dict(data) for data in queue])
@@ -272,3 +285,37 @@ def test_a_missing_attribute_is_an_attribute_error_before_and_after_the_items_ar
     with pytest.raises(AttributeError, match="no attribute 'colour'"):
         loaded.colour
     assert [item.content for item in loaded] == [1]
+
+
+def test_a_loaded_agent_checks_new_tools_against_its_turns_before_building_them() -> None:
+    _define()
+    saved = {
+        "name": "loaded",
+        "description": "d",
+        "tool_names": ["work", "other"],
+        "queue": [Turn("work", [1]).to_dict()],
+    }
+    agent = Agent.from_dict(saved)
+
+    with pytest.raises(ValueError, match="'work'"):
+        agent.tools = [ToolRegistry.get("other")]
+    agent.tools = [ToolRegistry.get("work")]
+
+    assert [turn.args for turn in agent.queue] == [[1]]
+
+
+def test_a_branch_of_a_loaded_agent_gets_fresh_copies_of_its_turns() -> None:
+    _define()
+    saved = {
+        "name": "loaded",
+        "description": "d",
+        "tool_names": ["work"],
+        "queue": [Turn("work", [1]).to_dict() | {"output": "from before"}],
+    }
+    agent = Agent.from_dict(saved)
+    child = agent.branch("child")
+
+    (original,) = agent.queue
+    (copy,) = child.queue
+    assert copy is not original
+    assert (copy.args, copy.output, original.output) == ([1], None, "from before")

@@ -221,8 +221,7 @@ class Turn(RunTimes, JsonSerializable):
         self._tags = tags
         self.hooks: list[Hook] = []
         self.output: Any = None
-        self._start = self._end = None  # RunTimes.__init__, inlined: no run yet
-        self._to_wall = 0.0
+        RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None
 
     # -- the guarded fields ------------------------------------------------
@@ -585,20 +584,10 @@ class Turn(RunTimes, JsonSerializable):
         return self._twin(list(self.hooks))
 
     def _twin(self, hooks: list[Hook]) -> Turn:
-        """A fresh, unrun `Turn` with this turn's declaration and `hooks` (a list of its own).
-
-        The values were checked when this turn got them: they are not checked again.
-        """
+        """A fresh, unrun `Turn` with this one's declaration (checked: not again) and `hooks`."""
         twin = object.__new__(Turn)
-        twin._fill(
-            self._tool,
-            self._args,
-            self._dynamic_args,
-            self._kwargs,
-            self._dynamic_kwargs,
-            self._timeout,
-            self._tags,
-        )
+        arguments = (self._args, self._dynamic_args, self._kwargs, self._dynamic_kwargs)
+        twin._fill(self._tool, *arguments, self._timeout, self._tags)
         twin.hooks = hooks
         return twin
 
@@ -628,8 +617,10 @@ class Turn(RunTimes, JsonSerializable):
         """`to_dict()`; unless `fresh`, sharing this turn's own containers, not copies."""
         # Most turns hold plain arguments, have never run and have no hooks or tags:
         # each of those takes a short path (an agent saves its whole queue at once).
-        dynamic = self._dynamic_args or self._dynamic_kwargs
-        args, kwargs = self._evaluated() if dynamic else (self._args, self._kwargs)
+        if self._dynamic_args or self._dynamic_kwargs:
+            args, kwargs = self._evaluated()
+        else:
+            args, kwargs = self._args, self._kwargs
         if self._start is None and self._end is None and self._stop_reason is None:
             metadata = _NO_SAVED_METADATA.copy() if fresh else _NO_SAVED_METADATA
         else:
@@ -637,7 +628,8 @@ class Turn(RunTimes, JsonSerializable):
         hooks, tags = self.hooks, self._tags
         return {
             "tool_name": self._tool.key,
-            "args": list(args),  # a list, as JSON reads it back (to_json compares)
+            # A list, as JSON reads it back (to_json compares); `[]` is the quicker new one.
+            "args": list(args) if args else [],
             "kwargs": dict(kwargs) if fresh else kwargs,
             "timeout": self._timeout,
             "metadata": metadata,

@@ -153,7 +153,8 @@ class PendingTurns:
         self._lent: TurnLoan | None = None  # the loan last made of `queued`
 
     def own(self) -> deque[Turn]:
-        """The queued turns, built now if they were deferred."""
+        """The queued turns, built now if they were deferred, for the agent to read or change."""
+        self._lent = None  # they may change: the next branch makes a new loan
         deferred = self._deferred
         if deferred is not None:
             self._deferred = None
@@ -178,8 +179,12 @@ class PendingTurns:
         """The queued turns, for a branch to borrow (see `defer`)."""
         if isinstance(self._deferred, Borrowed):  # borrowed, not copied: lent on as they are
             return self._deferred
-        turns, lent = tuple(self.own()), self._lent
-        # Every branch of an unchanged queue shares one loan, so their memory stays flat.
+        if self._deferred is not None:
+            self.own()
+        # Branches of an unchanged queue share one loan, so their memory stays flat.
+        # (`own()` forgets it, so that it keeps no turn alive the agent has let go of;
+        # the comparison is what makes reusing it right: a run pops turns unseen.)
+        turns, lent = tuple(self.queued), self._lent
         if lent is None or lent.turns != turns:
             lent = self._lent = TurnLoan(turns)
         return Borrowed(lent, _hooks_snapshot(turns))

@@ -310,3 +310,21 @@ def test_a_branch_of_an_unchanged_queue_shares_the_turns_until_it_needs_them() -
         assert first_copies[0].metadata.stop_reason is StopReason.COMPLETED
 
     asyncio.run(scenario())
+
+
+def test_branches_taken_while_the_parent_runs_get_the_turns_still_queued() -> None:
+    """A run takes turns off the queue as it goes: each branch sees the queue of its moment."""
+
+    async def scenario() -> list[list[int]]:
+        @tool
+        async def fork(i: int) -> int:
+            parent.branch(f"child{i}")
+            return i
+
+        parent = Agent("parent", "p", [fork])
+        for i in range(3):
+            await parent.put(Turn(fork, kwargs={"i": i}))
+        assert [v async for _, v in parent.run()] == [0, 1, 2]
+        return [[t.kwargs["i"] for t in AgentRegistry.get(f"child{i}").queue] for i in range(3)]
+
+    assert asyncio.run(scenario()) == [[1, 2], [2], []]

@@ -78,7 +78,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         self._items: OrderedDict[str, ContextItem[T]] = OrderedDict()
         # Copy-on-write: a branch shares `_items` with its parent, both marked shared,
         # and whichever writes first copies it (`_own`). Every write into it owns it
-        # first; anything that starts afresh replaces it instead (as `clear` does).
+        # first; anything that starts afresh replaces it through `_store` (as `clear`).
         self._shared = False
 
     @property
@@ -175,6 +175,15 @@ class ContextPool(JsonSerializable, Generic[T]):
             evicted.append(items.popitem(last=False)[1])
         return evicted
 
+    def _store(self, items: OrderedDict[str, ContextItem[T]]) -> None:
+        """Hold `items` instead (keyed by id, oldest first).
+
+        Whatever replaces the items goes through here: a new dict, never an emptied
+        or refilled one, which a branch may share, or which a load may not have built.
+        """
+        vars(self).pop("_unbuilt", None)
+        self._items, self._shared = items, False
+
     def _own(self) -> None:
         """Stop sharing the items with a branch: copy them."""
         self._items = OrderedDict(self._items)
@@ -201,8 +210,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
-        # A new dict rather than an emptied one: a branch may share the old one.
-        self._items, self._shared = OrderedDict(), False
+        self._store(OrderedDict())
         if hooks or _AFTER_CLEAR:
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 

@@ -137,7 +137,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         # Copy-on-write: a branch shares `_slots` and `_counts` with its parent, both
         # marked shared, and whichever writes first copies them (`_own`). Every write
         # into the two lists goes through `_insert`, which owns them first; anything
-        # else that changes them replaces them instead (as `clear` does).
+        # else that changes them replaces them through `_store` (as `clear` does).
         self._shared = False
 
     @property
@@ -254,6 +254,16 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 self._drop_orphans()
         return start
 
+    def _store(self, slots: list[ContextItem[T]], counts: list[int]) -> None:
+        """Hold `slots` (with their token `counts`, or none when not counting) instead.
+
+        Whatever replaces the items goes through here: new lists, never emptied or
+        refilled ones, which a branch may share, or which a load may not have built.
+        """
+        vars(self).pop("_unbuilt", None)
+        self._slots, self._head, self._counts, self._tokens = slots, 0, counts, sum(counts)
+        self._shared = False
+
     def _own(self) -> None:
         """Stop sharing the lists with a branch: copy the items held (and their counts)."""
         head = self._head
@@ -306,9 +316,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, self.items)
-        # New lists rather than emptied ones: a branch may share the old ones.
-        self._slots, self._head, self._counts, self._tokens = [], 0, [], 0
-        self._shared = False
+        self._store([], [])
         if hooks or _AFTER_CLEAR:
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
 

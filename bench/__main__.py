@@ -4,6 +4,9 @@
 `python -m bench --markdown` prints the latest run's table for the README.
 `python -m bench --peer` runs the head-to-head with pygents 0.7.0 instead (see
 `bench/peer.py`), writing bench/out/peer.json; `--peer --markdown` prints it.
+`python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
+which the full run also does last, writing bench/out/memory.json; `--memory
+--markdown` prints it.
 """
 
 from __future__ import annotations
@@ -15,11 +18,24 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import graph, memory, messages, model, peer, peer_env, runtime, stores, strategies
+from bench import (
+    footprint,
+    graph,
+    memory,
+    messages,
+    model,
+    peer,
+    peer_env,
+    runtime,
+    stores,
+    strategies,
+)
 from bench.harness import Result
 
 OUT = Path(__file__).parent / "out" / "results.json"
 PEER_OUT = OUT.with_name("peer.json")
+MEMORY_OUT = OUT.with_name("memory.json")
+MEMORY_STEPS = 3_000
 
 
 async def collect(quick: bool) -> list[Result]:
@@ -140,9 +156,40 @@ def run_peer() -> int:
     return 0
 
 
+def memory_table(rows: list[footprint.Memory], markdown: bool = False) -> str:
+    """Peak memory as a table, in KB."""
+    if markdown:
+        lines = ["| measurement | memory |", "|---|---:|"]
+        lines += [f"| {r.name} | {r.bytes / 1024:,.1f} KB |" for r in rows]
+        return "\n".join(lines)
+    return "\n".join(f"{r.name:<62} {r.bytes / 1024:>10,.1f} KB" for r in rows)
+
+
+def run_memory(quick: bool) -> None:
+    """Measure peak memory (a tenth of the steps when `quick`), print it, write `MEMORY_OUT`."""
+    rows = asyncio.run(footprint.memory(MEMORY_STEPS // (10 if quick else 1)))
+    print(memory_table(rows))
+    MEMORY_OUT.parent.mkdir(exist_ok=True)
+    MEMORY_OUT.write_text(
+        json.dumps(
+            {**_about_this_run(), "results": [{"name": r.name, "bytes": r.bytes} for r in rows]},
+            indent=2,
+        )
+    )
+
+
 def main() -> None:
     if "--peer" in sys.argv:
         sys.exit(run_peer())
+    if "--memory" in sys.argv:
+        if "--markdown" in sys.argv:
+            saved = json.loads(MEMORY_OUT.read_text())
+            print(f"{saved['date']}, Python {saved['python']}, {saved['machine']}\n")
+            rows = [footprint.Memory(r["name"], r["bytes"]) for r in saved["results"]]
+            print(memory_table(rows, markdown=True))
+        else:
+            run_memory("--quick" in sys.argv)
+        return
     if "--markdown" in sys.argv:  # the latest run's table, for the README
         print(markdown(saved_results()))
         return
@@ -168,7 +215,8 @@ def main() -> None:
             indent=2,
         )
     )
-    print(f"\nwrote {OUT.relative_to(Path.cwd()) if OUT.is_relative_to(Path.cwd()) else OUT}")
+    print(f"\nwrote {OUT.relative_to(Path.cwd()) if OUT.is_relative_to(Path.cwd()) else OUT}\n")
+    run_memory(quick)
 
 
 if __name__ == "__main__":

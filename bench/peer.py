@@ -175,8 +175,8 @@ async def pool_add(m: ModuleType) -> Scenario:
     return Scenario(run, TURNS)
 
 
-async def loaded_agent(m: ModuleType) -> Any:
-    """An agent with 1,000 queued turns and a full 1,000-item queue and pool."""
+async def loaded_agent(m: ModuleType, size: int = TURNS) -> Any:
+    """An agent with `size` (1,000) queued turns and a full queue and pool of `size` items."""
     reset(m)
 
     async def work(i: int, label: str) -> int:
@@ -187,10 +187,10 @@ async def loaded_agent(m: ModuleType) -> Any:
         "loaded",
         "saving and branching",
         [made],
-        context_queue=m.ContextQueue(limit=HELD),
-        context_pool=m.ContextPool(limit=HELD),
+        context_queue=m.ContextQueue(limit=size),
+        context_pool=m.ContextPool(limit=size),
     )
-    for i in range(TURNS):
+    for i in range(size):
         await agent.put(m.Turn(made, kwargs={"i": i, "label": f"turn {i}"}))
         await agent.context_queue.append(m.ContextItem(content={"text": f"note {i}", "n": i}))
         await agent.context_pool.add(

@@ -298,4 +298,46 @@ async def saving_and_branching(ops: int) -> list[Result]:
             {d.id: d for d in docs}
 
     results.append(await compare("branch(), loaded agent", ours_branch, floor_branch, ops, 5))
+    results += await _first_uses(agent, plain_data, ops)
     return results
+
+
+async def _first_uses(agent: Agent, plain_data: dict[str, Any], ops: int) -> list[Result]:
+    """What a branch or a loaded agent pays when it first uses what it has not built yet.
+
+    A branch copies its queued turns, and a loaded agent builds its turns and
+    its queue's and pool's items, the first time each is used: here, by reading
+    them all. The floors are those of the branch and load rows above: copying
+    each turn, and orjson's round trip of the saved data.
+    """
+    turns = agent.queue
+    data = orjson.dumps(plain_data)
+
+    def use(target: Agent) -> None:
+        for turn in target.queue:  # every turn, item and document is built by now
+            turn.kwargs  # noqa: B018 (reading is the point)
+        list(target.context_queue)
+        list(target.context_pool)
+
+    async def ours_branch(n: int) -> None:
+        for _ in range(n):
+            use(agent.branch("child"))
+            AgentRegistry.unregister("child")
+
+    async def floor_branch(n: int) -> None:
+        for _ in range(n):
+            [copy.copy(t) for t in turns]
+
+    async def ours_load(n: int) -> None:
+        for _ in range(n):
+            AgentRegistry.unregister("loaded")
+            use(Agent.from_json(data))
+
+    async def floor_load(n: int) -> None:
+        for _ in range(n):
+            orjson.loads(orjson.dumps(plain_data))
+
+    return [
+        await compare("branch(), then its queue and items", ours_branch, floor_branch, ops, None),
+        await compare("from_json, then its queue and items", ours_load, floor_load, ops, None),
+    ]

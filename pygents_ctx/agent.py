@@ -33,6 +33,7 @@ from typing import Any
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
+from pygents_ctx._lending import PendingTurns
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -40,6 +41,7 @@ from pygents_ctx._resources import (
     close_resources,
     open_resources,
 )
+from pygents_ctx._saved_turns import load_turns
 from pygents_ctx._steps import DONE, Later
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
@@ -158,7 +160,7 @@ class Agent(JsonSerializable):
 
     _state: _RunState
     _tools: dict[str, Tool[..., Any]]
-    _turns: deque[Turn]
+    _pending: PendingTurns
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -183,6 +185,8 @@ class Agent(JsonSerializable):
         resources: Mapping[type, object] | None = None,
     ) -> None:
         object.__setattr__(self, "_state", _RunState())
+        # The queued turns; a branch or a loaded agent builds them when first needed.
+        object.__setattr__(self, "_pending", PendingTurns())
         _check_name(name)
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
@@ -200,7 +204,6 @@ class Agent(JsonSerializable):
         self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
-        self._turns: deque[Turn] = deque()
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -214,8 +217,10 @@ class Agent(JsonSerializable):
             )
         if name == "tools":
             value, index = _index_tools(value)
-            pending = [*self.__dict__.get("_turns", ()), *filter(None, [state.current_turn])]
-            _require_tools(index, (turn.tool for turn in pending), f"agent {self.name!r}")
+            pending = self._pending.tools()  # without building deferred turns
+            if state.current_turn is not None:
+                pending.add(state.current_turn.tool)
+            _require_tools(index, pending, f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -258,6 +263,11 @@ class Agent(JsonSerializable):
     def __iter__(self) -> Iterator[Turn]:
         """The queued turns, next first, as they are now (taking none off the queue)."""
         return iter(list(self._turns))
+
+    @property
+    def _turns(self) -> deque[Turn]:
+        """The queued turns, this agent's own (built now if they were deferred)."""
+        return self._pending.own()
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.key for t in self.tools]!r})"
@@ -487,11 +497,17 @@ class Agent(JsonSerializable):
             hooks: Its agent hooks (default: a copy of this agent's; None or
                 `[]`: none).
 
+        A branch costs about the same for any amount of state: it shares the
+        context queue's and pool's items until either side changes them, and
+        it makes its copies of the queued turns only when it first runs, shows,
+        changes or saves its queue (see the Performance docs).
+
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         child_tools, index = _index_tools(self.tools if tools is None else tools)
-        _require_tools(index, (turn.tool for turn in self._turns), f"branch {name!r}")
+        borrowed = self._pending.lend()
+        _require_tools(index, borrowed.tools(), f"branch {name!r}")
         child = Agent(
             name,
             self.description if description is None else description,
@@ -503,7 +519,8 @@ class Agent(JsonSerializable):
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)
-        child._turns.extend(turn.copy() for turn in self._turns)
+        if borrowed.loan.turns:
+            child._pending.defer(borrowed)
         return child
 
     @classmethod
@@ -599,7 +616,7 @@ class Agent(JsonSerializable):
         is_paused = bool(_field(data, "is_paused", bool, False, label))
         tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
         used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
-        turns = [Turn._from_saved(t, used, parsed) for t in queued]
+        turns = load_turns(queued, used, parsed)
         current_turn = None if current is None else Turn._from_saved(current, used, parsed)
         _require_tools(index, used.values(), label)
         queue = (
@@ -632,7 +649,10 @@ class Agent(JsonSerializable):
             raise ValueError(f"{label}: {exc}") from None
         agent.hooks = hooks
         agent.turn_hooks = turn_hooks
-        agent._turns.extend(turns)
+        if isinstance(turns, list):
+            agent._turns.extend(turns)
+        else:
+            agent._pending.defer(turns)
         agent._state.current_turn = current_turn
         if is_paused:
             agent._state.pause()

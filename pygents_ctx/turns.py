@@ -31,6 +31,7 @@ from pygents_ctx._calls import any_dynamic, evaluate_dynamic, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
+from pygents_ctx._lending import lent_turn_changing
 from pygents_ctx._steps import DONE, Expired, HookedSteps, Later, Steps, ToolSteps, resume_within
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import Hook, ToolHook, TurnHook
@@ -218,9 +219,11 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
         timeout: float,
         tags: frozenset[str],
     ) -> None:
-        """Set every field of a new turn from checked values (`__init__`, loading)."""
+        """Set every field of a new turn from checked values (`__init__`, copies)."""
         self._running = False
         self._tool = tool
+        # `_args` is a tuple and `_kwargs` is never changed in place (the setter
+        # replaces it; a call never writes into it): copies of a turn share both.
         self._args, self._dynamic_args = args, dynamic_args
         self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
         self._timeout = timeout
@@ -233,11 +236,13 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
     # -- the guarded fields ------------------------------------------------
 
     def _guard(self, field: str) -> None:
+        """Called by every setter before it changes the turn's declaration."""
         if self._running:
             raise SafeExecutionError(
                 f"Cannot change property {field!r} while the turn is running "
                 f"(tool {self._tool.key!r}); wait for it to finish"
             )
+        lent_turn_changing(self)  # branches that borrow this turn copy it first
 
     @staticmethod
     def _resolve(tool: Tool[..., Any] | str | Callable[..., Any]) -> Tool[..., Any]:
@@ -593,8 +598,14 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
-        twin = Turn(self._tool, self._args, self._kwargs, self._timeout, self._tags)
-        twin.hooks = list(self.hooks)
+        return self._twin(list(self.hooks))
+
+    def _twin(self, hooks: list[Hook]) -> Turn:
+        """A fresh, unrun `Turn` with this one's declaration (checked: not again) and `hooks`."""
+        twin = object.__new__(Turn)
+        arguments = (self._args, self._dynamic_args, self._kwargs, self._dynamic_kwargs)
+        twin._fill(self._tool, *arguments, self._timeout, self._tags)
+        twin.hooks = hooks
         return twin
 
     # -- serialization -------------------------------------------------------
@@ -623,8 +634,10 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
         """`to_dict()`; unless `fresh`, sharing this turn's own containers, not copies."""
         # Most turns hold plain arguments, have never run and have no hooks or tags:
         # each of those takes a short path (an agent saves its whole queue at once).
-        dynamic = self._dynamic_args or self._dynamic_kwargs
-        args, kwargs = self._evaluated() if dynamic else (self._args, self._kwargs)
+        if self._dynamic_args or self._dynamic_kwargs:
+            args, kwargs = self._evaluated()
+        else:
+            args, kwargs = self._args, self._kwargs
         if self._start is None and self._end is None and self._stop_reason is None:
             metadata = _NO_SAVED_METADATA.copy() if fresh else _NO_SAVED_METADATA
         else:
@@ -632,7 +645,8 @@ class Turn(RunTimes, JsonSerializable, Generic[T]):
         hooks, tags = self.hooks, self._tags
         return {
             "tool_name": self._tool.key,
-            "args": list(args),  # a list, as JSON reads it back (to_json compares)
+            # A list, as JSON reads it back (to_json compares); `[]` is the quicker new one.
+            "args": list(args) if args else [],
             "kwargs": dict(kwargs) if fresh else kwargs,
             "timeout": self._timeout,
             "metadata": metadata,

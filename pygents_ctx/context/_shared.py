@@ -38,7 +38,7 @@ class Saved(NamedTuple):
     """The checked fields of a saved queue or pool."""
 
     limit: Any
-    items: list[ContextItem[Any]]
+    items: list[dict[str, Any]]  # the items' checked fields (see `ContextItem._checked_fields`)
     hooks: object
     tags: list[str]
 
@@ -64,7 +64,7 @@ def read_saved(data: object, owner: str, *, limit_required: bool, parsed: bool) 
     raw_items = data.get("items", [])
     if not isinstance(raw_items, list):
         raise ValueError(f"saved {owner} 'items' must be a list, not {type(raw_items).__name__}")
-    items = ContextItem._all_from_dicts(raw_items, parsed)
+    items = ContextItem._checked_fields(raw_items, parsed)
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"saved {owner} 'tags' must be a list of strings, not {tags!r}")

@@ -17,6 +17,7 @@ __all__ = ["ContextItem"]
 T = TypeVar("T")
 
 _TEXT_OR_NONE = (str, type(None))
+_TEXT_TYPES = frozenset(_TEXT_OR_NONE)  # `type(x) in` it: faster than isinstance, no subclasses
 
 
 def _text_error(description: object, id: object) -> TypeError:
@@ -78,6 +79,16 @@ class ContextItem(JsonSerializable, Generic[T]):
             }
         return {"id": self.id, "description": self.description, "content": content}
 
+    @staticmethod
+    def _all_to_dicts(items: Iterable[ContextItem[Any]]) -> list[dict[str, Any]]:
+        """`to_dict()` of each item (a queue or a pool saves thousands)."""
+        return [
+            item.to_dict()
+            if isinstance(item.content, Message)
+            else {"id": item.id, "description": item.description, "content": item.content}
+            for item in items
+        ]
+
     @classmethod
     def _user_values(cls, data: dict[str, Any]) -> list[Any]:
         return cls._user_values_of([data])
@@ -94,21 +105,37 @@ class ContextItem(JsonSerializable, Generic[T]):
         Raises:
             ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
         """
-        return cls._all_from_dicts([data], parsed=False)[0]
+        return cls._from_fields(cls._checked_fields([data], parsed=False))[0]
 
     @classmethod
     def _from_json_data(cls, data: Any) -> ContextItem[Any]:
-        return cls._all_from_dicts([data], parsed=True)[0]
+        return cls._from_fields(cls._checked_fields([data], parsed=True))[0]
 
-    @classmethod
+    @staticmethod
     @refuses_deep_nesting("ContextItem")
-    def _all_from_dicts(cls, saved: Iterable[object], parsed: bool) -> list[ContextItem[Any]]:
-        """`from_dict` of each saved item in turn (a queue or a pool loads thousands).
+    def _checked_fields(saved: Iterable[object], parsed: bool) -> list[dict[str, Any]]:
+        """The fields of each saved item, checked as `__post_init__` would, in dicts of their own.
 
-        `parsed`: the dicts are fresh from `from_json` (see `JsonSerializable._from_json_data`).
+        Each dict becomes an item's `__dict__` (`_from_fields`), which skips the frozen
+        dataclass's `__init__`, most of the cost of a load: a queue or a pool loads
+        thousands (and builds them only when first used). `parsed`: the dicts are
+        fresh from `from_json` (see `JsonSerializable._from_json_data`).
         """
-        items = []
+        fields: list[dict[str, Any]] = []
+        append = fields.append
         for data in saved:
+            if (
+                type(data) is dict
+                and len(data) == 3
+                and "content" in data
+                and type(data.get("description", data)) in _TEXT_TYPES
+                and type(data.get("id", data)) in _TEXT_TYPES
+            ):
+                # Exactly the fields (the form `to_dict` writes for content that is not
+                # a `Message`), each of the right type. Fresh from JSON, nothing else
+                # holds the dict: the item can keep it.
+                append(data if parsed else dict(data))
+                continue
             if not is_mapping(data) or "content" not in data:
                 raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
             content, description, id = data["content"], data.get("description"), data.get("id")
@@ -116,15 +143,18 @@ class ContextItem(JsonSerializable, Generic[T]):
                 content = _saved_content(data["content_type"], content)
             if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
                 raise ValueError(str(_text_error(description, id)))
-            # Checked as __post_init__ would: filling the fields directly skips the
-            # frozen dataclass's __init__, which is most of the cost of a load.
+            append({"content": content, "description": description, "id": id})
+        return fields
+
+    @classmethod
+    def _from_fields(cls, fields: Iterable[dict[str, Any]]) -> list[ContextItem[Any]]:
+        """Items with the checked `fields` (see `_checked_fields`), which become theirs."""
+        items: list[ContextItem[Any]] = []
+        append = items.append
+        for item_fields in fields:
             item = _new_object(cls)
-            if parsed and len(data) == 3 and "id" in data and "description" in data:
-                # Fresh from JSON and exactly the fields: nothing else holds the dict.
-                _set_attribute(item, "__dict__", data)
-            else:
-                vars(item).update(content=content, description=description, id=id)
-            items.append(item)
+            _set_attribute(item, "__dict__", item_fields)
+            append(item)
         return items
 
 

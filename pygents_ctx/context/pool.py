@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, Self, TypeVar
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
@@ -32,6 +33,7 @@ _AFTER_REMOVE = HookRegistry.globals_for(ContextPoolHook.AFTER_REMOVE)
 _BEFORE_CLEAR = HookRegistry.globals_for(ContextPoolHook.BEFORE_CLEAR)
 _AFTER_CLEAR = HookRegistry.globals_for(ContextPoolHook.AFTER_CLEAR)
 _ON_EVICT = HookRegistry.globals_for(ContextPoolHook.ON_EVICT)
+_ID, _DESCRIPTION = itemgetter("id"), itemgetter("description")  # of an item's checked fields
 
 
 class ContextPool(JsonSerializable, Generic[T]):
@@ -61,6 +63,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         - [q3] Q3 report
     """
 
+    _unbuilt: list[dict[str, Any]]  # see `_from_saved`
+
     before_add = HookSlot(ContextPoolHook.BEFORE_ADD)
     after_add = HookSlot(ContextPoolHook.AFTER_ADD)
     before_remove = HookSlot(ContextPoolHook.BEFORE_REMOVE)
@@ -86,6 +90,10 @@ class ContextPool(JsonSerializable, Generic[T]):
         # Built by the first select(), then told of every change; None until then,
         # so a pool nobody selects from pays nothing for it.
         self._index: SelectionIndex | None = None
+        # Copy-on-write: a branch shares `_items` with its parent, both marked shared,
+        # and whichever writes first copies it (`_own`). Every write into it owns it
+        # first; anything that starts afresh replaces it through `_store` (as `clear`).
+        self._shared = False
 
     @property
     def limit(self) -> int | None:
@@ -160,6 +168,8 @@ class ContextPool(JsonSerializable, Generic[T]):
             )
         hooks = self.hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
+            if self._shared:
+                self._own()
             items, limit, index = self._items, self._limit, self._index
             # A known id keeps its place and the size; a new one may go one over the
             # limit, and the oldest item (never the one just added) makes room.
@@ -189,7 +199,12 @@ class ContextPool(JsonSerializable, Generic[T]):
             await fire_on(_AFTER_ADD, hooks, tags, self, item)
 
     def _make_room(self, item_id: str) -> list[ContextItem[T]]:
-        """Evict the oldest items until `item_id` fits; return them, oldest first."""
+        """Evict the oldest items until `item_id` fits; return them, oldest first.
+
+        The pool is then its own, for the write that follows without an await.
+        """
+        if self._shared:
+            self._own()
         items, limit, index = self._items, self._limit, self._index
         evicted: list[ContextItem[T]] = []
         while limit is not None and len(items) >= limit and item_id not in items:
@@ -198,6 +213,20 @@ class ContextPool(JsonSerializable, Generic[T]):
                 index.discard(old_id)
             evicted.append(old)
         return evicted
+
+    def _store(self, items: OrderedDict[str, ContextItem[T]]) -> None:
+        """Hold `items` instead (keyed by id, oldest first).
+
+        Whatever replaces the items goes through here: a new dict, never an emptied
+        or refilled one, which a branch may share, or which a load may not have built.
+        """
+        vars(self).pop("_unbuilt", None)
+        self._items, self._shared = items, False
+
+    def _own(self) -> None:
+        """Stop sharing the items with a branch: copy them."""
+        self._items = OrderedDict(self._items)
+        self._shared = False
 
     async def remove(self, item_id: str) -> None:
         """Delete the item with this id.
@@ -209,6 +238,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if hooks or _BEFORE_REMOVE:
             await fire_on(_BEFORE_REMOVE, hooks, self.tags, self, item)
+        if self._shared:
+            self._own()
         if self._items.pop(item_id, None) is not None and self._index is not None:
             self._index.discard(item_id)
         if hooks or _AFTER_REMOVE:
@@ -219,7 +250,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
-        self._items.clear()
+        self._store(OrderedDict())
         if self._index is not None:
             self._index.clear()
         if hooks or _AFTER_CLEAR:
@@ -275,21 +306,26 @@ class ContextPool(JsonSerializable, Generic[T]):
                 or `[]`: none).
 
         The child is of this pool's class (made with `limit` and `tags`). No
-        hooks fire while copying. The child shares the selector and starts
-        from a copy-on-write branch of the selection index, if one was built.
+        hooks fire while copying. The two share their items until either side
+        first changes them (then that side copies them once), so a branch costs
+        the same for any size. The child shares the selector and starts from a
+        copy-on-write branch of the selection index, if one was built.
         """
         child = type(self)(self._limit if isinstance(limit, Inherit) else limit, self.tags)
-        kept = list(self._items.items())
-        dropped: list[tuple[str, ContextItem[T]]] = []
-        if child._limit is not None and len(kept) > child._limit:
-            dropped, kept = kept[: len(kept) - child._limit], kept[len(kept) - child._limit :]
-        child._items.update(kept)
+        cut = 0 if child._limit is None else len(self._items) - child._limit
+        if cut > 0:  # the newest that fit, in a dict of the child's own
+            kept = list(self._items.items())
+            child._items.update(kept[cut:])
+        else:
+            child._items = self._items
+            self._shared = child._shared = True
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child._selector = self._selector
         if self._index is not None:
             child._index = self._index.branch()
-            for item_id, _ in dropped:
-                child._index.discard(item_id)
+            if cut > 0:
+                for item_id, _ in kept[:cut]:
+                    child._index.discard(item_id)
         return child
 
     def to_dict(self) -> dict[str, Any]:
@@ -303,7 +339,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         """
         return {
             "limit": self._limit,
-            "items": [item.to_dict() for item in self._items.values()],
+            "items": ContextItem._all_to_dicts(self._items.values()),
             "hooks": hooks_to_dict(self.hooks, ContextPoolHook, "ContextPool"),
             "tags": sorted(self.tags),
         }
@@ -333,21 +369,39 @@ class ContextPool(JsonSerializable, Generic[T]):
         """`from_dict`; `parsed` as for `read_saved`."""
         saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
-        for item in saved.items:
-            if item.id is None or item.description is None:
-                raise ValueError(
-                    f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
-                    f"both 'id' and 'description' set"
-                )
-            if item.id in pool._items:
-                raise ValueError(f"saved ContextPool has the id {item.id!r} twice")
-            pool._items[item.id] = item
-        if pool._limit is not None and len(pool._items) > pool._limit:
+        ids = list(map(_ID, saved.items))
+        if None in ids or None in map(_DESCRIPTION, saved.items):
+            fields = next(f for f in saved.items if f["id"] is None or f["description"] is None)
+            item = ContextItem._from_fields([fields])[0]
             raise ValueError(
-                f"saved ContextPool holds {len(pool._items)} items but its limit is {pool._limit}"
+                f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
+                f"both 'id' and 'description' set"
+            )
+        if len(set(ids)) < len(ids):
+            counts = Counter(ids)
+            twice = next(item_id for item_id, count in counts.items() if count > 1)
+            raise ValueError(f"saved ContextPool has the id {twice!r} twice")
+        if pool._limit is not None and len(ids) > pool._limit:
+            raise ValueError(
+                f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
             )
         pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
+        if saved.items:  # built when first used
+            del pool._items
+            pool._unbuilt = saved.items
         return pool
+
+    if not TYPE_CHECKING:  # a fallback for attributes mypy knows of anyway
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for a missing attribute: in a pool loaded by `from_dict`,
+            # the items, checked when loaded and built the first time they are used.
+            fields = vars(self).pop("_unbuilt", None)
+            if fields is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            items = ContextItem._from_fields(fields)
+            self._items = OrderedDict(zip(map(_ID, fields), items, strict=True))
+            return getattr(self, name)
 
 
 def _check_selector(selector: object) -> Selector:

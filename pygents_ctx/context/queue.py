@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import (
@@ -114,6 +114,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         b c
     """
 
+    _unbuilt: tuple[list[dict[str, Any]], list[int]]  # see `_from_saved`
+
     before_append = HookSlot(ContextQueueHook.BEFORE_APPEND)
     after_append = HookSlot(ContextQueueHook.AFTER_APPEND)
     before_clear = HookSlot(ContextQueueHook.BEFORE_CLEAR)
@@ -145,6 +147,11 @@ class ContextQueue(JsonSerializable, Generic[T]):
         self._counting = max_tokens is not None or counter is not None
         self._counts: list[int] = []
         self._tokens = 0
+        # Copy-on-write: a branch shares `_slots` and `_counts` with its parent, both
+        # marked shared, and whichever writes first copies them (`_own`). Every write
+        # into the two lists goes through `_insert`, which owns them first; anything
+        # else that changes them replaces them through `_store` (as `clear` does).
+        self._shared = False
 
     @property
     def limit(self) -> int:
@@ -200,7 +207,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 f"'await queue.replace(items)', which fires them as clear() and append() do"
             )
         counts = [self._count(item) for item in new] if self._counting else None
-        self._reset()
+        self._store([], [])
         if new:
             self._insert(new, counts)
 
@@ -302,6 +309,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         Returns where the evicted items start: they stay readable as
         `_slots[start:_head]` until the next insert.
         """
+        if self._shared:
+            self._own()
         slots, start = self._slots, self._head
         if start > len(slots) - start:
             # More evicted slots than held ones: delete them at once (O(1) amortized per item).
@@ -325,6 +334,24 @@ class ContextQueue(JsonSerializable, Generic[T]):
             if isinstance(oldest, Message) and oldest.has_tool_results:
                 self._drop_orphans()
         return start
+
+    def _store(self, slots: list[ContextItem[T]], counts: list[int]) -> None:
+        """Hold `slots` (with their token `counts`, or none when not counting) instead.
+
+        Whatever replaces the items goes through here: new lists, never emptied or
+        refilled ones, which a branch may share, or which a load may not have built.
+        """
+        vars(self).pop("_unbuilt", None)
+        self._slots, self._head, self._counts, self._tokens = slots, 0, counts, sum(counts)
+        self._shared = False
+
+    def _own(self) -> None:
+        """Stop sharing the lists with a branch: copy the items held (and their counts)."""
+        head = self._head
+        self._slots = self._slots[head:]
+        self._counts = self._counts[head:]
+        self._head = 0
+        self._shared = False
 
     def _evict(self, count: int) -> None:
         """Move the `count` oldest items out of the window."""
@@ -370,16 +397,9 @@ class ContextQueue(JsonSerializable, Generic[T]):
         hooks = self.hooks
         if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, self.items)
-        self._reset()
+        self._store([], [])
         if hooks or _AFTER_CLEAR:
             await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
-
-    def _reset(self) -> None:
-        """Empty the queue (no hooks)."""
-        self._slots.clear()
-        self._head = 0
-        self._counts.clear()
-        self._tokens = 0
 
     def branch(
         self, limit: int | None = None, hooks: list[Hook] | Inherit | None = INHERIT
@@ -394,7 +414,9 @@ class ContextQueue(JsonSerializable, Generic[T]):
 
         The child is of this queue's class (made with `limit` and `tags`, and
         `max_tokens` / `counter` when set) and keeps `max_tokens` and
-        `counter`. No hooks fire while copying.
+        `counter`. No hooks fire while copying. The two share their items until
+        either side first changes them (then that side copies them once), so a
+        branch costs the same for any size.
         """
         options: dict[str, Any] = {}
         if self._max_tokens is not None:
@@ -402,25 +424,15 @@ class ContextQueue(JsonSerializable, Generic[T]):
         if self._counter is not None:
             options["counter"] = self._counter
         child = type(self)(self._limit if limit is None else limit, self.tags, **options)
-        child._load(self.items, self._counts[self._head :])
+        child._slots, child._counts, child._tokens = self._slots, self._counts, self._tokens
+        child._head = self._head
+        self._shared = child._shared = True
+        cut = len(child) - child._limit
+        if cut > 0:  # the newest that fit, and no orphaned result at the head
+            child._evict(cut)
+            child._drop_orphans()
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         return child
-
-    def _load(self, items: list[ContextItem[T]], counts: list[int]) -> None:
-        """Fill an empty queue with the newest items that fit `limit`, without hooks.
-
-        `items` and `counts` (the items' token counts, empty when not counting)
-        become the queue's own lists.
-        """
-        cut = len(items) - self._limit
-        if cut > 0:
-            items, counts = items[cut:], counts[cut:]
-        self._slots = items
-        if self._counting:
-            self._counts = counts
-            self._tokens = sum(counts)
-        if cut > 0:  # the limit cut the copy: no orphaned result at its head
-            self._drop_orphans()
 
     def to_dict(self) -> dict[str, Any]:
         """`{"limit", "items", "hooks", "tags"}`, plus `max_tokens` and `counter` when set.
@@ -431,7 +443,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """
         saved: dict[str, Any] = {
             "limit": self._limit,
-            "items": [item.to_dict() for item in self.items],
+            "items": ContextItem._all_to_dicts(self._slots[self._head :]),
             "hooks": hooks_to_dict(self.hooks, ContextQueueHook, "ContextQueue"),
             "tags": sorted(self.tags),
         }
@@ -477,8 +489,26 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
         queue.hooks = hooks_from_dict(saved.hooks, ContextQueueHook, "ContextQueue")
-        queue._slots.extend(saved.items)  # as saved: no eviction on load
-        if queue._counting:
-            queue._counts.extend(queue._count(item) for item in saved.items)
-            queue._tokens = sum(queue._counts)
+        counter = queue.counter
+        counts = (
+            [count_content_tokens(fields["content"], counter) for fields in saved.items]
+            if queue._counting
+            else []
+        )
+        if saved.items:  # as saved, no eviction on load; built when first used
+            del queue._slots, queue._counts, queue._tokens
+            queue._unbuilt = (saved.items, counts)
         return queue
+
+    if not TYPE_CHECKING:  # a fallback for attributes mypy knows of anyway
+
+        def __getattr__(self, name: str) -> Any:
+            # Reached only for a missing attribute: in a queue loaded by `from_dict`,
+            # the items, checked when loaded and built the first time they are used.
+            unbuilt = vars(self).pop("_unbuilt", None)
+            if unbuilt is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            fields, counts = unbuilt
+            self._slots = ContextItem._from_fields(fields)
+            self._counts, self._tokens = counts, sum(counts)
+            return getattr(self, name)

@@ -136,6 +136,7 @@ def test_from_dict_accepts_missing_optional_keys(
     [
         {},
         {"id": "i", "description": "d"},
+        {"id": "i", "description": "d", "contents": 1},  # three keys, but not the three
         ["content"],
         "content",
         None,
@@ -157,6 +158,16 @@ def test_from_dict_without_content_is_a_value_error(data: Any) -> None:
 def test_from_dict_with_wrong_field_types_is_a_value_error(data: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"id|description"):
         ContextItem.from_dict(data)
+
+
+def test_an_item_loaded_from_a_dict_keeps_no_link_to_it() -> None:
+    data: dict[str, Any] = {"id": "i", "description": "d", "content": "c"}
+    item = ContextItem.from_dict(data)
+
+    data["id"] = "changed"
+    data["content"] = "changed"
+
+    assert item == ContextItem(content="c", description="d", id="i")
 
 
 def test_item_round_trips_through_json() -> None:

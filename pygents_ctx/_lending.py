@@ -1,0 +1,190 @@
+"""An agent's queued turns, which it may hold before it has built them.
+
+An agent's queue is a `PendingTurns`: its own `Turn` objects, or turns it has
+not needed yet, built the first time it does (it runs, shows, changes or saves
+its queue). Two kinds wait that way:
+
+- a branch's turns: `Agent.branch()` does not copy the parent's queued turns.
+  The child borrows them (`Borrowed`): it keeps a `TurnLoan`, the parent's turns
+  as a tuple shared by every branch taken while the parent's queue stays the
+  same, and makes its copies when it needs them. Until then, neither side may
+  see the other's changes, and this is why it cannot:
+
+  - the child never changes a borrowed turn: it copies the turns first;
+  - the parent changes a turn's declaration (tool, arguments, timeout, tags)
+    only through setters, which call `lent_turn_changing` first: every loan
+    holding that turn has its borrowers copy their turns, as they still are;
+  - running a turn changes only its run state, which copies never take;
+  - a turn's `hooks` list can change in place, unseen, so a borrower keeps a
+    snapshot of the borrowed turns' hooks, taken when it borrowed;
+
+- a loaded agent's turns, checked when loaded and built later (see `_saved_turns`).
+
+This module sits beside `turns.py` (which calls `lent_turn_changing`) and knows
+nothing of agents.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pygents_ctx.hooks import Hook
+    from pygents_ctx.tools import Tool
+    from pygents_ctx.turns import Turn
+
+__all__ = ["Borrowed", "DeferredTurns", "PendingTurns", "TurnLoan", "lent_turn_changing"]
+
+
+class DeferredTurns(Protocol):
+    """Turns an agent holds without having built them."""
+
+    def tools(self) -> Iterable[Tool[..., Any]]:
+        """The tools the turns run."""
+        ...
+
+    def build(self) -> list[Turn]:
+        """The turns, as new `Turn` objects of the agent's own."""
+        ...
+
+
+class TurnLoan:
+    """Queued turns lent, as they are, to the branches that have not copied them yet.
+
+    Args:
+        turns: The lender's queued turns, next first.
+    """
+
+    __slots__ = ("__weakref__", "_borrowers", "_ids", "turns")
+
+    def __init__(self, turns: tuple[Turn, ...]) -> None:
+        self.turns = turns
+        self._borrowers: weakref.WeakSet[PendingTurns] = weakref.WeakSet()
+        self._ids: frozenset[int] | None = None  # the turns' ids, made when first asked
+
+    def lend_to(self, borrower: PendingTurns) -> None:
+        """Record a borrower: it copies the turns before one of them changes."""
+        self._borrowers.add(borrower)
+        _OPEN_LOANS.add(self)
+
+    def leave(self, borrower: PendingTurns) -> None:
+        """Forget a borrower that has made its copies."""
+        self._borrowers.discard(borrower)
+        if not self._borrowers:
+            _OPEN_LOANS.discard(self)
+
+    def holds(self, turn: Turn) -> bool:
+        """Whether `turn` is one of the lent turns."""
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = frozenset(map(id, self.turns))
+        return id(turn) in ids
+
+    def call_in(self) -> None:
+        """Have every borrower copy the turns now."""
+        for borrower in list(self._borrowers):  # each one leaves as it copies
+            borrower.own()
+
+
+# Loans with borrowers; weak, so that a loan whose borrowers are gone is forgotten.
+_OPEN_LOANS: weakref.WeakSet[TurnLoan] = weakref.WeakSet()
+
+
+def lent_turn_changing(turn: Turn) -> None:
+    """Called before a turn's declaration changes: its borrowers copy their turns first."""
+    if not _OPEN_LOANS:
+        return
+    for loan in list(_OPEN_LOANS):  # calling a loan in takes it out of the set
+        if loan.holds(turn):
+            loan.call_in()
+
+
+class Borrowed:
+    """A branch's share of a loan: the lent turns, with their hooks as they were then.
+
+    Args:
+        loan: The lent turns.
+        hooks: The hooks of those lent turns that had any, by position.
+    """
+
+    __slots__ = ("hooks", "loan")
+
+    def __init__(self, loan: TurnLoan, hooks: dict[int, list[Hook]]) -> None:
+        self.loan = loan
+        self.hooks = hooks
+
+    def tools(self) -> Iterable[Tool[..., Any]]:
+        """The lent turns' tools (declarations cannot change while lent)."""
+        return {turn._tool for turn in self.loan.turns}
+
+    def build(self) -> list[Turn]:
+        """Fresh, unrun copies of the lent turns, each with its snapshot of hooks."""
+        hooks = self.hooks
+        return [
+            turn._twin(list(hooks[index]) if index in hooks else [])
+            for index, turn in enumerate(self.loan.turns)
+        ]
+
+
+def _hooks_snapshot(turns: tuple[Turn, ...]) -> dict[int, list[Hook]]:
+    """The hooks of those `turns` that have any, by position (most have none)."""
+    if not [turn for turn in turns if turn.hooks]:  # in 3.12+, faster than any() of a generator
+        return _NO_HOOKS
+    return {index: list(turn.hooks) for index, turn in enumerate(turns) if turn.hooks}
+
+
+_NO_HOOKS: dict[int, list[Hook]] = {}  # shared by every snapshot of unhooked turns, never changed
+
+
+class PendingTurns:
+    """An agent's queued turns: its own (`queued`), or some it has yet to build.
+
+    While some are deferred, `queued` is empty: `own()` builds them into it.
+    """
+
+    __slots__ = ("__weakref__", "_deferred", "_lent", "queued")
+
+    def __init__(self) -> None:
+        self.queued: deque[Turn] = deque()
+        self._deferred: DeferredTurns | None = None
+        self._lent: TurnLoan | None = None  # the loan last made of `queued`
+
+    def own(self) -> deque[Turn]:
+        """The queued turns, built now if they were deferred, for the agent to read or change."""
+        self._lent = None  # they may change: the next branch makes a new loan
+        deferred = self._deferred
+        if deferred is not None:
+            self._deferred = None
+            if isinstance(deferred, Borrowed):
+                deferred.loan.leave(self)
+            self.queued.extend(deferred.build())
+        return self.queued
+
+    def defer(self, turns: DeferredTurns) -> None:
+        """Hold `turns` (in place of an empty queue) until they are needed."""
+        self._deferred = turns
+        if isinstance(turns, Borrowed):
+            turns.loan.lend_to(self)
+
+    def tools(self) -> set[Tool[..., Any]]:
+        """The tools of the queued turns, deferred ones included, without building them."""
+        if self._deferred is not None:
+            return set(self._deferred.tools())
+        return {turn._tool for turn in self.queued}
+
+    def lend(self) -> Borrowed:
+        """The queued turns, for a branch to borrow (see `defer`)."""
+        if isinstance(self._deferred, Borrowed):  # borrowed, not copied: lent on as they are
+            return self._deferred
+        if self._deferred is not None:
+            self.own()
+        # Branches of an unchanged queue share one loan, so their memory stays flat.
+        # (`own()` forgets it, so that it keeps no turn alive the agent has let go of;
+        # the comparison is what makes reusing it right: a run pops turns unseen.)
+        turns, lent = tuple(self.queued), self._lent
+        if lent is None or lent.turns != turns:
+            lent = self._lent = TurnLoan(turns)
+        return Borrowed(lent, _hooks_snapshot(turns))

@@ -34,6 +34,7 @@ from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._lending import PendingTurns
+from pygents_ctx._registry import NameRegistry, identical
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -47,10 +48,9 @@ from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
-from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
-from pygents_ctx.hooks import AgentHook, Hook, TurnHook
-from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
-from pygents_ctx.tools import Tool
+from pygents_ctx.errors import SafeExecutionError, UnregisteredAgentError, UnregisteredToolError
+from pygents_ctx.hooks import AgentHook, Hook, HookRegistry, TurnHook
+from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns import ANY_TURN_HOOK, Turn
 
 __all__ = ["Agent"]
@@ -657,6 +657,50 @@ class Agent(JsonSerializable):
         if is_paused:
             agent._state.pause()
         return agent
+
+
+# -- the registry of agents (public through pygents_ctx.registry) -------------
+
+
+class AgentRegistry(NameRegistry["Agent"]):
+    """Every live agent, keyed by name, so agents can message each other."""
+
+    _noun = "agent"
+    _missing = UnregisteredAgentError
+    _missing_hint = "create it (or restore it with Agent.from_dict) first"
+
+    @classmethod
+    def register(cls, agent: Agent) -> None:
+        """Add `agent` under `agent.name`.
+
+        Raises:
+            ValueError: Another agent already has that name.
+        """
+        cls._add(agent.name, agent, identical)
+
+    @classmethod
+    def unregister(cls, name: str) -> None:
+        """Remove the agent `name`.
+
+        Raises:
+            UnregisteredAgentError: No agent has that name.
+        """
+        cls.get(name)
+        del cls._entries[name]
+
+    @classmethod
+    def _rename(cls, agent: Agent, old: str, new: str) -> None:
+        """Move `agent` from `old` to `new` (when it is registered under `old`).
+
+        Raises:
+            ValueError: Another agent has the name `new`.
+        """
+        held = cls._entries.get(new)
+        if held is not None and held is not agent:
+            raise cls._taken(new)
+        if cls._entries.get(old) is agent:
+            del cls._entries[old]
+            cls._entries[new] = agent
 
 
 _ROUTED = (Turn, ContextItem)

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, fire_with_kwargs
+from pygents_ctx._registry import NameRegistry, identical
 from pygents_ctx._schema import signature_schemas
-from pygents_ctx.hooks import Hook, ToolHook
-from pygents_ctx.registry import HookRegistry, ToolRegistry
+from pygents_ctx.errors import UnregisteredToolError
+from pygents_ctx.hooks import Hook, HookRegistry, ToolHook
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -364,6 +365,53 @@ class Tool(Generic[P, R]):
             "description": self.metadata.description,
             "subtools": [sub.doc_tree() for sub in self.subtools],
         }
+
+
+# -- the registry of tools (public through pygents_ctx.registry) --------------
+
+
+class ToolRegistry(NameRegistry["Tool[..., Any]"]):
+    """Every tool made with `@tool` or `.subtool()`, keyed by name.
+
+    A root tool's key is its function's `__name__`; a subtool's is scoped by its
+    parents (`"parent.child"`).
+    """
+
+    _noun = "tool"
+    _missing = UnregisteredToolError
+    _missing_hint = "decorate it with @tool first"
+
+    @classmethod
+    def register(cls, tool: Tool[..., Any]) -> None:
+        """Add `tool` under `tool.key`.
+
+        Raises:
+            ValueError: Another tool already has that key.
+        """
+        cls._add(tool.key, tool, identical)
+
+    @classmethod
+    def all(cls) -> list[Tool[..., Any]]:
+        """Every registered tool, subtools included, in registration order."""
+        return list(cls._entries.values())
+
+    @classmethod
+    def definitions(cls) -> list[dict[str, Any]]:
+        """The `doc_tree()` of every root tool, sorted by name."""
+        roots = sorted((t for t in cls._entries.values() if t.parent is None), key=lambda t: t.key)
+        return [t.doc_tree() for t in roots]
+
+    @classmethod
+    def unregister(cls, name: str) -> None:
+        """Remove the tool `name` and its subtools.
+
+        Raises:
+            UnregisteredToolError: No tool has that name.
+        """
+        cls.get(name)
+        prefix = name + "."
+        for key in [k for k in cls._entries if k == name or k.startswith(prefix)]:
+            del cls._entries[key]
 
 
 @overload

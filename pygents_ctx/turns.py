@@ -34,9 +34,8 @@ from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx._lending import lent_turn_changing
 from pygents_ctx._steps import DONE, Expired, HookedSteps, Later, Steps, ToolSteps, resume_within
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
-from pygents_ctx.hooks import Hook, ToolHook, TurnHook
-from pygents_ctx.registry import HookRegistry, ToolRegistry
-from pygents_ctx.tools import Tool, ToolMetadata
+from pygents_ctx.hooks import Hook, HookRegistry, ToolHook, TurnHook
+from pygents_ctx.tools import Tool, ToolMetadata, ToolRegistry
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
 

@@ -19,8 +19,7 @@ from pygents_ctx.context._shared import (
 )
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.selection import SelectionIndex, Selector, _default_selector
-from pygents_ctx.hooks import ContextPoolHook, Hook
-from pygents_ctx.registry import HookRegistry
+from pygents_ctx.hooks import ContextPoolHook, Hook, HookRegistry
 
 __all__ = ["ContextPool"]
 

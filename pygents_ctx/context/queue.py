@@ -31,8 +31,7 @@ from pygents_ctx.context.tokens import (
     counter_from_dict,
     counter_to_dict,
 )
-from pygents_ctx.hooks import ContextQueueHook, Hook
-from pygents_ctx.registry import HookRegistry
+from pygents_ctx.hooks import ContextQueueHook, Hook, HookRegistry
 
 __all__ = ["ContextQueue"]
 

@@ -44,6 +44,7 @@ from pygents_ctx._resources import (
 )
 from pygents_ctx._saved_turns import load_turns
 from pygents_ctx._steps import DONE, Later
+from pygents_ctx._turn_running import ANY_TURN_HOOK
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
@@ -51,7 +52,7 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError, UnregisteredAgentError, UnregisteredToolError
 from pygents_ctx.hooks import AgentHook, Hook, HookRegistry, TurnHook
 from pygents_ctx.tools import Tool, ToolRegistry
-from pygents_ctx.turns import ANY_TURN_HOOK, Turn
+from pygents_ctx.turns import Turn
 
 __all__ = ["Agent"]
 

@@ -30,8 +30,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
+from pygents_ctx._agent_state import RunState, check_name, index_tools, require_tools
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._lending import PendingTurns
 from pygents_ctx._registry import NameRegistry, identical
@@ -42,16 +43,16 @@ from pygents_ctx._resources import (
     close_resources,
     open_resources,
 )
-from pygents_ctx._saved_turns import load_turns
+from pygents_ctx._saved_agent import read_saved_agent
 from pygents_ctx._steps import DONE, Later
 from pygents_ctx._turn_running import ANY_TURN_HOOK
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
-from pygents_ctx.errors import SafeExecutionError, UnregisteredAgentError, UnregisteredToolError
+from pygents_ctx.errors import SafeExecutionError, UnregisteredAgentError
 from pygents_ctx.hooks import AgentHook, Hook, HookRegistry, TurnHook
-from pygents_ctx.tools import Tool, ToolRegistry
+from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
 __all__ = ["Agent"]
@@ -63,52 +64,6 @@ _BEFORE_PUT = HookRegistry.globals_for(AgentHook.BEFORE_PUT)
 _AFTER_PUT = HookRegistry.globals_for(AgentHook.AFTER_PUT)
 _ON_PAUSE = HookRegistry.globals_for(AgentHook.ON_PAUSE)
 _ON_RESUME = HookRegistry.globals_for(AgentHook.ON_RESUME)
-
-_SAVED_KEYS = (
-    "name",
-    "description",
-    "tool_names",
-    "queue",
-    "current_turn",
-    "hooks",
-    "turn_hooks",
-    "context_pool",
-    "is_paused",
-    "context_queue",
-    "tags",
-    "context",
-)
-
-
-class _RunState:
-    """What changes while an agent runs, kept apart from its guarded attributes."""
-
-    __slots__ = ("current_turn", "gate", "paused", "run_id", "running")
-
-    def __init__(self) -> None:
-        self.running = False
-        self.run_id: str | None = None
-        self.current_turn: Turn | None = None
-        # `paused` says what the gate does, as a plain flag: a run reads it every turn.
-        self.paused = False
-        self.gate = asyncio.Event()  # set = open
-        self.gate.set()
-
-    def pause(self) -> bool:
-        """Close the gate; whether it was open."""
-        if self.paused:
-            return False
-        self.paused = True
-        self.gate.clear()
-        return True
-
-    def resume(self) -> bool:
-        """Open the gate; whether it was closed."""
-        if not self.paused:
-            return False
-        self.paused = False
-        self.gate.set()
-        return True
 
 
 class Agent(JsonSerializable):
@@ -159,7 +114,7 @@ class Agent(JsonSerializable):
     on_error = HookSlot(TurnHook.ON_ERROR, "turn_hooks")
     on_complete = HookSlot(TurnHook.ON_COMPLETE, "turn_hooks")
 
-    _state: _RunState
+    _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
     name: str
@@ -185,10 +140,10 @@ class Agent(JsonSerializable):
         context: ContextConfig | None = None,
         resources: Mapping[type, object] | None = None,
     ) -> None:
-        object.__setattr__(self, "_state", _RunState())
+        object.__setattr__(self, "_state", RunState())
         # The queued turns; a branch or a loaded agent builds them when first needed.
         object.__setattr__(self, "_pending", PendingTurns())
-        _check_name(name)
+        check_name(name)
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
         if context_queue is not None and not isinstance(context_queue, ContextQueue):
@@ -210,18 +165,18 @@ class Agent(JsonSerializable):
     # -- guarded attributes --------------------------------------------------
 
     def __setattr__(self, name: str, value: Any) -> None:
-        state: _RunState = self._state
+        state: RunState = self._state
         if state.running:
             raise SafeExecutionError(
                 f"Cannot change property {name!r} while the agent is running "
                 f"(agent {self.name!r}); set it before run() or after it ends"
             )
         if name == "tools":
-            value, index = _index_tools(value)
+            value, index = index_tools(value)
             pending = self._pending.tools()  # without building deferred turns
             if state.current_turn is not None:
                 pending.add(state.current_turn.tool)
-            _require_tools(index, pending, f"agent {self.name!r}")
+            require_tools(index, pending, f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -230,7 +185,7 @@ class Agent(JsonSerializable):
         elif name == "resources":
             value = check_resources(value, f"agent {self.name!r}")
         elif name == "name":
-            _check_name(value)
+            check_name(value)
             old = self.__dict__.get("name")
             if old is not None and value != old:
                 AgentRegistry._rename(self, old, value)
@@ -506,9 +461,9 @@ class Agent(JsonSerializable):
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
-        child_tools, index = _index_tools(self.tools if tools is None else tools)
+        child_tools, index = index_tools(self.tools if tools is None else tools)
         borrowed = self._pending.lend()
-        _require_tools(index, borrowed.tools(), f"branch {name!r}")
+        require_tools(index, borrowed.tools(), f"branch {name!r}")
         child = Agent(
             name,
             self.description if description is None else description,
@@ -600,62 +555,27 @@ class Agent(JsonSerializable):
     @refuses_deep_nesting("Agent")
     def _from_saved(cls, data: object, context: ContextConfig | None, parsed: bool) -> Agent:
         """`from_dict`; `parsed` as for `Turn._from_saved`."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a saved Agent must be a dict, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SAVED_KEYS))
-        if unknown:
-            raise ValueError(f"saved Agent has unknown keys {unknown}; expected {_SAVED_KEYS}")
-        for key in ("name", "description", "tool_names"):
-            if key not in data:
-                raise ValueError(f"saved Agent is missing the {key!r} key")
-        name, tool_names = data["name"], data["tool_names"]
-        label = f"saved agent {name!r}"
-        if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
-            raise ValueError(f"{label}: 'tool_names' must be a list of strings")
-        queued = _field(data, "queue", list, [], label) or []
-        current = _field(data, "current_turn", dict, None, label)
-        is_paused = bool(_field(data, "is_paused", bool, False, label))
-        tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
-        used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
-        turns = load_turns(queued, used, parsed)
-        current_turn = None if current is None else Turn._from_saved(current, used, parsed)
-        _require_tools(index, used.values(), label)
-        queue = (
-            ContextQueue._from_saved(data["context_queue"], parsed)
-            if data.get("context_queue") is not None
-            else None
-        )
-        pool = (
-            ContextPool._from_saved(data["context_pool"], parsed)
-            if data.get("context_pool") is not None
-            else None
-        )
-        hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
-        turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
-        tags = _field(data, "tags", list, [], label)
-        saved_context = _field(data, "context", dict, None, label)
-        if saved_context is not None:
-            ContextConfig.check_saved(saved_context, context, label)
+        saved = read_saved_agent(data, context, parsed)
         try:
             agent = cls(
-                name,
-                data["description"],
-                tools,
-                context_queue=queue,
-                context_pool=pool,
-                tags=tags,
+                saved.name,
+                saved.description,
+                saved.tools,
+                context_queue=saved.queue,
+                context_pool=saved.pool,
+                tags=saved.tags,
                 context=context,
             )
         except TypeError as exc:
-            raise ValueError(f"{label}: {exc}") from None
-        agent.hooks = hooks
-        agent.turn_hooks = turn_hooks
-        if isinstance(turns, list):
-            agent._turns.extend(turns)
+            raise ValueError(f"{saved.label}: {exc}") from None
+        agent.hooks = saved.hooks
+        agent.turn_hooks = saved.turn_hooks
+        if isinstance(saved.turns, list):
+            agent._turns.extend(saved.turns)
         else:
-            agent._pending.defer(turns)
-        agent._state.current_turn = current_turn
-        if is_paused:
+            agent._pending.defer(saved.turns)
+        agent._state.current_turn = saved.current_turn
+        if saved.is_paused:
             agent._state.pause()
         return agent
 
@@ -705,62 +625,3 @@ class AgentRegistry(NameRegistry["Agent"]):
 
 
 _ROUTED = (Turn, ContextItem)
-
-
-def _index_tools(
-    tools: Iterable[Tool[..., Any]],
-) -> tuple[list[Tool[..., Any]], dict[str, Tool[..., Any]]]:
-    """The root tools as a list, and them with their subtools by key.
-
-    Raises:
-        UnregisteredToolError: Something is not a registered `Tool` (pygents' error for it).
-        ValueError: A tool is not the instance held by `ToolRegistry`.
-    """
-    roots = list(tools)
-    for t in roots:
-        name = t.key if isinstance(t, Tool) else getattr(t, "__name__", repr(t))
-        try:
-            registered: Tool[..., Any] | None = ToolRegistry.get(name)
-        except UnregisteredToolError:
-            registered = None
-        if not isinstance(t, Tool) or registered is None:
-            raise UnregisteredToolError(
-                f"tool {name!r} not found: Agent tools must be tools made by @tool (and "
-                f"registered), not {t!r}"
-            )
-        if registered is not t:
-            raise ValueError(
-                f"tool {t.key!r} is not the instance held by ToolRegistry; "
-                f"pass the decorated tool itself"
-            )
-    return roots, {t.key: t for root in roots for t in root.walk()}
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
-
-
-def _require_tools(
-    index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
-) -> None:
-    """Refuse tools that leave a pending turn without its tool (it could not run or load).
-
-    `needed` are the pending turns' tools, each once or more.
-
-    Raises:
-        ValueError: A tool is not in `index`.
-    """
-    for tool in needed:
-        if index.get(tool.key) is not tool:
-            raise ValueError(
-                f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
-                f"include it in the tools"
-            )
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
-    value = data.get(key, default)
-    if value is not None and not isinstance(value, kind):
-        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
-    return value

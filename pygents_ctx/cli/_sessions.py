@@ -8,26 +8,26 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pygents_ctx._cli_db import (
+from pygents_ctx.cli._db import (
     CliError,
     check_database,
     list_sessions,
     with_session,
 )
-from pygents_ctx._cli_render import (
+from pygents_ctx.cli._render import (
     Output,
     one_line,
     plural,
     render_created,
     render_message,
 )
-from pygents_ctx._cli_spec import StrategySpec
-from pygents_ctx._cli_transfer import (
+from pygents_ctx.cli._transfer import (
     SessionFile,
     load_session,
     parse_session_file,
     save_session,
 )
+from pygents_ctx.cli._window import StrategySpec
 from pygents_ctx.context.messages import Message, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
 from pygents_ctx.context.stores._common import new_session_id

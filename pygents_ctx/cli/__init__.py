@@ -21,10 +21,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pygents_ctx import __version__
-from pygents_ctx import _cli_commands as run
-from pygents_ctx._cli_db import DB_ENV, DEFAULT_DB, PROG, CliError
-from pygents_ctx._cli_render import Output, output
-from pygents_ctx._cli_spec import SpecError, StrategySpec, parse_strategy, read_number, spec_help
+from pygents_ctx.cli import _sessions as run
+from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
+from pygents_ctx.cli._render import Output, output
+from pygents_ctx.cli._window import SpecError, StrategySpec, parse_strategy, read_number, spec_help
 from pygents_ctx.errors import PygentsError
 
 __all__ = ["build_parser", "main"]

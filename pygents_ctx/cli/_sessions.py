@@ -1,39 +1,20 @@
-"""The command line's commands: each takes the parsed arguments and an `Output`."""
+"""The commands that read sessions: `sessions` lists them, `show` prints one's messages.
+
+Each command takes the parsed arguments and an `Output`.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-from pygents_ctx.cli._db import (
-    CliError,
-    check_database,
-    list_sessions,
-    with_session,
-)
-from pygents_ctx.cli._render import (
-    Output,
-    one_line,
-    plural,
-    render_created,
-    render_message,
-)
-from pygents_ctx.cli._transfer import (
-    SessionFile,
-    load_session,
-    parse_session_file,
-    save_session,
-)
-from pygents_ctx.cli._window import StrategySpec
+from pygents_ctx.cli._db import list_sessions, with_session
+from pygents_ctx.cli._render import Output, one_line, plural, render_created, render_message
 from pygents_ctx.context.messages import Message, to_dict
-from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
-from pygents_ctx.context.stores._common import new_session_id
+from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore
 from pygents_ctx.context.tokens import count_message_tokens
 
-__all__ = ["export", "import_", "sessions", "show", "window"]
+__all__ = ["sessions", "show"]
 
 
 # -- sessions -----------------------------------------------------------------
@@ -142,164 +123,3 @@ def show(args: argparse.Namespace, out: Output) -> None:
     out.table(["#", "role", "tokens", "content"], rows, right={0, 2})
     archived = sum(entry.archived for entry in entries) if args.archived else None
     out.lines([_summary(len(entries), total, sum(counts), archived)])
-
-
-# -- window -------------------------------------------------------------------
-
-
-def _history_indexes(history: list[Message], window: list[Message]) -> list[int | None]:
-    """Where each window message sits in the history, None where it cannot be told.
-
-    A message the strategy kept is the history's own object. An edited one is a
-    new object; strategies keep the order, so a run of edited messages between
-    two kept ones maps one to one when the history has exactly as many there.
-    """
-    where = {id(message): index for index, message in enumerate(history)}
-    found = [where.get(id(message)) for message in window]
-    indexes = list(found)
-    before, run = -1, []  # the last known history index, and the unknown positions since
-    for position, index in enumerate([*found, len(history)]):
-        if index is None:
-            run.append(position)
-            continue
-        if run and index - before - 1 == len(run):
-            for offset, at in enumerate(run, start=1):
-                indexes[at] = before + offset
-        before, run = index, []
-    return indexes
-
-
-def _budget_note(tokens: int, budget: int | None) -> str:
-    if budget is None:
-        return ""
-    if tokens <= budget:
-        return f"; budget {budget}: {budget - tokens} left"
-    return f"; budget {budget}: over by {tokens - budget}"
-
-
-def window(args: argparse.Namespace, out: Output) -> None:
-    """`window`: the window `--strategy` builds from the live history, against the budget."""
-    spec: StrategySpec = args.strategy
-
-    async def build(
-        store: SQLiteContextStore, info: SessionInfo
-    ) -> tuple[SessionInfo, list[Message], list[Message]]:
-        history = await store.get_history()
-        return info, history, await spec.strategy.compact(list(history))
-
-    info, history, built = with_session(args.db, args.session, build)
-    budget = args.budget if args.budget is not None else spec.budget
-    kept = {id(message) for message in history}
-    indexes = _history_indexes(history, built)
-    counts = [count_message_tokens(message) for message in built]
-    tokens, history_tokens = sum(counts), sum(map(count_message_tokens, history))
-    if out.as_json:
-        out.json(
-            {
-                "session_id": info.session_id,
-                "strategy": spec.text,
-                "budget": budget,
-                "tokens": tokens,
-                "history_messages": len(history),
-                "history_tokens": history_tokens,
-                "messages": [
-                    {
-                        "history_index": index,
-                        "edited": id(message) not in kept,
-                        "tokens": count,
-                        "message": to_dict(message),
-                    }
-                    for message, index, count in zip(built, indexes, counts, strict=True)
-                ],
-            }
-        )
-        return
-    rows = [
-        [
-            "?" if index is None else str(index),
-            message.role + ("" if id(message) in kept else "*"),
-            str(count),
-            render_message(message),
-        ]
-        for message, index, count in zip(built, indexes, counts, strict=True)
-    ]
-    out.table(["#", "role", "tokens", "content"], rows, right={0, 2})
-    out.lines(
-        [
-            f"window: {len(built)} of {plural(len(history), 'message')}, "
-            f"{plural(tokens, 'token')} (history {history_tokens})"
-            f"{_budget_note(tokens, budget)}"
-        ]
-    )
-    if any(id(message) not in kept for message in built):
-        out.lines(["* edited by the strategy"])
-
-
-# -- export and import ----------------------------------------------------------
-
-
-def export(args: argparse.Namespace, out: Output) -> None:
-    """`export`: a session as a session file, to stdout or `--output`."""
-
-    async def read(store: SQLiteContextStore, info: SessionInfo) -> SessionFile:
-        return await load_session(store)
-
-    file = with_session(args.db, args.session, read)
-    data = file.to_json()
-    if args.output in (None, "-"):
-        out.stream.write(data.decode())
-        return
-    Path(args.output).write_bytes(data)
-    out.lines(
-        [
-            f"exported {plural(len(file.messages), 'message')} "
-            f"({len(file.archived)} archived) of session {file.session_id} to {args.output}"
-        ]
-    )
-
-
-def _read_input(name: str) -> tuple[bytes, str]:
-    if name == "-":
-        return sys.stdin.buffer.read(), "stdin"
-    try:
-        return Path(name).read_bytes(), name
-    except FileNotFoundError:
-        raise CliError(f"no file at {name!r} to import") from None
-    except IsADirectoryError:
-        raise CliError(f"{name!r} is a directory; import takes a file that export wrote") from None
-
-
-def import_(args: argparse.Namespace, out: Output) -> None:
-    """`import`: a new session (or an empty one) from a session file."""
-    data, source = _read_input(args.file)
-    file = parse_session_file(data, source)
-    session_id = args.session or file.session_id or new_session_id()
-    if Path(args.db).exists():  # a new database is fine, someone else's SQLite file is not
-        check_database(args.db)
-
-    async def write() -> None:
-        async with connect(args.db) as conn:
-            store = SQLiteContextStore(conn, session_id=session_id)
-            if await store.get_history(include_archived=True, limit=1):
-                raise CliError(
-                    f"session {session_id!r} in {args.db!r} already holds messages; "
-                    "import into a new session with --session NEW_ID"
-                )
-            await save_session(store, file)
-
-    asyncio.run(write())
-    if out.as_json:
-        out.json(
-            {
-                "session_id": session_id,
-                "messages": len(file.messages),
-                "archived": len(file.archived),
-            }
-        )
-        return
-    out.lines(
-        [
-            f"imported {plural(len(file.messages), 'message')} ({len(file.archived)} archived) "
-            f"into session {session_id}"
-        ]
-    )

@@ -34,6 +34,9 @@ class Layer:
     may_import: tuple[str, ...]
 
 
+# The layers the agent builds on, which know nothing of it.
+_RUNTIME = ("primitives", "hooks", "containers", "tools and turns", "stores and strategies")
+
 # Bottom to top. A module may import its own layer and the layers listed.
 LAYERS: dict[str, Layer] = {
     "primitives": Layer(
@@ -95,7 +98,7 @@ LAYERS: dict[str, Layer] = {
             "pygents_ctx._saved_agent",
             "pygents_ctx.registry",
         ),
-        ("primitives", "hooks", "containers", "tools and turns", "stores and strategies"),
+        _RUNTIME,
     ),
     "memory": Layer(
         ("pygents_ctx.memory", "pygents_ctx.memory.*"),
@@ -103,34 +106,12 @@ LAYERS: dict[str, Layer] = {
     ),
     "model": Layer(
         ("pygents_ctx.model", "pygents_ctx.model.*", "pygents_ctx.testing"),
-        ("primitives", "hooks", "containers", "tools and turns", "stores and strategies", "agent"),
+        (*_RUNTIME, "agent"),
     ),
-    "public names": Layer(
-        ("pygents_ctx",),
-        (
-            "primitives",
-            "hooks",
-            "containers",
-            "tools and turns",
-            "stores and strategies",
-            "agent",
-            "memory",
-            "model",
-        ),
-    ),
+    "public names": Layer(("pygents_ctx",), (*_RUNTIME, "agent", "memory", "model")),
     "command line": Layer(
         ("pygents_ctx.cli", "pygents_ctx.cli.*", "pygents_ctx.__main__"),
-        (
-            "primitives",
-            "hooks",
-            "containers",
-            "tools and turns",
-            "stores and strategies",
-            "agent",
-            "memory",
-            "model",
-            "public names",
-        ),
+        (*_RUNTIME, "agent", "memory", "model", "public names"),
     ),
 }
 

@@ -23,9 +23,9 @@ from typing_extensions import TypeVar
 
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import HookSlot
-from pygents_ctx._turn_running import TurnRunning
-from pygents_ctx._turn_saving import TurnSaving
-from pygents_ctx._turn_state import (
+from pygents_ctx._turns.running import TurnRunning
+from pygents_ctx._turns.saving import TurnSaving
+from pygents_ctx._turns.state import (
     StopReason,
     TurnMetadata,
     check_args,

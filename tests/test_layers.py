@@ -73,11 +73,9 @@ LAYERS: dict[str, Layer] = {
         (
             "pygents_ctx._schema",
             "pygents_ctx.tools",
-            "pygents_ctx._steps",
-            "pygents_ctx._turn_*",
+            "pygents_ctx._turns",
+            "pygents_ctx._turns.*",
             "pygents_ctx.turns",
-            "pygents_ctx._lending",
-            "pygents_ctx._saved_turns",
         ),
         ("primitives", "hooks"),
     ),
@@ -92,12 +90,7 @@ LAYERS: dict[str, Layer] = {
         ("primitives",),
     ),
     "agent": Layer(
-        (
-            "pygents_ctx.agent",
-            "pygents_ctx._agent_state",
-            "pygents_ctx._saved_agent",
-            "pygents_ctx.registry",
-        ),
+        ("pygents_ctx.agent", "pygents_ctx._agent", "pygents_ctx._agent.*", "pygents_ctx.registry"),
         _RUNTIME,
     ),
     "memory": Layer(
@@ -371,7 +364,7 @@ def test_the_walk_sees_the_package_imports() -> None:
     found = {(imp.importer, imp.target, imp.where) for imp in IMPORTS}
 
     assert ("pygents_ctx.turns", "pygents_ctx.tools", "") in found
-    assert ("pygents_ctx._agent_state", "pygents_ctx.turns", " (under TYPE_CHECKING)") in found
+    assert ("pygents_ctx._agent.state", "pygents_ctx.turns", " (under TYPE_CHECKING)") in found
 
 
 # -- the checks themselves, on a small package made for them ------------------------

@@ -228,7 +228,7 @@ class TurnState(RunTimes):
 
 
 class Loan(Protocol):
-    """Queued turns lent to an agent's branches: a `_lending.TurnLoan`, which builds on this."""
+    """Queued turns lent to branches: a `_turns.lending.TurnLoan` (which builds on this)."""
 
     def holds(self, turn: object) -> bool:
         """Whether `turn` is one of the lent turns."""
@@ -239,7 +239,7 @@ class Loan(Protocol):
         ...
 
 
-# Loans with borrowers (`_lending` adds and removes them); weak, so that a loan whose
+# Loans with borrowers (`_turns.lending` adds and removes them); weak, so that a loan whose
 # borrowers are gone is forgotten.
 OPEN_LOANS: weakref.WeakSet[Loan] = weakref.WeakSet()
 

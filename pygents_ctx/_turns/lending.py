@@ -18,10 +18,10 @@ its queue). Two kinds wait that way:
   - a turn's `hooks` list can change in place, unseen, so a borrower keeps a
     snapshot of the borrowed turns' hooks, taken when it borrowed;
 
-- a loaded agent's turns, checked when loaded and built later (see `_saved_turns`).
+- a loaded agent's turns, checked when loaded and built later (see `_turns.loading`).
 
 This module builds on the turns, and knows nothing of agents. The turns hold
-the set of open loans (`_turn_state.OPEN_LOANS`), which their setters consult
+the set of open loans (`_turns.state.OPEN_LOANS`), which their setters consult
 (`lent_turn_changing`) without knowing this module.
 """
 
@@ -32,7 +32,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pygents_ctx._turn_state import OPEN_LOANS
+from pygents_ctx._turns.state import OPEN_LOANS
 
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook

@@ -2,7 +2,7 @@
 
 `RunState` is what changes while an agent runs (the guarded attributes must
 not); the functions check an agent's name and tools, for `Agent` itself, its
-branches and its loading (`_saved_agent`).
+branches and its loading (`_agent.loading`).
 """
 
 from __future__ import annotations

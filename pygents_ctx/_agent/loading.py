@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pygents_ctx._agent_state import index_tools, require_tools
+from pygents_ctx._agent.state import index_tools, require_tools
 from pygents_ctx._dispatch import hooks_from_dict
-from pygents_ctx._saved_turns import SavedTurns, load_turns
+from pygents_ctx._turns.loading import SavedTurns, load_turns
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.pool import ContextPool
 from pygents_ctx.context.queue import ContextQueue

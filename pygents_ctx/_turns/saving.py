@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 from pygents_ctx._calls import tag_set
 from pygents_ctx._dispatch import hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
-from pygents_ctx._turn_state import (
+from pygents_ctx._turns.state import (
     NO_SAVED_METADATA,
     StopReason,
     TurnState,

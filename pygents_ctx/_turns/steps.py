@@ -4,7 +4,7 @@ asyncio can interrupt a coroutine only where it suspends, so a step that runs
 to its end without suspending needs no timeout armed. A turn therefore drives
 its tool's first step itself (`send(None)`) and arms its deadline only if the
 step suspends (`resume_within`). Generator turns are driven the same way, one
-value at a time (`Steps`, see `_turn_running.ToolSteps`), which also checks the
+value at a time (`Steps`, see `_turns.running.ToolSteps`), which also checks the
 deadline between values.
 """
 

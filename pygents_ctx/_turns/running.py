@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Generic
 from typing_extensions import TypeVar
 
 from pygents_ctx._dispatch import fire_on
-from pygents_ctx._steps import DONE, Expired, Later, Steps, resume_within
-from pygents_ctx._turn_state import CANCELLED, COMPLETED, StopReason, TurnState
+from pygents_ctx._turns.state import CANCELLED, COMPLETED, StopReason, TurnState
+from pygents_ctx._turns.steps import DONE, Expired, Later, Steps, resume_within
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import HookRegistry, ToolHook, TurnHook
 

@@ -12,12 +12,16 @@ Example:
     ...     return f"hello {name}"
     >>> asyncio.run(Turn(greet, kwargs={"name": "ada"}).returning())
     'hello ada'
+
+`Turn` is what users declare and call; the work behind its methods is in
+`pygents_ctx._turns`: its fields (`state`), how it runs (`running`) and how it
+is saved and loaded (`saving`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
@@ -42,7 +46,7 @@ __all__ = ["StopReason", "Turn", "TurnMetadata"]
 T = TypeVar("T", default=Any)  # what a turn's tool produces
 
 
-class Turn(TurnRunning[T], TurnSaving):
+class Turn(TurnRunning, TurnSaving, Generic[T]):
     """One unit of work: a tool, its arguments and a timeout.
 
     Generic in what its tool produces: `Turn[int]` runs a tool returning an
@@ -64,7 +68,7 @@ class Turn(TurnRunning[T], TurnSaving):
         TypeError: `args` is not a list or tuple, or `kwargs` is not a dict of str keys.
     """
 
-    # The fields are `TurnState`'s; running and saving come from the two bases.
+    # The fields are `TurnState`'s (see `_turns.state`).
     __slots__ = ()
 
     before_run = HookSlot(TurnHook.BEFORE_RUN)
@@ -168,9 +172,45 @@ class Turn(TurnRunning[T], TurnSaving):
         self._guard("tags")
         self._tags = tag_set(value)
 
+    @property
+    def is_running(self) -> bool:
+        """Whether a run of this turn is in progress."""
+        return self._running
+
+    @property
+    def metadata(self) -> TurnMetadata:
+        """Times and stop reason of the latest run (all `None` before one)."""
+        return self._metadata()
+
     def __repr__(self) -> str:
         tool, timeout = self._tool.key, self._timeout
         return f"Turn(tool={tool!r}, timeout={timeout!r}, metadata={self.metadata!r})"
+
+    # -- running (see _turns.running) -----------------------------------------------
+
+    def returning(self) -> Coroutine[Any, Any, T]:
+        """Run a coroutine tool and return its result (also kept in `output`).
+
+        Use as `await turn.returning()`.
+
+        Raises:
+            WrongRunMethodError: The tool is an async generator.
+            SafeExecutionError: The turn is already running.
+            TurnTimeoutError: The tool ran past `timeout`.
+        """
+        return self._returning(self.hooks)
+
+    def yielding(self) -> AsyncGenerator[T, None]:
+        """Run a generator tool, yielding each value as the tool produces it.
+
+        `output` collects the values yielded so far.
+
+        Raises:
+            WrongRunMethodError: The tool is a coroutine function.
+            SafeExecutionError: The turn is already running.
+            TurnTimeoutError: The whole iteration ran past `timeout`.
+        """
+        return self._yielding(self.hooks)
 
     # -- copies ------------------------------------------------------------------
 
@@ -185,3 +225,24 @@ class Turn(TurnRunning[T], TurnSaving):
         twin._fill(self._tool, *arguments, self._timeout, self._tags)
         twin.hooks = hooks
         return twin
+
+    # -- saving (see _turns.saving) ------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The turn as plain data; dynamic arguments are evaluated now.
+
+        Raises:
+            UnserializableHookError: A hook cannot be saved by name.
+        """
+        return self._saved(fresh=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Turn:
+        """Rebuild a turn saved by `to_dict()`; only `tool_name` is required.
+
+        Raises:
+            ValueError: A key is missing or has the wrong type.
+            UnregisteredToolError: The tool is not registered.
+            UnregisteredHookError: A hook name is not registered.
+        """
+        return cls._from_saved(data, {}, parsed=False)

@@ -1,4 +1,4 @@
-"""How a turn runs: `returning()`, `yielding()`, and the agent's paths around them.
+"""How a turn runs: what `returning()` and `yielding()` do, and an agent's paths.
 
 A run marks the turn running, fires its turn hooks (the turn's own, then the
 global ones), calls the tool, and records how the run ended. An agent whose
@@ -9,11 +9,9 @@ the same work without the hooks' awaits: keep them in step with the others.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Coroutine
+from collections.abc import AsyncGenerator
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Generic
-
-from typing_extensions import TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pygents_ctx._dispatch import fire_on
 from pygents_ctx._turns.state import CANCELLED, COMPLETED, StopReason, TurnState
@@ -36,11 +34,9 @@ _ON_COMPLETE = HookRegistry.globals_for(TurnHook.ON_COMPLETE)
 ANY_TURN_HOOK = HookRegistry.globals_for_any(TurnHook)
 _ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
-T = TypeVar("T", default=Any)  # what a turn's tool produces
 
-
-class TurnRunning(TurnState, Generic[T]):
-    """Running a turn: the two public ways (`returning`, `yielding`) and an agent's."""
+class TurnRunning(TurnState):
+    """Running a turn: what `Turn.returning()` and `Turn.yielding()` do, and an agent's paths."""
 
     __slots__ = ()
 
@@ -112,30 +108,6 @@ class TurnRunning(TurnState, Generic[T]):
             await fire_on(_ON_COMPLETE, hooks, self._tags, self, self._stop_reason)
         finally:
             self._running = False
-
-    def returning(self) -> Coroutine[Any, Any, T]:
-        """Run a coroutine tool and return its result (also kept in `output`).
-
-        Use as `await turn.returning()`.
-
-        Raises:
-            WrongRunMethodError: The tool is an async generator.
-            SafeExecutionError: The turn is already running.
-            TurnTimeoutError: The tool ran past `timeout`.
-        """
-        return self._returning(self.hooks)
-
-    def yielding(self) -> AsyncGenerator[T, None]:
-        """Run a generator tool, yielding each value as the tool produces it.
-
-        `output` collects the values yielded so far.
-
-        Raises:
-            WrongRunMethodError: The tool is a coroutine function.
-            SafeExecutionError: The turn is already running.
-            TurnTimeoutError: The whole iteration ran past `timeout`.
-        """
-        return self._yielding(self.hooks)
 
     def _returning_now(self) -> Any:
         """Run a turn no turn hook watches, for an agent: the output, or `Later` to await.
@@ -296,7 +268,7 @@ class ToolSteps:
         "_whole_run",
     )
 
-    def __init__(self, turn: TurnRunning[Any], started: float, *, whole_run: bool) -> None:
+    def __init__(self, turn: TurnRunning, started: float, *, whole_run: bool) -> None:
         self._turn = turn
         self._deadline = started + turn._timeout
         self._whole_run = whole_run

@@ -9,7 +9,7 @@ arguments, never run, no hooks or tags). `TurnSaving` is a base of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Self
 
@@ -40,17 +40,9 @@ _NO_SAVED_HOOKS: dict[str, list[str]] = {}  # only compared with, never changed
 
 
 class TurnSaving(TurnState, JsonSerializable):
-    """Saving and loading a turn (see the module)."""
+    """Saving and loading a turn: what `Turn.to_dict()` and `Turn.from_dict()` do."""
 
     __slots__ = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """The turn as plain data; dynamic arguments are evaluated now.
-
-        Raises:
-            UnserializableHookError: A hook cannot be saved by name.
-        """
-        return self._saved(fresh=True)
 
     def _json_data(self) -> dict[str, Any]:
         return self._saved(fresh=False)
@@ -75,7 +67,7 @@ class TurnSaving(TurnState, JsonSerializable):
         if self._start is None and self._end is None and self._stop_reason is None:
             metadata = NO_SAVED_METADATA.copy() if fresh else NO_SAVED_METADATA
         else:
-            metadata = self.metadata.to_dict()
+            metadata = self._metadata().to_dict()
         hooks, tags = self.hooks, self._tags
         return {
             "tool_name": self._tool.key,
@@ -90,17 +82,6 @@ class TurnSaving(TurnState, JsonSerializable):
             "hooks": hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}") if hooks else {},
             "tags": sorted(tags) if tags else [],
         }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Self:
-        """Rebuild a turn saved by `to_dict()`; only `tool_name` is required.
-
-        Raises:
-            ValueError: A key is missing or has the wrong type.
-            UnregisteredToolError: The tool is not registered.
-            UnregisteredHookError: A hook name is not registered.
-        """
-        return cls._from_saved(data, {}, parsed=False)
 
     @classmethod
     def _from_json_data(cls, data: Any) -> Self:

@@ -200,13 +200,7 @@ class TurnState(RunTimes):
         RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None
 
-    @property
-    def is_running(self) -> bool:
-        """Whether a run of this turn is in progress."""
-        return self._running
-
-    @property
-    def metadata(self) -> TurnMetadata:
+    def _metadata(self) -> TurnMetadata:
         """Times and stop reason of the latest run (all `None` before one)."""
         start, end = self._wall_datetimes()
         stop_reason = None if self._running else self._stop_reason
@@ -215,6 +209,7 @@ class TurnState(RunTimes):
         return TurnMetadata(start, end, stop_reason)
 
     def _evaluated(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments to call the tool with: dynamic ones evaluated now."""
         args = tuple(map(evaluate_dynamic, self._args)) if self._dynamic_args else self._args
         kwargs = (
             {k: evaluate_dynamic(v) for k, v in self._kwargs.items()}

@@ -30,8 +30,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from pygents_ctx._agent.loading import read_saved_agent
-from pygents_ctx._agent.state import RunState, check_name, index_tools, require_tools
+from pygents_ctx._agent_checks import check_name, index_tools, require_tools
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
@@ -43,6 +42,8 @@ from pygents_ctx._resources import (
     close_resources,
     open_resources,
 )
+from pygents_ctx._run_state import RunState
+from pygents_ctx._saved_agent import read_saved_agent
 from pygents_ctx._turns.lending import PendingTurns
 from pygents_ctx._turns.running import ANY_TURN_HOOK
 from pygents_ctx._turns.steps import DONE, Later

@@ -90,7 +90,13 @@ LAYERS: dict[str, Layer] = {
         ("primitives",),
     ),
     "agent": Layer(
-        ("pygents_ctx.agent", "pygents_ctx._agent", "pygents_ctx._agent.*", "pygents_ctx.registry"),
+        (
+            "pygents_ctx.agent",
+            "pygents_ctx._agent_checks",
+            "pygents_ctx._run_state",
+            "pygents_ctx._saved_agent",
+            "pygents_ctx.registry",
+        ),
         _RUNTIME,
     ),
     "memory": Layer(
@@ -364,7 +370,7 @@ def test_the_walk_sees_the_package_imports() -> None:
     found = {(imp.importer, imp.target, imp.where) for imp in IMPORTS}
 
     assert ("pygents_ctx.turns", "pygents_ctx.tools", "") in found
-    assert ("pygents_ctx._agent.state", "pygents_ctx.turns", " (under TYPE_CHECKING)") in found
+    assert ("pygents_ctx._run_state", "pygents_ctx.turns", " (under TYPE_CHECKING)") in found
 
 
 # -- the checks themselves, on a small package made for them ------------------------

@@ -1,54 +1,14 @@
-"""What an agent keeps apart from its public attributes: its run state, its tools indexed.
-
-`RunState` is what changes while an agent runs (the guarded attributes must
-not); the functions check an agent's name and tools, for `Agent` itself, its
-branches and its loading (`_agent.loading`).
-"""
+"""Checks of what an agent is given: its name, its tools (indexed by key), saved fields."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.tools import Tool, ToolRegistry
 
-if TYPE_CHECKING:
-    from pygents_ctx.turns import Turn
-
-__all__ = ["RunState", "check_name", "index_tools", "require_tools"]
-
-
-class RunState:
-    """What changes while an agent runs, kept apart from its guarded attributes."""
-
-    __slots__ = ("current_turn", "gate", "paused", "run_id", "running")
-
-    def __init__(self) -> None:
-        self.running = False
-        self.run_id: str | None = None
-        self.current_turn: Turn | None = None
-        # `paused` says what the gate does, as a plain flag: a run reads it every turn.
-        self.paused = False
-        self.gate = asyncio.Event()  # set = open
-        self.gate.set()
-
-    def pause(self) -> bool:
-        """Close the gate; whether it was open."""
-        if self.paused:
-            return False
-        self.paused = True
-        self.gate.clear()
-        return True
-
-    def resume(self) -> bool:
-        """Open the gate; whether it was closed."""
-        if not self.paused:
-            return False
-        self.paused = False
-        self.gate.set()
-        return True
+__all__ = ["check_name", "index_tools", "require_tools", "saved_field"]
 
 
 def index_tools(
@@ -80,12 +40,6 @@ def index_tools(
     return roots, {t.key: t for root in roots for t in root.walk()}
 
 
-def check_name(name: object) -> None:
-    """Refuse a name that is not a non-empty string (`ValueError`)."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
-
-
 def require_tools(
     index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
 ) -> None:
@@ -102,3 +56,25 @@ def require_tools(
                 f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
                 f"include it in the tools"
             )
+
+
+def check_name(name: object) -> None:
+    """Refuse an agent name that is not a non-empty string.
+
+    Raises:
+        ValueError: It is not.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
+
+
+def saved_field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
+    """`data[key]` (else `default`) from a saved agent, checked to be a `kind` or None.
+
+    Raises:
+        ValueError: It is something else.
+    """
+    value = data.get(key, default)
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
+    return value

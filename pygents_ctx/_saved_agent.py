@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pygents_ctx._agent.state import index_tools, require_tools
+from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
 from pygents_ctx._dispatch import hooks_from_dict
 from pygents_ctx._turns.loading import SavedTurns, load_turns
 from pygents_ctx.context.config import ContextConfig
@@ -79,9 +79,9 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     label = f"saved agent {name!r}"
     if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
         raise ValueError(f"{label}: 'tool_names' must be a list of strings")
-    queued = _field(data, "queue", list, [], label) or []
-    current = _field(data, "current_turn", dict, None, label)
-    is_paused = bool(_field(data, "is_paused", bool, False, label))
+    queued = saved_field(data, "queue", list, [], label) or []
+    current = saved_field(data, "current_turn", dict, None, label)
+    is_paused = bool(saved_field(data, "is_paused", bool, False, label))
     tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
     used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
     turns = load_turns(queued, used, parsed)
@@ -99,8 +99,8 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     )
     hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
     turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
-    tags = _field(data, "tags", list, [], label)
-    saved_context = _field(data, "context", dict, None, label)
+    tags = saved_field(data, "tags", list, [], label)
+    saved_context = saved_field(data, "context", dict, None, label)
     if saved_context is not None:
         ContextConfig.check_saved(saved_context, context, label)
     return SavedAgent(
@@ -117,10 +117,3 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
         current_turn,
         is_paused,
     )
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
-    value = data.get(key, default)
-    if value is not None and not isinstance(value, kind):
-        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
-    return value

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_check
 import orjson
 
 from pygents_ctx.errors import UnknownCollectionError
-from pygents_ctx.memory._table import check_vector, embed_checked
+from pygents_ctx.memory._table import check_vector, embed_checked, single_precision_norm
 from pygents_ctx.memory.embedders import Embedder
 
 if TYPE_CHECKING:
@@ -538,6 +538,25 @@ def unknown_collection(name: str) -> UnknownCollectionError:
         f"no vector collection named {name!r}; create it with "
         f"`await store.create_collection({name!r}, dimension)`"
     )
+
+
+def refuse_single_precision_overflow(rows: list[Row], backend: str) -> None:
+    """Refuse rows whose length a single-precision backend cannot compute.
+
+    pgvector and sqlite-vec sum squares in 32-bit floats: a vector shorter than
+    about 1e-19 or longer than about 1.8e19 would score NaN. Checked before any
+    write, so a refused batch changes nothing.
+
+    Raises:
+        ValueError: A row's embedding is that short or that long.
+    """
+    for row in rows:
+        if not single_precision_norm(row.vector):
+            raise ValueError(
+                f"the embedding of document {row.document.id!r} is too short or too long "
+                f"for {backend}, which computes lengths in 32-bit floats (keep it between "
+                "1e-19 and 1e19; cosine similarity ignores length, so scale it)"
+            )
 
 
 def dimension_changed(name: str, dimension: int, now: int | None) -> Exception:

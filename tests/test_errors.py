@@ -12,6 +12,7 @@ import pygents_ctx.errors
 from pygents_ctx import (
     Agent,
     BlobNotFoundError,
+    CollectionNotFoundError,
     ConcurrentModificationError,
     ContextOverflowError,
     ContextQueue,
@@ -33,7 +34,6 @@ from pygents_ctx import (
     TaskTransitionError,
     Turn,
     TurnTimeoutError,
-    UnknownCollectionError,
     UnknownModelError,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -57,6 +57,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreSchemaError, (RuntimeError,)),
     (ConcurrentModificationError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
+    (CollectionNotFoundError, (KeyError,)),
     (EntityNotFoundError, (KeyError,)),
     (BlobNotFoundError, (KeyError,)),
     (TaskNotFoundError, (KeyError,)),
@@ -65,7 +66,6 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (ModelError, (RuntimeError,)),
     (ModelAPIError, (ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
-    (UnknownCollectionError, (KeyError,)),
     (MissingExtensionError, (RuntimeError,)),
 ]
 
@@ -214,7 +214,7 @@ TRIGGERS = [
     pytest.param(_finish_a_missing_task, TaskNotFoundError, "404", id="task"),
     pytest.param(_claim_a_claimed_task, TaskTransitionError, "it is already", id="claim"),
     pytest.param(_retry_past_the_limit, RetryLimitError, "all 1 of its attempts", id="retry-limit"),
-    pytest.param(_search_a_missing_collection, UnknownCollectionError, "notes", id="collection"),
+    pytest.param(_search_a_missing_collection, CollectionNotFoundError, "notes", id="collection"),
 ]
 
 

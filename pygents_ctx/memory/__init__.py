@@ -46,7 +46,6 @@ from pygents_ctx.memory.tasks import (
     TaskStore,
 )
 from pygents_ctx.memory.vectors import (
-    BaseVectorStore,
     CollectionInfo,
     InMemoryVectorStore,
     PostgresVectorStore,
@@ -58,7 +57,6 @@ from pygents_ctx.memory.vectors import (
 
 __all__ = [
     "BM25Selector",
-    "BaseVectorStore",
     "Blob",
     "BlobInfo",
     "BlobStore",

@@ -1,0 +1,102 @@
+"""What every memory store shares, whatever it remembers: how it is opened and what it is."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pygents_ctx.context.stores import SQLiteConnection
+from pygents_ctx.context.stores.postgres import PostgresConnection
+from pygents_ctx.memory import (
+    BlobStore,
+    DirectoryBlobStore,
+    GraphStore,
+    InMemoryBlobStore,
+    InMemoryGraphStore,
+    InMemoryTaskStore,
+    InMemoryVectorStore,
+    PostgresBlobStore,
+    PostgresGraphStore,
+    PostgresTaskStore,
+    PostgresVectorStore,
+    SQLiteBlobStore,
+    SQLiteGraphStore,
+    SQLiteTaskStore,
+    SQLiteVectorStore,
+    TaskStore,
+    VectorStore,
+)
+
+SQLITE_STORES: list[Callable[[Any], Any]] = [
+    SQLiteVectorStore,
+    SQLiteGraphStore,
+    SQLiteBlobStore,
+    SQLiteTaskStore,
+]
+POSTGRES_STORES: list[Callable[[Any], Any]] = [
+    PostgresVectorStore,
+    PostgresGraphStore,
+    PostgresBlobStore,
+    PostgresTaskStore,
+]
+
+
+def _name(store: Callable[[Any], Any]) -> str:
+    return getattr(store, "__name__", "")
+
+
+@pytest.mark.parametrize("make", SQLITE_STORES, ids=_name)
+def test_a_sqlite_store_runs_on_the_connection_it_was_given(
+    make: Callable[[Any], Any], sqlite_conn: SQLiteConnection
+) -> None:
+    assert make(sqlite_conn).connection is sqlite_conn
+
+
+@pytest.mark.parametrize("make", POSTGRES_STORES, ids=_name)
+def test_a_postgres_store_runs_on_the_connection_it_was_given(
+    make: Callable[[Any], Any], pg_conn: PostgresConnection
+) -> None:
+    assert make(pg_conn).connection is pg_conn
+
+
+@pytest.mark.parametrize("make", SQLITE_STORES, ids=_name)
+def test_a_sqlite_store_refuses_a_postgres_connection_and_names_connect(
+    make: Callable[[Any], Any], pg_conn: PostgresConnection
+) -> None:
+    with pytest.raises(
+        TypeError, match=rf"{_name(make)} needs the connection from `await connect\("
+    ):
+        make(pg_conn)
+
+
+@pytest.mark.parametrize("make", POSTGRES_STORES, ids=_name)
+def test_a_postgres_store_refuses_a_sqlite_connection_and_names_connect_postgres(
+    make: Callable[[Any], Any], sqlite_conn: SQLiteConnection
+) -> None:
+    with pytest.raises(
+        TypeError, match=rf"{_name(make)} needs the connection from `await connect_postgres\("
+    ):
+        make(sqlite_conn)
+
+
+def test_every_backend_is_an_instance_of_its_protocol(sqlite_conn: SQLiteConnection) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        backends: dict[type, list[object]] = {
+            VectorStore: [InMemoryVectorStore(), SQLiteVectorStore(sqlite_conn)],
+            GraphStore: [InMemoryGraphStore(), SQLiteGraphStore(sqlite_conn)],
+            BlobStore: [
+                InMemoryBlobStore(),
+                DirectoryBlobStore(folder),
+                SQLiteBlobStore(sqlite_conn),
+            ],
+            TaskStore: [InMemoryTaskStore(), SQLiteTaskStore(sqlite_conn)],
+        }
+    protocols = list(backends)
+    for protocol, stores in backends.items():
+        for store in stores:
+            # Each store is its own protocol's, and no other's: the method names do not overlap
+            # by accident, so a store handed to the wrong slot is caught by isinstance.
+            assert [p for p in protocols if isinstance(store, p)] == [protocol], store

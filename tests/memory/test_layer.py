@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 
+from pygents_ctx import Agent, Turn, tool
 from pygents_ctx.context.stores import SQLiteConnection
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.memory import (
     BlobStore,
     DirectoryBlobStore,
+    Entity,
     GraphStore,
+    HashingEmbedder,
     InMemoryBlobStore,
     InMemoryGraphStore,
     InMemoryTaskStore,
@@ -26,7 +29,9 @@ from pygents_ctx.memory import (
     SQLiteGraphStore,
     SQLiteTaskStore,
     SQLiteVectorStore,
+    TaskBoard,
     TaskStore,
+    VectorDocument,
     VectorStore,
 )
 
@@ -100,3 +105,47 @@ def test_every_backend_is_an_instance_of_its_protocol(sqlite_conn: SQLiteConnect
             # Each store is its own protocol's, and no other's: the method names do not overlap
             # by accident, so a store handed to the wrong slot is caught by isinstance.
             assert [p for p in protocols if isinstance(store, p)] == [protocol], store
+
+
+async def test_a_tool_reaches_its_agents_memory_stores_by_their_protocols(
+    sqlite_conn: SQLiteConnection,
+) -> None:
+    @tool
+    async def remember(
+        text: str,
+        vectors: VectorStore,
+        graph: GraphStore,
+        blobs: BlobStore,
+        board: TaskBoard,
+    ) -> str:
+        await vectors.upsert("notes", [VectorDocument("n1", text)])
+        await graph.upsert_entities([Entity("n1", "note")])
+        await blobs.put("notes/n1.txt", text.encode())
+        [task] = await board.add_tasks([f"file {text}"])
+        return f"{board.agent} filed task {task.id}"
+
+    vectors = SQLiteVectorStore(sqlite_conn, embedder=HashingEmbedder(8))
+    await vectors.create_collection("notes", 8)
+    graph, blobs, tasks = (
+        SQLiteGraphStore(sqlite_conn),
+        SQLiteBlobStore(sqlite_conn),
+        InMemoryTaskStore(),
+    )
+    agent = Agent(
+        "archivist",
+        "files notes",
+        [remember],
+        resources={VectorStore: vectors, GraphStore: graph, BlobStore: blobs, TaskBoard: tasks},
+    )
+    await agent.put(Turn(remember, kwargs={"text": "tides"}))
+
+    assert [value async for _, value in agent.run()] == ["archivist filed task 1"]
+    assert [hit.id for hit in await vectors.search("notes", "tides", k=1)] == ["n1"]
+    assert await graph.get_entity("n1") == Entity("n1", "note")
+    assert (await blobs.get("notes/n1.txt")).data == b"tides"
+    assert list(remember.metadata.input_schema["properties"]) == ["text"]
+
+
+def test_a_store_given_for_the_wrong_protocol_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"resources\[VectorStore\] must be a VectorStore"):
+        Agent("archivist", "files notes", [], resources={VectorStore: InMemoryGraphStore()})

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_check
 
 import orjson
 
+from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory._table import check_vector, embed_checked
 from pygents_ctx.memory.embedders import Embedder
@@ -148,12 +149,15 @@ class CollectionInfo:
     count: int
 
 
+@injectable
 @runtime_checkable
 class VectorStore(Protocol):
     """Documents with embeddings in named collections, searched by cosine similarity.
 
     Implemented by `InMemoryVectorStore`, `SQLiteVectorStore` and
-    `PostgresVectorStore`; each passes the same contract tests.
+    `PostgresVectorStore`; each passes the same contract tests. A tool
+    reaches the store of the agent that runs it by annotating a parameter
+    `VectorStore`, when the agent was given `resources={VectorStore: store}`.
     """
 
     async def create_collection(self, name: str, dimension: int) -> None:

@@ -10,7 +10,6 @@ import pytest
 
 from pygents_ctx import Agent, Turn, tool
 from pygents_ctx.context.stores import SQLiteConnection
-from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.memory import (
     BlobStore,
     DirectoryBlobStore,
@@ -35,56 +34,47 @@ from pygents_ctx.memory import (
     VectorStore,
 )
 
-SQLITE_STORES: list[Callable[[Any], Any]] = [
-    SQLiteVectorStore,
-    SQLiteGraphStore,
-    SQLiteBlobStore,
-    SQLiteTaskStore,
+# Each database store, with the fixture of its kind of connection and how that is opened.
+DATABASE_STORES: list[tuple[Callable[[Any], Any], str, str]] = [
+    (SQLiteVectorStore, "sqlite_conn", "connect"),
+    (SQLiteGraphStore, "sqlite_conn", "connect"),
+    (SQLiteBlobStore, "sqlite_conn", "connect"),
+    (SQLiteTaskStore, "sqlite_conn", "connect"),
+    (PostgresVectorStore, "pg_conn", "connect_postgres"),
+    (PostgresGraphStore, "pg_conn", "connect_postgres"),
+    (PostgresBlobStore, "pg_conn", "connect_postgres"),
+    (PostgresTaskStore, "pg_conn", "connect_postgres"),
 ]
-POSTGRES_STORES: list[Callable[[Any], Any]] = [
-    PostgresVectorStore,
-    PostgresGraphStore,
-    PostgresBlobStore,
-    PostgresTaskStore,
-]
+OTHER_KIND = {"sqlite_conn": "pg_conn", "pg_conn": "sqlite_conn"}
 
 
 def _name(store: Callable[[Any], Any]) -> str:
     return getattr(store, "__name__", "")
 
 
-@pytest.mark.parametrize("make", SQLITE_STORES, ids=_name)
-def test_a_sqlite_store_runs_on_the_connection_it_was_given(
-    make: Callable[[Any], Any], sqlite_conn: SQLiteConnection
+@pytest.mark.parametrize(
+    ("make", "fixture", "opener"), DATABASE_STORES, ids=[_name(s[0]) for s in DATABASE_STORES]
+)
+def test_a_database_store_runs_on_the_connection_it_was_given(
+    make: Callable[[Any], Any], fixture: str, opener: str, request: pytest.FixtureRequest
 ) -> None:
-    assert make(sqlite_conn).connection is sqlite_conn
+    conn = request.getfixturevalue(fixture)
+
+    assert make(conn).connection is conn
 
 
-@pytest.mark.parametrize("make", POSTGRES_STORES, ids=_name)
-def test_a_postgres_store_runs_on_the_connection_it_was_given(
-    make: Callable[[Any], Any], pg_conn: PostgresConnection
+@pytest.mark.parametrize(
+    ("make", "fixture", "opener"), DATABASE_STORES, ids=[_name(s[0]) for s in DATABASE_STORES]
+)
+def test_a_database_store_refuses_the_other_kind_of_connection_and_names_its_opener(
+    make: Callable[[Any], Any], fixture: str, opener: str, request: pytest.FixtureRequest
 ) -> None:
-    assert make(pg_conn).connection is pg_conn
+    wrong = request.getfixturevalue(OTHER_KIND[fixture])
 
-
-@pytest.mark.parametrize("make", SQLITE_STORES, ids=_name)
-def test_a_sqlite_store_refuses_a_postgres_connection_and_names_connect(
-    make: Callable[[Any], Any], pg_conn: PostgresConnection
-) -> None:
     with pytest.raises(
-        TypeError, match=rf"{_name(make)} needs the connection from `await connect\("
+        TypeError, match=rf"{_name(make)} needs the connection from `await {opener}\("
     ):
-        make(pg_conn)
-
-
-@pytest.mark.parametrize("make", POSTGRES_STORES, ids=_name)
-def test_a_postgres_store_refuses_a_sqlite_connection_and_names_connect_postgres(
-    make: Callable[[Any], Any], sqlite_conn: SQLiteConnection
-) -> None:
-    with pytest.raises(
-        TypeError, match=rf"{_name(make)} needs the connection from `await connect_postgres\("
-    ):
-        make(sqlite_conn)
+        make(wrong)
 
 
 def test_every_backend_is_an_instance_of_its_protocol(sqlite_conn: SQLiteConnection) -> None:

@@ -31,12 +31,12 @@ from pygents_ctx.errors import MissingExtensionError
 from pygents_ctx.memory._table import unit_vector
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors.base import (
-    BaseVectorStore,
     CollectionInfo,
     MetadataValue,
     Row,
     SearchResult,
     VectorDocument,
+    VectorStoreBase,
     dimension_changed,
     other_dimension,
     refuse_single_precision_overflow,
@@ -87,7 +87,7 @@ def _parse(text: str) -> tuple[float, ...]:
     return tuple(array("f", map(float, text[1:-1].split(","))).tolist())
 
 
-class PostgresVectorStore(BaseVectorStore):
+class PostgresVectorStore(VectorStoreBase):
     """Collections in PostgreSQL with pgvector, for many workers on many machines.
 
     Every write is one transaction; the collection's row is locked while

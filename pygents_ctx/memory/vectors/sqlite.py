@@ -34,12 +34,12 @@ from pygents_ctx.errors import MissingExtensionError
 from pygents_ctx.memory._table import cosine, norm, unit_vector
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors.base import (
-    BaseVectorStore,
     CollectionInfo,
     MetadataValue,
     Row,
     SearchResult,
     VectorDocument,
+    VectorStoreBase,
     dimension_changed,
     other_dimension,
     refuse_single_precision_overflow,
@@ -146,7 +146,7 @@ def _load_sqlite_vec(db: Db) -> None:
         raise MissingExtensionError(f"sqlite-vec failed to load: {exc}") from exc
 
 
-class SQLiteVectorStore(BaseVectorStore):
+class SQLiteVectorStore(VectorStoreBase):
     """Collections in a SQLite database: the embedded default, searched exactly in SQL.
 
     Needs nothing beyond the standard library. Several stores (and the

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx import VectorDocument
-from tests import postgres_server
 from pygents_ctx.memory._table import single_precision_norm
+from tests import postgres_server
 from tests.memory.oracles import assert_top_k, cosine_scores, float32
 from tests.memory.vectors.conftest import BACKENDS, TOLERANCE, open_store
 

@@ -79,6 +79,7 @@ from pygents_ctx.context.strategies import (
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import (
     BlobNotFoundError,
+    CollectionNotFoundError,
     ConcurrentModificationError,
     ContextOverflowError,
     EntityNotFoundError,
@@ -95,7 +96,6 @@ from pygents_ctx.errors import (
     TaskNotFoundError,
     TaskTransitionError,
     TurnTimeoutError,
-    UnknownCollectionError,
     UnknownModelError,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -115,7 +115,6 @@ from pygents_ctx.hooks import (
     hook,
 )
 from pygents_ctx.memory import (
-    BaseVectorStore,
     Blob,
     BlobInfo,
     BlobStore,
@@ -187,7 +186,6 @@ __all__ = [
     "AnthropicModel",
     "AutoCompactStore",
     "BM25Selector",
-    "BaseVectorStore",
     "Blob",
     "BlobInfo",
     "BlobNotFoundError",
@@ -195,6 +193,7 @@ __all__ = [
     "ClearToolInputs",
     "ClearToolResults",
     "CollectionInfo",
+    "CollectionNotFoundError",
     "ConcurrentModificationError",
     "ContentBlock",
     "ContextConfig",
@@ -308,7 +307,6 @@ __all__ = [
     "TurnHook",
     "TurnMetadata",
     "TurnTimeoutError",
-    "UnknownCollectionError",
     "UnknownModelError",
     "UnregisteredAgentError",
     "UnregisteredHookError",

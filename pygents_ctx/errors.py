@@ -19,12 +19,12 @@ PygentsError
 ├── StoreClosedError (RuntimeError)    a store's connection was used after close()
 ├── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
 ├── ConcurrentModificationError (RuntimeError)  another writer changed what a write expected
+├── CollectionNotFoundError (KeyError) no vector collection under that name
 ├── EntityNotFoundError (KeyError)     no entity with that id in the graph
 ├── BlobNotFoundError (KeyError)       no blob under that name
 ├── TaskNotFoundError (KeyError)       no task with that id on the board
 ├── TaskTransitionError (ValueError)   a task status change the board does not allow
 │   └── RetryLimitError                a task has used all of its attempts
-├── UnknownCollectionError (KeyError)  no vector collection under that name
 ├── MissingExtensionError (RuntimeError) a database extension a store needs is missing
 └── ModelError (RuntimeError)          a model call failed
     ├── ModelAPIError                  the provider refused the call or could not be reached
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 __all__ = [
     "BlobNotFoundError",
+    "CollectionNotFoundError",
     "ConcurrentModificationError",
     "ContextOverflowError",
     "EntityNotFoundError",
@@ -55,7 +56,6 @@ __all__ = [
     "TaskNotFoundError",
     "TaskTransitionError",
     "TurnTimeoutError",
-    "UnknownCollectionError",
     "UnknownModelError",
     "UnregisteredAgentError",
     "UnregisteredHookError",
@@ -153,6 +153,10 @@ class ConcurrentModificationError(PygentsError, RuntimeError):
     """
 
 
+class CollectionNotFoundError(_UnregisteredError):
+    """A vector store has no collection under the requested name; create it first."""
+
+
 class EntityNotFoundError(_UnregisteredError):
     """A graph store has no entity with the id asked for (or that a relationship names)."""
 
@@ -220,10 +224,6 @@ class ModelAPIError(ModelError):
 
 class ModelResponseError(ModelError):
     """The provider's reply cannot be read as a `Message` (no choice, an unknown block kind)."""
-
-
-class UnknownCollectionError(_UnregisteredError):
-    """A vector store has no collection under the requested name; create it first."""
 
 
 class MissingExtensionError(PygentsError, RuntimeError):

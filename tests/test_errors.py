@@ -13,6 +13,7 @@ from pygents_ctx import (
     Agent,
     AgentRegistry,
     BlobNotFoundError,
+    CollectionNotFoundError,
     ConcurrentModificationError,
     ContextOverflowError,
     ContextQueue,
@@ -34,7 +35,6 @@ from pygents_ctx import (
     TaskTransitionError,
     Turn,
     TurnTimeoutError,
-    UnknownCollectionError,
     UnknownModelError,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -58,6 +58,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreSchemaError, (RuntimeError,)),
     (ConcurrentModificationError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
+    (CollectionNotFoundError, (KeyError,)),
     (EntityNotFoundError, (KeyError,)),
     (BlobNotFoundError, (KeyError,)),
     (TaskNotFoundError, (KeyError,)),
@@ -66,7 +67,6 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (ModelError, (RuntimeError,)),
     (ModelAPIError, (ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
-    (UnknownCollectionError, (KeyError,)),
     (MissingExtensionError, (RuntimeError,)),
 ]
 
@@ -220,7 +220,7 @@ TRIGGERS = [
     pytest.param(_finish_a_missing_task, TaskNotFoundError, "404", id="task"),
     pytest.param(_claim_a_claimed_task, TaskTransitionError, "it is already", id="claim"),
     pytest.param(_retry_past_the_limit, RetryLimitError, "all 1 of its attempts", id="retry-limit"),
-    pytest.param(_search_a_missing_collection, UnknownCollectionError, "notes", id="collection"),
+    pytest.param(_search_a_missing_collection, CollectionNotFoundError, "notes", id="collection"),
 ]
 
 

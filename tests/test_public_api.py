@@ -69,12 +69,11 @@ PUBLIC_MODULES = [
     "pygents_ctx.memory.tasks.sqlite",
     "pygents_ctx.memory.tasks.postgres",
     "pygents_ctx.context.selection",
-    "pygents_ctx.memory",
     "pygents_ctx.memory.embedders",
     "pygents_ctx.memory.selection",
     "pygents_ctx.memory.vectors",
     "pygents_ctx.memory.vectors.base",
-    "pygents_ctx.memory.vectors.memory",
+    "pygents_ctx.memory.vectors.in_memory",
     "pygents_ctx.memory.vectors.sqlite",
     "pygents_ctx.memory.vectors.postgres",
 ]

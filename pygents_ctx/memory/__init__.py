@@ -14,8 +14,24 @@ backends that share the context stores' connections (`connect()` for SQLite,
 - `BlobStore`: named binary artifacts with a content type, streamed in chunks.
 - `TaskStore` / `TaskBoard`: per-(conversation, agent) boards of tasks, which
   tools reach by annotating a `TaskBoard` parameter.
+
+What they share: a database backend takes an open connection as its first
+argument and exposes it as `.connection` (the stores hold nothing else, so
+there is nothing to close but the connection); every method checks its input
+before it changes anything; a name that is not there raises a `KeyError`
+subclass (`CollectionNotFoundError`, `EntityNotFoundError`,
+`BlobNotFoundError`, `TaskNotFoundError`).
 """
 
+from pygents_ctx.errors import (
+    BlobNotFoundError,
+    CollectionNotFoundError,
+    EntityNotFoundError,
+    MissingExtensionError,
+    RetryLimitError,
+    TaskNotFoundError,
+    TaskTransitionError,
+)
 from pygents_ctx.memory.blobs import (
     Blob,
     BlobInfo,
@@ -46,7 +62,6 @@ from pygents_ctx.memory.tasks import (
     TaskStore,
 )
 from pygents_ctx.memory.vectors import (
-    BaseVectorStore,
     CollectionInfo,
     InMemoryVectorStore,
     PostgresVectorStore,
@@ -58,25 +73,29 @@ from pygents_ctx.memory.vectors import (
 
 __all__ = [
     "BM25Selector",
-    "BaseVectorStore",
     "Blob",
     "BlobInfo",
+    "BlobNotFoundError",
     "BlobStore",
     "CollectionInfo",
+    "CollectionNotFoundError",
     "DirectoryBlobStore",
     "Embedder",
     "Entity",
+    "EntityNotFoundError",
     "GraphStore",
     "HashingEmbedder",
     "InMemoryBlobStore",
     "InMemoryGraphStore",
     "InMemoryTaskStore",
     "InMemoryVectorStore",
+    "MissingExtensionError",
     "PostgresBlobStore",
     "PostgresGraphStore",
     "PostgresTaskStore",
     "PostgresVectorStore",
     "Relationship",
+    "RetryLimitError",
     "SQLiteBlobStore",
     "SQLiteGraphStore",
     "SQLiteTaskStore",
@@ -86,8 +105,10 @@ __all__ = [
     "Subgraph",
     "Task",
     "TaskBoard",
+    "TaskNotFoundError",
     "TaskStatus",
     "TaskStore",
+    "TaskTransitionError",
     "VectorDocument",
     "VectorStore",
 ]

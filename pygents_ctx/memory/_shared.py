@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "OnPostgres",
+    "OnSQLite",
     "PostgresTables",
     "SQLiteTables",
     "check_key",
@@ -206,3 +208,29 @@ async def _after_async(
 ) -> T:
     await first(conn)
     return await fn(conn)
+
+
+class OnSQLite:
+    """A store that runs on a SQLite connection through `self._tables`."""
+
+    __slots__ = ()
+
+    _tables: SQLiteTables
+
+    @property
+    def connection(self) -> SQLiteConnection:
+        """The connection this store runs on (shared: whoever opened it closes it)."""
+        return self._tables.connection
+
+
+class OnPostgres:
+    """A store that runs on a PostgreSQL connection through `self._tables`."""
+
+    __slots__ = ()
+
+    _tables: PostgresTables
+
+    @property
+    def connection(self) -> PostgresConnection:
+        """The connection this store runs on (shared: whoever opened it closes it)."""
+        return self._tables.connection

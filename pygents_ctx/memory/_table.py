@@ -34,6 +34,8 @@ __all__ = [
     "embed_checked",
     "norm",
     "numpy_or_none",
+    "single_precision_norm",
+    "unit_vector",
 ]
 
 FLOAT32_MAX: Final = 3.4028234663852886e38
@@ -57,6 +59,28 @@ dot: Callable[[Iterable[float], Iterable[float]], float] = getattr(math, "sumpro
 def norm(vector: Sequence[float]) -> float:
     """The Euclidean length of `vector`, in double precision."""
     return math.sqrt(dot(vector, vector))
+
+
+# Backends that score in C in single precision (pgvector, sqlite-vec) sum the
+# squares in 32-bit floats: a vector whose squared length is not a normal 32-bit
+# float there gives a NaN or infinite score.
+_SINGLE_PRECISION_SQUARES: Final = (1.1754943508222875e-38, FLOAT32_MAX)
+
+
+def single_precision_norm(vector: Sequence[float]) -> bool:
+    """Whether a single-precision backend can compute `vector`'s length."""
+    low, high = _SINGLE_PRECISION_SQUARES
+    return low <= dot(vector, vector) <= high
+
+
+def unit_vector(vector: Sequence[float]) -> array[float]:
+    """`vector` scaled to length 1 (in double precision), as 32-bit floats.
+
+    Cosine similarity ignores length, so a single-precision backend is given
+    the unit query instead, whatever its length.
+    """
+    length = norm(vector)
+    return array("f", [value / length for value in vector])
 
 
 def cosine(

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Final, Protocol, runtime_checkable
 
+from pygents_ctx._resources import injectable
 from pygents_ctx.errors import BlobNotFoundError
 from pygents_ctx.memory._shared import check_key
 
@@ -68,12 +69,15 @@ class Blob:
     data: bytes
 
 
+@injectable
 @runtime_checkable
 class BlobStore(Protocol):
     """Named binary artifacts: put, get, stream, list and delete.
 
     Implemented by `InMemoryBlobStore`, `DirectoryBlobStore`,
-    `SQLiteBlobStore` and `PostgresBlobStore`, which behave alike.
+    `SQLiteBlobStore` and `PostgresBlobStore`, which behave alike. A tool
+    reaches the store of the agent that runs it by annotating a parameter
+    `BlobStore`, when the agent was given `resources={BlobStore: store}`.
     """
 
     async def put(

@@ -24,7 +24,7 @@ from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
-from pygents_ctx.memory._shared import PostgresTables, utc_now
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables, utc_now
 from pygents_ctx.memory.blobs.base import (
     Blob,
     BlobInfo,
@@ -187,7 +187,7 @@ async def _delete(name: str, conn: AsyncConnection[Any]) -> bool:
     return row is not None
 
 
-class PostgresBlobStore(BlobStoreBase):
+class PostgresBlobStore(BlobStoreBase, OnPostgres):
     """A `BlobStore` in PostgreSQL: blobs shared safely by workers on many machines.
 
     Behaves as `SQLiteBlobStore` does, without its size limit: the content is

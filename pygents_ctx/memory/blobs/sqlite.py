@@ -27,7 +27,7 @@ from functools import partial
 from typing import IO, Final
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.memory._shared import SQLiteTables, from_iso, utc_now
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso, utc_now
 from pygents_ctx.memory.blobs.base import (
     Blob,
     BlobInfo,
@@ -186,7 +186,7 @@ def _delete(name: str, db: Db) -> bool:
     return row is not None
 
 
-class SQLiteBlobStore(BlobStoreBase):
+class SQLiteBlobStore(BlobStoreBase, OnSQLite):
     """A `BlobStore` in a SQLite database, beside the conversations that made the blobs.
 
     Open the connection with `connect()`, as for the context stores; several

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from pygents_ctx._resources import injectable
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
 
 __all__ = ["Entity", "GraphStore", "Relationship", "Subgraph"]
@@ -167,6 +168,7 @@ class Subgraph:
         return [entity.id for entity in self.entities]
 
 
+@injectable
 @runtime_checkable
 class GraphStore(Protocol):
     """A knowledge graph: entities, relationships, and breadth-first neighbourhoods.
@@ -174,7 +176,9 @@ class GraphStore(Protocol):
     Implemented by `InMemoryGraphStore`, `SQLiteGraphStore` and
     `PostgresGraphStore`, which behave alike method for method. Every method
     checks all of its input before it changes anything: a batch is stored
-    whole or not at all.
+    whole or not at all. A tool reaches the store of the agent that runs it
+    by annotating a parameter `GraphStore`, when the agent was given
+    `resources={GraphStore: store}`.
     """
 
     async def upsert_entities(self, entities: Iterable[Entity]) -> None:

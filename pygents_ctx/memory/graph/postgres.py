@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory._shared import PostgresTables, check_key
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables, check_key
 from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
@@ -222,7 +222,7 @@ def _by_key(relationship: Relationship) -> tuple[str, str, str]:
     return relationship.key
 
 
-class PostgresGraphStore(GraphStoreBase):
+class PostgresGraphStore(GraphStoreBase, OnPostgres):
     """A `GraphStore` in PostgreSQL: shared safely by workers on many machines.
 
     Behaves as `SQLiteGraphStore` does, method for method: many graphs in one

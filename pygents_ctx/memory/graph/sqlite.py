@@ -24,7 +24,7 @@ import orjson
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory._shared import SQLiteTables, check_key
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, check_key
 from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
@@ -245,7 +245,7 @@ def _delete_relationship(graph: str, key: tuple[str, str, str], db: Db) -> bool:
     return cursor.rowcount > 0
 
 
-class SQLiteGraphStore(GraphStoreBase):
+class SQLiteGraphStore(GraphStoreBase, OnSQLite):
     """A `GraphStore` in a SQLite database: survives restarts, shared safely by processes.
 
     Many graphs live in one database, each under its own name; several stores

@@ -17,7 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
-from pygents_ctx.memory._shared import PostgresTables
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables
 from pygents_ctx.memory.tasks.base import (
     Task,
     TaskBoard,
@@ -172,7 +172,7 @@ async def _boards(conversation: str | None, conn: AsyncConnection[Any]) -> list[
     return sorted((row[0], row[1]) for row in await cursor.fetchall())
 
 
-class PostgresTaskStore(TaskStoreBase):
+class PostgresTaskStore(TaskStoreBase, OnPostgres):
     """A `TaskStore` in PostgreSQL: boards shared safely by workers on many machines.
 
     Behaves as `SQLiteTaskStore` does, method for method.

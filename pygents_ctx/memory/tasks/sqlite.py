@@ -22,7 +22,7 @@ from functools import partial
 from typing import Final, TypeVar
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.memory._shared import SQLiteTables, from_iso
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
 from pygents_ctx.memory.tasks.base import (
     Task,
     TaskBoard,
@@ -179,7 +179,7 @@ def _boards(conversation: str | None, db: Db) -> list[tuple[str, str]]:
     return [(row[0], row[1]) for row in rows]
 
 
-class SQLiteTaskStore(TaskStoreBase):
+class SQLiteTaskStore(TaskStoreBase, OnSQLite):
     """A `TaskStore` in a SQLite database: survives restarts, shared safely by processes.
 
     Many boards live in one database, beside the conversations they belong to

@@ -1,7 +1,7 @@
 """`VectorStore`: documents with embeddings in named collections, searched by cosine similarity.
 
 This module holds the protocol, the value types (`VectorDocument`,
-`SearchResult`, `CollectionInfo`) and `BaseVectorStore`, which checks every
+`SearchResult`, `CollectionInfo`) and `VectorStoreBase`, which checks every
 argument and computes missing embeddings before it hands a backend anything,
 so every backend refuses the same bad input the same way and changes nothing
 when it does.
@@ -9,7 +9,7 @@ when it does.
 The contract every backend keeps:
 
 - A collection has a name and a fixed dimension; naming an unknown one raises
-  `UnknownCollectionError`.
+  `CollectionNotFoundError`.
 - Embeddings are stored as 32-bit floats; `get` returns them so rounded.
 - `search` ranks by cosine similarity (1 is the same direction), best first;
   equal scores are ordered by id. `filter` keeps the documents whose metadata
@@ -27,14 +27,15 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_check
 
 import orjson
 
-from pygents_ctx.errors import UnknownCollectionError
-from pygents_ctx.memory._table import check_vector, embed_checked
+from pygents_ctx._resources import injectable
+from pygents_ctx.errors import CollectionNotFoundError
+from pygents_ctx.memory._table import check_vector, embed_checked, single_precision_norm
 from pygents_ctx.memory.embedders import Embedder
 
 if TYPE_CHECKING:
     from array import array
 
-__all__ = ["BaseVectorStore", "CollectionInfo", "SearchResult", "VectorDocument", "VectorStore"]
+__all__ = ["CollectionInfo", "SearchResult", "VectorDocument", "VectorStore"]
 
 MetadataValue: TypeAlias = "str | int | float | bool | None"
 MAX_DIMENSION: Final = 16_000  # pgvector's limit for its `vector` type
@@ -148,12 +149,15 @@ class CollectionInfo:
     count: int
 
 
+@injectable
 @runtime_checkable
 class VectorStore(Protocol):
     """Documents with embeddings in named collections, searched by cosine similarity.
 
     Implemented by `InMemoryVectorStore`, `SQLiteVectorStore` and
-    `PostgresVectorStore`; each passes the same contract tests.
+    `PostgresVectorStore`; each passes the same contract tests. A tool
+    reaches the store of the agent that runs it by annotating a parameter
+    `VectorStore`, when the agent was given `resources={VectorStore: store}`.
     """
 
     async def create_collection(self, name: str, dimension: int) -> None:
@@ -275,7 +279,7 @@ class Row:
     metadata: str
 
 
-class BaseVectorStore(ABC):
+class VectorStoreBase(ABC):
     """What every `VectorStore` backend shares: argument checks and embedding.
 
     The public methods check everything (and embed what has no embedding)
@@ -327,7 +331,7 @@ class BaseVectorStore(ABC):
         """Delete a collection and every document in it.
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
         """
         await self._drop(check_name(name))
 
@@ -339,7 +343,7 @@ class BaseVectorStore(ABC):
         """The number of documents in `collection`.
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
         """
         return await self._count(check_name(collection))
 
@@ -353,7 +357,7 @@ class BaseVectorStore(ABC):
         the write is one transaction.
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
             TypeError: Something in `documents` is not a `VectorDocument`.
             ValueError: Two documents share an id, an embedding has the wrong
                 dimension, or a document has no embedding and the store no
@@ -370,7 +374,7 @@ class BaseVectorStore(ABC):
         """Insert the documents, replacing any with the same id, in one transaction.
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
             TypeError: Something in `documents` is not a `VectorDocument`.
             ValueError: As for `add`; nothing is written.
         """
@@ -385,7 +389,7 @@ class BaseVectorStore(ABC):
         """Delete the documents with these ids (unknown ids are ignored); return how many.
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
             TypeError: `ids` is a str, or holds something else.
         """
         name = check_name(collection)
@@ -396,7 +400,7 @@ class BaseVectorStore(ABC):
         """The document with this id, its embedding rounded to 32-bit floats, or None.
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
             TypeError: `document_id` is not a str.
         """
         name = check_name(collection)
@@ -423,7 +427,7 @@ class BaseVectorStore(ABC):
                 equal value (str, number, bool or None).
 
         Raises:
-            UnknownCollectionError: There is no such collection.
+            CollectionNotFoundError: There is no such collection.
             TypeError: `query`, `k` or `filter` has the wrong type.
             ValueError: `k` is less than 1; the vector has the wrong
                 dimension, is all zeros or holds NaN or an infinity; or the
@@ -486,7 +490,7 @@ class BaseVectorStore(ABC):
 
     @abstractmethod
     async def _dimension(self, name: str) -> int:
-        """The collection's dimension; raises `UnknownCollectionError`."""
+        """The collection's dimension; raises `CollectionNotFoundError`."""
 
     @abstractmethod
     async def _count(self, name: str) -> int: ...
@@ -532,12 +536,31 @@ def _check_documents(documents: object) -> list[VectorDocument]:
     return batch
 
 
-def unknown_collection(name: str) -> UnknownCollectionError:
+def unknown_collection(name: str) -> CollectionNotFoundError:
     """The error for a collection that does not exist."""
-    return UnknownCollectionError(
+    return CollectionNotFoundError(
         f"no vector collection named {name!r}; create it with "
         f"`await store.create_collection({name!r}, dimension)`"
     )
+
+
+def refuse_single_precision_overflow(rows: list[Row], backend: str) -> None:
+    """Refuse rows whose length a single-precision backend cannot compute.
+
+    pgvector and sqlite-vec sum squares in 32-bit floats: a vector shorter than
+    about 1e-19 or longer than about 1.8e19 would score NaN. Checked before any
+    write, so a refused batch changes nothing.
+
+    Raises:
+        ValueError: A row's embedding is that short or that long.
+    """
+    for row in rows:
+        if not single_precision_norm(row.vector):
+            raise ValueError(
+                f"the embedding of document {row.document.id!r} is too short or too long "
+                f"for {backend}, which computes lengths in 32-bit floats (keep it between "
+                "1e-19 and 1e19; cosine similarity ignores length, so scale it)"
+            )
 
 
 def dimension_changed(name: str, dimension: int, now: int | None) -> Exception:

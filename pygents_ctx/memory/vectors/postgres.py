@@ -28,16 +28,18 @@ import orjson
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import MissingExtensionError
+from pygents_ctx.memory._table import unit_vector
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors.base import (
-    BaseVectorStore,
     CollectionInfo,
     MetadataValue,
     Row,
     SearchResult,
     VectorDocument,
+    VectorStoreBase,
     dimension_changed,
     other_dimension,
+    refuse_single_precision_overflow,
     unknown_collection,
 )
 
@@ -85,7 +87,7 @@ def _parse(text: str) -> tuple[float, ...]:
     return tuple(array("f", map(float, text[1:-1].split(","))).tolist())
 
 
-class PostgresVectorStore(BaseVectorStore):
+class PostgresVectorStore(VectorStoreBase):
     """Collections in PostgreSQL with pgvector, for many workers on many machines.
 
     Every write is one transaction; the collection's row is locked while
@@ -219,6 +221,7 @@ class PostgresVectorStore(BaseVectorStore):
     async def _write(
         self, name: str, dimension: int, rows: list[Row], *, replace: bool
     ) -> list[str]:
+        refuse_single_precision_overflow(rows, "PostgresVectorStore (pgvector)")
         columns = (
             [r.document.id for r in rows],
             [r.document.text for r in rows],
@@ -300,7 +303,7 @@ class PostgresVectorStore(BaseVectorStore):
 
         async def search(db: AsyncConnection[Any]) -> list[SearchResult]:
             await _require(db, name)
-            cursor = await db.execute(sql, (_literal(vector), *params, k))
+            cursor = await db.execute(sql, (_literal(unit_vector(vector)), *params, k))
             return [
                 SearchResult(i, text, metadata, float(score))
                 for i, text, metadata, score in await cursor.fetchall()

@@ -31,17 +31,18 @@ from pygents_ctx.context.stores._sqlite_ops import in_transaction
 from pygents_ctx.context.stores._sqlite_schema import migrate
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import MissingExtensionError
-from pygents_ctx.memory._table import cosine, norm
+from pygents_ctx.memory._table import cosine, norm, unit_vector
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors.base import (
-    BaseVectorStore,
     CollectionInfo,
     MetadataValue,
     Row,
     SearchResult,
     VectorDocument,
+    VectorStoreBase,
     dimension_changed,
     other_dimension,
+    refuse_single_precision_overflow,
     unknown_collection,
 )
 
@@ -145,7 +146,7 @@ def _load_sqlite_vec(db: Db) -> None:
         raise MissingExtensionError(f"sqlite-vec failed to load: {exc}") from exc
 
 
-class SQLiteVectorStore(BaseVectorStore):
+class SQLiteVectorStore(VectorStoreBase):
     """Collections in a SQLite database: the embedded default, searched exactly in SQL.
 
     Needs nothing beyond the standard library. Several stores (and the
@@ -309,6 +310,8 @@ class SQLiteVectorStore(BaseVectorStore):
     async def _write(
         self, name: str, dimension: int, rows: list[Row], *, replace: bool
     ) -> list[str]:
+        if self._uses_vec:
+            refuse_single_precision_overflow(rows, "SQLiteVectorStore with sqlite-vec")
         values = [
             (name, r.document.id, r.document.text, r.metadata, _blob(r.vector), norm(r.vector))
             for r in rows
@@ -389,7 +392,7 @@ class SQLiteVectorStore(BaseVectorStore):
         def search(db: Db) -> list[SearchResult]:
             _require(db, name)
             if uses_vec:
-                rows = db.execute(sql, (_blob(vector), *params, k)).fetchall()
+                rows = db.execute(sql, (_blob(unit_vector(vector)), *params, k)).fetchall()
             else:
                 # Registered per search (the worker runs one call at a time), so the
                 # function holds this query.

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from pygents_ctx import (
-    BaseVectorStore,
     Embedder,
     InMemoryVectorStore,
     PostgresVectorStore,
@@ -28,6 +27,7 @@ from pygents_ctx import (
     connect,
     connect_postgres,
 )
+from pygents_ctx.memory.vectors.base import VectorStoreBase
 from tests import postgres_server
 
 
@@ -63,7 +63,7 @@ async def open_store(
     directory: Path | None = None,
     dsn: str | None = None,
     empty: bool = True,
-) -> AsyncIterator[BaseVectorStore]:
+) -> AsyncIterator[VectorStoreBase]:
     """A store of `backend` on a new connection (closed at the end).
 
     With `empty`, a PostgreSQL store starts without collections.
@@ -114,7 +114,7 @@ async def make_store(
     async with contextlib.AsyncExitStack() as stack:
         made = 0
 
-        async def make(embedder: Embedder | None = None) -> BaseVectorStore:
+        async def make(embedder: Embedder | None = None) -> VectorStoreBase:
             nonlocal made
             made += 1
             return await stack.enter_async_context(

@@ -24,7 +24,7 @@ from pygents_ctx import (
 from pygents_ctx.memory.vectors import postgres as postgres_module
 from pygents_ctx.memory.vectors import sqlite as sqlite_module
 from tests import postgres_server
-from tests.memory.vectors.conftest import SQLITE_VEC
+from tests.memory.vectors.conftest import SQLITE_VEC, open_store
 
 
 async def test_a_sqlite_store_keeps_its_collections_across_restarts(tmp_path: Path) -> None:
@@ -198,3 +198,25 @@ async def test_embeddings_are_requested_in_batches() -> None:
     await store.add("notes", [VectorDocument(f"d{n}", "t") for n in range(5)])
 
     assert calls == [2, 2, 1]
+
+
+async def test_postgres_scores_queries_of_any_length_and_refuses_rows_it_cannot_measure(
+    postgres: postgres_server.PostgresServer,
+) -> None:
+    # pgvector sums squares in 32-bit floats: a query is scaled to length 1 first;
+    # a stored vector too short (or long) for that is refused, and nothing is written.
+    async with open_store("postgres", dsn=postgres.dsn) as store:
+        await store.create_collection("c", 2)
+        await store.add("c", [VectorDocument("a", "x", {}, [1.0, 0.0])])
+
+        [hit] = await store.search("c", [1.2e-38, 0.0])
+        assert (hit.id, hit.score) == ("a", pytest.approx(1.0))
+        with pytest.raises(ValueError, match="too short or too long for PostgresVectorStore"):
+            await store.add(
+                "c",
+                [
+                    VectorDocument("b", "y", {}, [0.0, 1.0]),
+                    VectorDocument("tiny", "z", {}, [1e-30, 0.0]),
+                ],
+            )
+        assert await store.count("c") == 1

@@ -9,17 +9,17 @@ from typing import Any
 import pytest
 
 from pygents_ctx import (
-    BaseVectorStore,
     CollectionInfo,
+    CollectionNotFoundError,
     HashingEmbedder,
     SearchResult,
-    UnknownCollectionError,
     VectorDocument,
     VectorStore,
 )
+from pygents_ctx.memory.vectors.base import VectorStoreBase
 from tests.memory.oracles import float32
 
-MakeStore = Callable[..., Awaitable[BaseVectorStore]]
+MakeStore = Callable[..., Awaitable[VectorStoreBase]]
 
 
 def doc(
@@ -83,7 +83,7 @@ async def test_a_collection_keeps_its_dimension(make_store: MakeStore) -> None:
     assert await store.list_collections() == [CollectionInfo("notes", 3, 0)]
 
 
-UNKNOWN_COLLECTION_CALLS: list[Callable[[BaseVectorStore], Awaitable[Any]]] = [
+UNKNOWN_COLLECTION_CALLS: list[Callable[[VectorStoreBase], Awaitable[Any]]] = [
     lambda s: s.add("nope", [doc("a", [1.0, 0.0])]),
     lambda s: s.upsert("nope", [doc("a", [1.0, 0.0])]),
     lambda s: s.delete("nope", ["a"]),
@@ -97,11 +97,11 @@ UNKNOWN_COLLECTION_CALLS: list[Callable[[BaseVectorStore], Awaitable[Any]]] = [
 
 @pytest.mark.parametrize("call", UNKNOWN_COLLECTION_CALLS)
 async def test_an_unknown_collection_is_a_clear_error(
-    make_store: MakeStore, call: Callable[[BaseVectorStore], Awaitable[Any]]
+    make_store: MakeStore, call: Callable[[VectorStoreBase], Awaitable[Any]]
 ) -> None:
     store = await make_store()
 
-    with pytest.raises(UnknownCollectionError, match="no vector collection named 'nope'") as info:
+    with pytest.raises(CollectionNotFoundError, match="no vector collection named 'nope'") as info:
         await call(store)
     assert isinstance(info.value, KeyError)
     assert "create_collection('nope', dimension)" in str(info.value)
@@ -214,7 +214,7 @@ async def test_searches_and_reads_see_what_another_connection_wrote(
 # -- bad input changes nothing -------------------------------------------------------
 
 
-async def _state(store: BaseVectorStore) -> tuple[Any, ...]:
+async def _state(store: VectorStoreBase) -> tuple[Any, ...]:
     found = await store.search("notes", [1, 1], k=50)
     return (await store.list_collections(), [(r.id, r.text, r.metadata) for r in found])
 
@@ -354,7 +354,7 @@ async def test_bad_searches_are_refused(
 )
 async def test_bad_ids_are_refused(
     make_store: MakeStore,
-    call: Callable[[BaseVectorStore], Awaitable[Any]],
+    call: Callable[[VectorStoreBase], Awaitable[Any]],
     error: type[Exception],
     match: str,
 ) -> None:
@@ -388,7 +388,7 @@ async def test_a_collection_deleted_while_embedding_is_not_written_to(
             await adding
         assert await store.count("notes") == 0
     else:
-        with pytest.raises(UnknownCollectionError):
+        with pytest.raises(CollectionNotFoundError):
             await adding
         assert await store.list_collections() == []
 

@@ -10,12 +10,12 @@ import orjson
 from pygents_ctx.memory._table import VectorTable
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors.base import (
-    BaseVectorStore,
     CollectionInfo,
     MetadataValue,
     Row,
     SearchResult,
     VectorDocument,
+    VectorStoreBase,
     dimension_changed,
     other_dimension,
     unknown_collection,
@@ -92,7 +92,7 @@ class _Collection:
         return set(sets[0]).intersection(*sets[1:])
 
 
-class InMemoryVectorStore(BaseVectorStore):
+class InMemoryVectorStore(VectorStoreBase):
     """Collections kept in this process: exact cosine search, nothing persisted.
 
     Every vector is compared in a search (with numpy installed it does the

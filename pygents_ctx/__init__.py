@@ -78,6 +78,7 @@ from pygents_ctx.context.strategies import (
 )
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import (
+    ArgumentProblem,
     BlobNotFoundError,
     ConcurrentModificationError,
     ContextOverflowError,
@@ -94,6 +95,7 @@ from pygents_ctx.errors import (
     SummarizationError,
     TaskNotFoundError,
     TaskTransitionError,
+    ToolArgumentsError,
     TurnTimeoutError,
     UnknownCollectionError,
     UnknownModelError,
@@ -185,6 +187,7 @@ __all__ = [
     "AgentRegistry",
     "AgentValue",
     "AnthropicModel",
+    "ArgumentProblem",
     "AutoCompactStore",
     "BM25Selector",
     "BaseVectorStore",
@@ -293,6 +296,7 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "Tool",
+    "ToolArgumentsError",
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",

@@ -34,6 +34,7 @@ from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._lending import PendingTurns
+from pygents_ctx._origin import caller_line
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -42,7 +43,8 @@ from pygents_ctx._resources import (
     open_resources,
 )
 from pygents_ctx._saved_turns import load_turns
-from pygents_ctx._steps import DONE, Later
+from pygents_ctx._steps import DONE, Later, Steps
+from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
@@ -76,6 +78,7 @@ _SAVED_KEYS = (
     "context_queue",
     "tags",
     "context",
+    "on_tool_error",
 )
 
 
@@ -128,6 +131,11 @@ class Agent(JsonSerializable):
             annotated with an `@injectable` class gets `resources[cls]` (a
             `RunResource` there gives each run its own value, e.g. a task store
             the board of this agent's conversation). Not saved by `to_dict()`.
+        on_tool_error: What a turn that fails (its tool raised, it timed out,
+            its arguments were refused) does to `run()`: `"raise"` ends the
+            run with the exception; `"return"` yields `(turn, exception)`,
+            as if the tool had returned it, and goes on with the next turn.
+            A tool's own `on_tool_error` wins over this.
 
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
@@ -161,6 +169,7 @@ class Agent(JsonSerializable):
     _state: _RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
+    _origin: tuple[str, int] | None
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -169,6 +178,7 @@ class Agent(JsonSerializable):
     context: ContextConfig | None
     resources: dict[type, object]
     tags: frozenset[str]
+    on_tool_error: OnToolError
     hooks: list[Hook]
     turn_hooks: list[Hook]
 
@@ -183,6 +193,7 @@ class Agent(JsonSerializable):
         *,
         context: ContextConfig | None = None,
         resources: Mapping[type, object] | None = None,
+        on_tool_error: OnToolError = "raise",
     ) -> None:
         object.__setattr__(self, "_state", _RunState())
         # The queued turns; a branch or a loaded agent builds them when first needed.
@@ -204,6 +215,9 @@ class Agent(JsonSerializable):
         self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
+        self.on_tool_error = on_tool_error
+        # The line of code that made it: made again there, it replaces itself in the registry.
+        object.__setattr__(self, "_origin", caller_line(__name__))
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -228,6 +242,8 @@ class Agent(JsonSerializable):
             raise TypeError(f"context must be a ContextConfig or None, not {value!r}")
         elif name == "resources":
             value = check_resources(value, f"agent {self.name!r}")
+        elif name == "on_tool_error":
+            value = check_on_tool_error(value, f"agent {self.name!r}")
         elif name == "name":
             _check_name(value)
             old = self.__dict__.get("name")
@@ -273,6 +289,11 @@ class Agent(JsonSerializable):
         return f"Agent(name={self.name!r}, tools={[t.key for t in self.tools]!r})"
 
     # -- turns ---------------------------------------------------------------
+
+    def _returns_error(self, turn: Turn) -> bool:
+        """Whether a failure of `turn` is its value (else it ends the run): `on_tool_error`."""
+        policy = turn._tool.on_tool_error or self.on_tool_error
+        return policy == "return"
 
     def _check_turn(self, turn: Turn) -> None:
         if not isinstance(turn, Turn):
@@ -406,12 +427,26 @@ class Agent(JsonSerializable):
                     agent_turn_hooks = self.turn_hooks
                     turn_hooks = turn.hooks + agent_turn_hooks if agent_turn_hooks else turn.hooks
                     if turn._tool.is_generator:
-                        steps = turn._steps(turn_hooks)
                         try:
-                            while True:
-                                value = steps.next()
-                                if type(value) is Later:
-                                    value = await value.rest
+                            steps: Steps = turn._steps(turn_hooks)
+                        except Exception as exc:
+                            if not self._returns_error(turn):
+                                raise
+                            steps = _Failed(exc)
+                        failed = False
+                        try:
+                            while not failed:
+                                try:
+                                    value = steps.next()
+                                    if type(value) is Later:
+                                        value = await value.rest
+                                except Exception as exc:
+                                    if not self._returns_error(turn):
+                                        raise
+                                    # The error is its last value, yielded once the turn has ended.
+                                    value, failed = exc, True
+                                    ended, steps = steps, _Failed(exc)
+                                    await ended.close()
                                 if value is DONE:
                                     break
                                 routed = isinstance(value, _ROUTED)
@@ -432,12 +467,17 @@ class Agent(JsonSerializable):
                             await steps.close()
                         state.current_turn = None
                     else:
-                        if turn_hooks or ANY_TURN_HOOK:
-                            value = await turn._returning(turn_hooks)
-                        else:
-                            value = turn._returning_now()
-                            if type(value) is Later:
-                                value = await value.rest
+                        try:
+                            if turn_hooks or ANY_TURN_HOOK:
+                                value = await turn._returning(turn_hooks)
+                            else:
+                                value = turn._returning_now()
+                                if type(value) is Later:
+                                    value = await value.rest
+                        except Exception as exc:
+                            if not self._returns_error(turn):
+                                raise
+                            value = exc
                         state.current_turn = None
                         routed = isinstance(value, _ROUTED)
                         if routed:
@@ -516,6 +556,7 @@ class Agent(JsonSerializable):
             context_pool=self.context_pool.branch(),
             tags=self.tags,
             resources=self.resources,
+            on_tool_error=self.on_tool_error,
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)
@@ -576,6 +617,8 @@ class Agent(JsonSerializable):
             "context_queue": self.context_queue.to_dict(),
             "tags": sorted(self.tags),
             **({} if self.context is None else {"context": self.context.to_dict()}),
+            # New keys only when not the default, so older readers load the rest.
+            **({} if self.on_tool_error == "raise" else {"on_tool_error": self.on_tool_error}),
         }
 
     @classmethod
@@ -633,6 +676,7 @@ class Agent(JsonSerializable):
         turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
         tags = _field(data, "tags", list, [], label)
         saved_context = _field(data, "context", dict, None, label)
+        on_tool_error = _field(data, "on_tool_error", str, "raise", label)
         if saved_context is not None:
             ContextConfig.check_saved(saved_context, context, label)
         try:
@@ -644,6 +688,7 @@ class Agent(JsonSerializable):
                 context_pool=pool,
                 tags=tags,
                 context=context,
+                on_tool_error=on_tool_error,
             )
         except TypeError as exc:
             raise ValueError(f"{label}: {exc}") from None
@@ -660,6 +705,21 @@ class Agent(JsonSerializable):
 
 
 _ROUTED = (Turn, ContextItem)
+
+
+class _Failed:
+    """The steps of a generator turn that failed before its first value: `next()` raises."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    def next(self) -> Any:
+        raise self._error
+
+    async def close(self) -> None:
+        pass
 
 
 def _index_tools(

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
+from pygents_ctx._agent_tools import index_tools, require_tools
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
@@ -42,14 +43,15 @@ from pygents_ctx._resources import (
     close_resources,
     open_resources,
 )
+from pygents_ctx._run_state import RunState
 from pygents_ctx._saved_turns import load_turns
-from pygents_ctx._steps import DONE, Later, Steps
+from pygents_ctx._steps import DONE, FailedSteps, Later, Steps
 from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
-from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
+from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks import AgentHook, Hook, TurnHook
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool
@@ -80,37 +82,6 @@ _SAVED_KEYS = (
     "context",
     "on_tool_error",
 )
-
-
-class _RunState:
-    """What changes while an agent runs, kept apart from its guarded attributes."""
-
-    __slots__ = ("current_turn", "gate", "paused", "run_id", "running")
-
-    def __init__(self) -> None:
-        self.running = False
-        self.run_id: str | None = None
-        self.current_turn: Turn | None = None
-        # `paused` says what the gate does, as a plain flag: a run reads it every turn.
-        self.paused = False
-        self.gate = asyncio.Event()  # set = open
-        self.gate.set()
-
-    def pause(self) -> bool:
-        """Close the gate; whether it was open."""
-        if self.paused:
-            return False
-        self.paused = True
-        self.gate.clear()
-        return True
-
-    def resume(self) -> bool:
-        """Open the gate; whether it was closed."""
-        if not self.paused:
-            return False
-        self.paused = False
-        self.gate.set()
-        return True
 
 
 class Agent(JsonSerializable):
@@ -166,7 +137,7 @@ class Agent(JsonSerializable):
     on_error = HookSlot(TurnHook.ON_ERROR, "turn_hooks")
     on_complete = HookSlot(TurnHook.ON_COMPLETE, "turn_hooks")
 
-    _state: _RunState
+    _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
     _origin: tuple[str, int] | None
@@ -195,7 +166,7 @@ class Agent(JsonSerializable):
         resources: Mapping[type, object] | None = None,
         on_tool_error: OnToolError = "raise",
     ) -> None:
-        object.__setattr__(self, "_state", _RunState())
+        object.__setattr__(self, "_state", RunState())
         # The queued turns; a branch or a loaded agent builds them when first needed.
         object.__setattr__(self, "_pending", PendingTurns())
         _check_name(name)
@@ -223,18 +194,18 @@ class Agent(JsonSerializable):
     # -- guarded attributes --------------------------------------------------
 
     def __setattr__(self, name: str, value: Any) -> None:
-        state: _RunState = self._state
+        state: RunState = self._state
         if state.running:
             raise SafeExecutionError(
                 f"Cannot change property {name!r} while the agent is running "
                 f"(agent {self.name!r}); set it before run() or after it ends"
             )
         if name == "tools":
-            value, index = _index_tools(value)
+            value, index = index_tools(value)
             pending = self._pending.tools()  # without building deferred turns
             if state.current_turn is not None:
                 pending.add(state.current_turn.tool)
-            _require_tools(index, pending, f"agent {self.name!r}")
+            require_tools(index, pending, f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -432,7 +403,7 @@ class Agent(JsonSerializable):
                         except Exception as exc:
                             if not self._returns_error(turn):
                                 raise
-                            steps = _Failed(exc)
+                            steps = FailedSteps(exc)
                         failed = False
                         try:
                             while not failed:
@@ -445,7 +416,7 @@ class Agent(JsonSerializable):
                                         raise
                                     # The error is its last value, yielded once the turn has ended.
                                     value, failed = exc, True
-                                    ended, steps = steps, _Failed(exc)
+                                    ended, steps = steps, FailedSteps(exc)
                                     await ended.close()
                                 if value is DONE:
                                     break
@@ -545,9 +516,9 @@ class Agent(JsonSerializable):
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
-        child_tools, index = _index_tools(self.tools if tools is None else tools)
+        child_tools, index = index_tools(self.tools if tools is None else tools)
         borrowed = self._pending.lend()
-        _require_tools(index, borrowed.tools(), f"branch {name!r}")
+        require_tools(index, borrowed.tools(), f"branch {name!r}")
         child = Agent(
             name,
             self.description if description is None else description,
@@ -657,11 +628,11 @@ class Agent(JsonSerializable):
         queued = _field(data, "queue", list, [], label) or []
         current = _field(data, "current_turn", dict, None, label)
         is_paused = bool(_field(data, "is_paused", bool, False, label))
-        tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
+        tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
         used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
         turns = load_turns(queued, used, parsed)
         current_turn = None if current is None else Turn._from_saved(current, used, parsed)
-        _require_tools(index, used.values(), label)
+        require_tools(index, used.values(), label)
         queue = (
             ContextQueue._from_saved(data["context_queue"], parsed)
             if data.get("context_queue") is not None
@@ -707,71 +678,9 @@ class Agent(JsonSerializable):
 _ROUTED = (Turn, ContextItem)
 
 
-class _Failed:
-    """The steps of a generator turn that failed before its first value: `next()` raises."""
-
-    __slots__ = ("_error",)
-
-    def __init__(self, error: Exception) -> None:
-        self._error = error
-
-    def next(self) -> Any:
-        raise self._error
-
-    async def close(self) -> None:
-        pass
-
-
-def _index_tools(
-    tools: Iterable[Tool[..., Any]],
-) -> tuple[list[Tool[..., Any]], dict[str, Tool[..., Any]]]:
-    """The root tools as a list, and them with their subtools by key.
-
-    Raises:
-        UnregisteredToolError: Something is not a registered `Tool` (pygents' error for it).
-        ValueError: A tool is not the instance held by `ToolRegistry`.
-    """
-    roots = list(tools)
-    for t in roots:
-        name = t.key if isinstance(t, Tool) else getattr(t, "__name__", repr(t))
-        try:
-            registered: Tool[..., Any] | None = ToolRegistry.get(name)
-        except UnregisteredToolError:
-            registered = None
-        if not isinstance(t, Tool) or registered is None:
-            raise UnregisteredToolError(
-                f"tool {name!r} not found: Agent tools must be tools made by @tool (and "
-                f"registered), not {t!r}"
-            )
-        if registered is not t:
-            raise ValueError(
-                f"tool {t.key!r} is not the instance held by ToolRegistry; "
-                f"pass the decorated tool itself"
-            )
-    return roots, {t.key: t for root in roots for t in root.walk()}
-
-
 def _check_name(name: object) -> None:
     if not isinstance(name, str) or not name:
         raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
-
-
-def _require_tools(
-    index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
-) -> None:
-    """Refuse tools that leave a pending turn without its tool (it could not run or load).
-
-    `needed` are the pending turns' tools, each once or more.
-
-    Raises:
-        ValueError: A tool is not in `index`.
-    """
-    for tool in needed:
-        if index.get(tool.key) is not tool:
-            raise ValueError(
-                f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
-                f"include it in the tools"
-            )
 
 
 def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:

@@ -1,0 +1,59 @@
+"""The tools an agent holds: checked to be the registered ones, and indexed by key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pygents_ctx.errors import UnregisteredToolError
+from pygents_ctx.registry import ToolRegistry
+from pygents_ctx.tools import Tool
+
+__all__ = ["index_tools", "require_tools"]
+
+
+def index_tools(
+    tools: Iterable[Tool[..., Any]],
+) -> tuple[list[Tool[..., Any]], dict[str, Tool[..., Any]]]:
+    """The root tools as a list, and them with their subtools by key.
+
+    Raises:
+        UnregisteredToolError: Something is not a registered `Tool` (pygents' error for it).
+        ValueError: A tool is not the instance held by `ToolRegistry`.
+    """
+    roots = list(tools)
+    for t in roots:
+        name = t.key if isinstance(t, Tool) else getattr(t, "__name__", repr(t))
+        try:
+            registered: Tool[..., Any] | None = ToolRegistry.get(name)
+        except UnregisteredToolError:
+            registered = None
+        if not isinstance(t, Tool) or registered is None:
+            raise UnregisteredToolError(
+                f"tool {name!r} not found: Agent tools must be tools made by @tool (and "
+                f"registered), not {t!r}"
+            )
+        if registered is not t:
+            raise ValueError(
+                f"tool {t.key!r} is not the instance held by ToolRegistry; "
+                f"pass the decorated tool itself"
+            )
+    return roots, {t.key: t for root in roots for t in root.walk()}
+
+
+def require_tools(
+    index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
+) -> None:
+    """Refuse tools that leave a pending turn without its tool (it could not run or load).
+
+    `needed` are the pending turns' tools, each once or more.
+
+    Raises:
+        ValueError: A tool is not in `index`.
+    """
+    for tool in needed:
+        if index.get(tool.key) is not tool:
+            raise ValueError(
+                f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
+                f"include it in the tools"
+            )

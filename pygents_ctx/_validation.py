@@ -193,12 +193,18 @@ class ArgumentValidator:
         found.extend(missing(name) for name in missed)
         if missed and self._keywords is not None:
             known = set(self._keywords)
-            what = "a parameter of this tool"
-            found.extend(
-                unknown("", name, missed, self._keywords, what)
-                for name in kwargs
-                if name not in known
-            )
+            by_position = {p.name for p in self._parameters if not p.keyword}
+            for name in kwargs:
+                if name in by_position:
+                    found.append(
+                        ArgumentProblem(
+                            name, "unknown", "can only be given by position, not by name"
+                        )
+                    )
+                elif name not in known:
+                    found.append(
+                        unknown("", name, missed, self._keywords, "a parameter of this tool")
+                    )
         return found
 
     def _fail(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
@@ -35,7 +36,7 @@ from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._lending import PendingTurns
-from pygents_ctx._origin import caller_line
+from pygents_ctx._origin import Origin, caller_origin
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -140,7 +141,7 @@ class Agent(JsonSerializable):
     _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
-    _origin: tuple[str, int] | None
+    _origin: Origin | None
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -149,7 +150,7 @@ class Agent(JsonSerializable):
     context: ContextConfig | None
     resources: dict[type, object]
     tags: frozenset[str]
-    on_tool_error: OnToolError
+    _on_tool_error: OnToolError
     hooks: list[Hook]
     turn_hooks: list[Hook]
 
@@ -186,9 +187,14 @@ class Agent(JsonSerializable):
         self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
-        self.on_tool_error = on_tool_error
+        if on_tool_error != "raise":  # the default needs no check (Agent() is made often)
+            on_tool_error = check_on_tool_error(on_tool_error, f"agent {name!r}")
+        object.__setattr__(self, "_on_tool_error", on_tool_error)
         # The line of code that made it: made again there, it replaces itself in the registry.
-        object.__setattr__(self, "_origin", caller_line(__name__))
+        # Agents made here (branches, loaded agents) have none, and skip looking.
+        made_by = sys._getframe(1)
+        origin = None if made_by.f_globals is _HERE else caller_origin(made_by)
+        object.__setattr__(self, "_origin", origin)
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -213,14 +219,22 @@ class Agent(JsonSerializable):
             raise TypeError(f"context must be a ContextConfig or None, not {value!r}")
         elif name == "resources":
             value = check_resources(value, f"agent {self.name!r}")
-        elif name == "on_tool_error":
-            value = check_on_tool_error(value, f"agent {self.name!r}")
         elif name == "name":
             _check_name(value)
             old = self.__dict__.get("name")
             if old is not None and value != old:
                 AgentRegistry._rename(self, old, value)
         object.__setattr__(self, name, value)
+
+    @property
+    def on_tool_error(self) -> OnToolError:
+        """What a failing turn does to `run()`: `"raise"` or `"return"` (see the class)."""
+        return self._on_tool_error
+
+    @on_tool_error.setter
+    def on_tool_error(self, value: OnToolError) -> None:
+        checked = check_on_tool_error(value, f"agent {self.name!r}")
+        object.__setattr__(self, "_on_tool_error", checked)
 
     @property
     def is_paused(self) -> bool:
@@ -676,6 +690,7 @@ class Agent(JsonSerializable):
 
 
 _ROUTED = (Turn, ContextItem)
+_HERE = globals()
 
 
 def _check_name(name: object) -> None:

@@ -11,6 +11,7 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from pygents_ctx._origin import same_origin
 from pygents_ctx._suggest import closest
 from pygents_ctx.errors import UnregisteredAgentError, UnregisteredHookError, UnregisteredToolError
 
@@ -123,8 +124,7 @@ def _identical(held: object, entry: object) -> bool:
 
 def _made_again(held: Agent, new: Agent) -> bool:
     """Whether agent `new` was made by the same line of code as `held`, which is idle."""
-    origin = held._origin
-    return origin is not None and origin == new._origin and not held.is_running
+    return same_origin(held._origin, new._origin) and not held.is_running
 
 
 class ToolRegistry(_NameRegistry["Tool[..., Any]"]):

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from pygents_ctx._agent_tools import index_tools, require_tools
+from pygents_ctx._agent_checks import check_name, index_tools, require_tools, saved_field
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
@@ -121,7 +121,10 @@ class Agent(JsonSerializable):
     `name` included (the registry follows).
 
     Raises:
-        ValueError: The name is empty or taken, or a tool is not the registered instance.
+        ValueError: The name is empty or taken (an idle agent made by the same
+            line of code, as a re-run notebook cell makes it, is replaced
+            instead), `on_tool_error` is not one of its values, or a tool is
+            not the registered instance.
         UnregisteredToolError: A tool is not a registered `@tool` tool.
     """
 
@@ -170,7 +173,7 @@ class Agent(JsonSerializable):
         object.__setattr__(self, "_state", RunState())
         # The queued turns; a branch or a loaded agent builds them when first needed.
         object.__setattr__(self, "_pending", PendingTurns())
-        _check_name(name)
+        check_name(name)
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
         if context_queue is not None and not isinstance(context_queue, ContextQueue):
@@ -220,7 +223,7 @@ class Agent(JsonSerializable):
         elif name == "resources":
             value = check_resources(value, f"agent {self.name!r}")
         elif name == "name":
-            _check_name(value)
+            check_name(value)
             old = self.__dict__.get("name")
             if old is not None and value != old:
                 AgentRegistry._rename(self, old, value)
@@ -375,7 +378,10 @@ class Agent(JsonSerializable):
 
         Raises:
             SafeExecutionError: The agent is already running.
-            Exception: Whatever a turn raises (`TurnTimeoutError` included).
+            Exception: Whatever a turn raises (`TurnTimeoutError` and
+                `ToolArgumentsError` included), unless `on_tool_error` (the
+                tool's, else the agent's) is `"return"`: the run then yields
+                `(turn, exception)` and goes on.
         """
         state = self._state
         if state.running:
@@ -639,9 +645,9 @@ class Agent(JsonSerializable):
         label = f"saved agent {name!r}"
         if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
             raise ValueError(f"{label}: 'tool_names' must be a list of strings")
-        queued = _field(data, "queue", list, [], label) or []
-        current = _field(data, "current_turn", dict, None, label)
-        is_paused = bool(_field(data, "is_paused", bool, False, label))
+        queued = saved_field(data, "queue", list, [], label) or []
+        current = saved_field(data, "current_turn", dict, None, label)
+        is_paused = bool(saved_field(data, "is_paused", bool, False, label))
         tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
         used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
         turns = load_turns(queued, used, parsed)
@@ -659,9 +665,9 @@ class Agent(JsonSerializable):
         )
         hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
         turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
-        tags = _field(data, "tags", list, [], label)
-        saved_context = _field(data, "context", dict, None, label)
-        on_tool_error = _field(data, "on_tool_error", str, "raise", label)
+        tags = saved_field(data, "tags", list, [], label)
+        saved_context = saved_field(data, "context", dict, None, label)
+        on_tool_error = saved_field(data, "on_tool_error", str, "raise", label)
         if saved_context is not None:
             ContextConfig.check_saved(saved_context, context, label)
         try:
@@ -691,15 +697,3 @@ class Agent(JsonSerializable):
 
 _ROUTED = (Turn, ContextItem)
 _HERE = globals()
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
-    value = data.get(key, default)
-    if value is not None and not isinstance(value, kind):
-        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
-    return value

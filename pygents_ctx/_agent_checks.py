@@ -1,15 +1,15 @@
-"""The tools an agent holds: checked to be the registered ones, and indexed by key."""
+"""Checks of what an agent is given: its name, its tools (indexed by key), saved fields."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.registry import ToolRegistry
 from pygents_ctx.tools import Tool
 
-__all__ = ["index_tools", "require_tools"]
+__all__ = ["check_name", "index_tools", "require_tools", "saved_field"]
 
 
 def index_tools(
@@ -57,3 +57,25 @@ def require_tools(
                 f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
                 f"include it in the tools"
             )
+
+
+def check_name(name: object) -> None:
+    """Refuse an agent name that is not a non-empty string.
+
+    Raises:
+        ValueError: It is not.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
+
+
+def saved_field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
+    """`data[key]` (else `default`) from a saved agent, checked to be a `kind` or None.
+
+    Raises:
+        ValueError: It is something else.
+    """
+    value = data.get(key, default)
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
+    return value

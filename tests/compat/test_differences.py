@@ -326,7 +326,10 @@ def test_schemas_describe_parameters_and_their_defaults(impl: Impl) -> None:
     }
     schema = search.metadata.input_schema
     if impl.is_pygents:
-        assert search.metadata.description.startswith("Search the index.\n\n        Args:")
+        # The docstring as written (Python 3.13 removes its indentation when compiling).
+        description = search.metadata.description
+        assert description.startswith("Search the index.\n\n")
+        assert "Args:" in description
         assert schema == pygents_writes
     else:
         assert search.metadata.description == "Search the index."

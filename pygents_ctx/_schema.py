@@ -47,6 +47,7 @@ _PRIMITIVES: dict[Any, dict[str, Any]] = {
     bytes: {"type": "string", "contentEncoding": "base64"},
     datetime.datetime: {"type": "string", "format": "date-time"},
     datetime.date: {"type": "string", "format": "date"},
+    datetime.time: {"type": "string", "format": "time"},
 }
 _ARRAYS = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable)
 _MAPPINGS = (dict, collections.abc.Mapping)

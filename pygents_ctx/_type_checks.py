@@ -1,7 +1,9 @@
 """Type checks of the values a tool is called with, one per type hint, compiled once.
 
 `TypeChecks().check(hint)` compiles a hint to a `TypeCheck`, or None when it
-cannot (or need not) be checked (`Any`, no hint, a `TypeVar`). A check answers
+need not be checked: the tool's schema says `{}` (any value) for it (`Any`, no
+hint, a `TypeVar`, a callable, a class other than a dataclass, `TypedDict` or
+pydantic model), so no value a model sends for it is refused. A check answers
 `ok(value)` quickly, and `explain(value, path, out)` lists what is wrong with
 paths into nested values. What is accepted is what the tool's input schema
 describes, or the Python type itself: a `bool` is not an `int`, an `int` is a
@@ -466,15 +468,11 @@ class TypeChecks:
             key, value = (self.check(args[0]), self.check(args[1])) if args else (None, None)
             shown = "object" if value is None else f"object of {value.expected}"
             return _Mapping(key, value, shown)
-        if origin is collections.abc.Callable or hint is collections.abc.Callable:
-            return _Predicate(callable, "callable")
-        if origin is type:
-            return _Instance((type,), "class")
         if isinstance(hint, type):
             return self._class(hint)
-        if isinstance(origin, type):  # a generic class, `Box[int]`: checked as a Box
-            return self._class(origin)
-        return None  # a TypeVar, a Protocol's generic alias, ...: nothing to check against
+        # Anything else (a callable, a TypeVar, a generic class of your own): the schema
+        # is `{}`, any value, so no value is refused.
+        return None
 
     def _array(self, container: object, args: tuple[Any, ...]) -> TypeCheck:
         containers = _ARRAYS[container]
@@ -488,20 +486,15 @@ class TypeChecks:
     def _class(self, cls: type) -> TypeCheck | None:
         if cls in self._objects:
             return self._objects[cls]
-        made: TypeCheck | None
+        made: TypeCheck | None = None
         if callable(getattr(cls, "model_validate", None)):
             made = _Pydantic(cls)
         elif is_typeddict(cls):
             made = self._object(cls, None)
         elif dataclasses.is_dataclass(cls):
             made = self._object(cls, cls)
-        else:
-            try:
-                isinstance(None, cls)
-            except TypeError:  # a Protocol that is not runtime checkable
-                made = None
-            else:
-                made = _Instance((cls,), cls.__name__)
+        # Any other class (`Path`, `Decimal`, a class of your own) has the schema `{}`: a
+        # model may send any value for it (a string for a `Path`), so none is refused.
         self._objects[cls] = made
         return made
 

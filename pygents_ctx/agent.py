@@ -31,7 +31,13 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from pygents_ctx._agent_checks import check_name, index_tools, require_tools, saved_field
+from pygents_ctx._agent_checks import (
+    check_name,
+    index_tools,
+    refused_tool,
+    require_tools,
+    saved_field,
+)
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
@@ -286,11 +292,9 @@ class Agent(JsonSerializable):
     def _check_turn(self, turn: Turn) -> None:
         if not isinstance(turn, Turn):
             raise TypeError(f"agent {self.name!r} takes Turn objects, not {turn!r}")
-        if self._tools.get(turn.tool_name) is not turn.tool:
-            raise ValueError(
-                f"Agent {self.name!r} does not accept tool {turn.tool_name!r}; "
-                f"give it the tool (or its root tool) at construction"
-            )
+        held = self._tools.get(turn.tool_name)
+        if held is not turn.tool:
+            raise refused_tool(self.name, held, turn.tool)
 
     async def put(self, turn: Turn) -> None:
         """Queue `turn` to run after the ones already queued.

@@ -432,3 +432,19 @@ def test_branches_and_loaded_agents_never_replace() -> None:
     saved = parent.to_dict()
     with pytest.raises(ValueError, match="'parent' already registered"):
         Agent.from_dict(saved)
+
+
+async def test_an_agent_made_before_a_redefinition_says_why_it_refuses_the_new_tool() -> None:
+    @tool
+    async def remember(fact: str) -> str:
+        return fact
+
+    agent = Agent("notes", "keeps notes", [remember])
+
+    @tool  # the tool's cell, run again; the agent's was not
+    async def remember(fact: str) -> str:  # type: ignore[no-redef]
+        return fact.upper()
+
+    with pytest.raises(ValueError, match="holds another tool under that name") as info:
+        await agent.put(Turn(remember, kwargs={"fact": "x"}))
+    assert "make the agent again, or assign agent.tools" in str(info.value)

@@ -5,16 +5,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["closest", "did_you_mean"]
+__all__ = ["closest"]
 
 
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate `name` most likely meant, or None when none is close enough."""
     found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return found[0] if found else None
-
-
-def did_you_mean(name: str, candidates: Iterable[str]) -> str:
-    """`" did you mean 'x'?"` for the closest candidate, or `""` when none is close."""
-    found = closest(name, candidates)
-    return "" if found is None else f" did you mean {found!r}?"

@@ -441,8 +441,6 @@ class TypeChecks:
         """The check for `hint`, or None when it cannot (or need not) be checked."""
         if hint is Any or hint is object or isinstance(hint, str | typing.ForwardRef):
             return None
-        if hint is None:
-            hint = _NONE_TYPE
         simple = _SIMPLE.get(hint)
         if simple is not None:
             return simple()

@@ -122,8 +122,19 @@ def test_each_docstring_style_is_read(doc: str, parameters: dict[str, str]) -> N
             "Summary.\n\nReturns:\n    True when it worked.",
             Docstring("Summary.", returns="True when it worked."),
         ),
+        # Styles are not mixed: a reST field after a Google section is not read.
+        ("Args:\n    x: Google.\n:param y: reST.", Docstring(None, {"x": "Google."})),
     ],
-    ids=["none", "blank", "one-line", "only-args", "not-a-section", "yields", "returns-text"],
+    ids=[
+        "none",
+        "blank",
+        "one-line",
+        "only-args",
+        "not-a-section",
+        "yields",
+        "returns-text",
+        "mixed-styles",
+    ],
 )
 def test_docstring_edge_cases(doc: str | None, expected: Docstring) -> None:
     assert parse_docstring(doc) == expected

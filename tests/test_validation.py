@@ -436,3 +436,48 @@ def test_a_refusal_is_logged_nowhere(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="pygents_ctx"):
         problems(made, "x")
     assert caplog.records == []  # the error says it all
+
+
+def test_every_argument_is_explained_when_one_fails() -> None:
+    # The slow path walks every argument: the right ones, of every kind, pass it too.
+    @tool
+    async def mixed(
+        color: Color, where: Address, person: Person, other: Person, count: int
+    ) -> None:
+        pass
+
+    assert problems(
+        mixed, Color.RED, Address("x"), Person(name="a", age=1), {"name": "b", "age": 2}, "x"
+    ) == ["count: expected integer; got string 'x'"]
+    assert problems(mixed, "red", "Main St", "Ada", [], 1) == [
+        "where: expected Address (object); got string 'Main St'",
+        "person: expected Person (object); got string 'Ada'",
+        "other: expected Person (object); got array []",
+    ]
+
+
+def test_an_iterable_that_reading_would_consume_is_checked_by_its_type_only() -> None:
+    made = probe(collections.abc.Iterable[int])
+    numbers = (n for n in ["not", "ints"])
+
+    assert problems(made, numbers) == []
+    assert list(numbers) == ["not", "ints"]  # not consumed by the check
+    assert problems(made, 5) == ["value: expected array of integer; got integer 5"]
+
+
+class _SelfChecking:
+    """Has `model_validate` as pydantic models do, but raises a plain error."""
+
+    @classmethod
+    def model_validate(cls, value: object) -> _SelfChecking:
+        raise ValueError("not a valid self-checking value")
+
+    @classmethod
+    def model_json_schema(cls) -> dict[str, Any]:
+        return {"type": "object", "title": "_SelfChecking"}
+
+
+def test_a_model_whose_error_lists_nothing_is_reported_in_one_line() -> None:
+    made = probe(_SelfChecking)
+
+    assert problems(made, {"a": 1}) == ["value: not a valid self-checking value"]

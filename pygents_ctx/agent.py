@@ -150,7 +150,7 @@ class Agent(JsonSerializable):
     _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
-    _origin: Origin | None
+    _origin: Origin | None = None
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -159,7 +159,7 @@ class Agent(JsonSerializable):
     context: ContextConfig | None
     resources: dict[type, object]
     tags: frozenset[str]
-    _on_tool_error: OnToolError
+    _on_tool_error: OnToolError = "raise"
     hooks: list[Hook]
     turn_hooks: list[Hook]
 
@@ -196,14 +196,15 @@ class Agent(JsonSerializable):
         self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
-        if on_tool_error != "raise":  # the default needs no check (Agent() is made often)
-            on_tool_error = check_on_tool_error(on_tool_error, f"agent {name!r}")
-        object.__setattr__(self, "_on_tool_error", on_tool_error)
+        # Defaults are class attributes: an agent made often (a branch) sets neither.
+        if on_tool_error != "raise":
+            checked = check_on_tool_error(on_tool_error, f"agent {name!r}")
+            object.__setattr__(self, "_on_tool_error", checked)
         # The line of code that made it: made again there, it replaces itself in the registry.
-        # Agents made here (branches, loaded agents) have none, and skip looking.
+        # Agents made here (branches, loaded agents) have none.
         made_by = sys._getframe(1)
-        origin = None if made_by.f_globals is _HERE else caller_origin(made_by)
-        object.__setattr__(self, "_origin", origin)
+        if made_by.f_globals is not _HERE:
+            object.__setattr__(self, "_origin", caller_origin(made_by))
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -551,7 +552,7 @@ class Agent(JsonSerializable):
             context_pool=self.context_pool.branch(),
             tags=self.tags,
             resources=self.resources,
-            on_tool_error=self.on_tool_error,
+            on_tool_error=self._on_tool_error,
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)

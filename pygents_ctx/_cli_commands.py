@@ -21,7 +21,7 @@ from pygents_ctx._cli_render import (
     render_created,
     render_message,
 )
-from pygents_ctx._cli_spec import StrategySpec
+from pygents_ctx._cli_spec import DEFAULT_SPEC, StrategySpec, parse_strategy
 from pygents_ctx._cli_transfer import (
     SessionFile,
     load_session,
@@ -178,8 +178,9 @@ def _budget_note(tokens: int, budget: int | None) -> str:
 
 
 def window(args: argparse.Namespace, out: Output) -> None:
-    """`window`: the window `--strategy` builds from the live history, against the budget."""
-    spec: StrategySpec = args.strategy
+    """`window`: the window `--strategy` (else `DEFAULT_SPEC`) builds from the live history."""
+    chosen: StrategySpec | None = args.strategy
+    spec = parse_strategy(DEFAULT_SPEC) if chosen is None else chosen
 
     async def build(
         store: SQLiteContextStore, info: SessionInfo
@@ -198,6 +199,7 @@ def window(args: argparse.Namespace, out: Output) -> None:
             {
                 "session_id": info.session_id,
                 "strategy": spec.text,
+                "default_strategy": chosen is None,
                 "budget": budget,
                 "tokens": tokens,
                 "history_messages": len(history),
@@ -233,6 +235,13 @@ def window(args: argparse.Namespace, out: Output) -> None:
     )
     if any(id(message) not in kept for message in built):
         out.lines(["* edited by the strategy"])
+    if chosen is None:
+        out.lines(
+            [
+                f"strategy: {DEFAULT_SPEC} ({spec.strategy!r}), what ContextConfig uses when "
+                "given none; --strategy SPEC builds another"
+            ]
+        )
 
 
 # -- export and import ----------------------------------------------------------

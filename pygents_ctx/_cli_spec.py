@@ -29,6 +29,7 @@ from pygents_ctx.context.strategies.edits import (
 from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Truncate
 
 __all__ = [
+    "DEFAULT_SPEC",
     "STAGES",
     "SpecError",
     "Stage",
@@ -101,6 +102,9 @@ STAGES: Final[dict[str, Stage]] = {
         Stage("drop-tool-rounds", DropToolRounds, "KEEP_RECENT", 5, "DropToolRounds(KEEP_RECENT)"),
     )
 }
+
+# The window when none is asked for: what `ContextConfig` builds without a strategy.
+DEFAULT_SPEC: Final = "sliding"
 
 _NUMBER: Final = re.compile(r"(\d[\d_]*)(k?)", re.IGNORECASE)
 

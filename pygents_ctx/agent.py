@@ -26,14 +26,23 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
+from pygents_ctx._agent_checks import (
+    check_name,
+    index_tools,
+    refused_tool,
+    require_tools,
+    saved_field,
+)
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._lending import PendingTurns
+from pygents_ctx._origin import Origin, caller_origin
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -41,13 +50,15 @@ from pygents_ctx._resources import (
     close_resources,
     open_resources,
 )
+from pygents_ctx._run_state import RunState
 from pygents_ctx._saved_turns import load_turns
-from pygents_ctx._steps import DONE, Later
+from pygents_ctx._steps import DONE, FailedSteps, Later, Steps
+from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
-from pygents_ctx.errors import SafeExecutionError, UnregisteredToolError
+from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks import AgentHook, Hook, TurnHook
 from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool
@@ -76,38 +87,8 @@ _SAVED_KEYS = (
     "context_queue",
     "tags",
     "context",
+    "on_tool_error",
 )
-
-
-class _RunState:
-    """What changes while an agent runs, kept apart from its guarded attributes."""
-
-    __slots__ = ("current_turn", "gate", "paused", "run_id", "running")
-
-    def __init__(self) -> None:
-        self.running = False
-        self.run_id: str | None = None
-        self.current_turn: Turn | None = None
-        # `paused` says what the gate does, as a plain flag: a run reads it every turn.
-        self.paused = False
-        self.gate = asyncio.Event()  # set = open
-        self.gate.set()
-
-    def pause(self) -> bool:
-        """Close the gate; whether it was open."""
-        if self.paused:
-            return False
-        self.paused = True
-        self.gate.clear()
-        return True
-
-    def resume(self) -> bool:
-        """Open the gate; whether it was closed."""
-        if not self.paused:
-            return False
-        self.paused = False
-        self.gate.set()
-        return True
 
 
 class Agent(JsonSerializable):
@@ -128,6 +109,11 @@ class Agent(JsonSerializable):
             annotated with an `@injectable` class gets `resources[cls]` (a
             `RunResource` there gives each run its own value, e.g. a task store
             the board of this agent's conversation). Not saved by `to_dict()`.
+        on_tool_error: What a turn that fails (its tool raised, it timed out,
+            its arguments were refused) does to `run()`: `"raise"` ends the
+            run with the exception; `"return"` yields `(turn, exception)`,
+            as if the tool had returned it, and goes on with the next turn.
+            A tool's own `on_tool_error` wins over this.
 
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
@@ -141,7 +127,10 @@ class Agent(JsonSerializable):
     `name` included (the registry follows).
 
     Raises:
-        ValueError: The name is empty or taken, or a tool is not the registered instance.
+        ValueError: The name is empty or taken (an idle agent made by the same
+            line of code, as a re-run notebook cell makes it, is replaced
+            instead), `on_tool_error` is not one of its values, or a tool is
+            not the registered instance.
         UnregisteredToolError: A tool is not a registered `@tool` tool.
     """
 
@@ -158,9 +147,10 @@ class Agent(JsonSerializable):
     on_error = HookSlot(TurnHook.ON_ERROR, "turn_hooks")
     on_complete = HookSlot(TurnHook.ON_COMPLETE, "turn_hooks")
 
-    _state: _RunState
+    _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
+    _origin: Origin | None = None
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -169,6 +159,7 @@ class Agent(JsonSerializable):
     context: ContextConfig | None
     resources: dict[type, object]
     tags: frozenset[str]
+    _on_tool_error: OnToolError = "raise"
     hooks: list[Hook]
     turn_hooks: list[Hook]
 
@@ -183,11 +174,12 @@ class Agent(JsonSerializable):
         *,
         context: ContextConfig | None = None,
         resources: Mapping[type, object] | None = None,
+        on_tool_error: OnToolError = "raise",
     ) -> None:
-        object.__setattr__(self, "_state", _RunState())
+        object.__setattr__(self, "_state", RunState())
         # The queued turns; a branch or a loaded agent builds them when first needed.
         object.__setattr__(self, "_pending", PendingTurns())
-        _check_name(name)
+        check_name(name)
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
         if context_queue is not None and not isinstance(context_queue, ContextQueue):
@@ -204,23 +196,32 @@ class Agent(JsonSerializable):
         self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
+        # Defaults are class attributes: an agent made often (a branch) sets neither.
+        if on_tool_error != "raise":
+            checked = check_on_tool_error(on_tool_error, f"agent {name!r}")
+            object.__setattr__(self, "_on_tool_error", checked)
+        # The line of code that made it: made again there, it replaces itself in the registry.
+        # Agents made here (branches, loaded agents) have none.
+        made_by = sys._getframe(1)
+        if made_by.f_globals is not _HERE:
+            object.__setattr__(self, "_origin", caller_origin(made_by))
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
 
     def __setattr__(self, name: str, value: Any) -> None:
-        state: _RunState = self._state
+        state: RunState = self._state
         if state.running:
             raise SafeExecutionError(
                 f"Cannot change property {name!r} while the agent is running "
                 f"(agent {self.name!r}); set it before run() or after it ends"
             )
         if name == "tools":
-            value, index = _index_tools(value)
+            value, index = index_tools(value)
             pending = self._pending.tools()  # without building deferred turns
             if state.current_turn is not None:
                 pending.add(state.current_turn.tool)
-            _require_tools(index, pending, f"agent {self.name!r}")
+            require_tools(index, pending, f"agent {self.name!r}")
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
@@ -229,11 +230,21 @@ class Agent(JsonSerializable):
         elif name == "resources":
             value = check_resources(value, f"agent {self.name!r}")
         elif name == "name":
-            _check_name(value)
+            check_name(value)
             old = self.__dict__.get("name")
             if old is not None and value != old:
                 AgentRegistry._rename(self, old, value)
         object.__setattr__(self, name, value)
+
+    @property
+    def on_tool_error(self) -> OnToolError:
+        """What a failing turn does to `run()`: `"raise"` or `"return"` (see the class)."""
+        return self._on_tool_error
+
+    @on_tool_error.setter
+    def on_tool_error(self, value: OnToolError) -> None:
+        checked = check_on_tool_error(value, f"agent {self.name!r}")
+        object.__setattr__(self, "_on_tool_error", checked)
 
     @property
     def is_paused(self) -> bool:
@@ -274,14 +285,17 @@ class Agent(JsonSerializable):
 
     # -- turns ---------------------------------------------------------------
 
+    def _returns_error(self, turn: Turn) -> bool:
+        """Whether a failure of `turn` is its value (else it ends the run): `on_tool_error`."""
+        policy = turn._tool.on_tool_error or self.on_tool_error
+        return policy == "return"
+
     def _check_turn(self, turn: Turn) -> None:
         if not isinstance(turn, Turn):
             raise TypeError(f"agent {self.name!r} takes Turn objects, not {turn!r}")
-        if self._tools.get(turn.tool_name) is not turn.tool:
-            raise ValueError(
-                f"Agent {self.name!r} does not accept tool {turn.tool_name!r}; "
-                f"give it the tool (or its root tool) at construction"
-            )
+        held = self._tools.get(turn.tool_name)
+        if held is not turn.tool:
+            raise refused_tool(self.name, held, turn.tool)
 
     async def put(self, turn: Turn) -> None:
         """Queue `turn` to run after the ones already queued.
@@ -369,7 +383,10 @@ class Agent(JsonSerializable):
 
         Raises:
             SafeExecutionError: The agent is already running.
-            Exception: Whatever a turn raises (`TurnTimeoutError` included).
+            Exception: Whatever a turn raises (`TurnTimeoutError` and
+                `ToolArgumentsError` included), unless `on_tool_error` (the
+                tool's, else the agent's) is `"return"`: the run then yields
+                `(turn, exception)` and goes on.
         """
         state = self._state
         if state.running:
@@ -406,12 +423,26 @@ class Agent(JsonSerializable):
                     agent_turn_hooks = self.turn_hooks
                     turn_hooks = turn.hooks + agent_turn_hooks if agent_turn_hooks else turn.hooks
                     if turn._tool.is_generator:
-                        steps = turn._steps(turn_hooks)
                         try:
-                            while True:
-                                value = steps.next()
-                                if type(value) is Later:
-                                    value = await value.rest
+                            steps: Steps = turn._steps(turn_hooks)
+                        except Exception as exc:
+                            if not self._returns_error(turn):
+                                raise
+                            steps = FailedSteps(exc)
+                        failed = False
+                        try:
+                            while not failed:
+                                try:
+                                    value = steps.next()
+                                    if type(value) is Later:
+                                        value = await value.rest
+                                except Exception as exc:
+                                    if not self._returns_error(turn):
+                                        raise
+                                    # The error is its last value, yielded once the turn has ended.
+                                    value, failed = exc, True
+                                    ended, steps = steps, FailedSteps(exc)
+                                    await ended.close()
                                 if value is DONE:
                                     break
                                 routed = isinstance(value, _ROUTED)
@@ -432,12 +463,17 @@ class Agent(JsonSerializable):
                             await steps.close()
                         state.current_turn = None
                     else:
-                        if turn_hooks or ANY_TURN_HOOK:
-                            value = await turn._returning(turn_hooks)
-                        else:
-                            value = turn._returning_now()
-                            if type(value) is Later:
-                                value = await value.rest
+                        try:
+                            if turn_hooks or ANY_TURN_HOOK:
+                                value = await turn._returning(turn_hooks)
+                            else:
+                                value = turn._returning_now()
+                                if type(value) is Later:
+                                    value = await value.rest
+                        except Exception as exc:
+                            if not self._returns_error(turn):
+                                raise
+                            value = exc
                         state.current_turn = None
                         routed = isinstance(value, _ROUTED)
                         if routed:
@@ -505,9 +541,9 @@ class Agent(JsonSerializable):
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
-        child_tools, index = _index_tools(self.tools if tools is None else tools)
+        child_tools, index = index_tools(self.tools if tools is None else tools)
         borrowed = self._pending.lend()
-        _require_tools(index, borrowed.tools(), f"branch {name!r}")
+        require_tools(index, borrowed.tools(), f"branch {name!r}")
         child = Agent(
             name,
             self.description if description is None else description,
@@ -516,6 +552,7 @@ class Agent(JsonSerializable):
             context_pool=self.context_pool.branch(),
             tags=self.tags,
             resources=self.resources,
+            on_tool_error=self._on_tool_error,
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)
@@ -576,6 +613,8 @@ class Agent(JsonSerializable):
             "context_queue": self.context_queue.to_dict(),
             "tags": sorted(self.tags),
             **({} if self.context is None else {"context": self.context.to_dict()}),
+            # New keys only when not the default, so older readers load the rest.
+            **({} if self.on_tool_error == "raise" else {"on_tool_error": self.on_tool_error}),
         }
 
     @classmethod
@@ -611,14 +650,14 @@ class Agent(JsonSerializable):
         label = f"saved agent {name!r}"
         if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
             raise ValueError(f"{label}: 'tool_names' must be a list of strings")
-        queued = _field(data, "queue", list, [], label) or []
-        current = _field(data, "current_turn", dict, None, label)
-        is_paused = bool(_field(data, "is_paused", bool, False, label))
-        tools, index = _index_tools(ToolRegistry.get(n) for n in tool_names)
+        queued = saved_field(data, "queue", list, [], label) or []
+        current = saved_field(data, "current_turn", dict, None, label)
+        is_paused = bool(saved_field(data, "is_paused", bool, False, label))
+        tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
         used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
         turns = load_turns(queued, used, parsed)
         current_turn = None if current is None else Turn._from_saved(current, used, parsed)
-        _require_tools(index, used.values(), label)
+        require_tools(index, used.values(), label)
         queue = (
             ContextQueue._from_saved(data["context_queue"], parsed)
             if data.get("context_queue") is not None
@@ -631,8 +670,9 @@ class Agent(JsonSerializable):
         )
         hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
         turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
-        tags = _field(data, "tags", list, [], label)
-        saved_context = _field(data, "context", dict, None, label)
+        tags = saved_field(data, "tags", list, [], label)
+        saved_context = saved_field(data, "context", dict, None, label)
+        on_tool_error = saved_field(data, "on_tool_error", str, "raise", label)
         if saved_context is not None:
             ContextConfig.check_saved(saved_context, context, label)
         try:
@@ -644,6 +684,7 @@ class Agent(JsonSerializable):
                 context_pool=pool,
                 tags=tags,
                 context=context,
+                on_tool_error=on_tool_error,
             )
         except TypeError as exc:
             raise ValueError(f"{label}: {exc}") from None
@@ -660,62 +701,4 @@ class Agent(JsonSerializable):
 
 
 _ROUTED = (Turn, ContextItem)
-
-
-def _index_tools(
-    tools: Iterable[Tool[..., Any]],
-) -> tuple[list[Tool[..., Any]], dict[str, Tool[..., Any]]]:
-    """The root tools as a list, and them with their subtools by key.
-
-    Raises:
-        UnregisteredToolError: Something is not a registered `Tool` (pygents' error for it).
-        ValueError: A tool is not the instance held by `ToolRegistry`.
-    """
-    roots = list(tools)
-    for t in roots:
-        name = t.key if isinstance(t, Tool) else getattr(t, "__name__", repr(t))
-        try:
-            registered: Tool[..., Any] | None = ToolRegistry.get(name)
-        except UnregisteredToolError:
-            registered = None
-        if not isinstance(t, Tool) or registered is None:
-            raise UnregisteredToolError(
-                f"tool {name!r} not found: Agent tools must be tools made by @tool (and "
-                f"registered), not {t!r}"
-            )
-        if registered is not t:
-            raise ValueError(
-                f"tool {t.key!r} is not the instance held by ToolRegistry; "
-                f"pass the decorated tool itself"
-            )
-    return roots, {t.key: t for root in roots for t in root.walk()}
-
-
-def _check_name(name: object) -> None:
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"Agent name must be a non-empty string, not {name!r}")
-
-
-def _require_tools(
-    index: dict[str, Tool[..., Any]], needed: Iterable[Tool[..., Any]], owner: str
-) -> None:
-    """Refuse tools that leave a pending turn without its tool (it could not run or load).
-
-    `needed` are the pending turns' tools, each once or more.
-
-    Raises:
-        ValueError: A tool is not in `index`.
-    """
-    for tool in needed:
-        if index.get(tool.key) is not tool:
-            raise ValueError(
-                f"{owner} has a pending turn for tool {tool.key!r} but not the tool; "
-                f"include it in the tools"
-            )
-
-
-def _field(data: Mapping[str, Any], key: str, kind: type, default: Any, label: str) -> Any:
-    value = data.get(key, default)
-    if value is not None and not isinstance(value, kind):
-        raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
-    return value
+_HERE = globals()

@@ -7,8 +7,12 @@ evaluated from saved data.
 
 from __future__ import annotations
 
+import inspect
+import logging
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from pygents_ctx._origin import same_origin
+from pygents_ctx._suggest import closest
 from pygents_ctx.errors import UnregisteredAgentError, UnregisteredHookError, UnregisteredToolError
 
 if TYPE_CHECKING:
@@ -24,6 +28,25 @@ __all__ = ["AgentRegistry", "HookRegistry", "ToolRegistry"]
 
 T = TypeVar("T")
 
+logger = logging.getLogger("pygents_ctx")
+
+
+def _redefines(held: Callable[..., Any], new: Callable[..., Any]) -> bool:
+    """Whether function `new` is a new definition of `held`: the same module and
+    qualified name, compiled anew (a re-run notebook cell, a reloaded module).
+
+    Two closures of the same code (a factory called twice) are different
+    functions, not a re-definition, and so is the same function wrapped twice.
+    """
+    if held is new:
+        return False
+    original, fresh = inspect.unwrap(held), inspect.unwrap(new)
+    return (
+        getattr(held, "__module__", None) == getattr(new, "__module__", None)
+        and getattr(held, "__qualname__", None) == getattr(new, "__qualname__", None)
+        and getattr(original, "__code__", None) is not getattr(fresh, "__code__", None)
+    )
+
 
 class _NameRegistry(Generic[T]):
     """What the three registries share: a class-level dict of names to objects."""
@@ -38,12 +61,29 @@ class _NameRegistry(Generic[T]):
         cls._entries = {}  # one dict per registry, never shared
 
     @classmethod
-    def _add(cls, name: str, entry: T, same: Callable[[T, T], bool]) -> None:
+    def _add(
+        cls,
+        name: str,
+        entry: T,
+        same: Callable[[T, T], bool],
+        replaces: Callable[[T, T], bool],
+    ) -> None:
+        """Register `entry` under `name`: a no-op when `same` as the one held, and
+        in its place when it `replaces` it (a re-definition); else `_taken`."""
         held = cls._entries.get(name)
-        if held is not None and not same(held, entry):
-            raise cls._taken(name)
         if held is None:
             cls._entries[name] = entry
+        elif not same(held, entry):
+            if not replaces(held, entry):
+                raise cls._taken(name)
+            cls._replace(name, held)
+            cls._entries[name] = entry
+            logger.debug("%s %r was defined again: the new definition replaces it", cls._noun, name)
+
+    @classmethod
+    def _replace(cls, name: str, held: T) -> None:
+        """Forget what the registry holds for `held` (under `name`) before a new definition."""
+        del cls._entries[name]
 
     @classmethod
     def _taken(cls, name: str) -> ValueError:
@@ -64,9 +104,11 @@ class _NameRegistry(Generic[T]):
         try:
             entry: T = cls._entries[name]
         except KeyError:
+            meant = closest(name, cls._entries)
+            guess = "" if meant is None else f" (did you mean {meant!r}?)"
             raise cls._missing(
-                f"{cls._noun} {name!r} not found: nothing is registered under that name; "
-                f"{cls._missing_hint}"
+                f"{cls._noun} {name!r} not found{guess}: nothing is registered under that "
+                f"name; {cls._missing_hint}"
             ) from None
         return entry
 
@@ -78,6 +120,11 @@ class _NameRegistry(Generic[T]):
 
 def _identical(held: object, entry: object) -> bool:
     return held is entry
+
+
+def _made_again(held: Agent, new: Agent) -> bool:
+    """Whether agent `new` was made by the same line of code as `held`, which is idle."""
+    return same_origin(held._origin, new._origin) and not held.is_running
 
 
 class ToolRegistry(_NameRegistry["Tool[..., Any]"]):
@@ -95,10 +142,19 @@ class ToolRegistry(_NameRegistry["Tool[..., Any]"]):
     def register(cls, tool: Tool[..., Any]) -> None:
         """Add `tool` under `tool.key`.
 
+        A new definition of the registered tool's function (the same module
+        and qualified name, compiled anew: a re-run notebook cell, a reloaded
+        module) replaces it, and its subtools, logging a debug line on the
+        `pygents_ctx` logger.
+
         Raises:
-            ValueError: Another tool already has that key.
+            ValueError: A different tool already has that key.
         """
-        cls._add(tool.key, tool, _identical)
+        cls._add(tool.key, tool, _identical, lambda held, new: _redefines(held.fn, new.fn))
+
+    @classmethod
+    def _replace(cls, name: str, held: Tool[..., Any]) -> None:
+        cls.unregister(name)  # with its subtools: the new definition brings its own
 
     @classmethod
     def all(cls) -> list[Tool[..., Any]]:
@@ -135,10 +191,14 @@ class AgentRegistry(_NameRegistry["Agent"]):
     def register(cls, agent: Agent) -> None:
         """Add `agent` under `agent.name`.
 
+        An agent made again by the same line of code (`Agent(...)` in a re-run
+        notebook cell) replaces the registered one when that one is not
+        running, logging a debug line on the `pygents_ctx` logger.
+
         Raises:
             ValueError: Another agent already has that name.
         """
-        cls._add(agent.name, agent, _identical)
+        cls._add(agent.name, agent, _identical, _made_again)
 
     @classmethod
     def unregister(cls, name: str) -> None:
@@ -268,8 +328,8 @@ class HookRegistry(_NameRegistry["Hook"]):
         held: Hook | None = cls._entries.get(made.metadata.name)
         if held is not None and held.same_as(made):
             return held
-        if held is None:
-            cls._entries[made.metadata.name] = made
+        if held is None or _redefines(held.fn, made.fn):
+            cls.register(made)
         return made
 
     @classmethod
@@ -277,12 +337,22 @@ class HookRegistry(_NameRegistry["Hook"]):
         """Add `hook` under `hook.metadata.name`.
 
         Registering the same hook again (or an equivalent one: same function and
-        options) is a no-op.
+        options) is a no-op. A new definition of the registered hook's function
+        (see `ToolRegistry.register`) replaces it, in the global hooks too.
 
         Raises:
             ValueError: A different hook already has that name.
         """
-        cls._add(hook.metadata.name, hook, lambda held, new: held.same_as(new))
+        cls._add(
+            hook.metadata.name,
+            hook,
+            lambda held, new: held.same_as(new),
+            lambda held, new: _redefines(held.fn, new.fn),
+        )
+
+    @classmethod
+    def _replace(cls, name: str, held: Hook) -> None:
+        cls.unregister(name)  # from the global hooks too: `@hook` adds the new one
 
     @classmethod
     def unregister(cls, name: str) -> None:

@@ -42,6 +42,7 @@ async def collect(quick: bool) -> list[Result]:
     scale = 10 if quick else 1
     results = []
     results += await runtime.agent_loop(20_000 // scale)
+    results += await runtime.argument_checks(20_000 // scale)
     results.append(await runtime.generator_loop(2_000 // scale))
     results += await runtime.routing(20_000 // scale)
     results += await runtime.queue_and_pool(100_000 // scale)

@@ -84,6 +84,76 @@ async def agent_loop(turns: int) -> list[Result]:
     return results
 
 
+async def checked_int(x: int) -> int:
+    return x
+
+
+async def unchecked_int(x: int) -> int:
+    return x
+
+
+async def checked_search(
+    query: str, limit: int = 10, exact: bool = False, tags: list[str] | None = None
+) -> str:
+    return query
+
+
+async def unchecked_search(
+    query: str, limit: int = 10, exact: bool = False, tags: list[str] | None = None
+) -> str:
+    return query
+
+
+async def checked_untyped(x, y=None):  # type: ignore[no-untyped-def]
+    return x
+
+
+async def unchecked_untyped(x, y=None):  # type: ignore[no-untyped-def]
+    return x
+
+
+async def argument_checks(turns: int) -> list[Result]:
+    """What checking a tool call's arguments costs: the agent loop with it, against without.
+
+    Ours runs tools made with `@tool` (checked); the floor runs the same
+    functions made with `@tool(validate=False)`. Both put their turns on the
+    queue inside the timed step, so the difference is the check alone.
+    """
+    results = []
+    cases = (
+        ("argument check: one int", checked_int, unchecked_int, _one_int),
+        ("argument check: 3 kwargs, one a list", checked_search, unchecked_search, _search),
+        ("argument check: untyped", checked_untyped, unchecked_untyped, _one_int),
+    )
+    for name, checked_fn, unchecked_fn, arguments in cases:
+        _reset()
+        checked, unchecked = tool(checked_fn), tool(validate=False)(unchecked_fn)
+        ours = _queue_and_run(Agent("checked", "argument checks", [checked]), arguments)
+        floor = _queue_and_run(Agent("unchecked", "argument checks", [unchecked]), arguments)
+        results.append(await compare(name, ours, floor, turns, None))
+    return results
+
+
+def _queue_and_run(agent: Agent, arguments: Any) -> Any:
+    """A step that queues `n` turns of the agent's tool, then runs them all."""
+    [made] = agent.tools
+
+    async def step(n: int) -> None:
+        agent._turns.extend(Turn(made, *arguments(i)) for i in range(n))
+        async for _ in agent.run():
+            pass
+
+    return step
+
+
+def _one_int(i: int) -> tuple[list[int], None]:
+    return [i], None
+
+
+def _search(i: int) -> tuple[None, dict[str, Any]]:
+    return None, {"query": "tides", "limit": i, "tags": ["sea", "moon"]}
+
+
 def _fresh_noop(name: str) -> Any:
     async def hook_fn(*args: Any) -> None:
         return None

@@ -13,7 +13,11 @@ the same agent against any OpenAI-compatible server (OpenAI, vLLM, llama.cpp,
 Ollama), with the key from the environment variable `--api-key-env` names.
 
 Run it twice: the second run continues the same session with a follow-up
-question. `--fresh` starts over, `--db PATH` picks the file.
+question. `--fresh` starts over, `--db PATH` picks the file: by default the
+file the command line reads, `./pygents_ctx.db` (or `$PYGENTS_CTX_DB`), so
+`pygents-ctx sessions` shows the session right after a run. The agent's own
+state (its pool of documents, its notes, its queued turns) is saved beside
+it, as `pygents_ctx.agent.json`.
 
     python examples/demo.py [--fresh] [--db PATH] [--base-url URL --model NAME]
 """
@@ -52,6 +56,9 @@ from pygents_ctx import (
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 SESSION = "research-demo"
+# The command line's default database (`pygents-ctx --help` says so), and its variable.
+DEFAULT_DB = "pygents_ctx.db"
+DB_ENV = "PYGENTS_CTX_DB"
 BUDGET = 250  # tokens the model may be shown
 INSTRUCTIONS = (
     "You answer research questions from a small library. Search it, fetch the documents "
@@ -206,26 +213,27 @@ async def main(options: argparse.Namespace, saved_agent: bytes | None) -> bytes:
             await store.clear()
             await store.set_context_tokens(0, 0)
         display.say(f"transcript: {options.db} (session {SESSION!r})")
-        continuing = saved_agent is not None and await store.count() > 0
+        stored = await store.count()
+        continuing = stored > 0  # the transcript decides, whatever state file there is
         question = FOLLOW_UP if continuing else FIRST_QUESTION
         model = choose_model(options, follow_up_script() if continuing else first_script())
         strategy = Pipeline([ClearToolResults(keep_recent=1), FitTokens(BUDGET)])
         context = ContextConfig(store, strategy)
-        if saved_agent is not None and continuing:
+        if continuing and saved_agent is not None:
             agent = Agent.from_json(saved_agent, context=context)
             display.say(
-                f"continuing the stored session: {await store.count()} messages, "
+                f"continuing the stored session: {stored} messages, "
                 f"{len(agent.context_pool)} documents in the pool"
             )
         else:
-            agent = Agent(
-                "researcher",
-                "Answers from a small library",
-                [search, fetch, take_notes],
-                context_queue=ContextQueue(limit=50),
-                context=context,
-            )
-            display.say("starting a new session")
+            agent = new_agent(context)
+            if continuing:  # the transcript without the agent's state (a copied .db)
+                display.say(
+                    f"continuing the stored session: {stored} messages; no saved agent "
+                    f"state ({state_file(options.db).name}), so its pool and notes start empty"
+                )
+            else:
+                display.say("starting a new session")
         loop = ModelLoop(agent, model, instructions=INSTRUCTIONS, max_steps=8)
         display.say(f"question: {question}")
         async for event in loop.stream(question):
@@ -243,6 +251,21 @@ async def main(options: argparse.Namespace, saved_agent: bytes | None) -> bytes:
         await conn.close()
 
 
+def new_agent(context: ContextConfig) -> Agent:
+    return Agent(
+        "researcher",
+        "Answers from a small library",
+        [search, fetch, take_notes],
+        context_queue=ContextQueue(limit=50),
+        context=context,
+    )
+
+
+def state_file(db: Path) -> Path:
+    """Where the agent's own state is kept: beside the transcript, named after it."""
+    return db.with_suffix(".agent.json")
+
+
 def choose_model(options: argparse.Namespace, script: list[Any]) -> Model:
     """The server's model with `--base-url`, otherwise the scripted one."""
     if options.base_url is None:
@@ -254,7 +277,12 @@ def choose_model(options: argparse.Namespace, script: list[Any]) -> Model:
 
 def parse(arguments: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--db", type=Path, default=Path("pygents_demo.db"))
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=Path(os.environ.get(DB_ENV) or DEFAULT_DB),
+        help=f"the transcript (default: ${DB_ENV}, else ./{DEFAULT_DB}, which pygents-ctx reads)",
+    )
     parser.add_argument("--fresh", action="store_true", help="start a new session")
     parser.add_argument(
         "--base-url", help="an OpenAI-compatible server, e.g. http://localhost:11434/v1"
@@ -270,6 +298,6 @@ def parse(arguments: list[str] | None = None) -> argparse.Namespace:
 
 if __name__ == "__main__":
     options = parse()
-    state = options.db.with_suffix(".agent.json")  # the agent's own state: queue, pool, turns
+    state = state_file(options.db)  # the agent's own state: queue, pool, turns
     saved = None if options.fresh or not state.exists() else state.read_bytes()
     state.write_bytes(asyncio.run(main(options, saved)))

@@ -78,6 +78,7 @@ from pygents_ctx.context.strategies import (
 )
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import (
+    ArgumentProblem,
     BlobNotFoundError,
     CollectionNotFoundError,
     ConcurrentModificationError,
@@ -95,6 +96,7 @@ from pygents_ctx.errors import (
     SummarizationError,
     TaskNotFoundError,
     TaskTransitionError,
+    ToolArgumentsError,
     TurnTimeoutError,
     UnknownModelError,
     UnregisteredAgentError,
@@ -184,6 +186,7 @@ __all__ = [
     "AgentRegistry",
     "AgentValue",
     "AnthropicModel",
+    "ArgumentProblem",
     "AutoCompactStore",
     "BM25Selector",
     "Blob",
@@ -292,6 +295,7 @@ __all__ = [
     "TiktokenCounter",
     "TokenCounter",
     "Tool",
+    "ToolArgumentsError",
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",

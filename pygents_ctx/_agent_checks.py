@@ -8,7 +8,7 @@ from typing import Any
 from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.tools import Tool, ToolRegistry
 
-__all__ = ["check_name", "index_tools", "require_tools", "saved_field"]
+__all__ = ["check_name", "index_tools", "refused_tool", "require_tools", "saved_field"]
 
 
 def index_tools(
@@ -78,3 +78,18 @@ def saved_field(data: Mapping[str, Any], key: str, kind: type, default: Any, lab
     if value is not None and not isinstance(value, kind):
         raise ValueError(f"{label}: {key!r} must be a {kind.__name__}, not {value!r}")
     return value
+
+
+def refused_tool(agent: str, held: Tool[..., Any] | None, tool: Tool[..., Any]) -> ValueError:
+    """The error for a turn whose tool agent `agent` does not hold (`held`: what it holds
+    under that key, an earlier definition of the tool, say)."""
+    if held is None:
+        return ValueError(
+            f"Agent {agent!r} does not accept tool {tool.key!r}; "
+            f"give it the tool (or its root tool) at construction"
+        )
+    return ValueError(
+        f"Agent {agent!r} does not accept tool {tool.key!r}: it holds another tool under "
+        f"that name (one defined before {tool.key!r} was defined again, as re-running a "
+        f"notebook cell does); make the agent again, or assign agent.tools"
+    )

@@ -38,6 +38,7 @@ SAVED_KEYS = (
     "context_queue",
     "tags",
     "context",
+    "on_tool_error",
 )
 
 
@@ -56,6 +57,7 @@ class SavedAgent(NamedTuple):
     turns: SavedTurns | list[Turn]
     current_turn: Turn | None
     is_paused: bool
+    on_tool_error: Any  # checked when the agent is made
 
 
 def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) -> SavedAgent:
@@ -101,6 +103,7 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
     tags = saved_field(data, "tags", list, [], label)
     saved_context = saved_field(data, "context", dict, None, label)
+    on_tool_error = saved_field(data, "on_tool_error", str, "raise", label)
     if saved_context is not None:
         ContextConfig.check_saved(saved_context, context, label)
     return SavedAgent(
@@ -116,4 +119,5 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
         turns,
         current_turn,
         is_paused,
+        on_tool_error,
     )

@@ -26,14 +26,16 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from pygents_ctx._agent_checks import check_name, index_tools, require_tools
+from pygents_ctx._agent_checks import check_name, index_tools, refused_tool, require_tools
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
+from pygents_ctx._origin import Origin, caller_origin, same_origin
 from pygents_ctx._registry import NameRegistry, identical
 from pygents_ctx._resources import (
     NO_RESOURCES,
@@ -44,9 +46,10 @@ from pygents_ctx._resources import (
 )
 from pygents_ctx._run_state import RunState
 from pygents_ctx._saved_agent import read_saved_agent
+from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
 from pygents_ctx._turns.lending import PendingTurns
 from pygents_ctx._turns.running import ANY_TURN_HOOK
-from pygents_ctx._turns.steps import DONE, Later
+from pygents_ctx._turns.steps import DONE, FailedSteps, Later, Steps
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
@@ -85,6 +88,11 @@ class Agent(JsonSerializable):
             annotated with an `@injectable` class gets `resources[cls]` (a
             `RunResource` there gives each run its own value, e.g. a task store
             the board of this agent's conversation). Not saved by `to_dict()`.
+        on_tool_error: What a turn that fails (its tool raised, it timed out,
+            its arguments were refused) does to `run()`: `"raise"` ends the
+            run with the exception; `"return"` yields `(turn, exception)`,
+            as if the tool had returned it, and goes on with the next turn.
+            A tool's own `on_tool_error` wins over this.
 
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
@@ -98,7 +106,10 @@ class Agent(JsonSerializable):
     `name` included (the registry follows).
 
     Raises:
-        ValueError: The name is empty or taken, or a tool is not the registered instance.
+        ValueError: The name is empty or taken (an idle agent made by the same
+            line of code, as a re-run notebook cell makes it, is replaced
+            instead), `on_tool_error` is not one of its values, or a tool is
+            not the registered instance.
         UnregisteredToolError: A tool is not a registered `@tool` tool.
     """
 
@@ -118,6 +129,7 @@ class Agent(JsonSerializable):
     _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
+    _origin: Origin | None = None
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -126,6 +138,7 @@ class Agent(JsonSerializable):
     context: ContextConfig | None
     resources: dict[type, object]
     tags: frozenset[str]
+    _on_tool_error: OnToolError = "raise"
     hooks: list[Hook]
     turn_hooks: list[Hook]
 
@@ -140,6 +153,7 @@ class Agent(JsonSerializable):
         *,
         context: ContextConfig | None = None,
         resources: Mapping[type, object] | None = None,
+        on_tool_error: OnToolError = "raise",
     ) -> None:
         object.__setattr__(self, "_state", RunState())
         # The queued turns; a branch or a loaded agent builds them when first needed.
@@ -161,6 +175,15 @@ class Agent(JsonSerializable):
         self.resources = resources  # type: ignore[assignment]  # checked and copied
         self.hooks = []
         self.turn_hooks = []
+        # Defaults are class attributes: an agent made often (a branch) sets neither.
+        if on_tool_error != "raise":
+            checked = check_on_tool_error(on_tool_error, f"agent {name!r}")
+            object.__setattr__(self, "_on_tool_error", checked)
+        # The line of code that made it: made again there, it replaces itself in the registry.
+        # Agents made here (branches, loaded agents) have none.
+        made_by = sys._getframe(1)
+        if made_by.f_globals is not _HERE:
+            object.__setattr__(self, "_origin", caller_origin(made_by))
         AgentRegistry.register(self)
 
     # -- guarded attributes --------------------------------------------------
@@ -191,6 +214,16 @@ class Agent(JsonSerializable):
             if old is not None and value != old:
                 AgentRegistry._rename(self, old, value)
         object.__setattr__(self, name, value)
+
+    @property
+    def on_tool_error(self) -> OnToolError:
+        """What a failing turn does to `run()`: `"raise"` or `"return"` (see the class)."""
+        return self._on_tool_error
+
+    @on_tool_error.setter
+    def on_tool_error(self, value: OnToolError) -> None:
+        checked = check_on_tool_error(value, f"agent {self.name!r}")
+        object.__setattr__(self, "_on_tool_error", checked)
 
     @property
     def is_paused(self) -> bool:
@@ -231,14 +264,17 @@ class Agent(JsonSerializable):
 
     # -- turns ---------------------------------------------------------------
 
+    def _returns_error(self, turn: Turn) -> bool:
+        """Whether a failure of `turn` is its value (else it ends the run): `on_tool_error`."""
+        policy = turn._tool.on_tool_error or self.on_tool_error
+        return policy == "return"
+
     def _check_turn(self, turn: Turn) -> None:
         if not isinstance(turn, Turn):
             raise TypeError(f"agent {self.name!r} takes Turn objects, not {turn!r}")
-        if self._tools.get(turn.tool_name) is not turn.tool:
-            raise ValueError(
-                f"Agent {self.name!r} does not accept tool {turn.tool_name!r}; "
-                f"give it the tool (or its root tool) at construction"
-            )
+        held = self._tools.get(turn.tool_name)
+        if held is not turn.tool:
+            raise refused_tool(self.name, held, turn.tool)
 
     async def put(self, turn: Turn) -> None:
         """Queue `turn` to run after the ones already queued.
@@ -326,7 +362,10 @@ class Agent(JsonSerializable):
 
         Raises:
             SafeExecutionError: The agent is already running.
-            Exception: Whatever a turn raises (`TurnTimeoutError` included).
+            Exception: Whatever a turn raises (`TurnTimeoutError` and
+                `ToolArgumentsError` included), unless `on_tool_error` (the
+                tool's, else the agent's) is `"return"`: the run then yields
+                `(turn, exception)` and goes on.
         """
         state = self._state
         if state.running:
@@ -363,12 +402,26 @@ class Agent(JsonSerializable):
                     agent_turn_hooks = self.turn_hooks
                     turn_hooks = turn.hooks + agent_turn_hooks if agent_turn_hooks else turn.hooks
                     if turn._tool.is_generator:
-                        steps = turn._steps(turn_hooks)
                         try:
-                            while True:
-                                value = steps.next()
-                                if type(value) is Later:
-                                    value = await value.rest
+                            steps: Steps = turn._steps(turn_hooks)
+                        except Exception as exc:
+                            if not self._returns_error(turn):
+                                raise
+                            steps = FailedSteps(exc)
+                        failed = False
+                        try:
+                            while not failed:
+                                try:
+                                    value = steps.next()
+                                    if type(value) is Later:
+                                        value = await value.rest
+                                except Exception as exc:
+                                    if not self._returns_error(turn):
+                                        raise
+                                    # The error is its last value, yielded once the turn has ended.
+                                    value, failed = exc, True
+                                    ended, steps = steps, FailedSteps(exc)
+                                    await ended.close()
                                 if value is DONE:
                                     break
                                 routed = isinstance(value, _ROUTED)
@@ -389,12 +442,17 @@ class Agent(JsonSerializable):
                             await steps.close()
                         state.current_turn = None
                     else:
-                        if turn_hooks or ANY_TURN_HOOK:
-                            value = await turn._returning(turn_hooks)
-                        else:
-                            value = turn._returning_now()
-                            if type(value) is Later:
-                                value = await value.rest
+                        try:
+                            if turn_hooks or ANY_TURN_HOOK:
+                                value = await turn._returning(turn_hooks)
+                            else:
+                                value = turn._returning_now()
+                                if type(value) is Later:
+                                    value = await value.rest
+                        except Exception as exc:
+                            if not self._returns_error(turn):
+                                raise
+                            value = exc
                         state.current_turn = None
                         routed = isinstance(value, _ROUTED)
                         if routed:
@@ -473,6 +531,7 @@ class Agent(JsonSerializable):
             context_pool=self.context_pool.branch(),
             tags=self.tags,
             resources=self.resources,
+            on_tool_error=self._on_tool_error,
         )
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)
@@ -533,6 +592,8 @@ class Agent(JsonSerializable):
             "context_queue": self.context_queue.to_dict(),
             "tags": sorted(self.tags),
             **({} if self.context is None else {"context": self.context.to_dict()}),
+            # New keys only when not the default, so older readers load the rest.
+            **({} if self.on_tool_error == "raise" else {"on_tool_error": self.on_tool_error}),
         }
 
     @classmethod
@@ -566,6 +627,7 @@ class Agent(JsonSerializable):
                 context_pool=saved.pool,
                 tags=saved.tags,
                 context=context,
+                on_tool_error=saved.on_tool_error,
             )
         except TypeError as exc:
             raise ValueError(f"{saved.label}: {exc}") from None
@@ -595,10 +657,14 @@ class AgentRegistry(NameRegistry["Agent"]):
     def register(cls, agent: Agent) -> None:
         """Add `agent` under `agent.name`.
 
+        An agent made again by the same line of code (`Agent(...)` in a re-run
+        notebook cell) replaces the registered one when that one is not
+        running, logging a debug line on the `pygents_ctx` logger.
+
         Raises:
             ValueError: Another agent already has that name.
         """
-        cls._add(agent.name, agent, identical)
+        cls._add(agent.name, agent, identical, _made_again)
 
     @classmethod
     def unregister(cls, name: str) -> None:
@@ -626,3 +692,9 @@ class AgentRegistry(NameRegistry["Agent"]):
 
 
 _ROUTED = (Turn, ContextItem)
+_HERE = globals()
+
+
+def _made_again(held: Agent, new: Agent) -> bool:
+    """Whether agent `new` was made by the same line of code as `held`, which is idle."""
+    return same_origin(held._origin, new._origin) and not held.is_running

@@ -10,6 +10,7 @@ PygentsError
 ├── WrongRunMethodError (TypeError)   returning() on a generator tool, or the reverse
 ├── TurnTimeoutError (TimeoutError)   a turn ran past its timeout
 ├── UnregisteredToolError (KeyError)  no tool under that name
+├── ToolArgumentsError (ValueError, TypeError)  a tool call's arguments do not fit its signature
 ├── UnregisteredAgentError (KeyError) no agent under that name
 ├── UnregisteredHookError (KeyError)  no hook under that name
 ├── UnknownModelError (KeyError)      no context window known for a model name
@@ -32,12 +33,19 @@ PygentsError
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
-name) are plain `ValueError` / `TypeError`, as Python users expect.
+name) are plain `ValueError` / `TypeError`, as Python users expect. The one
+exception is a tool call's arguments: a model makes those mistakes, and
+`ToolArgumentsError` lists each one as an `ArgumentProblem` it can act on.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
 __all__ = [
+    "ArgumentProblem",
     "BlobNotFoundError",
     "CollectionNotFoundError",
     "ConcurrentModificationError",
@@ -55,6 +63,7 @@ __all__ = [
     "SummarizationError",
     "TaskNotFoundError",
     "TaskTransitionError",
+    "ToolArgumentsError",
     "TurnTimeoutError",
     "UnknownModelError",
     "UnregisteredAgentError",
@@ -93,6 +102,59 @@ class _UnregisteredError(PygentsError, KeyError):
 
 class UnregisteredToolError(_UnregisteredError):
     """No tool is registered under the requested name."""
+
+
+@dataclass(frozen=True)
+class ArgumentProblem:
+    """One thing wrong with the arguments of a tool call (see `ToolArgumentsError`).
+
+    Attributes:
+        path: Where: a parameter's name, and inside its value `.field` or
+            `[index]` (`"address.city"`, `"ids[2]"`); `"args"` for too many
+            positional arguments.
+        kind: `"missing"` (a required argument or field was not given),
+            `"unknown"` (a name the tool or the object does not take) or
+            `"invalid"` (a value of the wrong type, or not one of those allowed).
+        message: What is wrong, in words (`"expected integer, got string '3'"`).
+        suggestion: For an unknown name, the name it probably meant, else None.
+    """
+
+    path: str
+    kind: Literal["missing", "unknown", "invalid"]
+    message: str
+    suggestion: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class ToolArgumentsError(PygentsError, ValueError, TypeError):
+    """A tool was called with arguments its signature refuses; the tool did not run.
+
+    Raised before the tool's function starts (and before its `before_invoke`
+    hooks), listing every problem at once: wrong types, missing required
+    arguments and, when something required is missing, the names the tool
+    does not take, each with the parameter it probably meant. A `ValueError`,
+    as a refused value is, and a `TypeError`, as Python's own error for a
+    missing argument is.
+
+    Attributes:
+        tool: The tool's registry key.
+        problems: Every problem found, as `ArgumentProblem`s.
+    """
+
+    def __init__(self, tool: str, problems: Iterable[ArgumentProblem]) -> None:
+        self.tool = tool
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        listed = "".join(f"\n  - {problem}" for problem in self.problems)
+        super().__init__(
+            f"tool {tool!r} was called with invalid arguments "
+            f"({count} problem{'' if count == 1 else 's'}); it did not run:{listed}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.tool, self.problems)
 
 
 class UnregisteredAgentError(_UnregisteredError):

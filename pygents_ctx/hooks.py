@@ -23,7 +23,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
-from pygents_ctx._registry import NameRegistry
+from pygents_ctx._registry import NameRegistry, redefines
 from pygents_ctx.errors import UnregisteredHookError
 
 if TYPE_CHECKING:
@@ -373,8 +373,8 @@ class HookRegistry(NameRegistry["Hook"]):
         held: Hook | None = cls._entries.get(made.metadata.name)
         if held is not None and held.same_as(made):
             return held
-        if held is None:
-            cls._entries[made.metadata.name] = made
+        if held is None or redefines(held.fn, made.fn):
+            cls.register(made)
         return made
 
     @classmethod
@@ -382,12 +382,22 @@ class HookRegistry(NameRegistry["Hook"]):
         """Add `hook` under `hook.metadata.name`.
 
         Registering the same hook again (or an equivalent one: same function and
-        options) is a no-op.
+        options) is a no-op. A new definition of the registered hook's function
+        (see `ToolRegistry.register`) replaces it, in the global hooks too.
 
         Raises:
             ValueError: A different hook already has that name.
         """
-        cls._add(hook.metadata.name, hook, lambda held, new: held.same_as(new))
+        cls._add(
+            hook.metadata.name,
+            hook,
+            lambda held, new: held.same_as(new),
+            lambda held, new: redefines(held.fn, new.fn),
+        )
+
+    @classmethod
+    def _replace(cls, name: str, held: Hook) -> None:
+        cls.unregister(name)  # from the global hooks too: `@hook` adds the new one
 
     @classmethod
     def unregister(cls, name: str) -> None:

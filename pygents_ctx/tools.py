@@ -1,10 +1,12 @@
 """Tools: the *how* of an agent, as decorated async functions.
 
 A tool is an `async def` (returning one value) or an async generator (yielding
-several), decorated with `@tool`. Calling it calls the function with fixed
-kwargs merged in, unknown keyword arguments dropped, and `ContextQueue` /
-`ContextPool` parameters filled from the running agent. A tool knows nothing
-about agents, queues or stores beyond that.
+several), decorated with `@tool`. Calling it checks the arguments against the
+function's signature (`ToolArgumentsError` lists every problem; `validate=False`
+turns the check off), then calls the function with fixed kwargs merged in,
+unknown keyword arguments dropped, and `ContextQueue` / `ContextPool`
+parameters filled from the running agent. A tool knows nothing about agents,
+queues or stores beyond that.
 
 Example:
     >>> from pygents_ctx import tool
@@ -25,8 +27,12 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, fire_with_kwargs
-from pygents_ctx._registry import NameRegistry, identical
+from pygents_ctx._docstrings import parse_docstring
+from pygents_ctx._registry import NameRegistry, identical, redefines
 from pygents_ctx._schema import signature_schemas
+from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
+from pygents_ctx._type_checks import type_hints
+from pygents_ctx._validation import ArgumentValidator
 from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.hooks import Hook, HookRegistry, ToolHook
 
@@ -54,11 +60,14 @@ class ToolMetadata(RunTimes):
 
     Args:
         name: The function's name (a subtool's short name, without its parents).
-        description: The docstring.
+        description: The docstring's description: its text before the first
+            section (`Args:`, `Returns:`, `Raises:`, ...), which a model reads.
         start_time: When the latest call started (for metadata made by hand).
         end_time: When it ended.
         input_schema: A JSON Schema object of the parameters the caller
-            provides (fixed kwargs and context parameters left out).
+            provides (fixed kwargs and context parameters left out), with
+            each one's description (from the docstring's `Args` section or
+            `Annotated` metadata) and its default, when JSON can hold it.
         output_schema: The schema of the return value, or of one yielded item;
             None when the function has no return hint or returns None.
     """
@@ -134,6 +143,11 @@ class Tool(Generic[P, R]):
     Instance decorators attach hooks to this tool only: `before_invoke` (the
     call's arguments), `on_yield(value)`, `after_invoke(result)` (the return
     value, or the list of yielded values) and `on_error(exc=...)`.
+
+    Attributes:
+        on_tool_error: What an agent does when a turn of this tool fails:
+            `"raise"`, `"return"` (the exception is the turn's value), or None
+            to follow the agent's `on_tool_error`.
     """
 
     # Slots: a turn reads several of these on every run.
@@ -143,12 +157,15 @@ class Tool(Generic[P, R]):
         "_call",
         "_lock",
         "_spec",
+        "_validates",
+        "_validator",
         "fixed_kwargs",
         "fn",
         "hooks",
         "is_generator",
         "key",
         "metadata",
+        "on_tool_error",
         "parent",
         "subtools",
         "tags",
@@ -167,6 +184,8 @@ class Tool(Generic[P, R]):
         lock: bool = False,
         tags: Iterable[str] | None = None,
         fixed_kwargs: Mapping[str, Any] | None = None,
+        validate: bool = True,
+        on_tool_error: OnToolError | None = None,
     ) -> None:
         self.is_generator = inspect.isasyncgenfunction(fn)
         if not (self.is_generator or inspect.iscoroutinefunction(fn)):
@@ -179,19 +198,29 @@ class Tool(Generic[P, R]):
         self.parent = parent
         self.key: str = fn.__name__ if parent is None else f"{parent.key}.{fn.__name__}"
         self.__name__ = self.key
+        self.on_tool_error = (
+            None
+            if on_tool_error is None
+            else check_on_tool_error(on_tool_error, f"tool {self.key!r}")
+        )
         self.tags = tag_set(tags)
         self.fixed_kwargs = dict(fixed_kwargs or {})
         self.hooks: list[Hook] = []
         self.subtools: list[Tool[..., Any]] = []
         self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
         self._lock = LoopLock() if lock else None
+        hints, doc = type_hints(fn), parse_docstring(fn.__doc__)
+        self._validates = bool(validate)
+        self._validator = ArgumentValidator.build(self.key, self._spec, hints) if validate else None
         inputs, output = signature_schemas(
             fn,
             skip=frozenset(self.fixed_kwargs) | self._spec.context_parameters,
             generator=self.is_generator,
+            hints=hints,
+            doc=doc,
         )
         self.metadata = ToolMetadata(
-            fn.__name__, inspect.getdoc(fn), input_schema=inputs, output_schema=output
+            fn.__name__, doc.description, input_schema=inputs, output_schema=output
         )
         self._call: Callable[[tuple[Any, ...], dict[str, Any]], Any] = (
             self._iterate if self.is_generator else self._invoke
@@ -201,6 +230,11 @@ class Tool(Generic[P, R]):
         """Call the tool: await the result, or `async for` over a generator tool."""
         result: R = self._call(args, kwargs)
         return result
+
+    @property
+    def validate(self) -> bool:
+        """Whether calls check their arguments first (`@tool(validate=False)` turns it off)."""
+        return self._validates
 
     @property
     def lock(self) -> LoopLock | None:
@@ -222,10 +256,14 @@ class Tool(Generic[P, R]):
         full wrapper, which keeps its own times (None is returned for it).
 
         Raises:
+            ToolArgumentsError: The arguments do not fit the function's signature.
             TypeError: As for a call (a required context parameter outside an agent).
         """
         if self.hooks or self._lock is not None or _ANY_TOOL_HOOK:
             return self._call(args, kwargs), None
+        validator = self._validator
+        if validator is not None:
+            validator(args, kwargs)
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -234,6 +272,9 @@ class Tool(Generic[P, R]):
         return self.fn(*args, **kwargs), metadata
 
     async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        validator = self._validator
+        if validator is not None:
+            validator(args, kwargs)
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -260,6 +301,9 @@ class Tool(Generic[P, R]):
         return result
 
     async def _iterate(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        validator = self._validator
+        if validator is not None:
+            validator(args, kwargs)
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -301,7 +345,14 @@ class Tool(Generic[P, R]):
     def subtool(self, fn: Callable[SP, SR], /) -> Tool[SP, SR]: ...
     @overload
     def subtool(
-        self, /, *, lock: bool = ..., tags: Iterable[str] | None = ..., **fixed_kwargs: Any
+        self,
+        /,
+        *,
+        lock: bool = ...,
+        tags: Iterable[str] | None = ...,
+        validate: bool = ...,
+        on_tool_error: OnToolError | None = ...,
+        **fixed_kwargs: Any,
     ) -> Callable[[Callable[SP, SR]], Tool[SP, SR]]: ...
     def subtool(
         self,
@@ -310,6 +361,8 @@ class Tool(Generic[P, R]):
         *,
         lock: bool = False,
         tags: Iterable[str] | None = None,
+        validate: bool = True,
+        on_tool_error: OnToolError | None = None,
         **fixed_kwargs: Any,
     ) -> Tool[SP, SR] | Callable[[Callable[SP, SR]], Tool[SP, SR]]:
         """Register a tool under this one, keyed `"<this key>.<function name>"`.
@@ -322,7 +375,15 @@ class Tool(Generic[P, R]):
         """
 
         def register(f: Callable[SP, SR]) -> Tool[SP, SR]:
-            made = Tool(f, parent=self, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
+            made = Tool(
+                f,
+                parent=self,
+                lock=lock,
+                tags=tags,
+                fixed_kwargs=fixed_kwargs,
+                validate=validate,
+                on_tool_error=on_tool_error,
+            )
             ToolRegistry.register(made)
             self.subtools.append(made)
             return made
@@ -385,10 +446,19 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
     def register(cls, tool: Tool[..., Any]) -> None:
         """Add `tool` under `tool.key`.
 
+        A new definition of the registered tool's function (the same module
+        and qualified name, compiled anew: a re-run notebook cell, a reloaded
+        module) replaces it, and its subtools, logging a debug line on the
+        `pygents_ctx` logger.
+
         Raises:
-            ValueError: Another tool already has that key.
+            ValueError: A different tool already has that key.
         """
-        cls._add(tool.key, tool, identical)
+        cls._add(tool.key, tool, identical, lambda held, new: redefines(held.fn, new.fn))
+
+    @classmethod
+    def _replace(cls, name: str, held: Tool[..., Any]) -> None:
+        cls.unregister(name)  # with its subtools: the new definition brings its own
 
     @classmethod
     def all(cls) -> list[Tool[..., Any]]:
@@ -418,7 +488,12 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
 def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
 @overload
 def tool(
-    *, lock: bool = ..., tags: Iterable[str] | None = ..., **fixed_kwargs: Any
+    *,
+    lock: bool = ...,
+    tags: Iterable[str] | None = ...,
+    validate: bool = ...,
+    on_tool_error: OnToolError | None = ...,
+    **fixed_kwargs: Any,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[P, R] | None = None,
@@ -426,6 +501,8 @@ def tool(
     *,
     lock: bool = False,
     tags: Iterable[str] | None = None,
+    validate: bool = True,
+    on_tool_error: OnToolError | None = None,
     **fixed_kwargs: Any,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make an async function (or async generator) a registered tool.
@@ -437,6 +514,13 @@ def tool(
         lock: Serialize concurrent calls with a lock held around the function
             (around the whole iteration of a generator).
         tags: Tags that global hooks can filter on.
+        validate: Check each call's arguments against the function's
+            signature before it runs (`ToolArgumentsError`); False skips the
+            check, for a hot internal tool whose callers are trusted.
+        on_tool_error: What an agent does when a turn of this tool fails:
+            `"raise"` (the run ends with the exception), `"return"` (the
+            exception is the turn's value and the run goes on), or None (the
+            default) to follow the agent's `on_tool_error`.
         **fixed_kwargs: Merged under every call's kwargs; a zero-argument
             function is called for its value on each call.
 
@@ -445,11 +529,20 @@ def tool(
 
     Raises:
         TypeError: The function is not async, or a fixed kwarg is not one of its parameters.
-        ValueError: A tool with the same name is already registered.
+        ValueError: A different tool with the same name is already registered
+            (a re-definition of the same function replaces it: see
+            `ToolRegistry.register`), or `on_tool_error` is not one of the above.
     """
 
     def register(f: Callable[P, R]) -> Tool[P, R]:
-        made = Tool(f, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
+        made = Tool(
+            f,
+            lock=lock,
+            tags=tags,
+            fixed_kwargs=fixed_kwargs,
+            validate=validate,
+            on_tool_error=on_tool_error,
+        )
         ToolRegistry.register(made)
         return made
 

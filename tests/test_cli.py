@@ -22,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx import (
+    ContextConfig,
     ImageBlock,
     Message,
     TextBlock,
@@ -246,6 +247,29 @@ def test_window_shows_what_a_pipeline_keeps_and_edits_against_its_budget(
         f"budget 8000: {8000 - tokens} left"
     )
     assert lines[-1] == "* edited by the strategy"
+
+
+def test_window_without_a_strategy_is_the_one_context_config_uses_and_says_so(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = weather_history()
+    expected = asyncio.run(ContextConfig(MemoryContextStore()).strategy.compact(list(history)))
+
+    code, out, _ = run_main(capsys, "--db", db, "window", "weather")
+
+    assert code == 0
+    lines = out.splitlines()
+    assert len(lines[1:-2]) == len(expected) == len(history)  # 9 messages: all within 100
+    assert lines[-2].startswith(f"window: 9 of 9 messages, {count_tokens(expected)} tokens")
+    assert lines[-1] == (
+        "strategy: sliding (SlidingWindow(max_messages=100)), what ContextConfig uses when "
+        "given none; --strategy SPEC builds another"
+    )
+    result = run_cli("--db", db, "window", "weather", "--json")
+    shown = orjson.loads(result.stdout)
+    assert (shown["strategy"], shown["default_strategy"]) == ("sliding", True)
+    chosen = orjson.loads(run_cli("--db", db, "window", "weather", "-s", "fit:8k", "--json").stdout)
+    assert chosen["default_strategy"] is False
 
 
 def test_window_json_maps_each_kept_message_to_its_place_in_the_history(db: Path) -> None:
@@ -690,7 +714,6 @@ def test_every_stage_name_is_documented_in_the_guide() -> None:
         (["list"], "error: argument COMMAND: invalid choice: 'list'"),
         (["show", "weather", "--limit", "0"], "--limit: must be a whole number of at least 1"),
         (["show", ""], "argument SESSION: must not be empty"),
-        (["window", "weather"], "the following arguments are required: -s/--strategy"),
         (["window", "weather", "-s", "fit:1", "--budget", "0"], "--budget: must be a whole"),
     ],
 )

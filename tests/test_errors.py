@@ -33,6 +33,7 @@ from pygents_ctx import (
     SummarizationError,
     TaskNotFoundError,
     TaskTransitionError,
+    ToolArgumentsError,
     Turn,
     TurnTimeoutError,
     UnknownModelError,
@@ -49,6 +50,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (WrongRunMethodError, (TypeError,)),
     (TurnTimeoutError, (TimeoutError,)),
     (UnregisteredToolError, (KeyError,)),
+    (ToolArgumentsError, (ValueError, TypeError)),
     (UnregisteredAgentError, (KeyError,)),
     (UnregisteredHookError, (KeyError,)),
     (UnserializableHookError, (ValueError,)),
@@ -88,7 +90,8 @@ def test_errors_module_lists_every_error_class_in_its_tree() -> None:
     documented = pygents_ctx.errors.__doc__ or ""
     exported = set(pygents_ctx.errors.__all__)
 
-    assert exported == {"PygentsError"} | {error.__name__ for error, _ in TREE}
+    # ArgumentProblem is not an error: it is what ToolArgumentsError lists.
+    assert exported == {"PygentsError", "ArgumentProblem"} | {error.__name__ for error, _ in TREE}
     for name in exported:
         assert name in documented
 
@@ -126,6 +129,14 @@ async def _outlast_the_timeout() -> None:
 
 async def _name_a_missing_tool() -> None:
     Turn("missing_tool")
+
+
+async def _call_a_tool_with_a_misspelled_argument() -> None:
+    @tool
+    async def greet(name: str) -> str:
+        return f"hi {name}"
+
+    await Turn(greet, kwargs={"nme": "Ada"}).returning()
 
 
 async def _send_to_a_missing_agent() -> None:
@@ -206,6 +217,12 @@ TRIGGERS = [
     pytest.param(_yield_from_a_coroutine_tool, WrongRunMethodError, "returning", id="wrong-run"),
     pytest.param(_outlast_the_timeout, TurnTimeoutError, "slow", id="timeout"),
     pytest.param(_name_a_missing_tool, UnregisteredToolError, "missing_tool", id="tool"),
+    pytest.param(
+        _call_a_tool_with_a_misspelled_argument,
+        ToolArgumentsError,
+        "nme: not a parameter of this tool; did you mean 'name'",
+        id="tool-arguments",
+    ),
     pytest.param(_send_to_a_missing_agent, UnregisteredAgentError, "nobody", id="agent"),
     pytest.param(_load_a_missing_hook, UnregisteredHookError, "missing_hook", id="hook"),
     pytest.param(_save_a_clashing_hook, UnserializableHookError, "clashing", id="unserializable"),

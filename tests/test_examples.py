@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pty
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,22 +34,35 @@ def test_runtime_tour_chains_branches_saves_and_finishes() -> None:
     assert done.stderr == ""
 
 
-def _demo(cwd: Path, *flags: str) -> str:
+# A fresh user's environment: no database chosen for the command line.
+_ENV = {key: value for key, value in os.environ.items() if key != "PYGENTS_CTX_DB"}
+
+
+def _run(cwd: Path, *command: str) -> str:
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "demo.py"), *flags],
+        [sys.executable, *command],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
         cwd=cwd,
+        env=_ENV,
     )
     assert done.stderr == ""
     return done.stdout
 
 
+def _demo(cwd: Path, *flags: str) -> str:
+    return _run(cwd, str(ROOT / "examples" / "demo.py"), *flags)
+
+
 def test_demo_persists_in_sqlite_and_the_second_run_continues(tmp_path: Path) -> None:
     first = _demo(tmp_path)
-    assert f"transcript: {tmp_path / 'pygents_demo.db'}" in first
+    assert f"transcript: {tmp_path / 'pygents_ctx.db'}" in first
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "pygents_ctx.agent.json",
+        "pygents_ctx.db",
+    ]
     assert "starting a new session" in first
     assert "step  1  window  59/250 tokens,  1 of  1 messages" in first
     assert "        -> search(query='tides power')\n        <- search: 41 chars" in first
@@ -67,6 +81,33 @@ def test_demo_persists_in_sqlite_and_the_second_run_continues(tmp_path: Path) ->
     assert "done: 8 messages stored" in fresh
 
 
+def test_the_command_line_reads_the_demos_session_right_after_it(tmp_path: Path) -> None:
+    _demo(tmp_path)
+
+    listed = _run(tmp_path, "-m", "pygents_ctx", "sessions")
+    assert listed.splitlines()[1].startswith("research-demo         8")
+    window = _run(tmp_path, "-m", "pygents_ctx", "window", "research-demo")
+    assert "window: 8 of 8 messages" in window
+    assert window.splitlines()[-1].startswith("strategy: sliding (SlidingWindow(max_messages=100))")
+
+
+def test_a_copied_transcript_alone_is_continued_and_said_so(tmp_path: Path) -> None:
+    _demo(tmp_path)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(tmp_path / "pygents_ctx.db", copy / "pygents_ctx.db")  # not the .agent.json
+
+    second = _demo(copy)
+
+    assert "starting a new session" not in second
+    assert (
+        "continuing the stored session: 8 messages; no saved agent state "
+        "(pygents_ctx.agent.json), so its pool and notes start empty"
+    ) in second
+    assert "question: How does tidal power compare with offshore wind?" in second
+    assert "done: 14 messages stored, documents ['wind-vs-tide']" in second
+
+
 def test_demo_streams_live_in_a_terminal(tmp_path: Path) -> None:
     leader, follower = pty.openpty()
     with subprocess.Popen(
@@ -74,6 +115,7 @@ def test_demo_streams_live_in_a_terminal(tmp_path: Path) -> None:
         stdout=follower,
         stderr=subprocess.PIPE,
         cwd=tmp_path,
+        env=_ENV,
     ) as process:
         os.close(follower)
         out = _read_all(leader)
@@ -117,7 +159,7 @@ async def test_demo_runs_against_an_openai_compatible_server(tmp_path: Path) -> 
             cwd=tmp_path,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "DEMO_TEST_KEY": "secret"},
+            env={**_ENV, "DEMO_TEST_KEY": "secret"},
         )
         out, err = await asyncio.wait_for(process.communicate(), 60)
     finally:

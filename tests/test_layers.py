@@ -45,6 +45,7 @@ LAYERS: dict[str, Layer] = {
             "pygents_ctx._json",
             "pygents_ctx._clock",
             "pygents_ctx._resources",
+            "pygents_ctx._suggest",
             "pygents_ctx.context.items",
             "pygents_ctx.context.messages",
             "pygents_ctx.context.tokens",
@@ -71,7 +72,11 @@ LAYERS: dict[str, Layer] = {
     ),
     "tools and turns": Layer(
         (
+            "pygents_ctx._docstrings",
+            "pygents_ctx._type_checks",
             "pygents_ctx._schema",
+            "pygents_ctx._validation",
+            "pygents_ctx._tool_errors",
             "pygents_ctx.tools",
             "pygents_ctx._turns",
             "pygents_ctx._turns.*",
@@ -92,6 +97,7 @@ LAYERS: dict[str, Layer] = {
     "agent": Layer(
         (
             "pygents_ctx.agent",
+            "pygents_ctx._origin",
             "pygents_ctx._agent_checks",
             "pygents_ctx._run_state",
             "pygents_ctx._saved_agent",

@@ -17,6 +17,7 @@ from pygents_ctx import (
     PygentsError,
     Tool,
     ToolRegistry,
+    Turn,
     TurnHook,
     UnregisteredAgentError,
     UnregisteredHookError,
@@ -276,3 +277,174 @@ def test_unknown_name_raises_a_key_error_naming_it(
     assert message == exc.args[0]  # a sentence, not KeyError's repr of it
     assert not message.startswith(("'", '"'))
     assert "'no_such_thing' not found" in message  # the phrase pygents users match on
+
+
+@pytest.mark.parametrize(
+    ("make", "lookup", "error"),
+    [
+        (lambda: _tool_family(), lambda: ToolRegistry.get("serch"), UnregisteredToolError),
+        (
+            lambda: Agent("scout", "d", []),
+            lambda: AgentRegistry.get("scuot"),
+            UnregisteredAgentError,
+        ),
+        (
+            lambda: HookRegistry.register(Hook(_counting_hook("audit")[0], TurnHook.BEFORE_RUN)),
+            lambda: HookRegistry.get("audti"),
+            UnregisteredHookError,
+        ),
+    ],
+    ids=["tool", "agent", "hook"],
+)
+def test_an_unknown_name_suggests_the_registered_one_it_probably_meant(
+    make: Callable[[], Any], lookup: Callable[[], Any], error: type[Exception]
+) -> None:
+    make()
+
+    with pytest.raises(error, match=r"not found \(did you mean '(search|scout|audit)'\?\)"):
+        lookup()
+
+
+def test_no_suggestion_when_nothing_is_close() -> None:
+    _tool_family()
+
+    with pytest.raises(UnregisteredToolError) as info:
+        ToolRegistry.get("zzz")
+    assert "did you mean" not in str(info.value)
+
+
+# -- defining again (notebook cells run twice) ------------------------------------------
+
+
+async def test_a_global_hook_defined_again_replaces_the_old_one_everywhere(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    fired: list[str] = []
+
+    @hook(TurnHook.BEFORE_RUN)
+    async def audit(turn: Any) -> None:
+        fired.append("old")
+
+    old = audit
+    with caplog.at_level("DEBUG", logger="pygents_ctx"):
+
+        @hook(TurnHook.BEFORE_RUN)
+        async def audit(turn: Any) -> None:  # type: ignore[no-redef]
+            fired.append("new")
+
+    @tool
+    async def ping() -> None:
+        pass
+
+    await Turn(ping).returning()
+
+    assert fired == ["new"]  # the old definition no longer fires
+    assert HookRegistry.get("audit") is audit is not old
+    assert list(HookRegistry.globals_for(TurnHook.BEFORE_RUN)) == [audit]
+    assert "hook 'audit' was defined again: the new definition replaces it" in caplog.text
+
+
+def test_an_instance_hook_defined_again_takes_the_name_so_its_owner_saves() -> None:
+    queue = ContextQueue[str](limit=1)
+
+    @queue.on_evict
+    async def note(*args: Any) -> None:
+        pass
+
+    fresh = ContextQueue[str](limit=1)
+
+    @fresh.on_evict
+    async def note(*args: Any) -> None:  # type: ignore[no-redef]  # noqa: F811
+        pass
+
+    assert HookRegistry.get("note") is note
+    assert fresh.to_dict()["hooks"] == {"on_evict": ["note"]}
+
+
+def test_a_hook_made_twice_by_a_factory_is_not_a_redefinition() -> None:
+    def make() -> Callable[..., Any]:
+        async def twin(turn: Any) -> None:
+            pass
+
+        return twin
+
+    first = hook(TurnHook.BEFORE_RUN)(make())
+
+    with pytest.raises(ValueError, match="'twin' already registered"):
+        hook(TurnHook.BEFORE_RUN)(make())
+    assert HookRegistry.get("twin") is first
+
+
+def test_an_agent_made_again_by_the_same_line_replaces_the_idle_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    made = []
+    with caplog.at_level("DEBUG", logger="pygents_ctx"):
+        for _ in range(2):
+            made.append(Agent("notes", "keeps notes", []))
+
+    assert AgentRegistry.get("notes") is made[1]
+    assert "agent 'notes' was defined again: the new definition replaces it" in caplog.text
+    with pytest.raises(ValueError, match="'notes' already registered"):
+        Agent("notes", "made by another line", [])
+
+
+async def test_a_running_agent_is_not_replaced() -> None:
+    @tool
+    async def make_another() -> str:
+        try:
+            _again()
+        except ValueError as exc:
+            return str(exc)
+        return "replaced"
+
+    def _again() -> Agent:
+        return Agent("busy", "d", [make_another])
+
+    first = _again()
+    await first.put(Turn(make_another))
+    [(_, outcome)] = [pair async for pair in first.run()]
+
+    assert "'busy' already registered" in outcome
+    assert AgentRegistry.get("busy") is first
+
+
+class _Named(Agent):
+    def __init__(self, name: str) -> None:
+        super().__init__(name, "a subclass", [])
+
+
+def test_a_subclass_is_located_at_the_line_that_makes_it() -> None:
+    made = [_Named("sub") for _ in range(2)]  # one line: the second replaces the first
+
+    assert AgentRegistry.get("sub") is made[1]
+    with pytest.raises(ValueError, match="'sub' already registered"):
+        _Named("sub")
+
+
+def test_branches_and_loaded_agents_never_replace() -> None:
+    parent = Agent("parent", "d", [])
+    for _ in range(1):
+        parent.branch("child")
+    with pytest.raises(ValueError, match="'child' already registered"):
+        parent.branch("child")
+
+    saved = parent.to_dict()
+    with pytest.raises(ValueError, match="'parent' already registered"):
+        Agent.from_dict(saved)
+
+
+async def test_an_agent_made_before_a_redefinition_says_why_it_refuses_the_new_tool() -> None:
+    @tool
+    async def remember(fact: str) -> str:
+        return fact
+
+    agent = Agent("notes", "keeps notes", [remember])
+
+    @tool  # the tool's cell, run again; the agent's was not
+    async def remember(fact: str) -> str:  # type: ignore[no-redef]
+        return fact.upper()
+
+    with pytest.raises(ValueError, match="holds another tool under that name") as info:
+        await agent.put(Turn(remember, kwargs={"fact": "x"}))
+    assert "make the agent again, or assign agent.tools" in str(info.value)

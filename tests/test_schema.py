@@ -62,7 +62,8 @@ POINT_SCHEMA = {
     "title": "Point",
     "properties": {
         "x": {"type": "integer"},
-        "y": {"type": "integer"},
+        "y": {"type": "integer", "default": 0},
+        # A default factory is not called to describe the field: it might do anything.
         "tags": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["x"],
@@ -100,10 +101,11 @@ def probe_tool(hint: Any, *, returns: Any = None, generator: bool = False) -> To
             {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
         ),
         (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
-        (Literal["asc", "desc"], {"enum": ["asc", "desc"]}),
-        (Literal[1, 2, 3], {"enum": [1, 2, 3]}),
-        (Color, {"enum": ["red", "green"]}),
-        (Level, {"enum": [1, 2]}),
+        (Literal["asc", "desc"], {"type": "string", "enum": ["asc", "desc"]}),
+        (Literal[1, 2, 3], {"type": "integer", "enum": [1, 2, 3]}),
+        (Literal[1, "a", None], {"enum": [1, "a", None]}),
+        (Color, {"type": "string", "enum": ["red", "green"]}),
+        (Level, {"type": "integer", "enum": [1, 2]}),
         (Point, POINT_SCHEMA),
         (
             Book,
@@ -119,7 +121,7 @@ def probe_tool(hint: Any, *, returns: Any = None, generator: bool = False) -> To
             {"type": "object", "title": "Partial", "properties": {"note": {"type": "string"}}},
         ),
         (Model, {"type": "object", "title": "Model", "x-from": "model_json_schema"}),
-        (Annotated[int, "a count"], {"type": "integer"}),
+        (Annotated[int, "a count"], {"type": "integer", "description": "a count"}),
         (Any, {}),
         (list[Point], {"type": "array", "items": POINT_SCHEMA}),
         (
@@ -128,7 +130,7 @@ def probe_tool(hint: Any, *, returns: Any = None, generator: bool = False) -> To
                 "type": "object",
                 "additionalProperties": {
                     "anyOf": [
-                        {"type": "array", "items": {"enum": ["red", "green"]}},
+                        {"type": "array", "items": {"type": "string", "enum": ["red", "green"]}},
                         {"type": "null"},
                     ]
                 },
@@ -218,7 +220,7 @@ def test_string_annotations_are_resolved() -> None:
         "type": "object",
         "properties": {
             "query": {"type": "string"},
-            "limit": {"type": "integer"},
+            "limit": {"type": "integer", "default": None},
         },
         "required": ["query"],
     }
@@ -232,7 +234,7 @@ def test_missing_hints_describe_anything() -> None:
 
     assert loose.metadata.input_schema == {
         "type": "object",
-        "properties": {"a": {}, "b": {}},
+        "properties": {"a": {}, "b": {"default": 2}},
         "required": ["a"],
     }
     assert loose.metadata.output_schema is None
@@ -258,18 +260,51 @@ _SENTINEL = object()
 
 
 @pytest.mark.parametrize(
-    "default",
-    [3, 0, "x", False, None, 1.5, (1, 2), _SENTINEL],
-    ids=["int", "zero", "str", "false", "none", "float", "tuple", "object"],
+    ("default", "written"),
+    [
+        (3, 3),
+        (0, 0),
+        ("x", "x"),
+        (False, False),
+        (None, None),
+        (1.5, 1.5),
+        ((1, 2), [1, 2]),
+        ({"a": [Color.RED]}, {"a": ["red"]}),
+        (Level.HIGH, 2),
+        (_SENTINEL, _SENTINEL),
+        (float("nan"), _SENTINEL),
+        ({1: "a"}, _SENTINEL),
+        ([_SENTINEL], _SENTINEL),
+    ],
+    ids=[
+        "int",
+        "zero",
+        "str",
+        "false",
+        "none",
+        "float",
+        "tuple",
+        "dict-of-enums",
+        "int-enum",
+        "object",
+        "nan",
+        "int-keys",
+        "list-of-objects",
+    ],
 )
-def test_defaults_make_a_parameter_optional_and_are_not_written(default: Any) -> None:
+def test_defaults_make_a_parameter_optional_and_are_written_when_json_holds_them(
+    default: Any, written: Any
+) -> None:
     async def probe(value: int, option: int = default) -> int:
         return value
 
     made = tool(probe)
+    option: dict[str, Any] = {"type": "integer"}
+    if written is not _SENTINEL:
+        option["default"] = written
     assert made.metadata.input_schema == {
         "type": "object",
-        "properties": {"value": {"type": "integer"}, "option": {"type": "integer"}},
+        "properties": {"value": {"type": "integer"}, "option": option},
         "required": ["value"],
     }
 
@@ -281,7 +316,10 @@ def test_no_required_key_when_nothing_is_required() -> None:
 
     assert optional_only.metadata.input_schema == {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+        "properties": {
+            "a": {"type": "integer", "default": 1},
+            "b": {"type": "string", "default": "x"},
+        },
     }
 
 
@@ -323,7 +361,7 @@ def test_metadata_dict_carries_the_schemas() -> None:
     data = add.metadata.dict()
     assert data["input_schema"] == {
         "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "default": 1}},
         "required": ["a"],
     }
     assert data["output_schema"] == {"type": "integer"}

@@ -99,21 +99,69 @@ def test_sync_function_is_rejected_at_decoration_and_not_registered(
     assert ToolRegistry.all() == []
 
 
-def test_duplicate_tool_name_raises_and_keeps_the_first_tool() -> None:
+def _fetch_tool_function() -> Callable[..., Any]:
+    async def fetch() -> str:
+        return "elsewhere"
+
+    return fetch
+
+
+def test_a_different_function_under_a_taken_name_raises_and_keeps_the_first_tool() -> None:
     @tool
     async def fetch() -> str:
         return "first"
 
     first = fetch
 
-    with pytest.raises(ValueError, match="fetch"):
-
-        @tool
-        async def fetch() -> str:
-            return "second"
+    with pytest.raises(ValueError, match="'fetch' already registered"):
+        tool(_fetch_tool_function())  # another qualified name
+    with pytest.raises(ValueError, match="'fetch' already registered"):
+        tool(first.fn)  # the same function, in a second tool
 
     assert ToolRegistry.get("fetch") is first
     assert ToolRegistry.all() == [first]
+
+
+def test_closures_of_the_same_code_are_different_tools() -> None:
+    first = tool(_fetch_tool_function())
+
+    with pytest.raises(ValueError, match="'fetch' already registered"):
+        tool(_fetch_tool_function())  # a factory called twice: two functions, one name
+
+    assert ToolRegistry.get("fetch") is first
+
+
+def test_a_redefinition_replaces_the_tool_and_its_subtools(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What re-running a notebook cell does: the same module and name, new code.
+    @tool
+    async def files() -> str:
+        return "first"
+
+    @files.subtool
+    async def read() -> str:
+        return "old read"
+
+    @files.subtool
+    async def stat() -> str:
+        return "old stat"
+
+    old = files
+    with caplog.at_level(logging.DEBUG, logger="pygents_ctx"):
+
+        @tool
+        async def files() -> str:
+            return "second"
+
+        @files.subtool
+        async def read() -> str:
+            return "new read"
+
+    assert ToolRegistry.get("files") is files is not old
+    assert ToolRegistry.get("files.read") is read
+    assert [t.key for t in ToolRegistry.all()] == ["files", "files.read"]  # no stale stat
+    assert "tool 'files' was defined again: the new definition replaces it" in caplog.text
 
 
 def test_fixed_kwarg_not_in_signature_raises_and_registers_nothing() -> None:

@@ -8,7 +8,7 @@ import functools
 import math
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import FrozenInstanceError, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -1093,6 +1093,13 @@ def test_from_dict_with_an_unknown_hook_raises(add: Tool[..., Any]) -> None:
         Turn.from_dict(saved)
 
 
+def _instance_audit(calls: list[str]) -> Callable[[Turn], Awaitable[None]]:
+    async def audit(t: Turn) -> None:
+        calls.append("instance")
+
+    return audit
+
+
 async def test_hook_with_a_clashing_name_fires_but_cannot_be_saved(add: Tool[..., Any]) -> None:
     calls: list[str] = []
 
@@ -1101,11 +1108,7 @@ async def test_hook_with_a_clashing_name_fires_but_cannot_be_saved(add: Tool[...
         calls.append("global")
 
     turn = Turn(add, args=[1])
-
-    async def audit(t: Turn) -> None:  # type: ignore[no-redef]  # noqa: F811
-        calls.append("instance")
-
-    turn.before_run(audit)
+    turn.before_run(_instance_audit(calls))  # another function named audit
     await turn.returning()
     assert calls == ["instance", "global"]
 

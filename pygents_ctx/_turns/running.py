@@ -138,6 +138,9 @@ class TurnRunning(TurnState):
             if tool.hooks or _ANY_TOOL_HOOK or tool._lock is not None:
                 step = tool._call(args, kwargs)  # the wrapper fires them, and keeps the times
             else:
+                validator = tool._validator
+                if validator is not None:
+                    validator(args, kwargs)
                 tool_times = tool.metadata
                 tool_times._start = started
                 tool_times._end = tool_times._to_wall = None

@@ -19,7 +19,16 @@ if TYPE_CHECKING:
 
     from pygents_ctx.tools import Tool, ToolMetadata
 
-__all__ = ["DONE", "Expired", "HookedSteps", "Later", "Steps", "ToolSteps", "resume_within"]
+__all__ = [
+    "DONE",
+    "Expired",
+    "FailedSteps",
+    "HookedSteps",
+    "Later",
+    "Steps",
+    "ToolSteps",
+    "resume_within",
+]
 
 
 class Expired(Exception):
@@ -214,3 +223,18 @@ class HookedSteps:
 
     async def close(self) -> None:
         await self._values.aclose()
+
+
+class FailedSteps:
+    """The steps of a generator turn that failed before its first value: `next()` raises."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    def next(self) -> Any:
+        raise self._error
+
+    async def close(self) -> None:
+        pass

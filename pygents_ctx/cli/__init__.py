@@ -29,7 +29,14 @@ from pygents_ctx import __version__
 from pygents_ctx.cli import _sessions, _transfer, _window
 from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
 from pygents_ctx.cli._render import Output, output
-from pygents_ctx.cli._window import SpecError, StrategySpec, parse_strategy, read_number, spec_help
+from pygents_ctx.cli._window import (
+    DEFAULT_SPEC,
+    SpecError,
+    StrategySpec,
+    parse_strategy,
+    read_number,
+    spec_help,
+)
 from pygents_ctx.errors import PygentsError
 
 __all__ = ["build_parser", "main"]
@@ -54,6 +61,9 @@ Pipeline); a number may end in k for thousands (fit:8k is fit:8000):
 {spec_help()}
 
 examples: fit:8000   sliding:50   rounds:3   clear-results:3,fit:8000
+
+Without --strategy the window is {DEFAULT_SPEC}: what an agent's ContextConfig
+builds when it is given no strategy.
 
 The budget the window is measured against is --budget, else the smallest of
 the spec's fit and middle-out numbers. A * after the role marks a message the
@@ -148,7 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
         "session", type=_session, metavar="SESSION", help="a session id (or prefix)"
     )
     window.add_argument(
-        "-s", "--strategy", type=_strategy, required=True, metavar="SPEC", help="e.g. fit:8000"
+        "-s",
+        "--strategy",
+        type=_strategy,
+        metavar="SPEC",
+        help=f"e.g. fit:8000 (default: {DEFAULT_SPEC}, ContextConfig's own default)",
     )
     window.add_argument("--budget", type=_tokens, metavar="TOKENS", help="measure against this")
 

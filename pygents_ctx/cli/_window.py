@@ -38,6 +38,7 @@ from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Tru
 from pygents_ctx.context.tokens import count_message_tokens
 
 __all__ = [
+    "DEFAULT_SPEC",
     "STAGES",
     "SpecError",
     "Stage",
@@ -111,6 +112,9 @@ STAGES: Final[dict[str, Stage]] = {
         Stage("drop-tool-rounds", DropToolRounds, "KEEP_RECENT", 5, "DropToolRounds(KEEP_RECENT)"),
     )
 }
+
+# The window when none is asked for: what `ContextConfig` builds without a strategy.
+DEFAULT_SPEC: Final = "sliding"
 
 _NUMBER: Final = re.compile(r"(\d[\d_]*)(k?)", re.IGNORECASE)
 
@@ -254,8 +258,9 @@ def _budget_note(tokens: int, budget: int | None) -> str:
 
 
 def window(args: argparse.Namespace, out: Output) -> None:
-    """`window`: the window `--strategy` builds from the live history, against the budget."""
-    spec: StrategySpec = args.strategy
+    """`window`: the window `--strategy` (else `DEFAULT_SPEC`) builds from the live history."""
+    chosen: StrategySpec | None = args.strategy
+    spec = parse_strategy(DEFAULT_SPEC) if chosen is None else chosen
 
     async def build(
         store: SQLiteContextStore, info: SessionInfo
@@ -274,6 +279,7 @@ def window(args: argparse.Namespace, out: Output) -> None:
             {
                 "session_id": info.session_id,
                 "strategy": spec.text,
+                "default_strategy": chosen is None,
                 "budget": budget,
                 "tokens": tokens,
                 "history_messages": len(history),
@@ -309,3 +315,10 @@ def window(args: argparse.Namespace, out: Output) -> None:
     )
     if any(id(message) not in kept for message in built):
         out.lines(["* edited by the strategy"])
+    if chosen is None:
+        out.lines(
+            [
+                f"strategy: {DEFAULT_SPEC} ({spec.strategy!r}), what ContextConfig uses when "
+                "given none; --strategy SPEC builds another"
+            ]
+        )

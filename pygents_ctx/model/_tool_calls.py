@@ -7,6 +7,7 @@ from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._suggest import closest
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import (
     ImageBlock,
@@ -73,14 +74,19 @@ async def run_call(
     """Run `call` as a `Turn`: the result the model reads, and the values to route.
 
     Failures become error results: an unknown tool, arguments that are not a
-    JSON object, and any exception the tool raises (a timeout included).
+    JSON object, arguments the tool refuses (`ToolArgumentsError`, which lists
+    every problem), and any exception the tool raises (a timeout included),
+    whatever the tool's or the agent's `on_tool_error`: in a model loop the
+    model is the caller that handles a tool's failure.
     Values the tool produces that an agent routes (`ContextItem`, `Turn`) are
     returned for routing; an item's content is part of the result too.
     """
     item = tools.get(call.name)
     if item is None:
         names = ", ".join(sorted(tools)) or "none"
-        return _error(call, f"there is no tool {call.name!r}; the tools are: {names}"), []
+        meant = closest(call.name, tools)
+        guess = "" if meant is None else f" (did you mean {meant!r}?)"
+        return _error(call, f"there is no tool {call.name!r}{guess}; the tools are: {names}"), []
     if RAW_ARGUMENTS in call.input:
         raw = call.input[RAW_ARGUMENTS]
         return _error(

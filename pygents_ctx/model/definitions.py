@@ -1,7 +1,8 @@
 """Tool definitions for the OpenAI and Anthropic APIs, from each tool's metadata.
 
-A tool's `metadata` has its name, description (the docstring) and
-`input_schema`; these functions put them in the shape each API expects.
+A tool's `metadata` has its name, description (the docstring's text before
+its `Args:` section) and `input_schema` (with each parameter's description
+and default); these functions put them in the shape each API expects.
 
 Strict mode asks the API to constrain the model's arguments to the schema.
 Both APIs then need every object closed (`additionalProperties: false`), which
@@ -17,7 +18,6 @@ tuple) is a `ValueError` naming the tool and the parameter.
 from __future__ import annotations
 
 import copy
-import inspect
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
@@ -141,27 +141,8 @@ def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> di
     schema = copy.deepcopy(input_schema(item))
     if not strict:
         return schema
-    _note_defaults(item, schema)
     converted: dict[str, Any] = _strict(schema, f"tool {item.metadata.name!r}", all_required)
     return converted
-
-
-def _note_defaults(item: Tool[..., Any], schema: dict[str, Any]) -> None:
-    """Give each optional parameter's schema its default, from the tool's signature.
-
-    Tool schemas leave defaults out (as pygents writes them); strict mode makes
-    every parameter required, so it tells the model the default in words instead.
-    """
-    try:
-        parameters = inspect.signature(item.fn).parameters
-    except (TypeError, ValueError):  # a callable without a signature: nothing to note
-        return
-    for name, prop in schema.get("properties", {}).items():
-        parameter = parameters.get(name)
-        if parameter is None or parameter.default is parameter.empty or "default" in prop:
-            continue
-        if parameter.default is None or isinstance(parameter.default, str | int | float | bool):
-            prop["default"] = parameter.default
 
 
 def accepts_null(schema: Mapping[str, Any]) -> bool:

@@ -106,7 +106,12 @@ async def model_act(calls: list[dict[str, Any]]) -> AsyncIterator[Any]:
         yield value
 
 
-STEP_TOOLS: Final = tuple(Tool(step) for step in (model_ask, model_think, model_act))
+# The loop's own steps: their arguments come from the loop itself (no check needed),
+# and a failed step ends the run whatever the agent's on_tool_error says.
+STEP_TOOLS: Final = tuple(
+    Tool(step, validate=False, on_tool_error="raise")
+    for step in (model_ask, model_think, model_act)
+)
 _ASK, _THINK, _ACT = STEP_TOOLS
 _OWN_EVENTS: Final = (
     TextDelta,

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,25 @@ class Impl:
         self.m.ToolRegistry.clear()
         self.m.AgentRegistry.clear()
         self.m.HookRegistry.clear()
+
+
+# The keys pygents_ctx's schemas add to the shape pygents writes (see the migration page).
+ADDED_SCHEMA_KEYS = frozenset({"description", "default", "$defs"})
+
+
+def pygents_shape(schema: Any) -> Any:
+    """`schema` without the keys pygents_ctx adds to pygents' shape, at any depth."""
+    if isinstance(schema, list):
+        return [pygents_shape(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    shaped = {}
+    for key, value in schema.items():
+        if key == "properties":  # names of parameters, not keywords: none is dropped
+            shaped[key] = {name: pygents_shape(prop) for name, prop in value.items()}
+        elif key not in ADDED_SCHEMA_KEYS:
+            shaped[key] = pygents_shape(value)
+    return shaped
 
 
 def _module(name: str) -> ModuleType:

@@ -52,6 +52,17 @@ DIFFERENCES: dict[str, Difference] = {
         ("ToolMetadata.input_schema", "ToolMetadata.output_schema"),
     ),
     "validation": Difference("Bad input is refused"),
+    "argument-checks": Difference(
+        "Tool calls check their arguments", ("Turn.returning", "Tool.fn", "tool")
+    ),
+    "schema-additions": Difference(
+        "Tool definitions describe each parameter",
+        ("ToolMetadata.description", "ToolMetadata.input_schema"),
+    ),
+    "redefinition": Difference(
+        "Defining a tool, hook or agent again replaces it",
+        ("ToolRegistry.register", "HookRegistry.register", "AgentRegistry.register"),
+    ),
     "idle-agents": Difference("A paused agent can be changed, and renamed", ("Agent.name",)),
     "current-turn": Difference(
         "The current turn is saved from `before_turn` on", ("Agent.to_dict",)

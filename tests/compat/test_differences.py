@@ -10,11 +10,11 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
-from tests.compat.conftest import Impl
+from tests.compat.conftest import Impl, pygents_shape
 from tests.compat.marks import shows
 
 
@@ -267,6 +267,129 @@ def test_bad_input_is_refused(impl: Impl) -> None:
             with pytest.raises((TypeError, ValueError)):
                 attempt()
             assert label
+
+
+@shows("argument-checks")
+async def test_arguments_are_checked_before_the_tool_runs(impl: Impl) -> None:
+    m = impl.m
+    ran: list[Any] = []
+
+    @m.tool
+    async def greet(name: str, times: int = 1) -> str:
+        ran.append(name)
+        return f"hi {name}" * times
+
+    if impl.is_pygents:
+        assert await m.Turn(greet, kwargs={"name": 3}).returning() == "hi 3"
+        with pytest.raises(TypeError, match="missing 1 required positional argument: 'name'"):
+            await m.Turn(greet, kwargs={"nme": "Ada"}).returning()
+        assert ran == [3]
+    else:
+        with pytest.raises(m.ToolArgumentsError, match="name: expected string; got integer 3"):
+            await m.Turn(greet, kwargs={"name": 3}).returning()
+        # Also a TypeError, as pygents' error for a missing argument is.
+        with pytest.raises(TypeError, match="nme: not a parameter of this tool; did you mean"):
+            await m.Turn(greet, kwargs={"nme": "Ada"}).returning()
+        assert ran == []
+
+    @m.tool(validate=False)
+    async def loose(name: str, validate: bool = True) -> str:
+        return f"hi {name} {validate}"
+
+    # pygents_ctx: `validate` is an option (off here: pygents' behaviour), not a fixed kwarg.
+    expected = "hi 3 False" if impl.is_pygents else "hi 3 True"
+    assert await m.Turn(loose, kwargs={"name": 3}).returning() == expected
+
+
+@shows("schema-additions")
+def test_schemas_describe_parameters_and_their_defaults(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def search(query: str, limit: int = 10, unit: Annotated[str, "km or mi"] = "km") -> str:
+        """Search the index.
+
+        Args:
+            query: What to look for.
+            limit: How many results at most.
+        """
+        return query
+
+    pygents_writes = {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer"},
+            "unit": {} if impl.is_pygents else {"type": "string"},
+        },
+        "required": ["query"],
+    }
+    schema = search.metadata.input_schema
+    if impl.is_pygents:
+        # The docstring as written (Python 3.13 removes its indentation when compiling).
+        description = search.metadata.description
+        assert description.startswith("Search the index.\n\n")
+        assert "Args:" in description
+        assert schema == pygents_writes
+    else:
+        assert search.metadata.description == "Search the index."
+        assert pygents_shape(schema) == pygents_writes
+        assert schema["properties"] == {
+            "query": {"type": "string", "description": "What to look for."},
+            "limit": {"type": "integer", "description": "How many results at most.", "default": 10},
+            "unit": {"type": "string", "description": "km or mi", "default": "km"},
+        }
+
+
+@shows("redefinition")
+def test_defining_a_tool_hook_or_agent_again_replaces_it(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def remember(fact: str) -> str:
+        return fact
+
+    @m.hook(m.TurnHook.BEFORE_RUN)
+    async def audit(turn: Any) -> None:
+        pass
+
+    first_tool, first_hook = remember, audit
+    agents = []
+    if impl.is_pygents:
+        with pytest.raises(ValueError, match="'remember' already registered"):
+
+            @m.tool
+            async def remember(fact: str) -> str:  # type: ignore[no-redef]
+                return fact.upper()
+
+        with pytest.raises(ValueError, match="'audit' already registered"):
+
+            @m.hook(m.TurnHook.BEFORE_RUN)
+            async def audit(turn: Any) -> None:  # type: ignore[no-redef]
+                pass
+
+        with pytest.raises(ValueError, match="'notes' already registered"):  # noqa: PT012
+            for _ in range(2):
+                agents.append(m.Agent("notes", "d", [first_tool]))
+        assert m.ToolRegistry.get("remember") is first_tool
+    else:
+
+        @m.tool
+        async def remember(fact: str) -> str:  # type: ignore[no-redef]
+            return fact.upper()
+
+        @m.hook(m.TurnHook.BEFORE_RUN)
+        async def audit(turn: Any) -> None:  # type: ignore[no-redef]
+            pass
+
+        for _ in range(2):  # the same line of code: a re-run notebook cell
+            agents.append(m.Agent("notes", "d", [remember]))
+        assert m.ToolRegistry.get("remember") is remember is not first_tool
+        assert m.HookRegistry.get("audit") is audit is not first_hook
+        assert list(m.HookRegistry.globals_for(m.TurnHook.BEFORE_RUN)) == [audit]
+        assert m.AgentRegistry.get("notes") is agents[1]
+    with pytest.raises(ValueError, match="'notes' already registered"):
+        m.Agent("notes", "d", [m.ToolRegistry.get("remember")])  # another line: a clash
 
 
 @shows("idle-agents")

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import pytest
 
-from tests.compat.conftest import Impl
+from tests.compat.conftest import Impl, pygents_shape
 from tests.compat.marks import covers
 
 
@@ -68,6 +68,13 @@ def m_unregistered(impl: Impl) -> type[Exception]:
     return error
 
 
+def _another_fetch() -> Any:
+    async def fetch() -> int:
+        return 2
+
+    return fetch
+
+
 @covers("tool", "ToolRegistry.register")
 def test_a_second_tool_under_a_taken_name_is_refused(impl: Impl) -> None:
     m = impl.m
@@ -77,10 +84,7 @@ def test_a_second_tool_under_a_taken_name_is_refused(impl: Impl) -> None:
         return 1
 
     with pytest.raises(ValueError, match="'fetch' already registered"):
-
-        @m.tool
-        async def fetch() -> int:
-            return 2
+        m.tool(_another_fetch())  # a different function (re-definitions: see test_differences)
 
     assert m.ToolRegistry.get("fetch") is fetch
 
@@ -180,7 +184,8 @@ def test_schemas_are_written_from_the_type_hints(impl: Impl) -> None:
     ) -> dict[str, int]:
         return {}
 
-    assert search.metadata.input_schema == {
+    # pygents_ctx adds keys to this shape (see test_differences): compared without them.
+    assert pygents_shape(search.metadata.input_schema) == {
         "type": "object",
         "properties": {
             "query": {"type": "string"},

@@ -136,7 +136,8 @@ async def test_failures_come_back_to_the_model_as_error_results(tools: dict[str,
         tool_call("lookup", key="tide"),
         tool_call("teleport", to="moon"),
         ToolUseBlock("call_raw", "add", {"_raw_arguments": '{"a": 1,'}),
-        tool_call("add", a="x"),  # the tool's own TypeError
+        tool_call("add", a="x", bb=2),  # a wrong type, b missing, bb unknown
+        tool_call("lokup", key="tide"),  # a misspelled tool
     ]
     loop = make_loop(tools, [assistant(*calls), "Sorry."])
 
@@ -148,8 +149,17 @@ async def test_failures_come_back_to_the_model_as_error_results(tools: dict[str,
     assert texts[0] == "LookupError: no entry 'tide'"
     assert texts[1] == "there is no tool 'teleport'; the tools are: add, count, fetch, lookup"
     assert texts[2].startswith("the arguments are not a JSON object ('{\"a\": 1,')")
-    assert isinstance(texts[3], str)
-    assert texts[3].startswith("TypeError")
+    assert texts[3] == (
+        "ToolArgumentsError: tool 'add' was called with invalid arguments (3 problems); "
+        "it did not run:\n"
+        "  - a: expected integer; got string 'x'\n"
+        "  - b: required, not given\n"
+        "  - bb: not a parameter of this tool; did you mean 'b'?"
+    )
+    assert texts[4] == (
+        "there is no tool 'lokup' (did you mean 'lookup'?); "
+        "the tools are: add, count, fetch, lookup"
+    )
     model = loop.model
     assert isinstance(model, ScriptedModel)
     assert model.calls[1].messages[-1].tool_results == results  # the model read them

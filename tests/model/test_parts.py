@@ -77,7 +77,7 @@ def test_openai_strict_requires_everything_and_makes_optional_nullable(forecast:
     assert parameters["required"] == ["place", "window", "unit", "note"]
     assert parameters["additionalProperties"] is False
     assert parameters["properties"]["unit"] == {
-        "anyOf": [{"enum": ["C", "F"]}, {"type": "null"}],
+        "anyOf": [{"type": "string", "enum": ["C", "F"]}, {"type": "null"}],
         "description": "Default: 'C'.",
     }
     # Already nullable: left as it is, its default (None) described.
@@ -85,7 +85,10 @@ def test_openai_strict_requires_everything_and_makes_optional_nullable(forecast:
     nested = parameters["properties"]["window"]
     assert nested["required"] == ["days", "hourly"]
     assert nested["additionalProperties"] is False
-    assert nested["properties"]["hourly"]["anyOf"][1] == {"type": "null"}
+    assert nested["properties"]["hourly"] == {
+        "anyOf": [{"type": "boolean"}, {"type": "null"}],
+        "description": "Default: False.",  # a dataclass field's default, read from the schema
+    }
     assert parameters["properties"]["place"]["additionalProperties"] is False
 
 

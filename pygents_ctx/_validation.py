@@ -1,0 +1,213 @@
+"""Checking a tool call's arguments before the tool runs: built once per tool, cheap per call.
+
+`ArgumentValidator` reads a tool function's signature and type hints when the
+tool is decorated, compiles a `TypeCheck` per annotated parameter (see
+`_type_checks`), and writes a check function for exactly that signature: one
+straight line of tests per parameter, no loop over a table. A call that is
+right costs those tests (most values pass on an exact type match, `type(v) is
+int`); the first test that fails hands the call to `problems()`, which walks
+every argument to list every problem, and one `ToolArgumentsError` is raised.
+
+Parameters without a hint (or `Any`) are not type-checked; a tool whose
+parameters are all like that, none required, gets no validator at all.
+
+Unknown names follow the runtime's rule that a caller may pass a superset:
+they are dropped without a word, unless something required is missing, in
+which case they are most likely the missing names misspelled, and each is
+reported with the parameter it probably meant.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx._type_checks import TypeCheck, TypeChecks, missing, unknown
+from pygents_ctx.errors import ArgumentProblem, ToolArgumentsError
+
+if TYPE_CHECKING:
+    from pygents_ctx._calls import CallSpec
+
+__all__ = ["ArgumentValidator", "Check"]
+
+# What a tool calls with a call's own positional and keyword arguments.
+Check = Callable[[tuple[Any, ...], Mapping[str, Any]], None]
+_ABSENT: Final = object()
+
+
+class _Parameter:
+    """What the validator knows of one parameter."""
+
+    __slots__ = ("check", "keyword", "name", "position", "required")
+
+    def __init__(
+        self, name: str, kind: Any, position: int | None, required: bool, check: TypeCheck | None
+    ) -> None:
+        self.name = name
+        self.position = position  # where a positional argument lands in it, if one can
+        self.keyword = kind is not inspect.Parameter.POSITIONAL_ONLY
+        self.required = required
+        self.check = check
+
+
+class ArgumentValidator:
+    """The argument check of one tool; see the module docstring.
+
+    Args:
+        owner: The tool's registry key, for the error.
+        spec: The tool's `CallSpec` (parameters, fixed kwargs, injected context).
+        hints: The function's type hints, `Annotated` kept.
+    """
+
+    __slots__ = ("_keywords", "_max_positional", "_owner", "_parameters", "check")
+
+    def __init__(self, owner: str, spec: CallSpec, hints: Mapping[str, Any]) -> None:
+        checks = TypeChecks()
+        injected = spec.context_parameters
+        where = {name: index for index, name in enumerate(spec.positional)}
+        self._owner = owner
+        self._parameters = [
+            _Parameter(
+                name,
+                p.kind,
+                where.get(name),
+                p.default is p.empty and name not in injected and name not in spec.fixed_kwargs,
+                None if name in injected else checks.check(hints.get(name, Any)),
+            )
+            for name, p in spec.parameters.items()
+            if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
+        takes_more = any(p.kind is p.VAR_POSITIONAL for p in spec.parameters.values())
+        self._max_positional = None if takes_more else len(spec.positional)
+        # The names a keyword argument may give (None: any, the function takes **kwargs).
+        self._keywords = (
+            None if spec.accepted is None else [p.name for p in self._parameters if p.keyword]
+        )
+        self.check: Check = self._write_check()
+
+    @classmethod
+    def build(cls, owner: str, spec: CallSpec, hints: Mapping[str, Any]) -> Check | None:
+        """The check of the tool's calls, or None when no call could fail it (nothing to check)."""
+        made = cls(owner, spec, hints)
+        if any(p.required or p.check is not None for p in made._parameters):
+            return made.check
+        return None
+
+    # -- the fast check ----------------------------------------------------------------
+
+    def _write_check(self) -> Check:
+        """Write and compile the check for this signature (see the module docstring).
+
+        Only values, never names, go into the namespace; names are identifiers
+        written with `repr`, so nothing from outside the signature is executed.
+        """
+        namespace: dict[str, Any] = {"fail": self._fail, "ABSENT": _ABSENT}
+        body = ["n = len(args)"]
+        if self._max_positional is not None:
+            body.append(f"if n > {self._max_positional}: return fail(args, kwargs)")
+        for index, parameter in enumerate(self._parameters):
+            body += self._lines(index, parameter, namespace)
+        source = "def check(args, kwargs):\n" + "".join(f"    {line}\n" for line in body)
+        exec(compile(source, f"<argument check of tool {self._owner!r}>", "exec"), namespace)
+        check: Check = namespace["check"]
+        return check
+
+    @staticmethod
+    def _lines(index: int, parameter: _Parameter, namespace: dict[str, Any]) -> list[str]:
+        test = None
+        if parameter.check is not None:
+            namespace[f"ok{index}"] = parameter.check.ok
+            fast = parameter.check.fast
+            if len(fast) == 1:
+                namespace[f"T{index}"] = next(iter(fast))
+                test = f"type(v) is not T{index} and not ok{index}(v)"
+            elif fast:
+                namespace[f"F{index}"] = fast
+                test = f"type(v) not in F{index} and not ok{index}(v)"
+            else:
+                test = f"not ok{index}(v)"
+        by_keyword: list[str] = []
+        name = repr(parameter.name)
+        if parameter.keyword and parameter.required:
+            by_keyword = [
+                f"v = kwargs.get({name}, ABSENT)",
+                "if v is ABSENT: return fail(args, kwargs)",
+            ]
+            if test is not None:
+                by_keyword.append(f"if {test}: return fail(args, kwargs)")
+        elif parameter.keyword and test is not None:  # optional: most calls leave it out
+            by_keyword = [
+                f"if kwargs and {name} in kwargs:",
+                f"    v = kwargs[{name}]",
+                f"    if {test}: return fail(args, kwargs)",
+            ]
+        elif not parameter.keyword and parameter.required:
+            by_keyword = ["return fail(args, kwargs)"]
+        position = parameter.position
+        if position is None:
+            return by_keyword
+        by_position = [f"v = args[{position}]"] if test is not None else []
+        if test is not None:
+            by_position.append(f"if {test}: return fail(args, kwargs)")
+        if parameter.keyword:  # the same argument given by name too
+            by_position.append(
+                f"if kwargs and {parameter.name!r} in kwargs: return fail(args, kwargs)"
+            )
+        lines = [f"if n > {position}:", *(f"    {line}" for line in by_position)]
+        if by_keyword:
+            lines += ["else:", *(f"    {line}" for line in by_keyword)]
+        return lines
+
+    # -- the slow path: every problem -------------------------------------------------
+
+    def problems(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[ArgumentProblem]:
+        """Every problem with a call's own arguments, in the order of the parameters."""
+        found: list[ArgumentProblem] = []
+        n = len(args)
+        if self._max_positional is not None and n > self._max_positional:
+            found.append(
+                ArgumentProblem(
+                    "args",
+                    "unknown",
+                    f"{n} positional arguments given, the tool takes at most "
+                    f"{self._max_positional}",
+                )
+            )
+        missed = []
+        for parameter in self._parameters:
+            name, position = parameter.name, parameter.position
+            given_by_name = parameter.keyword and name in kwargs
+            if position is not None and position < n:
+                if given_by_name:
+                    found.append(
+                        ArgumentProblem(name, "invalid", "given twice: by position and by name")
+                    )
+                elif parameter.check is not None:
+                    parameter.check.explain(args[position], name, found)
+            elif given_by_name:
+                if parameter.check is not None:
+                    parameter.check.explain(kwargs[name], name, found)
+            elif parameter.required:
+                missed.append(name)
+        found.extend(missing(name) for name in missed)
+        if missed and self._keywords is not None:
+            known = set(self._keywords)
+            by_position = {p.name for p in self._parameters if not p.keyword}
+            for name in kwargs:
+                if name in by_position:
+                    found.append(
+                        ArgumentProblem(
+                            name, "unknown", "can only be given by position, not by name"
+                        )
+                    )
+                elif name not in known:
+                    found.append(
+                        unknown("", name, missed, self._keywords, "a parameter of this tool")
+                    )
+        return found
+
+    def _fail(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        found = self.problems(args, kwargs)
+        if found:
+            raise ToolArgumentsError(self._owner, found)

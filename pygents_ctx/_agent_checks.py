@@ -6,8 +6,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pygents_ctx.errors import UnregisteredToolError
-from pygents_ctx.registry import ToolRegistry
-from pygents_ctx.tools import Tool
+from pygents_ctx.tools import Tool, ToolRegistry
 
 __all__ = ["check_name", "index_tools", "refused_tool", "require_tools", "saved_field"]
 

@@ -2,7 +2,9 @@
 
 A parameter annotated `ContextQueue` or `ContextPool` receives the running
 agent's queue or pool; one annotated with an `@injectable` class receives the
-agent's resource of that class (see `_resources`).
+agent's resource of that class (see `_resources`). The queue and the pool build
+on this module: each registers its class here when it is defined
+(`receives_context`), so this module never imports them.
 
 A `CallSpec` is worked out once, when a function is decorated, so that a call
 does only the work its function needs: a plain function with no fixed kwargs and
@@ -26,17 +28,17 @@ from pygents_ctx._resources import injectable_named, is_injectable
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping
 
-    from pygents_ctx.context.pool import ContextPool
-    from pygents_ctx.context.queue import ContextQueue
-
 __all__ = [
     "CONTEXT_READERS",
     "CURRENT_CONTEXT",
+    "POOL",
+    "QUEUE",
     "CallSpec",
     "LoopLock",
     "any_dynamic",
     "evaluate_dynamic",
     "is_dynamic",
+    "receives_context",
     "tag_set",
 ]
 
@@ -45,9 +47,24 @@ logger = logging.getLogger("pygents_ctx")
 # The running agent's (queue, pool, resources of the run by class), set by the agent
 # around each step of a turn and reset before control returns to its caller, so that
 # agents interleaved on one event loop (or in one task) never see each other's context.
-CURRENT_CONTEXT: ContextVar[
-    tuple[ContextQueue[Any], ContextPool[Any], Mapping[type, object]] | None
-] = ContextVar("pygents_ctx_current_context", default=None)
+CURRENT_CONTEXT: ContextVar[tuple[Any, Any, Mapping[type, object]] | None] = ContextVar(
+    "pygents_ctx_current_context", default=None
+)
+
+# Where the queue and the pool are in `CURRENT_CONTEXT`.
+QUEUE, POOL = 0, 1
+# The classes registered with `receives_context`: the queue's and the pool's.
+_CONTEXT_CLASSES: dict[int, type] = {}
+
+
+def receives_context(cls: type, slot: int) -> None:
+    """Let a parameter annotated `cls` receive the running agent's value at `slot`.
+
+    `ContextQueue` registers itself at `QUEUE` and `ContextPool` at `POOL` when
+    they are defined (before any tool or hook can name them), so that this
+    module, which they build on, needs neither.
+    """
+    _CONTEXT_CLASSES[slot] = cls
 
 
 class _ContextReaders:
@@ -67,7 +84,6 @@ class _ContextReaders:
 
 CONTEXT_READERS = _ContextReaders()
 
-_QUEUE, _POOL = 0, 1
 _ANNOTATION_NAME = re.compile(r"^\s*(?:[\w.]*\.)?(\w+)\b")
 _OPTIONAL_TEXT = re.compile(r"\|\s*None\b|\bNone\s*\||^\s*Optional\[")
 _DYNAMIC_TYPES = (
@@ -81,7 +97,7 @@ _DYNAMIC_TYPES = (
 class _Injected(NamedTuple):
     name: str
     position: int | None  # index among positional parameters, if it can be passed positionally
-    slot: int | type  # _QUEUE, _POOL, or the injectable class of a resource
+    slot: int | type  # QUEUE, POOL, or the injectable class of a resource
     optional: bool
 
 
@@ -117,21 +133,17 @@ def evaluate_dynamic(value: Any) -> Any:
 
 def _context_slot(annotation: Any) -> tuple[int | type, bool] | None:
     """`(slot, optional)` when an annotation names a context queue or pool, or a resource."""
-    from pygents_ctx.context.pool import ContextPool
-    from pygents_ctx.context.queue import ContextQueue
-
     if isinstance(annotation, str):
         found = _ANNOTATION_NAME.match(annotation.removeprefix("Optional["))
         if found is None:
             return None
         name = found.group(1)
-        slot: int | type | None = (
-            _QUEUE
-            if name == "ContextQueue"
-            else _POOL
-            if name == "ContextPool"
-            else injectable_named(name)
+        slot: int | type | None = next(
+            (at for at, cls in _CONTEXT_CLASSES.items() if cls.__name__ == name),
+            None,
         )
+        if slot is None:
+            slot = injectable_named(name)
         return None if slot is None else (slot, bool(_OPTIONAL_TEXT.search(annotation)))
     members = (
         typing.get_args(annotation)
@@ -141,10 +153,9 @@ def _context_slot(annotation: Any) -> tuple[int | type, bool] | None:
     optional = type(None) in members
     for member in members:
         origin = typing.get_origin(member) or member
-        if origin is ContextQueue:
-            return _QUEUE, optional
-        if origin is ContextPool:
-            return _POOL, optional
+        for at, cls in _CONTEXT_CLASSES.items():
+            if origin is cls:
+                return at, optional
         if is_injectable(origin):
             return origin, optional
     return None
@@ -268,7 +279,7 @@ class CallSpec:
             slot = injected.slot
             if context is not None:
                 if isinstance(slot, int):
-                    kwargs[name] = context[0] if slot == _QUEUE else context[1]
+                    kwargs[name] = context[slot]
                     continue
                 resources = context[2]
                 if slot in resources:
@@ -286,7 +297,7 @@ class CallSpec:
                     else "run it inside an agent that has one"
                 )
             else:
-                kind = "ContextQueue" if slot == _QUEUE else "ContextPool"
+                kind = _CONTEXT_CLASSES[slot].__name__
                 where = "run it inside an agent"
             raise TypeError(
                 f"{self.owner} needs a {kind} for parameter {name!r}: {where}, "

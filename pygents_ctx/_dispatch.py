@@ -8,13 +8,12 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, overload
 
 from pygents_ctx.errors import UnserializableHookError
-from pygents_ctx.hooks import Hook, HookFunction, HookKind
-from pygents_ctx.registry import HookRegistry
+from pygents_ctx.hooks import Hook, HookFunction, HookKind, HookRegistry
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from pygents_ctx.registry import GlobalHooks
+    from pygents_ctx.hooks import GlobalHooks
 
 __all__ = [
     "HookAttacher",

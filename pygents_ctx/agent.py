@@ -31,18 +31,12 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from pygents_ctx._agent_checks import (
-    check_name,
-    index_tools,
-    refused_tool,
-    require_tools,
-    saved_field,
-)
+from pygents_ctx._agent_checks import check_name, index_tools, refused_tool, require_tools
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
-from pygents_ctx._lending import PendingTurns
-from pygents_ctx._origin import Origin, caller_origin
+from pygents_ctx._origin import Origin, caller_origin, same_origin
+from pygents_ctx._registry import NameRegistry, identical
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -51,18 +45,19 @@ from pygents_ctx._resources import (
     open_resources,
 )
 from pygents_ctx._run_state import RunState
-from pygents_ctx._saved_turns import load_turns
-from pygents_ctx._steps import DONE, FailedSteps, Later, Steps
+from pygents_ctx._saved_agent import read_saved_agent
 from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
+from pygents_ctx._turns.lending import PendingTurns
+from pygents_ctx._turns.running import ANY_TURN_HOOK
+from pygents_ctx._turns.steps import DONE, FailedSteps, Later, Steps
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
-from pygents_ctx.errors import SafeExecutionError
-from pygents_ctx.hooks import AgentHook, Hook, TurnHook
-from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
+from pygents_ctx.errors import SafeExecutionError, UnregisteredAgentError
+from pygents_ctx.hooks import AgentHook, Hook, HookRegistry, TurnHook
 from pygents_ctx.tools import Tool
-from pygents_ctx.turns import ANY_TURN_HOOK, Turn
+from pygents_ctx.turns import Turn
 
 __all__ = ["Agent"]
 
@@ -73,22 +68,6 @@ _BEFORE_PUT = HookRegistry.globals_for(AgentHook.BEFORE_PUT)
 _AFTER_PUT = HookRegistry.globals_for(AgentHook.AFTER_PUT)
 _ON_PAUSE = HookRegistry.globals_for(AgentHook.ON_PAUSE)
 _ON_RESUME = HookRegistry.globals_for(AgentHook.ON_RESUME)
-
-_SAVED_KEYS = (
-    "name",
-    "description",
-    "tool_names",
-    "queue",
-    "current_turn",
-    "hooks",
-    "turn_hooks",
-    "context_pool",
-    "is_paused",
-    "context_queue",
-    "tags",
-    "context",
-    "on_tool_error",
-)
 
 
 class Agent(JsonSerializable):
@@ -638,67 +617,84 @@ class Agent(JsonSerializable):
     @refuses_deep_nesting("Agent")
     def _from_saved(cls, data: object, context: ContextConfig | None, parsed: bool) -> Agent:
         """`from_dict`; `parsed` as for `Turn._from_saved`."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a saved Agent must be a dict, not {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SAVED_KEYS))
-        if unknown:
-            raise ValueError(f"saved Agent has unknown keys {unknown}; expected {_SAVED_KEYS}")
-        for key in ("name", "description", "tool_names"):
-            if key not in data:
-                raise ValueError(f"saved Agent is missing the {key!r} key")
-        name, tool_names = data["name"], data["tool_names"]
-        label = f"saved agent {name!r}"
-        if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
-            raise ValueError(f"{label}: 'tool_names' must be a list of strings")
-        queued = saved_field(data, "queue", list, [], label) or []
-        current = saved_field(data, "current_turn", dict, None, label)
-        is_paused = bool(saved_field(data, "is_paused", bool, False, label))
-        tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
-        used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
-        turns = load_turns(queued, used, parsed)
-        current_turn = None if current is None else Turn._from_saved(current, used, parsed)
-        require_tools(index, used.values(), label)
-        queue = (
-            ContextQueue._from_saved(data["context_queue"], parsed)
-            if data.get("context_queue") is not None
-            else None
-        )
-        pool = (
-            ContextPool._from_saved(data["context_pool"], parsed)
-            if data.get("context_pool") is not None
-            else None
-        )
-        hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
-        turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
-        tags = saved_field(data, "tags", list, [], label)
-        saved_context = saved_field(data, "context", dict, None, label)
-        on_tool_error = saved_field(data, "on_tool_error", str, "raise", label)
-        if saved_context is not None:
-            ContextConfig.check_saved(saved_context, context, label)
+        saved = read_saved_agent(data, context, parsed)
         try:
             agent = cls(
-                name,
-                data["description"],
-                tools,
-                context_queue=queue,
-                context_pool=pool,
-                tags=tags,
+                saved.name,
+                saved.description,
+                saved.tools,
+                context_queue=saved.queue,
+                context_pool=saved.pool,
+                tags=saved.tags,
                 context=context,
-                on_tool_error=on_tool_error,
+                on_tool_error=saved.on_tool_error,
             )
         except TypeError as exc:
-            raise ValueError(f"{label}: {exc}") from None
-        agent.hooks = hooks
-        agent.turn_hooks = turn_hooks
-        if isinstance(turns, list):
-            agent._turns.extend(turns)
+            raise ValueError(f"{saved.label}: {exc}") from None
+        agent.hooks = saved.hooks
+        agent.turn_hooks = saved.turn_hooks
+        if isinstance(saved.turns, list):
+            agent._turns.extend(saved.turns)
         else:
-            agent._pending.defer(turns)
-        agent._state.current_turn = current_turn
-        if is_paused:
+            agent._pending.defer(saved.turns)
+        agent._state.current_turn = saved.current_turn
+        if saved.is_paused:
             agent._state.pause()
         return agent
 
 
+# -- the registry of agents (public through pygents_ctx.registry) -------------
+
+
+class AgentRegistry(NameRegistry["Agent"]):
+    """Every live agent, keyed by name, so agents can message each other."""
+
+    _noun = "agent"
+    _missing = UnregisteredAgentError
+    _missing_hint = "create it (or restore it with Agent.from_dict) first"
+
+    @classmethod
+    def register(cls, agent: Agent) -> None:
+        """Add `agent` under `agent.name`.
+
+        An agent made again by the same line of code (`Agent(...)` in a re-run
+        notebook cell) replaces the registered one when that one is not
+        running, logging a debug line on the `pygents_ctx` logger.
+
+        Raises:
+            ValueError: Another agent already has that name.
+        """
+        cls._add(agent.name, agent, identical, _made_again)
+
+    @classmethod
+    def unregister(cls, name: str) -> None:
+        """Remove the agent `name`.
+
+        Raises:
+            UnregisteredAgentError: No agent has that name.
+        """
+        cls.get(name)
+        del cls._entries[name]
+
+    @classmethod
+    def _rename(cls, agent: Agent, old: str, new: str) -> None:
+        """Move `agent` from `old` to `new` (when it is registered under `old`).
+
+        Raises:
+            ValueError: Another agent has the name `new`.
+        """
+        held = cls._entries.get(new)
+        if held is not None and held is not agent:
+            raise cls._taken(new)
+        if cls._entries.get(old) is agent:
+            del cls._entries[old]
+            cls._entries[new] = agent
+
+
 _ROUTED = (Turn, ContextItem)
 _HERE = globals()
+
+
+def _made_again(held: Agent, new: Agent) -> bool:
+    """Whether agent `new` was made by the same line of code as `held`, which is idle."""
+    return same_origin(held._origin, new._origin) and not held.is_running

@@ -20,10 +20,11 @@ import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
-from pygents_ctx.registry import HookRegistry
+from pygents_ctx._registry import NameRegistry, redefines
+from pygents_ctx.errors import UnregisteredHookError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -268,6 +269,210 @@ def _positional_limit(spec: CallSpec, kinds: tuple[HookKind, ...]) -> int | None
     return room
 
 
+# -- the registry of hooks (public through pygents_ctx.registry) --------------
+
+
+class GlobalHooks(list["Hook"]):
+    """The global hooks of one kind, in registration order: a live list.
+
+    Only `HookRegistry` changes it, and it then calls `changed()`. In between,
+    the hooks that fire for a given tag set are worked out once and reused, so
+    dispatching an event does not filter the list again (a hook's tags, like its
+    other options, are fixed when it is made).
+    """
+
+    __slots__ = ("_matching", "kind", "lone")
+
+    def __init__(self, kind: HookKind) -> None:
+        super().__init__()
+        self.kind = kind
+        self._matching: dict[frozenset[str], tuple[Hook, ...]] = {}
+        # The function to call when one hook, without tags and taking the arguments
+        # as they are, is all there is: dispatching is then just calling it.
+        self.lone: Callable[..., Awaitable[Any]] | None = None
+
+    def matching(self, tags: frozenset[str]) -> tuple[Hook, ...]:
+        """The hooks that fire for an owner with `tags`, in order, one per function.
+
+        A hook with tags fires only for owners sharing one of them; of hooks
+        wrapping the same function, only the first that fires is kept.
+        """
+        found = self._matching.get(tags)
+        if found is None:
+            selected: list[Hook] = []
+            for h in self:
+                if (not h.tags or not h.tags.isdisjoint(tags)) and all(
+                    h.fn is not kept.fn for kept in selected
+                ):
+                    selected.append(h)
+            found = self._matching[tags] = tuple(selected)
+        return found
+
+    def changed(self) -> None:
+        """Forget the worked-out subsets (after the list was changed)."""
+        self._matching.clear()
+        only = self[0] if len(self) == 1 else None
+        self.lone = only._call if only is not None and not only.tags and only._direct else None
+
+
+class HookRegistry(NameRegistry["Hook"]):
+    """Every hook by its function's name, and the global hooks by kind.
+
+    Owners save their hooks by name; loading resolves the names here.
+    """
+
+    _noun = "hook"
+    _missing = UnregisteredHookError
+    _missing_hint = "define (import) it before loading"
+    # One list per kind, created on first use and only ever mutated in place: owners
+    # keep a reference so that "are there global hooks?" costs a truth test.
+    _globals: ClassVar[dict[HookKind, GlobalHooks]] = {}
+    # Per hook-kind enum, the global hooks of any of its kinds: "is anything
+    # watching turns at all?" is then one truth test on a hot path.
+    _any_kind: ClassVar[dict[type[Enum], list[Hook]]] = {}
+
+    @classmethod
+    def wrap(
+        cls,
+        fn: Callable[..., Awaitable[Any]],
+        kind: HookKind | Iterable[HookKind],
+        *,
+        lock: bool = False,
+        tags: Iterable[str] | None = None,
+        **fixed_kwargs: Any,
+    ) -> Hook:
+        """Make `fn` a hook registered under its name, without making it global.
+
+        The hook fires only where it is attached (`owner.hooks.append(h)`, or an
+        instance decorator such as `@queue.before_append`, which attaches this
+        very object). Wrapping the same function again with the same options
+        returns the registered hook. If a different hook already has the name,
+        the new hook is returned unregistered: it fires, but saving its owner
+        raises `UnserializableHookError`.
+
+        Args:
+            fn: An `async def` function.
+            kind: One event kind, or a list of kinds.
+            lock: Serialize concurrent calls of this hook.
+            tags: Tags, kept for a later `add_global` (they filter global hooks only).
+            **fixed_kwargs: Merged into every call, as for `@hook`.
+
+        Raises:
+            TypeError: `fn` is not `async def`, `kind` is not a hook kind, or a
+                fixed kwarg is not one of its parameters.
+            ValueError: `kind` is an empty list.
+
+        Examples:
+            >>> from pygents_ctx import HookRegistry, TurnHook
+            >>> async def log_start(turn):
+            ...     print("starting", turn.tool_name)
+            >>> HookRegistry.wrap(log_start, TurnHook.BEFORE_RUN).type
+            <TurnHook.BEFORE_RUN: 'before_run'>
+        """
+        made = Hook(fn, kind, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
+        held: Hook | None = cls._entries.get(made.metadata.name)
+        if held is not None and held.same_as(made):
+            return held
+        if held is None or redefines(held.fn, made.fn):
+            cls.register(made)
+        return made
+
+    @classmethod
+    def register(cls, hook: Hook) -> None:
+        """Add `hook` under `hook.metadata.name`.
+
+        Registering the same hook again (or an equivalent one: same function and
+        options) is a no-op. A new definition of the registered hook's function
+        (see `ToolRegistry.register`) replaces it, in the global hooks too.
+
+        Raises:
+            ValueError: A different hook already has that name.
+        """
+        cls._add(
+            hook.metadata.name,
+            hook,
+            lambda held, new: held.same_as(new),
+            lambda held, new: redefines(held.fn, new.fn),
+        )
+
+    @classmethod
+    def _replace(cls, name: str, held: Hook) -> None:
+        cls.unregister(name)  # from the global hooks too: `@hook` adds the new one
+
+    @classmethod
+    def unregister(cls, name: str) -> None:
+        """Remove the hook `name`, from the global hooks too.
+
+        Raises:
+            UnregisteredHookError: No hook has that name.
+        """
+        hook = cls.get(name)
+        del cls._entries[name]
+        for hooks in cls._globals.values():
+            hooks[:] = [h for h in hooks if h is not hook]
+            hooks.changed()
+        cls._gather_any_kind()
+
+    @classmethod
+    def clear(cls) -> None:
+        """Forget every hook name and every global hook."""
+        super().clear()
+        cls.clear_globals()
+
+    @classmethod
+    def clear_globals(cls) -> None:
+        """Detach every global hook, keeping the names (for test isolation)."""
+        for hooks in cls._globals.values():
+            hooks.clear()
+            hooks.changed()
+        cls._gather_any_kind()
+
+    @classmethod
+    def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
+        """The hooks among `hooks` that handle `kind`, in order."""
+        return [h for h in hooks if kind in h.kinds]
+
+    @classmethod
+    def globals_for(cls, kind: HookKind) -> GlobalHooks:
+        """The live list of global hooks of `kind` (mutated in place, never replaced)."""
+        hooks = cls._globals.get(kind)
+        if hooks is None:
+            hooks = cls._globals[kind] = GlobalHooks(kind)
+        return hooks
+
+    @classmethod
+    def globals_for_any(cls, kind_type: type[Enum]) -> list[Hook]:
+        """The live list of global hooks of any kind in `kind_type` (e.g. `TurnHook`)."""
+        hooks = cls._any_kind.get(kind_type)
+        if hooks is None:
+            hooks = cls._any_kind[kind_type] = []
+            cls._gather_any_kind()
+        return hooks
+
+    @classmethod
+    def add_global(cls, hook: Hook) -> None:
+        """Make `hook` fire for every object dispatching one of its kinds."""
+        for kind in hook.kinds:
+            hooks = cls.globals_for(kind)
+            if not any(held.same_as(hook) for held in hooks):
+                hooks.append(hook)
+                hooks.changed()
+        cls._gather_any_kind()
+
+    @classmethod
+    def _gather_any_kind(cls) -> None:
+        for kind_type, hooks in cls._any_kind.items():
+            hooks[:] = [
+                h for kind, held in cls._globals.items() if type(kind) is kind_type for h in held
+            ]
+
+    @classmethod
+    def is_saved_as(cls, hook: Hook) -> bool:
+        """Whether loading `hook.metadata.name` gives `hook` (or an equivalent) back."""
+        held = cls._entries.get(hook.metadata.name)
+        return held is not None and held.same_as(hook)
+
+
 def hook(
     kind: HookKind | Iterable[HookKind],
     *,
@@ -307,9 +512,6 @@ def hook(
         return created
 
     return register
-
-
-HookRegistry._hook_class = Hook
 
 
 def _kinds(kind: HookKind | Iterable[HookKind]) -> tuple[HookKind, ...]:

@@ -28,12 +28,13 @@ from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, fire_with_kwargs
 from pygents_ctx._docstrings import parse_docstring
+from pygents_ctx._registry import NameRegistry, identical, redefines
 from pygents_ctx._schema import signature_schemas
 from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
 from pygents_ctx._type_checks import type_hints
 from pygents_ctx._validation import ArgumentValidator
-from pygents_ctx.hooks import Hook, ToolHook
-from pygents_ctx.registry import HookRegistry, ToolRegistry
+from pygents_ctx.errors import UnregisteredToolError
+from pygents_ctx.hooks import Hook, HookRegistry, ToolHook
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -425,6 +426,62 @@ class Tool(Generic[P, R]):
             "description": self.metadata.description,
             "subtools": [sub.doc_tree() for sub in self.subtools],
         }
+
+
+# -- the registry of tools (public through pygents_ctx.registry) --------------
+
+
+class ToolRegistry(NameRegistry["Tool[..., Any]"]):
+    """Every tool made with `@tool` or `.subtool()`, keyed by name.
+
+    A root tool's key is its function's `__name__`; a subtool's is scoped by its
+    parents (`"parent.child"`).
+    """
+
+    _noun = "tool"
+    _missing = UnregisteredToolError
+    _missing_hint = "decorate it with @tool first"
+
+    @classmethod
+    def register(cls, tool: Tool[..., Any]) -> None:
+        """Add `tool` under `tool.key`.
+
+        A new definition of the registered tool's function (the same module
+        and qualified name, compiled anew: a re-run notebook cell, a reloaded
+        module) replaces it, and its subtools, logging a debug line on the
+        `pygents_ctx` logger.
+
+        Raises:
+            ValueError: A different tool already has that key.
+        """
+        cls._add(tool.key, tool, identical, lambda held, new: redefines(held.fn, new.fn))
+
+    @classmethod
+    def _replace(cls, name: str, held: Tool[..., Any]) -> None:
+        cls.unregister(name)  # with its subtools: the new definition brings its own
+
+    @classmethod
+    def all(cls) -> list[Tool[..., Any]]:
+        """Every registered tool, subtools included, in registration order."""
+        return list(cls._entries.values())
+
+    @classmethod
+    def definitions(cls) -> list[dict[str, Any]]:
+        """The `doc_tree()` of every root tool, sorted by name."""
+        roots = sorted((t for t in cls._entries.values() if t.parent is None), key=lambda t: t.key)
+        return [t.doc_tree() for t in roots]
+
+    @classmethod
+    def unregister(cls, name: str) -> None:
+        """Remove the tool `name` and its subtools.
+
+        Raises:
+            UnregisteredToolError: No tool has that name.
+        """
+        cls.get(name)
+        prefix = name + "."
+        for key in [k for k in cls._entries if k == name or k.startswith(prefix)]:
+            del cls._entries[key]
 
 
 @overload

@@ -32,9 +32,9 @@ from pygents_ctx import (
     count_tokens,
     from_dict,
 )
-from pygents_ctx._cli_spec import STAGES, parse_strategy
-from pygents_ctx._cli_transfer import SessionFile, load_session, parse_session_file, save_session
 from pygents_ctx.cli import main
+from pygents_ctx.cli._transfer import SessionFile, load_session, parse_session_file, save_session
+from pygents_ctx.cli._window import STAGES, parse_strategy
 from pygents_ctx.context.stores import (
     MemoryContextStore,
     SQLiteContextStore,
@@ -733,7 +733,7 @@ def test_ctrl_c_exits_130_without_a_traceback(
     def interrupted(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("pygents_ctx._cli_commands.sessions", interrupted)
+    monkeypatch.setattr("pygents_ctx.cli._sessions.sessions", interrupted)
 
     assert run_main(capsys, "--db", db, "sessions") == (130, "", "")
 

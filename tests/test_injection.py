@@ -110,6 +110,29 @@ async def test_tool_context_parameter_receives_the_running_agents_store(name: st
     assert await drain(agent) == [getattr(agent, _EXPECTED_SLOT[name])]
 
 
+@pytest.mark.parametrize(
+    ("annotation", "slot"),
+    [
+        ("ContextQueue", "context_queue"),
+        ("ContextPool[str] | None", "context_pool"),
+        ("pygents_ctx.ContextQueue", "context_queue"),
+    ],
+)
+async def test_an_annotation_left_as_text_still_receives_the_store(
+    annotation: str, slot: str
+) -> None:
+    async def read(store: Any) -> Any:
+        return store
+
+    read.__annotations__["store"] = annotation  # as if it could not be resolved
+    read.__annotations__["return"] = "Unresolvable"
+    reader = tool(read)
+    agent = make_agent("alpha", reader)
+    await agent.put(Turn(reader))
+
+    assert await drain(agent) == [getattr(agent, slot)]
+
+
 async def test_tool_receives_both_stores_and_reads_them() -> None:
     @tool
     async def recall(question: str, memory: ContextQueue, docs: ContextPool) -> str:

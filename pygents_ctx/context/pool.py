@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from pygents_ctx._calls import tag_set
+from pygents_ctx._calls import POOL, receives_context, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
@@ -19,8 +19,7 @@ from pygents_ctx.context._shared import (
 )
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.selection import SelectionIndex, Selector, _default_selector
-from pygents_ctx.hooks import ContextPoolHook, Hook
-from pygents_ctx.registry import HookRegistry
+from pygents_ctx.hooks import ContextPoolHook, Hook, HookRegistry
 
 __all__ = ["ContextPool"]
 
@@ -411,3 +410,7 @@ def _check_selector(selector: object) -> Selector:
             f"method, such as BM25Selector()), not {selector!r}"
         )
     return selector
+
+
+# A tool or hook parameter annotated `ContextPool` receives the running agent's pool.
+receives_context(ContextPool, POOL)

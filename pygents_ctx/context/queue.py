@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from pygents_ctx._calls import tag_set
+from pygents_ctx._calls import QUEUE, receives_context, tag_set
 from pygents_ctx._dispatch import (
     HookSlot,
     fire_on,
@@ -31,8 +31,7 @@ from pygents_ctx.context.tokens import (
     counter_from_dict,
     counter_to_dict,
 )
-from pygents_ctx.hooks import ContextQueueHook, Hook
-from pygents_ctx.registry import HookRegistry
+from pygents_ctx.hooks import ContextQueueHook, Hook, HookRegistry
 
 __all__ = ["ContextQueue"]
 
@@ -512,3 +511,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
             self._slots = ContextItem._from_fields(fields)
             self._counts, self._tokens = counts, sum(counts)
             return getattr(self, name)
+
+
+# A tool or hook parameter annotated `ContextQueue` receives the running agent's queue.
+receives_context(ContextQueue, QUEUE)

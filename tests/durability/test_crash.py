@@ -25,7 +25,7 @@ from pathlib import Path
 import orjson
 
 from pygents_ctx import count_message_tokens, from_dict
-from pygents_ctx._cli_transfer import SessionFile
+from pygents_ctx.cli._transfer import SessionFile
 from pygents_ctx.context.stores import StoredMessage
 
 from .children import Child, Database

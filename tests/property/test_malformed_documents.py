@@ -43,8 +43,8 @@ from pygents_ctx import (
     UnregisteredToolError,
     tool,
 )
-from pygents_ctx._cli_transfer import SessionFile
 from pygents_ctx.cli import main
+from pygents_ctx.cli._transfer import SessionFile
 from pygents_ctx.context.stores import StoredMessage
 
 # The names a document may use to try to reach something it must not.

@@ -397,9 +397,7 @@ class ContextStore(ClosesOnExit, ABC):
         Args:
             session_id: The new session's id (a random one when None).
         """
-        from pygents_ctx.context.stores.memory import MemoryContextStore
-
-        return await MemoryContextStore.from_context(self, session_id=session_id)
+        return await _FORK_INTO[0].from_context(self, session_id=session_id)
 
     async def snapshot(self) -> SessionSnapshot:
         """Everything the session holds: the history and the archive with their run ids, and
@@ -569,3 +567,14 @@ class ContextStore(ClosesOnExit, ABC):
         # After the records, which add their tokens: the copy's totals are the source's.
         await clone.set_context_tokens(snapshot.input_tokens, snapshot.output_tokens)
         return clone
+
+
+# The class the default `fork()` copies into: `MemoryContextStore`, which builds on this
+# module and registers itself when it is defined (the package imports it, so it is
+# there before any store can fork).
+_FORK_INTO: list[type[ContextStore]] = []
+
+
+def fork_into(cls: type[ContextStore]) -> None:
+    """Make `cls` the class `ContextStore.fork()` copies into by default."""
+    _FORK_INTO[:] = [cls]

@@ -26,6 +26,7 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
     StoredMessage,
     check_snapshot,
+    fork_into,
 )
 from pygents_ctx.context.tokens import count_message_tokens
 
@@ -268,3 +269,7 @@ class MemoryContextStore(ContextStore):
                 self._output_tokens,
             )
         ]
+
+
+# What the default `ContextStore.fork()` copies into.
+fork_into(MemoryContextStore)

@@ -12,16 +12,17 @@ its queue). Two kinds wait that way:
 
   - the child never changes a borrowed turn: it copies the turns first;
   - the parent changes a turn's declaration (tool, arguments, timeout, tags)
-    only through setters, which call `lent_turn_changing` first: every loan
-    holding that turn has its borrowers copy their turns, as they still are;
+    only through setters, which call `lent_turn_changing` first: every open
+    loan holding that turn has its borrowers copy their turns, as they still are;
   - running a turn changes only its run state, which copies never take;
   - a turn's `hooks` list can change in place, unseen, so a borrower keeps a
     snapshot of the borrowed turns' hooks, taken when it borrowed;
 
-- a loaded agent's turns, checked when loaded and built later (see `_saved_turns`).
+- a loaded agent's turns, checked when loaded and built later (see `_turns.loading`).
 
-This module sits beside `turns.py` (which calls `lent_turn_changing`) and knows
-nothing of agents.
+This module builds on the turns, and knows nothing of agents. The turns hold
+the set of open loans (`_turns.state.OPEN_LOANS`), which their setters consult
+(`lent_turn_changing`) without knowing this module.
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pygents_ctx._turns.state import OPEN_LOANS
+
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook
     from pygents_ctx.tools import Tool
     from pygents_ctx.turns import Turn
 
-__all__ = ["Borrowed", "DeferredTurns", "PendingTurns", "TurnLoan", "lent_turn_changing"]
+__all__ = ["Borrowed", "DeferredTurns", "PendingTurns", "TurnLoan"]
 
 
 class DeferredTurns(Protocol):
@@ -68,15 +71,15 @@ class TurnLoan:
     def lend_to(self, borrower: PendingTurns) -> None:
         """Record a borrower: it copies the turns before one of them changes."""
         self._borrowers.add(borrower)
-        _OPEN_LOANS.add(self)
+        OPEN_LOANS.add(self)
 
     def leave(self, borrower: PendingTurns) -> None:
         """Forget a borrower that has made its copies."""
         self._borrowers.discard(borrower)
         if not self._borrowers:
-            _OPEN_LOANS.discard(self)
+            OPEN_LOANS.discard(self)
 
-    def holds(self, turn: Turn) -> bool:
+    def holds(self, turn: object) -> bool:
         """Whether `turn` is one of the lent turns."""
         ids = self._ids
         if ids is None:
@@ -87,19 +90,6 @@ class TurnLoan:
         """Have every borrower copy the turns now."""
         for borrower in list(self._borrowers):  # each one leaves as it copies
             borrower.own()
-
-
-# Loans with borrowers; weak, so that a loan whose borrowers are gone is forgotten.
-_OPEN_LOANS: weakref.WeakSet[TurnLoan] = weakref.WeakSet()
-
-
-def lent_turn_changing(turn: Turn) -> None:
-    """Called before a turn's declaration changes: its borrowers copy their turns first."""
-    if not _OPEN_LOANS:
-        return
-    for loan in list(_OPEN_LOANS):  # calling a loan in takes it out of the set
-        if loan.holds(turn):
-            loan.call_in()
 
 
 class Borrowed:

@@ -9,6 +9,11 @@ file and `import` reads one back into a (new) session. Run it as
 
 Exit codes: 0 success, 1 a runtime error (no database, no such session, a bad
 import file), 2 a usage error (bad arguments, a bad `--strategy` spec).
+
+This module parses the arguments; each group of commands is a module of this
+package: `_sessions` (`sessions`, `show`), `_window` (`window` and its
+`--strategy` language), `_transfer` (`export`, `import` and the session file),
+over what they share: `_db` (opening the database) and `_render` (the output).
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pygents_ctx import __version__
-from pygents_ctx import _cli_commands as run
-from pygents_ctx._cli_db import DB_ENV, DEFAULT_DB, PROG, CliError
-from pygents_ctx._cli_render import Output, output
-from pygents_ctx._cli_spec import (
+from pygents_ctx.cli import _sessions, _transfer, _window
+from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
+from pygents_ctx.cli._render import Output, output
+from pygents_ctx.cli._window import (
     DEFAULT_SPEC,
     SpecError,
     StrategySpec,
@@ -134,17 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=does)
         return sub
 
-    sessions = command("sessions", run.sessions, both, help="list the sessions, newest first")
+    sessions = command("sessions", _sessions.sessions, both, help="list the sessions, newest first")
     sessions.add_argument("--limit", type=_positive, metavar="N", help="only the newest N")
 
-    show = command("show", run.show, both, help="print a session's messages")
+    show = command("show", _sessions.show, both, help="print a session's messages")
     show.add_argument("session", type=_session, metavar="SESSION", help="a session id (or prefix)")
     show.add_argument("--archived", action="store_true", help="include the compacted-away archive")
     show.add_argument("--limit", type=_positive, metavar="N", help="only the newest N messages")
 
     window = command(
         "window",
-        run.window,
+        _window.window,
         both,
         help="print the window a strategy would build",
         epilog=_WINDOW_EPILOG,
@@ -161,13 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     window.add_argument("--budget", type=_tokens, metavar="TOKENS", help="measure against this")
 
-    export = command("export", run.export, [db_option], help="write a session as JSON")
+    export = command("export", _transfer.export, [db_option], help="write a session as JSON")
     export.add_argument(
         "session", type=_session, metavar="SESSION", help="a session id (or prefix)"
     )
     export.add_argument("-o", "--output", metavar="FILE", help="write here, not to stdout")
 
-    load = command("import", run.import_, both, help="create a session from an exported file")
+    load = command("import", _transfer.import_, both, help="create a session from an exported file")
     load.add_argument("file", metavar="FILE", help="a file `export` wrote, or - for stdin")
     load.add_argument("--session", type=_session, metavar="ID", help="the new session's id")
     return parser

@@ -1,4 +1,7 @@
-"""The `--strategy` mini-language of the command line: a short spec to a real strategy.
+"""The `window` command, and its `--strategy` mini-language: a short spec to a real strategy.
+
+`window` prints the window a strategy would build from a session's live
+history, measured against a budget.
 
 A spec is one or more stages separated by commas; each stage is a name,
 optionally followed by `:` and a whole number (`k` multiplies by 1,000).
@@ -11,12 +14,17 @@ Several stages become a `Pipeline`, applied left to right:
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from pygents_ctx.cli._db import with_session
+from pygents_ctx.cli._render import Output, plural, render_message
+from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore
 from pygents_ctx.context.strategies.base import ContextStrategy
 from pygents_ctx.context.strategies.budget import FitTokens, MiddleOut
 from pygents_ctx.context.strategies.compose import Pipeline
@@ -27,6 +35,7 @@ from pygents_ctx.context.strategies.edits import (
     TruncateToolResults,
 )
 from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Truncate
+from pygents_ctx.context.tokens import count_message_tokens
 
 __all__ = [
     "DEFAULT_SPEC",
@@ -37,6 +46,7 @@ __all__ = [
     "parse_strategy",
     "read_number",
     "spec_help",
+    "window",
 ]
 
 
@@ -212,3 +222,103 @@ def spec_help() -> str:
             builds = f"{stage.builds}, default {stage.default}"
         lines.append(f"  {form:<34} {builds}")
     return "\n".join(lines)
+
+
+# -- the window command -----------------------------------------------------------
+
+
+def _history_indexes(history: list[Message], window: list[Message]) -> list[int | None]:
+    """Where each window message sits in the history, None where it cannot be told.
+
+    A message the strategy kept is the history's own object. An edited one is a
+    new object; strategies keep the order, so a run of edited messages between
+    two kept ones maps one to one when the history has exactly as many there.
+    """
+    where = {id(message): index for index, message in enumerate(history)}
+    found = [where.get(id(message)) for message in window]
+    indexes = list(found)
+    before, run = -1, []  # the last known history index, and the unknown positions since
+    for position, index in enumerate([*found, len(history)]):
+        if index is None:
+            run.append(position)
+            continue
+        if run and index - before - 1 == len(run):
+            for offset, at in enumerate(run, start=1):
+                indexes[at] = before + offset
+        before, run = index, []
+    return indexes
+
+
+def _budget_note(tokens: int, budget: int | None) -> str:
+    if budget is None:
+        return ""
+    if tokens <= budget:
+        return f"; budget {budget}: {budget - tokens} left"
+    return f"; budget {budget}: over by {tokens - budget}"
+
+
+def window(args: argparse.Namespace, out: Output) -> None:
+    """`window`: the window `--strategy` (else `DEFAULT_SPEC`) builds from the live history."""
+    chosen: StrategySpec | None = args.strategy
+    spec = parse_strategy(DEFAULT_SPEC) if chosen is None else chosen
+
+    async def build(
+        store: SQLiteContextStore, info: SessionInfo
+    ) -> tuple[SessionInfo, list[Message], list[Message]]:
+        history = await store.get_history()
+        return info, history, await spec.strategy.compact(list(history))
+
+    info, history, built = with_session(args.db, args.session, build)
+    budget = args.budget if args.budget is not None else spec.budget
+    kept = {id(message) for message in history}
+    indexes = _history_indexes(history, built)
+    counts = [count_message_tokens(message) for message in built]
+    tokens, history_tokens = sum(counts), sum(map(count_message_tokens, history))
+    if out.as_json:
+        out.json(
+            {
+                "session_id": info.session_id,
+                "strategy": spec.text,
+                "default_strategy": chosen is None,
+                "budget": budget,
+                "tokens": tokens,
+                "history_messages": len(history),
+                "history_tokens": history_tokens,
+                "messages": [
+                    {
+                        "history_index": index,
+                        "edited": id(message) not in kept,
+                        "tokens": count,
+                        "message": to_dict(message),
+                    }
+                    for message, index, count in zip(built, indexes, counts, strict=True)
+                ],
+            }
+        )
+        return
+    rows = [
+        [
+            "?" if index is None else str(index),
+            message.role + ("" if id(message) in kept else "*"),
+            str(count),
+            render_message(message),
+        ]
+        for message, index, count in zip(built, indexes, counts, strict=True)
+    ]
+    out.table(["#", "role", "tokens", "content"], rows, right={0, 2})
+    out.lines(
+        [
+            f"window: {len(built)} of {plural(len(history), 'message')}, "
+            f"{plural(tokens, 'token')} (history {history_tokens})"
+            f"{_budget_note(tokens, budget)}"
+        ]
+    )
+    if any(id(message) not in kept for message in built):
+        out.lines(["* edited by the strategy"])
+    if chosen is None:
+        out.lines(
+            [
+                f"strategy: {DEFAULT_SPEC} ({spec.strategy!r}), what ContextConfig uses when "
+                "given none; --strategy SPEC builds another"
+            ]
+        )

@@ -1,4 +1,4 @@
-"""The session file the command line's `export` writes and `import` reads.
+"""The `export` and `import` commands, and the session file one writes and the other reads.
 
 One JSON object, format version 2:
 
@@ -22,21 +22,30 @@ drop data.
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import orjson
 
 from pygents_ctx._json import dumps, shown
+from pygents_ctx.cli._db import CliError, check_database, with_session
+from pygents_ctx.cli._render import Output, plural
 from pygents_ctx.context.messages import Message, from_dict, to_dict
-from pygents_ctx.context.stores._common import LARGEST
+from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
+from pygents_ctx.context.stores._common import LARGEST, new_session_id
 from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
 
 __all__ = [
     "FORMAT_VERSION",
     "SessionFile",
     "SessionFileError",
+    "export",
+    "import_",
     "load_session",
     "parse_session_file",
     "save_session",
@@ -249,3 +258,73 @@ async def save_session(store: ContextStore, file: SessionFile) -> None:
         ValueError: The session already holds messages (nothing is written).
     """
     await store.restore(file.snapshot(store.session_id))
+
+
+# -- the export and import commands ---------------------------------------------------
+
+
+def export(args: argparse.Namespace, out: Output) -> None:
+    """`export`: a session as a session file, to stdout or `--output`."""
+
+    async def read(store: SQLiteContextStore, info: SessionInfo) -> SessionFile:
+        return await load_session(store)
+
+    file = with_session(args.db, args.session, read)
+    data = file.to_json()
+    if args.output in (None, "-"):
+        out.stream.write(data.decode())
+        return
+    Path(args.output).write_bytes(data)
+    out.lines(
+        [
+            f"exported {plural(len(file.messages), 'message')} "
+            f"({len(file.archived)} archived) of session {file.session_id} to {args.output}"
+        ]
+    )
+
+
+def _read_input(name: str) -> tuple[bytes, str]:
+    if name == "-":
+        return sys.stdin.buffer.read(), "stdin"
+    try:
+        return Path(name).read_bytes(), name
+    except FileNotFoundError:
+        raise CliError(f"no file at {name!r} to import") from None
+    except IsADirectoryError:
+        raise CliError(f"{name!r} is a directory; import takes a file that export wrote") from None
+
+
+def import_(args: argparse.Namespace, out: Output) -> None:
+    """`import`: a new session (or an empty one) from a session file."""
+    data, source = _read_input(args.file)
+    file = parse_session_file(data, source)
+    session_id = args.session or file.session_id or new_session_id()
+    if Path(args.db).exists():  # a new database is fine, someone else's SQLite file is not
+        check_database(args.db)
+
+    async def write() -> None:
+        async with connect(args.db) as conn:
+            store = SQLiteContextStore(conn, session_id=session_id)
+            if await store.get_history(include_archived=True, limit=1):
+                raise CliError(
+                    f"session {session_id!r} in {args.db!r} already holds messages; "
+                    "import into a new session with --session NEW_ID"
+                )
+            await save_session(store, file)
+
+    asyncio.run(write())
+    if out.as_json:
+        out.json(
+            {
+                "session_id": session_id,
+                "messages": len(file.messages),
+                "archived": len(file.archived),
+            }
+        )
+        return
+    out.lines(
+        [
+            f"imported {plural(len(file.messages), 'message')} ({len(file.archived)} archived) "
+            f"into session {session_id}"
+        ]
+    )

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Awaitable, Generator
 
-    from pygents_ctx.tools import ToolMetadata
-    from pygents_ctx.turns import Turn
+    from pygents_ctx.tools import Tool, ToolMetadata
 
 __all__ = [
     "DONE",
@@ -103,6 +102,22 @@ class Steps(Protocol):
         """End the iteration (also after stopping early)."""
 
 
+class SteppedTurn(Protocol):
+    """What `ToolSteps` uses of a turn: `_turns.running.TurnRunning` (which builds on this)."""
+
+    _timeout: float
+    _tool: Tool[..., Any]
+    output: Any
+
+    def _evaluated(self) -> tuple[tuple[Any, ...], dict[str, Any]]: ...
+
+    def _record_completion(self) -> None: ...
+
+    def _record_failure(self, exc: Exception) -> Exception: ...
+
+    def _end_run(self, tool_times: ToolMetadata | None) -> None: ...
+
+
 class ToolSteps:
     """Steps a generator turn's tool one value at a time, without a timer for a value
     that comes without suspending (as `Turn._returning` does for a coroutine tool).
@@ -121,7 +136,7 @@ class ToolSteps:
         "_whole_run",
     )
 
-    def __init__(self, turn: Turn, started: float, *, whole_run: bool) -> None:
+    def __init__(self, turn: SteppedTurn, started: float, *, whole_run: bool) -> None:
         self._turn = turn
         self._deadline = started + turn._timeout
         self._whole_run = whole_run

@@ -16,8 +16,7 @@ from operator import itemgetter
 from typing import Any
 
 from pygents_ctx._calls import any_dynamic
-from pygents_ctx.registry import ToolRegistry
-from pygents_ctx.tools import Tool
+from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns import Turn, TurnMetadata
 
 __all__ = ["SavedTurns", "load_turns"]

@@ -1,0 +1,123 @@
+"""Reading a saved agent: every field is checked, and its parts built, before the agent.
+
+`Agent.from_dict` (and `from_json`) call `read_saved_agent`, then make and
+register the agent from what it returns, so a malformed document raises before
+anything is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
+from pygents_ctx._dispatch import hooks_from_dict
+from pygents_ctx._turns.loading import SavedTurns, load_turns
+from pygents_ctx.context.config import ContextConfig
+from pygents_ctx.context.pool import ContextPool
+from pygents_ctx.context.queue import ContextQueue
+from pygents_ctx.hooks import AgentHook, TurnHook
+from pygents_ctx.tools import Tool, ToolRegistry
+from pygents_ctx.turns import Turn
+
+if TYPE_CHECKING:
+    from pygents_ctx.hooks import Hook
+
+__all__ = ["SAVED_KEYS", "SavedAgent", "read_saved_agent"]
+
+SAVED_KEYS = (
+    "name",
+    "description",
+    "tool_names",
+    "queue",
+    "current_turn",
+    "hooks",
+    "turn_hooks",
+    "context_pool",
+    "is_paused",
+    "context_queue",
+    "tags",
+    "context",
+    "on_tool_error",
+)
+
+
+class SavedAgent(NamedTuple):
+    """A saved agent's fields, checked, with its parts built (not its hooks fired)."""
+
+    label: str  # how error messages name it
+    name: Any  # checked when the agent is made
+    description: Any  # likewise
+    tools: list[Tool[..., Any]]
+    queue: ContextQueue[Any] | None
+    pool: ContextPool[Any] | None
+    tags: list[str] | None
+    hooks: list[Hook]
+    turn_hooks: list[Hook]
+    turns: SavedTurns | list[Turn]
+    current_turn: Turn | None
+    is_paused: bool
+    on_tool_error: Any  # checked when the agent is made
+
+
+def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) -> SavedAgent:
+    """Check a saved agent and build its parts; `parsed` as for `Turn._from_saved`.
+
+    Raises:
+        ValueError: The data is malformed, or the saved agent had a context and
+            `context` is missing or is for another session.
+        UnregisteredToolError: A tool name is not registered.
+        UnregisteredHookError: A hook name is not registered.
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a saved Agent must be a dict, not {type(data).__name__}")
+    unknown = sorted(set(data) - set(SAVED_KEYS))
+    if unknown:
+        raise ValueError(f"saved Agent has unknown keys {unknown}; expected {SAVED_KEYS}")
+    for key in ("name", "description", "tool_names"):
+        if key not in data:
+            raise ValueError(f"saved Agent is missing the {key!r} key")
+    name, tool_names = data["name"], data["tool_names"]
+    label = f"saved agent {name!r}"
+    if not isinstance(tool_names, list) or not all(isinstance(n, str) for n in tool_names):
+        raise ValueError(f"{label}: 'tool_names' must be a list of strings")
+    queued = saved_field(data, "queue", list, [], label) or []
+    current = saved_field(data, "current_turn", dict, None, label)
+    is_paused = bool(saved_field(data, "is_paused", bool, False, label))
+    tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
+    used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
+    turns = load_turns(queued, used, parsed)
+    current_turn = None if current is None else Turn._from_saved(current, used, parsed)
+    require_tools(index, used.values(), label)
+    queue = (
+        ContextQueue._from_saved(data["context_queue"], parsed)
+        if data.get("context_queue") is not None
+        else None
+    )
+    pool = (
+        ContextPool._from_saved(data["context_pool"], parsed)
+        if data.get("context_pool") is not None
+        else None
+    )
+    hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
+    turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
+    tags = saved_field(data, "tags", list, [], label)
+    saved_context = saved_field(data, "context", dict, None, label)
+    on_tool_error = saved_field(data, "on_tool_error", str, "raise", label)
+    if saved_context is not None:
+        ContextConfig.check_saved(saved_context, context, label)
+    return SavedAgent(
+        label,
+        name,
+        data["description"],
+        tools,
+        queue,
+        pool,
+        tags,
+        hooks,
+        turn_hooks,
+        turns,
+        current_turn,
+        is_paused,
+        on_tool_error,
+    )

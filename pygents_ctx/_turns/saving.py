@@ -1,0 +1,144 @@
+"""How a turn is saved and loaded: `to_dict()` / `from_dict()` and the JSON paths.
+
+A turn saves its tool by registry key and its hooks by name; loading looks both
+up again. An agent saves and loads its whole queue through `_saved` and
+`_from_saved`, which take the short paths most queued turns allow (plain
+arguments, never run, no hooks or tags). `TurnSaving` is a base of
+`pygents_ctx.turns.Turn`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any, Self
+
+from pygents_ctx._calls import tag_set
+from pygents_ctx._dispatch import hooks_from_dict, hooks_to_dict
+from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
+from pygents_ctx._turns.state import (
+    NO_SAVED_METADATA,
+    StopReason,
+    TurnState,
+    check_args,
+    check_kwargs,
+    check_timeout,
+    read_metadata,
+)
+from pygents_ctx.hooks import TurnHook
+from pygents_ctx.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from pygents_ctx.tools import Tool
+
+__all__ = ["TurnSaving"]
+
+# The saved fields of a turn that hold what users gave it (see `TurnSaving._user_values`).
+_USER_FIELDS = itemgetter("args", "kwargs", "output")
+_NO_TAGS: frozenset[str] = frozenset()
+_NO_SAVED_HOOKS: dict[str, list[str]] = {}  # only compared with, never changed
+
+
+class TurnSaving(TurnState, JsonSerializable):
+    """Saving and loading a turn: what `Turn.to_dict()` and `Turn.from_dict()` do."""
+
+    __slots__ = ()
+
+    def _json_data(self) -> dict[str, Any]:
+        return self._saved(fresh=False)
+
+    @classmethod
+    def _user_values(cls, data: dict[str, Any]) -> list[Any]:
+        return cls._user_values_of([data])
+
+    @staticmethod
+    def _user_values_of(saved_turns: Iterable[dict[str, Any]]) -> list[Any]:
+        """`_user_values` of many saved turns: their arguments and outputs."""
+        return list(map(_USER_FIELDS, saved_turns))
+
+    def _saved(self, fresh: bool) -> dict[str, Any]:
+        """`to_dict()`; unless `fresh`, sharing this turn's own containers, not copies."""
+        # Most turns hold plain arguments, have never run and have no hooks or tags:
+        # each of those takes a short path (an agent saves its whole queue at once).
+        if self._dynamic_args or self._dynamic_kwargs:
+            args, kwargs = self._evaluated()
+        else:
+            args, kwargs = self._args, self._kwargs
+        if self._start is None and self._end is None and self._stop_reason is None:
+            metadata = NO_SAVED_METADATA.copy() if fresh else NO_SAVED_METADATA
+        else:
+            metadata = self._metadata().to_dict()
+        hooks, tags = self.hooks, self._tags
+        return {
+            "tool_name": self._tool.key,
+            # A list, as JSON reads it back (to_json compares); `[]` is the quicker new one.
+            "args": list(args) if args else [],
+            "kwargs": dict(kwargs) if fresh else kwargs,
+            "timeout": self._timeout,
+            "metadata": metadata,
+            # A turn in flight runs again from the start when restored: its partial
+            # output (routed items included) is not state worth saving.
+            "output": None if self._running else self.output,
+            "hooks": hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}") if hooks else {},
+            "tags": sorted(tags) if tags else [],
+        }
+
+    @classmethod
+    def _from_json_data(cls, data: Any) -> Self:
+        return cls._from_saved(data, {}, parsed=True)
+
+    @classmethod
+    @refuses_deep_nesting("Turn")
+    def _from_saved(cls, data: object, tools: dict[str, Tool[..., Any]], parsed: bool) -> Self:
+        """`from_dict`, looking tool names up in `tools` before the registry.
+
+        Loading many turns (an agent's queue) with one `tools` resolves each name
+        once; afterwards `tools` holds every tool the turns use. `parsed`: `data`
+        is fresh from `from_json` (see `JsonSerializable._from_json_data`).
+        """
+        if not is_mapping(data) or "tool_name" not in data:
+            raise ValueError(f"a saved turn must be a dict with a 'tool_name', not {data!r}")
+        name = data["tool_name"]
+        if not isinstance(name, str):
+            raise ValueError(f"turn 'tool_name' must be a string, not {name!r}")
+        tool = tools.get(name)
+        if tool is None:
+            tool = tools[name] = ToolRegistry.get(name)
+        args, kwargs, tags = data.get("args"), data.get("kwargs"), data.get("tags")
+        try:
+            if parsed and type(args) is list and type(kwargs) is dict:
+                # Fresh JSON holds no functions to call at run time and only string
+                # keys, and nothing else holds the dict: the turn can keep it.
+                args, dynamic_args, dynamic_kwargs = tuple(args), False, False
+            else:
+                args, dynamic_args = check_args(args)
+                kwargs, dynamic_kwargs = check_kwargs(kwargs)
+            timeout = data.get("timeout", 60)
+            if type(timeout) is not int or timeout < 1:  # a positive int needs no other check
+                timeout = check_timeout(timeout)
+            tags = _NO_TAGS if tags == [] else tag_set(tags)
+        except TypeError as exc:
+            raise ValueError(f"saved turn for {name!r}: {exc}") from None
+        start: float | None = None
+        end: float | None = None
+        stop_reason: StopReason | None = None
+        metadata = data.get("metadata")
+        if metadata and metadata != NO_SAVED_METADATA:
+            start_time, end_time, stop_reason = read_metadata(metadata)
+            start = None if start_time is None else start_time.timestamp()
+            end = None if end_time is None else end_time.timestamp()
+        saved_hooks = data.get("hooks", _NO_SAVED_HOOKS)
+        # Most turns have none: then skip naming the owner for error messages.
+        hooks = (
+            []
+            if saved_hooks == _NO_SAVED_HOOKS
+            else hooks_from_dict(saved_hooks, TurnHook, f"turn {name!r}")
+        )
+        # Values checked as __init__ would: calling it would check them again.
+        turn = object.__new__(cls)
+        turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags)
+        turn.hooks = hooks
+        turn.output = data.get("output")
+        turn._load_times(start, end)
+        turn._stop_reason = stop_reason
+        return turn

@@ -24,6 +24,8 @@ from pygents_ctx import (
     Message,
     ModelLoop,
     SlidingWindow,
+    Tool,
+    ToolRegistry,
     tool,
 )
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
@@ -32,10 +34,16 @@ WINDOW = 20
 _names = itertools.count()
 
 
-@tool
 async def bench_noop(n: int) -> int:
     """Return n."""
     return n
+
+
+def _noop_tool() -> Tool[..., Any]:
+    """The no-op tool, registered afresh: the scenarios before this one clear the registries."""
+    ToolRegistry.clear()
+    AgentRegistry.clear()
+    return tool(bench_noop)
 
 
 def _script(steps: int) -> list[Any]:
@@ -46,8 +54,9 @@ def _script(steps: int) -> list[Any]:
 class _Loops:
     """A fresh agent and loop for each timed run (a script is used up by one)."""
 
-    def __init__(self, streaming: bool) -> None:
+    def __init__(self, streaming: bool, noop: Tool[..., Any]) -> None:
         self.streaming = streaming
+        self.noop = noop
         self.loop: ModelLoop | None = None
 
     async def prepare(self, steps: int) -> None:
@@ -56,7 +65,7 @@ class _Loops:
         agent = Agent(
             f"bench-model-{next(_names)}",
             "Calls a no-op tool",
-            [bench_noop],
+            [self.noop],
             context=ContextConfig(MemoryContextStore(), SlidingWindow(WINDOW)),
         )
         self.loop = ModelLoop(agent, ScriptedModel(_script(steps)), max_steps=steps)
@@ -82,19 +91,20 @@ def _window() -> list[Message]:
 async def model_loop(steps: int) -> list[Result]:
     """The loop per step, against the bare call, with `run()` and with `stream()`."""
     window = _window()
+    noop = _noop_tool()
     rows = []
     for streaming in (False, True):
-        loops = _Loops(streaming)
+        loops = _Loops(streaming, noop)
         bare = ScriptedModel(_script(steps) * 20)  # enough replies for every repeat
 
         async def floor(ops: int, bare: ScriptedModel = bare, streaming: bool = streaming) -> None:
             if streaming:
                 for _ in range(ops):
-                    async for _event in bare.stream(window, [bench_noop]):
+                    async for _event in bare.stream(window, [noop]):
                         pass
             else:
                 for _ in range(ops):
-                    await bare.complete(window, [bench_noop])
+                    await bare.complete(window, [noop])
 
         name = f"model loop per step, {'stream()' if streaming else 'run()'}"
         rows.append(await compare(name, loops.run, floor, steps, None, prepare=loops.prepare))

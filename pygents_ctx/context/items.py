@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
@@ -32,6 +33,7 @@ def _text_error(description: object, id: object) -> TypeError:
 _new_object = object.__new__
 _set_attribute = object.__setattr__
 _CONTENT = itemgetter("content")
+_DESCRIPTION, _ID = itemgetter("description"), itemgetter("id")
 
 
 # No slots=True: before Python 3.14 a slotted frozen dataclass breaks
@@ -118,9 +120,12 @@ class ContextItem(JsonSerializable, Generic[T]):
 
         Each dict becomes an item's `__dict__` (`_from_fields`), which skips the frozen
         dataclass's `__init__`, most of the cost of a load: a queue or a pool loads
-        thousands (and builds them only when first used). `parsed`: the dicts are
-        fresh from `from_json` (see `JsonSerializable._from_json_data`).
+        thousands. `parsed`: the dicts are fresh from `from_json` (see
+        `JsonSerializable._from_json_data`).
         """
+        if type(saved) is list and _all_plain(saved):
+            # Fresh from JSON, nothing else holds the dicts: the items can keep them.
+            return saved if parsed else list(map(dict, saved))
         fields: list[dict[str, Any]] = []
         append = fields.append
         for data in saved:
@@ -156,6 +161,23 @@ class ContextItem(JsonSerializable, Generic[T]):
             _set_attribute(item, "__dict__", item_fields)
             append(item)
         return items
+
+
+def _all_plain(saved: list[Any]) -> bool:
+    """Whether every saved item is exactly the form `to_dict` writes for content that is
+    not a `Message`: a dict of `content`, `description` and `id`, the last two str or None.
+
+    One pass in C per condition: a queue or a pool saves thousands of them.
+    """
+    if not {dict}.issuperset(map(type, saved)) or not {3}.issuperset(map(len, saved)):
+        return False
+    try:  # three keys, each present: exactly these three
+        deque(map(_CONTENT, saved), maxlen=0)
+        descriptions = set(map(type, map(_DESCRIPTION, saved)))
+        ids = set(map(type, map(_ID, saved)))
+    except KeyError:
+        return False
+    return descriptions <= _TEXT_TYPES and ids <= _TEXT_TYPES
 
 
 def _saved_content(content_type: object, content: Any) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import POOL, receives_context, tag_set
 from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
@@ -61,8 +61,6 @@ class ContextPool(JsonSerializable, Generic[T]):
         >>> print(pool.catalogue())
         - [q3] Q3 report
     """
-
-    _unbuilt: list[dict[str, Any]]  # see `_from_saved`
 
     before_add = HookSlot(ContextPoolHook.BEFORE_ADD)
     after_add = HookSlot(ContextPoolHook.AFTER_ADD)
@@ -217,9 +215,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         """Hold `items` instead (keyed by id, oldest first).
 
         Whatever replaces the items goes through here: a new dict, never an emptied
-        or refilled one, which a branch may share, or which a load may not have built.
+        or refilled one, which a branch may share.
         """
-        vars(self).pop("_unbuilt", None)
         self._items, self._shared = items, False
 
     def _own(self) -> None:
@@ -385,22 +382,10 @@ class ContextPool(JsonSerializable, Generic[T]):
                 f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
             )
         pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
-        if saved.items:  # built when first used
-            del pool._items
-            pool._unbuilt = saved.items
+        # Built now, not on first use: a class with a `__getattr__` fallback slows
+        # every attribute read, adds included.
+        pool._store(OrderedDict(zip(ids, ContextItem._from_fields(saved.items), strict=True)))
         return pool
-
-    if not TYPE_CHECKING:  # a fallback for attributes mypy knows of anyway
-
-        def __getattr__(self, name: str) -> Any:
-            # Reached only for a missing attribute: in a pool loaded by `from_dict`,
-            # the items, checked when loaded and built the first time they are used.
-            fields = vars(self).pop("_unbuilt", None)
-            if fields is None:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            items = ContextItem._from_fields(fields)
-            self._items = OrderedDict(zip(map(_ID, fields), items, strict=True))
-            return getattr(self, name)
 
 
 def _check_selector(selector: object) -> Selector:

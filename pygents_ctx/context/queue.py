@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import QUEUE, receives_context, tag_set
 from pygents_ctx._dispatch import (
@@ -112,8 +112,6 @@ class ContextQueue(JsonSerializable, Generic[T]):
         >>> print(*(item.content for item in queue))
         b c
     """
-
-    _unbuilt: tuple[list[dict[str, Any]], list[int]]  # see `_from_saved`
 
     before_append = HookSlot(ContextQueueHook.BEFORE_APPEND)
     after_append = HookSlot(ContextQueueHook.AFTER_APPEND)
@@ -338,9 +336,8 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """Hold `slots` (with their token `counts`, or none when not counting) instead.
 
         Whatever replaces the items goes through here: new lists, never emptied or
-        refilled ones, which a branch may share, or which a load may not have built.
+        refilled ones, which a branch may share.
         """
-        vars(self).pop("_unbuilt", None)
         self._slots, self._head, self._counts, self._tokens = slots, 0, counts, sum(counts)
         self._shared = False
 
@@ -494,23 +491,10 @@ class ContextQueue(JsonSerializable, Generic[T]):
             if queue._counting
             else []
         )
-        if saved.items:  # as saved, no eviction on load; built when first used
-            del queue._slots, queue._counts, queue._tokens
-            queue._unbuilt = (saved.items, counts)
+        # As saved: no eviction on load. (Built now, not on first use: a class with a
+        # `__getattr__` fallback slows every attribute read, appends included.)
+        queue._store(ContextItem._from_fields(saved.items), counts)
         return queue
-
-    if not TYPE_CHECKING:  # a fallback for attributes mypy knows of anyway
-
-        def __getattr__(self, name: str) -> Any:
-            # Reached only for a missing attribute: in a queue loaded by `from_dict`,
-            # the items, checked when loaded and built the first time they are used.
-            unbuilt = vars(self).pop("_unbuilt", None)
-            if unbuilt is None:
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-            fields, counts = unbuilt
-            self._slots = ContextItem._from_fields(fields)
-            self._counts, self._tokens = counts, sum(counts)
-            return getattr(self, name)
 
 
 # A tool or hook parameter annotated `ContextQueue` receives the running agent's queue.

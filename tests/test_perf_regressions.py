@@ -2,15 +2,20 @@
 
 Global hooks are matched once per tag set and cached, a lone plain hook is
 called without a wrapper, a turn reads only the monotonic clock while it runs,
-and loading skips work for empty fields. Each test pins what a user would see
+and loading skips work for empty fields, and a loaded queue or pool builds its
+items when first read. Each test pins what a user would see
 if one of those shortcuts went wrong.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
+from collections.abc import Callable
 from typing import Any
 
+import orjson
 import pytest
 
 from pygents_ctx import (
@@ -18,6 +23,7 @@ from pygents_ctx import (
     AgentHook,
     ContextItem,
     ContextPool,
+    ContextQueue,
     HookRegistry,
     StopReason,
     ToolRegistry,
@@ -183,3 +189,88 @@ async def test_a_full_pool_without_hooks_replaces_a_known_id_without_evicting() 
 
     await pool.add(ContextItem(content="c", description="c", id="c"))
     assert [i.id for i in pool] == ["b", "c"]
+
+
+# A loaded queue or pool builds its items at the first read of any attribute:
+# whatever that read is, the user must see the same object as an eager load.
+
+
+async def _saved_queue_and_pool() -> tuple[dict[str, Any], dict[str, Any]]:
+    queue: ContextQueue[Any] = ContextQueue(limit=5)
+    pool: ContextPool[Any] = ContextPool(limit=5)
+    for i in range(3):
+        await queue.append(ContextItem(content={"n": i}))
+        await pool.add(ContextItem(content={"n": i}, description=f"doc {i}", id=f"d{i}"))
+    return queue.to_dict(), pool.to_dict()
+
+
+FIRST_READS: dict[str, Callable[[Any], object]] = {
+    "len": len,
+    "iter": lambda loaded: list(loaded),
+    "bool": bool,
+    "repr": repr,
+    "to_dict": lambda loaded: loaded.to_dict(),
+    "items": lambda loaded: loaded.items,
+    "hooks": lambda loaded: loaded.hooks,
+    "a hook decorator": lambda loaded: loaded.on_evict,
+    "vars": vars,
+    "copy": copy.copy,
+    "pickle": lambda loaded: pickle.loads(pickle.dumps(loaded)),
+}
+
+
+@pytest.mark.parametrize("first_read", FIRST_READS.values(), ids=FIRST_READS.keys())
+@pytest.mark.parametrize("kind", [ContextQueue, ContextPool])
+@pytest.mark.parametrize("via", ["dict", "json"])
+async def test_a_loaded_queue_or_pool_reads_as_one_loaded_eagerly(
+    first_read: Callable[[Any], object], kind: type[Any], via: str
+) -> None:
+    saved_queue, saved_pool = await _saved_queue_and_pool()
+    saved = saved_queue if kind is ContextQueue else saved_pool
+    loaded = kind.from_dict(saved) if via == "dict" else kind.from_json(orjson.dumps(saved))
+
+    first_read(loaded)
+
+    assert type(loaded) is kind
+    assert loaded.to_dict() == saved
+    assert [item.content["n"] for item in loaded] == [0, 1, 2]
+    assert repr(loaded).startswith(f"{kind.__name__}(limit=5, len=3")
+
+
+async def test_a_loaded_pool_branched_before_any_read_gives_two_independent_pools() -> None:
+    _, saved = await _saved_queue_and_pool()
+    parent = ContextPool.from_dict(saved)
+
+    child = parent.branch()
+    await child.add(ContextItem(content="new", description="new", id="d9"))
+    await parent.remove("d0")
+
+    assert type(parent) is ContextPool
+    assert type(child) is ContextPool
+    assert [item.id for item in parent] == ["d1", "d2"]
+    assert [item.id for item in child] == ["d0", "d1", "d2", "d9"]
+
+
+async def test_changing_the_saved_dict_after_loading_does_not_reach_the_unread_items() -> None:
+    saved_queue, saved_pool = await _saved_queue_and_pool()
+    queue, pool = ContextQueue.from_dict(saved_queue), ContextPool.from_dict(saved_pool)
+
+    saved_queue["items"][0]["description"] = "changed"
+    saved_queue["items"].clear()
+    saved_pool["items"][0]["id"] = "changed"
+
+    assert [item.description for item in queue] == [None, None, None]
+    assert [item.id for item in pool] == ["d0", "d1", "d2"]
+    assert pool.get("d0").content == {"n": 0}
+
+
+async def test_a_loaded_subclass_of_the_queue_keeps_its_class() -> None:
+    class Notes(ContextQueue[Any]):
+        def newest(self) -> object:
+            return self.items[-1].content
+
+    saved, _ = await _saved_queue_and_pool()
+    loaded = Notes.from_dict(saved)
+
+    assert loaded.newest() == {"n": 2}
+    assert type(loaded) is Notes

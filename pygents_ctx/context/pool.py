@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
+from functools import partial
 from operator import itemgetter
 from typing import Any, Generic, Self, TypeVar
 
@@ -13,6 +14,7 @@ from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
     Inherit,
+    build_on_first_read,
     check_limit,
     read_saved,
     saved_user_values,
@@ -307,7 +309,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         the same for any size. The child shares the selector and starts from a
         copy-on-write branch of the selection index, if one was built.
         """
-        child = type(self)(self._limit if isinstance(limit, Inherit) else limit, self.tags)
+        limit = self._limit if isinstance(limit, Inherit) else limit  # read before type(self)
+        child = type(self)(limit, self.tags)
         cut = 0 if child._limit is None else len(self._items) - child._limit
         if cut > 0:  # the newest that fit, in a dict of the child's own
             kept = list(self._items.items())
@@ -382,10 +385,16 @@ class ContextPool(JsonSerializable, Generic[T]):
                 f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
             )
         pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
-        # Built now, not on first use: a class with a `__getattr__` fallback slows
-        # every attribute read, adds included.
-        pool._store(OrderedDict(zip(ids, ContextItem._from_fields(saved.items), strict=True)))
+        if ids:
+            build_on_first_read(pool, "_items", partial(_keyed_items, ids, saved.items))
         return pool
+
+
+def _keyed_items(
+    ids: list[str], fields: list[dict[str, Any]]
+) -> OrderedDict[str, ContextItem[Any]]:
+    """The items of these checked saved `fields`, by their `ids`."""
+    return OrderedDict(zip(ids, ContextItem._from_fields(fields), strict=True))
 
 
 def _check_selector(selector: object) -> Selector:

@@ -28,6 +28,8 @@ from pygents_ctx import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
+    UsageRecord,
     count_message_tokens,
     count_tokens,
     from_dict,
@@ -73,6 +75,13 @@ ARCHIVED = [
     Message("assistant", [TextBlock("pic"), ImageBlock("image/png", b"x" * 300)]),
 ]
 LIVE = [Message("user", "summary: hi + pic"), Message("user", "a"), Message("assistant", "b")]
+ARCHIVE_USAGE = UsageRecord(
+    Usage(900, 40, cached_tokens=600),
+    run_id="run-7",
+    model="model-1",
+    estimated_input_tokens=880,
+    created_at="2026-11-25T10:00:00.000000+00:00",
+)
 
 
 async def _fill(path: Path) -> None:
@@ -84,6 +93,7 @@ async def _fill(path: Path) -> None:
         await archive.append_many(ARCHIVED[:1])
         await archive.append_many([*ARCHIVED[1:], *LIVE[1:]], run_id="run-7")
         await archive.replace_prefix(2, LIVE[:1])
+        await archive.record_usage(ARCHIVE_USAGE)
         await SQLiteContextStore(conn, session_id="idle").set_context_tokens(5, 0)
 
 
@@ -309,7 +319,9 @@ def test_export_then_import_recreates_the_session_exactly(db: Path, tmp_path: Pa
         "archived_run_ids",
         "messages",
         "run_ids",
+        "usage",
     ]
+    assert document["usage"] == [ARCHIVE_USAGE.to_dict()]
     assert [from_dict(m) for m in document["archived"]] == ARCHIVED
     assert (document["archived_run_ids"], document["run_ids"]) == (
         [None, "run-7"],
@@ -318,6 +330,7 @@ def test_export_then_import_recreates_the_session_exactly(db: Path, tmp_path: Pa
     assert asyncio.run(run_ids(copy, "weather-archive")) == asyncio.run(
         run_ids(db, "weather-archive")
     )
+    assert asyncio.run(usage_records(copy, "weather-archive")) == [ARCHIVE_USAGE]
 
 
 async def run_ids(path: Path, session_id: str) -> list[str | None]:
@@ -327,12 +340,32 @@ async def run_ids(path: Path, session_id: str) -> list[str | None]:
     return [stored.run_id for stored in (*snapshot.archived, *snapshot.messages)]
 
 
+async def usage_records(path: Path, session_id: str) -> list[UsageRecord]:
+    async with connect(path) as conn:
+        return await SQLiteContextStore(conn, session_id=session_id).get_usage()
+
+
+def test_a_version_2_file_without_usage_records_still_imports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    file = tmp_path / "v2.json"
+    document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
+    del document["usage"]
+    file.write_bytes(orjson.dumps({**document, "version": 2}))
+
+    code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
+
+    assert (code, err) == (0, "")
+    assert read_session(tmp_path / "new.db", "old") == ([*ARCHIVED, *LIVE], LIVE, (3, 4))
+    assert asyncio.run(usage_records(tmp_path / "new.db", "old")) == []
+
+
 def test_a_version_1_file_without_run_ids_still_imports(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     file = tmp_path / "v1.json"
     document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
-    del document["run_ids"], document["archived_run_ids"]
+    del document["run_ids"], document["archived_run_ids"], document["usage"]
     file.write_bytes(orjson.dumps({**document, "version": 1}))
 
     code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
@@ -866,7 +899,18 @@ def test_import_without_a_session_id_makes_a_new_one(
         ("[]", "{file} must hold a JSON object with a 'messages' list, not a list"),
         ('{"messages": [], "extra": 1}', "{file} has unknown keys 'extra'"),
         ('{"archived": []}', "{file} has no 'messages' list"),
-        ('{"version": 3, "messages": []}', "version 3 is not supported; this pygents_ctx"),
+        ('{"version": 4, "messages": []}', "version 4 is not supported; this pygents_ctx"),
+        ('{"version": 2, "messages": [], "usage": []}', "{file} has unknown keys 'usage'"),
+        ('{"messages": [], "usage": {}}', "{file}: usage must be a list of usage records"),
+        ('{"messages": [], "usage": [3]}', "{file}: usage[0] must be an object with a 'usage'"),
+        (
+            '{"messages": [], "usage": [{"usage": {"input_tokens": -1}}]}',
+            "{file}: usage[0]: Usage.input_tokens must be at least 0, not -1",
+        ),
+        (
+            '{"messages": [], "usage": [{"usage": {}, "cost": 1}]}',
+            "{file}: usage[0]: UsageRecord has no field 'cost'",
+        ),
         ('{"version": "2", "messages": []}', "version '2' is not supported"),
         ('{"version": [2], "messages": []}', "version [2] is not supported"),
         ('{"version": 1, "messages": [], "run_ids": []}', "{file} has unknown keys 'run_ids'"),

@@ -1,23 +1,25 @@
 """The `export` and `import` commands, and the session file one writes and the other reads.
 
-One JSON object, format version 2:
+One JSON object, format version 3:
 
     {
-      "version": 2,
+      "version": 3,
       "session_id": "demo",
       "input_tokens": 1200,
       "output_tokens": 340,
       "archived": [ ...messages in to_dict() form, oldest first... ],
       "archived_run_ids": [ ...each archived message's run id, or null... ],
       "messages": [ ...the live history, oldest first... ],
-      "run_ids": [ ...each live message's run id, or null... ]
+      "run_ids": [ ...each live message's run id, or null... ],
+      "usage": [ ...the usage records in UsageRecord.to_dict() form, oldest first... ]
     }
 
-Only `messages` is required when reading: `version` defaults to 2, `session_id`
-to none (a new id), `archived` to `[]`, the run ids to null and the token
-counts to 0. Version 1 (written before run ids were kept) is the same without
-the two run id lists, which it refuses. Unknown keys are refused, so a typo does not silently
-drop data.
+Only `messages` is required when reading: `version` defaults to 3, `session_id`
+to none (a new id), `archived` and `usage` to `[]`, the run ids to null and the
+token counts to 0. Version 2 (written before usage records were kept) is the
+same without `usage`, and version 1 (before run ids) also without the two run
+id lists; each refuses the keys it did not have. Unknown keys are refused, so a
+typo does not silently drop data.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pygents_ctx.context.messages import Message, from_dict, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
 from pygents_ctx.context.stores._common import LARGEST, new_session_id
 from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
+from pygents_ctx.context.usage import UsageRecord
 
 __all__ = [
     "FORMAT_VERSION",
@@ -51,12 +54,10 @@ __all__ = [
     "save_session",
 ]
 
-FORMAT_VERSION: Final = 2
+FORMAT_VERSION: Final = 3
 _KEYS_V1: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
-_KEYS: Final = {
-    1: _KEYS_V1,
-    2: (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids"),
-}
+_KEYS_V2: Final = (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids")
+_KEYS: Final = {1: _KEYS_V1, 2: _KEYS_V2, 3: (*_KEYS_V2, "usage")}
 
 
 class SessionFileError(ValueError):
@@ -65,7 +66,8 @@ class SessionFileError(ValueError):
 
 @dataclass(frozen=True, slots=True, init=False)
 class SessionFile:
-    """A session as the file holds it: its id, history and archive with run ids, token usage.
+    """A session as the file holds it: its id, history and archive with run ids, token
+    usage and usage records.
 
     `messages` and `archived` accept `StoredMessage`s or plain `Message`s
     (no run id).
@@ -76,6 +78,7 @@ class SessionFile:
     archived: tuple[StoredMessage, ...]
     input_tokens: int
     output_tokens: int
+    usage: tuple[UsageRecord, ...]
 
     def __init__(
         self,
@@ -84,12 +87,14 @@ class SessionFile:
         archived: Sequence[StoredMessage | Message],
         input_tokens: int = 0,
         output_tokens: int = 0,
+        usage: Sequence[UsageRecord] = (),
     ) -> None:
         object.__setattr__(self, "session_id", session_id)
         object.__setattr__(self, "messages", _as_stored(messages))
         object.__setattr__(self, "archived", _as_stored(archived))
         object.__setattr__(self, "input_tokens", input_tokens)
         object.__setattr__(self, "output_tokens", output_tokens)
+        object.__setattr__(self, "usage", tuple(usage))
 
     @classmethod
     def of(cls, snapshot: SessionSnapshot) -> SessionFile:
@@ -100,12 +105,18 @@ class SessionFile:
             snapshot.archived,
             snapshot.input_tokens,
             snapshot.output_tokens,
+            snapshot.usage,
         )
 
     def snapshot(self, session_id: str) -> SessionSnapshot:
         """What `restore()` writes for this file, into the session `session_id`."""
         return SessionSnapshot(
-            session_id, self.messages, self.archived, self.input_tokens, self.output_tokens
+            session_id,
+            self.messages,
+            self.archived,
+            self.input_tokens,
+            self.output_tokens,
+            usage=self.usage,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,6 +130,7 @@ class SessionFile:
             "archived_run_ids": [stored.run_id for stored in self.archived],
             "messages": [to_dict(stored.message) for stored in self.messages],
             "run_ids": [stored.run_id for stored in self.messages],
+            "usage": [record.to_dict() for record in self.usage],
         }
 
     def to_json(self) -> bytes:
@@ -178,6 +190,7 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
         _stored(document, "archived", "archived_run_ids", source),
         _tokens(document, "input_tokens", source),
         _tokens(document, "output_tokens", source),
+        _usage(document, source),
     )
 
 
@@ -232,6 +245,26 @@ def _strip_owner(reason: str) -> str:
         if reason.startswith(owner) and reason[len(owner) : len(owner) + 1] in (".", ":", " "):
             return reason[len(owner) :]
     return f": {reason}"
+
+
+def _usage(document: Mapping[str, Any], source: str) -> list[UsageRecord]:
+    items = document.get("usage", [])
+    if not isinstance(items, list):
+        raise SessionFileError(
+            f"{source}: usage must be a list of usage records, not {type(items).__name__}"
+        )
+    records = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise SessionFileError(
+                f"{source}: usage[{index}] must be an object with a 'usage' dict of token "
+                f"amounts (UsageRecord.to_dict() form), not {shown(item)}"
+            )
+        try:
+            records.append(UsageRecord.from_dict(item))
+        except (TypeError, ValueError) as exc:
+            raise SessionFileError(f"{source}: usage[{index}]: {exc}") from None
+    return records
 
 
 def _tokens(document: Mapping[str, Any], key: str, source: str) -> int:

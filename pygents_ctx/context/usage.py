@@ -17,6 +17,7 @@ from typing import Any
 __all__ = ["Usage", "UsageRecord"]
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
+_RECORD_FIELDS = ("usage", "run_id", "model", "estimated_input_tokens", "created_at")
 
 
 def _now() -> str:
@@ -142,3 +143,32 @@ class UsageRecord:
                 )
         if self.estimated_input_tokens is not None:
             _check_amount("UsageRecord", "estimated_input_tokens", self.estimated_input_tokens)
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"usage", "run_id", "model", "estimated_input_tokens", "created_at"}`.
+
+        `usage` is `Usage.to_dict()`.
+        """
+        return {
+            "usage": self.usage.to_dict(),
+            "run_id": self.run_id,
+            "model": self.model,
+            "estimated_input_tokens": self.estimated_input_tokens,
+            "created_at": self.created_at,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
+        """A `UsageRecord` from `to_dict()` output; only `usage` is required.
+
+        Raises:
+            TypeError, ValueError: As for the constructor, `usage` is missing or
+                not a dict, or a key is unknown.
+        """
+        unknown = sorted(set(data) - set(_RECORD_FIELDS))
+        if unknown:
+            raise ValueError(f"UsageRecord has no field {unknown[0]!r}; expected {_RECORD_FIELDS}")
+        usage = data.get("usage")
+        if not isinstance(usage, Mapping):
+            raise TypeError(f"UsageRecord.usage must be a dict of amounts, not {usage!r}")
+        return cls(Usage.from_dict(usage), **{k: v for k, v in data.items() if k != "usage"})

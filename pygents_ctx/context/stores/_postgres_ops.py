@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
@@ -26,6 +27,7 @@ from pygents_ctx.context.stores._common import (
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
+from pygents_ctx.context.usage import UsageRecord
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -406,8 +408,8 @@ async def fork(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None
 
 # -- snapshot and restore ---------------------------------------------------------
 
-# One statement, so one snapshot of the database: the token usage, the archive and
-# the live history.
+# The token usage, the archive and the live history in one statement; `snapshot` reads
+# the usage records beside it in the same repeatable-read transaction (one moment).
 SNAPSHOT: Final = """
     SELECT 0 AS part, 0 AS ord, input_tokens AS tokens, NULL::bytea AS data,
            NULL::text AS run_id, output_tokens AS extra
@@ -422,16 +424,20 @@ SNAPSHOT: Final = """
 
 
 async def snapshot(session_id: str, conn: AsyncConnection[Any]) -> SessionSnapshot:
-    cursor = await conn.execute(SNAPSHOT, {"session": session_id})
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        cursor = await conn.execute(SNAPSHOT, {"session": session_id})
+        rows = await cursor.fetchall()
+        usage = await usage_sql.read_postgres(session_id, None, conn)
     tokens = (0, 0)
     parts: tuple[list[StoredMessage], list[StoredMessage]] = ([], [])
-    for part, order, count, data, run_id, extra in await cursor.fetchall():
+    for part, order, count, data, run_id, extra in rows:
         if part == 0:
             tokens = (int(count), int(extra))
         else:
             parts[part - 1].append(StoredMessage(decode(session_id, order, count, data), run_id))
     archived, live = parts
-    return SessionSnapshot(session_id, live, archived, *tokens)
+    return SessionSnapshot(session_id, live, archived, *tokens, usage=usage)
 
 
 async def restore(
@@ -439,6 +445,7 @@ async def restore(
     live: tuple[list[str | None], Batch],
     archived: tuple[list[str | None], Batch],
     tokens: tuple[int, int],
+    usage: tuple[UsageRecord, ...],
     conn: AsyncConnection[Any],
 ) -> None:
     (live_runs, batch), (archived_runs, old) = live, archived
@@ -484,6 +491,7 @@ async def restore(
                 "data": batch.data,
             },
         )
+        await usage_sql.insert_postgres(session_id, usage, conn)
         await conn.execute(
             "UPDATE pygents_sessions SET message_count = %(count)s, live_tokens = %(total)s, "
             "next_position = next_position + %(count)s, input_tokens = %(input)s, "

@@ -12,6 +12,7 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
@@ -21,6 +22,7 @@ from pygents_ctx.context.stores._common import (
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
+from pygents_ctx.context.usage import UsageRecord
 
 __all__ = [
     "ADD_TOKENS",
@@ -290,16 +292,17 @@ def snapshot(session_id: str, db: Db) -> SessionSnapshot:
             "SELECT id, tokens, data, run_id FROM pygents_archive WHERE session_id = ? ORDER BY id",
             (session_id,),
         ).fetchall()
-        return tokens or (0, 0), live, archived
+        return tokens or (0, 0), live, archived, usage_sql.read_sqlite(session_id, None, db)
 
     # One read transaction: one moment, whoever writes meanwhile.
-    (input_tokens, output_tokens), live, archived = in_transaction(db, read, "BEGIN")
+    (input_tokens, output_tokens), live, archived, usage = in_transaction(db, read, "BEGIN")
     return SessionSnapshot(
         session_id,
         [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in live],
         [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in archived],
         input_tokens,
         output_tokens,
+        usage=usage,
     )
 
 
@@ -309,6 +312,7 @@ def restore(
     live: list[tuple[str | None, Encoded]],
     archived: list[tuple[str | None, Encoded]],
     tokens: tuple[int, int],
+    usage: tuple[UsageRecord, ...],
     db: Db,
 ) -> None:
     db.execute(ENSURE, (session_id, created_at))
@@ -325,6 +329,7 @@ def restore(
         [(session_id, run_id, *row) for run_id, row in archived],
     )
     db.executemany(APPEND, [(session_id, session_id, run_id, *row) for run_id, row in live])
+    usage_sql.insert_sqlite(session_id, usage, db)
     db.execute(
         "UPDATE pygents_sessions SET input_tokens = ?, output_tokens = ?, preview = ?, "
         "generation = generation + 1 WHERE session_id = ?",

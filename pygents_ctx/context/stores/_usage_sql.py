@@ -8,6 +8,7 @@ same transaction, so the records and the totals never disagree.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.usage import Usage, UsageRecord
@@ -125,6 +126,11 @@ def record_sqlite(
     db.execute(_SQLITE_INSERT, (session_id, *_row(record)))
 
 
+def insert_sqlite(session_id: str, records: Iterable[UsageRecord], db: sqlite3.Connection) -> None:
+    """Insert the records as they are, leaving the session's token totals alone."""
+    db.executemany(_SQLITE_INSERT, [(session_id, *_row(record)) for record in records])
+
+
 def read_sqlite(session_id: str, run_id: str | None, db: sqlite3.Connection) -> list[UsageRecord]:
     sql = _select("?", run_id)
     params = (session_id,) if run_id is None else (session_id, run_id)
@@ -161,6 +167,17 @@ async def record_postgres(session_id: str, record: UsageRecord, conn: AsyncConne
     async with conn.transaction():
         await conn.execute(_POSTGRES_ADD, (session_id, usage.input_tokens, usage.output_tokens))
         await conn.execute(_POSTGRES_INSERT, (session_id, *_row(record)))
+
+
+async def insert_postgres(
+    session_id: str, records: Sequence[UsageRecord], conn: AsyncConnection[Any]
+) -> None:
+    """Insert the records as they are, leaving the session's token totals alone."""
+    if records:
+        async with conn.cursor() as cursor:
+            await cursor.executemany(
+                _POSTGRES_INSERT, [(session_id, *_row(record)) for record in records]
+            )
 
 
 async def read_postgres(

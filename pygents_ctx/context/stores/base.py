@@ -153,6 +153,7 @@ class SessionSnapshot:
         archived: The archive (what `replace_prefix` took out), oldest first.
         input_tokens: Input tokens the provider reported for the session.
         output_tokens: Output tokens the provider reported for the session.
+        usage: The usage records (`record_usage`), oldest first.
 
     Raises:
         TypeError: A field has the wrong type.
@@ -170,6 +171,7 @@ class SessionSnapshot:
     archived: tuple[StoredMessage, ...]
     input_tokens: int
     output_tokens: int
+    usage: tuple[UsageRecord, ...]
 
     def __init__(
         self,
@@ -178,13 +180,17 @@ class SessionSnapshot:
         archived: Iterable[StoredMessage | Message] = (),
         input_tokens: int = 0,
         output_tokens: int = 0,
+        *,
+        usage: Iterable[UsageRecord] = (),
     ) -> None:
         tokens = check_tokens(input_tokens, output_tokens)
+        records = tuple(map(check_usage_record, usage))
         object.__setattr__(self, "session_id", check_session_id(session_id))
         object.__setattr__(self, "messages", _stored(messages, "messages"))
         object.__setattr__(self, "archived", _stored(archived, "archived"))
         object.__setattr__(self, "input_tokens", tokens[0])
         object.__setattr__(self, "output_tokens", tokens[1])
+        object.__setattr__(self, "usage", records)
 
 
 def keeps_archive(store: ContextStore) -> bool:
@@ -400,13 +406,13 @@ class ContextStore(ClosesOnExit, ABC):
         return await _FORK_INTO[0].from_context(self, session_id=session_id)
 
     async def snapshot(self) -> SessionSnapshot:
-        """Everything the session holds: the history and the archive with their run ids, and
-        the token usage.
+        """Everything the session holds: the history and the archive with their run ids, the
+        token usage and the usage records.
 
         The built-in backends read it in one transaction, so it is one consistent
         moment even while other processes write. This default reads
-        `get_history()` (with and without the archive) and
-        `get_context_tokens()`; it knows no run ids.
+        `get_history()` (with and without the archive), `get_context_tokens()`
+        and `get_usage()`; it knows no run ids.
         """
         live = await self.get_history()
         if takes_keyword(self.get_history, "include_archived"):
@@ -414,19 +420,24 @@ class ContextStore(ClosesOnExit, ABC):
             archived = everything[: max(len(everything) - len(live), 0)]
         else:
             archived = []
-        return SessionSnapshot(self.session_id, live, archived, *await self.get_context_tokens())
+        tokens = await self.get_context_tokens()
+        return SessionSnapshot(
+            self.session_id, live, archived, *tokens, usage=await self.get_usage()
+        )
 
     async def restore(self, snapshot: SessionSnapshot) -> None:
         """Write `snapshot` into this store's session, which must hold no messages yet.
 
-        The history and the archive keep their order and run ids; the token
-        usage becomes the snapshot's. `snapshot.session_id` is not used: the
-        messages go to this store's session, so `restore(other.snapshot())`
-        copies a session, across backends too. The built-in backends write
-        everything in one transaction: if it fails, nothing was written.
+        The history and the archive keep their order and run ids, the usage
+        records are added, and the token usage becomes the snapshot's.
+        `snapshot.session_id` is not used: the messages go to this store's
+        session, so `restore(other.snapshot())` copies a session, across
+        backends too. The built-in backends write everything in one
+        transaction: if it fails, nothing was written.
 
         This default checks `count()` and the archive, then calls `append_many()`
-        (once per run), `replace_prefix()` and `set_context_tokens()`: not atomic.
+        (once per run), `replace_prefix()`, `record_usage()` (once per record)
+        and `set_context_tokens()`: not atomic.
         A store without its own `replace_prefix` keeps no archive, so only the
         live history is written to it.
 
@@ -447,6 +458,9 @@ class ContextStore(ClosesOnExit, ABC):
             await self.append_many([stored.message for stored in group], run_id=run_id)
         if archived:
             await self.replace_prefix(len(archived), ())
+        for record in snapshot.usage:
+            await self.record_usage(record)
+        # After the records, which add their tokens: the totals are the snapshot's.
         await self.set_context_tokens(snapshot.input_tokens, snapshot.output_tokens)
 
     async def close(self) -> None:
@@ -547,11 +561,11 @@ class ContextStore(ClosesOnExit, ABC):
 
     @classmethod
     async def from_context(cls, store: ContextStore, /, **kwargs: Any) -> Self:
-        """A new store of this class holding a copy of `store`: history, archive, run ids, tokens.
+        """A new store of this class holding a copy of `store`: history, archive, run ids,
+        token usage and usage records.
 
         `kwargs` go to the constructor, as for `from_history`. It is
-        `restore(await store.snapshot())` on a new store, then a copy of the
-        usage records.
+        `restore(await store.snapshot())` on a new store.
 
         Raises:
             TypeError: `store` is not a `ContextStore`.
@@ -562,10 +576,6 @@ class ContextStore(ClosesOnExit, ABC):
         snapshot = await store.snapshot()
         clone = cls(**kwargs)
         await clone.restore(snapshot)
-        for record in await store.get_usage():
-            await clone.record_usage(record)
-        # After the records, which add their tokens: the copy's totals are the source's.
-        await clone.set_context_tokens(snapshot.input_tokens, snapshot.output_tokens)
         return clone
 
 

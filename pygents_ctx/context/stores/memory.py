@@ -227,13 +227,14 @@ class MemoryContextStore(ContextStore):
         return clone
 
     async def snapshot(self) -> SessionSnapshot:
-        """The history and the archive with their run ids, and the token usage."""
+        """The history and the archive with their run ids, the token usage and usage records."""
         return SessionSnapshot(
             self.session_id,
             map(StoredMessage, self._messages, self._runs),
             (StoredMessage(entry.message, entry.run_id) for entry in self._archive),
             self._input_tokens,
             self._output_tokens,
+            usage=self._usage_records or (),
         )
 
     async def restore(self, snapshot: SessionSnapshot) -> None:
@@ -253,6 +254,8 @@ class MemoryContextStore(ContextStore):
         self._note_preview(entry.message for entry in self._archive)
         for stored in snapshot.messages:
             self._extend([stored.message], stored.run_id)
+        if snapshot.usage:
+            self._usage_records = [*(self._usage_records or ()), *snapshot.usage]
         self._input_tokens, self._output_tokens = snapshot.input_tokens, snapshot.output_tokens
 
     # -- sessions -----------------------------------------------------------

@@ -79,6 +79,15 @@ def _check_run(value: object) -> str | None:
     return None if run_id is None else _no_nul("run_id", run_id)
 
 
+def _storable_record(record: UsageRecord) -> UsageRecord:
+    """`record`, if text columns can hold its run id and model name (no NUL)."""
+    for name in ("run_id", "model"):
+        value = getattr(record, name)
+        if value is not None:
+            _no_nul(f"UsageRecord.{name}", value)
+    return record
+
+
 def _retrieve(task: asyncio.Task[Any]) -> None:
     # A call whose caller was cancelled still finishes; nobody awaits its outcome.
     if not task.cancelled():
@@ -390,9 +399,9 @@ class PostgresContextStore(ContextStore):
         return PostgresContextStore(self._conn, session_id=new_id)
 
     async def snapshot(self) -> SessionSnapshot:
-        """The history and the archive with their run ids, and the token usage.
+        """The history and the archive with their run ids, the token usage and usage records.
 
-        One statement: a consistent moment, whatever other workers write.
+        One repeatable-read transaction: a consistent moment, whatever other workers write.
         """
         return await self._conn.run(partial(ops.snapshot, self.session_id))
 
@@ -403,7 +412,7 @@ class PostgresContextStore(ContextStore):
             TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
                 a value JSON cannot hold (nothing is written).
             ValueError: The session already holds messages (live or archived),
-                or a run id holds a NUL character; nothing is written.
+                or a run id or model name holds a NUL character; nothing is written.
         """
         snapshot = check_snapshot(snapshot)
         parts = tuple(
@@ -411,8 +420,11 @@ class PostgresContextStore(ContextStore):
             for part in (snapshot.messages, snapshot.archived)
         )
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
+        usage = tuple(map(_storable_record, snapshot.usage))
         self._cache.forget()
-        await self._conn.run(partial(ops.restore, self.session_id, parts[0], parts[1], tokens))
+        await self._conn.run(
+            partial(ops.restore, self.session_id, parts[0], parts[1], tokens, usage)
+        )
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""
@@ -453,11 +465,7 @@ class PostgresContextStore(ContextStore):
             TypeError: `record` is not a `UsageRecord`.
             ValueError: Its run id or model name holds a NUL character.
         """
-        record = check_usage_record(record)
-        for name in ("run_id", "model"):
-            value = getattr(record, name)
-            if value is not None:
-                _no_nul(f"UsageRecord.{name}", value)
+        record = _storable_record(check_usage_record(record))
         await self._conn.run(partial(usage_sql.record_postgres, self.session_id, record))
 
     async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:

@@ -310,7 +310,7 @@ class SQLiteContextStore(ContextStore):
         return fork
 
     async def snapshot(self) -> SessionSnapshot:
-        """The history and the archive with their run ids, and the token usage.
+        """The history and the archive with their run ids, the token usage and usage records.
 
         One read transaction: a consistent moment, whatever other processes write.
         """
@@ -330,7 +330,9 @@ class SQLiteContextStore(ContextStore):
         archived = [(stored.run_id, ops.encode(stored.message)) for stored in snapshot.archived]
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
         self._cache.forget()
-        work = partial(ops.restore, self.session_id, now_iso(), live, archived, tokens)
+        work = partial(
+            ops.restore, self.session_id, now_iso(), live, archived, tokens, snapshot.usage
+        )
         await self._write(work, ensures=True)
 
     async def close(self) -> None:

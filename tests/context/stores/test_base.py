@@ -19,6 +19,8 @@ from pygents_ctx import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
+    Usage,
+    UsageRecord,
     count_message_tokens,
     from_dict,
     to_dict,
@@ -577,11 +579,21 @@ async def a_session_with_runs(make_store: MakeStore) -> ContextStore:
     await store.append_many(numbered(3), run_id="r1")
     await store.replace_prefix(2, [Message("user", "S")])
     await store.append(Message("assistant", "late"), run_id="r2")
+    await store.record_usage(A_CALL)
     await store.set_context_tokens(120, 7)
     return store
 
 
-async def test_snapshot_holds_the_history_archive_run_ids_and_tokens(
+A_CALL = UsageRecord(
+    Usage(100, 5, cached_tokens=60),
+    run_id="r2",
+    model="model-1",
+    estimated_input_tokens=98,
+    created_at="2026-11-25T10:00:00.000000+00:00",
+)
+
+
+async def test_snapshot_holds_the_history_archive_run_ids_tokens_and_usage(
     make_store: MakeStore,
 ) -> None:
     snapshot = await (await a_session_with_runs(make_store)).snapshot()
@@ -594,6 +606,7 @@ async def test_snapshot_holds_the_history_archive_run_ids_and_tokens(
         ("S", None), ("m1", "r1"), ("m2", "r1"), ("late", "r2"),
     ]  # fmt: skip
     assert (snapshot.input_tokens, snapshot.output_tokens) == (120, 7)
+    assert snapshot.usage == (A_CALL,)
 
 
 async def test_restore_rebuilds_the_session_through_any_other_backend(
@@ -615,6 +628,8 @@ async def test_restore_rebuilds_the_session_through_any_other_backend(
     assert await copy.token_count() == await source.token_count()
     [info] = [i for i in await copy.list_sessions() if i.session_id == "copy"]
     assert (info.preview, info.message_count, info.input_tokens) == ("first question", 4, 120)
+    assert await copy.get_usage(run_id="r2") == [A_CALL]
+    assert await copy.get_context_tokens() == (120, 7)  # the records did not add theirs again
     await copy.clear_run("r1")  # the run ids came along
     assert texts(await copy.get_history(include_archived=True)) == ["first question", "S", "late"]
 
@@ -630,7 +645,7 @@ async def test_restore_into_a_session_that_holds_messages_writes_nothing(
     before = await store.snapshot()
 
     with pytest.raises(ValueError, match="already holds messages"):
-        await store.restore(SessionSnapshot("other", numbered(3), [], 50, 5))
+        await store.restore(SessionSnapshot("other", numbered(3), [], 50, 5, usage=[A_CALL]))
 
     assert await store.snapshot() == before
 
@@ -665,7 +680,9 @@ async def test_a_restore_that_fails_half_way_writes_nothing(
     store = SQLiteContextStore(conn, session_id="half")
 
     with pytest.raises(sqlite3.OperationalError):
-        await store.restore(SessionSnapshot("x", numbered(5), numbered(2, "a"), 3, 4))
+        await store.restore(
+            SessionSnapshot("x", numbered(5), numbered(2, "a"), 3, 4, usage=[A_CALL])
+        )
 
     assert await store.snapshot() == SessionSnapshot("half")
 
@@ -675,6 +692,8 @@ def test_a_snapshot_checks_what_it_is_given() -> None:
     assert snapshot.messages == (StoredMessage(Message("user", "plain"), None),)
     assert snapshot.archived == ()
 
+    with pytest.raises(TypeError, match="record_usage needs a UsageRecord, not Usage"):
+        SessionSnapshot("s", usage=[Usage(1, 1)])  # type: ignore[list-item]
     with pytest.raises(TypeError, match=r"messages\[1\] must be a StoredMessage"):
         SessionSnapshot("s", [Message("user", "ok"), "text"])  # type: ignore[list-item]
     with pytest.raises(TypeError, match="archived must be an iterable"):
@@ -804,6 +823,7 @@ async def test_default_snapshot_and_restore_use_the_two_methods_and_clear() -> N
     source = MemoryContextStore(numbered(4))
     await source.append(Message("user", "tagged"), run_id="r")
     await source.replace_prefix(1, [])
+    await source.record_usage(A_CALL)
     await source.set_context_tokens(5, 6)
     runs: list[str | None] = []
 
@@ -820,6 +840,7 @@ async def test_default_snapshot_and_restore_use_the_two_methods_and_clear() -> N
     assert snapshot.archived == ()  # the default replace_prefix keeps no archive
     assert {s.run_id for s in snapshot.messages} == {None}  # nor run ids
     assert (snapshot.input_tokens, snapshot.output_tokens) == (5, 6)
+    assert snapshot.usage == (A_CALL,)  # kept by the default record_usage
     assert "r" in runs  # restore passed the run id to append
     with pytest.raises(ValueError, match="already holds messages"):
         await store.restore(await source.snapshot())

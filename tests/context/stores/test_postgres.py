@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from psycopg import sql
 
-from pygents_ctx import Message, ToolUseBlock, count_message_tokens
+from pygents_ctx import Message, ToolUseBlock, Usage, UsageRecord, count_message_tokens
 from pygents_ctx.context.stores import (
     ContextStore,
     MemoryContextStore,
@@ -183,6 +183,9 @@ async def test_nul_characters_are_kept_in_messages_and_refused_in_ids(
         store.clear_run("r\x00"),
         PostgresContextStore(pg_conn, session_id="new").restore(
             SessionSnapshot("s", [StoredMessage(Message("user", "x"), "r\x00")])
+        ),
+        PostgresContextStore(pg_conn, session_id="new").restore(
+            SessionSnapshot("s", usage=[UsageRecord(Usage(1, 1), run_id="r\x00")])
         ),
     ):
         with pytest.raises(ValueError, match="run_id must not contain NUL"):

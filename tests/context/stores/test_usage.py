@@ -202,3 +202,22 @@ async def test_a_custom_store_gets_working_defaults() -> None:
     assert [r.usage for r in await store.get_usage(run_id="r")] == [Usage(9, 2)]
     assert await store.get_context_tokens() == (9, 2)
     assert await other.get_usage() == []  # records are per instance
+
+
+def test_a_record_round_trips_through_its_dict_and_refuses_unknown_fields() -> None:
+    full = UsageRecord(
+        Usage(1_000, 40, cached_tokens=600),
+        run_id="run-1",
+        model="m",
+        estimated_input_tokens=950,
+        created_at="2026-11-25T10:00:00.000000+00:00",
+    )
+
+    assert UsageRecord.from_dict(full.to_dict()) == full
+    assert UsageRecord.from_dict({"usage": {"input_tokens": 3}}).usage == Usage(3, 0)
+    with pytest.raises(ValueError, match="UsageRecord has no field 'cost'"):
+        UsageRecord.from_dict({"usage": {}, "cost": 0.1})
+    with pytest.raises(TypeError, match=r"UsageRecord\.usage must be a dict of amounts"):
+        UsageRecord.from_dict({"model": "m"})
+    with pytest.raises(TypeError, match=r"UsageRecord\.run_id must be a str or None"):
+        UsageRecord.from_dict({"usage": {}, "run_id": 5})

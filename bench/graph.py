@@ -1,4 +1,4 @@
-"""Scenario 9: `GraphStore.neighbors(depth=2)` on a graph of 100,000 relationships.
+"""`GraphStore.neighbors(depth=2)` on a graph of 100,000 relationships.
 
 The graph: 20,000 entities with a small property each, 100,000 relationships
 of three types between random pairs (about 10 per entity), so a depth-2 walk

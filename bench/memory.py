@@ -1,4 +1,4 @@
-"""Scenario 9: relevance selection and vector search at 1,000 and 100,000 items.
+"""Relevance selection and vector search at 1,000 and 100,000 items.
 
 Descriptions are 8 to 16 words drawn from a 20,000-word vocabulary with
 Zipf-like frequencies (a few words are everywhere, most are rare, as in

@@ -1,4 +1,4 @@
-"""Scenario 8: appending messages to a token-bounded ContextQueue, small and large.
+"""Appending messages to a token-bounded ContextQueue, small and large.
 
 The queue runs at steady state: its token budget holds about `size` messages,
 so every append adds one message's count, evicts by budget and checks the pair

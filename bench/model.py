@@ -1,4 +1,4 @@
-"""Scenario 9: what `ModelLoop` adds to each model call, on a scripted model.
+"""What `ModelLoop` adds to each model call, on a scripted model.
 
 A step of ours is one model call whose reply calls one tool, and that call:
 `model_think` (the window from a `MemoryContextStore` through

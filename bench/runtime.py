@@ -1,4 +1,4 @@
-"""Scenarios 1-7: the agent loop, hooks, generators, routing, queue/pool, saving, branching."""
+"""The runtime: the agent loop, hooks, generators, routing, queue/pool, saving, branching."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Scenario 8: the SQLite context store against raw `sqlite3` in one thread.
+"""The SQLite context store against raw `sqlite3` in one thread.
 
 The floors do the same work with no store around it: encode the message
 (`orjson` of `to_dict`), run the INSERT or SELECT on a same-shaped table in

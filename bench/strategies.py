@@ -1,4 +1,4 @@
-"""Scenario 9: context strategies before every model call, and over a huge history.
+"""Context strategies before every model call, and over a huge history.
 
 A synthetic agent run of `steps` steps: each step is an assistant tool call and
 a user message with its ~2 KB result; every 25th step a user follow-up and the
@@ -266,7 +266,7 @@ async def _pass(
 
 
 async def strategies(steps: int = 3_000, size: int = 100_000) -> list[Result]:
-    """Scenario 9: the agent run for two strategies, then one pass of each over `size` messages.
+    """The agent run for two strategies, then one pass of each over `size` messages.
 
     "Clear+FitTokens" is `Pipeline([ClearToolResults(), FitTokens(8000)])`. In
     the one-pass names, clear = `ClearToolResults()`, clip =

@@ -1,4 +1,8 @@
-"""What the queue and the pool share: limits, the inherit sentinel, saved-state checks."""
+"""What the queue and the pool share.
+
+Limits, the inherit sentinel, the checks of a saved queue or pool, and the
+building of loaded items at the first read.
+"""
 
 from __future__ import annotations
 

@@ -48,6 +48,7 @@ from pygents_ctx import (
     connect,
 )
 from pygents_ctx.memory import _table
+from pygents_ctx.memory.vectors.sqlite import sqlite_vec_loads
 
 K = 5
 _WORD = __import__("re").compile(r"\w+")
@@ -199,26 +200,9 @@ async def _search(size: int, ops: int, descriptions: list[str], queries: list[st
         await _memory_search(size, ops, documents, query_vectors, floor),
         await _sqlite_search(size, ops, documents, query_vectors),
     ]
-    if _sqlite_vec_loads():  # only where this Python's sqlite3 can load extensions
+    if sqlite_vec_loads():  # only where this Python's sqlite3 can load extensions
         results.append(await _sqlite_search(size, ops, documents, query_vectors, vec=True))
     return results
-
-
-def _sqlite_vec_loads() -> bool:
-    try:
-        import sqlite_vec  # type: ignore[import-untyped]
-
-    except ImportError:
-        return False
-    db = sqlite3.connect(":memory:")
-    try:
-        db.enable_load_extension(True)
-        sqlite_vec.load(db)
-    except (AttributeError, sqlite3.Error):
-        return False
-    finally:
-        db.close()
-    return True
 
 
 async def _memory_search(

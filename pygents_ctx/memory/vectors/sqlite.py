@@ -146,6 +146,21 @@ def _load_sqlite_vec(db: Db) -> None:
         raise MissingExtensionError(f"sqlite-vec failed to load: {exc}") from exc
 
 
+def sqlite_vec_loads() -> bool:
+    """Whether sqlite-vec loads into this Python's sqlite3 (what `sqlite_vec=None` finds).
+
+    The bench and the tests ask it to choose their sqlite-vec rows and cases.
+    """
+    db = sqlite3.connect(":memory:")
+    try:
+        _load_sqlite_vec(db)
+    except MissingExtensionError:
+        return False
+    finally:
+        db.close()
+    return True
+
+
 class SQLiteVectorStore(VectorStoreBase):
     """Collections in a SQLite database: the embedded default, searched exactly in SQL.
 

@@ -11,7 +11,6 @@ collections.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -28,27 +27,10 @@ from pygents_ctx import (
     connect_postgres,
 )
 from pygents_ctx.memory.vectors.base import VectorStoreBase
+from pygents_ctx.memory.vectors.sqlite import sqlite_vec_loads
 from tests import postgres_server
 
-
-def _sqlite_vec_loads() -> bool:
-    try:
-        import sqlite_vec  # type: ignore[import-untyped]
-
-    except ImportError:
-        return False
-    db = sqlite3.connect(":memory:")
-    try:
-        db.enable_load_extension(True)
-        sqlite_vec.load(db)
-    except (AttributeError, sqlite3.Error):
-        return False
-    finally:
-        db.close()
-    return True
-
-
-SQLITE_VEC = _sqlite_vec_loads()
+SQLITE_VEC = sqlite_vec_loads()
 BACKENDS = ["memory", "sqlite", "postgres", *(["sqlite-vec"] if SQLITE_VEC else [])]
 # How far a backend's scores may be from exact: PostgreSQL and sqlite-vec compute
 # in single precision; the others in double precision from the 32-bit values.

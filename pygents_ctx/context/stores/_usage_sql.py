@@ -123,7 +123,7 @@ def record_sqlite(
     """Insert the record and add its tokens to the session (inside the caller's transaction)."""
     usage = record.usage
     db.execute(_SQLITE_ADD, (session_id, created_at, usage.input_tokens, usage.output_tokens))
-    db.execute(_SQLITE_INSERT, (session_id, *_row(record)))
+    insert_sqlite(session_id, [record], db)
 
 
 def insert_sqlite(session_id: str, records: Iterable[UsageRecord], db: sqlite3.Connection) -> None:
@@ -166,7 +166,7 @@ async def record_postgres(session_id: str, record: UsageRecord, conn: AsyncConne
     usage = record.usage
     async with conn.transaction():
         await conn.execute(_POSTGRES_ADD, (session_id, usage.input_tokens, usage.output_tokens))
-        await conn.execute(_POSTGRES_INSERT, (session_id, *_row(record)))
+        await insert_postgres(session_id, [record], conn)
 
 
 async def insert_postgres(

@@ -309,7 +309,9 @@ class ContextPool(JsonSerializable, Generic[T]):
         the same for any size. The child shares the selector and starts from a
         copy-on-write branch of the selection index, if one was built.
         """
-        limit = self._limit if isinstance(limit, Inherit) else limit  # read before type(self)
+        # Read before `type(self)`: a loaded pool not read yet becomes a plain pool here
+        # (see `build_on_first_read`), so the child is one too.
+        limit = self._limit if isinstance(limit, Inherit) else limit
         child = type(self)(limit, self.tags)
         cut = 0 if child._limit is None else len(self._items) - child._limit
         if cut > 0:  # the newest that fit, in a dict of the child's own

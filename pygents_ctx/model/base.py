@@ -25,10 +25,52 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ModelStreamEvent",
+    "OutputSchema",
     "Pricing",
     "TextDelta",
     "ToolCallDelta",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The shape a model's final answer must take: a JSON schema the provider enforces.
+
+    Each adapter asks for it the provider's native way: OpenAI's
+    `response_format` (a strict JSON schema), the Responses API's
+    `text.format`, Anthropic's through a final tool the model is made to
+    call, whose input becomes the reply's text. Either way the reply's text is
+    the JSON document. `ModelLoop(output_type=...)` builds one for you.
+
+    Attributes:
+        name: A name for the schema (letters, digits, `_` and `-`; at most 64).
+        schema: The JSON schema of an object.
+        description: What the answer is, shown to the model.
+        strict: Ask the provider to enforce the schema exactly.
+
+    Raises:
+        ValueError: `name` is not a valid name, or `schema` does not describe an object.
+    """
+
+    name: str
+    schema: Mapping[str, Any] = field(repr=False)
+    description: str | None = None
+    strict: bool = True
+
+    def __post_init__(self) -> None:
+        if (
+            not isinstance(self.name, str)
+            or not 0 < len(self.name) <= 64
+            or not all(c.isascii() and (c.isalnum() or c in "_-") for c in self.name)
+        ):
+            raise ValueError(
+                f"OutputSchema.name must be 1-64 letters, digits, '_' or '-', not {self.name!r}"
+            )
+        if not isinstance(self.schema, Mapping) or self.schema.get("type") != "object":
+            raise ValueError(
+                f"OutputSchema.schema must be the JSON schema of an object "
+                f"({{'type': 'object', ...}}), not {self.schema!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +93,7 @@ class ModelSettings:
         extra_body: More request fields, sent as they are (provider-specific
             options such as `{"reasoning_effort": "low"}`).
         extra_headers: More HTTP headers (such as an `anthropic-beta` header).
+        output_schema: The shape the answer must take (`OutputSchema`); None: free text.
 
     Raises:
         ValueError: A number is out of range.
@@ -69,6 +112,7 @@ class ModelSettings:
     parallel_tool_calls: bool | None = None
     extra_body: Mapping[str, Any] | None = field(default=None, repr=False)
     extra_headers: Mapping[str, str] | None = field(default=None, repr=False)
+    output_schema: OutputSchema | None = None
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and (
@@ -118,6 +162,11 @@ class ModelSettings:
             value = getattr(self, name)
             if value is not None and not isinstance(value, Mapping):
                 raise TypeError(f"ModelSettings.{name} must be a dict or None, not {value!r}")
+        if self.output_schema is not None and not isinstance(self.output_schema, OutputSchema):
+            raise TypeError(
+                f"ModelSettings.output_schema must be an OutputSchema or None, "
+                f"not {self.output_schema!r}"
+            )
 
     def __repr__(self) -> str:
         shown = ", ".join(

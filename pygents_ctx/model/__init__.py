@@ -29,6 +29,7 @@ from pygents_ctx.model.events import (
 )
 from pygents_ctx.model.loop import ModelLoop
 from pygents_ctx.model.openai_model import OpenAIModel
+from pygents_ctx.model.openai_responses_model import OpenAIResponsesModel
 from pygents_ctx.model.retry import RetryPolicy
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamEvent",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "OutputSchema",
     "Pricing",
     "RetryPolicy",

@@ -27,6 +27,7 @@ from pygents_ctx.model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from pygents_ctx.model.fallback import FallbackModel
 from pygents_ctx.model.loop import ModelLoop
 from pygents_ctx.model.openai_model import OpenAIModel
 from pygents_ctx.model.openai_responses_model import OpenAIResponsesModel
@@ -35,6 +36,7 @@ from pygents_ctx.model.retry import RetryPolicy
 __all__ = [
     "AgentValue",
     "AnthropicModel",
+    "FallbackModel",
     "LoopEvent",
     "LoopFinished",
     "LoopStop",

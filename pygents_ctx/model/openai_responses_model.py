@@ -468,7 +468,9 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
                     f"{_PROVIDER}: output[{index}] is a function call with no "
                     f"{'call_id' if not call_id else 'name'}"
                 )
-            blocks.append(ToolUseBlock(call_id, name, parse_arguments(field(item, "arguments"))))
+            blocks.append(
+                ToolUseBlock(call_id, name, parse_arguments(field(item, "arguments") or ""))
+            )
         elif kind != "reasoning":  # reasoning is skipped: nothing of it is kept or sent back
             raise ModelResponseError(
                 f"{_PROVIDER}: output[{index}] is a {kind!r} item, which a Message cannot carry; "

@@ -467,6 +467,18 @@ async def test_an_error_event_mid_stream_says_whether_to_retry(
     assert failed.value.transient is transient
 
 
+async def test_an_error_event_with_a_nested_error_object_is_read_too(
+    api: FakeResponsesAPI, model: OpenAIResponsesModel
+) -> None:
+    # Some servers nest the error: {"type": "error", "error": {"type": ..., "message": ...}}.
+    nested = {"type": "error", "error": {"type": "server_error", "message": "overloaded"}}
+    api.script(sse_reply([*response_events(("text", ["Half"]))[:5], ("error", json.dumps(nested))]))
+
+    with pytest.raises(ModelAPIError, match="overloaded") as failed:
+        await collect(model.stream(QUESTION))
+    assert failed.value.transient
+
+
 @pytest.mark.parametrize(
     ("code", "transient"), [("rate_limit_exceeded", True), ("invalid_image", False)]
 )

@@ -508,7 +508,12 @@ class _StreamedReply:
         index = field(event, "output_index", 0)
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             delta = field(event, "delta") or ""
-            self.parts.setdefault(index, {"type": "message", "text": []})["text"].append(delta)
+            part = self.parts.setdefault(index, {"type": "message", "text": []})
+            if part["type"] != "message":
+                raise ModelResponseError(
+                    f"{_PROVIDER}: text streamed for output {index}, which is a function call"
+                )
+            part["text"].append(delta)
             return [TextDelta(delta)] if delta else []
         if kind == "response.output_item.added":
             return self._added(index, field(event, "item"))

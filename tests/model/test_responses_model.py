@@ -7,6 +7,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pygents_ctx import (
     Agent,
@@ -579,3 +581,51 @@ async def test_a_model_loop_runs_a_tool_call_through_the_responses_api(
         {"type": "function_call_output", "call_id": "call_1", "output": "3 documents about tides"},
     ]
     assert api.refused == []
+
+
+# -- any conversation ---------------------------------------------------------------------------
+
+_texts = st.sampled_from(["", "Hi", "tides?", "é 🌊"])
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    """Windows as a loop stores them: each assistant's calls answered by the next message."""
+    window = [Message("system", draw(_texts))] if draw(st.booleans()) else []
+    window.append(Message("user", draw(st.sampled_from(["Hi", "tides?"]))))
+    for turn in range(draw(st.integers(0, 4))):
+        texts = [TextBlock(text) for text in draw(st.lists(_texts, max_size=2))]
+        calls = [
+            ToolUseBlock(f"call_{turn}_{n}", "search", {"query": draw(_texts)})
+            for n in range(draw(st.integers(0, 3)))
+        ]
+        window.append(Message("assistant", [*texts, *calls]))
+        if calls:
+            answered = draw(st.permutations(calls))
+            results = [
+                ToolResultBlock(c.id, draw(_texts), is_error=draw(st.booleans())) for c in answered
+            ]
+            window.append(Message("user", results))
+        if draw(st.booleans()):
+            blocks: list[TextBlock | ImageBlock] = [TextBlock(draw(_texts))]
+            if draw(st.booleans()):
+                blocks.append(ImageBlock("image/png", b"\x89PNG"))
+            window.append(Message("user", blocks))
+    return window
+
+
+OFFLINE = OpenAIResponsesModel("gpt-test", api_key="k")  # request() makes no call
+
+
+@given(window=conversations())
+def test_any_stored_conversation_is_a_request_the_api_accepts(window: list[Message]) -> None:
+    request = OFFLINE.request(window)
+
+    assert responses_problems(request) == []
+    items = request["input"]
+    sent_calls = [i["call_id"] for i in items if i["type"] == "function_call"]
+    sent_results = [i["call_id"] for i in items if i["type"] == "function_call_output"]
+    assert sent_calls == [c.id for m in window for c in m.tool_uses]  # none lost, in order
+    assert sent_results == [r.tool_use_id for m in window for r in m.tool_results]
+    contents = [i["content"] for i in items if i["type"] == "message"]
+    assert all(content for content in contents)  # no empty text, no empty message

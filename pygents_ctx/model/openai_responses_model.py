@@ -519,12 +519,11 @@ class _StreamedReply:
             return self._added(index, field(event, "item"))
         if kind == "response.function_call_arguments.delta":
             delta = field(event, "delta") or ""
-            part = self.parts.get(index)
-            if part is None or index not in self.calls:
+            if index not in self.calls:
                 raise ModelResponseError(
                     f"{_PROVIDER}: arguments streamed for output {index}, which is no function call"
                 )
-            part["arguments"].append(delta)
+            self.parts[index]["arguments"].append(delta)
             return [ToolCallDelta(self.calls[index], None, None, delta)] if delta else []
         if kind == "response.output_item.done":
             self._done(index, field(event, "item"))

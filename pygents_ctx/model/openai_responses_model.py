@@ -487,10 +487,10 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
             f"{_PROVIDER}: the reply has no text and no tool call; nothing to keep"
         )
     return ModelResponse(
-        Message("assistant", blocks),
-        _usage(field(response, "usage")),
-        field(response, "model") or default_model,
-        finish,
+        message=Message("assistant", blocks),
+        usage=_usage(field(response, "usage")),
+        model=field(response, "model") or default_model,
+        finish_reason=finish,
     )
 
 

@@ -311,19 +311,19 @@ def to_responses_input(messages: Sequence[Message]) -> tuple[str | None, list[di
         return None, items
     texts = [
         block.text
-        for message in messages[:leading]
-        for block in _only_text(message, "a system message")
+        for index, message in enumerate(messages[:leading])
+        for block in _only_text(message, f"messages[{index}]")
         if block.text
     ]
     return ("\n\n".join(texts) or None), items
 
 
-def _only_text(message: Message, where: str) -> list[TextBlock]:
+def _only_text(message: Message, path: str) -> list[TextBlock]:
     for index, block in enumerate(message.content):
         if not isinstance(block, TextBlock):
             raise ValueError(
-                f"content[{index}] of {where} is {type(block).__name__}, which the Responses "
-                "API cannot carry there; send only text in system messages"
+                f"{path}.content[{index}] is {type(block).__name__}, which a system message "
+                "cannot carry in the Responses API; send only text in system messages"
             )
     return [block for block in message.content if isinstance(block, TextBlock)]
 

@@ -264,6 +264,8 @@ def test_what_the_responses_api_cannot_take_is_refused_before_sending(search: An
         model.request(
             [Message("user", "Hi"), Message("assistant", [ImageBlock("image/png", b"x")])]
         )
+    with pytest.raises(ValueError, match=r"messages\[0\]\.content\[0\] is ImageBlock.*system"):
+        model.request([Message("system", [ImageBlock("image/png", b"x")]), Message("user", "Hi")])
     # Only instructions: they become the input the API needs.
     request = model.request([Message("system", "Write a haiku.")])
     assert "instructions" not in request

@@ -14,13 +14,22 @@ errors (`responses_error`, `error_event`, `failed_events`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from .fake_api import FakeAPI, Reply, Request
 
 # -- the server ------------------------------------------------------------------------------
+
+
+@dataclass
+class RawReply(Reply):
+    """A JSON response whose body is `raw`, sent as it is (a malformed body, say)."""
+
+    raw: bytes = b""
 
 
 class FakeResponsesAPI(FakeAPI):
@@ -40,7 +49,21 @@ class FakeResponsesAPI(FakeAPI):
             self.requests.pop()
             self.replies.appendleft(reply)
             reply = responses_error(400, "; ".join(problems), "invalid_request_error")
-        await super()._answer(reply, writer)
+        if isinstance(reply, RawReply):
+            await _write_raw(reply, writer)
+        else:
+            await super()._answer(reply, writer)
+
+
+async def _write_raw(reply: RawReply, writer: asyncio.StreamWriter) -> None:
+    head = [
+        f"HTTP/1.1 {reply.status} OK",
+        "Connection: close",
+        "Content-Type: application/json",
+        f"Content-Length: {len(reply.raw)}",
+    ]
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + reply.raw)
+    await writer.drain()
 
 
 # -- what the real API refuses ------------------------------------------------------------------

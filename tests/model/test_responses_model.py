@@ -37,6 +37,7 @@ from pygents_ctx.model._sdk import RAW_ARGUMENTS
 from .fake_api import Reply, json_reply, sse_reply
 from .fake_responses import (
     FakeResponsesAPI,
+    RawReply,
     call_item,
     error_event,
     failed_events,
@@ -457,6 +458,11 @@ async def test_a_dropped_connection_and_a_malformed_body_are_transient(
     with pytest.raises(ModelAPIError, match="not valid JSON") as garbled:
         await collect(model.stream(QUESTION))
     assert garbled.value.transient
+
+    api.script(RawReply(raw=b'{"id": "resp_1", "output": ['))  # a 200 cut short
+    with pytest.raises(ModelAPIError, match="not valid JSON") as truncated:
+        await model.complete(QUESTION)
+    assert truncated.value.transient
 
 
 @pytest.mark.parametrize(("code", "transient"), [("server_error", True), ("invalid_prompt", False)])

@@ -29,6 +29,7 @@ PygentsError
 ├── MissingExtensionError (RuntimeError) a database extension a store needs is missing
 └── ModelError (RuntimeError)          a model call failed
     ├── ModelAPIError                  the provider refused the call or could not be reached
+    │   └── ModelFallbackError         every model of a FallbackModel failed
     └── ModelResponseError             the provider's reply cannot be read as a Message
 ```
 
@@ -40,7 +41,7 @@ exception is a tool call's arguments: a model makes those mistakes, and
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,6 +55,7 @@ __all__ = [
     "MissingExtensionError",
     "ModelAPIError",
     "ModelError",
+    "ModelFallbackError",
     "ModelResponseError",
     "PygentsError",
     "RetryLimitError",
@@ -282,6 +284,34 @@ class ModelAPIError(ModelError):
         self.status_code = status_code
         self.transient = transient
         self.retry_after = retry_after
+
+
+class ModelFallbackError(ModelAPIError):
+    """Every model of a `FallbackModel` failed; `failures` holds each model and its error.
+
+    It is `transient` when every failure was (the loop's `RetryPolicy` then
+    tries the models again, the first one first), and its `retry_after` is the
+    shortest wait any of them asked for. Its `__cause__` is an
+    `ExceptionGroup` of the errors, so a traceback shows each.
+
+    Attributes:
+        failures: `(model, error)` for each model tried, in order.
+    """
+
+    def __init__(self, message: str, failures: Sequence[tuple[object, ModelError]]) -> None:
+        errors = [error for _, error in failures]
+        transient = bool(errors) and all(
+            isinstance(error, ModelAPIError) and error.transient for error in errors
+        )
+        waits = [
+            error.retry_after
+            for error in errors
+            if isinstance(error, ModelAPIError) and error.retry_after is not None
+        ]
+        super().__init__(
+            message, transient=transient, retry_after=min(waits) if transient and waits else None
+        )
+        self.failures = tuple(failures)
 
 
 class ModelResponseError(ModelError):

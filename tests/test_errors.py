@@ -24,6 +24,7 @@ from pygents_ctx import (
     MissingExtensionError,
     ModelAPIError,
     ModelError,
+    ModelFallbackError,
     ModelResponseError,
     PygentsError,
     RetryLimitError,
@@ -68,6 +69,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (RetryLimitError, (TaskTransitionError, ValueError)),
     (ModelError, (RuntimeError,)),
     (ModelAPIError, (ModelError, RuntimeError)),
+    (ModelFallbackError, (ModelAPIError, ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
     (MissingExtensionError, (RuntimeError,)),
 ]

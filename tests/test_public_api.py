@@ -41,6 +41,8 @@ PUBLIC_MODULES = [
     "pygents_ctx.model.events",
     "pygents_ctx.model.loop",
     "pygents_ctx.model.openai_model",
+    "pygents_ctx.model.openai_responses_model",
+    "pygents_ctx.model.fallback",
     "pygents_ctx.model.anthropic_model",
     "pygents_ctx.model.retry",
     "pygents_ctx.context.strategies",

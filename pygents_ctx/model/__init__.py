@@ -27,13 +27,16 @@ from pygents_ctx.model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from pygents_ctx.model.fallback import FallbackModel
 from pygents_ctx.model.loop import ModelLoop
 from pygents_ctx.model.openai_model import OpenAIModel
+from pygents_ctx.model.openai_responses_model import OpenAIResponsesModel
 from pygents_ctx.model.retry import RetryPolicy
 
 __all__ = [
     "AgentValue",
     "AnthropicModel",
+    "FallbackModel",
     "LoopEvent",
     "LoopFinished",
     "LoopStop",
@@ -45,6 +48,7 @@ __all__ = [
     "ModelSettings",
     "ModelStreamEvent",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "OutputSchema",
     "Pricing",
     "RetryPolicy",

@@ -1,0 +1,586 @@
+"""`OpenAIResponsesModel`: OpenAI's Responses API through the official `openai` SDK.
+
+The Responses API is OpenAI's newer interface beside Chat Completions. This
+adapter uses it statelessly: every call sends the whole window with
+`store=False`, and never refers to an earlier response by id, because the
+conversation store is the truth (a window may be trimmed, summarised or
+branched between calls). Install with `pip install 'pygents-ctx[openai]'`.
+
+How a window travels:
+
+- leading system messages become `instructions`; a later system message is
+  an input message of role `system`;
+- user text and images become a user message (`input_text`, `input_image`
+  with a base64 data URL); tool results become `function_call_output` items
+  (an error result's text is prefixed `"Error: "`, as the API has no flag);
+- an assistant message becomes an assistant message for its text and a
+  `function_call` item per tool call, in block order;
+- empty text is never sent, and a message left with nothing is left out;
+  blocks of other providers' reasoning in an assistant message are not sent
+  (the Responses API has no place for them).
+
+Reasoning items in a reply (`type: "reasoning"`) are skipped: their summaries
+are not kept, and nothing of them is sent back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx._json import dumps
+from pygents_ctx.context.config import PromptWindow
+from pygents_ctx.context.messages import (
+    ContentBlock,
+    ImageBlock,
+    Message,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
+from pygents_ctx.context.usage import Usage
+from pygents_ctx.errors import ModelAPIError, ModelResponseError
+from pygents_ctx.model._sdk import (
+    _TRANSIENT_KINDS,
+    field,
+    import_sdk,
+    parse_arguments,
+    translate_error,
+)
+from pygents_ctx.model.base import (
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    window_parts,
+)
+from pygents_ctx.model.definitions import to_openai_tools
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
+    from pygents_ctx.tools import Tool
+
+__all__ = ["OpenAIResponsesModel"]
+
+_PROVIDER: Final = "OpenAI Responses"
+_CHOICES: Final = ("auto", "required", "none")
+# A tool result's text when it is an error: the API has no flag for it.
+_ERROR_PREFIX: Final = "Error: "
+# Why an incomplete response stopped, in the words the other adapters use.
+_INCOMPLETE: Final = {"max_output_tokens": "length", "content_filter": "content_filter"}
+_TERMINAL: Final = ("response.completed", "response.incomplete")
+
+
+class OpenAIResponsesModel:
+    """A `Model` served by OpenAI's Responses API (`client.responses.create`).
+
+    Stateless: each call sends the whole window (`store=False`); nothing is
+    kept on OpenAI's side between calls. The SDK's own retries are switched
+    off (`max_retries=0`): a `ModelLoop` retries with its `RetryPolicy`.
+
+    A reply's text is one `TextBlock` per output message, its function calls
+    `ToolUseBlock`s (the call's `call_id` is the block's id). `finish_reason`
+    is `"stop"`, `"tool_calls"` (the reply calls tools), `"length"` (the
+    response is incomplete because it reached `max_tokens`) or
+    `"content_filter"`. `ModelSettings.output_schema` is sent as
+    `text.format` (a JSON schema); the reply's text is then the JSON document.
+
+    Args:
+        model: The model's name, e.g. `"gpt-4.1"`.
+        base_url: The server (default: OpenAI's, or `OPENAI_BASE_URL`).
+        api_key: The key (default: `OPENAI_API_KEY`).
+        client: An `AsyncOpenAI` client to use instead of making one
+            (`base_url`, `api_key` and `timeout` are then ignored).
+        settings: Default settings for every call.
+        strict_tools: Send tool definitions in strict mode (see
+            `to_openai_tools`). The Responses API makes a function strict
+            unless told otherwise, so this adapter always says which.
+        timeout: Seconds before a call times out (a transient error).
+
+    Raises:
+        ImportError: The `openai` package is not installed.
+        ValueError: `model` is empty, or no client can be made (no key).
+        TypeError: `client` is a synchronous `OpenAI` client (pass an `AsyncOpenAI`).
+
+    Examples:
+        >>> model = OpenAIResponsesModel("gpt-4.1", api_key="sk-test")
+        >>> request = model.request([Message("system", "Be brief."), Message("user", "Hi")])
+        >>> request["instructions"], request["input"], request["store"]
+        ('Be brief.', [{'type': 'message', 'role': 'user', 'content': 'Hi'}], False)
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: AsyncOpenAI | None = None,
+        settings: ModelSettings | None = None,
+        strict_tools: bool = False,
+        timeout: float = 600.0,
+    ) -> None:
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"OpenAIResponsesModel needs a model name, not {model!r}")
+        if settings is not None and not isinstance(settings, ModelSettings):
+            raise TypeError(
+                f"OpenAIResponsesModel settings must be a ModelSettings, not {settings!r}"
+            )
+        self._sdk = import_sdk("openai", "OpenAIResponsesModel")
+        if client is None:
+            try:
+                client = self._sdk.AsyncOpenAI(
+                    api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+                )
+            except self._sdk.OpenAIError as exc:
+                raise ValueError(
+                    f"OpenAIResponsesModel could not make a client ({exc}); pass api_key=... "
+                    "or set OPENAI_API_KEY (any string for a local server that needs no key)"
+                ) from None
+        elif isinstance(client, self._sdk.OpenAI) or not hasattr(client, "responses"):
+            raise TypeError(
+                f"OpenAIResponsesModel needs an openai.AsyncOpenAI client, not "
+                f"{type(client).__name__}: its calls are awaited"
+            )
+        self.client: AsyncOpenAI = client
+        self.model = model
+        self.settings = ModelSettings() if settings is None else settings
+        self.strict_tools = strict_tools
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesModel({self.model!r}, base_url={str(self.client.base_url)!r})"
+
+    def request(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments `complete` passes to `client.responses.create`.
+
+        Raises:
+            ValueError: The window is empty, holds a block the Responses API
+                cannot carry (an image in an assistant or system message),
+                a tool definition the API refuses, or `settings.stop` (the
+                Responses API has no stop sequences).
+        """
+        messages, _ = window_parts(window)
+        chosen = self.settings.merged(settings)
+        if chosen.stop is not None:
+            raise ValueError(
+                "ModelSettings.stop: the Responses API has no stop sequences; leave stop unset "
+                "for OpenAIResponsesModel, or use OpenAIModel (Chat Completions)"
+            )
+        instructions, items = to_responses_input(messages)
+        request: dict[str, Any] = {"model": self.model, "input": items, "store": False}
+        if instructions is not None:
+            request["instructions"] = instructions
+        if tools:
+            request["tools"] = [
+                {"type": "function", **definition["function"], "strict": self.strict_tools}
+                for definition in to_openai_tools(tools, strict=self.strict_tools)
+            ]
+            if chosen.parallel_tool_calls is not None:
+                request["parallel_tool_calls"] = chosen.parallel_tool_calls
+        if chosen.tool_choice is not None:
+            request["tool_choice"] = (
+                chosen.tool_choice
+                if chosen.tool_choice in _CHOICES
+                else {"type": "function", "name": chosen.tool_choice}
+            )
+        if chosen.max_tokens is not None:
+            request["max_output_tokens"] = chosen.max_tokens
+        for name in ("temperature", "top_p"):
+            if getattr(chosen, name) is not None:
+                request[name] = getattr(chosen, name)
+        if chosen.output_schema is not None:
+            schema = chosen.output_schema
+            text_format: dict[str, Any] = {
+                "type": "json_schema",
+                "name": schema.name,
+                "schema": dict(schema.schema),
+                "strict": schema.strict,
+            }
+            if schema.description:
+                text_format["description"] = schema.description
+            request["text"] = {"format": text_format}
+        if chosen.extra_body:
+            request["extra_body"] = dict(chosen.extra_body)
+        if chosen.extra_headers:
+            request["extra_headers"] = dict(chosen.extra_headers)
+        return request
+
+    async def complete(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+
+        Raises:
+            ModelAPIError: The server refused the call, could not be reached,
+                sent a body that is not JSON (transient), or the response failed.
+            ModelResponseError: The reply holds nothing (no text, no tool call)
+                or an output item a `Message` cannot carry.
+            ValueError: As for `request`.
+        """
+        request = self.request(window, tools, settings=settings)
+        try:
+            response = await self.client.responses.create(**request)
+        except self._sdk.APIError as exc:
+            raise translate_error(self._sdk, exc, _PROVIDER) from exc
+        except json.JSONDecodeError as exc:
+            raise _unreadable(exc) from exc
+        return _read_response(response, field(response, "output") or [], self.model)
+
+    async def stream(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """The reply as the server writes it, then the whole `ModelResponse` (see `Model.stream`).
+
+        Raises:
+            ModelAPIError: The server refused the call or could not be reached;
+                an `error` or `response.failed` event came (transient when its
+                code says so); or the stream ended before `response.completed`
+                or `response.incomplete` (a cut stream: transient).
+            ModelResponseError: As for `complete`.
+            ValueError: As for `request`.
+        """
+        request = self.request(window, tools, settings=settings)
+        request["stream"] = True
+        reply = _StreamedReply()
+        try:
+            events = await self.client.responses.create(**request)
+            try:
+                async for event in events:
+                    for piece in reply.read(event):
+                        yield piece
+                    if reply.final is not None:
+                        break
+            finally:
+                await events.close()
+        except self._sdk.APIError as exc:
+            raise translate_error(self._sdk, exc, _PROVIDER) from exc
+        except json.JSONDecodeError as exc:
+            raise _unreadable(exc) from exc
+        if reply.final is None:
+            raise ModelAPIError(
+                f"{_PROVIDER}: the stream ended before response.completed; the reply is cut",
+                transient=True,
+            )
+        output = field(reply.final, "output") or reply.items()
+        yield _read_response(reply.final, output, self.model)
+
+
+# ----------------------------------------------------------------------------- the window
+
+
+def to_responses_input(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The `instructions` and `input` items for `messages` (see the module docstring).
+
+    Raises:
+        ValueError: `messages` is empty, or a block the Responses API cannot carry.
+    """
+    if not messages:
+        raise ValueError("the window is empty; a model needs at least one message to answer")
+    leading = 0
+    while leading < len(messages) and messages[leading].role == "system":
+        leading += 1
+    items: list[dict[str, Any]] = []
+    for index, message in enumerate(messages[leading:], start=leading):
+        items.extend(_items(message, f"messages[{index}]"))
+    if not items:  # only instructions: send them as the input the API needs
+        items = [
+            item
+            for index, message in enumerate(messages)
+            for item in _items(message, f"messages[{index}]")
+        ]
+        if not items:
+            raise ValueError("the window has no text to send; a model needs something to answer")
+        return None, items
+    texts = [
+        block.text
+        for index, message in enumerate(messages[:leading])
+        for block in _only_text(message, f"messages[{index}]")
+        if block.text
+    ]
+    return ("\n\n".join(texts) or None), items
+
+
+def _only_text(message: Message, path: str) -> list[TextBlock]:
+    for index, block in enumerate(message.content):
+        if not isinstance(block, TextBlock):
+            raise ValueError(
+                f"{path}.content[{index}] is {type(block).__name__}, which a system message "
+                "cannot carry in the Responses API; send only text in system messages"
+            )
+    return [block for block in message.content if isinstance(block, TextBlock)]
+
+
+def _items(message: Message, path: str) -> list[dict[str, Any]]:
+    if message.role == "system":
+        text = "\n\n".join(b.text for b in _only_text(message, path) if b.text)
+        return [_message("system", text)] if text else []
+    if message.role == "assistant":
+        return _assistant_items(message, path)
+    items: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, ToolResultBlock):
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": block.tool_use_id,
+                    "output": _output(block),
+                }
+            )
+        elif isinstance(block, TextBlock | ImageBlock):
+            if not isinstance(block, TextBlock) or block.text:
+                parts.append(_input_part(block))
+        else:
+            raise ValueError(
+                f"{path}.content[{index}] is a tool call in a user message; "
+                "put tool calls in an assistant message"
+            )
+    if parts:
+        only_text = len(parts) == 1 and parts[0]["type"] == "input_text"
+        items.append(_message("user", parts[0]["text"] if only_text else parts))
+    return items
+
+
+def _assistant_items(message: Message, path: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    texts: list[str] = []
+
+    def flush() -> None:
+        if texts:
+            content = texts[0] if len(texts) == 1 else [_output_text(t) for t in texts]
+            items.append(_message("assistant", content))
+            texts.clear()
+
+    for index, block in enumerate(message.content):
+        if isinstance(block, TextBlock):
+            if block.text:
+                texts.append(block.text)
+        elif isinstance(block, ToolUseBlock):
+            flush()
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": _arguments(block, f"{path}.content[{index}].input"),
+                }
+            )
+        elif isinstance(block, ImageBlock | ToolResultBlock):
+            raise ValueError(
+                f"{path}.content[{index}] is {type(block).__name__}, which an assistant "
+                "message cannot carry in the Responses API; put it in a user message"
+            )
+        # Any other block is another provider's reasoning: the Responses API has no place for it.
+    flush()
+    return items
+
+
+def _arguments(call: ToolUseBlock, path: str) -> str:
+    try:
+        return dumps(call.input, path).decode("utf-8")
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _message(role: str, content: str | list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": "message", "role": role, "content": content}
+
+
+def _output_text(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text}
+
+
+def _input_part(block: TextBlock | ImageBlock) -> dict[str, Any]:
+    if isinstance(block, TextBlock):
+        return {"type": "input_text", "text": block.text}
+    data = base64.b64encode(block.data).decode("ascii")
+    return {
+        "type": "input_image",
+        "image_url": f"data:{block.media_type};base64,{data}",
+        "detail": "auto",
+    }
+
+
+def _output(result: ToolResultBlock) -> str | list[dict[str, Any]]:
+    if isinstance(result.content, str):
+        return _ERROR_PREFIX + result.content if result.is_error else result.content
+    parts = [_input_part(b) for b in result.content if not isinstance(b, TextBlock) or b.text]
+    if result.is_error:
+        parts.insert(0, {"type": "input_text", "text": _ERROR_PREFIX.strip()})
+    if all(part["type"] == "input_text" for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+# ----------------------------------------------------------------------------- the reply
+
+
+def _unreadable(exc: json.JSONDecodeError) -> ModelAPIError:
+    return ModelAPIError(f"{_PROVIDER}: the reply is not valid JSON ({exc})", transient=True)
+
+
+def _failure(error: Any, what: str) -> ModelAPIError:
+    code = str(field(error, "code") or field(error, "type") or "")
+    message = field(error, "message") or "no message"
+    return ModelAPIError(
+        f"{_PROVIDER}: {what} ({code or 'no code'}): {message}",
+        transient=code in _TRANSIENT_KINDS,
+    )
+
+
+def _read_response(response: Any, output: Sequence[Any], default_model: str) -> ModelResponse:
+    """The `ModelResponse` for a response object whose output items are `output`."""
+    status = field(response, "status")
+    if status == "failed":
+        raise _failure(field(response, "error"), "the response failed")
+    blocks: list[ContentBlock] = []
+    for index, item in enumerate(output):
+        kind = field(item, "type")
+        if kind == "message":
+            text = "".join(
+                field(part, "text") or field(part, "refusal") or ""
+                for part in field(item, "content") or []
+            )
+            if text:
+                blocks.append(TextBlock(text))
+        elif kind == "function_call":
+            call_id, name = field(item, "call_id"), field(item, "name")
+            if not call_id or not name:
+                raise ModelResponseError(
+                    f"{_PROVIDER}: output[{index}] is a function call with no "
+                    f"{'call_id' if not call_id else 'name'}"
+                )
+            blocks.append(
+                ToolUseBlock(call_id, name, parse_arguments(field(item, "arguments") or ""))
+            )
+        elif kind != "reasoning":  # reasoning is skipped: nothing of it is kept or sent back
+            raise ModelResponseError(
+                f"{_PROVIDER}: output[{index}] is a {kind!r} item, which a Message cannot carry; "
+                "only messages, function calls and reasoning are read"
+            )
+    details = field(response, "incomplete_details")
+    if status == "incomplete":
+        reason = str(field(details, "reason") or "incomplete")
+        finish = _INCOMPLETE.get(reason, reason)
+    else:
+        finish = "tool_calls" if any(isinstance(b, ToolUseBlock) for b in blocks) else "stop"
+    if not blocks and status != "incomplete":
+        raise ModelResponseError(
+            f"{_PROVIDER}: the reply has no text and no tool call; nothing to keep"
+        )
+    return ModelResponse(
+        message=Message("assistant", blocks),
+        usage=_usage(field(response, "usage")),
+        model=field(response, "model") or default_model,
+        finish_reason=finish,
+    )
+
+
+class _StreamedReply:
+    """The reply, gathered from a stream's events, until its final response."""
+
+    def __init__(self) -> None:
+        # output_index -> the item so far: {"type", "text" | "call_id", "name", "arguments"}
+        self.parts: dict[int, dict[str, Any]] = {}
+        self.calls: dict[int, int] = {}  # output_index -> the call's index among the calls
+        self.final: Any = None
+
+    def read(self, event: Any) -> list[ModelStreamEvent]:
+        kind = field(event, "type")
+        index = field(event, "output_index", 0)
+        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
+            delta = field(event, "delta") or ""
+            part = self.parts.setdefault(index, {"type": "message", "text": []})
+            if part["type"] != "message":
+                raise ModelResponseError(
+                    f"{_PROVIDER}: text streamed for output {index}, which is a function call"
+                )
+            part["text"].append(delta)
+            return [TextDelta(delta)] if delta else []
+        if kind == "response.output_item.added":
+            return self._added(index, field(event, "item"))
+        if kind == "response.function_call_arguments.delta":
+            delta = field(event, "delta") or ""
+            if index not in self.calls:
+                raise ModelResponseError(
+                    f"{_PROVIDER}: arguments streamed for output {index}, which is no function call"
+                )
+            self.parts[index]["arguments"].append(delta)
+            return [ToolCallDelta(self.calls[index], None, None, delta)] if delta else []
+        if kind == "response.output_item.done":
+            self._done(index, field(event, "item"))
+        elif kind in _TERMINAL:
+            self.final = field(event, "response")
+        elif kind == "response.failed":
+            raise _failure(field(field(event, "response"), "error"), "the response failed")
+        elif kind == "error":
+            raise _failure(event, "the stream failed")
+        return []
+
+    def _added(self, index: int, item: Any) -> list[ModelStreamEvent]:
+        kind = field(item, "type")
+        if kind == "function_call":
+            call_id, name = field(item, "call_id"), field(item, "name")
+            arguments = field(item, "arguments") or ""
+            self.calls[index] = len(self.calls)
+            self.parts[index] = {
+                "type": "function_call",
+                "call_id": call_id,
+                "name": name,
+                "arguments": [arguments],
+            }
+            return [ToolCallDelta(self.calls[index], call_id, name, arguments)]
+        if kind == "message":
+            self.parts.setdefault(index, {"type": "message", "text": []})
+        return []
+
+    def _done(self, index: int, item: Any) -> None:
+        # The finished item is the truth for what its deltas built.
+        kind = field(item, "type")
+        if kind == "function_call" and index in self.parts:
+            self.parts[index]["arguments"] = [field(item, "arguments") or ""]
+        elif kind == "message":
+            text = "".join(
+                field(part, "text") or field(part, "refusal") or ""
+                for part in field(item, "content") or []
+            )
+            self.parts[index] = {"type": "message", "text": [text]}
+
+    def items(self) -> list[dict[str, Any]]:
+        """The output items as built from the events (for a final response that lists none)."""
+        built = []
+        for index in sorted(self.parts):
+            part = self.parts[index]
+            if part["type"] == "message":
+                content = [{"type": "output_text", "text": "".join(part["text"])}]
+                built.append({"type": "message", "content": content})
+            else:
+                built.append({**part, "arguments": "".join(part["arguments"])})
+        return built
+
+
+def _usage(usage: Any) -> Usage:
+    if usage is None:
+        return Usage()
+    given = int(field(usage, "input_tokens") or 0)
+    details = field(usage, "input_tokens_details")
+    cached = int(field(details, "cached_tokens") or 0) if details is not None else 0
+    return Usage(given, int(field(usage, "output_tokens") or 0), min(cached, given))

@@ -30,6 +30,16 @@ agent still holds the step that will produce it:
   saved by `agent.to_json()`); it runs the waiting calls when the loop goes on;
 - the caller stops reading `stream()` (closed with `aclosing`, or collected):
   the step it interrupted is gone, so its calls get cancelled results.
+
+Approvals: when a reply's calls include one whose tool `needs_approval`,
+`model_act` runs none of that reply's calls. It ends the run with
+`LoopStop.APPROVAL` and leaves itself queued on the agent, holding the calls
+and the decisions so far (`loop.pending_approvals`; saved by `to_json()`).
+`approve()` and `reject()` write decisions into that queued step; the next
+run without a prompt runs it: once every call is decided, the approved calls
+and those that needed no approval run, and each rejected call is answered
+with an error result carrying the reason, all in one message. A new prompt
+instead drops the waiting step, and its calls are answered as not run.
 """
 
 from __future__ import annotations
@@ -47,6 +57,12 @@ from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
+from pygents_ctx.model._approvals import (
+    LoopApprovals,
+    needs_approval,
+    refused_results,
+    with_refused,
+)
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
@@ -65,6 +81,7 @@ from pygents_ctx.model.events import (
     ModelReplied,
     ModelRetry,
     StepStarted,
+    ToolApprovalRequired,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -100,9 +117,15 @@ async def model_think() -> AsyncIterator[Any]:
         yield value
 
 
-async def model_act(calls: list[dict[str, Any]]) -> AsyncIterator[Any]:
-    """Run the model's tool calls; their results go back as one message."""
-    async for value in _loop("model_act")._act(calls):
+async def model_act(
+    calls: list[dict[str, Any]], approvals: dict[str, Any] | None = None
+) -> AsyncIterator[Any]:
+    """Run the model's tool calls; their results go back as one message.
+
+    `approvals` maps each call that needs a person's approval to its decision
+    (None while undecided); None means not yet looked at.
+    """
+    async for value in _loop("model_act")._act(calls, approvals):
         yield value
 
 
@@ -121,6 +144,7 @@ _OWN_EVENTS: Final = (
     ModelReplied,
     ToolCallStarted,
     ToolCallFinished,
+    ToolApprovalRequired,
     LoopFinished,
 )
 
@@ -145,6 +169,8 @@ class _Run:
     # The calls of the reply `model_think` just stored: the `model_act` it queued
     # knows they are unanswered without reading the history again.
     fresh_calls: frozenset[str] = frozenset()
+    # The `model_act` step that stopped for approvals: queued when the run ends.
+    awaiting: Turn | None = None
 
 
 def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> None:
@@ -154,7 +180,7 @@ def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> 
         raise ValueError(f"ModelLoop {name} must be a positive number, not {value!r}")
 
 
-class ModelLoop:
+class ModelLoop(LoopApprovals):
     """An agent's model loop: think with `model`, act with the agent's tools, until an answer.
 
     Construction adds the loop's three step tools (`model_ask`, `model_think`,
@@ -301,6 +327,9 @@ class ModelLoop:
             )
         return context
 
+    def _stopped_for_approval(self) -> Turn | None:
+        return None if self._run is None else self._run.awaiting
+
     # -- running ---------------------------------------------------------------
 
     async def run(self, prompt: str | Message | None = None) -> LoopFinished:
@@ -350,6 +379,9 @@ class ModelLoop:
             )
         pending = [agent.current_turn, *agent.queue]
         if message is not None:
+            waiting = self._approval_step()
+            if waiting is not None:  # the new message moves on: `model_ask` answers them
+                agent._turns.remove(waiting)
             await agent.put(Turn(_ASK, kwargs={"message": to_dict(message)}))
         elif not any(turn is not None and turn.tool in STEP_TOOLS for turn in pending):
             if not await self._context.history():
@@ -375,6 +407,8 @@ class ModelLoop:
             token = _RUNNING.set(self)
             try:
                 await values.aclose()
+                if run.awaiting is not None:  # it waits for decisions, on the agent
+                    await agent.put(run.awaiting)
                 if not completed:
                     await self._cancel_unanswered(run)
             finally:
@@ -492,8 +526,14 @@ class ModelLoop:
                 return LoopStop.COST_BUDGET
         return None
 
-    def _finish(self, run: _Run, reason: LoopStop, message: Message | None) -> LoopFinished:
-        run.finished = LoopFinished(reason, message, run.steps, run.usage)
+    def _finish(
+        self,
+        run: _Run,
+        reason: LoopStop,
+        message: Message | None,
+        pending: tuple[ToolUseBlock, ...] = (),
+    ) -> LoopFinished:
+        run.finished = LoopFinished(reason, message, run.steps, run.usage, pending)
         return run.finished
 
     async def _call_model(self, run: _Run, step: int, window: PromptWindow) -> AsyncIterator[Any]:
@@ -528,7 +568,9 @@ class ModelLoop:
             yield response
             return
 
-    async def _act(self, data: list[dict[str, Any]]) -> AsyncIterator[Any]:
+    async def _act(
+        self, data: list[dict[str, Any]], approvals: dict[str, Any] | None
+    ) -> AsyncIterator[Any]:
         run = self._state()
         calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
         if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
@@ -537,8 +579,30 @@ class ModelLoop:
             still_open = {call.id for call in unanswered_calls(await self._context.history())}
             todo = [call for call in calls if call.id in still_open]
         run.fresh_calls = frozenset()
-        if todo:
-            async for value in self._run_calls(run.steps, todo):
+        if approvals is None:  # first look: which calls a person must approve
+            approvals = {
+                call.id: None for call in todo if await needs_approval(call, self._by_name)
+            }
+        undecided = tuple(call for call in todo if call.id in approvals and not approvals[call.id])
+        if undecided:  # none of the reply's calls runs until every one is decided
+            run.awaiting = Turn(
+                _ACT,
+                kwargs={"calls": [to_dict(call) for call in todo], "approvals": approvals},
+                timeout=self.step_timeout,
+            )
+            for call in undecided:
+                yield ToolApprovalRequired(run.steps, call)
+            yield self._finish(run, LoopStop.APPROVAL, None, undecided)
+            return
+        refused = refused_results(todo, approvals)
+        to_run = [call for call in todo if call.id not in refused]
+        if not to_run and refused:
+            yield ContextItem(content=Message("user", list(refused.values())))
+        elif to_run:
+            values = self._run_calls(run.steps, to_run)
+            if refused:
+                values = with_refused(values, todo, refused, self.agent._route)
+            async for value in values:
                 yield value
         yield self._think_turn()
 

@@ -17,6 +17,7 @@ from pygents_ctx.agent import Agent
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
+from pygents_ctx.model._tool_calls import tool_arguments
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
@@ -36,9 +37,11 @@ REJECTED: Final = "rejected: a person did not approve this call"
 async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]) -> bool:
     """Whether a person must approve `call` before it runs (its tool's `needs_approval`).
 
-    A call that cannot run (an unknown tool, arguments that are not JSON) needs
-    none: it gets its error result. A rule that raises counts as True, so a
-    person sees the call rather than it running unchecked.
+    A rule is given the arguments as the tool will get them (without the nulls
+    a strict model sends for optional parameters). A call that cannot run (an
+    unknown tool, arguments that are not JSON) needs none: it gets its error
+    result. A rule that raises counts as True, so a person sees the call
+    rather than it running unchecked.
     """
     item = tools.get(call.name)
     if item is None or RAW_ARGUMENTS in call.input:
@@ -47,7 +50,7 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
     if isinstance(rule, bool):
         return rule
     try:
-        answer = rule(dict(call.input))
+        answer = rule(tool_arguments(item, call.input))
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception:

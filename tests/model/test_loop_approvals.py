@@ -19,6 +19,7 @@ import pygents_ctx
 from pygents_ctx import (
     Agent,
     AgentRegistry,
+    AnthropicModel,
     ContextConfig,
     LoopFinished,
     LoopStop,
@@ -34,7 +35,15 @@ from pygents_ctx import (
 )
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
-from .fake_api import FakeAPI, chat_completion, json_reply
+from .fake_api import (
+    FakeAPI,
+    chat_completion,
+    json_reply,
+    message,
+    message_events,
+    sse_reply,
+    text_block,
+)
 
 WORKER = Path(__file__).with_name("approval_worker.py")
 
@@ -188,6 +197,20 @@ async def test_a_rule_over_the_arguments_decides_which_calls_wait(
     loop.reject(outside.id, "not there")
     await loop.run()
     assert ran == ["pay 20", "pay 5000", "write /sandbox/notes.txt"]
+
+
+async def test_a_rule_sees_the_arguments_as_the_tool_gets_them(ran: list[str]) -> None:
+    @tool(needs_approval=lambda arguments: "note" in arguments)
+    async def send(to: str, note: str = "") -> str:
+        """Send a letter, with a note if given."""
+        ran.append(to)
+        return "sent"
+
+    plain = tool_call("send", to="ada", note=None)  # a strict model's null: the default applies
+    noted = tool_call("send", to="bob", note="hello")
+    loop = make_loop([send], [assistant(plain, noted), "Sent."])
+
+    assert (await loop.run("Send them")).pending == (noted,)
 
 
 async def test_a_rule_that_raises_asks_a_person(ran: list[str]) -> None:
@@ -522,4 +545,37 @@ async def test_openai_a_rejected_call_goes_back_as_its_tool_message(
             "a.txt is the only copy",
         },
         {"role": "tool", "tool_call_id": "call_2", "content": "b.txt is there"},
+    ]
+
+
+async def test_anthropic_streamed_calls_wait_then_go_back_as_one_user_turn(
+    api: FakeAPI, anthropic_model: AnthropicModel, tools: list[Any], ran: list[str]
+) -> None:
+    api.script(
+        sse_reply(
+            message_events(
+                ("text", ["Paying ", "both."]),
+                ("tool_use", ("toolu_1", "pay", ['{"amount": ', "9000}"])),
+                ("tool_use", ("toolu_2", "pay", ['{"amount": 12}'])),
+            )
+        ),
+        json_reply(message(text_block("Paid 9000 and 12."))),
+    )
+    agent = Agent("payer", "Pays", tools, context=ContextConfig(MemoryContextStore()))
+    loop = ModelLoop(agent, anthropic_model)
+
+    events = [event async for event in loop.stream("Pay the two bills")]
+    assert [e.call.id for e in events if isinstance(e, ToolApprovalRequired)] == ["toolu_1"]
+    assert ran == []
+
+    loop.approve("toolu_1")
+    finished = await loop.run()
+
+    assert finished.text == "Paid 9000 and 12."
+    assert ran == ["pay 9000", "pay 12"]
+    sent = api.requests[1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]
+    assert [(r["tool_use_id"], r["content"]) for r in sent[2]["content"]] == [
+        ("toolu_1", "paid 9000"),
+        ("toolu_2", "paid 12"),
     ]

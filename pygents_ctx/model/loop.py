@@ -195,7 +195,8 @@ class ModelLoop(LoopApprovals):
     `max_tokens`, input and output tokens together, as the provider reported
     them, plus the next window's estimate; `max_cost`, the same priced with
     `pricing`. A run that reaches a limit ends with `LoopFinished(reason=...)`
-    before the call that would pass it.
+    before the call that would pass it. A call of a tool that `needs_approval`
+    ends the run with `LoopStop.APPROVAL` until `approve()` / `reject()`.
 
     Args:
         agent: The agent; it needs a `context` (`ContextConfig`), whose

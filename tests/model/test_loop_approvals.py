@@ -318,6 +318,37 @@ async def test_leaving_the_stream_at_the_request_keeps_the_calls_waiting(
     assert ran == ["delete a.txt", "look b.txt"]
 
 
+async def test_cancelled_while_approved_calls_run_keeps_the_rejections(ran: list[str]) -> None:
+    started, release = asyncio.Event(), asyncio.Event()
+
+    @tool(needs_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy."""
+        started.set()
+        await release.wait()
+        ran.append(target)
+        return f"deployed {target}"
+
+    slow, refused = tool_call("deploy", target="staging"), tool_call("deploy", target="prod")
+    loop = make_loop([deploy], [assistant(slow, refused), "Staging only."])
+    await loop.run("Deploy everywhere")
+    loop.approve(slow.id)
+    loop.reject(refused.id, "not on a Friday")
+
+    task = asyncio.create_task(loop.run())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    answers = {r.tool_use_id: r for m in await history(loop) for r in m.tool_results}
+    assert str(answers[refused.id].content).endswith("not on a Friday")
+    assert str(answers[slow.id].content).startswith("cancelled")
+    assert (await loop.run()).text == "Staging only."
+    assert ran == []
+    assert loop.pending_approvals == []
+
+
 # -- bad decisions -----------------------------------------------------------------------
 
 
@@ -355,6 +386,16 @@ def test_needs_approval_must_be_a_bool_or_a_function() -> None:
         async def shout() -> str:
             """Shout."""
             return "!"
+
+    @tool
+    async def files() -> None:
+        """Files."""
+
+    @files.subtool(needs_approval=True)
+    async def remove(path: str) -> None:
+        """Remove a file."""
+
+    assert (remove.needs_approval, files.needs_approval) == (True, False)
 
 
 # -- saved and loaded ---------------------------------------------------------------------

@@ -23,12 +23,12 @@ from pygents_ctx.turns import Turn
 
 __all__ = [
     "REJECTED",
-    "LoopApprovals",
+    "approvals_needed",
     "decide",
     "needs_approval",
-    "refused_results",
+    "run_decided",
     "waiting_calls",
-    "with_refused",
+    "waiting_step",
 ]
 
 REJECTED: Final = "rejected: a person did not approve this call"
@@ -58,6 +58,13 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
     return bool(answer)
 
 
+async def approvals_needed(
+    calls: list[ToolUseBlock], tools: Mapping[str, Tool[..., Any]]
+) -> dict[str, Any]:
+    """The calls a person must approve, each undecided (None), for a step's `approvals`."""
+    return {call.id: None for call in calls if await needs_approval(call, tools)}
+
+
 def _step_state(step: Turn) -> tuple[list[ToolUseBlock], dict[str, Any]]:
     kwargs = step.kwargs
     calls = [call for call in map(from_dict, kwargs["calls"]) if isinstance(call, ToolUseBlock)]
@@ -70,16 +77,31 @@ def waiting_calls(step: Turn) -> list[ToolUseBlock]:
     return [call for call in calls if call.id in approvals and not approvals[call.id]]
 
 
-def decide(step: Turn, call_id: object, decision: dict[str, Any]) -> None:
+def waiting_step(agent: Agent, stopped: Turn | None) -> Turn | None:
+    """The `model_act` step holding calls to decide: `stopped` (by this run), or the queued one."""
+    if stopped is not None:
+        return stopped
+    for turn in agent.queue:
+        if turn.tool_name == "model_act" and turn.kwargs.get("approvals"):
+            return turn
+    return None
+
+
+def decide(agent: Agent, step: Turn | None, call_id: object, decision: dict[str, Any]) -> None:
     """Record `decision` for `call_id` on the waiting `step`; an error changes nothing.
 
     Raises:
         TypeError: `call_id` is not a str.
-        ValueError: `step` holds no call `call_id` that needs a decision, or
-            the call was decided otherwise already.
+        ValueError: There is no waiting step, it holds no call `call_id` that
+            needs a decision, or the call was decided otherwise already.
     """
     if not isinstance(call_id, str):
         raise TypeError(f"a tool call id is a str (ToolUseBlock.id), not {call_id!r}")
+    if step is None:
+        raise ValueError(
+            f"no tool call of agent {agent.name!r} waits for approval, so {call_id!r} "
+            "cannot be decided; decide after a run ends with LoopStop.APPROVAL"
+        )
     calls, approvals = _step_state(step)
     if call_id not in approvals:
         names = {call.id: call.name for call in calls}
@@ -101,7 +123,7 @@ def decide(step: Turn, call_id: object, decision: dict[str, Any]) -> None:
     step.kwargs = {**step.kwargs, "approvals": {**approvals, call_id: decision}}
 
 
-def refused_results(
+def _refused_results(
     calls: list[ToolUseBlock], approvals: Mapping[str, Any]
 ) -> dict[str, ToolResultBlock]:
     """The results the model reads for the rejected calls: an error with the person's reason."""
@@ -115,7 +137,31 @@ def refused_results(
     return refused
 
 
-async def with_refused(
+async def run_decided(
+    calls: list[ToolUseBlock],
+    approvals: Mapping[str, Any],
+    run: Callable[[list[ToolUseBlock]], AsyncIterator[Any]],
+    route: Callable[[ContextItem[Any]], Awaitable[None]],
+) -> AsyncIterator[Any]:
+    """The values of `calls` once all are decided: `run` runs all but the rejected ones.
+
+    The rejected ones are answered with their reasons, in the same results
+    message as the others (see `_with_refused`).
+    """
+    refused = _refused_results(calls, approvals)
+    to_run = [call for call in calls if call.id not in refused]
+    if not to_run:
+        if refused:
+            yield ContextItem(content=Message("user", list(refused.values())))
+        return
+    values = run(to_run)
+    if refused:
+        values = _with_refused(values, calls, refused, route)
+    async for value in values:
+        yield value
+
+
+async def _with_refused(
     values: AsyncIterator[Any],
     calls: list[ToolUseBlock],
     refused: dict[str, ToolResultBlock],
@@ -143,74 +189,3 @@ async def with_refused(
         if refused:
             await route(ContextItem(content=Message("user", [*refused.values()])))
         raise
-
-
-class LoopApprovals:
-    """`ModelLoop`'s side of approvals: the waiting calls and the decisions on them."""
-
-    __slots__ = ()
-    agent: Agent
-
-    @property
-    def pending_approvals(self) -> list[ToolUseBlock]:
-        """The tool calls waiting for a person's decision, in the order the model made them.
-
-        Read from the `model_act` step the agent holds, so an agent saved and
-        loaded in another process lists them too. Empty when none waits.
-        """
-        step = self._approval_step()
-        return [] if step is None else waiting_calls(step)
-
-    def approve(self, call_id: str) -> None:
-        """Let the waiting call `call_id` run when the loop runs again.
-
-        Decisions are kept on the agent's queued step (saved by `to_json()`).
-        The reply's calls run once every waiting call is decided: run the loop
-        again without a prompt (`run()` or `stream()`). Approving a call twice
-        changes nothing.
-
-        Raises:
-            ValueError: No call `call_id` waits for approval (no run stopped
-                for approval, the call needs none, or it was rejected).
-        """
-        self._decide(call_id, {"approved": True})
-
-    def reject(self, call_id: str, reason: str | None = None) -> None:
-        """Refuse the waiting call `call_id`: the model reads `reason` as the call's error result.
-
-        The result says the call was rejected by a person, then `reason`. It
-        is stored with the other results of the reply when the loop runs again
-        (see `approve`). Rejecting a call twice with the same reason changes
-        nothing.
-
-        Raises:
-            TypeError: `reason` is not a str.
-            ValueError: No call `call_id` waits for approval (see `approve`),
-                or it was approved, or rejected with another reason.
-        """
-        if reason is not None and not isinstance(reason, str):
-            raise TypeError(f"reject() reason must be a str, not {reason!r}")
-        self._decide(call_id, {"approved": False, "reason": reason})
-
-    def _decide(self, call_id: str, decision: dict[str, Any]) -> None:
-        step = self._approval_step()
-        if step is None:
-            raise ValueError(
-                f"no tool call of agent {self.agent.name!r} waits for approval, so {call_id!r} "
-                "cannot be decided; decide after a run ends with LoopStop.APPROVAL"
-            )
-        decide(step, call_id, decision)
-
-    def _stopped_for_approval(self) -> Turn | None:
-        """The `model_act` step that stopped the run in progress for approvals, if any."""
-        raise NotImplementedError
-
-    def _approval_step(self) -> Turn | None:
-        """The `model_act` step waiting for decisions: the running one's, or the queued one."""
-        stopped = self._stopped_for_approval()
-        if stopped is not None:
-            return stopped
-        for turn in self.agent.queue:
-            if turn.tool_name == "model_act" and turn.kwargs.get("approvals"):
-                return turn
-        return None

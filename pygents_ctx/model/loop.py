@@ -31,15 +31,9 @@ agent still holds the step that will produce it:
 - the caller stops reading `stream()` (closed with `aclosing`, or collected):
   the step it interrupted is gone, so its calls get cancelled results.
 
-Approvals: when a reply's calls include one whose tool `needs_approval`,
-`model_act` runs none of that reply's calls. It ends the run with
-`LoopStop.APPROVAL` and leaves itself queued on the agent, holding the calls
-and the decisions so far (`loop.pending_approvals`; saved by `to_json()`).
-`approve()` and `reject()` write decisions into that queued step; the next
-run without a prompt runs it: once every call is decided, the approved calls
-and those that needed no approval run, and each rejected call is answered
-with an error result carrying the reason, all in one message. A new prompt
-instead drops the waiting step, and its calls are answered as not run.
+A reply with a call whose tool `needs_approval` ends the run at `model_act`,
+which stays queued holding the decisions (`pygents_ctx.model._approvals`);
+a new prompt drops it, and its calls are answered as not run.
 """
 
 from __future__ import annotations
@@ -49,6 +43,7 @@ import math
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, cast
 
 from pygents_ctx.agent import Agent
@@ -58,10 +53,11 @@ from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock,
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
 from pygents_ctx.model._approvals import (
-    LoopApprovals,
-    needs_approval,
-    refused_results,
-    with_refused,
+    approvals_needed,
+    decide,
+    run_decided,
+    waiting_calls,
+    waiting_step,
 )
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
 from pygents_ctx.model.base import (
@@ -180,7 +176,7 @@ def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> 
         raise ValueError(f"ModelLoop {name} must be a positive number, not {value!r}")
 
 
-class ModelLoop(LoopApprovals):
+class ModelLoop:
     """An agent's model loop: think with `model`, act with the agent's tools, until an answer.
 
     Construction adds the loop's three step tools (`model_ask`, `model_think`,
@@ -328,8 +324,48 @@ class ModelLoop(LoopApprovals):
             )
         return context
 
-    def _stopped_for_approval(self) -> Turn | None:
-        return None if self._run is None else self._run.awaiting
+    # -- approvals (see pygents_ctx.model._approvals) -------------------------------
+
+    @property
+    def pending_approvals(self) -> list[ToolUseBlock]:
+        """The tool calls waiting for a person's decision, in the order the model made them.
+
+        Read from the `model_act` step the agent holds, so an agent saved and
+        loaded in another process lists them too. Empty when none waits.
+        """
+        step = self._approval_step()
+        return [] if step is None else waiting_calls(step)
+
+    def approve(self, call_id: str) -> None:
+        """Let the waiting call `call_id` run when the loop runs again.
+
+        The reply's calls run once every waiting call is decided: run the loop
+        again without a prompt. The decision is kept on the agent's queued
+        step (saved by `to_json()`); approving a call twice changes nothing.
+
+        Raises:
+            ValueError: No call `call_id` waits for approval (no run stopped
+                for approval, the call needs none, or it was rejected).
+        """
+        decide(self.agent, self._approval_step(), call_id, {"approved": True})
+
+    def reject(self, call_id: str, reason: str | None = None) -> None:
+        """Refuse the waiting call `call_id`: the model reads that, with `reason`, as its result.
+
+        Kept and applied as `approve` says; rejecting a call twice with the
+        same reason changes nothing.
+
+        Raises:
+            TypeError: `reason` is not a str.
+            ValueError: As for `approve`, or the call was approved, or
+                rejected with another reason.
+        """
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reject() reason must be a str, not {reason!r}")
+        decide(self.agent, self._approval_step(), call_id, {"approved": False, "reason": reason})
+
+    def _approval_step(self) -> Turn | None:
+        return waiting_step(self.agent, None if self._run is None else self._run.awaiting)
 
     # -- running ---------------------------------------------------------------
 
@@ -581,9 +617,7 @@ class ModelLoop(LoopApprovals):
             todo = [call for call in calls if call.id in still_open]
         run.fresh_calls = frozenset()
         if approvals is None:  # first look: which calls a person must approve
-            approvals = {
-                call.id: None for call in todo if await needs_approval(call, self._by_name)
-            }
+            approvals = await approvals_needed(todo, self._by_name)
         undecided = tuple(call for call in todo if call.id in approvals and not approvals[call.id])
         if undecided:  # none of the reply's calls runs until every one is decided
             run.awaiting = Turn(
@@ -595,16 +629,9 @@ class ModelLoop(LoopApprovals):
                 yield ToolApprovalRequired(run.steps, call)
             yield self._finish(run, LoopStop.APPROVAL, None, undecided)
             return
-        refused = refused_results(todo, approvals)
-        to_run = [call for call in todo if call.id not in refused]
-        if not to_run and refused:
-            yield ContextItem(content=Message("user", list(refused.values())))
-        elif to_run:
-            values = self._run_calls(run.steps, to_run)
-            if refused:
-                values = with_refused(values, todo, refused, self.agent._route)
-            async for value in values:
-                yield value
+        step = partial(self._run_calls, run.steps)
+        async for value in run_decided(todo, approvals, step, self.agent._route):
+            yield value
         yield self._think_turn()
 
     async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:

@@ -10,6 +10,7 @@ a queued turn, they are saved with the agent and loaded with it.
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -33,6 +34,8 @@ __all__ = [
 
 REJECTED: Final = "rejected: a person did not approve this call"
 
+logger = logging.getLogger("pygents_ctx")
+
 
 async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]) -> bool:
     """Whether a person must approve `call` before it runs (its tool's `needs_approval`).
@@ -41,7 +44,7 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
     a strict model sends for optional parameters). A call that cannot run (an
     unknown tool, arguments that are not JSON) needs none: it gets its error
     result. A rule that raises counts as True, so a person sees the call
-    rather than it running unchecked.
+    rather than it running unchecked (and a warning is logged).
     """
     item = tools.get(call.name)
     if item is None or RAW_ARGUMENTS in call.input:
@@ -54,6 +57,12 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception:
+        logger.warning(
+            "the needs_approval rule of tool %r raised for call %s; a person decides",
+            call.name,
+            call.id,
+            exc_info=True,
+        )
         return True
     return bool(answer)
 

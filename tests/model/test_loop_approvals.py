@@ -213,7 +213,9 @@ async def test_a_rule_sees_the_arguments_as_the_tool_gets_them(ran: list[str]) -
     assert (await loop.run("Send them")).pending == (noted,)
 
 
-async def test_a_rule_that_raises_asks_a_person(ran: list[str]) -> None:
+async def test_a_rule_that_raises_asks_a_person(
+    ran: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
     @tool(needs_approval=lambda arguments: arguments["missing"])
     async def launch(target: str) -> str:
         """Launch."""
@@ -224,6 +226,7 @@ async def test_a_rule_that_raises_asks_a_person(ran: list[str]) -> None:
     loop = make_loop([launch], [assistant(call), "Launched."])
 
     assert (await loop.run("Go")).pending == (call,)
+    assert "needs_approval rule of tool 'launch' raised" in caplog.text
     loop.approve(call.id)
     assert (await loop.run()).text == "Launched."
     assert ran == ["moon"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from pygents_ctx.agent import Agent
@@ -151,7 +151,7 @@ async def run_decided(
     approvals: Mapping[str, Any],
     run: Callable[[list[ToolUseBlock]], AsyncIterator[Any]],
     route: Callable[[ContextItem[Any]], Awaitable[None]],
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """The values of `calls` once all are decided: `run` runs all but the rejected ones.
 
     The rejected ones are answered with their reasons, in the same results
@@ -166,8 +166,11 @@ async def run_decided(
     values = run(to_run)
     if refused:
         values = _with_refused(values, calls, refused, route)
-    async for value in values:
-        yield value
+    try:
+        async for value in values:
+            yield value
+    finally:
+        await _close(values)
 
 
 async def _with_refused(
@@ -195,6 +198,14 @@ async def _with_refused(
                 refused = {}
             yield value
     except BaseException:
+        await _close(values)  # what the run kept is routed first
         if refused:
             await route(ContextItem(content=Message("user", [*refused.values()])))
         raise
+
+
+async def _close(values: AsyncIterator[Any]) -> None:
+    """Close an async generator left early at once, so its own clean-up runs now, in order."""
+    close = getattr(values, "aclose", None)
+    if close is not None:
+        await close()

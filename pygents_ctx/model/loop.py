@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
@@ -121,8 +122,9 @@ async def model_act(
     `approvals` maps each call that needs a person's approval to its decision
     (None while undecided); None means not yet looked at.
     """
-    async for value in _loop("model_act")._act(calls, approvals):
-        yield value
+    async with aclosing(_loop("model_act")._act(calls, approvals)) as values:
+        async for value in values:  # closed at once when the run stops: results are kept now
+            yield value
 
 
 # The loop's own steps: their arguments come from the loop itself (no check needed),
@@ -607,7 +609,7 @@ class ModelLoop:
 
     async def _act(
         self, data: list[dict[str, Any]], approvals: dict[str, Any] | None
-    ) -> AsyncIterator[Any]:
+    ) -> AsyncGenerator[Any, None]:
         run = self._state()
         calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
         if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
@@ -630,19 +632,23 @@ class ModelLoop:
             yield self._finish(run, LoopStop.APPROVAL, None, undecided)
             return
         step = partial(self._run_calls, run.steps)
-        async for value in run_decided(todo, approvals, step, self.agent._route):
-            yield value
+        async with aclosing(run_decided(todo, approvals, step, self.agent._route)) as values:
+            async for value in values:
+                yield value
         yield self._think_turn()
 
-    async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+    async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncGenerator[Any, None]:
         if len(calls) == 1 or self.parallel_tools == 1:
             steps = self._run_one_by_one(step, calls)
         else:
             steps = self._run_at_once(step, calls)
-        async for value in steps:
-            yield value
+        async with aclosing(steps):
+            async for value in steps:
+                yield value
 
-    async def _run_one_by_one(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+    async def _run_one_by_one(
+        self, step: int, calls: list[ToolUseBlock]
+    ) -> AsyncGenerator[Any, None]:
         """The calls in turn, in this task (one call needs no task of its own)."""
         hooks = list(self.agent.turn_hooks)
         results: dict[str, ToolResultBlock] = {}
@@ -670,7 +676,7 @@ class ModelLoop:
         values.append(ContextItem(content=Message("user", [results[call.id] for call in calls])))
         return values
 
-    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncGenerator[Any, None]:
         """The calls as tasks, up to `parallel_tools` at once; events as they happen."""
         events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
         gate = asyncio.Semaphore(self.parallel_tools)

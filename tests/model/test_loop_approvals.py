@@ -352,6 +352,40 @@ async def test_cancelled_while_approved_calls_run_keeps_the_rejections(ran: list
     assert loop.pending_approvals == []
 
 
+async def test_leaving_the_stream_while_approved_calls_run_keeps_every_answer(
+    ran: list[str],
+) -> None:
+    @tool(needs_approval=True)
+    async def deploy(target: str) -> str:
+        """Deploy."""
+        if target == "staging":
+            await asyncio.sleep(30)
+        ran.append(target)
+        return f"deployed {target}"
+
+    calls = [tool_call("deploy", target=t) for t in ("docs", "staging", "prod")]
+    loop = make_loop([deploy], [assistant(*calls), "Docs only."])
+    await loop.run("Deploy everything")
+    loop.approve(calls[0].id)
+    loop.approve(calls[1].id)
+    loop.reject(calls[2].id, "not on a Friday")
+
+    async with aclosing(loop.stream()) as events:
+        async for event in events:
+            if isinstance(event, ToolCallFinished):  # the quick one: leave while staging runs
+                break
+
+    answers = {r.tool_use_id: str(r.content) for m in await history(loop) for r in m.tool_results}
+    assert answers == {
+        calls[0].id: "deployed docs",
+        calls[1].id: answers[calls[1].id],
+        calls[2].id: "rejected: a person did not approve this call: not on a Friday",
+    }
+    assert answers[calls[1].id].startswith("cancelled")
+    assert (await loop.run()).text == "Docs only."
+    assert ran == ["docs"]
+
+
 # -- bad decisions -----------------------------------------------------------------------
 
 

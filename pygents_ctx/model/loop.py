@@ -572,7 +572,7 @@ class ModelLoop:
         message: Message | None,
         pending: tuple[ToolUseBlock, ...] = (),
     ) -> LoopFinished:
-        run.finished = LoopFinished(reason, message, run.steps, run.usage, pending)
+        run.finished = LoopFinished(reason, message, run.steps, run.usage, pending=pending)
         return run.finished
 
     async def _call_model(self, run: _Run, step: int, window: PromptWindow) -> AsyncIterator[Any]:

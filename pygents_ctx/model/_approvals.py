@@ -5,6 +5,12 @@ on the agent's queue. Its kwargs hold the reply's calls and `approvals`: each
 call that needs a decision, mapped to None while undecided, then to
 `{"approved": True}` or `{"approved": False, "reason": ...}`. Being kwargs of
 a queued turn, they are saved with the agent and loaded with it.
+
+None of the reply's calls runs until every waiting one is decided; then the
+approved calls and those that needed no approval run, and each rejected call
+is answered with an error result carrying the reason, all in one results
+message in the calls' order (`run_decided`). A new prompt drops the waiting
+step (`ModelLoop`), and `model_ask` answers its calls as not run.
 """
 
 from __future__ import annotations

@@ -119,7 +119,8 @@ class ToolApprovalRequired:
     """A tool call of the model's waits for a person's decision; the run ends after these.
 
     Decide with `loop.approve(call.id)` or `loop.reject(call.id, reason)`,
-    then run the loop again.
+    then run the loop again. `step` is the run's step count: 0 when a run
+    that continues stops again before calling the model.
     """
 
     step: int

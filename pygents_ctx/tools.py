@@ -37,8 +37,12 @@ from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.hooks import Hook, HookRegistry, ToolHook
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
     from datetime import datetime
+    from typing import TypeAlias
+
+    # A function of a call's arguments (one dict) saying whether a person must approve it.
+    ApprovalRule: TypeAlias = Callable[[dict[str, Any]], bool | Awaitable[bool]]
 
 __all__ = ["Tool", "ToolMetadata", "tool"]
 
@@ -148,6 +152,9 @@ class Tool(Generic[P, R]):
         on_tool_error: What an agent does when a turn of this tool fails:
             `"raise"`, `"return"` (the exception is the turn's value), or None
             to follow the agent's `on_tool_error`.
+        needs_approval: Whether a `ModelLoop` stops for a person's approval
+            before running a model's call of this tool: True, False, or a
+            function of the call's arguments (see `@tool`).
     """
 
     # Slots: a turn reads several of these on every run.
@@ -165,6 +172,7 @@ class Tool(Generic[P, R]):
         "is_generator",
         "key",
         "metadata",
+        "needs_approval",
         "on_tool_error",
         "parent",
         "subtools",
@@ -186,7 +194,15 @@ class Tool(Generic[P, R]):
         fixed_kwargs: Mapping[str, Any] | None = None,
         validate: bool = True,
         on_tool_error: OnToolError | None = None,
+        needs_approval: bool | ApprovalRule = False,
     ) -> None:
+        if not (isinstance(needs_approval, bool) or callable(needs_approval)):
+            raise TypeError(
+                f"tool {getattr(fn, '__name__', fn)!r} needs_approval must be True, False or a "
+                f"function of the call's arguments (a dict) returning a bool, "
+                f"not {needs_approval!r}"
+            )
+        self.needs_approval = needs_approval
         self.is_generator = inspect.isasyncgenfunction(fn)
         if not (self.is_generator or inspect.iscoroutinefunction(fn)):
             raise TypeError(
@@ -352,6 +368,7 @@ class Tool(Generic[P, R]):
         tags: Iterable[str] | None = ...,
         validate: bool = ...,
         on_tool_error: OnToolError | None = ...,
+        needs_approval: bool | ApprovalRule = ...,
         **fixed_kwargs: Any,
     ) -> Callable[[Callable[SP, SR]], Tool[SP, SR]]: ...
     def subtool(
@@ -363,6 +380,7 @@ class Tool(Generic[P, R]):
         tags: Iterable[str] | None = None,
         validate: bool = True,
         on_tool_error: OnToolError | None = None,
+        needs_approval: bool | ApprovalRule = False,
         **fixed_kwargs: Any,
     ) -> Tool[SP, SR] | Callable[[Callable[SP, SR]], Tool[SP, SR]]:
         """Register a tool under this one, keyed `"<this key>.<function name>"`.
@@ -383,6 +401,7 @@ class Tool(Generic[P, R]):
                 fixed_kwargs=fixed_kwargs,
                 validate=validate,
                 on_tool_error=on_tool_error,
+                needs_approval=needs_approval,
             )
             ToolRegistry.register(made)
             self.subtools.append(made)
@@ -493,6 +512,7 @@ def tool(
     tags: Iterable[str] | None = ...,
     validate: bool = ...,
     on_tool_error: OnToolError | None = ...,
+    needs_approval: bool | ApprovalRule = ...,
     **fixed_kwargs: Any,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
@@ -503,6 +523,7 @@ def tool(
     tags: Iterable[str] | None = None,
     validate: bool = True,
     on_tool_error: OnToolError | None = None,
+    needs_approval: bool | ApprovalRule = False,
     **fixed_kwargs: Any,
 ) -> Tool[P, R] | Callable[[Callable[P, R]], Tool[P, R]]:
     """Make an async function (or async generator) a registered tool.
@@ -521,6 +542,13 @@ def tool(
             `"raise"` (the run ends with the exception), `"return"` (the
             exception is the turn's value and the run goes on), or None (the
             default) to follow the agent's `on_tool_error`.
+        needs_approval: Whether a `ModelLoop` stops for a person's approval
+            before it runs a model's call of this tool (`loop.approve()` /
+            `loop.reject()`, then run the loop again). True: every call;
+            a function: the calls for which it returns True, given the call's
+            arguments as one dict (sync or async; one that raises counts as
+            True, so a person sees the call). Calls made directly (a `Turn`,
+            `await tool(...)`) never wait for approval.
         **fixed_kwargs: Merged under every call's kwargs; a zero-argument
             function is called for its value on each call.
 
@@ -528,7 +556,8 @@ def tool(
         The `Tool`, or a decorator that makes one.
 
     Raises:
-        TypeError: The function is not async, or a fixed kwarg is not one of its parameters.
+        TypeError: The function is not async, a fixed kwarg is not one of its
+            parameters, or `needs_approval` is neither a bool nor a function.
         ValueError: A different tool with the same name is already registered
             (a re-definition of the same function replaces it: see
             `ToolRegistry.register`), or `on_tool_error` is not one of the above.
@@ -542,6 +571,7 @@ def tool(
             fixed_kwargs=fixed_kwargs,
             validate=validate,
             on_tool_error=on_tool_error,
+            needs_approval=needs_approval,
         )
         ToolRegistry.register(made)
         return made

@@ -24,6 +24,7 @@ from pygents_ctx.model.events import (
     ModelReplied,
     ModelRetry,
     StepStarted,
+    ToolApprovalRequired,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "RetryPolicy",
     "StepStarted",
     "TextDelta",
+    "ToolApprovalRequired",
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",

@@ -22,7 +22,7 @@ from pygents_ctx.model.definitions import accepts_null, input_schema
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
-__all__ = ["CANCELLED", "NOT_RUN", "run_call", "unanswered_calls"]
+__all__ = ["CANCELLED", "NOT_RUN", "run_call", "tool_arguments", "unanswered_calls"]
 
 CANCELLED: Final = (
     "cancelled: the run stopped before this call finished; call the tool again if still needed"
@@ -44,7 +44,7 @@ def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
     return ToolResultBlock(call.id, text, is_error=True)
 
 
-def _arguments(item: Tool[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
+def tool_arguments(item: Tool[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
     """`given`, less the nulls sent for optional parameters that do not take null.
 
     A model in strict mode must send every parameter, and sends null for one it
@@ -95,7 +95,7 @@ async def run_call(
             "with its arguments as a JSON object",
         ), []
     try:
-        turn = Turn(item, kwargs=_arguments(item, call.input), timeout=seconds)
+        turn = Turn(item, kwargs=tool_arguments(item, call.input), timeout=seconds)
         if item.is_generator:
             values = [value async for value in turn._yielding(hooks)]
         else:

@@ -28,6 +28,7 @@ __all__ = [
     "ModelReplied",
     "ModelRetry",
     "StepStarted",
+    "ToolApprovalRequired",
     "ToolCallFinished",
     "ToolCallStarted",
 ]
@@ -40,6 +41,7 @@ class LoopStop(Enum):
     MAX_STEPS = "max_steps"
     TOKEN_BUDGET = "token_budget"
     COST_BUDGET = "cost_budget"
+    APPROVAL = "approval"
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,20 +115,36 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolApprovalRequired:
+    """A tool call of the model's waits for a person's decision; the run ends after these.
+
+    Decide with `loop.approve(call.id)` or `loop.reject(call.id, reason)`,
+    then run the loop again. `step` is the run's step count: 0 when a run
+    that continues stops again before calling the model.
+    """
+
+    step: int
+    call: ToolUseBlock
+
+
+@dataclass(frozen=True, slots=True)
 class LoopFinished:
-    """The run ended: with the model's answer, or at a limit.
+    """The run ended: with the model's answer, at a limit, or waiting for approvals.
 
     Attributes:
         reason: Why it ended.
         message: The answer (`reason` is `ANSWER`), or None.
         steps: The model calls this run made.
         usage: The tokens they used, as the provider reported them.
+        pending: The tool calls waiting for a person's decision (`reason`
+            is `APPROVAL`), in the order the model made them; else empty.
     """
 
     reason: LoopStop
     message: Message | None
     steps: int
     usage: Usage = field(default_factory=Usage)
+    pending: tuple[ToolUseBlock, ...] = ()
 
     @property
     def text(self) -> str:
@@ -150,6 +168,7 @@ LoopEvent: TypeAlias = (
     | ModelReplied
     | ToolCallStarted
     | ToolCallFinished
+    | ToolApprovalRequired
     | LoopFinished
     | AgentValue
 )

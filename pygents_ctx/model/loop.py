@@ -30,6 +30,10 @@ agent still holds the step that will produce it:
   saved by `agent.to_json()`); it runs the waiting calls when the loop goes on;
 - the caller stops reading `stream()` (closed with `aclosing`, or collected):
   the step it interrupted is gone, so its calls get cancelled results.
+
+A reply with a call whose tool `needs_approval` ends the run at `model_act`,
+which stays queued holding the decisions (`pygents_ctx.model._approvals`);
+a new prompt drops it, and its calls are answered as not run.
 """
 
 from __future__ import annotations
@@ -37,8 +41,10 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
+from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Final, cast
 
 from pygents_ctx.agent import Agent
@@ -47,6 +53,13 @@ from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
+from pygents_ctx.model._approvals import (
+    approvals_needed,
+    decide,
+    run_decided,
+    waiting_calls,
+    waiting_step,
+)
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
@@ -65,6 +78,7 @@ from pygents_ctx.model.events import (
     ModelReplied,
     ModelRetry,
     StepStarted,
+    ToolApprovalRequired,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -100,10 +114,17 @@ async def model_think() -> AsyncIterator[Any]:
         yield value
 
 
-async def model_act(calls: list[dict[str, Any]]) -> AsyncIterator[Any]:
-    """Run the model's tool calls; their results go back as one message."""
-    async for value in _loop("model_act")._act(calls):
-        yield value
+async def model_act(
+    calls: list[dict[str, Any]], approvals: dict[str, Any] | None = None
+) -> AsyncIterator[Any]:
+    """Run the model's tool calls; their results go back as one message.
+
+    `approvals` maps each call that needs a person's approval to its decision
+    (None while undecided); None means not yet looked at.
+    """
+    async with aclosing(_loop("model_act")._act(calls, approvals)) as values:
+        async for value in values:  # closed at once when the run stops: results are kept now
+            yield value
 
 
 # The loop's own steps: their arguments come from the loop itself (no check needed),
@@ -121,6 +142,7 @@ _OWN_EVENTS: Final = (
     ModelReplied,
     ToolCallStarted,
     ToolCallFinished,
+    ToolApprovalRequired,
     LoopFinished,
 )
 
@@ -145,6 +167,8 @@ class _Run:
     # The calls of the reply `model_think` just stored: the `model_act` it queued
     # knows they are unanswered without reading the history again.
     fresh_calls: frozenset[str] = frozenset()
+    # The `model_act` step that stopped for approvals: queued when the run ends.
+    awaiting: Turn | None = None
 
 
 def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> None:
@@ -169,7 +193,8 @@ class ModelLoop:
     `max_tokens`, input and output tokens together, as the provider reported
     them, plus the next window's estimate; `max_cost`, the same priced with
     `pricing`. A run that reaches a limit ends with `LoopFinished(reason=...)`
-    before the call that would pass it.
+    before the call that would pass it. A call of a tool that `needs_approval`
+    ends the run with `LoopStop.APPROVAL` until `approve()` / `reject()`.
 
     Args:
         agent: The agent; it needs a `context` (`ContextConfig`), whose
@@ -301,6 +326,49 @@ class ModelLoop:
             )
         return context
 
+    # -- approvals (see pygents_ctx.model._approvals) -------------------------------
+
+    @property
+    def pending_approvals(self) -> list[ToolUseBlock]:
+        """The tool calls waiting for a person's decision, in the order the model made them.
+
+        Read from the `model_act` step the agent holds, so an agent saved and
+        loaded in another process lists them too. Empty when none waits.
+        """
+        step = self._approval_step()
+        return [] if step is None else waiting_calls(step)
+
+    def approve(self, call_id: str) -> None:
+        """Let the waiting call `call_id` run when the loop runs again.
+
+        The reply's calls run once every waiting call is decided: run the loop
+        again without a prompt. The decision is kept on the agent's queued
+        step (saved by `to_json()`); approving a call twice changes nothing.
+
+        Raises:
+            ValueError: No call `call_id` waits for approval (no run stopped
+                for approval, the call needs none, or it was rejected).
+        """
+        decide(self.agent, self._approval_step(), call_id, {"approved": True})
+
+    def reject(self, call_id: str, reason: str | None = None) -> None:
+        """Refuse the waiting call `call_id`: the model reads that, with `reason`, as its result.
+
+        Kept and applied as `approve` says; rejecting a call twice with the
+        same reason changes nothing.
+
+        Raises:
+            TypeError: `reason` is not a str.
+            ValueError: As for `approve`, or the call was approved, or
+                rejected with another reason.
+        """
+        if reason is not None and not isinstance(reason, str):
+            raise TypeError(f"reject() reason must be a str, not {reason!r}")
+        decide(self.agent, self._approval_step(), call_id, {"approved": False, "reason": reason})
+
+    def _approval_step(self) -> Turn | None:
+        return waiting_step(self.agent, None if self._run is None else self._run.awaiting)
+
     # -- running ---------------------------------------------------------------
 
     async def run(self, prompt: str | Message | None = None) -> LoopFinished:
@@ -350,6 +418,9 @@ class ModelLoop:
             )
         pending = [agent.current_turn, *agent.queue]
         if message is not None:
+            waiting = self._approval_step()
+            if waiting is not None:  # the new message moves on: `model_ask` answers them
+                agent._turns.remove(waiting)
             await agent.put(Turn(_ASK, kwargs={"message": to_dict(message)}))
         elif not any(turn is not None and turn.tool in STEP_TOOLS for turn in pending):
             if not await self._context.history():
@@ -375,6 +446,8 @@ class ModelLoop:
             token = _RUNNING.set(self)
             try:
                 await values.aclose()
+                if run.awaiting is not None:  # it waits for decisions, on the agent
+                    await agent.put(run.awaiting)
                 if not completed:
                     await self._cancel_unanswered(run)
             finally:
@@ -492,8 +565,14 @@ class ModelLoop:
                 return LoopStop.COST_BUDGET
         return None
 
-    def _finish(self, run: _Run, reason: LoopStop, message: Message | None) -> LoopFinished:
-        run.finished = LoopFinished(reason, message, run.steps, run.usage)
+    def _finish(
+        self,
+        run: _Run,
+        reason: LoopStop,
+        message: Message | None,
+        pending: tuple[ToolUseBlock, ...] = (),
+    ) -> LoopFinished:
+        run.finished = LoopFinished(reason, message, run.steps, run.usage, pending=pending)
         return run.finished
 
     async def _call_model(self, run: _Run, step: int, window: PromptWindow) -> AsyncIterator[Any]:
@@ -528,7 +607,9 @@ class ModelLoop:
             yield response
             return
 
-    async def _act(self, data: list[dict[str, Any]]) -> AsyncIterator[Any]:
+    async def _act(
+        self, data: list[dict[str, Any]], approvals: dict[str, Any] | None
+    ) -> AsyncGenerator[Any, None]:
         run = self._state()
         calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
         if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
@@ -537,20 +618,37 @@ class ModelLoop:
             still_open = {call.id for call in unanswered_calls(await self._context.history())}
             todo = [call for call in calls if call.id in still_open]
         run.fresh_calls = frozenset()
-        if todo:
-            async for value in self._run_calls(run.steps, todo):
+        if approvals is None:  # first look: which calls a person must approve
+            approvals = await approvals_needed(todo, self._by_name)
+        undecided = tuple(call for call in todo if call.id in approvals and not approvals[call.id])
+        if undecided:  # none of the reply's calls runs until every one is decided
+            run.awaiting = Turn(
+                _ACT,
+                kwargs={"calls": [to_dict(call) for call in todo], "approvals": approvals},
+                timeout=self.step_timeout,
+            )
+            for call in undecided:
+                yield ToolApprovalRequired(run.steps, call)
+            yield self._finish(run, LoopStop.APPROVAL, None, undecided)
+            return
+        step = partial(self._run_calls, run.steps)
+        async with aclosing(run_decided(todo, approvals, step, self.agent._route)) as values:
+            async for value in values:
                 yield value
         yield self._think_turn()
 
-    async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+    async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncGenerator[Any, None]:
         if len(calls) == 1 or self.parallel_tools == 1:
             steps = self._run_one_by_one(step, calls)
         else:
             steps = self._run_at_once(step, calls)
-        async for value in steps:
-            yield value
+        async with aclosing(steps):
+            async for value in steps:
+                yield value
 
-    async def _run_one_by_one(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+    async def _run_one_by_one(
+        self, step: int, calls: list[ToolUseBlock]
+    ) -> AsyncGenerator[Any, None]:
         """The calls in turn, in this task (one call needs no task of its own)."""
         hooks = list(self.agent.turn_hooks)
         results: dict[str, ToolResultBlock] = {}
@@ -578,7 +676,7 @@ class ModelLoop:
         values.append(ContextItem(content=Message("user", [results[call.id] for call in calls])))
         return values
 
-    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncIterator[Any]:
+    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncGenerator[Any, None]:
         """The calls as tasks, up to `parallel_tools` at once; events as they happen."""
         events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
         gate = asyncio.Semaphore(self.parallel_tools)

@@ -14,7 +14,9 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -101,6 +103,10 @@ def render_block(block: ContentBlock) -> str:
         return f"call {block.name}({one_line(arguments)}) id={block.id}"
     if isinstance(block, ToolResultBlock):
         return _result(block)
+    if isinstance(block, ThinkingBlock):
+        return f"thinking: {one_line(block.thinking)}"
+    if isinstance(block, RedactedThinkingBlock):
+        return "thinking (redacted)"
     return _image(block)
 
 

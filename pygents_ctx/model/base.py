@@ -28,6 +28,7 @@ __all__ = [
     "OutputSchema",
     "Pricing",
     "TextDelta",
+    "ThinkingDelta",
     "ToolCallDelta",
 ]
 
@@ -223,6 +224,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of a reasoning model's thinking, as it was streamed (kept as a `ThinkingBlock`)."""
+
+    thinking: str
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallDelta:
     """A piece of a tool call, as it was streamed.
 
@@ -242,7 +250,7 @@ class ToolCallDelta:
     arguments: str
 
 
-ModelStreamEvent: TypeAlias = TextDelta | ToolCallDelta | ModelResponse
+ModelStreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ModelResponse
 
 
 @runtime_checkable
@@ -275,7 +283,7 @@ class Model(Protocol):
         *,
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[ModelStreamEvent]:
-        """The reply as it is written: `TextDelta`s and `ToolCallDelta`s, then the `ModelResponse`.
+        """The reply as it is written (text, thinking and tool-call deltas), then the reply.
 
         Raises:
             ModelAPIError, ModelResponseError: As for `complete`, also mid-stream.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message
@@ -198,6 +198,10 @@ class ModelSettings:
         return replace(self, **changes)
 
 
+# The finish reasons of a reply stopped by its token limit, in each API's words.
+LENGTH_REASONS: Final = frozenset({"length", "max_tokens", "max_output_tokens"})
+
+
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     """A model's reply: the assistant message, and what the provider reported about it.
@@ -214,6 +218,15 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     finish_reason: str | None = None
+
+    @property
+    def hit_length_limit(self) -> bool:
+        """Whether the reply was stopped by its token limit (`max_tokens`), unfinished.
+
+        `finish_reason` is `"length"` (OpenAI), `"max_tokens"` (Anthropic) or
+        `"max_output_tokens"` (the Responses API).
+        """
+        return self.finish_reason in LENGTH_REASONS
 
 
 @dataclass(frozen=True, slots=True)

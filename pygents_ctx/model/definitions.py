@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from pygents_ctx.tools import Tool
 
-__all__ = ["to_anthropic_tools", "to_openai_tools"]
+__all__ = ["strict_schema", "to_anthropic_tools", "to_openai_tools"]
 
 # Both APIs accept this for a tool's name.
 _NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -135,6 +135,16 @@ def input_schema(item: Tool[..., Any]) -> dict[str, Any]:
     """
     schema = item.metadata.input_schema
     return {"type": "object", "properties": {}} if schema is None else schema
+
+
+def strict_schema(schema: Mapping[str, Any], where: str, *, all_required: bool) -> dict[str, Any]:
+    """`schema` in the form strict mode needs, as tools get it (a copy; `where` names it in errors).
+
+    Raises:
+        ValueError: A part strict mode cannot express (a free-form value or dict, a tuple).
+    """
+    converted: dict[str, Any] = _strict(copy.deepcopy(dict(schema)), where, all_required)
+    return converted
 
 
 def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> dict[str, Any]:

@@ -145,7 +145,7 @@ def translate_error(sdk: ModuleType, exc: Exception, provider: str) -> ModelErro
     if isinstance(exc, sdk.APITimeoutError):
         return ModelAPIError(f"{provider}: the request timed out ({exc})", transient=True)
     if isinstance(exc, sdk.APIConnectionError):
-        return ModelAPIError(f"{provider}: could not connect ({exc})", transient=True)
+        return ModelAPIError(f"{provider}: the connection failed ({exc})", transient=True)
     if isinstance(exc, sdk.APIResponseValidationError):
         return ModelResponseError(f"{provider}: the reply does not match the API ({exc})")
     if isinstance(exc, sdk.APIStatusError):

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from pygents_ctx.tools import Tool
 
-__all__ = ["strict_schema", "to_anthropic_tools", "to_openai_tools"]
+__all__ = ["to_anthropic_tools", "to_openai_tools"]
 
 # Both APIs accept this for a tool's name.
 _NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")

@@ -12,6 +12,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pygents_ctx import (
     AnthropicModel,
@@ -29,6 +31,8 @@ from pygents_ctx import (
     ToolCallDelta,
     ToolResultBlock,
     ToolUseBlock,
+    to_anthropic,
+    to_openai,
     tool,
 )
 
@@ -625,3 +629,64 @@ async def test_an_output_schema_named_like_a_tool_is_refused(
 
     with pytest.raises(ValueError, match="named like one of the tools"):
         anthropic_model.request(QUESTION, [search], settings=ModelSettings(output_schema=clash))
+
+
+def test_the_rules_check_structured_output_and_forced_choices() -> None:
+    loose_object = {"type": "object", "properties": {"name": {"type": "string"}}}
+    format_ = {
+        "type": "json_schema",
+        "json_schema": {"name": "x", "strict": True, "schema": loose_object},
+    }
+    asked = {"messages": [{"role": "user", "content": "hi"}], "response_format": format_}
+    forced = {
+        "max_tokens": 10,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"name": "x", "input_schema": loose_object}],
+        "tool_choice": {"type": "tool", "name": "x"},
+        "thinking": {"type": "enabled", "budget_tokens": 1024},
+    }
+
+    assert any("additionalProperties" in problem for problem in openai_problems(asked))
+    assert any("'required' must list" in problem for problem in openai_problems(asked))
+    assert anthropic_problems(forced) == [
+        "Thinking may not be enabled when tool_choice forces tool use."
+    ]
+
+
+# -- what is sent is always what the APIs take ---------------------------------------------
+
+_TEXTS = st.sampled_from(["", " ", "\n\n", "Let me look.", "The Moon."])
+_BLOCKS = st.one_of(
+    _TEXTS.map(TextBlock),
+    st.builds(ThinkingBlock, st.text(max_size=5), st.sampled_from([None, "sig-1"])),
+    st.just(RedactedThinkingBlock("ENCRYPTED")),
+)
+
+
+@st.composite
+def conversations(draw: st.DrawFn) -> list[Message]:
+    """User turns and assistant replies of any blocks, each call answered in the next message."""
+    messages = [Message("user", draw(_TEXTS.filter(str.strip)))]
+    for turn in range(draw(st.integers(1, 4))):
+        blocks: list[Any] = draw(st.lists(_BLOCKS, max_size=4))
+        calls = [
+            ToolUseBlock(f"call_{turn}_{n}", "search", {}) for n in range(draw(st.integers(0, 2)))
+        ]
+        messages.append(Message("assistant", [*blocks, *calls]))
+        if calls:
+            messages.append(Message("user", [ToolResultBlock(c.id, draw(_TEXTS)) for c in calls]))
+        else:
+            messages.append(Message("user", [TextBlock(draw(_TEXTS))]))
+    return messages
+
+
+@given(conversations())
+@settings(max_examples=200, deadline=None)
+def test_whatever_a_conversation_holds_the_wire_sends_only_what_the_apis_take(
+    messages: list[Message],
+) -> None:
+    _, anthropic = to_anthropic(messages)
+    openai = to_openai(messages)
+
+    assert anthropic_problems({"max_tokens": 10, "messages": anthropic}) == []
+    assert openai_problems({"messages": openai}) == []

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -466,6 +467,9 @@ def anthropic_error(status: int, kind: str, text: str = "try later", **headers: 
 # -- the strict checks: what each real API refuses ------------------------------------------
 
 
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")  # a tool's name, as both APIs take it
+
+
 def openai_problems(body: dict[str, Any]) -> list[str]:
     """Why the Chat Completions API would refuse `body` (empty: it would take it).
 
@@ -531,6 +535,13 @@ def openai_problems(body: dict[str, Any]) -> list[str]:
             f"response messages: {', '.join(sorted(waiting))}"
         )
     problems += _openai_format_problems(body.get("response_format"))
+    for number, definition in enumerate(body.get("tools") or []):
+        function = definition.get("function") or {}
+        if definition.get("type") != "function" or not _NAME.fullmatch(function.get("name", "")):
+            problems.append(f"tools[{number}]: needs type 'function' and a valid function name")
+        elif function.get("strict"):
+            parameters = function.get("parameters") or {}
+            problems += _strict_schema_problems(parameters, f"tools[{number}].function.parameters")
     return problems
 
 
@@ -638,6 +649,12 @@ def anthropic_problems(body: dict[str, Any]) -> list[str]:
             f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` "
             f"blocks immediately after: {', '.join(sorted(waiting))}"
         )
+    for number, definition in enumerate(body.get("tools") or []):
+        schema = definition.get("input_schema")
+        if not _NAME.fullmatch(definition.get("name", "")):
+            problems.append(f"tools.{number}.name: String should match pattern '{_NAME.pattern}'")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            problems.append(f"tools.{number}.input_schema: the schema of an object is required")
     problems += _anthropic_tool_choice_problems(body)
     return problems
 

@@ -21,6 +21,7 @@ __all__ = [
     "import_sdk",
     "parse_arguments",
     "provider_errors",
+    "read_body",
     "refuse_sync_client",
     "translate_error",
 ]
@@ -104,6 +105,21 @@ def provider_errors(sdk: ModuleType, provider: str) -> Iterator[None]:
         raise ModelAPIError(
             f"{provider}: the connection broke ({type(exc).__name__}: {exc})", transient=True
         ) from exc
+
+
+def read_body(response: Any, provider: str) -> Any:
+    """`response`, unless the SDK could not parse it: a body that was not JSON at all.
+
+    The SDKs return a body whose content type is not JSON (a proxy's error
+    page) as its text, not as an error.
+
+    Raises:
+        ModelAPIError: The body is text, not the API's JSON (transient).
+    """
+    if isinstance(response, str | bytes):
+        shown = response[:80]
+        raise ModelAPIError(f"{provider}: the reply is not valid JSON ({shown!r})", transient=True)
+    return response
 
 
 def cut_stream(provider: str, final: str) -> ModelAPIError:

@@ -36,6 +36,7 @@ from pygents_ctx.model._sdk import (
     import_sdk,
     parse_arguments,
     provider_errors,
+    read_body,
     refuse_sync_client,
 )
 from pygents_ctx.model.base import (
@@ -213,6 +214,7 @@ class AnthropicModel:
         final = _final_name(self.settings.merged(settings))
         with provider_errors(self._sdk, "Anthropic"):
             response = await self.client.messages.create(**request)
+        response = read_body(response, "Anthropic")
         blocks: list[ContentBlock] = []
         for index, block in enumerate(field(response, "content") or []):
             kind = field(block, "type")

@@ -27,6 +27,7 @@ from pygents_ctx.model._sdk import (
     import_sdk,
     parse_arguments,
     provider_errors,
+    read_body,
     refuse_sync_client,
 )
 from pygents_ctx.model.base import (
@@ -200,6 +201,7 @@ class OpenAIModel:
         request = self.request(window, tools, settings=settings)
         with provider_errors(self._sdk, "OpenAI"):
             response = await self.client.chat.completions.create(**request)
+        response = read_body(response, "OpenAI")
         choices = field(response, "choices") or []
         if not choices:
             raise ModelResponseError("OpenAI: the reply has no choices; nothing to read")

@@ -164,7 +164,9 @@ class FakeAPI:
         if reply.body is not None or reply.raw is not None or not reply.events:
             text = reply.raw if reply.raw is not None else json.dumps(reply.body or {})
             payload = text.encode()
-            head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+            if not any(name.lower() == "content-type" for name in reply.headers):
+                head.append("Content-Type: application/json")
+            head.append(f"Content-Length: {len(payload)}")
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
             await writer.drain()
             return

@@ -378,6 +378,17 @@ async def test_a_malformed_body_is_transient(api: FakeAPI, model: Any, streaming
     assert caught.value.transient
 
 
+@pytest.mark.parametrize("model", PROVIDERS, indirect=True)
+async def test_a_proxy_error_page_is_transient(api: FakeAPI, model: Any) -> None:
+    page = "<html><body>502 Bad Gateway</body></html>"
+    api.script(Reply(raw=page, headers={"Content-Type": "text/html"}))
+
+    with pytest.raises(ModelAPIError, match=r"not valid JSON.*502 Bad Gateway") as caught:
+        await model.complete(QUESTION)
+
+    assert caught.value.transient
+
+
 @pytest.mark.parametrize(
     ("owner", "sync_name", "wanted"),
     [("OpenAIModel", "OpenAI", "AsyncOpenAI"), ("AnthropicModel", "Anthropic", "AsyncAnthropic")],

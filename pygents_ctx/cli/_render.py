@@ -94,6 +94,8 @@ def render_block(block: ContentBlock) -> str:
         'call weather({"city":"Oslo"}) id=c1'
         >>> render_block(ToolResultBlock("c1", "boom", is_error=True))
         'result id=c1 error: boom'
+        >>> render_block(ThinkingBlock("Oslo is the capital.", signature="sig"))
+        'thinking: Oslo is the capital.'
     """
     if isinstance(block, TextBlock):
         return one_line(block.text)

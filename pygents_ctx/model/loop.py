@@ -50,13 +50,7 @@ from typing import Any, Final, cast
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.items import ContextItem
-from pygents_ctx.context.messages import (
-    Message,
-    ToolResultBlock,
-    ToolUseBlock,
-    from_dict,
-    to_dict,
-)
+from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
 from pygents_ctx.model._replies import check_reply, closing, kept_of_cut_reply
@@ -544,7 +538,7 @@ class ModelLoop:
                 yield ModelRetry(step, failures, delay, error)
                 await asyncio.sleep(delay)
                 continue
-            assert isinstance(response, ModelResponse)  # _check_reply saw to it
+            assert isinstance(response, ModelResponse)  # check_reply saw to it
             yield response
             return
 

@@ -14,7 +14,9 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -92,6 +94,8 @@ def render_block(block: ContentBlock) -> str:
         'call weather({"city":"Oslo"}) id=c1'
         >>> render_block(ToolResultBlock("c1", "boom", is_error=True))
         'result id=c1 error: boom'
+        >>> render_block(ThinkingBlock("Oslo is the capital.", signature="sig"))
+        'thinking: Oslo is the capital.'
     """
     if isinstance(block, TextBlock):
         return one_line(block.text)
@@ -101,6 +105,10 @@ def render_block(block: ContentBlock) -> str:
         return f"call {block.name}({one_line(arguments)}) id={block.id}"
     if isinstance(block, ToolResultBlock):
         return _result(block)
+    if isinstance(block, ThinkingBlock):
+        return f"thinking: {one_line(block.thinking)}"
+    if isinstance(block, RedactedThinkingBlock):
+        return "thinking (redacted)"
     return _image(block)
 
 

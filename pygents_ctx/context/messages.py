@@ -19,7 +19,9 @@ __all__ = [
     "ContentBlock",
     "ImageBlock",
     "Message",
+    "RedactedThinkingBlock",
     "TextBlock",
+    "ThinkingBlock",
     "ToolResultBlock",
     "ToolUseBlock",
     "from_dict",
@@ -131,8 +133,64 @@ class ToolResultBlock:
         return "\n".join(block.text for block in self.content if isinstance(block, TextBlock))
 
 
-ContentBlock: TypeAlias = TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock
-_BLOCK_TYPES: Final = (TextBlock, ImageBlock, ToolUseBlock, ToolResultBlock)
+@dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """A reasoning model's thinking, before its answer or tool calls.
+
+    Anthropic's extended thinking signs each block (`signature`), and the API
+    needs the block back unchanged, in its place before the turn's tool
+    calls. Reasoning text that OpenAI-compatible servers return
+    (`reasoning_content`) has no signature: it is kept for people to read and
+    is never sent back (the APIs refuse it, or do not read it).
+
+    Attributes:
+        thinking: The reasoning text.
+        signature: The provider's signature of it (None: unsigned).
+
+    Examples:
+        >>> ThinkingBlock("2 + 2 is 4", signature="EqQB...").signature
+        'EqQB...'
+    """
+
+    thinking: str
+    signature: str | None = None
+    type: ClassVar[str] = "thinking"
+
+    def __post_init__(self) -> None:
+        _require("ThinkingBlock", "thinking", self.thinking, str)
+        if self.signature is not None:
+            _require("ThinkingBlock", "signature", self.signature, str)
+
+
+@dataclass(frozen=True, slots=True)
+class RedactedThinkingBlock:
+    """Thinking the provider encrypted (Anthropic's `redacted_thinking`): sent back as it came.
+
+    Attributes:
+        data: The encrypted thinking, opaque.
+    """
+
+    data: str
+    type: ClassVar[str] = "redacted_thinking"
+
+    def __post_init__(self) -> None:
+        _require("RedactedThinkingBlock", "data", self.data, str)
+
+    def __repr__(self) -> str:  # opaque, and often long
+        return f"RedactedThinkingBlock(data=<{len(self.data)} chars>)"
+
+
+ContentBlock: TypeAlias = (
+    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
+)
+_BLOCK_TYPES: Final = (
+    TextBlock,
+    ImageBlock,
+    ToolUseBlock,
+    ToolResultBlock,
+    ThinkingBlock,
+    RedactedThinkingBlock,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +294,11 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
             "media_type": value.media_type,
             "data": base64.b64encode(value.data).decode("ascii"),
         }
+    if isinstance(value, ThinkingBlock):
+        thinking = {"type": "thinking", "thinking": value.thinking}
+        return thinking if value.signature is None else {**thinking, "signature": value.signature}
+    if isinstance(value, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": value.data}
     raise TypeError(f"to_dict takes a content block or a Message, not {type(value).__name__}")
 
 
@@ -321,8 +384,18 @@ def _read_tool_result(data: Mapping[str, Any], path: str) -> ToolResultBlock:
     return ToolResultBlock(data["tool_use_id"], content, data.get("is_error", False))
 
 
+def _read_thinking(data: Mapping[str, Any], path: str) -> ThinkingBlock:
+    return ThinkingBlock(data["thinking"], data.get("signature"))
+
+
+def _read_redacted_thinking(data: Mapping[str, Any], path: str) -> RedactedThinkingBlock:
+    return RedactedThinkingBlock(data["data"])
+
+
 _BLOCK_READERS: Final = {
     "text": _read_text,
+    "thinking": _read_thinking,
+    "redacted_thinking": _read_redacted_thinking,
     "image": _read_image,
     "tool_use": _read_tool_use,
     "tool_result": _read_tool_result,

@@ -18,7 +18,9 @@ import orjson
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -192,6 +194,12 @@ def _count_blocks(message: Message, counter: TokenCounter, tokens_per_media: int
                     total += counter(part.text) if isinstance(part, TextBlock) else tokens_per_media
         elif isinstance(block, ImageBlock):
             total += tokens_per_media
+        elif isinstance(block, ThinkingBlock):
+            total += counter(block.thinking)
+        elif isinstance(block, RedactedThinkingBlock):
+            # Opaque: the provider counts the thinking it encrypted, not this text;
+            # the text's length is the nearest measure there is.
+            total += counter(block.data)
     return total
 
 

@@ -13,6 +13,7 @@ from pygents_ctx.model.base import (
     OutputSchema,
     Pricing,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
 )
 from pygents_ctx.model.definitions import to_anthropic_tools, to_openai_tools
@@ -55,6 +56,7 @@ __all__ = [
     "RetryPolicy",
     "StepStarted",
     "TextDelta",
+    "ThinkingDelta",
     "ToolApprovalRequired",
     "ToolCallDelta",
     "ToolCallFinished",

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any, Final
 
@@ -11,7 +15,16 @@ import orjson
 from pygents_ctx.errors import ModelAPIError, ModelError, ModelResponseError
 from pygents_ctx.model.retry import is_transient_status, retry_after_seconds
 
-__all__ = ["RAW_ARGUMENTS", "import_sdk", "parse_arguments", "translate_error"]
+__all__ = [
+    "RAW_ARGUMENTS",
+    "cut_stream",
+    "import_sdk",
+    "parse_arguments",
+    "provider_errors",
+    "read_body",
+    "refuse_sync_client",
+    "translate_error",
+]
 
 # The key a tool call's input holds its text under when that text is not a JSON object.
 RAW_ARGUMENTS: Final = "_raw_arguments"
@@ -41,6 +54,79 @@ def import_sdk(name: str, owner: str) -> ModuleType:
         raise ImportError(
             f"{owner} needs the {name!r} package: pip install 'pygents-ctx[{name}]'"
         ) from None
+
+
+def refuse_sync_client(client: object, sdk: ModuleType, owner: str, wanted: str) -> None:
+    """Refuse a synchronous client of `sdk`, whose calls cannot be awaited.
+
+    Raises:
+        TypeError: `client` is one of the SDK's synchronous clients.
+    """
+    sync = tuple(
+        getattr(sdk, name)
+        for name in ("OpenAI", "AzureOpenAI", "Anthropic", "AnthropicBedrock", "AnthropicVertex")
+        if isinstance(getattr(sdk, name, None), type)
+    )
+    if isinstance(client, sync):
+        raise TypeError(
+            f"{owner} needs an asynchronous client: pass client={wanted}(...), "
+            f"not a {type(client).__name__} (its calls cannot be awaited)"
+        )
+
+
+def _transport_errors() -> tuple[type[BaseException], ...]:
+    """The HTTP library's request errors, from whichever the SDKs imported (no import here)."""
+    return tuple(
+        module.RequestError
+        for name in ("httpx", "httpx2")
+        if (module := sys.modules.get(name)) is not None
+        and isinstance(getattr(module, "RequestError", None), type)
+    )
+
+
+@contextmanager
+def provider_errors(sdk: ModuleType, provider: str) -> Iterator[None]:
+    """Turn what can go wrong in a call (or mid-stream) into `ModelError`s.
+
+    The SDK's errors are translated (`translate_error`); a body that is not
+    JSON (a proxy's error page, a reply cut inside an event) and a transport
+    error the SDK let through (a connection dropped mid-stream) are transient
+    `ModelAPIError`s, worth trying again.
+    """
+    try:
+        yield
+    except sdk.APIError as exc:
+        raise translate_error(sdk, exc, provider) from exc
+    except json.JSONDecodeError as exc:
+        raise ModelAPIError(
+            f"{provider}: the reply is not valid JSON ({exc})", transient=True
+        ) from exc
+    except _transport_errors() as exc:
+        raise ModelAPIError(
+            f"{provider}: the connection broke ({type(exc).__name__}: {exc})", transient=True
+        ) from exc
+
+
+def read_body(response: Any, provider: str) -> Any:
+    """`response`, unless the SDK could not parse it: a body that was not JSON at all.
+
+    The SDKs return a body whose content type is not JSON (a proxy's error
+    page) as its text, not as an error.
+
+    Raises:
+        ModelAPIError: The body is text, not the API's JSON (transient).
+    """
+    if isinstance(response, str | bytes):
+        shown = response[:80]
+        raise ModelAPIError(f"{provider}: the reply is not valid JSON ({shown!r})", transient=True)
+    return response
+
+
+def cut_stream(provider: str, final: str) -> ModelAPIError:
+    """The error for a stream that ended before its final event `final`."""
+    return ModelAPIError(
+        f"{provider}: the stream ended before {final}; the reply is incomplete", transient=True
+    )
 
 
 def parse_arguments(text: str) -> dict[str, Any]:
@@ -75,7 +161,7 @@ def translate_error(sdk: ModuleType, exc: Exception, provider: str) -> ModelErro
     if isinstance(exc, sdk.APITimeoutError):
         return ModelAPIError(f"{provider}: the request timed out ({exc})", transient=True)
     if isinstance(exc, sdk.APIConnectionError):
-        return ModelAPIError(f"{provider}: could not connect ({exc})", transient=True)
+        return ModelAPIError(f"{provider}: the connection failed ({exc})", transient=True)
     if isinstance(exc, sdk.APIResponseValidationError):
         return ModelResponseError(f"{provider}: the reply does not match the API ({exc})")
     if isinstance(exc, sdk.APIStatusError):

@@ -16,21 +16,40 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+import orjson
+
 from pygents_ctx.context.config import PromptWindow
-from pygents_ctx.context.messages import ContentBlock, Message, TextBlock, ToolUseBlock
+from pygents_ctx.context.messages import (
+    ContentBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from pygents_ctx.context.usage import Usage
 from pygents_ctx.context.wire import to_anthropic
 from pygents_ctx.errors import ModelResponseError
-from pygents_ctx.model._sdk import field, import_sdk, parse_arguments, translate_error
+from pygents_ctx.model._sdk import (
+    cut_stream,
+    field,
+    import_sdk,
+    parse_arguments,
+    provider_errors,
+    read_body,
+    refuse_sync_client,
+)
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    OutputSchema,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     window_parts,
 )
-from pygents_ctx.model.definitions import to_anthropic_tools
+from pygents_ctx.model.definitions import strict_schema, to_anthropic_tools
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -42,6 +61,7 @@ __all__ = ["AnthropicModel"]
 DEFAULT_MAX_TOKENS: Final = 4096
 _EPHEMERAL: Final = {"type": "ephemeral"}
 _CHOICES: Final = {"auto": "auto", "required": "any", "none": "none"}
+_FINAL_TOOL_DESCRIPTION: Final = "Give the final answer: call this tool with it, in this shape."
 
 
 class AnthropicModel:
@@ -51,9 +71,23 @@ class AnthropicModel:
     retries with its `RetryPolicy`, so there is one policy (a `client` you
     pass keeps its own settings).
 
-    A reply holding a block a `Message` cannot carry (`thinking` from extended
-    thinking, server tool results) is a `ModelResponseError`: extended thinking
-    is not supported.
+    What a reply becomes: text blocks, `TextBlock`s (a blank one, which the
+    API would refuse back, is left out); `tool_use` blocks, `ToolUseBlock`s;
+    extended thinking (`thinking` with its signature, `redacted_thinking`),
+    `ThinkingBlock` and `RedactedThinkingBlock`, kept in place and sent back
+    unchanged, as the API requires (streamed thinking arrives as
+    `ThinkingDelta`s). Other blocks (server tool results) are a
+    `ModelResponseError`. A stream that ends without `message_stop`, a body
+    that is not JSON and a connection that breaks mid-stream are transient
+    `ModelAPIError`s.
+
+    With `settings.output_schema`, the model is offered one more tool, named
+    by the schema, whose input is the answer, and made to call a tool
+    (`tool_choice` names it when there are no other tools, and is `any` when
+    there are; `auto` when extended thinking is on, which forbids forcing).
+    Its call comes back as the reply's text, the JSON document, not as a tool
+    call. Called beside other tools, those calls stay calls (the loop runs
+    them and asks again) and the JSON stays as text before them.
 
     Args:
         model: The model's name, e.g. `"claude-sonnet-4-5"`.
@@ -68,6 +102,7 @@ class AnthropicModel:
     Raises:
         ImportError: The `anthropic` package is not installed.
         ValueError: `model` is empty.
+        TypeError: `client` is a synchronous client; pass an `AsyncAnthropic`.
     """
 
     def __init__(
@@ -85,6 +120,7 @@ class AnthropicModel:
         if not isinstance(model, str) or not model:
             raise ValueError(f"AnthropicModel needs a model name, not {model!r}")
         self._sdk = import_sdk("anthropic", "AnthropicModel")
+        refuse_sync_client(client, self._sdk, "AnthropicModel", "AsyncAnthropic")
         if client is None:
             client = self._sdk.AsyncAnthropic(
                 api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
@@ -109,14 +145,18 @@ class AnthropicModel:
 
         Raises:
             ValueError: A message the Messages format cannot carry (see
-                `to_anthropic`), or a tool definition it refuses.
+                `to_anthropic`), a tool definition it refuses, or an output
+                schema named like one of the tools.
         """
         messages, stable_prefix = window_parts(window)
         chosen = self.settings.merged(settings)
         system, wire = to_anthropic(messages)
         request: dict[str, Any] = {"model": self.model, "max_tokens": chosen.max_tokens}
-        if tools:
-            definitions = to_anthropic_tools(tools, strict=self.strict_tools)
+        definitions = to_anthropic_tools(tools, strict=self.strict_tools) if tools else []
+        output = chosen.output_schema
+        if output is not None:
+            definitions.append(_final_tool(output, definitions))
+        if definitions:
             if self.cache:
                 definitions[-1]["cache_control"] = dict(_EPHEMERAL)
             request["tools"] = definitions
@@ -128,14 +168,17 @@ class AnthropicModel:
                 blocks[-1]["cache_control"] = dict(_EPHEMERAL)
                 system = blocks
             request["system"] = system
-        if self.cache and stable_prefix is not None and wire:
-            lead = len(messages) - len(wire)  # the system messages, now in `system`
+        lead = 0  # the leading system messages, now in `system`
+        while lead < len(messages) and messages[lead].role == "system":
+            lead += 1
+        # Breakpoints by position need one wire message per message (none left out).
+        if self.cache and stable_prefix is not None and wire and len(wire) == len(messages) - lead:
             for end in {stable_prefix - lead, len(wire)}:
                 if end >= 1:
                     _mark(wire[end - 1])
         request["messages"] = wire
-        choice = _tool_choice(chosen)
-        if choice is not None and tools:
+        choice = _tool_choice(chosen, bool(tools))
+        if choice is not None and definitions:
             request["tool_choice"] = choice
         if chosen.stop is not None:
             request["stop_sequences"] = list(chosen.stop)
@@ -168,24 +211,30 @@ class AnthropicModel:
             ValueError: As for `request`.
         """
         request = self.request(window, tools, settings=settings)
-        try:
+        final = _final_name(self.settings.merged(settings))
+        with provider_errors(self._sdk, "Anthropic"):
             response = await self.client.messages.create(**request)
-        except self._sdk.APIError as exc:
-            raise translate_error(self._sdk, exc, "Anthropic") from exc
+        response = read_body(response, "Anthropic")
         blocks: list[ContentBlock] = []
         for index, block in enumerate(field(response, "content") or []):
             kind = field(block, "type")
             if kind == "text":
-                blocks.append(TextBlock(field(block, "text")))
+                text = field(block, "text") or ""
+                if text.strip():
+                    blocks.append(TextBlock(text))
             elif kind == "tool_use":
                 tool_input = field(block, "input")
+                tool_input = dict(tool_input) if isinstance(tool_input, dict) else {}
+                if field(block, "name") == final:
+                    blocks.append(TextBlock(orjson.dumps(tool_input).decode()))
+                    continue
+                blocks.append(ToolUseBlock(field(block, "id"), field(block, "name"), tool_input))
+            elif kind == "thinking":
                 blocks.append(
-                    ToolUseBlock(
-                        field(block, "id"),
-                        field(block, "name"),
-                        dict(tool_input) if isinstance(tool_input, dict) else {},
-                    )
+                    ThinkingBlock(field(block, "thinking") or "", field(block, "signature"))
                 )
+            elif kind == "redacted_thinking":
+                blocks.append(RedactedThinkingBlock(field(block, "data") or ""))
             else:
                 raise _unsupported(kind, index)
         return ModelResponse(
@@ -205,15 +254,16 @@ class AnthropicModel:
         """The reply as the API writes it, then the whole `ModelResponse` (see `Model.stream`).
 
         Raises:
-            ModelAPIError: The API refused the call, could not be reached, or
-                sent an error event (such as `overloaded_error`) mid-stream.
+            ModelAPIError: The API refused the call, could not be reached,
+                sent an error event (such as `overloaded_error`) mid-stream, or
+                the stream broke off before `message_stop`.
             ModelResponseError: The reply holds a block a `Message` cannot carry.
             ValueError: As for `request`.
         """
         request = self.request(window, tools, settings=settings)
         request["stream"] = True
-        reply = _StreamedReply(self.model)
-        try:
+        reply = _StreamedReply(self.model, _final_name(self.settings.merged(settings)))
+        with provider_errors(self._sdk, "Anthropic"):
             events = await self.client.messages.create(**request)
             try:
                 async for event in events:
@@ -221,9 +271,33 @@ class AnthropicModel:
                         yield out
             finally:
                 await events.close()
-        except self._sdk.APIError as exc:
-            raise translate_error(self._sdk, exc, "Anthropic") from exc
+        if not reply.stopped:
+            raise cut_stream("Anthropic", "message_stop")
         yield reply.response()
+
+
+def _final_name(settings: ModelSettings) -> str | None:
+    return None if settings.output_schema is None else settings.output_schema.name
+
+
+def _final_tool(output: OutputSchema, definitions: list[dict[str, Any]]) -> dict[str, Any]:
+    """The tool the model calls with its answer, when an output schema is asked for."""
+    if any(definition["name"] == output.name for definition in definitions):
+        raise ValueError(
+            f"the output schema {output.name!r} is named like one of the tools; "
+            "give OutputSchema another name"
+        )
+    schema = dict(output.schema)
+    if output.strict:
+        schema = strict_schema(schema, f"output schema {output.name!r}", all_required=False)
+    final: dict[str, Any] = {
+        "name": output.name,
+        "description": output.description or _FINAL_TOOL_DESCRIPTION,
+        "input_schema": schema,
+    }
+    if output.strict:
+        final["strict"] = True
+    return final
 
 
 def _mark(message: dict[str, Any]) -> None:
@@ -234,9 +308,22 @@ def _mark(message: dict[str, Any]) -> None:
     content[-1]["cache_control"] = dict(_EPHEMERAL)
 
 
-def _tool_choice(settings: ModelSettings) -> dict[str, Any] | None:
+def _thinking_on(settings: ModelSettings) -> bool:
+    thinking = (settings.extra_body or {}).get("thinking")
+    return isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
+
+
+def _tool_choice(settings: ModelSettings, tools: bool) -> dict[str, Any] | None:
     choice: dict[str, Any] | None = None
-    if settings.tool_choice is not None:
+    output = settings.output_schema
+    if output is not None:
+        # The model must answer through the final tool; with other tools it may call
+        # those first. Extended thinking refuses a forced choice: then it is asked.
+        if _thinking_on(settings):
+            choice = {"type": "auto"}
+        else:
+            choice = {"type": "any"} if tools else {"type": "tool", "name": output.name}
+    elif settings.tool_choice is not None:
         kind = _CHOICES.get(settings.tool_choice)
         choice = (
             {"type": kind} if kind is not None else {"type": "tool", "name": settings.tool_choice}
@@ -251,19 +338,23 @@ def _tool_choice(settings: ModelSettings) -> dict[str, Any] | None:
 def _unsupported(kind: object, index: int) -> ModelResponseError:
     return ModelResponseError(
         f"Anthropic: reply block {index} is {kind!r}, which a Message cannot carry; "
-        "only text and tool_use are read (turn off extended thinking and server tools)"
+        "only text, tool_use and thinking are read (turn off server tools)"
     )
 
 
 class _StreamedReply:
     """The reply, gathered from a stream's events."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, final: str | None) -> None:
         self.model = model
-        self.blocks: dict[int, list[Any]] = {}  # block index -> [kind, text or id, name, pieces]
+        self.final = final  # the output schema's tool, whose input is the answer's text
+        # block index -> [kind, ...]: ["text", pieces], ["tool_use", id, name, pieces],
+        # ["answer", pieces], ["thinking", pieces, signature], ["redacted_thinking", data]
+        self.blocks: dict[int, list[Any]] = {}
         self.calls: dict[int, int] = {}  # block index -> call number
         self.usage: dict[str, int] = {}
         self.stop_reason: str | None = None
+        self.stopped = False  # message_stop came: the reply is whole
 
     def read(self, event: Any) -> list[ModelStreamEvent]:
         kind = field(event, "type")
@@ -278,6 +369,8 @@ class _StreamedReply:
         elif kind == "message_delta":
             self.stop_reason = field(field(event, "delta"), "stop_reason") or self.stop_reason
             self._count(field(event, "usage"))
+        elif kind == "message_stop":
+            self.stopped = True
         return []
 
     def _count(self, usage: Any) -> None:
@@ -295,13 +388,24 @@ class _StreamedReply:
     def _start(self, index: int, block: Any) -> list[ModelStreamEvent]:
         kind = field(block, "type")
         if kind == "text":
-            self.blocks[index] = ["text", [field(block, "text") or ""]]
-            return [TextDelta(field(block, "text"))] if field(block, "text") else []
+            text = field(block, "text") or ""
+            self.blocks[index] = ["text", [text]]
+            return [TextDelta(text)] if text else []
+        if kind == "tool_use" and field(block, "name") == self.final:
+            self.blocks[index] = ["answer", []]
+            return []
         if kind == "tool_use":
             number = self.calls[index] = len(self.calls)
             call_id, name = field(block, "id"), field(block, "name")
             self.blocks[index] = ["tool_use", call_id, name, []]
             return [ToolCallDelta(number, call_id, name, "")]
+        if kind == "thinking":
+            thinking = field(block, "thinking") or ""
+            self.blocks[index] = ["thinking", [thinking], field(block, "signature") or None]
+            return [ThinkingDelta(thinking)] if thinking else []
+        if kind == "redacted_thinking":
+            self.blocks[index] = ["redacted_thinking", field(block, "data") or ""]
+            return []
         raise _unsupported(kind, index)
 
     def _delta(self, index: int, delta: Any) -> list[ModelStreamEvent]:
@@ -314,16 +418,31 @@ class _StreamedReply:
             return [TextDelta(field(delta, "text"))]
         if kind == "input_json_delta":
             piece = field(delta, "partial_json") or ""
-            block[3].append(piece)
+            block[-1].append(piece)
+            if block[0] == "answer":  # the answer's JSON, written as text
+                return [TextDelta(piece)] if piece else []
             return [ToolCallDelta(self.calls[index], None, None, piece)]
-        return []  # citations, signatures: nothing a Message keeps
+        if kind == "thinking_delta":
+            block[1].append(field(delta, "thinking"))
+            return [ThinkingDelta(field(delta, "thinking"))]
+        if kind == "signature_delta":
+            block[2] = field(delta, "signature") or None
+        return []  # citations: nothing a Message keeps
 
     def response(self) -> ModelResponse:
         blocks: list[ContentBlock] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
-            if block[0] == "text":
-                blocks.append(TextBlock("".join(block[1])))
+            if block[0] in ("text", "answer"):
+                text = "".join(block[1])
+                if block[0] == "answer" and not text.strip():
+                    text = "{}"  # the API's way of writing an empty input
+                if text.strip():
+                    blocks.append(TextBlock(text))
+            elif block[0] == "thinking":
+                blocks.append(ThinkingBlock("".join(block[1]), block[2]))
+            elif block[0] == "redacted_thinking":
+                blocks.append(RedactedThinkingBlock(block[1]))
             else:
                 blocks.append(ToolUseBlock(block[1], block[2], parse_arguments("".join(block[3]))))
         return ModelResponse(

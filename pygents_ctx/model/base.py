@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message
@@ -28,6 +28,7 @@ __all__ = [
     "OutputSchema",
     "Pricing",
     "TextDelta",
+    "ThinkingDelta",
     "ToolCallDelta",
 ]
 
@@ -197,6 +198,10 @@ class ModelSettings:
         return replace(self, **changes)
 
 
+# The finish reasons of a reply stopped by its token limit, in each API's words.
+LENGTH_REASONS: Final = frozenset({"length", "max_tokens", "max_output_tokens"})
+
+
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     """A model's reply: the assistant message, and what the provider reported about it.
@@ -214,12 +219,28 @@ class ModelResponse:
     model: str = ""
     finish_reason: str | None = None
 
+    @property
+    def hit_length_limit(self) -> bool:
+        """Whether the reply was stopped by its token limit (`max_tokens`), unfinished.
+
+        `finish_reason` is `"length"` (OpenAI), `"max_tokens"` (Anthropic) or
+        `"max_output_tokens"` (the Responses API).
+        """
+        return self.finish_reason in LENGTH_REASONS
+
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     """A piece of the reply's text, as it was streamed."""
 
     text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of a reasoning model's thinking, as it was streamed (kept as a `ThinkingBlock`)."""
+
+    thinking: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +263,7 @@ class ToolCallDelta:
     arguments: str
 
 
-ModelStreamEvent: TypeAlias = TextDelta | ToolCallDelta | ModelResponse
+ModelStreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ModelResponse
 
 
 @runtime_checkable
@@ -275,7 +296,7 @@ class Model(Protocol):
         *,
         settings: ModelSettings | None = None,
     ) -> AsyncIterator[ModelStreamEvent]:
-        """The reply as it is written: `TextDelta`s and `ToolCallDelta`s, then the `ModelResponse`.
+        """The reply as it is written (text, thinking and tool-call deltas), then the reply.
 
         Raises:
             ModelAPIError, ModelResponseError: As for `complete`, also mid-stream.

@@ -137,6 +137,16 @@ def input_schema(item: Tool[..., Any]) -> dict[str, Any]:
     return {"type": "object", "properties": {}} if schema is None else schema
 
 
+def strict_schema(schema: Mapping[str, Any], where: str, *, all_required: bool) -> dict[str, Any]:
+    """`schema` in the form strict mode needs, as tools get it (a copy; `where` names it in errors).
+
+    Raises:
+        ValueError: A part strict mode cannot express (a free-form value or dict, a tuple).
+    """
+    converted: dict[str, Any] = _strict(copy.deepcopy(dict(schema)), where, all_required)
+    return converted
+
+
 def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> dict[str, Any]:
     schema = copy.deepcopy(input_schema(item))
     if not strict:

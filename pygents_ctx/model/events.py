@@ -2,7 +2,8 @@
 
 `loop.stream()` yields them all, as they happen; `loop.run()` consumes them
 and returns the last, `LoopFinished`. The text of a reply arrives as
-`TextDelta`s and its tool calls as `ToolCallDelta`s (streaming only).
+`TextDelta`s, a reasoning model's thinking as `ThinkingDelta`s and its tool
+calls as `ToolCallDelta`s (streaming only).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.usage import Usage
 from pygents_ctx.errors import ModelAPIError
-from pygents_ctx.model.base import ModelResponse, TextDelta, ToolCallDelta
+from pygents_ctx.model.base import ModelResponse, TextDelta, ThinkingDelta, ToolCallDelta
 
 if TYPE_CHECKING:
     from pygents_ctx.turns import Turn
@@ -35,13 +36,20 @@ __all__ = [
 
 
 class LoopStop(Enum):
-    """Why a `ModelLoop` run ended."""
+    """Why a `ModelLoop` run ended.
+
+    `LENGTH`: the model's reply was cut by its token limit (`max_tokens`),
+    unfinished. Its text so far is stored and is `LoopFinished.message`; its
+    tool calls are not stored (the last one's arguments are cut) and do not
+    run. Raise `ModelSettings.max_tokens`, then ask again.
+    """
 
     ANSWER = "answer"
     MAX_STEPS = "max_steps"
     TOKEN_BUDGET = "token_budget"
     COST_BUDGET = "cost_budget"
     APPROVAL = "approval"
+    LENGTH = "length"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +82,7 @@ class ModelRetry:
 
 @dataclass(frozen=True, slots=True)
 class ModelReplied:
-    """The model replied, and the reply is stored.
+    """The model replied, and the reply is stored (of a reply its token limit cut, the text).
 
     Attributes:
         step: The step.
@@ -133,7 +141,8 @@ class LoopFinished:
 
     Attributes:
         reason: Why it ended.
-        message: The answer (`reason` is `ANSWER`), or None.
+        message: The answer (`reason` is `ANSWER`), the stored part of a reply
+            its token limit cut (`LENGTH`; None when it had no text), or None.
         steps: The model calls this run made.
         usage: The tokens they used, as the provider reported them.
         pending: The tool calls waiting for a person's decision (`reason`
@@ -162,6 +171,7 @@ class AgentValue:
 
 LoopEvent: TypeAlias = (
     TextDelta
+    | ThinkingDelta
     | ToolCallDelta
     | StepStarted
     | ModelRetry

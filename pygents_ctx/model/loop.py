@@ -29,11 +29,17 @@ agent still holds the step that will produce it:
 - cancelled while paused between steps: the next step stays queued (and is
   saved by `agent.to_json()`); it runs the waiting calls when the loop goes on;
 - the caller stops reading `stream()` (closed with `aclosing`, or collected):
-  the step it interrupted is gone, so its calls get cancelled results.
+  the step it interrupted is gone; as when cancelled, the calls that finished
+  keep their results and the others get cancelled results.
 
 A reply with a call whose tool `needs_approval` ends the run at `model_act`,
 which stays queued holding the decisions (`pygents_ctx.model._approvals`);
 a new prompt drops it, and its calls are answered as not run.
+
+What a reply must be to be stored: an empty reply (no text, no tool calls) is
+never stored; it counts as a transient `ModelAPIError`, retried by the
+`RetryPolicy`, then raised. A reply cut by its token limit ends the run with
+`LoopStop.LENGTH`: its text is stored, its tool calls are not.
 """
 
 from __future__ import annotations
@@ -41,7 +47,6 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
-from contextlib import aclosing
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
@@ -60,6 +65,7 @@ from pygents_ctx.model._approvals import (
     waiting_calls,
     waiting_step,
 )
+from pygents_ctx.model._replies import check_reply, closing, kept_of_cut_reply
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
@@ -67,6 +73,7 @@ from pygents_ctx.model.base import (
     ModelSettings,
     Pricing,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
 )
 from pygents_ctx.model.definitions import to_openai_tools
@@ -104,14 +111,16 @@ def _loop(step: str) -> ModelLoop:
 
 async def model_ask(message: dict[str, Any]) -> AsyncIterator[Any]:
     """The user's message: into the conversation, then a model call."""
-    async for value in _loop("model_ask")._ask(message):
-        yield value
+    async with closing(_loop("model_ask")._ask(message)) as values:
+        async for value in values:
+            yield value
 
 
 async def model_think() -> AsyncIterator[Any]:
     """One model call: show the model the window, keep its reply, act on it or finish."""
-    async for value in _loop("model_think")._think():
-        yield value
+    async with closing(_loop("model_think")._think()) as values:
+        async for value in values:
+            yield value
 
 
 async def model_act(
@@ -122,8 +131,8 @@ async def model_act(
     `approvals` maps each call that needs a person's approval to its decision
     (None while undecided); None means not yet looked at.
     """
-    async with aclosing(_loop("model_act")._act(calls, approvals)) as values:
-        async for value in values:  # closed at once when the run stops: results are kept now
+    async with closing(_loop("model_act")._act(calls, approvals)) as values:
+        async for value in values:
             yield value
 
 
@@ -136,6 +145,7 @@ STEP_TOOLS: Final = tuple(
 _ASK, _THINK, _ACT = STEP_TOOLS
 _OWN_EVENTS: Final = (
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     StepStarted,
     ModelRetry,
@@ -525,8 +535,11 @@ class ModelLoop:
             else:
                 yield event
         assert response is not None  # _call_model ends with one, or raises
-        reply = response.message
-        yield ContextItem(content=reply)  # stored before anything else can fail
+        reply: Message | None = response.message
+        if response.hit_length_limit:
+            reply = kept_of_cut_reply(response.message)
+        if reply is not None:
+            yield ContextItem(content=reply)  # stored before anything else can fail
         record = UsageRecord(
             response.usage,
             run_id=self.agent.run_id,
@@ -536,7 +549,9 @@ class ModelLoop:
         await context.store.record_usage(record)
         run.usage += response.usage
         yield ModelReplied(step, response, window.tokens)
-        if reply.tool_uses:
+        if reply is None or response.hit_length_limit:
+            yield self._finish(run, LoopStop.LENGTH, reply)
+        elif reply.tool_uses:
             run.fresh_calls = frozenset(call.id for call in reply.tool_uses)
             yield self._act_turn(reply.tool_uses)
         else:
@@ -582,15 +597,16 @@ class ModelLoop:
             try:
                 if run.streaming:
                     response = None
-                    async for event in self.model.stream(
-                        window, self.tools, settings=self.settings
-                    ):
-                        if isinstance(event, ModelResponse):
-                            response = event
-                        else:
-                            yield event
+                    stream = self.model.stream(window, self.tools, settings=self.settings)
+                    async with closing(stream) as events:
+                        async for event in events:
+                            if isinstance(event, ModelResponse):
+                                response = event
+                            else:
+                                yield event
                 else:
                     response = await self.model.complete(window, self.tools, settings=self.settings)
+                check_reply(self.model, response)
             except ModelError as error:
                 failures += 1
                 delay = self.retry.delay(failures, error)
@@ -599,11 +615,7 @@ class ModelLoop:
                 yield ModelRetry(step, failures, delay, error)
                 await asyncio.sleep(delay)
                 continue
-            if not isinstance(response, ModelResponse) or response.message.role != "assistant":
-                raise TypeError(
-                    f"{self.model!r} must reply with a ModelResponse holding an assistant "
-                    f"message, not {response!r}"
-                )
+            assert isinstance(response, ModelResponse)  # check_reply saw to it
             yield response
             return
 
@@ -632,7 +644,7 @@ class ModelLoop:
             yield self._finish(run, LoopStop.APPROVAL, None, undecided)
             return
         step = partial(self._run_calls, run.steps)
-        async with aclosing(run_decided(todo, approvals, step, self.agent._route)) as values:
+        async with closing(run_decided(todo, approvals, step, self.agent._route)) as values:
             async for value in values:
                 yield value
         yield self._think_turn()
@@ -642,8 +654,8 @@ class ModelLoop:
             steps = self._run_one_by_one(step, calls)
         else:
             steps = self._run_at_once(step, calls)
-        async with aclosing(steps):
-            async for value in steps:
+        async with closing(steps) as values:
+            async for value in values:
                 yield value
 
     async def _run_one_by_one(

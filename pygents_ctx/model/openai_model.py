@@ -11,20 +11,36 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from pygents_ctx.context.config import PromptWindow
-from pygents_ctx.context.messages import ContentBlock, Message, TextBlock, ToolUseBlock
+from pygents_ctx.context.messages import (
+    ContentBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from pygents_ctx.context.usage import Usage
 from pygents_ctx.context.wire import to_openai
 from pygents_ctx.errors import ModelResponseError
-from pygents_ctx.model._sdk import field, import_sdk, parse_arguments, translate_error
+from pygents_ctx.model._sdk import (
+    cut_stream,
+    field,
+    import_sdk,
+    parse_arguments,
+    provider_errors,
+    read_body,
+    refuse_sync_client,
+)
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
+    OutputSchema,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     window_parts,
 )
-from pygents_ctx.model.definitions import to_openai_tools
+from pygents_ctx.model.definitions import strict_schema, to_openai_tools
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -34,6 +50,9 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIModel"]
 
 _CHOICES = ("auto", "required", "none")
+# Where OpenAI-compatible reasoning servers put the model's reasoning text
+# (vLLM and DeepSeek: `reasoning_content`; others: `reasoning`).
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
 class OpenAIModel:
@@ -44,6 +63,20 @@ class OpenAIModel:
     `complete()` yourself, wrap it in your own retries, or pass a client with
     retries of its own (`client=AsyncOpenAI(max_retries=2)`, which the adapter
     then keeps).
+
+    What a reply becomes: its text (the refusal text too), one `TextBlock`,
+    left out when blank; its tool calls, `ToolUseBlock`s; reasoning text a
+    compatible server adds (`reasoning_content` or `reasoning`), a
+    `ThinkingBlock` without signature before them, shown while streaming as
+    `ThinkingDelta`s and never sent back. A stream that ends before the reply's
+    finish reason is a transient `ModelAPIError` (the reply is incomplete), as
+    is a body that is not JSON and a connection that breaks mid-stream.
+
+    With `settings.output_schema`, the request asks for the answer in that
+    shape (`response_format` of type `json_schema`); the reply's text is the
+    JSON document. With `strict` (the default) the schema is sent in the form
+    strict mode needs: objects closed, and every property required, an
+    optional one as nullable (null then means "left out").
 
     Args:
         model: The model's name, e.g. `"gpt-4o"`, or the name a local server uses.
@@ -65,6 +98,7 @@ class OpenAIModel:
     Raises:
         ImportError: The `openai` package is not installed.
         ValueError: `model` is empty.
+        TypeError: `client` is the synchronous `OpenAI`; pass an `AsyncOpenAI`.
     """
 
     def __init__(
@@ -88,6 +122,7 @@ class OpenAIModel:
                 f"not {max_tokens_field!r}"
             )
         self._sdk = import_sdk("openai", "OpenAIModel")
+        refuse_sync_client(client, self._sdk, "OpenAIModel", "AsyncOpenAI")
         if client is None:
             try:
                 client = self._sdk.AsyncOpenAI(
@@ -141,6 +176,8 @@ class OpenAIModel:
                 request[name] = getattr(chosen, name)
         if chosen.stop is not None:
             request["stop"] = list(chosen.stop)
+        if chosen.output_schema is not None:
+            request["response_format"] = _response_format(chosen.output_schema)
         if chosen.extra_body:
             request["extra_body"] = dict(chosen.extra_body)
         if chosen.extra_headers:
@@ -162,18 +199,20 @@ class OpenAIModel:
             ValueError: As for `request`.
         """
         request = self.request(window, tools, settings=settings)
-        try:
+        with provider_errors(self._sdk, "OpenAI"):
             response = await self.client.chat.completions.create(**request)
-        except self._sdk.APIError as exc:
-            raise translate_error(self._sdk, exc, "OpenAI") from exc
+        response = read_body(response, "OpenAI")
         choices = field(response, "choices") or []
         if not choices:
             raise ModelResponseError("OpenAI: the reply has no choices; nothing to read")
         choice = choices[0]
         reply = field(choice, "message")
         blocks: list[ContentBlock] = []
+        reasoning = "".join(_reasoning(reply))
+        if reasoning:
+            blocks.append(ThinkingBlock(reasoning))
         text = "".join(part for part in (field(reply, "content"), field(reply, "refusal")) if part)
-        if text:
+        if text.strip():
             blocks.append(TextBlock(text))
         for call in field(reply, "tool_calls") or []:
             function = field(call, "function")
@@ -210,7 +249,7 @@ class OpenAIModel:
         if self.stream_usage:
             request["stream_options"] = {"include_usage": True}
         reply = _StreamedReply(self.model)
-        try:
+        with provider_errors(self._sdk, "OpenAI"):
             chunks = await self.client.chat.completions.create(**request)
             try:
                 async for chunk in chunks:
@@ -218,9 +257,29 @@ class OpenAIModel:
                         yield event
             finally:
                 await chunks.close()
-        except self._sdk.APIError as exc:
-            raise translate_error(self._sdk, exc, "OpenAI") from exc
+        # The SDK hides `[DONE]`; the finish reason is the mark of a reply that ended.
+        if reply.finish_reason is None:
+            raise cut_stream("OpenAI", "the reply's finish reason")
         yield reply.response()
+
+
+def _response_format(output: OutputSchema) -> dict[str, Any]:
+    schema = dict(output.schema)
+    if output.strict:
+        schema = strict_schema(schema, f"output schema {output.name!r}", all_required=True)
+    spec: dict[str, Any] = {"name": output.name, "schema": schema, "strict": output.strict}
+    if output.description:
+        spec["description"] = output.description
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def _reasoning(value: Any) -> list[str]:
+    """The reasoning text a compatible server put on a message or a delta."""
+    return [
+        piece
+        for name in _REASONING_FIELDS
+        if isinstance(piece := field(value, name), str) and piece
+    ]
 
 
 class _StreamedReply:
@@ -229,6 +288,7 @@ class _StreamedReply:
     def __init__(self, model: str) -> None:
         self.model = model
         self.text: list[str] = []
+        self.reasoning: list[str] = []
         self.calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
         self.usage = Usage()
         self.finish_reason: str | None = None
@@ -245,6 +305,9 @@ class _StreamedReply:
             delta = field(choice, "delta")
             if delta is None:
                 continue
+            for piece in _reasoning(delta):
+                self.reasoning.append(piece)
+                events.append(ThinkingDelta(piece))
             for piece in (field(delta, "content"), field(delta, "refusal")):
                 if piece:
                     self.text.append(piece)
@@ -269,8 +332,11 @@ class _StreamedReply:
 
     def response(self) -> ModelResponse:
         blocks: list[ContentBlock] = []
-        if self.text:
-            blocks.append(TextBlock("".join(self.text)))
+        if self.reasoning:
+            blocks.append(ThinkingBlock("".join(self.reasoning)))
+        text = "".join(self.text)
+        if text.strip():
+            blocks.append(TextBlock(text))
         for index in sorted(self.calls):
             call_id, name, pieces = self.calls[index]
             if not call_id or not name:

@@ -19,9 +19,12 @@ from pygents_ctx import (
     HeuristicTokenCounter,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    count_message_tokens,
     from_dict,
     to_dict,
 )
@@ -102,6 +105,30 @@ DICT_FORMS: list[tuple[Any, dict[str, Any]]] = [
         {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
     ),
     (Message("user", []), {"role": "user", "content": []}),
+    (
+        ThinkingBlock("2 + 2 = 4", signature="sig-1"),
+        {"type": "thinking", "thinking": "2 + 2 = 4", "signature": "sig-1"},
+    ),
+    (ThinkingBlock("local reasoning"), {"type": "thinking", "thinking": "local reasoning"}),
+    (RedactedThinkingBlock("ENCRYPTED=="), {"type": "redacted_thinking", "data": "ENCRYPTED=="}),
+    (
+        Message(
+            "assistant", [ThinkingBlock("look it up", "sig-2"), RedactedThinkingBlock("x"), CALL]
+        ),
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "look it up", "signature": "sig-2"},
+                {"type": "redacted_thinking", "data": "x"},
+                {
+                    "type": "tool_use",
+                    "id": "call-1",
+                    "name": "search",
+                    "input": {"query": "café ☕", "limit": 3, "tags": ["a", None]},
+                },
+            ],
+        },
+    ),
 ]
 VALUES = [value for value, _ in DICT_FORMS]
 IDS = [type(value).__name__ + f"-{i}" for i, value in enumerate(VALUES)]
@@ -133,6 +160,9 @@ CONSTRUCTION_ERRORS: list[tuple[Any, Any, str]] = [
     ),
     (lambda: ToolResultBlock("c", "ok", is_error=1), TypeError, "ToolResultBlock.is_error"),
     (lambda: ToolResultBlock("c", "ok", "yes"), TypeError, "ToolResultBlock.is_error"),
+    (lambda: ThinkingBlock(None), TypeError, "ThinkingBlock.thinking must be str"),
+    (lambda: ThinkingBlock("t", b"sig"), TypeError, "ThinkingBlock.signature must be str"),
+    (lambda: RedactedThinkingBlock(3), TypeError, "RedactedThinkingBlock.data must be str"),
     (lambda: Message("bot", "hi"), ValueError, "Message.role must be 'user', 'assistant'"),
     (lambda: Message(None, "hi"), ValueError, "Message.role"),
     (lambda: Message("User", "hi"), ValueError, "not 'User'"),
@@ -482,3 +512,14 @@ async def test_an_agent_with_messages_in_its_queue_and_pool_round_trips_through_
     assert restored.context_queue.tokens == queue.tokens
     assert restored.context_pool.get("photo").content == CONVERSATION[1]
     assert restored.context_pool.get("photo").content.content[1].data == PNG
+
+
+def test_thinking_counts_toward_the_window_and_compares_by_value() -> None:
+    plain = Message("assistant", "The answer is 4.")
+    thought = Message("assistant", [ThinkingBlock("Two and two make four. " * 20), *plain.content])
+
+    assert count_message_tokens(thought) > count_message_tokens(plain)
+    assert ThinkingBlock("a", "s") == ThinkingBlock("a", "s") != ThinkingBlock("a")
+    assert hash(RedactedThinkingBlock("x")) == hash(RedactedThinkingBlock("x"))
+    assert "ENCRYPTED" not in repr(RedactedThinkingBlock("ENCRYPTED"))
+    assert thought.text == "The answer is 4."  # thinking is not the answer's text

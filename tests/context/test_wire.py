@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import json
 import re
 from typing import Any
 
@@ -13,7 +14,9 @@ from pygents_ctx.context import wire
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -76,8 +79,6 @@ OPENAI_EXACT: list[tuple[str, list[Message], Wire]] = [
         [Message("user", [TextBlock("a"), TextBlock("b")])],
         [{"role": "user", "content": [text("a"), text("b")]}],
     ),
-    ("user no blocks", [Message("user", [])], [{"role": "user", "content": []}]),
-    ("user empty text", [Message("user", "")], [{"role": "user", "content": ""}]),
     (
         "system text",
         [Message("system", "Be brief."), Message("user", "Hi")],
@@ -96,7 +97,6 @@ OPENAI_EXACT: list[tuple[str, list[Message], Wire]] = [
         [Message("assistant", "Hello!")],
         [{"role": "assistant", "content": "Hello!"}],
     ),
-    ("assistant no blocks", [Message("assistant", [])], [{"role": "assistant", "content": None}]),
     (
         "assistant two texts",
         [Message("assistant", [TextBlock("a"), TextBlock("b")])],
@@ -734,7 +734,6 @@ ANTHROPIC_EXACT: list[tuple[str, list[Message], Any, Wire]] = [
         None,
         [{"role": "user", "content": [text("a"), text("b")]}],
     ),
-    ("user no blocks", [Message("user", [])], None, [{"role": "user", "content": []}]),
     (
         "user text and images",
         [
@@ -1009,19 +1008,13 @@ ANTHROPIC_MALFORMED: list[tuple[str, Any, Any, str]] = [
         "messages[0].content[0].type",
     ),
     (
-        "thinking block",
+        "thinking block without its text",
         [
             {"role": "user", "content": "Hi"},
-            {
-                "role": "assistant",
-                "content": [
-                    {"type": "thinking", "thinking": "hmm", "signature": "x"},
-                    text("Hello"),
-                ],
-            },
+            {"role": "assistant", "content": [{"type": "thinking", "signature": "x"}]},
         ],
         None,
-        "messages[1].content[0].type",
+        "messages[1].content[0].thinking",
     ),
     (
         "document block",
@@ -1143,9 +1136,9 @@ def test_from_anthropic_names_the_malformed_field(anthropic: Any, system: Any, p
 
 
 def test_unknown_block_error_names_the_type_and_the_fix() -> None:
-    anthropic = [{"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"}]}]
+    anthropic = [{"role": "assistant", "content": [{"type": "document", "source": {}}]}]
 
-    with pytest.raises(ValueError, match=r"'thinking' is not supported.*Filter such entries out"):
+    with pytest.raises(ValueError, match=r"'document' is not supported.*Filter such entries out"):
         from_anthropic(anthropic)
 
 
@@ -1211,3 +1204,75 @@ def test_to_anthropic_output_does_not_share_tool_input_with_the_message() -> Non
     anthropic[0]["content"][0]["input"]["a"].append(2)
 
     assert message.tool_uses[0].input == {"a": [1]}
+
+
+# -- what the APIs refuse is never sent ----------------------------------------------------
+
+
+def test_blank_text_and_empty_messages_are_never_sent() -> None:
+    call = ToolUseBlock("call_1", "search", {"q": "tides"})
+    messages = [
+        Message("user", [TextBlock(""), TextBlock("Tides?")]),
+        Message("assistant", [TextBlock("\n\n"), call]),  # Claude may open a blank block
+        Message("user", [ToolResultBlock("call_1", "2 results")]),
+        Message("assistant", []),
+        Message("assistant", [TextBlock("")]),
+        Message("user", ""),
+        Message("user", "and the Moon?"),
+    ]
+
+    openai = to_openai(messages)
+    _, anthropic = to_anthropic(messages)
+
+    assert openai == [
+        {"role": "user", "content": "Tides?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [openai_call("call_1", "search", '{"q":"tides"}')],
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "2 results"},
+        {"role": "user", "content": "and the Moon?"},
+    ]
+    assert anthropic == [
+        {"role": "user", "content": "Tides?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "call_1", "name": "search", "input": {"q": "tides"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "2 results"}],
+        },
+        {"role": "user", "content": "and the Moon?"},
+    ]
+
+
+def test_thinking_goes_back_to_anthropic_signed_and_in_place_and_never_to_openai() -> None:
+    signed = ThinkingBlock("Search first.", signature="sig-1")
+    call = ToolUseBlock("call_1", "search", {"q": "tides"})
+    messages = [
+        Message("user", "Tides?"),
+        Message("assistant", [signed, RedactedThinkingBlock("ENCRYPTED"), call]),
+        Message("user", [ToolResultBlock("call_1", "2 results")]),
+        Message("assistant", [ThinkingBlock("local reasoning"), TextBlock("The Moon.")]),
+    ]
+
+    _, anthropic = to_anthropic(messages)
+    openai = to_openai(messages)
+
+    assert anthropic[1]["content"] == [
+        {"type": "thinking", "thinking": "Search first.", "signature": "sig-1"},
+        {"type": "redacted_thinking", "data": "ENCRYPTED"},
+        {"type": "tool_use", "id": "call_1", "name": "search", "input": {"q": "tides"}},
+    ]
+    assert anthropic[3] == {"role": "assistant", "content": "The Moon."}  # unsigned: not sent
+    assert "thinking" not in json.dumps(openai)
+    assert openai[3] == {"role": "assistant", "content": "The Moon."}
+    assert from_anthropic(anthropic[:3]) == messages[:3]
+    with pytest.raises(ValueError, match=r"messages\[0\].content\[0\] is a thinking block"):
+        to_anthropic([Message("user", [signed])])
+    with pytest.raises(ValueError, match=r"messages\[0\].content\[0\] is a thinking block"):
+        to_openai([Message("user", [signed])])

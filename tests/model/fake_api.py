@@ -2,8 +2,16 @@
 
 It listens on 127.0.0.1 on a free port, in the test's event loop, and answers
 each request with the next scripted `Reply`, whatever the path: a JSON body,
-a server-sent event stream, an error, a stall, or a dropped connection. It
+a server-sent event stream, an error, a stall, a malformed body, a stream cut
+short (cleanly, or by a dropped connection), or a dropped connection. It
 keeps every request it received (`requests`) for the test to inspect.
+
+Strict (the default): like the real APIs, it refuses with HTTP 400 and the
+provider's error body every request they would refuse (empty text blocks,
+empty assistant messages, orphan tool results, calls left without results,
+unsigned thinking blocks, malformed structured-output requests, ...); see
+`openai_problems` and `anthropic_problems`, one readable list of rules each.
+A refused request does not use up a scripted reply, and is kept in `refused`.
 
 The builders below write the bodies and event streams in each API's
 documented format: `chat_completion` / `chat_chunks` (OpenAI) and `message` /
@@ -16,7 +24,9 @@ import asyncio
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from .api_rules import anthropic_problems, openai_problems
 
 # -- replies ---------------------------------------------------------------------------
 
@@ -34,7 +44,11 @@ class Reply:
         gap: Seconds to wait between events.
         drop: Close the connection without answering (after `delay`).
         hold: An event the reply waits for before answering (set by the test).
-        cut_after: Close the stream after this many events, without ending it.
+        cut_after: Stop the stream after this many events, without its final ones.
+        cut: How the stream stops at `cut_after`: `"end"` ends the body cleanly
+            (the server simply stopped), `"drop"` closes the connection in the
+            middle of the body (the transport sees a broken response).
+        raw: A body sent as it is, instead of `body` (such as malformed JSON).
     """
 
     status: int = 200
@@ -46,6 +60,8 @@ class Reply:
     drop: bool = False
     hold: asyncio.Event | None = None
     cut_after: int | None = None
+    cut: Literal["end", "drop"] = "end"
+    raw: str | None = None
 
 
 @dataclass
@@ -67,11 +83,17 @@ def sse_reply(events: list[tuple[str | None, str]], **options: Any) -> Reply:
 
 
 class FakeAPI:
-    """The server. `await start()`, point a client at `url`, `script(...)` replies, `close()`."""
+    """The server. `await start()`, point a client at `url`, `script(...)` replies, `close()`.
 
-    def __init__(self) -> None:
+    Args:
+        strict: Refuse (HTTP 400) every request the real API would refuse.
+    """
+
+    def __init__(self, *, strict: bool = True) -> None:
+        self.strict = strict
         self.replies: deque[Reply] = deque()
         self.requests: list[Request] = []
+        self.refused: list[tuple[Request, list[str]]] = []  # what strict mode refused, and why
         self.received = asyncio.Event()  # set by every request
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -104,13 +126,31 @@ class FakeAPI:
                 return
             self.requests.append(request)
             self.received.set()
-            reply = self.replies.popleft() if self.replies else _unscripted(request)
+            refusal = self._refusal(request) if self.strict else None
+            if refusal is not None:
+                reply = refusal
+            else:
+                reply = self.replies.popleft() if self.replies else _unscripted(request)
             await self._answer(reply, writer)
         except (ConnectionError, asyncio.CancelledError):
             pass  # the client went away (a timeout, a cancelled test): nothing to answer
         finally:
             self._writers.discard(writer)
             writer.close()
+
+    def _refusal(self, request: Request) -> Reply | None:
+        """The 400 the real API would answer `request` with, or None when it would take it."""
+        if request.path.endswith("/chat/completions"):
+            problems = openai_problems(request.body)
+            if problems:
+                self.refused.append((request, problems))
+                return openai_error(400, "; ".join(problems), "invalid_request_error")
+        elif request.path.endswith("/messages"):
+            problems = anthropic_problems(request.body)
+            if problems:
+                self.refused.append((request, problems))
+                return anthropic_error(400, "invalid_request_error", "; ".join(problems))
+        return None
 
     async def _answer(self, reply: Reply, writer: asyncio.StreamWriter) -> None:
         if reply.hold is not None:
@@ -122,22 +162,37 @@ class FakeAPI:
         reason = {200: "OK", 429: "Too Many Requests"}.get(reply.status, "Error")
         head = [f"HTTP/1.1 {reply.status} {reason}", "Connection: close"]
         head += [f"{name}: {value}" for name, value in reply.headers.items()]
-        if reply.body is not None or not reply.events:
-            payload = json.dumps(reply.body or {}).encode()
-            head += ["Content-Type: application/json", f"Content-Length: {len(payload)}"]
+        if reply.body is not None or reply.raw is not None or not reply.events:
+            text = reply.raw if reply.raw is not None else json.dumps(reply.body or {})
+            payload = text.encode()
+            if not any(name.lower() == "content-type" for name in reply.headers):
+                head.append("Content-Type: application/json")
+            head.append(f"Content-Length: {len(payload)}")
             writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + payload)
             await writer.drain()
             return
-        head += ["Content-Type: text/event-stream", "Cache-Control: no-cache"]
+        # Chunked, as real servers stream: a connection dropped mid-body is then a
+        # broken response to the client, not a body that simply ended.
+        head += [
+            "Content-Type: text/event-stream",
+            "Cache-Control: no-cache",
+            "Transfer-Encoding: chunked",
+        ]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode())
         for number, (name, data) in enumerate(reply.events):
             if reply.cut_after is not None and number >= reply.cut_after:
-                return
+                break
             if reply.gap:
                 await asyncio.sleep(reply.gap)
             lines = ([f"event: {name}"] if name else []) + [f"data: {data}"]
-            writer.write(("\n".join(lines) + "\n\n").encode())
+            payload = ("\n".join(lines) + "\n\n").encode()
+            writer.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
             await writer.drain()
+        if reply.cut_after is not None and reply.cut == "drop":
+            writer.transport.abort()
+            return
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
 
 
 async def _read_request(reader: asyncio.StreamReader) -> Request | None:
@@ -170,9 +225,17 @@ def chat_completion(
     usage: tuple[int, int] | tuple[int, int, int] = (10, 5),
     finish_reason: str | None = None,
     model: str = "gpt-test",
+    reasoning: str | None = None,
+    reasoning_field: str = "reasoning_content",
 ) -> dict[str, Any]:
-    """A `chat.completion` object with one choice."""
+    """A `chat.completion` object with one choice.
+
+    `reasoning` is the reasoning text a compatible server (vLLM, DeepSeek, ...)
+    adds under `reasoning_field` (`reasoning_content`, or `reasoning`).
+    """
     message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if reasoning is not None:
+        message[reasoning_field] = reasoning
     if calls:
         message["tool_calls"] = [
             {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
@@ -211,13 +274,18 @@ def chat_chunks(
     *,
     usage: tuple[int, ...] | None = (10, 5),
     model: str = "gpt-test",
+    finish_reason: str | None = None,
+    reasoning: list[str] = (),  # type: ignore[assignment]
+    reasoning_field: str = "reasoning_content",
 ) -> list[tuple[str | None, str]]:
     """The events of a streamed completion: text pieces, then each call's argument pieces.
 
     As the API streams: the first chunk carries the role, a call's first chunk
     its id and name, later chunks only argument pieces; the last choice chunk
     the finish reason; with `stream_options.include_usage`, a final chunk with
-    no choices and the usage; then `[DONE]`.
+    no choices and the usage; then `[DONE]`. `reasoning` pieces (as a
+    compatible reasoning server sends them, under `reasoning_field`) come
+    before the text.
     """
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, str]:
@@ -231,6 +299,7 @@ def chat_chunks(
         return None, json.dumps(body)
 
     events = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({reasoning_field: piece}) for piece in reasoning]
     events += [chunk({"content": piece}) for piece in pieces]
     for index, (call_id, name, argument_pieces) in enumerate(calls):
         first = {"index": index, "id": call_id, "type": "function"}
@@ -241,7 +310,7 @@ def chat_chunks(
             chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
             for piece in argument_pieces
         ]
-    events.append(chunk({}, "tool_calls" if calls else "stop"))
+    events.append(chunk({}, finish_reason or ("tool_calls" if calls else "stop")))
     if usage is not None:
         final = {
             "id": "chatcmpl-1",
@@ -304,17 +373,28 @@ def tool_use_block(call_id: str, name: str, tool_input: dict[str, Any]) -> dict[
     return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input}
 
 
+def thinking_block(thinking: str, signature: str = "sig-1") -> dict[str, Any]:
+    return {"type": "thinking", "thinking": thinking, "signature": signature}
+
+
+def redacted_thinking_block(data: str) -> dict[str, Any]:
+    return {"type": "redacted_thinking", "data": data}
+
+
 def message_events(
     *blocks: tuple[str, Any],
     usage: dict[str, int] | None = None,
     model: str = "claude-test",
+    stop_reason: str | None = None,
 ) -> list[tuple[str | None, str]]:
     """The events of a streamed message.
 
-    Each block is `("text", [pieces])` or `("tool_use", (id, name, [json pieces]))`.
+    Each block is `("text", [pieces])`, `("tool_use", (id, name, [json pieces]))`,
+    `("thinking", ([pieces], signature))` or `("redacted_thinking", data)`.
     As the API streams: `message_start` (usage so far), then per block
-    `content_block_start`, its deltas, `content_block_stop`; a `ping`; then
-    `message_delta` (stop reason, output tokens) and `message_stop`.
+    `content_block_start`, its deltas (a thinking block's signature last, as a
+    `signature_delta`), `content_block_stop`; a `ping`; then `message_delta`
+    (stop reason, output tokens) and `message_stop`.
     """
     full = _anthropic_usage(usage)
     start_usage = {**full, "output_tokens": 1}
@@ -338,6 +418,14 @@ def message_events(
         if kind == "text":
             begin = {"type": "text", "text": ""}
             deltas = [{"type": "text_delta", "text": piece} for piece in content]
+        elif kind == "thinking":
+            pieces, signature = content
+            begin = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": piece} for piece in pieces]
+            deltas.append({"type": "signature_delta", "signature": signature})
+        elif kind == "redacted_thinking":
+            begin = {"type": "redacted_thinking", "data": content}
+            deltas = []
         else:
             calls = True
             call_id, name, pieces = content
@@ -361,7 +449,10 @@ def message_events(
         )
     delta = {
         "type": "message_delta",
-        "delta": {"stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None},
+        "delta": {
+            "stop_reason": stop_reason or ("tool_use" if calls else "end_turn"),
+            "stop_sequence": None,
+        },
         "usage": {"output_tokens": full["output_tokens"]},
     }
     events.append(("message_delta", json.dumps(delta)))

@@ -420,16 +420,6 @@ async def test_an_overloaded_error_mid_stream_is_transient(
     assert [e.text for e in seen] == ["Hel"]  # what came before the error
 
 
-async def test_a_thinking_block_is_refused_by_name(
-    api: FakeAPI, anthropic_model: AnthropicModel
-) -> None:
-    thinking = {"type": "thinking", "thinking": "hmm", "signature": "sig"}
-    api.script(json_reply(message(thinking, text_block("42"))))
-
-    with pytest.raises(ModelResponseError, match="'thinking'"):
-        await anthropic_model.complete(QUESTION)
-
-
 async def test_cache_breakpoints_follow_a_pinned_window(
     api: FakeAPI, anthropic_model: AnthropicModel, search: Any
 ) -> None:
@@ -524,19 +514,6 @@ async def test_extra_fields_and_headers_reach_the_server(
     assert request.body["metadata"] == {"user": "u1"}
     assert request.headers["x-trace"] == "t1"
     assert repr(model).startswith(f"{type(model).__name__}(")
-
-
-async def test_a_streamed_thinking_block_is_refused(
-    api: FakeAPI, anthropic_model: AnthropicModel
-) -> None:
-    events = message_events(("text", ["x"]))
-    start = json.loads(events[2][1])
-    start["content_block"] = {"type": "thinking", "thinking": "", "signature": ""}
-    events[2] = ("content_block_start", json.dumps(start))
-    api.script(sse_reply(events))
-
-    with pytest.raises(ModelResponseError, match="'thinking'"):
-        await collect(anthropic_model.stream(QUESTION))
 
 
 def test_anthropic_needs_a_name() -> None:

@@ -34,7 +34,8 @@ SETTINGS = settings(max_examples=100, deadline=None)
 
 texts = st.text(max_size=12)
 ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789_-", min_size=1, max_size=8)
-text_blocks = st.builds(TextBlock, texts)
+# Blank text is never sent (the APIs refuse it), so it cannot come back.
+text_blocks = st.builds(TextBlock, texts.filter(str.strip))
 image_blocks = st.builds(
     ImageBlock,
     st.sampled_from(["image/gif", "image/jpeg", "image/png", "image/webp"]),
@@ -67,8 +68,10 @@ def tool_results(*, images: bool, errors: bool) -> st.SearchStrategy[ToolResultB
     )
 
 
-def blocks(*kinds: st.SearchStrategy[Any], max_size: int = 4) -> st.SearchStrategy[list[Any]]:
-    return st.lists(st.one_of(*kinds), max_size=max_size)
+def blocks(
+    *kinds: st.SearchStrategy[Any], min_size: int = 0, max_size: int = 4
+) -> st.SearchStrategy[list[Any]]:
+    return st.lists(st.one_of(*kinds), min_size=min_size, max_size=max_size)
 
 
 def conversations(
@@ -96,10 +99,12 @@ def _openai_conversations(draw: st.DrawFn, lossless: bool) -> list[Message]:
         kind = draw(st.sampled_from(kinds))
         if kind == "system":
             content: list[ContentBlock] = draw(blocks(text_blocks, max_size=3))
-        elif kind == "user":
-            content = draw(blocks(text_blocks, image_blocks))
+        elif kind == "user":  # a message with nothing to send is not sent
+            content = draw(blocks(text_blocks, image_blocks, min_size=1))
         elif kind == "assistant":
             content = draw(blocks(text_blocks, max_size=2)) + draw(blocks(tool_uses, max_size=3))
+            if not content:
+                content = [draw(text_blocks)]
             if not lossless:  # text after a tool call comes out first
                 content = draw(st.permutations(content))
         elif lossless:
@@ -121,7 +126,9 @@ def _anthropic_conversations(draw: st.DrawFn, lossless: bool) -> list[Message]:
     # Several leading system messages come back as one.
     systems = draw(st.integers(0, 1 if lossless else 3))
     messages = [Message("system", draw(blocks(text_blocks, max_size=3))) for _ in range(systems)]
-    anything = blocks(text_blocks, image_blocks, tool_uses, tool_results(images=True, errors=True))
+    anything = blocks(
+        text_blocks, image_blocks, tool_uses, tool_results(images=True, errors=True), min_size=1
+    )
     roles = st.sampled_from(["user", "assistant"])
     messages += draw(st.lists(st.builds(Message, roles, anything), max_size=6))
     return messages

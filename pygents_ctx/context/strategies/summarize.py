@@ -19,7 +19,14 @@ from typing import Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 import orjson
 
-from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.messages import (
+    ImageBlock,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+)
 from pygents_ctx.context.strategies._rounds import head_end, rounds_newest_first
 from pygents_ctx.context.strategies.base import Measure, check_count
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
@@ -184,7 +191,11 @@ def _render_block(block: object, names: dict[str, str]) -> str:
         name = names.get(block.tool_use_id, f"call {block.tool_use_id}")
         kind = "tool error" if block.is_error else "tool result"
         return f"[{kind} for {name}: {_result_text(block)}]"
-    return "[image]"
+    if isinstance(block, ImageBlock):
+        return "[image]"
+    if isinstance(block, ThinkingBlock):
+        return f"[thinking: {block.thinking}]"
+    return "[thinking (redacted)]"
 
 
 def _result_text(block: ToolResultBlock) -> str:

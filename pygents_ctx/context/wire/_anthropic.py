@@ -13,15 +13,19 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
 from pygents_ctx.context.wire._common import (
     _b64,
+    _cannot_carry,
     _choices,
     _get,
     _image,
+    _is_blank,
     _json_copy,
     _kind,
     _list,
@@ -49,12 +53,20 @@ def to_anthropic(
     blocks. A message of exactly one text block gets string `content`;
     any other gets a list of blocks. `is_error` appears only on error results.
 
-    Anthropic carries every block kind, so the only limits are on system
-    messages: one after a user or assistant message, or one holding anything
-    but text, is a `ValueError`. Several leading system messages merge into one
-    prompt. `from_anthropic(messages, system)` of the result gives the messages
-    back exactly when there is at most one system message and tool inputs are
-    plain JSON.
+    Thinking goes back as the API requires: a signed `ThinkingBlock` as a
+    `thinking` block with its signature and a `RedactedThinkingBlock` as a
+    `redacted_thinking` block, unchanged and in their place. Never sent: an
+    unsigned `ThinkingBlock` (reasoning text from another provider, which the
+    API would refuse), blank text blocks (empty or only whitespace, which the
+    API refuses), and a message left with nothing to send by that.
+
+    Anthropic carries every other block kind, so the limits are on system
+    messages (one after a user or assistant message, or one holding anything
+    but text, is a `ValueError`) and on thinking (only in assistant
+    messages). Several leading system messages merge into one prompt.
+    `from_anthropic(messages, system)` of the result gives the messages back
+    exactly when there is at most one system message, tool inputs are plain
+    JSON and nothing was left out as above.
 
     Args:
         messages: The conversation, oldest first.
@@ -91,25 +103,34 @@ def to_anthropic(
         system = texts[0].text
     elif lead:
         system = [_text_part(block.text) for block in texts]
-    wire = [
-        {"role": message.role, "content": _anthropic_content(message, f"messages[{index}]")}
-        for index, message in enumerate(items[lead:], start=lead)
-    ]
+    wire = []
+    for index, message in enumerate(items[lead:], start=lead):
+        content = _anthropic_content(message, f"messages[{index}]")
+        if content:
+            wire.append({"role": message.role, "content": content})
     return system, wire
 
 
 def _anthropic_content(message: Message, path: str) -> str | list[dict[str, Any]]:
-    blocks = message.content
-    if len(blocks) == 1 and isinstance(blocks[0], TextBlock):
-        return blocks[0].text
-    return [
-        _anthropic_block(block, f"{path}.content[{index}]") for index, block in enumerate(blocks)
-    ]
+    sent: list[tuple[int, ContentBlock]] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, ThinkingBlock | RedactedThinkingBlock) and message.role != "assistant":
+            raise _cannot_carry(f"{path}.content[{index}]", block, f"a {message.role} message")
+        if _is_blank(block) or (isinstance(block, ThinkingBlock) and block.signature is None):
+            continue
+        sent.append((index, block))
+    if len(sent) == 1 and isinstance(sent[0][1], TextBlock):
+        return sent[0][1].text
+    return [_anthropic_block(block, f"{path}.content[{index}]") for index, block in sent]
 
 
 def _anthropic_block(block: ContentBlock, path: str) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return _text_part(block.text)
+    if isinstance(block, ThinkingBlock):
+        return {"type": "thinking", "thinking": block.thinking, "signature": block.signature}
+    if isinstance(block, RedactedThinkingBlock):
+        return {"type": "redacted_thinking", "data": block.data}
     if isinstance(block, ImageBlock):
         source = {"type": "base64", "media_type": block.media_type, "data": _b64(block.data)}
         return {"type": "image", "source": source}
@@ -158,8 +179,8 @@ def from_anthropic(
     Raises:
         ValueError: A malformed message: a missing or mistyped field, a
             `system` role inside `messages`, an image source that is not
-            base64, or a block type a `Message` cannot hold (`thinking`,
-            `document`, ...). The message names the field and index, e.g.
+            base64, or a block type a `Message` cannot hold (`document`,
+            ...). The message names the field and index, e.g.
             `messages[1].content[0].type`.
 
     Examples:
@@ -189,7 +210,7 @@ Message(role='user', content=(TextBlock(text='Hi'),))]
     return converted
 
 
-_BLOCK_KINDS: Final = ("text", "image", "tool_use", "tool_result")
+_BLOCK_KINDS: Final = ("text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking")
 _RESULT_KINDS: Final = ("text", "image")
 
 
@@ -213,6 +234,13 @@ def _read_anthropic_block(block: object, path: str, allowed: tuple[str, ...]) ->
         return TextBlock(_get(block, "text", path, str, "a string"))
     if kind == "image":
         return _read_anthropic_image(block, path)
+    if kind == "thinking":
+        signature = block.get("signature")
+        if signature is not None and not isinstance(signature, str):
+            raise ValueError(f"{path}.signature must be a string, not {_kind(signature)}")
+        return ThinkingBlock(_get(block, "thinking", path, str, "a string"), signature)
+    if kind == "redacted_thinking":
+        return RedactedThinkingBlock(_get(block, "data", path, str, "a string"))
     if kind == "tool_use":
         tool_input = _get(block, "input", path, Mapping, "a dict")
         return ToolUseBlock(

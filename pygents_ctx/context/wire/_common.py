@@ -25,6 +25,7 @@ __all__ = [
     "_choices",
     "_get",
     "_image",
+    "_is_blank",
     "_json_copy",
     "_json_text",
     "_kind",
@@ -119,12 +120,21 @@ _BLOCK_NAMES: Final = {
     "image": "an image block",
     "tool_use": "a tool call (tool_use block)",
     "tool_result": "a tool result (tool_result block)",
+    "thinking": "a thinking block",
+    "redacted_thinking": "a redacted thinking block",
 }
 _WHERE_IT_GOES: Final = {
     "image": "put images in a user message",
     "tool_use": "put tool calls in an assistant message",
     "tool_result": "put tool results in a user message",
+    "thinking": "thinking belongs in an assistant message",
+    "redacted_thinking": "thinking belongs in an assistant message",
 }
+
+
+def _is_blank(block: ContentBlock) -> bool:
+    """Text with nothing to read: the APIs refuse such a block, so it is never sent."""
+    return isinstance(block, TextBlock) and not block.text.strip()
 
 
 def _cannot_carry(path: str, block: ContentBlock, where: str, fix: str = "") -> ValueError:

@@ -17,7 +17,9 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -27,6 +29,7 @@ from pygents_ctx.context.wire._common import (
     _choices,
     _get,
     _image,
+    _is_blank,
     _json_text,
     _kind,
     _list,
@@ -59,6 +62,10 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     JSON. A user message's tool results become `role: "tool"` messages, in
     order, followed by a user message with its other blocks, if it has any.
 
+    Never sent: blank text blocks (empty or only whitespace), thinking
+    blocks (the Chat Completions API takes no reasoning back), and a message
+    left with nothing to send by that.
+
     What OpenAI cannot carry: `is_error` (the tool message's content becomes
     the string `"Error: "` + the result's text); images in tool results,
     assistant or system messages; tool calls outside assistant messages and
@@ -90,7 +97,9 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
         if message.role == "system":
             wire.append(_openai_system(message, path))
         elif message.role == "assistant":
-            wire.append(_openai_assistant(message, path))
+            reply = _openai_assistant(message, path)
+            if reply is not None:
+                wire.append(reply)
         else:
             wire.extend(_openai_user(message, path))
     return wire
@@ -114,11 +123,13 @@ def _openai_system(message: Message, path: str) -> dict[str, Any]:
     return {"role": "system", "content": _openai_content(texts)}
 
 
-def _openai_assistant(message: Message, path: str) -> dict[str, Any]:
+def _openai_assistant(message: Message, path: str) -> dict[str, Any] | None:
     texts: list[TextBlock] = []
     calls: list[dict[str, Any]] = []
     for index, block in enumerate(message.content):
         where = f"{path}.content[{index}]"
+        if _is_blank(block) or isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+            continue
         if isinstance(block, TextBlock):
             texts.append(block)
         elif isinstance(block, ToolUseBlock):
@@ -127,6 +138,8 @@ def _openai_assistant(message: Message, path: str) -> dict[str, Any]:
             calls.append({"id": block.id, "type": "function", "function": function})
         else:
             raise _cannot_carry(where, block, "an OpenAI assistant message")
+    if not texts and not calls:
+        return None
     content: str | list[dict[str, Any]] | None = None
     if len(texts) == 1:
         content = texts[0].text
@@ -146,11 +159,11 @@ def _openai_user(message: Message, path: str) -> list[dict[str, Any]]:
         if isinstance(block, ToolResultBlock):
             content = _openai_tool_content(block, where)
             wire.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
-        elif isinstance(block, ToolUseBlock):
+        elif isinstance(block, ToolUseBlock | ThinkingBlock | RedactedThinkingBlock):
             raise _cannot_carry(where, block, "an OpenAI user message")
-        else:
+        elif not _is_blank(block):
             rest.append(block)
-    if rest or not wire:
+    if rest:
         wire.append({"role": "user", "content": _openai_content(rest)})
     return wire
 

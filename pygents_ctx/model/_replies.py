@@ -1,0 +1,66 @@
+"""What the model loop asks of a reply before storing it, and closing what it reads."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pygents_ctx.context.messages import Message, TextBlock
+from pygents_ctx.errors import ModelAPIError
+from pygents_ctx.model.base import Model, ModelResponse
+
+__all__ = ["check_reply", "closing", "has_answer", "kept_of_cut_reply"]
+
+
+@asynccontextmanager
+async def closing(values: AsyncIterator[Any]) -> AsyncIterator[AsyncIterator[Any]]:
+    """`values`, closed on leaving the block: a generator left midway cleans up now.
+
+    Leaving an `async for` does not close the generator it read; unclosed, it
+    would clean up (store what finished) only when collected, after the run.
+    """
+    try:
+        yield values
+    finally:
+        close = getattr(values, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def check_reply(model: Model, response: object) -> None:
+    """Refuse a reply that is not one, and treat an empty one as a failed call.
+
+    Raises:
+        TypeError: `response` is not a `ModelResponse` holding an assistant message.
+        ModelAPIError: The reply has no text and no tool calls (and was not cut
+            by its token limit): transient, as a provider's hiccup, so retried.
+    """
+    if not isinstance(response, ModelResponse) or response.message.role != "assistant":
+        raise TypeError(
+            f"{model!r} must reply with a ModelResponse holding an assistant "
+            f"message, not {response!r}"
+        )
+    if not has_answer(response.message) and not response.hit_length_limit:
+        raise ModelAPIError(
+            f"{model!r} replied with no text and no tool calls; "
+            f"an empty reply is not stored (finish reason: {response.finish_reason!r})",
+            transient=True,
+        )
+
+
+def has_answer(message: Message) -> bool:
+    return bool(message.tool_uses) or any(
+        isinstance(block, TextBlock) and block.text.strip() for block in message.content
+    )
+
+
+def kept_of_cut_reply(message: Message) -> Message | None:
+    """What is stored of a reply its token limit cut: its text and thinking, not its calls.
+
+    The calls are left out (the last one's arguments are cut, and none will
+    run: the run ends), so no call is stored without its result. None when no
+    text is left: an empty message is never stored.
+    """
+    kept = Message("assistant", [block for block in message.content if block.type != "tool_use"])
+    return kept if has_answer(kept) else None

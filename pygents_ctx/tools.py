@@ -263,7 +263,9 @@ class Tool(Generic[P, R]):
             return self._call(args, kwargs), None
         validator = self._validator
         if validator is not None:
-            validator(args, kwargs)
+            converted = validator(args, kwargs)
+            if converted is not None:  # some arguments made into their annotated types
+                args, kwargs = converted
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -274,7 +276,9 @@ class Tool(Generic[P, R]):
     async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         validator = self._validator
         if validator is not None:
-            validator(args, kwargs)
+            converted = validator(args, kwargs)
+            if converted is not None:  # some arguments made into their annotated types
+                args, kwargs = converted
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -303,7 +307,9 @@ class Tool(Generic[P, R]):
     async def _iterate(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         validator = self._validator
         if validator is not None:
-            validator(args, kwargs)
+            converted = validator(args, kwargs)
+            if converted is not None:  # some arguments made into their annotated types
+                args, kwargs = converted
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)

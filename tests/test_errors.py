@@ -25,6 +25,7 @@ from pygents_ctx import (
     ModelAPIError,
     ModelError,
     ModelResponseError,
+    OutputValidationError,
     PygentsError,
     RetryLimitError,
     SafeExecutionError,
@@ -69,6 +70,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (ModelError, (RuntimeError,)),
     (ModelAPIError, (ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
+    (OutputValidationError, (ModelError, RuntimeError)),
     (MissingExtensionError, (RuntimeError,)),
 ]
 

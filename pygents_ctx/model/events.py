@@ -121,12 +121,15 @@ class LoopFinished:
         message: The answer (`reason` is `ANSWER`), or None.
         steps: The model calls this run made.
         usage: The tokens they used, as the provider reported them.
+        output: The answer as the loop's `output_type` (`ModelLoop(output_type=T)`):
+            a `T`; None without an output type, or when the run ended at a limit.
     """
 
     reason: LoopStop
     message: Message | None
     steps: int
     usage: Usage = field(default_factory=Usage)
+    output: Any = None
 
     @property
     def text(self) -> str:

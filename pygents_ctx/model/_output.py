@@ -6,19 +6,20 @@ model call (`ModelSettings.output_schema`); `parse(text)` reads an answer as
 JSON and makes it a `T` with the converter tool arguments use (`_convert`),
 or lists what is wrong, each problem with its path in the document.
 
-The schema is made strict the way OpenAI's strict mode needs it: every
-object lists all its properties as required and allows no others, and
-keywords strict mode refuses are left out. A type strict mode cannot describe
-(a free-form `dict`, a field of any type, a fixed-length tuple) is sent with
-`strict=False`: the provider is then guided rather than bound, and the answer
-is checked here all the same.
+The schema is made strict as strict tool definitions are (`definitions`):
+every object closed and all its properties required, an optional one
+nullable. The model then sends `null` for a field it leaves out; such a null
+is dropped before the answer is checked, so the field's default applies. A
+type strict mode cannot express (a free-form `dict`, a field of any type, a
+fixed-length tuple) is sent as it is, with `strict=False`: the provider is
+then guided rather than bound, and the answer is checked here all the same.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 import orjson
 from typing_extensions import is_typeddict
@@ -28,60 +29,44 @@ from pygents_ctx._schema import schema_for
 from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import ArgumentProblem
 from pygents_ctx.model.base import ModelSettings, OutputSchema
+from pygents_ctx.model.definitions import accepts_null, strict_schema
 
-__all__ = ["StructuredOutput", "strict_schema"]
-
-# What OpenAI's strict mode takes of `format`; other formats are left out (the check stays).
-_STRICT_FORMATS: Final = frozenset(
-    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
-)
-# Keywords strict mode refuses, or that only narrow what our own check enforces anyway.
-_DROPPED: Final = frozenset(
-    {"default", "uniqueItems", "minItems", "maxItems", "contentEncoding", "examples"}
-)
+__all__ = ["StructuredOutput"]
 
 
-def strict_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
-    """`schema` in the form OpenAI's strict mode takes, and whether it could be made so.
+def _without_optional_nulls(
+    document: Any, schema: Mapping[str, Any], defs: Mapping[str, Any]
+) -> Any:
+    """`document` less the nulls strict mode made the model send for optional fields.
 
-    Every object gets `additionalProperties: false` and all its properties
-    required; `default`, `uniqueItems`, item counts and unknown formats are
-    left out. It cannot be strict (False) when it holds a schema that allows
-    anything (`{}`), a free-form object (`additionalProperties` a schema), or
-    a fixed-length tuple (`prefixItems`).
+    A null is dropped where the field is not required and its own schema does
+    not take null, at any depth the schema describes.
     """
-    strict = True
-
-    def walk(node: Any) -> Any:
-        nonlocal strict
-        if isinstance(node, list):
-            return [walk(item) for item in node]
-        if not isinstance(node, Mapping):
-            return node
-        if not node:
-            strict = False  # anything at all
-            return {}
-        made: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in _DROPPED or (key == "format" and value not in _STRICT_FORMATS):
-                continue
-            if key == "prefixItems":
-                strict = False
-            if key in ("properties", "$defs"):
-                made[key] = {name: walk(sub) for name, sub in value.items()}
-            else:
-                made[key] = walk(value)
-        if made.get("type") == "object":
-            extra = made.get("additionalProperties")
-            if isinstance(extra, Mapping) or extra is True:
-                strict = False  # a dict of anything: strict mode has no such object
-            elif "properties" in made or extra is None:
-                made["additionalProperties"] = False
-                made["required"] = list(made.get("properties", {}))
-                made.setdefault("properties", {})
-        return made
-
-    return walk(schema), strict
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        schema = defs.get(ref.rsplit("/", 1)[-1], {})
+    if isinstance(document, list):
+        items = schema.get("items")
+        if isinstance(items, Mapping):
+            return [_without_optional_nulls(item, items, defs) for item in document]
+        return document
+    if not isinstance(document, dict):
+        return document
+    for option in schema.get("anyOf", ()):
+        if isinstance(option, Mapping) and ("properties" in option or "$ref" in option):
+            return _without_optional_nulls(document, option, defs)
+    properties: Mapping[str, Any] = schema.get("properties", {})
+    required = set(schema.get("required", ()))
+    kept = {}
+    for name, value in document.items():
+        field = properties.get(name)
+        if field is None:
+            kept[name] = value
+        elif value is None and name not in required and not accepts_null(field):
+            continue  # left out: its default applies
+        else:
+            kept[name] = _without_optional_nulls(value, field, defs)
+    return kept
 
 
 def _schema_name(cls: type) -> str:
@@ -100,7 +85,7 @@ class StructuredOutput:
         TypeError: `output_type` is none of those.
     """
 
-    __slots__ = ("_conversion", "schema", "type")
+    __slots__ = ("_conversion", "_described", "schema", "type")
 
     def __init__(self, output_type: Any) -> None:
         if not isinstance(output_type, type) or not (
@@ -120,11 +105,14 @@ class StructuredOutput:
             name = described["$ref"].rsplit("/", 1)[-1]
             defs = dict(described.get("$defs", {}))
             described = {**defs[name], "$defs": defs}
-        schema, strict = strict_schema(described)
+        name = _schema_name(output_type)
+        try:
+            schema, strict = strict_schema(described, f"output type {name!r}"), True
+        except ValueError:  # something strict mode cannot express: a guide, not a bound
+            schema, strict = dict(described), False
         self.type = output_type
-        self.schema = OutputSchema(
-            _schema_name(output_type), schema, schema.get("description"), strict
-        )
+        self.schema = OutputSchema(name, schema, described.get("description"), strict)
+        self._described = described
         self._conversion = Conversion(output_type)
 
     @classmethod
@@ -164,6 +152,10 @@ class StructuredOutput:
         except orjson.JSONDecodeError as exc:
             shown = text if len(text) <= 60 else text[:57] + "..."
             return None, [ArgumentProblem("", "invalid", f"not a JSON document ({exc}): {shown!r}")]
+        if self.schema.strict:
+            document = _without_optional_nulls(
+                document, self._described, self._described.get("$defs", {})
+            )
         value, problems = self._conversion.apply(document)
         return (None, problems) if problems else (value, [])
 

@@ -145,6 +145,18 @@ def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> di
     return converted
 
 
+def strict_schema(schema: Mapping[str, Any], owner: str) -> dict[str, Any]:
+    """A copy of `schema` as OpenAI's strict mode takes it (see the module docstring).
+
+    `owner` names what the schema is of, for the error.
+
+    Raises:
+        ValueError: The schema holds something strict mode cannot express.
+    """
+    converted: dict[str, Any] = _strict(copy.deepcopy(dict(schema)), owner, all_required=True)
+    return converted
+
+
 def accepts_null(schema: Mapping[str, Any]) -> bool:
     """Whether `schema` accepts `null` (an empty schema, which accepts anything, does)."""
     if not schema:

@@ -29,7 +29,7 @@ from pygents_ctx import (
     Turn,
     tool,
 )
-from pygents_ctx.model._output import StructuredOutput, strict_schema
+from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 
@@ -134,7 +134,19 @@ async def test_a_dataclass_answer_arrives_as_the_dataclass_and_the_schema_is_sen
     assert body["properties"]["mood"] == {"type": "string", "enum": ["calm", "stormy"]}
     place = body["properties"]["place"]
     assert (place["required"], place["additionalProperties"]) == (["city", "country"], False)
-    assert "default" not in place["properties"]["country"]
+    # an optional field is nullable, its default told in words
+    assert place["properties"]["country"] == {
+        "anyOf": [{"type": "string"}, {"type": "null"}],
+        "description": "Default: 'FR'.",
+    }
+
+
+async def test_nulls_sent_for_optional_fields_let_their_defaults_apply() -> None:
+    strict_answer = {**FORECAST, "place": {"city": "Brest", "country": None}, "notes": None}
+    loop = make_loop([json_text(strict_answer)], Forecast)
+    finished = await loop.run("Weather?")
+    assert finished.output == dataclasses.replace(EXPECTED, notes=[])
+    assert finished.output.place.country == "FR"
 
 
 async def test_a_typed_dict_answer_is_a_dict() -> None:
@@ -301,19 +313,11 @@ def test_strict_schema_requires_every_property_and_keeps_refs() -> None:
     schema = output.schema.schema
     assert output.schema.strict
     assert schema["required"] == ["name", "children"]
-    assert schema["properties"]["children"]["items"] == {"$ref": "#/$defs/Tree"}
+    children = schema["properties"]["children"]["anyOf"][0]
+    assert children["items"] == {"$ref": "#/$defs/Tree"}
     assert schema["$defs"]["Tree"]["additionalProperties"] is False
     value, problems = output.parse(
-        json_text({"name": "a", "children": [{"name": "b", "children": []}]})
+        json_text({"name": "a", "children": [{"name": "b", "children": None}]})
     )
     assert problems == []
     assert value == Tree("a", [Tree("b")])
-    assert strict_schema({"type": "object", "properties": {"x": {}}}) == (
-        {
-            "type": "object",
-            "properties": {"x": {}},
-            "additionalProperties": False,
-            "required": ["x"],
-        },
-        False,
-    )

@@ -17,8 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pygents_ctx import Agent, Tool, ToolArgumentsError, Turn, tool
+from pygents_ctx import (
+    Agent,
+    ContextConfig,
+    MemoryContextStore,
+    ModelLoop,
+    Tool,
+    ToolArgumentsError,
+    Turn,
+    tool,
+)
 from pygents_ctx._convert import Conversion
+from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 
 class Color(enum.Enum):
@@ -268,6 +278,29 @@ async def test_a_turn_and_an_agent_run_give_the_tool_typed_arguments() -> None:
     async for _ in agent.run():
         pass
     assert received == [(Query("t", Where("c")), DAY)] * 2
+
+
+async def test_a_models_tool_call_reaches_the_tool_typed_and_a_bad_one_comes_back() -> None:
+    received: list[Any] = []
+
+    @tool
+    async def plan(q: Query, day: datetime.date, color: Color = Color.RED) -> str:
+        received.append((q, day, color))
+        return "planned"
+
+    good = {"q": {"text": "t", "where": {"city": "c"}}, "day": "2025-03-04", "color": None}
+    bad = {"q": {"text": "t", "where": {"city": "c"}}, "day": "tomorrow"}
+    model = ScriptedModel(
+        [assistant(tool_call("plan", **bad)), assistant(tool_call("plan", **good)), "done"]
+    )
+    agent = Agent("planner", "plans", [plan], context=ContextConfig(MemoryContextStore()))
+
+    await ModelLoop(agent, model).run("plan it")
+
+    assert received == [(Query("t", Where("c")), DAY, Color.RED)]  # null: the default applies
+    [refused] = model.calls[1].messages[-1].tool_results
+    assert refused.is_error
+    assert "day: expected date string (ISO 8601); got string 'tomorrow'" in refused.text
 
 
 # -- the round trip: a value, its JSON form, the value again -------------------------------

@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import datetime
 import enum
+import pathlib
+import uuid
 from typing import Any, NotRequired, TypedDict
 
 import orjson
@@ -321,3 +323,23 @@ def test_strict_schema_requires_every_property_and_keeps_refs() -> None:
     )
     assert problems == []
     assert value == Tree("a", [Tree("b")])
+
+
+@dataclasses.dataclass
+class Files:
+    paths: set[pathlib.Path]
+    owner: uuid.UUID
+
+
+def test_strict_schemas_leave_out_what_strict_mode_does_not_take() -> None:
+    schema = StructuredOutput(Files).schema
+    assert schema.strict
+    assert schema.schema["properties"] == {
+        "paths": {"type": "array", "items": {"type": "string"}},  # no uniqueItems, no "path"
+        "owner": {"type": "string", "format": "uuid"},
+    }
+    answer = json_text({"paths": ["a", "a", "b"], "owner": str(uuid.UUID(int=1))})
+    assert StructuredOutput(Files).parse(answer) == (
+        Files({pathlib.Path("a"), pathlib.Path("b")}, uuid.UUID(int=1)),
+        [],
+    )

@@ -303,6 +303,23 @@ async def test_a_models_tool_call_reaches_the_tool_typed_and_a_bad_one_comes_bac
     assert "day: expected date string (ISO 8601); got string 'tomorrow'" in refused.text
 
 
+async def test_before_invoke_hooks_see_the_converted_values_and_the_turn_keeps_its_own() -> None:
+    seen: list[Any] = []
+
+    @tool
+    async def log_day(day: datetime.date) -> datetime.date:
+        return day
+
+    @log_day.before_invoke
+    async def look(day: datetime.date) -> None:
+        seen.append(day)
+
+    turn = Turn(log_day, kwargs={"day": "2025-03-04"})
+    assert await turn.returning() == DAY
+    assert seen == [DAY]
+    assert turn.to_dict()["kwargs"] == {"day": "2025-03-04"}
+
+
 # -- the round trip: a value, its JSON form, the value again -------------------------------
 
 

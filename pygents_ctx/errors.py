@@ -308,10 +308,7 @@ class OutputValidationError(ModelError):
         self.text = text
         self.problems = tuple(problems)
         self.attempts = attempts
-        listed = "".join(
-            f"\n  - {p.path.removeprefix('.') or '(the document)'}: {p.message}"
-            for p in self.problems
-        )
+        listed = "".join(f"\n  - {p.path or '(the document)'}: {p.message}" for p in self.problems)
         super().__init__(
             f"the model's answer did not fit the output type after {attempts} "
             f"attempt{'' if attempts == 1 else 's'}; raise output_retries or make the "

@@ -157,13 +157,15 @@ class StructuredOutput:
                 document, self._described, self._described.get("$defs", {})
             )
         value, problems = self._conversion.apply(document)
-        return (None, problems) if problems else (value, [])
+        if not problems:
+            return value, []
+        # Paths into the document read as its keys do: "place.city", "" for the document.
+        return None, [dataclasses.replace(p, path=p.path.removeprefix(".")) for p in problems]
 
     def correction(self, problems: list[ArgumentProblem]) -> Message:
         """The user message that tells the model what was wrong and asks again."""
         listed = "".join(
-            f"\n- {problem.path.removeprefix('.') or '(the document)'}: {problem.message}"
-            for problem in problems
+            f"\n- {problem.path or '(the document)'}: {problem.message}" for problem in problems
         )
         return Message(
             "user",

@@ -206,8 +206,8 @@ async def test_retries_exhausted_raise_with_the_last_answer_and_its_problems() -
     assert error.text == json_text({"title": 1})
     assert error.attempts == 3
     assert [(p.path, p.kind) for p in error.problems] == [
-        (".title", "invalid"),
-        (".words", "missing"),
+        ("title", "invalid"),
+        ("words", "missing"),
     ]
     assert "output_retries" in str(error)
     assert len(calls(loop)) == 3  # the first answer and two retries

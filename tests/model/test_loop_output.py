@@ -343,3 +343,18 @@ def test_strict_schemas_leave_out_what_strict_mode_does_not_take() -> None:
         Files({pathlib.Path("a"), pathlib.Path("b")}, uuid.UUID(int=1)),
         [],
     )
+
+
+async def test_continuing_an_answered_conversation_checks_the_stored_answer() -> None:
+    store = MemoryContextStore()
+    await store.append(Message("user", "Summarize"))
+    await store.append(Message("assistant", "A summary, in words."))
+    loop = make_loop(
+        [json_text({"title": "Tides", "words": 3})], Summary, context=ContextConfig(store)
+    )
+
+    finished = await loop.run()  # no prompt: the stored answer is checked, then asked again
+
+    assert finished.output == {"title": "Tides", "words": 3}
+    assert len(calls(loop)) == 1
+    assert "not a JSON document" in (await history(loop))[2].text

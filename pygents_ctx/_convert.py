@@ -166,17 +166,17 @@ def _items(make: type, item: Convert | None) -> Convert:
     """An array as `make` (tuple, set, frozenset, list), its items converted."""
 
     def convert(value: Any) -> Any:
-        if item is None:
-            return value if type(value) is make else make(value)
+        if item is None and type(value) is make:
+            return value
         made = []
         for index, x in enumerate(value):
             try:
-                made.append(item(x))
+                made.append(x if item is None else item(x))
             except ConversionFailed as failed:
                 raise failed.within(f"[{index}]") from None
         try:
             return made if make is list else make(made)
-        except TypeError as exc:  # an item a set cannot hold
+        except TypeError as exc:  # an item a set cannot hold (a dict for frozenset[Any])
             raise ConversionFailed.because("an array of hashable items", value, exc) from None
 
     return convert

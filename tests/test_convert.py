@@ -397,3 +397,11 @@ def test_a_value_survives_its_json_form(hint: Any, values: Any, data: st.DataObj
     assert problems == []
     assert converted == value
     assert type(converted) is type(value)
+
+
+async def test_an_item_a_set_cannot_hold_is_an_argument_problem() -> None:
+    with pytest.raises(ToolArgumentsError) as caught:
+        await probe(frozenset[Any])([{"a": 1}])
+    [problem] = caught.value.problems
+    assert problem.path == "value"
+    assert "an array of hashable items" in problem.message

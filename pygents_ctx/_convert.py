@@ -285,7 +285,7 @@ class _Dataclass:
             given[name] = x
         try:
             return cls(**given)
-        except (TypeError, ValueError) as exc:  # __post_init__ refusing, a field missing
+        except Exception as exc:  # its __post_init__ refusing the values, whatever it raises
             raise ConversionFailed(
                 [ArgumentProblem("", "invalid", f"{cls.__name__} could not be made: {exc}")]
             ) from None

@@ -45,6 +45,7 @@ from typing import Any, Literal, Union
 from typing_extensions import is_typeddict
 
 from pygents_ctx._type_checks import (
+    PydanticCheck,
     TypeCheck,
     TypeChecks,
     decimal_of,
@@ -312,10 +313,15 @@ class _TypedDict:
         return made
 
 
-def _pydantic(model: Any) -> Convert:
+def _pydantic(model: Any, check: TypeCheck | None) -> Convert:
     def convert(value: Any) -> Any:
         if isinstance(value, model):
             return value
+        if isinstance(check, PydanticCheck):
+            last = check.last
+            if last is not None and last[0] is value:  # the check just validated it
+                check.last = None
+                return last[1]
         try:
             return model.model_validate(value)
         except Exception as exc:  # pydantic's ValidationError, without importing pydantic
@@ -398,7 +404,7 @@ class Converters:
             return self._objects[cls]
         made: Convert | None = None
         if callable(getattr(cls, "model_validate", None)):
-            made = _pydantic(cls)
+            made = _pydantic(cls, self._checks.check(cls))
         elif is_typeddict(cls):
             made = self._typeddict(cls)
         elif dataclasses.is_dataclass(cls):

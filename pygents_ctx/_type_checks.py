@@ -37,6 +37,7 @@ from pygents_ctx._suggest import closest
 from pygents_ctx.errors import ArgumentProblem
 
 __all__ = [
+    "PydanticCheck",
     "TypeCheck",
     "TypeChecks",
     "decimal_of",
@@ -329,20 +330,27 @@ class _Object(TypeCheck):
             out.extend(unknown(f"{path}.", name, absent, self.fields, what) for name in strangers)
 
 
-class _Pydantic(TypeCheck):
-    """A pydantic model: an instance, or a dict its `model_validate` accepts."""
+class PydanticCheck(TypeCheck):
+    """A pydantic model: an instance, or a dict its `model_validate` accepts.
 
-    __slots__ = ("model",)
+    The instance the last accepted dict made is kept in `last`, so that the
+    conversion that follows the check (`_convert`) takes it instead of
+    validating the same dict again.
+    """
+
+    __slots__ = ("last", "model")
 
     def __init__(self, model: type) -> None:
         super().__init__(f"{model.__name__} (object)", frozenset({model}))
         self.model = model
+        self.last: tuple[object, object] | None = None  # (the dict, its instance)
 
     def _error(self, value: object) -> Exception | None:
         try:
-            self.model.model_validate(value)  # type: ignore[attr-defined]
+            made = self.model.model_validate(value)  # type: ignore[attr-defined]
         except Exception as exc:  # pydantic's ValidationError, without importing pydantic
             return exc
+        self.last = (value, made)
         return None
 
     def ok(self, value: object) -> bool:
@@ -548,7 +556,7 @@ class TypeChecks:
             return self._objects[cls]
         made: TypeCheck | None = None
         if callable(getattr(cls, "model_validate", None)):
-            made = _Pydantic(cls)
+            made = PydanticCheck(cls)
         elif is_typeddict(cls):
             made = self._object(cls, None)
         elif dataclasses.is_dataclass(cls):

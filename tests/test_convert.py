@@ -405,3 +405,26 @@ async def test_an_item_a_set_cannot_hold_is_an_argument_problem() -> None:
     [problem] = caught.value.problems
     assert problem.path == "value"
     assert "an array of hashable items" in problem.message
+
+
+VALIDATED: list[Any] = []
+
+
+class Counted(pydantic.BaseModel):
+    name: str
+
+    @classmethod
+    def model_validate(cls, obj: Any, **options: Any) -> Counted:
+        VALIDATED.append(obj)
+        return super().model_validate(obj, **options)
+
+
+async def test_a_pydantic_argument_is_validated_once_per_call() -> None:
+    VALIDATED.clear()
+    made = probe(Counted)
+    assert await made({"name": "a"}) == Counted(name="a")
+    assert len(VALIDATED) == 1  # the check's instance is the one the tool receives
+    assert Conversion(Counted).apply({"name": "b"}) == (Counted(name="b"), [])
+    assert len(VALIDATED) == 2
+    with pytest.raises(ToolArgumentsError):
+        await made({"name": 1})

@@ -13,6 +13,8 @@ from typing import Any, NotRequired, TypedDict
 import orjson
 import pydantic
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pygents_ctx import (
     Agent,
@@ -358,3 +360,41 @@ async def test_continuing_an_answered_conversation_checks_the_stored_answer() ->
     assert finished.output == {"title": "Tides", "words": 3}
     assert len(calls(loop)) == 1
     assert "not a JSON document" in (await history(loop))[2].text
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    place: Place
+    day: datetime.date
+    mood: Mood
+    high: float
+    notes: tuple[str, ...] = ()
+
+
+readings = st.builds(
+    Reading,
+    place=st.builds(Place, city=st.text(max_size=5), country=st.sampled_from(["FR", "DE"])),
+    day=st.dates(),
+    mood=st.sampled_from(Mood),
+    high=st.floats(allow_nan=False, allow_infinity=False),
+    notes=st.lists(st.text(max_size=3), max_size=2).map(tuple),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(reading=readings, nulls=st.booleans())
+def test_an_answer_in_strict_form_reads_back_as_the_value(reading: Reading, nulls: bool) -> None:
+    # What a model in strict mode may send: every field, a null where the default is meant.
+    place: dict[str, Any] = {"city": reading.place.city, "country": reading.place.country}
+    document: dict[str, Any] = {
+        "place": place,
+        "day": reading.day.isoformat(),
+        "mood": reading.mood.value,
+        "high": reading.high,
+        "notes": list(reading.notes),
+    }
+    if nulls and reading.place.country == "FR":
+        place["country"] = None
+    if nulls and not reading.notes:
+        document["notes"] = None
+    assert StructuredOutput(Reading).parse(json_text(document)) == (reading, [])

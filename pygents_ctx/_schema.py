@@ -23,11 +23,14 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import datetime
+import decimal
 import enum
 import inspect
 import math
+import pathlib
 import types
 import typing
+import uuid
 from collections.abc import Mapping
 from typing import Any, Literal, Union
 
@@ -48,8 +51,13 @@ _PRIMITIVES: dict[Any, dict[str, Any]] = {
     datetime.datetime: {"type": "string", "format": "date-time"},
     datetime.date: {"type": "string", "format": "date"},
     datetime.time: {"type": "string", "format": "time"},
+    uuid.UUID: {"type": "string", "format": "uuid"},
+    # Its text, which is exact (a JSON number may not be); a number is accepted too.
+    decimal.Decimal: {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"},
 }
+_PATH: dict[str, Any] = {"type": "string", "format": "path"}
 _ARRAYS = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable)
+_SETS = (set, frozenset, collections.abc.Set, collections.abc.MutableSet)
 _MAPPINGS = (dict, collections.abc.Mapping)
 _GENERATORS = (collections.abc.AsyncGenerator, collections.abc.AsyncIterator)
 _REQUIRED_MARKS = {typing.Required: True, typing.NotRequired: False}
@@ -135,10 +143,17 @@ class _Builder:
             return _enum_schema([_json_value(a) for a in args])
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             return _enum_schema([_json_value(m.value) for m in hint])
+        if isinstance(hint, type) and issubclass(hint, pathlib.PurePath):
+            return dict(_PATH)
         if origin in _ARRAYS or hint in _ARRAYS:
             if origin is tuple and args and args[-1] is not Ellipsis:
-                return {"type": "array", "prefixItems": [self.schema(a) for a in args]}
-            return {"type": "array", "items": self.schema(args[0]) if args else {}}
+                items = [self.schema(a) for a in args]
+                n = len(items)
+                return {"type": "array", "prefixItems": items, "minItems": n, "maxItems": n}
+            array: dict[str, Any] = {"type": "array", "items": self.schema(args[0]) if args else {}}
+            if (origin or hint) in _SETS:
+                array["uniqueItems"] = True
+            return array
         if origin in _MAPPINGS or hint in _MAPPINGS:
             return {"type": "object", "additionalProperties": self.schema(args[1]) if args else {}}
         if callable(getattr(hint, "model_json_schema", None)):

@@ -9,18 +9,25 @@ paths into nested values. What is accepted is what the tool's input schema
 describes, or the Python type itself: a `bool` is not an `int`, an `int` is a
 `float`; an `Enum` takes a member or its value; a dataclass, `TypedDict` or
 pydantic model takes an instance or a dict with the fields it needs; a
-`datetime` takes an instance or an ISO 8601 string. Values are checked, never
-converted.
+`datetime` (`date`, `time`) takes an instance or an ISO 8601 string, a `UUID`
+its text, a `Decimal` a number or its text, a `Path` a string, `bytes` base64
+text. Values are only checked here; `_convert` turns the JSON forms into the
+annotated types once a call passed.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import collections.abc
 import dataclasses
 import datetime
+import decimal
 import enum
+import pathlib
 import types
 import typing
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, Union
 
@@ -29,7 +36,17 @@ from typing_extensions import is_typeddict
 from pygents_ctx._suggest import closest
 from pygents_ctx.errors import ArgumentProblem
 
-__all__ = ["TypeCheck", "TypeChecks", "missing", "type_hints", "unknown"]
+__all__ = [
+    "PydanticCheck",
+    "TypeCheck",
+    "TypeChecks",
+    "decimal_of",
+    "decode_base64",
+    "missing",
+    "pydantic_problems",
+    "type_hints",
+    "unknown",
+]
 
 _NONE_TYPE = type(None)
 _TEXT = (str, bytes, bytearray)
@@ -313,20 +330,27 @@ class _Object(TypeCheck):
             out.extend(unknown(f"{path}.", name, absent, self.fields, what) for name in strangers)
 
 
-class _Pydantic(TypeCheck):
-    """A pydantic model: an instance, or a dict its `model_validate` accepts."""
+class PydanticCheck(TypeCheck):
+    """A pydantic model: an instance, or a dict its `model_validate` accepts.
 
-    __slots__ = ("model",)
+    The instance the last accepted dict made is kept in `last`, so that the
+    conversion that follows the check (`_convert`) takes it instead of
+    validating the same dict again.
+    """
+
+    __slots__ = ("last", "model")
 
     def __init__(self, model: type) -> None:
         super().__init__(f"{model.__name__} (object)", frozenset({model}))
         self.model = model
+        self.last: tuple[object, object] | None = None  # (the dict, its instance)
 
     def _error(self, value: object) -> Exception | None:
         try:
-            self.model.model_validate(value)  # type: ignore[attr-defined]
+            made = self.model.model_validate(value)  # type: ignore[attr-defined]
         except Exception as exc:  # pydantic's ValidationError, without importing pydantic
             return exc
+        self.last = (value, made)
         return None
 
     def ok(self, value: object) -> bool:
@@ -341,20 +365,25 @@ class _Pydantic(TypeCheck):
             out.append(_invalid(path, self.expected, value))
             return
         error = self._error(value)
-        if error is None:
-            return
-        details = getattr(error, "errors", None)
-        if not callable(details):
-            out.append(ArgumentProblem(path, "invalid", str(error)))
-            return
-        for detail in details():
-            where = "".join(
-                f"[{part}]" if isinstance(part, int) else f".{part}" for part in detail["loc"]
-            )
-            if detail.get("type") == "missing":
-                out.append(ArgumentProblem(f"{path}{where}", "missing", str(detail["msg"])))
-            else:
-                out.append(ArgumentProblem(f"{path}{where}", "invalid", str(detail["msg"])))
+        if error is not None:
+            out.extend(pydantic_problems(error, path))
+
+
+def pydantic_problems(error: Exception, path: str) -> list[ArgumentProblem]:
+    """The problems a pydantic `ValidationError` lists, each with its path under `path`."""
+    details = getattr(error, "errors", None)
+    if not callable(details):
+        return [ArgumentProblem(path, "invalid", str(error))]
+    found = []
+    for detail in details():
+        where = "".join(
+            f"[{part}]" if isinstance(part, int) else f".{part}" for part in detail["loc"]
+        )
+        if detail.get("type") == "missing":
+            found.append(ArgumentProblem(f"{path}{where}", "missing", str(detail["msg"])))
+        else:
+            found.append(ArgumentProblem(f"{path}{where}", "invalid", str(detail["msg"])))
+    return found
 
 
 def missing(path: str) -> ArgumentProblem:
@@ -382,7 +411,11 @@ def _one_of(values: Iterable[object]) -> str:
     return "one of " + " | ".join(map(_shown, values))
 
 
-def _iso(parse: Callable[[str], object], kind: type) -> Callable[[object], bool]:
+def _parses(
+    parse: Callable[[str], object], kind: type | tuple[type, ...]
+) -> Callable[[object], bool]:
+    """A test passing an instance of `kind`, or text `parse` reads without a ValueError."""
+
     def test(value: object) -> bool:
         if isinstance(value, kind):
             return True
@@ -397,6 +430,31 @@ def _iso(parse: Callable[[str], object], kind: type) -> Callable[[object], bool]
     return test
 
 
+def decimal_of(value: object) -> decimal.Decimal | None:
+    """`value` (a `Decimal`, an integer, a float or numeric text) as a finite `Decimal`, or None.
+
+    A float is read from its shortest text (`0.1` is `Decimal("0.1")`), the
+    number a model wrote.
+    """
+    if isinstance(value, decimal.Decimal):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = decimal.Decimal(repr(value) if isinstance(value, float) else value)
+    except (decimal.InvalidOperation, ValueError):
+        return None
+    return number if number.is_finite() else None
+
+
+def decode_base64(text: str) -> bytes:
+    """Base64 text as bytes; a ValueError when it is not base64."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error as exc:
+        raise ValueError(str(exc)) from None
+
+
 # Hints checked by one node each (dates also take their ISO 8601 text).
 _SIMPLE: dict[object, Callable[[], TypeCheck]] = {
     str: lambda: _Instance((str,), "string"),
@@ -404,15 +462,21 @@ _SIMPLE: dict[object, Callable[[], TypeCheck]] = {
     float: lambda: _Instance((int, float), "number", no_bool=True),
     bool: lambda: _Instance((bool,), "boolean"),
     _NONE_TYPE: lambda: _Instance((_NONE_TYPE,), "null"),
-    bytes: lambda: _Instance((bytes, bytearray, str), "bytes (or a base64 string)"),
+    bytes: lambda: _Predicate(
+        _parses(decode_base64, (bytes, bytearray)), "bytes (or a base64 string)"
+    ),
+    uuid.UUID: lambda: _Predicate(_parses(uuid.UUID, uuid.UUID), "UUID string"),
+    decimal.Decimal: lambda: _Predicate(
+        lambda value: decimal_of(value) is not None, "decimal number (or its text)"
+    ),
     datetime.datetime: lambda: _Predicate(
-        _iso(datetime.datetime.fromisoformat, datetime.datetime), "date-time string (ISO 8601)"
+        _parses(datetime.datetime.fromisoformat, datetime.datetime), "date-time string (ISO 8601)"
     ),
     datetime.date: lambda: _Predicate(
-        _iso(datetime.date.fromisoformat, datetime.date), "date string (ISO 8601)"
+        _parses(datetime.date.fromisoformat, datetime.date), "date string (ISO 8601)"
     ),
     datetime.time: lambda: _Predicate(
-        _iso(datetime.time.fromisoformat, datetime.time), "time string (ISO 8601)"
+        _parses(datetime.time.fromisoformat, datetime.time), "time string (ISO 8601)"
     ),
 }
 _ARRAYS: dict[object, tuple[type, ...]] = {
@@ -455,7 +519,11 @@ class TypeChecks:
             checked = [o for o in options if o is not None]
             return _Union(checked) if len(checked) == len(options) else None
         if origin is Literal:
-            return _Choice(list(args), None, _one_of(args))
+            # An enum member among the values is also given by its value (as JSON says it).
+            values = [*args, *(a.value for a in args if isinstance(a, enum.Enum))]
+            return _Choice(
+                values, None, _one_of(a.value if isinstance(a, enum.Enum) else a for a in args)
+            )
         if isinstance(hint, type) and issubclass(hint, enum.Enum):
             values = [member.value for member in hint]
             return _Choice(values, hint, _one_of(values))
@@ -466,6 +534,8 @@ class TypeChecks:
             key, value = (self.check(args[0]), self.check(args[1])) if args else (None, None)
             shown = "object" if value is None else f"object of {value.expected}"
             return _Mapping(key, value, shown)
+        if isinstance(hint, type) and issubclass(hint, pathlib.PurePath):
+            return _Predicate(_parses(hint, hint), "path string")
         if isinstance(hint, type):
             return self._class(hint)
         # Anything else (a callable, a TypeVar, a generic class of your own): the schema
@@ -486,13 +556,13 @@ class TypeChecks:
             return self._objects[cls]
         made: TypeCheck | None = None
         if callable(getattr(cls, "model_validate", None)):
-            made = _Pydantic(cls)
+            made = PydanticCheck(cls)
         elif is_typeddict(cls):
             made = self._object(cls, None)
         elif dataclasses.is_dataclass(cls):
             made = self._object(cls, cls)
-        # Any other class (`Path`, `Decimal`, a class of your own) has the schema `{}`: a
-        # model may send any value for it (a string for a `Path`), so none is refused.
+        # Any other class (a class of your own) has the schema `{}`: a model may send any
+        # value for it, so none is refused.
         self._objects[cls] = made
         return made
 

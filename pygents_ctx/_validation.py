@@ -11,6 +11,12 @@ every argument to list every problem, and one `ToolArgumentsError` is raised.
 Parameters without a hint (or `Any`) are not type-checked; a tool whose
 parameters are all like that, none required, gets no validator at all.
 
+Once a call passes, arguments whose hint names a type JSON does not have (a
+dataclass, an enum, a date, ...) are converted to it (`_convert`): the check
+then returns the call's `(args, kwargs)` with those values replaced. A
+signature with no such parameter gets a check that returns None, so plain
+tools pay nothing for conversion.
+
 Unknown names follow the runtime's rule that a caller may pass a superset:
 they are dropped without a word, unless something required is missing, in
 which case they are most likely the missing names misspelled, and each is
@@ -23,6 +29,7 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from pygents_ctx._convert import ConversionFailed, Convert, Converters
 from pygents_ctx._type_checks import TypeCheck, TypeChecks, missing, unknown
 from pygents_ctx.errors import ArgumentProblem, ToolArgumentsError
 
@@ -31,24 +38,33 @@ if TYPE_CHECKING:
 
 __all__ = ["ArgumentValidator", "Check"]
 
-# What a tool calls with a call's own positional and keyword arguments.
-Check = Callable[[tuple[Any, ...], Mapping[str, Any]], None]
+# What a tool calls with a call's own positional and keyword arguments: None, or the
+# arguments to call the function with instead (some converted).
+Converted = tuple[tuple[Any, ...], dict[str, Any]]
+Check = Callable[[tuple[Any, ...], Mapping[str, Any]], Converted | None]
 _ABSENT: Final = object()
 
 
 class _Parameter:
     """What the validator knows of one parameter."""
 
-    __slots__ = ("check", "keyword", "name", "position", "required")
+    __slots__ = ("check", "convert", "keyword", "name", "position", "required")
 
     def __init__(
-        self, name: str, kind: Any, position: int | None, required: bool, check: TypeCheck | None
+        self,
+        name: str,
+        kind: Any,
+        position: int | None,
+        required: bool,
+        check: TypeCheck | None,
+        convert: Convert | None,
     ) -> None:
         self.name = name
         self.position = position  # where a positional argument lands in it, if one can
         self.keyword = kind is not inspect.Parameter.POSITIONAL_ONLY
         self.required = required
         self.check = check
+        self.convert = convert  # None: a value that passes the check is already its type
 
 
 class ArgumentValidator:
@@ -60,10 +76,18 @@ class ArgumentValidator:
         hints: The function's type hints, `Annotated` kept.
     """
 
-    __slots__ = ("_keywords", "_max_positional", "_owner", "_parameters", "check")
+    __slots__ = (
+        "_conversions",
+        "_keywords",
+        "_max_positional",
+        "_owner",
+        "_parameters",
+        "check",
+    )
 
     def __init__(self, owner: str, spec: CallSpec, hints: Mapping[str, Any]) -> None:
         checks = TypeChecks()
+        converters = Converters(checks)
         injected = spec.context_parameters
         where = {name: index for index, name in enumerate(spec.positional)}
         self._owner = owner
@@ -74,10 +98,12 @@ class ArgumentValidator:
                 where.get(name),
                 p.default is p.empty and name not in injected and name not in spec.fixed_kwargs,
                 None if name in injected else checks.check(hints.get(name, Any)),
+                None if name in injected else converters.converter(hints.get(name, Any)),
             )
             for name, p in spec.parameters.items()
             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         ]
+        self._conversions = [p for p in self._parameters if p.convert is not None]
         takes_more = any(p.kind is p.VAR_POSITIONAL for p in spec.parameters.values())
         self._max_positional = None if takes_more else len(spec.positional)
         # The names a keyword argument may give (None: any, the function takes **kwargs).
@@ -90,7 +116,9 @@ class ArgumentValidator:
     def build(cls, owner: str, spec: CallSpec, hints: Mapping[str, Any]) -> Check | None:
         """The check of the tool's calls, or None when no call could fail it (nothing to check)."""
         made = cls(owner, spec, hints)
-        if any(p.required or p.check is not None for p in made._parameters):
+        if any(
+            p.required or p.check is not None or p.convert is not None for p in made._parameters
+        ):
             return made.check
         return None
 
@@ -108,6 +136,9 @@ class ArgumentValidator:
             body.append(f"if n > {self._max_positional}: return fail(args, kwargs)")
         for index, parameter in enumerate(self._parameters):
             body += self._lines(index, parameter, namespace)
+        if self._conversions:
+            namespace["convert"] = self._converted
+            body.append("return convert(args, kwargs)")
         source = "def check(args, kwargs):\n" + "".join(f"    {line}\n" for line in body)
         exec(compile(source, f"<argument check of tool {self._owner!r}>", "exec"), namespace)
         check: Check = namespace["check"]
@@ -207,7 +238,52 @@ class ArgumentValidator:
                     )
         return found
 
-    def _fail(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    def _fail(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Converted | None:
         found = self.problems(args, kwargs)
         if found:
             raise ToolArgumentsError(self._owner, found)
+        return self._converted(args, kwargs) if self._conversions else None
+
+    # -- converting a call that passed ------------------------------------------------
+
+    def _converted(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Converted | None:
+        """The call's arguments with the values that need it converted; None if none changed.
+
+        Raises:
+            ToolArgumentsError: A value passed the check but cannot be made into its type
+                (a dataclass's `__post_init__` refused it).
+        """
+        new_args: list[Any] | None = None
+        new_kwargs: dict[str, Any] | None = None
+        n = len(args)
+        for parameter in self._conversions:
+            position = parameter.position
+            if position is not None and position < n:
+                value = args[position]
+            elif parameter.keyword and parameter.name in kwargs:
+                value = kwargs[parameter.name]
+                position = None
+            else:
+                continue
+            try:
+                made = parameter.convert(value)  # type: ignore[misc]  # set for these
+            except ConversionFailed as failed:
+                raise ToolArgumentsError(
+                    self._owner, failed.within(parameter.name).problems
+                ) from None
+            if made is value:
+                continue
+            if position is not None:
+                if new_args is None:
+                    new_args = list(args)
+                new_args[position] = made
+            else:
+                if new_kwargs is None:
+                    new_kwargs = dict(kwargs)
+                new_kwargs[parameter.name] = made
+        if new_args is None and new_kwargs is None:
+            return None
+        return (
+            args if new_args is None else tuple(new_args),
+            new_kwargs if new_kwargs is not None else dict(kwargs),
+        )

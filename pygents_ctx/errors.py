@@ -30,7 +30,8 @@ PygentsError
 └── ModelError (RuntimeError)          a model call failed
     ├── ModelAPIError                  the provider refused the call or could not be reached
     │   └── ModelFallbackError         every model of a FallbackModel failed
-    └── ModelResponseError             the provider's reply cannot be read as a Message
+    ├── ModelResponseError             the provider's reply cannot be read as a Message
+    └── OutputValidationError          the answers did not fit ModelLoop's output_type
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -57,6 +58,7 @@ __all__ = [
     "ModelError",
     "ModelFallbackError",
     "ModelResponseError",
+    "OutputValidationError",
     "PygentsError",
     "RetryLimitError",
     "SafeExecutionError",
@@ -316,6 +318,35 @@ class ModelFallbackError(ModelAPIError):
 
 class ModelResponseError(ModelError):
     """The provider's reply cannot be read as a `Message` (no choice, an unknown block kind)."""
+
+
+class OutputValidationError(ModelError):
+    """The model's answers did not fit the loop's `output_type`, after every retry.
+
+    `ModelLoop(output_type=T)` sends each answer that does not fit back to the
+    model with what was wrong and asks again, `output_retries` times; then
+    this is raised. The answers and the corrections stay in the conversation.
+
+    Attributes:
+        text: The last answer's text.
+        problems: What was wrong with it, as `ArgumentProblem`s whose paths
+            point into the JSON document (`"where.city"`; `""` for the document).
+        attempts: How many answers were refused.
+    """
+
+    def __init__(self, text: str, problems: Iterable[ArgumentProblem], attempts: int) -> None:
+        self.text = text
+        self.problems = tuple(problems)
+        self.attempts = attempts
+        listed = "".join(f"\n  - {p.path or '(the document)'}: {p.message}" for p in self.problems)
+        super().__init__(
+            f"the model's answer did not fit the output type after {attempts} "
+            f"attempt{'' if attempts == 1 else 's'}; raise output_retries or make the "
+            f"type easier to fill:{listed}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.text, self.problems, self.attempts)
 
 
 class MissingExtensionError(PygentsError, RuntimeError):

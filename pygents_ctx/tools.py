@@ -3,10 +3,11 @@
 A tool is an `async def` (returning one value) or an async generator (yielding
 several), decorated with `@tool`. Calling it checks the arguments against the
 function's signature (`ToolArgumentsError` lists every problem; `validate=False`
-turns the check off), then calls the function with fixed kwargs merged in,
-unknown keyword arguments dropped, and `ContextQueue` / `ContextPool`
-parameters filled from the running agent. A tool knows nothing about agents,
-queues or stores beyond that.
+turns the check off) and makes them the types their hints name (a dataclass
+from a dict, a date from its text; see `_convert`), then calls the function
+with fixed kwargs merged in, unknown keyword arguments dropped, and
+`ContextQueue` / `ContextPool` parameters filled from the running agent. A
+tool knows nothing about agents, queues or stores beyond that.
 
 Example:
     >>> from pygents_ctx import tool
@@ -279,7 +280,9 @@ class Tool(Generic[P, R]):
             return self._call(args, kwargs), None
         validator = self._validator
         if validator is not None:
-            validator(args, kwargs)
+            converted = validator(args, kwargs)
+            if converted is not None:  # some arguments made into their annotated types
+                args, kwargs = converted
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -290,7 +293,9 @@ class Tool(Generic[P, R]):
     async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         validator = self._validator
         if validator is not None:
-            validator(args, kwargs)
+            converted = validator(args, kwargs)
+            if converted is not None:  # some arguments made into their annotated types
+                args, kwargs = converted
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -319,7 +324,9 @@ class Tool(Generic[P, R]):
     async def _iterate(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         validator = self._validator
         if validator is not None:
-            validator(args, kwargs)
+            converted = validator(args, kwargs)
+            if converted is not None:  # some arguments made into their annotated types
+                args, kwargs = converted
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
@@ -536,8 +543,9 @@ def tool(
             (around the whole iteration of a generator).
         tags: Tags that global hooks can filter on.
         validate: Check each call's arguments against the function's
-            signature before it runs (`ToolArgumentsError`); False skips the
-            check, for a hot internal tool whose callers are trusted.
+            signature before it runs (`ToolArgumentsError`), and make them
+            their annotated types; False skips both, for a hot internal tool
+            whose callers are trusted.
         on_tool_error: What an agent does when a turn of this tool fails:
             `"raise"` (the run ends with the exception), `"return"` (the
             exception is the turn's value and the run goes on), or None (the

@@ -26,6 +26,7 @@ from pygents_ctx import (
     ModelError,
     ModelFallbackError,
     ModelResponseError,
+    OutputValidationError,
     PygentsError,
     RetryLimitError,
     SafeExecutionError,
@@ -71,6 +72,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (ModelAPIError, (ModelError, RuntimeError)),
     (ModelFallbackError, (ModelAPIError, ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
+    (OutputValidationError, (ModelError, RuntimeError)),
     (MissingExtensionError, (RuntimeError,)),
 ]
 

@@ -2,7 +2,9 @@
 
 The blocks of one page run in order in one namespace, inside one event loop,
 so a later block can use what an earlier one defined and top-level `await`
-works, as it would in an async REPL.
+works, as it would in an async REPL. The namespace is a module in
+`sys.modules` while the page runs, as a user's script is, so that type hints
+of the classes it defines resolve (dataclasses and tools read them).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import ast
 import asyncio
 import inspect
 import re
+import sys
+import types
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +35,22 @@ PAGES = sorted(p for p in GUIDES.rglob("*.md") if _blocks(p))
 
 
 async def _run_blocks(page: Path) -> None:
-    namespace: dict[str, Any] = {"__name__": f"guides.{page.stem}"}
-    for number, source in enumerate(_blocks(page), start=1):
-        code = compile(
-            source,
-            f"{page.relative_to(GUIDES)} (block {number})",
-            "exec",
-            flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
-        )
-        result = eval(code, namespace)
-        if inspect.iscoroutine(result):
-            await result
+    module = types.ModuleType(f"guides.{page.stem}")
+    namespace: dict[str, Any] = module.__dict__
+    sys.modules[module.__name__] = module
+    try:
+        for number, source in enumerate(_blocks(page), start=1):
+            code = compile(
+                source,
+                f"{page.relative_to(GUIDES)} (block {number})",
+                "exec",
+                flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+            )
+            result = eval(code, namespace)
+            if inspect.iscoroutine(result):
+                await result
+    finally:
+        del sys.modules[module.__name__]
 
 
 def test_most_pages_have_examples() -> None:

@@ -74,6 +74,7 @@ LAYERS: dict[str, Layer] = {
         (
             "pygents_ctx._docstrings",
             "pygents_ctx._type_checks",
+            "pygents_ctx._convert",
             "pygents_ctx._schema",
             "pygents_ctx._validation",
             "pygents_ctx._tool_errors",

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import datetime
+import decimal
 import enum
+import pathlib
 import typing
+import uuid
 from typing import Annotated, Any, Literal, NotRequired, Optional, Required, TypedDict, Union
 
 import pytest
@@ -98,9 +102,20 @@ def probe_tool(hint: Any, *, returns: Any = None, generator: bool = False) -> To
         (dict[str, float], {"type": "object", "additionalProperties": {"type": "number"}}),
         (
             tuple[int, str],
-            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+            {
+                "type": "array",
+                "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                "minItems": 2,
+                "maxItems": 2,
+            },
         ),
         (tuple[int, ...], {"type": "array", "items": {"type": "integer"}}),
+        (set[str], {"type": "array", "items": {"type": "string"}, "uniqueItems": True}),
+        (frozenset[int], {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}),
+        (uuid.UUID, {"type": "string", "format": "uuid"}),
+        (decimal.Decimal, {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}),
+        (pathlib.Path, {"type": "string", "format": "path"}),
+        (datetime.date, {"type": "string", "format": "date"}),
         (Literal["asc", "desc"], {"type": "string", "enum": ["asc", "desc"]}),
         (Literal[1, 2, 3], {"type": "integer", "enum": [1, 2, 3]}),
         (Literal[1, "a", None], {"enum": [1, "a", None]}),

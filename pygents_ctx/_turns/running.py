@@ -140,7 +140,9 @@ class TurnRunning(TurnState):
             else:
                 validator = tool._validator
                 if validator is not None:
-                    validator(args, kwargs)
+                    converted = validator(args, kwargs)
+                    if converted is not None:  # some arguments made into their annotated types
+                        args, kwargs = converted
                 tool_times = tool.metadata
                 tool_times._start = started
                 tool_times._end = tool_times._to_wall = None

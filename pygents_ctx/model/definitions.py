@@ -28,8 +28,13 @@ __all__ = ["to_anthropic_tools", "to_openai_tools"]
 
 # Both APIs accept this for a tool's name.
 _NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
-# Keywords strict mode has no use for: a default is described instead, an encoding is text.
-_DROPPED: Final = ("default", "contentEncoding")
+# Keywords strict mode has no use for: a default is described instead, an encoding is
+# text; a set's uniqueness is not one it enforces (the tool's own check and conversion do).
+_DROPPED: Final = ("default", "contentEncoding", "uniqueItems")
+# The string formats strict mode knows; another (a Path's "path") is left out.
+_STRICT_FORMATS: Final = frozenset(
+    {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
+)
 
 
 def _checked(tools: Iterable[Tool[..., Any]]) -> list[Tool[..., Any]]:
@@ -182,6 +187,8 @@ def _strict(schema: Any, path: str, all_required: bool) -> Any:
     if "prefixItems" in schema:
         raise _refuse(path, "is a fixed-length tuple")
     out = {key: value for key, value in schema.items() if key not in _DROPPED}
+    if out.get("format", "date") not in _STRICT_FORMATS:
+        del out["format"]
     if "default" in schema:
         note = f"Default: {schema['default']!r}."
         out["description"] = f"{schema['description']} {note}" if "description" in schema else note

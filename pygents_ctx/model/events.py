@@ -147,6 +147,8 @@ class LoopFinished:
         usage: The tokens they used, as the provider reported them.
         pending: The tool calls waiting for a person's decision (`reason`
             is `APPROVAL`), in the order the model made them; else empty.
+        output: The answer as the loop's `output_type` (`ModelLoop(output_type=T)`):
+            a `T`; None without an output type, or when the run ended at a limit.
     """
 
     reason: LoopStop
@@ -154,6 +156,7 @@ class LoopFinished:
     steps: int
     usage: Usage = field(default_factory=Usage)
     pending: tuple[ToolUseBlock, ...] = ()
+    output: Any = None
 
     @property
     def text(self) -> str:

@@ -57,7 +57,7 @@ from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
 from pygents_ctx.context.usage import Usage, UsageRecord
-from pygents_ctx.errors import ModelAPIError, ModelError, SafeExecutionError
+from pygents_ctx.errors import ModelAPIError, ModelError, OutputValidationError, SafeExecutionError
 from pygents_ctx.model._approvals import (
     approvals_needed,
     decide,
@@ -65,6 +65,7 @@ from pygents_ctx.model._approvals import (
     waiting_calls,
     waiting_step,
 )
+from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.model._replies import check_reply, closing, kept_of_cut_reply
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
 from pygents_ctx.model.base import (
@@ -179,6 +180,8 @@ class _Run:
     fresh_calls: frozenset[str] = frozenset()
     # The `model_act` step that stopped for approvals: queued when the run ends.
     awaiting: Turn | None = None
+    # Answers refused for not fitting the output type, in a row.
+    refused_answers: int = 0
 
 
 def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> None:
@@ -222,12 +225,21 @@ class ModelLoop:
         tool_timeout: Seconds each tool call may take (then it is an error result).
         step_timeout: Seconds a whole step may take, retries included.
         retry: How transient model failures are retried (default `RetryPolicy()`).
+        output_type: The type of the answer (a dataclass, `TypedDict` or pydantic
+            model): its JSON schema goes with every model call
+            (`settings.output_schema`), and the answer is made a `T`
+            (`LoopFinished.output`). None: free text.
+        output_retries: How many times an answer that does not fit
+            `output_type` is sent back with what was wrong before
+            `OutputValidationError` is raised.
 
     Raises:
         TypeError: `agent` is not an `Agent`, `model` has no `complete` and
-            `stream`, or a tool is not a `Tool`.
+            `stream`, a tool is not a `Tool`, or `output_type` is not a
+            dataclass, `TypedDict` or pydantic model.
         ValueError: The agent has no context, a limit is not positive,
-            `max_cost` is given without `pricing`, or two tools share a name.
+            `max_cost` is given without `pricing`, two tools share a name, or
+            `output_type` is given with `settings.output_schema`.
         SafeExecutionError: The agent is running.
 
     Examples:
@@ -260,6 +272,8 @@ class ModelLoop:
         tool_timeout: float = 60.0,
         step_timeout: float = 600.0,
         retry: RetryPolicy | None = None,
+        output_type: type[Any] | None = None,
+        output_retries: int = 2,
     ) -> None:
         if not isinstance(agent, Agent):
             raise TypeError(f"ModelLoop needs an Agent, not {type(agent).__name__}")
@@ -292,6 +306,7 @@ class ModelLoop:
             raise TypeError(f"ModelLoop settings must be a ModelSettings, not {settings!r}")
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"ModelLoop retry must be a RetryPolicy, not {retry!r}")
+        output = StructuredOutput.of(output_type, output_retries, settings)
         chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
         to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
         _register_step_tools()
@@ -311,6 +326,11 @@ class ModelLoop:
         self.tool_timeout = tool_timeout
         self.step_timeout = step_timeout
         self.retry = RetryPolicy() if retry is None else retry
+        self.output_type = output_type
+        self.output_retries = output_retries
+        self._output = output
+        # What every model call is given: the loop's settings, with the output's schema.
+        self._call_settings = settings if output is None else output.settings(settings)
         self._by_name = {t.metadata.name: t for t in chosen}
         self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
@@ -518,7 +538,8 @@ class ModelLoop:
         if not history:
             raise ValueError(f"agent {self.agent.name!r} has no conversation for the model")
         if history[-1].role == "assistant":  # answered already (the step ran again)
-            yield self._finish(run, LoopStop.ANSWER, history[-1])
+            for value in self._answer(run, history[-1]):
+                yield value
             return
         window = await context.window_of(self._with_instructions(history))
         stop = self._limit(run, window.tokens)
@@ -555,7 +576,8 @@ class ModelLoop:
             run.fresh_calls = frozenset(call.id for call in reply.tool_uses)
             yield self._act_turn(reply.tool_uses)
         else:
-            yield self._finish(run, LoopStop.ANSWER, reply)
+            for value in self._answer(run, reply):
+                yield value
 
     def _act_turn(self, calls: Sequence[ToolUseBlock]) -> Turn:
         return Turn(
@@ -585,10 +607,34 @@ class ModelLoop:
         run: _Run,
         reason: LoopStop,
         message: Message | None,
+        *,
         pending: tuple[ToolUseBlock, ...] = (),
+        output: Any = None,
     ) -> LoopFinished:
-        run.finished = LoopFinished(reason, message, run.steps, run.usage, pending=pending)
+        run.finished = LoopFinished(
+            reason, message, run.steps, run.usage, pending=pending, output=output
+        )
         return run.finished
+
+    def _answer(self, run: _Run, reply: Message) -> list[Any]:
+        """What an answer ends with: the finish, or (not fitting `output_type`) a correction.
+
+        A refused answer stays in the conversation, followed by a user message
+        saying what was wrong, and the model is asked again.
+
+        Raises:
+            OutputValidationError: The answer does not fit, and no retries are left.
+        """
+        if self._output is None:
+            return [self._finish(run, LoopStop.ANSWER, reply)]
+        value, problems = self._output.parse(reply.text)
+        if not problems:
+            run.refused_answers = 0
+            return [self._finish(run, LoopStop.ANSWER, reply, output=value)]
+        run.refused_answers += 1
+        if run.refused_answers > self.output_retries:
+            raise OutputValidationError(reply.text, problems, run.refused_answers)
+        return [ContextItem(content=self._output.correction(problems)), self._think_turn()]
 
     async def _call_model(self, run: _Run, step: int, window: PromptWindow) -> AsyncIterator[Any]:
         """The model's events for `window`, then its `ModelResponse`; transient failures retried."""
@@ -597,7 +643,7 @@ class ModelLoop:
             try:
                 if run.streaming:
                     response = None
-                    stream = self.model.stream(window, self.tools, settings=self.settings)
+                    stream = self.model.stream(window, self.tools, settings=self._call_settings)
                     async with closing(stream) as events:
                         async for event in events:
                             if isinstance(event, ModelResponse):
@@ -605,7 +651,9 @@ class ModelLoop:
                             else:
                                 yield event
                 else:
-                    response = await self.model.complete(window, self.tools, settings=self.settings)
+                    response = await self.model.complete(
+                        window, self.tools, settings=self._call_settings
+                    )
                 check_reply(self.model, response)
             except ModelError as error:
                 failures += 1
@@ -641,7 +689,7 @@ class ModelLoop:
             )
             for call in undecided:
                 yield ToolApprovalRequired(run.steps, call)
-            yield self._finish(run, LoopStop.APPROVAL, None, undecided)
+            yield self._finish(run, LoopStop.APPROVAL, None, pending=undecided)
             return
         step = partial(self._run_calls, run.steps)
         async with closing(run_decided(todo, approvals, step, self.agent._route)) as values:

@@ -58,6 +58,7 @@ from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, OutputValidationError, SafeExecutionError
+from pygents_ctx.model._acting import run_calls
 from pygents_ctx.model._approvals import (
     approvals_needed,
     decide,
@@ -67,7 +68,7 @@ from pygents_ctx.model._approvals import (
 )
 from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.model._replies import check_reply, closing, kept_of_cut_reply
-from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, run_call, unanswered_calls
+from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
     ModelResponse,
@@ -691,99 +692,18 @@ class ModelLoop:
                 yield ToolApprovalRequired(run.steps, call)
             yield self._finish(run, LoopStop.APPROVAL, None, pending=undecided)
             return
-        step = partial(self._run_calls, run.steps)
+        step = partial(
+            run_calls,
+            self.agent,
+            self._by_name,
+            run.steps,
+            parallel=self.parallel_tools,
+            seconds=self.tool_timeout,
+        )
         async with closing(run_decided(todo, approvals, step, self.agent._route)) as values:
             async for value in values:
                 yield value
         yield self._think_turn()
-
-    async def _run_calls(self, step: int, calls: list[ToolUseBlock]) -> AsyncGenerator[Any, None]:
-        if len(calls) == 1 or self.parallel_tools == 1:
-            steps = self._run_one_by_one(step, calls)
-        else:
-            steps = self._run_at_once(step, calls)
-        async with closing(steps) as values:
-            async for value in values:
-                yield value
-
-    async def _run_one_by_one(
-        self, step: int, calls: list[ToolUseBlock]
-    ) -> AsyncGenerator[Any, None]:
-        """The calls in turn, in this task (one call needs no task of its own)."""
-        hooks = list(self.agent.turn_hooks)
-        results: dict[str, ToolResultBlock] = {}
-        routed: dict[str, list[Any]] = {}
-        try:
-            for call in calls:
-                yield ToolCallStarted(step, call)
-                result, values = await run_call(call, self._by_name, hooks, self.tool_timeout)
-                results[call.id], routed[call.id] = result, values
-                yield ToolCallFinished(step, call, result)
-        except BaseException:
-            await self._keep_results(calls, results, routed)
-            raise
-        for value in self._stored(calls, results, routed):
-            yield value
-
-    @staticmethod
-    def _stored(
-        calls: list[ToolUseBlock],
-        results: dict[str, ToolResultBlock],
-        routed: dict[str, list[Any]],
-    ) -> list[Any]:
-        """What the tools produced for routing, in the calls' order, then all results."""
-        values = [value for call in calls for value in routed[call.id]]
-        values.append(ContextItem(content=Message("user", [results[call.id] for call in calls])))
-        return values
-
-    async def _run_at_once(self, step: int, calls: list[ToolUseBlock]) -> AsyncGenerator[Any, None]:
-        """The calls as tasks, up to `parallel_tools` at once; events as they happen."""
-        events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
-        gate = asyncio.Semaphore(self.parallel_tools)
-        hooks = list(self.agent.turn_hooks)
-        results: dict[str, ToolResultBlock] = {}
-        routed: dict[str, list[Any]] = {}
-
-        async def one(call: ToolUseBlock) -> None:
-            async with gate:
-                events.put_nowait(ToolCallStarted(step, call))
-                result, values = await run_call(call, self._by_name, hooks, self.tool_timeout)
-                results[call.id], routed[call.id] = result, values
-                events.put_nowait(ToolCallFinished(step, call, result))
-
-        tasks = [asyncio.create_task(one(call)) for call in calls]
-        try:
-            finished = 0
-            while finished < len(calls):
-                event = await events.get()
-                finished += isinstance(event, ToolCallFinished)
-                yield event
-        except BaseException:
-            # Stopped early: what finished is kept, the rest is answered as cancelled.
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await self._keep_results(calls, results, routed)
-            raise
-        for value in self._stored(calls, results, routed):
-            yield value
-
-    async def _keep_results(
-        self,
-        calls: list[ToolUseBlock],
-        results: dict[str, ToolResultBlock],
-        routed: dict[str, list[Any]],
-    ) -> None:
-        agent = self.agent
-        for call in calls:
-            for value in routed.get(call.id, ()):
-                if isinstance(value, ContextItem):
-                    await agent._route(value)
-        kept = [
-            results.get(call.id) or ToolResultBlock(call.id, CANCELLED, is_error=True)
-            for call in calls
-        ]
-        await agent._route(ContextItem(content=Message("user", kept)))
 
 
 def _user_message(prompt: object) -> Message:

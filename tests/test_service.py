@@ -16,8 +16,8 @@ import pytest
 
 from bench.fake_openai import FakeOpenAI
 from bench.service import transcript_problems
-from examples.service.app import TOOLS, Settings, create_app
-from pygents_ctx import AgentRegistry, ToolRegistry
+from examples.service.app import Settings, create_app
+from pygents_ctx import AgentRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,8 +34,6 @@ async def model() -> AsyncIterator[FakeOpenAI]:
 
 @pytest.fixture
 async def client(model: FakeOpenAI, tmp_path: Path) -> AsyncIterator[httpx2.AsyncClient]:
-    for tool in TOOLS:  # registered at import; the autouse fixture cleared the registry
-        ToolRegistry.register(tool)
     settings = Settings(
         db_path=str(tmp_path / "service.db"), base_url=model.url, api_key="unused", model="fake"
     )

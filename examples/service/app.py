@@ -46,6 +46,7 @@ from pygents_ctx import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
+    ToolRegistry,
     connect,
     connect_postgres,
     to_dict,
@@ -348,6 +349,8 @@ async def health(request: Request) -> Response:
 
 def create_app(settings: Settings | None = None) -> Starlette:
     """The app; `settings` default to the environment's (`Settings.from_env()`)."""
+    for tool_ in TOOLS:  # a no-op unless a test cleared the registry since the import
+        ToolRegistry.register(tool_)
     app = Starlette(
         routes=[
             Route("/sessions/{session_id}/messages", post_message, methods=["POST"]),

@@ -15,6 +15,10 @@ It reports:
 - the runtime's added latency: a turn's latency minus the model's own time in
   it (2 x `--latency`), p50 and p99: what the HTTP hop, the loop, the tool, the
   store and the SDK added, queueing on this machine included;
+- one client alone (before the load, `--alone` turns in one session): a turn's p50,
+  beside the p50 of the same two model calls made directly with the OpenAI SDK
+  in a conversation of the same length: what serving a turn costs without
+  queueing (most of a call's own cost is the SDK's, and grows with the history);
 - the check: each session's transcript, read back with `GET /sessions/{id}`,
   holds every message sent, once, in order, each answered (nothing lost,
   nothing duplicated), and is valid for the provider (see `transcript_problems`);
@@ -197,7 +201,7 @@ def turn_problems(sent: str, events: list[tuple[str, dict[str, Any]]]) -> list[s
     return problems
 
 
-async def drive(url: str, sessions: int, turns: int, time_limit: float) -> Drive:
+async def drive(url: str, sessions: int, turns: int, time_limit: float, first: int = 0) -> Drive:
     """`sessions` clients at once, each sending `turns` messages in turn; at most `time_limit` s."""
     import httpx2
 
@@ -226,11 +230,61 @@ async def drive(url: str, sessions: int, turns: int, time_limit: float) -> Drive
     async with httpx2.AsyncClient(base_url=url, limits=limits, timeout=time_limit) as client:
         try:
             async with asyncio.timeout(time_limit):
-                await asyncio.gather(*(client_of(client, s) for s in range(sessions)))
+                await asyncio.gather(
+                    *(client_of(client, s) for s in range(first, first + sessions))
+                )
         except TimeoutError:
             result.failures.append(f"the drive did not finish within {time_limit:g} s")
     result.seconds = time.perf_counter() - start
     return result
+
+
+async def direct_sdk(model_url: str, turns: int) -> list[float]:
+    """Seconds per turn of the same two model calls made directly with the OpenAI SDK, one
+    turn after another in one conversation (the question with the tools, then the tool's
+    result), as the service makes them for one client: the floor under a served turn."""
+    from openai import AsyncOpenAI
+
+    from examples.service.app import INSTRUCTIONS, TOOLS
+    from pygents_ctx import to_openai_tools
+
+    tools = to_openai_tools(TOOLS)
+    seconds = []
+    async with AsyncOpenAI(base_url=model_url, api_key="unused", max_retries=0) as client:
+
+        async def streamed(messages: list[dict[str, Any]]) -> list[Any]:
+            stream = await client.chat.completions.create(
+                model="fake",
+                messages=messages,  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            return [chunk async for chunk in stream]
+
+        messages: list[dict[str, Any]] = [{"role": "system", "content": INSTRUCTIONS}]
+        for turn in range(turns):
+            messages.append({"role": "user", "content": question(-1, turn)})
+            start = time.perf_counter()
+            chunks = await streamed(messages)
+            call = next(
+                c.choices[0].delta.tool_calls[0]
+                for c in chunks
+                if c.choices and c.choices[0].delta.tool_calls
+            )
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call.id, "type": "function", "function": {
+                        "name": call.function.name, "arguments": call.function.arguments}}
+                ]},
+                {"role": "tool", "tool_call_id": call.id, "content": "no FAQ entry matches"},
+            ]  # fmt: skip
+            answer = "".join(
+                c.choices[0].delta.content or "" for c in await streamed(messages) if c.choices
+            )
+            messages.append({"role": "assistant", "content": answer})
+            seconds.append(time.perf_counter() - start)
+    return seconds
 
 
 # -- the check ---------------------------------------------------------------------------
@@ -340,10 +394,14 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def _measure(options: argparse.Namespace, url: str, model_url: str) -> dict[str, Any]:
+    # One client alone first (it also warms the workers up): the cost of a turn without queueing.
+    alone = await drive(url, 1, options.alone, options.timeout, first=options.sessions)
+    sdk = await direct_sdk(model_url, options.alone)
     result = await drive(url, options.sessions, options.turns, options.timeout)
+    result.failures += alone.failures
     read, problems = await check(url, options.sessions, options.turns)
     calls = await model_calls(model_url.removesuffix("/v1"))
-    expected_calls = 2 * options.sessions * options.turns
+    expected_calls = 2 * (options.sessions * options.turns + 2 * options.alone)
     if calls != expected_calls:
         problems.append(f"the model was called {calls} times, not {expected_calls}")
     model_time = 2 * options.latency
@@ -366,9 +424,15 @@ async def _measure(options: argparse.Namespace, url: str, model_url: str) -> dic
             "p50": 1000 * percentile(added, 0.5),
             "p99": 1000 * percentile(added, 0.99),
         },
+        "one_client_ms": {
+            "turn_p50": 1000 * percentile(alone.latencies, 0.5),
+            "direct_sdk_p50": 1000 * percentile(sdk, 0.5),
+        },
         "model_calls": calls,
         "check": {
-            "passed": not result.failures and not problems and turns == expected_calls // 2,
+            "passed": not result.failures
+            and not problems
+            and turns == options.sessions * options.turns,
             "transcripts": options.sessions,
             "messages": read,
             "failed_turns": result.failures[:20],
@@ -401,7 +465,7 @@ def _about() -> dict[str, str]:
 
 
 def describe(r: dict[str, Any]) -> str:
-    check = r["check"]
+    check, alone = r["check"], r["one_client_ms"]
     lines = [
         f"{r['backend']}: {r['sessions']} sessions x {r['turns_per_session']} turns, "
         f"{r['workers']} workers, model latency {1000 * r['model_latency_s']:g} ms",
@@ -409,6 +473,8 @@ def describe(r: dict[str, Any]) -> str:
         f"  turn latency p50 {r['latency_ms']['p50']:.1f} ms, p99 {r['latency_ms']['p99']:.1f} ms",
         f"  added by the runtime p50 {r['added_latency_ms']['p50']:.1f} ms, "
         f"p99 {r['added_latency_ms']['p99']:.1f} ms",
+        f"  one client alone: a turn p50 {alone['turn_p50']:.1f} ms, the same two model calls "
+        f"made directly with the SDK p50 {alone['direct_sdk_p50']:.1f} ms",
         f"  check: {'passed' if check['passed'] else 'FAILED'} ({check['transcripts']} "
         f"transcripts, {check['messages']} messages, {r['model_calls']} model calls)",
     ]
@@ -420,11 +486,11 @@ def markdown(saved: dict[str, Any]) -> str:
     """The saved runs as the README's table."""
     rows = [
         "| backend | workers | sessions x turns | turns/s | turn latency p50 / p99 "
-        "| added by the runtime p50 / p99 | transcripts checked |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| added under load p50 / p99 | one client: turn / direct SDK p50 | transcripts |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in saved["runs"].values():
-        check = r["check"]
+        check, alone = r["check"], r["one_client_ms"]
         verdict = f"{check['transcripts']}, {check['messages']} messages " + (
             "✓" if check["passed"] else "FAILED"
         )
@@ -432,7 +498,8 @@ def markdown(saved: dict[str, Any]) -> str:
             f"| {r['backend']} | {r['workers']} | {r['sessions']} x {r['turns_per_session']} "
             f"| {r['turns_per_s']:.1f} | {r['latency_ms']['p50']:.0f} / "
             f"{r['latency_ms']['p99']:.0f} ms | {r['added_latency_ms']['p50']:.0f} / "
-            f"{r['added_latency_ms']['p99']:.0f} ms | {verdict} |"
+            f"{r['added_latency_ms']['p99']:.0f} ms | {alone['turn_p50']:.0f} / "
+            f"{alone['direct_sdk_p50']:.0f} ms | {verdict} |"
         )
     return "\n".join(rows)
 
@@ -448,11 +515,14 @@ def parse(arguments: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--latency", type=float, default=0.05, help="seconds the fake model takes (0.05)"
     )
+    parser.add_argument(
+        "--alone", type=int, default=20, help="turns of one client alone, before the load (20)"
+    )
     parser.add_argument("--timeout", type=float, default=300.0, help="the drive's limit (300 s)")
     parser.add_argument("--out", type=Path, default=OUT, help="where the results go")
     parser.add_argument("--markdown", action="store_true", help="print the saved runs' table")
     options = parser.parse_args(arguments)
-    for name in ("sessions", "turns", "workers"):
+    for name in ("sessions", "turns", "workers", "alone"):
         if getattr(options, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if options.latency < 0 or options.timeout <= 0:

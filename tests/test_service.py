@@ -210,7 +210,8 @@ def test_the_transcript_check_finds_what_breaks_a_transcript(
 def test_the_load_test_passes_its_check_on_each_backend(backend: str, tmp_path: Path) -> None:
     out = tmp_path / "service.json"
     command = [sys.executable, "-m", "bench", "service", "--sessions", "20", "--turns", "3",
-               "--workers", "2", "--latency", "0.01", "--out", str(out)]  # fmt: skip
+               "--workers", "2", "--latency", "0.01", "--alone", "5",
+               "--out", str(out)]  # fmt: skip
     if backend == "postgres":
         command.append("--postgres")
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=110)
@@ -224,6 +225,8 @@ def test_the_load_test_passes_its_check_on_each_backend(backend: str, tmp_path: 
         "problems": [],
     }
     assert run["turns"] == 60
-    assert run["model_calls"] == 120
+    assert run["model_calls"] == 2 * (60 + 2 * 5)  # and one client's 5 turns, served and direct
+    assert run["one_client_ms"]["turn_p50"] > 0
+    assert run["one_client_ms"]["direct_sdk_p50"] > 0
     assert run["turns_per_s"] > 0
     assert run["added_latency_ms"]["p50"] <= run["added_latency_ms"]["p99"]

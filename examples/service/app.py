@@ -4,9 +4,10 @@
     GET  /sessions/{id}                                -> the transcript, as JSON
     GET  /health                                       -> {"status": "ok"}
 
-Each worker process opens one database connection when it starts (the
-lifespan) and closes it when it stops: PostgreSQL when `DATABASE_URL` is set,
-else the SQLite file `PYGENTS_DB` (default `service.db`). The model is any
+Each worker process opens its database connections when it starts (the
+lifespan) and closes them when it stops: `PG_CONNECTIONS` (4) to PostgreSQL
+when `DATABASE_URL` is set, else one to the SQLite file `PYGENTS_DB` (default
+`service.db`). The model is any
 Chat Completions server: `OPENAI_BASE_URL`, `OPENAI_API_KEY`, `MODEL`.
 
     uvicorn examples.service.app:app --workers 4
@@ -102,6 +103,7 @@ class Settings:
     model: str = "gpt-4o-mini"
     base_url: str | None = None  # None: OpenAI
     api_key: str | None = None
+    pg_connections: int = 4  # per worker process
     max_steps: int = 8
 
     @classmethod
@@ -112,6 +114,7 @@ class Settings:
             model=os.environ.get("MODEL") or "gpt-4o-mini",
             base_url=os.environ.get("OPENAI_BASE_URL") or None,
             api_key=os.environ.get("OPENAI_API_KEY") or None,
+            pg_connections=int(os.environ.get("PG_CONNECTIONS") or 4),
         )
 
 
@@ -153,30 +156,45 @@ class Worker:
     """What one worker process holds while it serves."""
 
     settings: Settings
-    connection: Any
+    connections: list[Any]
     model: OpenAIModel
     guard: SessionGuard = field(default_factory=SessionGuard)
     answering: set[asyncio.Task[None]] = field(default_factory=set)
+    _turn: int = 0
 
     def store(self, session_id: str) -> ContextStore:
+        """A store on the next connection in turn (any serves any session)."""
+        self._turn += 1
+        connection = self.connections[self._turn % len(self.connections)]
         if self.settings.database_url:
-            return PostgresContextStore(self.connection, session_id=session_id)
-        return SQLiteContextStore(self.connection, session_id=session_id)
+            return PostgresContextStore(connection, session_id=session_id)
+        return SQLiteContextStore(connection, session_id=session_id)
+
+
+async def _connect(settings: Settings) -> list[Any]:
+    """The worker's connections: PostgreSQL runs one call at a time on each, so several."""
+    if not settings.database_url:
+        return [await connect(settings.db_path)]
+    connections: list[Any] = []
+    try:
+        for _ in range(settings.pg_connections):
+            connections.append(await connect_postgres(settings.database_url))
+    except BaseException:
+        await asyncio.gather(*(c.close() for c in connections))
+        raise
+    return connections
 
 
 @contextlib.asynccontextmanager
 async def _lifespan(app: Starlette) -> AsyncIterator[None]:
     settings: Settings = app.state.settings
-    if settings.database_url:
-        connection: Any = await connect_postgres(settings.database_url)
-    else:
-        connection = await connect(settings.db_path)
+    connections = await _connect(settings)
     try:
         model = OpenAIModel(settings.model, base_url=settings.base_url, api_key=settings.api_key)
     except BaseException:
-        await connection.close()
+        await asyncio.gather(*(c.close() for c in connections))
         raise
-    worker = app.state.worker = Worker(settings, connection, model)
+    worker = app.state.worker = Worker(settings, connections, model)
     try:
         yield
     finally:
@@ -184,7 +202,7 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
         if worker.answering:
             await asyncio.wait(worker.answering, timeout=SHUTDOWN_GRACE)
         await model.client.close()
-        await connection.close()
+        await asyncio.gather(*(c.close() for c in connections))
 
 
 # -- the routes -------------------------------------------------------------------------

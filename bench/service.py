@@ -253,10 +253,10 @@ async def direct_sdk(model_url: str, turns: int) -> list[float]:
     async with AsyncOpenAI(base_url=model_url, api_key="unused", max_retries=0) as client:
 
         async def streamed(messages: list[dict[str, Any]]) -> list[Any]:
-            stream = await client.chat.completions.create(
+            stream = await client.chat.completions.create(  # type: ignore[call-overload]
                 model="fake",
-                messages=messages,  # type: ignore[arg-type]
-                tools=tools,  # type: ignore[arg-type]
+                messages=messages,
+                tools=tools,
                 stream=True,
                 stream_options={"include_usage": True},
             )

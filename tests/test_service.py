@@ -171,6 +171,15 @@ async def test_a_model_failure_is_an_error_event_and_no_agent_is_left_behind(
     assert AgentRegistry._entries == {}  # every request's agent was released
 
 
+@pytest.mark.parametrize("value", ["0", "four", "-1"])
+def test_a_bad_pg_connections_is_refused_at_start(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PG_CONNECTIONS", value)
+    with pytest.raises(ValueError, match="PG_CONNECTIONS must be a whole number >= 1"):
+        Settings.from_env()
+
+
 # -- the check itself ---------------------------------------------------------------------
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}

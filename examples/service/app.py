@@ -45,6 +45,7 @@ from pygents_ctx import (
     SQLiteContextStore,
     StepStarted,
     TextDelta,
+    Tool,
     ToolCallFinished,
     ToolCallStarted,
     ToolRegistry,
@@ -89,7 +90,7 @@ async def order_status(order_id: str) -> str:
     return f"order {order_id.upper()} shipped yesterday; it arrives within 3 days"
 
 
-TOOLS = [search_faq, order_status]
+TOOLS: list[Tool[..., Any]] = [search_faq, order_status]
 
 # -- settings -------------------------------------------------------------------------
 
@@ -106,15 +107,24 @@ class Settings:
     pg_connections: int = 4  # per worker process
     max_steps: int = 8
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.pg_connections, int) or self.pg_connections < 1:
+            raise ValueError(
+                f"PG_CONNECTIONS must be a whole number >= 1, not {self.pg_connections!r}"
+            )
+
     @classmethod
     def from_env(cls) -> Settings:
+        connections = os.environ.get("PG_CONNECTIONS") or "4"
+        if not connections.isdigit():
+            raise ValueError(f"PG_CONNECTIONS must be a whole number >= 1, not {connections!r}")
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,
             db_path=os.environ.get("PYGENTS_DB") or "service.db",
             model=os.environ.get("MODEL") or "gpt-4o-mini",
             base_url=os.environ.get("OPENAI_BASE_URL") or None,
             api_key=os.environ.get("OPENAI_API_KEY") or None,
-            pg_connections=int(os.environ.get("PG_CONNECTIONS") or 4),
+            pg_connections=int(connections),
         )
 
 

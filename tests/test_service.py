@@ -171,6 +171,54 @@ async def test_a_model_failure_is_an_error_event_and_no_agent_is_left_behind(
     assert AgentRegistry._entries == {}  # every request's agent was released
 
 
+async def test_a_client_that_disconnects_does_not_cut_its_answer_off(
+    model: FakeOpenAI, tmp_path: Path
+) -> None:
+    app = create_app(
+        Settings(db_path=str(tmp_path / "s.db"), base_url=model.url, api_key="-", model="fake")
+    )
+    streamed: list[bytes] = []
+    first_event = asyncio.Event()
+    requests = iter([{"type": "http.request", "body": b'{"content": "returns?"}'}])
+
+    async def receive() -> dict[str, Any]:
+        request = next(requests, None)
+        if request is not None:
+            return request
+        await first_event.wait()  # the client reads the first event, then goes away
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            streamed.append(message["body"])
+            first_event.set()
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/sessions/s1/messages",
+        "raw_path": b"/sessions/s1/messages",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 5000),
+        "server": ("app", 80),
+    }
+    async with app.router.lifespan_context(app):
+        await app(scope, receive, send)
+        assert b"event: done" not in b"".join(streamed)  # gone before the answer
+        if app.state.worker.answering:  # still answering, for no one
+            await asyncio.wait(app.state.worker.answering)
+        transport = httpx2.ASGITransport(app=app)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://app") as client:
+            wire = (await client.get("/sessions/s1", params={"format": "openai"})).json()
+    assert [m["role"] for m in wire["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert wire["messages"][-1]["content"].startswith("answer to returns?:")
+
+
 @pytest.mark.parametrize("value", ["0", "four", "-1"])
 def test_a_bad_pg_connections_is_refused_at_start(
     value: str, monkeypatch: pytest.MonkeyPatch

@@ -134,13 +134,14 @@ class Settings:
 class SessionGuard:
     """At most one answer per session at a time: a second message gets 409 at once.
 
-    The locks live in this worker process only.
-    # LEASE: with several workers, two of them can still answer one session at
-    # once (the bench never does: it sends a session's turns one after another).
-    # When the store's session lease lands, `claim` also takes the lease in the
-    # store (busy -> False) and `release` gives it back; the in-process lock
-    # stays, as the cheap first check. Only these two methods change.
+    The locks live in this worker process only: with several workers, two of
+    them could still answer one session at once (the load test never does: it
+    sends a session's messages one after another).
     """
+
+    # LEASE: when the store's session lease lands, `claim` also takes the lease in
+    # the store (held elsewhere -> False, so 409) and `release` gives it back; the
+    # in-process lock stays as the cheap first check. Only these two methods change.
 
     def __init__(self) -> None:
         self._locks: dict[str, asyncio.Lock] = {}
@@ -151,10 +152,13 @@ class SessionGuard:
         if lock.locked():
             return False
         await lock.acquire()  # free: returns at once
+        # LEASE: take the store's lease on `session_id` here; if another process holds
+        # it, release the lock (self._locks.pop(session_id).release()) and return False.
         return True
 
     async def release(self, session_id: str) -> None:
         """Give the session back (a lock nobody holds is dropped: nothing accumulates)."""
+        # LEASE: give the store's lease back here, before the lock.
         self._locks.pop(session_id).release()
 
 

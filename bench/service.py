@@ -213,12 +213,16 @@ async def drive(url: str, sessions: int, turns: int, time_limit: float, first: i
             sent = question(session, turn)
             start = time.perf_counter()
             path = f"/sessions/{session_id(session)}/messages"
-            async with client.stream("POST", path, json={"content": sent}) as response:
-                if response.status_code != 200:
-                    body = (await response.aread()).decode(errors="replace")
-                    result.failures.append(f"{sent!r}: HTTP {response.status_code} {body}")
-                    continue
-                events = await _events(response)
+            try:
+                async with client.stream("POST", path, json={"content": sent}) as response:
+                    if response.status_code != 200:
+                        body = (await response.aread()).decode(errors="replace")
+                        result.failures.append(f"{sent!r}: HTTP {response.status_code} {body}")
+                        continue
+                    events = await _events(response)
+            except httpx2.HTTPError as exc:  # a worker died, a connection broke
+                result.failures.append(f"{sent!r}: {type(exc).__name__}: {exc}")
+                continue
             elapsed = time.perf_counter() - start
             problems = turn_problems(sent, events)
             if problems:

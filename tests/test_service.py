@@ -259,6 +259,39 @@ def test_the_transcript_check_finds_what_breaks_a_transcript(
     assert any(says in problem for problem in problems), problems
 
 
+def test_the_load_test_exits_1_and_keeps_the_run_when_its_check_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bench.service
+
+    failed = {
+        "backend": "sqlite",
+        "sessions": 1,
+        "turns_per_session": 1,
+        "workers": 1,
+        "model_latency_s": 0.0,
+        "turns": 0,
+        "seconds": 1.0,
+        "turns_per_s": 0.0,
+        "latency_ms": {"p50": float("nan"), "p99": float("nan")},
+        "added_latency_ms": {"p50": float("nan"), "p99": float("nan")},
+        "one_client_ms": {"turn_p50": 5.0, "direct_sdk_p50": 4.0},
+        "model_calls": 2,
+        "check": {
+            "passed": False,
+            "transcripts": 1,
+            "messages": 1,
+            "failed_turns": ["'session 0 turn 0': HTTP 500"],
+            "problems": ["session 0: it ends with a user message, not an answer"],
+        },
+    }
+    monkeypatch.setattr(bench.service, "run", lambda options: failed)
+    out = tmp_path / "service.json"
+    assert bench.service.main(["--out", str(out)]) == 1
+    assert "check: FAILED" in capsys.readouterr().out
+    assert json.loads(out.read_text())["runs"]["sqlite"]["check"]["passed"] is False
+
+
 # -- under load, in real processes ---------------------------------------------------------
 
 

@@ -165,6 +165,11 @@ async def test_a_model_failure_is_an_error_event_and_no_agent_is_left_behind(
     assert names_and_data[-1][0] == "error"
     assert names_and_data[-1][1]["error"] == "ModelAPIError"
     assert "[fail]" in names_and_data[-1][1]["message"]
+    # The session goes on: the next message is answered after the unanswered one.
+    again = await client.post("/sessions/s1/messages", json={"content": "hello"})
+    assert events_of(again.text)[-1][0] == "done"
+    wire = (await client.get("/sessions/s1", params={"format": "openai"})).json()["messages"]
+    assert [m["role"] for m in wire] == ["user", "user", "assistant", "tool", "assistant"]
     await asyncio.gather(
         *(client.post(f"/sessions/n{i}/messages", json={"content": "hi"}) for i in range(10))
     )

@@ -135,6 +135,12 @@ async def test_a_bad_body_is_400_naming_the_fix_and_stores_nothing(
     assert model.completions == 0
 
 
+async def test_a_body_over_the_limit_is_413(client: httpx2.AsyncClient) -> None:
+    response = await client.post("/sessions/s1/messages", json={"content": "x" * 100_001})
+    assert response.status_code == 413
+    assert response.json() == {"error": "the body has at most 100,000 bytes"}
+
+
 async def test_a_second_message_to_a_busy_session_is_409_while_other_sessions_go_on(
     client: httpx2.AsyncClient,
 ) -> None:

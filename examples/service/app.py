@@ -63,6 +63,7 @@ INSTRUCTIONS = (
     "search_faq, order questions with order_status, then answer in one or two sentences."
 )
 MAX_SESSION_ID = 200
+MAX_BODY = 100_000  # bytes of a message's JSON body
 # What a disconnected client leaves running is awaited this long at shutdown.
 SHUTDOWN_GRACE = 30.0
 
@@ -235,8 +236,15 @@ def _session_id(request: Request) -> str | JSONResponse:
 
 async def _content(request: Request) -> str | JSONResponse:
     """The message's text from the body `{"content": "..."}`, or the 400 saying what is wrong."""
+    declared = request.headers.get("content-length", "")
+    too_long = _error(413, f"the body has at most {MAX_BODY:,} bytes")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        return too_long  # refused before reading it
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        return too_long
     try:
-        body = orjson.loads(await request.body())
+        body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         return _error(400, f'the body must be JSON like {{"content": "Hi"}}: {exc}')
     if not isinstance(body, dict):

@@ -57,6 +57,7 @@ OUT = Path(__file__).parent / "out" / "service.json"
 APP = "examples.service.app:create_app"
 START_TIMEOUT = 60.0  # seconds for a server to come up
 STOP_TIMEOUT = 30.0
+PG_SERVER_CONNECTIONS = 36  # of the throwaway server's 40, a few kept for psql and the like
 
 
 # -- the processes --------------------------------------------------------------------
@@ -99,17 +100,19 @@ def fake_model(latency: float) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def database(postgres: bool, directory: Path) -> Iterator[dict[str, str]]:
+def database(postgres: bool, directory: Path, workers: int) -> Iterator[dict[str, str]]:
     """A fresh database; yields the environment that points the app at it."""
     if not postgres:
         yield {"PYGENTS_DB": str(directory / "service.db")}
         return
-    # The tests' throwaway server (initdb into a temporary directory, unix socket only).
+    # The tests' throwaway server (initdb into a temporary directory, unix socket only),
+    # which takes PG_SERVER_CONNECTIONS: the workers share them.
     from tests import postgres_server
 
+    per_worker = min(4, PG_SERVER_CONNECTIONS // workers)
     server = postgres_server.start()
     try:
-        yield {"DATABASE_URL": server.dsn}
+        yield {"DATABASE_URL": server.dsn, "PG_CONNECTIONS": str(per_worker)}
     finally:
         server.stop()
 
@@ -451,7 +454,7 @@ def run(options: argparse.Namespace) -> dict[str, Any]:
     try:
         with (
             fake_model(options.latency) as model_url,
-            database(options.postgres, directory) as env,
+            database(options.postgres, directory, options.workers) as env,
         ):
             env |= {"OPENAI_BASE_URL": model_url, "OPENAI_API_KEY": "unused", "MODEL": "fake"}
             with service(options.workers, env, directory / "uvicorn.log") as url:
@@ -529,6 +532,8 @@ def parse(arguments: list[str]) -> argparse.Namespace:
     for name in ("sessions", "turns", "workers", "alone"):
         if getattr(options, name) < 1:
             parser.error(f"--{name} must be at least 1")
+    if options.postgres and options.workers > PG_SERVER_CONNECTIONS:
+        parser.error(f"--postgres takes at most {PG_SERVER_CONNECTIONS} --workers")
     if options.latency < 0 or options.timeout <= 0:
         parser.error("--latency must be >= 0 and --timeout > 0")
     return options

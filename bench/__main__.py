@@ -4,6 +4,9 @@
 `python -m bench --markdown` prints the latest run's table for the README.
 `python -m bench --peer` runs the head-to-head with pygents 0.7.0 instead (see
 `bench/peer.py`), writing bench/out/peer.json; `--peer --markdown` prints it.
+`python -m bench service [--sessions N --turns M --workers W --postgres]` load-tests
+the served example instead (see `bench/service.py`), writing bench/out/service.json;
+`python -m bench service --markdown` prints it.
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -180,6 +183,10 @@ def run_memory(quick: bool) -> None:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["service"]:  # its own options; imported only when asked for
+        from bench import service
+
+        sys.exit(service.main(sys.argv[2:]))
     if "--peer" in sys.argv:
         sys.exit(run_peer())
     if "--memory" in sys.argv:

@@ -271,7 +271,9 @@ class ModelLoop:
             raise TypeError(f"ModelLoop retry must be a RetryPolicy, not {retry!r}")
         if not isinstance(lease, bool):
             raise TypeError(f"ModelLoop lease must be a bool, not {lease!r}")
-        lease_ttl, lease_wait = check_lease_options(lease_ttl, lease_wait)
+        lease_ttl, lease_wait = check_lease_options(
+            lease_ttl, lease_wait, names=("ModelLoop lease_ttl", "ModelLoop lease_wait")
+        )
         chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
         to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
         _register_step_tools()

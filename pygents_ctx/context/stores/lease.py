@@ -52,28 +52,31 @@ class LeaseBackend(Protocol):
 
 def _seconds(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"lease {name} must be a number of seconds, not {type(value).__name__}")
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
     return float(value)
 
 
-def check_lease_options(ttl: object, wait: object) -> tuple[float, float]:
-    """`(ttl, wait)` as seconds, after checking them.
+def check_lease_options(
+    ttl: object, wait: object, *, names: tuple[str, str] = ("lease ttl", "lease wait")
+) -> tuple[float, float]:
+    """`(ttl, wait)` as seconds, after checking them; `names` name them in the errors.
 
     Raises:
         TypeError: `ttl` is not a number, or `wait` is neither False nor a number.
         ValueError: `ttl` is not positive and finite, or `wait` is negative, NaN or True.
     """
-    seconds = _seconds("ttl", ttl)
+    ttl_name, wait_name = names
+    seconds = _seconds(ttl_name, ttl)
     if not 0 < seconds < math.inf:
-        raise ValueError(f"lease ttl must be a positive, finite number of seconds, not {ttl!r}")
+        raise ValueError(f"{ttl_name} must be a positive, finite number of seconds, not {ttl!r}")
     if wait is True:
         raise ValueError(
-            "lease wait=True does not say for how long; pass seconds (math.inf waits forever)"
+            f"{wait_name}=True does not say for how long; pass seconds (math.inf waits forever)"
         )
-    patience = 0.0 if wait is False else _seconds("wait", wait)
+    patience = 0.0 if wait is False else _seconds(wait_name, wait)
     if not patience >= 0:
         raise ValueError(
-            f"lease wait must be False or a number of seconds >= 0 (math.inf: forever), "
+            f"{wait_name} must be False or a number of seconds >= 0 (math.inf: forever), "
             f"not {wait!r}"
         )
     return seconds, patience
@@ -229,7 +232,7 @@ class SessionLease:
             taken, state = await self._store._acquire_lease(self.owner, self.ttl, self._create)
             if taken:
                 break
-            waited = time.monotonic() - began
+            waited = time.monotonic() - began if self.wait else 0.0
             left = self.wait - waited
             if left <= 0:
                 raise self._busy(state, waited)

@@ -16,6 +16,9 @@ lease, tagging what it writes, so the transcript shows who held it when:
 
 After each kill of the holder, the parent times how long the lease takes to
 change hands: about the lease's ttl, never much more.
+
+A holder frozen with SIGSTOP past its ttl loses the lease to another, and
+once resumed it stops with `LeaseLostError` before writing again: fencing.
 """
 
 from __future__ import annotations
@@ -136,3 +139,39 @@ def test_model_loops_killed_at_random_keep_one_valid_transcript(db: Database, se
     prompts = [m for m in messages if m.role == "user" and m.text.endswith("what is 2 + 3?")]
     finished = [m for m in messages if m.text == "the sum is 5"]
     assert len(finished) >= len(prompts) - KILLS - CONTENDERS, note
+
+
+def test_a_frozen_holder_is_fenced_when_it_wakes(db: Database, session: str) -> None:
+    """SIGSTOP the holder past its ttl: another takes over, and the old one, resumed,
+    stops with LeaseLostError before writing again."""
+    frozen = Child(db, session, "hold", TTL, 10_000)  # holds for as long as it lives
+    successor: Child | None = None
+    try:
+        frozen.expect("ready")
+        deadline = time.monotonic() + 10
+        while (held := holder_pid(db, session)) is None or held[0] != frozen.pid:
+            assert time.monotonic() < deadline, "the first child never took the lease"
+            time.sleep(0.01)
+        time.sleep(TTL)  # it writes, renewing its lease
+        os.kill(frozen.pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        successor = Child(db, session, "hold", TTL, 10_000)
+        while (taken := holder_pid(db, session)) is None or taken[0] != successor.pid:
+            assert time.monotonic() - stopped_at < TTL + 10, "never taken over"
+            time.sleep(0.01)
+        time.sleep(TTL)  # the successor writes
+        os.kill(frozen.pid, signal.SIGCONT)
+        _, err = frozen.process.communicate(timeout=10)
+        assert frozen.process.returncode != 0
+        assert "LeaseLostError" in err, err
+    finally:
+        for child in (frozen, successor):
+            if child is not None and child.process.poll() is None:
+                os.kill(child.pid, signal.SIGKILL)
+                child.process.communicate(timeout=10)
+
+    rows = db.query(
+        "SELECT data FROM pygents_messages WHERE session_id = ? ORDER BY position", session
+    )
+    writers = [int(decoded(data).text.split(":")[1]) for (data,) in rows]
+    assert [pid for pid, _ in itertools.groupby(writers)] == [frozen.pid, successor.pid]

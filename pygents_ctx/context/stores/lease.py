@@ -31,6 +31,8 @@ __all__ = ["InProcessLeases", "LeaseBackend", "SessionLease", "check_lease_optio
 
 # Renewals come at this fraction of the ttl: two can fail before the lease runs out.
 RENEW_FRACTION: Final = 1 / 3
+# Releases of leases granted to a caller that was cancelled meanwhile, kept until done.
+_ORPHANS: set[asyncio.Future[None]] = set()
 _FIRST_POLL: Final = 0.02
 _LONGEST_POLL: Final = 0.5
 
@@ -229,7 +231,7 @@ class SessionLease:
         pause = _FIRST_POLL
         while True:
             asked = time.monotonic()
-            taken, state = await self._store._acquire_lease(self.owner, self.ttl, self._create)
+            taken, state = await self._ask_store()
             if taken:
                 break
             waited = time.monotonic() - began if self.wait else 0.0
@@ -245,6 +247,26 @@ class SessionLease:
         if self._renews:
             self._keeper = asyncio.create_task(self._keep(), name=f"renew {self!r}")
         return self
+
+    async def _ask_store(self) -> tuple[bool, LeaseState]:
+        request = asyncio.ensure_future(
+            self._store._acquire_lease(self.owner, self.ttl, self._create)
+        )
+        try:
+            return await asyncio.shield(request)
+        except asyncio.CancelledError:
+            # Cancelled while the store was granting it: give back what nobody will hold.
+            request.add_done_callback(self._give_back)
+            raise
+
+    def _give_back(self, request: asyncio.Future[tuple[bool, LeaseState]]) -> None:
+        if request.cancelled() or request.exception() is not None:
+            return
+        taken, state = request.result()
+        if taken:
+            release = self._store._release_lease(self.owner, state.token)
+            _ORPHANS.add(task := asyncio.ensure_future(release))
+            task.add_done_callback(_ORPHANS.discard)
 
     def _busy(self, state: LeaseState, waited: float) -> SessionBusyError:
         after = f" (after waiting {waited:.1f} s)" if self.wait else ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import pickle
 import sqlite3
@@ -280,6 +281,21 @@ async def test_the_lease_is_given_back_when_the_block_is_cancelled(make_store: M
         await task  # the cancellation goes on: it is not turned into anything else
     async with same_session(store).lease() as lease:
         assert lease.held
+
+
+async def test_a_lease_granted_to_a_taker_cancelled_meanwhile_is_given_back(
+    make_store: MakeStore,
+) -> None:
+    store = await leased_store(make_store)
+    for _ in range(3):  # cancelled while the store grants it
+        taker = asyncio.create_task(store.lease(ttl=30).acquire())
+        await asyncio.sleep(0)
+        taker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await taker
+        # Not held for 30 s by nobody: free again at once.
+        lease = await same_session(store).lease(wait=2).acquire()
+        await lease.release()
 
 
 async def test_release_is_idempotent_and_a_lease_can_be_taken_again(make_store: MakeStore) -> None:

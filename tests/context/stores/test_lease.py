@@ -29,6 +29,7 @@ from pygents_ctx.context.stores import (
     SQLiteContextStore,
     connect,
 )
+from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, migrate
 
 from .conftest import MakeStore
@@ -199,17 +200,26 @@ async def test_a_lease_that_ran_out_unclaimed_can_still_be_renewed(make_store: M
 
 
 async def test_a_block_that_loses_its_lease_is_stopped_with_lease_lost_error(
-    make_store: MakeStore,
+    make_store: MakeStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = await leased_store(make_store)
     other = same_session(store)
     reached = []
     taken: list[SessionLease] = []
+    answer = asyncio.Event()
+    renew = store._renew_lease
+
+    async def slow_database(owner: str, token: int, ttl: float) -> LeaseState | None:
+        await answer.wait()  # the renewal hangs past the lease's expiry
+        return await renew(owner, token, ttl)
+
+    monkeypatch.setattr(store, "_renew_lease", slow_database)
 
     async def stall_then_write() -> None:
         async with store.lease(ttl=TTL, owner="stalled"):
-            time.sleep(TTL + 0.15)  # noqa: ASYNC251 - the whole process stalls: no renewal runs
+            await asyncio.sleep(TTL + 0.1)  # the lease runs out, unrenewed
             taken.append(await other.lease(owner="successor").acquire())
+            answer.set()  # the renewal reaches the store: taken over
             await asyncio.sleep(5)  # cancelled here once the renewal finds it taken
             reached.append("after")
 

@@ -20,6 +20,9 @@ PygentsError
 ├── StoreClosedError (RuntimeError)    a store's connection was used after close()
 ├── StoreSchemaError (RuntimeError)    a store file's schema is newer than this version
 ├── ConcurrentModificationError (RuntimeError)  another writer changed what a write expected
+├── SessionNotFoundError (KeyError)    a lease on a session the store never created
+├── SessionBusyError (RuntimeError)    another holder has the session's lease
+├── LeaseLostError (RuntimeError)      a lease expired and another holder took it
 ├── CollectionNotFoundError (KeyError) no vector collection under that name
 ├── EntityNotFoundError (KeyError)     no entity with that id in the graph
 ├── BlobNotFoundError (KeyError)       no blob under that name
@@ -44,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
@@ -53,6 +57,7 @@ __all__ = [
     "ConcurrentModificationError",
     "ContextOverflowError",
     "EntityNotFoundError",
+    "LeaseLostError",
     "MissingExtensionError",
     "ModelAPIError",
     "ModelError",
@@ -62,6 +67,8 @@ __all__ = [
     "PygentsError",
     "RetryLimitError",
     "SafeExecutionError",
+    "SessionBusyError",
+    "SessionNotFoundError",
     "StoreClosedError",
     "StoreSchemaError",
     "SummarizationError",
@@ -217,6 +224,96 @@ class ConcurrentModificationError(PygentsError, RuntimeError):
     not cause it: they land after the prefix. Read the history again and
     decide afresh.
     """
+
+
+class SessionNotFoundError(_UnregisteredError):
+    """A lease was asked for on a session the store has never created.
+
+    A database store creates a session's row with its first write; leasing
+    a session id that has no row is most likely a typo. `lease(create=True)`
+    creates the session instead (what `ModelLoop` does for a new conversation).
+
+    Attributes:
+        session_id: The session asked for.
+    """
+
+    def __init__(self, message: str, *, session_id: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, {"session_id": self.session_id})
+
+
+class SessionBusyError(PygentsError, RuntimeError):
+    """Another holder has the session's lease: one writer per session at a time.
+
+    Raised by `store.lease(...)` (and so by a `ModelLoop` run) when the
+    session is leased by someone else and `wait` ran out (or was `False`).
+
+    Attributes:
+        session_id: The session.
+        holder: The `owner` the current lease was taken with.
+        expires_at: When the holder's lease runs out unless it renews it
+            (UTC); a holder that crashed is gone by then.
+        waited: Seconds this call waited before giving up (0 without `wait`).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        holder: str,
+        expires_at: datetime,
+        waited: float = 0.0,
+    ) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.holder = holder
+        self.expires_at = expires_at
+        self.waited = waited
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        fields = {
+            "session_id": self.session_id,
+            "holder": self.holder,
+            "expires_at": self.expires_at,
+            "waited": self.waited,
+        }
+        return _rebuild, (type(self), self.args, fields)
+
+
+class LeaseLostError(PygentsError, RuntimeError):
+    """A held lease ran out and could not be renewed: another holder may be writing now.
+
+    Raised by `SessionLease.renew()` and `SessionLease.check()`, and by the
+    `async with store.lease()` block (which is cancelled when the lease is
+    lost), when the lease expired before it was renewed (the process was
+    stalled or the database unreachable for a whole `ttl`) or was taken over
+    by another holder, or the session was deleted.
+
+    Attributes:
+        session_id: The session.
+        owner: The owner of the lease that was lost.
+    """
+
+    def __init__(self, message: str, *, session_id: str, owner: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.owner = owner
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (
+            type(self),
+            self.args,
+            {"session_id": self.session_id, "owner": self.owner},
+        )
+
+
+def _rebuild(cls: type[Exception], args: tuple[Any, ...], fields: dict[str, Any]) -> Exception:
+    # Errors with keyword-only fields pickle through here (to cross process pools).
+    return cls(*args, **fields)
 
 
 class CollectionNotFoundError(_UnregisteredError):

@@ -19,6 +19,7 @@ from pygents_ctx import (
     ContextQueue,
     EntityNotFoundError,
     InMemoryVectorStore,
+    LeaseLostError,
     MemoryContextStore,
     Message,
     MissingExtensionError,
@@ -30,6 +31,8 @@ from pygents_ctx import (
     PygentsError,
     RetryLimitError,
     SafeExecutionError,
+    SessionBusyError,
+    SessionNotFoundError,
     StoreClosedError,
     StoreSchemaError,
     SummarizationError,
@@ -61,6 +64,9 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (StoreClosedError, (RuntimeError,)),
     (StoreSchemaError, (RuntimeError,)),
     (ConcurrentModificationError, (RuntimeError,)),
+    (SessionNotFoundError, (KeyError,)),
+    (SessionBusyError, (RuntimeError,)),
+    (LeaseLostError, (RuntimeError,)),
     (UnknownModelError, (KeyError,)),
     (CollectionNotFoundError, (KeyError,)),
     (EntityNotFoundError, (KeyError,)),
@@ -212,6 +218,28 @@ async def _retry_past_the_limit() -> None:
     await board.retry(task.id)
 
 
+async def _run_on_a_session_another_run_holds() -> None:
+    store = MemoryContextStore(session_id="chat")
+    async with store.lease(owner="first-run"):
+        await store.lease().acquire()
+
+
+async def _lease_a_misspelled_session() -> None:
+    from pygents_ctx.context.stores import SQLiteContextStore, connect
+
+    async with connect(":memory:") as conn:
+        await SQLiteContextStore(conn, session_id="chat").append(Message("user", "hi"))
+        await SQLiteContextStore(conn, session_id="caht").lease().acquire()
+
+
+async def _renew_a_lease_another_took_over() -> None:
+    store = MemoryContextStore(session_id="chat")
+    stalled = await store.lease(ttl=0.01, renew=False).acquire()
+    await asyncio.sleep(0.02)
+    await store.lease().acquire()
+    await stalled.renew()
+
+
 async def _search_a_missing_collection() -> None:
     await InMemoryVectorStore().search("notes", [1.0, 0.0])
 
@@ -242,6 +270,9 @@ TRIGGERS = [
     pytest.param(_claim_a_claimed_task, TaskTransitionError, "it is already", id="claim"),
     pytest.param(_retry_past_the_limit, RetryLimitError, "all 1 of its attempts", id="retry-limit"),
     pytest.param(_search_a_missing_collection, CollectionNotFoundError, "notes", id="collection"),
+    pytest.param(_run_on_a_session_another_run_holds, SessionBusyError, "first-run", id="busy"),
+    pytest.param(_lease_a_misspelled_session, SessionNotFoundError, "'caht'", id="session"),
+    pytest.param(_renew_a_lease_another_took_over, LeaseLostError, "took it over", id="lease-lost"),
 ]
 
 

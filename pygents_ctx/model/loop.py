@@ -56,6 +56,7 @@ from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
+from pygents_ctx.context.stores.lease import SessionLease, check_lease_options
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import ModelAPIError, ModelError, OutputValidationError, SafeExecutionError
 from pygents_ctx.model._acting import run_calls
@@ -233,6 +234,13 @@ class ModelLoop:
         output_retries: How many times an answer that does not fit
             `output_type` is sent back with what was wrong before
             `OutputValidationError` is raised.
+        lease: Hold the lease on the store's session for each run, so no other
+            run (in this process or any other sharing the database) writes
+            to the session at the same time; a new session is created for it.
+        lease_ttl: Seconds the lease outlives its last renewal: how long a
+            crashed run keeps others waiting.
+        lease_wait: Seconds a run waits for another run's lease before raising
+            `SessionBusyError` (0: at once; `math.inf`: as long as it takes).
 
     Raises:
         TypeError: `agent` is not an `Agent`, `model` has no `complete` and
@@ -275,6 +283,9 @@ class ModelLoop:
         retry: RetryPolicy | None = None,
         output_type: type[Any] | None = None,
         output_retries: int = 2,
+        lease: bool = True,
+        lease_ttl: float = 30.0,
+        lease_wait: float = 0.0,
     ) -> None:
         if not isinstance(agent, Agent):
             raise TypeError(f"ModelLoop needs an Agent, not {type(agent).__name__}")
@@ -308,6 +319,11 @@ class ModelLoop:
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise TypeError(f"ModelLoop retry must be a RetryPolicy, not {retry!r}")
         output = StructuredOutput.of(output_type, output_retries, settings)
+        if not isinstance(lease, bool):
+            raise TypeError(f"ModelLoop lease must be a bool, not {lease!r}")
+        lease_ttl, lease_wait = check_lease_options(
+            lease_ttl, lease_wait, names=("ModelLoop lease_ttl", "ModelLoop lease_wait")
+        )
         chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
         to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
         _register_step_tools()
@@ -332,6 +348,7 @@ class ModelLoop:
         self._output = output
         # What every model call is given: the loop's settings, with the output's schema.
         self._call_settings = settings if output is None else output.settings(settings)
+        self.lease, self.lease_ttl, self.lease_wait = lease, lease_ttl, lease_wait
         self._by_name = {t.metadata.name: t for t in chosen}
         self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
@@ -413,6 +430,10 @@ class ModelLoop:
                 is nothing to continue.
             SafeExecutionError: The agent is already running. (A paused agent's
                 run waits for `resume()`, as `Agent.run()` does.)
+            SessionBusyError: Another run holds the session's lease (with `lease=True`),
+                still after `lease_wait`; nothing was changed.
+            LeaseLostError: The lease was lost mid-run (this process stalled for
+                longer than `lease_ttl` and another run took it over).
             ModelError: A model call failed and was not (or no longer) retried.
             TurnTimeoutError: A step ran past `step_timeout`.
         """
@@ -447,6 +468,29 @@ class ModelLoop:
             raise SafeExecutionError(
                 f"agent {agent.name!r} is already running; wait for its run to end"
             )
+        lease = await self._take_lease()
+        try:
+            # aclosing: a stream stopped early stops the run now, and only then releases.
+            events = self._leased_events(message, streaming, lease)
+            async with closing(events):
+                async for event in events:
+                    yield event
+        finally:
+            if lease is not None:
+                await lease.release()
+
+    async def _take_lease(self) -> SessionLease | None:
+        """The session's lease for this run (created with the session if it is new), or None."""
+        if not self.lease:
+            return None
+        store = self._context.store
+        lease = store.lease(ttl=self.lease_ttl, wait=self.lease_wait, create=True)
+        return await lease.acquire()
+
+    async def _leased_events(
+        self, message: Message | None, streaming: bool, lease: SessionLease | None
+    ) -> AsyncGenerator[LoopEvent, None]:
+        agent = self.agent
         pending = [agent.current_turn, *agent.queue]
         if message is not None:
             waiting = self._approval_step()
@@ -464,6 +508,8 @@ class ModelLoop:
         completed = False
         try:
             while True:
+                if lease is not None:
+                    await lease.check()  # lost (taken over after a stall): stop writing
                 token = _RUNNING.set(self)
                 try:
                     turn, value = await anext(values)

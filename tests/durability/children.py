@@ -9,6 +9,7 @@ code in between.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import subprocess
 import sys
@@ -20,10 +21,17 @@ from typing import Any
 import orjson
 import psycopg
 
+import pygents_ctx
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
 
 WORKER = Path(__file__).with_name("worker.py")
+# The children import the pygents_ctx the parent tests, whatever the script's own directory.
+_PACKAGE_ROOT = str(Path(pygents_ctx.__file__).resolve().parent.parent)
+_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
+}
 
 
 class Child:
@@ -36,6 +44,7 @@ class Child:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=_ENV,
         )
 
     @property

@@ -14,6 +14,12 @@ Every mode prints `ready` once the store is open. Modes:
   usage to an `AutoCompactStore` after each message, so it compacts whenever
   the history is over `MAX_TOKENS`. Its summaries list what they cover.
 - `serve`: one JSON command per line in, one JSON reply per line out (see `serve`).
+- `hold TTL BLOCK`: forever: takes the session's lease (waiting as long as it
+  takes), appends BLOCK messages `TOKEN:PID:i` a little apart, so a block
+  outlasts TTL and the lease must be renewed, and lets go.
+- `loop TTL`: forever: runs a `ModelLoop` on the session (one tool call and an
+  answer, each model call and the tool a little slow), waiting for the lease
+  as long as it takes.
 
 Anything raised reaches stderr and a non-zero exit code: the tests read both.
 """
@@ -22,15 +28,18 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 
-from pygents_ctx import AutoCompactStore, Message
+from pygents_ctx import Agent, AutoCompactStore, ContextConfig, Message, ModelLoop, tool
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
+from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 PADDING = " word" * 20  # long enough that a summary listing ids is smaller
 
@@ -95,6 +104,34 @@ async def churn(store: ContextStore, name: str, count: int, max_tokens: int) -> 
         await compacting.append(message(f"{name}:{index}", index))
         await compacting.add_context_tokens(await compacting.token_count(), 0)
     say("done")
+
+
+async def hold(store: ContextStore, ttl: float, block: int) -> None:
+    while True:
+        async with store.lease(ttl=ttl, wait=math.inf, create=True) as lease:
+            for index in range(block):
+                await lease.check()
+                await store.append(Message("user", f"{lease.token}:{os.getpid()}:{index}"))
+                await asyncio.sleep(ttl / 10)
+
+
+async def model_loop(store: ContextStore, ttl: float) -> None:
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        await asyncio.sleep(ttl / 4)
+        return a + b
+
+    async def think(messages: list[Message]) -> Message:
+        await asyncio.sleep(ttl / 4)
+        if messages[-1].tool_results:
+            return Message("assistant", "the sum is 5")
+        return assistant(tool_call("add", a=2, b=3))
+
+    agent = Agent(f"worker-{os.getpid()}", "adds", [add], context=ContextConfig(store))
+    loop = ModelLoop(agent, ScriptedModel([think] * 100_000), lease_ttl=ttl, lease_wait=math.inf)
+    for index in itertools.count():
+        await loop.run(f"{os.getpid()}:{index}: what is 2 + 3?")
 
 
 async def serve(store: ContextStore, delete: Callable[[], Awaitable[None]]) -> None:
@@ -195,6 +232,10 @@ async def run(
         await churn(store, args[0], int(args[1]), int(args[2]))
     elif mode == "serve":
         await serve(store, delete)
+    elif mode == "hold":
+        await hold(store, float(args[0]), int(args[1]))
+    elif mode == "loop":
+        await model_loop(store, float(args[0]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

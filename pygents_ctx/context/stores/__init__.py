@@ -13,6 +13,7 @@ from pygents_ctx.context.stores.base import (
     StoredMessage,
 )
 from pygents_ctx.context.stores.compaction import AutoCompactStore, compact_context
+from pygents_ctx.context.stores.lease import SessionLease
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.stores.postgres import (
     PostgresConnection,
@@ -20,19 +21,30 @@ from pygents_ctx.context.stores.postgres import (
     connect_postgres,
 )
 from pygents_ctx.context.stores.sqlite import SQLiteConnection, SQLiteContextStore, connect
-from pygents_ctx.errors import ConcurrentModificationError, StoreClosedError, StoreSchemaError
+from pygents_ctx.errors import (
+    ConcurrentModificationError,
+    LeaseLostError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StoreClosedError,
+    StoreSchemaError,
+)
 
 __all__ = [
     "AutoCompactStore",
     "ConcurrentModificationError",
     "ContextStore",
     "HistoryRetention",
+    "LeaseLostError",
     "MemoryContextStore",
     "PostgresConnection",
     "PostgresContextStore",
     "SQLiteConnection",
     "SQLiteContextStore",
+    "SessionBusyError",
     "SessionInfo",
+    "SessionLease",
+    "SessionNotFoundError",
     "SessionSnapshot",
     "StoreClosedError",
     "StoreSchemaError",

@@ -21,6 +21,8 @@ picks another).
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
+- `pygents_leases`: who holds each session's lease and until when (see
+  `_lease_sql`); a session's row goes with the session.
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -32,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._usage_sql import POSTGRES_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
@@ -86,8 +89,8 @@ _V1: Final = (
     "CREATE INDEX pygents_archive_by_session ON pygents_archive (session_id, id)",
 )
 
-# Version 2: usage records, one row per model call.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, POSTGRES_TABLE)
+# Version 2: usage records, one row per model call. Version 3: session leases.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, POSTGRES_TABLE, lease_sql.POSTGRES_TABLE)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed number: every process migrating a database takes this lock first.

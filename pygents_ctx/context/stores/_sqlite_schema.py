@@ -18,6 +18,8 @@ Tables:
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
+- `pygents_leases`: who holds each session's lease and until when (see
+  `_lease_sql`); a session's row goes with the session.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
+from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
@@ -116,8 +119,8 @@ _V2: Final = (
     """,
 )
 
-# Version 3: usage records, one row per model call.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, SQLITE_TABLE)
+# Version 3: usage records, one row per model call. Version 4: session leases.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, SQLITE_TABLE, lease_sql.SQLITE_TABLE)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})

@@ -39,6 +39,8 @@ from pygents_ctx.context.stores._common import (
     session_not_empty,
     takes_keyword,
 )
+from pygents_ctx.context.stores._lease_sql import LeaseState
+from pygents_ctx.context.stores.lease import InProcessLeases, SessionLease
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import UsageRecord
 
@@ -246,6 +248,7 @@ class ContextStore(ClosesOnExit, ABC):
     _input_tokens: int = 0
     _output_tokens: int = 0
     _usage_records: list[UsageRecord] | None = None
+    _leases: InProcessLeases | None = None
 
     @property
     def session_id(self) -> str:
@@ -527,6 +530,82 @@ class ContextStore(ClosesOnExit, ABC):
             for record in self._usage_records or ()
             if target is None or record.run_id == target
         ]
+
+    # -- one writer per session -------------------------------------------------
+
+    def lease(
+        self,
+        *,
+        ttl: float = 30.0,
+        wait: float | bool = False,
+        owner: str | None = None,
+        create: bool = False,
+        renew: bool = True,
+    ) -> SessionLease:
+        """A lease on this store's session: `async with store.lease() as lease:` holds it.
+
+        While held, every other `lease()` on the session, from any task,
+        process or machine sharing the store's database, gets
+        `SessionBusyError` (or waits for it). It is renewed in the background
+        while held, and released at the end of the block; the lease of a
+        holder that crashed runs out `ttl` seconds after its last renewal.
+        See `SessionLease`.
+
+        The SQLite and PostgreSQL stores keep it in the database;
+        `MemoryContextStore` and this default keep it on the store object, so
+        it excludes only the tasks of this process that share the object.
+
+        Args:
+            ttl: Seconds the lease lasts past each renewal (renewed every
+                third of it). A holder that stops for longer loses it.
+            wait: Seconds to wait for another holder to let go before raising
+                `SessionBusyError`; False (or 0) raises at once, `math.inf`
+                waits as long as it takes.
+            owner: Names this holder in the errors other takers get; default
+                host, process id and a random suffix.
+            create: Create the session if the store has never written it
+                (a database store's session exists from its first write;
+                without `create`, a session id it does not know is refused
+                as the typo it most likely is).
+            renew: Renew in the background while held (False: it lasts `ttl`,
+                unless you `await lease.renew()`).
+
+        Raises:
+            TypeError: An argument has the wrong type.
+            ValueError: `ttl` is not a positive finite number, or `wait` is
+                negative, NaN or True.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx import Message
+            >>> from pygents_ctx.context.stores import MemoryContextStore
+            >>> async def main():
+            ...     store = MemoryContextStore(session_id="chat")
+            ...     async with store.lease(ttl=10) as lease:
+            ...         await store.append(Message("user", "only I write here now"))
+            ...         return lease.held, lease.token
+            >>> asyncio.run(main())
+            (True, 1)
+        """
+        return SessionLease(self, ttl=ttl, wait=wait, owner=owner, create=create, renew=renew)
+
+    # The three atomic steps a lease is made of. A store that can share its session
+    # with other processes overrides all three; these keep it on the object.
+
+    async def _acquire_lease(self, owner: str, ttl: float, create: bool) -> tuple[bool, LeaseState]:
+        """Take the lease if it is free: `(True, ours)`, else `(False, the holder's)`."""
+        if self._leases is None:
+            self._leases = InProcessLeases()
+        return self._leases.acquire(owner, ttl)
+
+    async def _renew_lease(self, owner: str, token: int, ttl: float) -> LeaseState | None:
+        """Extend the lease if `owner` and `token` still hold it; None if they lost it."""
+        return None if self._leases is None else self._leases.renew(owner, token, ttl)
+
+    async def _release_lease(self, owner: str, token: int) -> None:
+        """End the lease now if `owner` and `token` still hold it."""
+        if self._leases is not None:
+            self._leases.release(owner, token)
 
     # -- sessions -----------------------------------------------------------
 

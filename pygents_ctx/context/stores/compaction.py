@@ -21,6 +21,7 @@ from pygents_ctx.context.stores._common import (
     check_expected,
     takes_keyword,
 )
+from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.context.stores.base import (
     ContextStore,
     SessionInfo,
@@ -418,6 +419,15 @@ class AutoCompactStore(ContextStore):
     async def get_context_tokens(self) -> tuple[int, int]:
         """The inner store's token usage."""
         return await self.inner.get_context_tokens()
+
+    async def _acquire_lease(self, owner: str, ttl: float, create: bool) -> tuple[bool, LeaseState]:
+        return await self.inner._acquire_lease(owner, ttl, create)
+
+    async def _renew_lease(self, owner: str, token: int, ttl: float) -> LeaseState | None:
+        return await self.inner._renew_lease(owner, token, ttl)
+
+    async def _release_lease(self, owner: str, token: int) -> None:
+        await self.inner._release_lease(owner, token)
 
     async def list_sessions(self) -> list[SessionInfo]:
         """The inner store's sessions."""

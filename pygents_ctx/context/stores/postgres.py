@@ -16,6 +16,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
@@ -476,6 +477,24 @@ class PostgresContextStore(ContextStore):
         """
         target = None if run_id is None else _no_nul("run_id", require_run_id(run_id))
         return await self._conn.run(partial(usage_sql.read_postgres, self.session_id, target))
+
+    # -- the lease (see `ContextStore.lease`) ------------------------------------
+
+    async def _acquire_lease(
+        self, owner: str, ttl: float, create: bool
+    ) -> tuple[bool, lease_sql.LeaseState]:
+        work = partial(lease_sql.acquire_postgres, self.session_id, owner, ttl, create)
+        while True:
+            answer = await self._conn.run(work)
+            if answer is not None:  # None: the holder let go while it was asked
+                return answer
+
+    async def _renew_lease(self, owner: str, token: int, ttl: float) -> lease_sql.LeaseState | None:
+        work = partial(lease_sql.renew_postgres, self.session_id, owner, token, ttl)
+        return await self._conn.run(work)
+
+    async def _release_lease(self, owner: str, token: int) -> None:
+        await self._conn.run(partial(lease_sql.release_postgres, self.session_id, owner, token))
 
     # -- sessions -----------------------------------------------------------
 

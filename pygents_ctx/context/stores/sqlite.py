@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any, Final
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
@@ -401,6 +402,24 @@ class SQLiteContextStore(ContextStore):
         """
         target = None if run_id is None else require_run_id(run_id)
         return await self._conn.run(partial(usage_sql.read_sqlite, self.session_id, target))
+
+    # -- the lease (see `ContextStore.lease`) ------------------------------------
+
+    async def _acquire_lease(
+        self, owner: str, ttl: float, create: bool
+    ) -> tuple[bool, lease_sql.LeaseState]:
+        created_at = now_iso() if create else None
+        work = partial(lease_sql.acquire_sqlite, self.session_id, owner, ttl, created_at)
+        taken, state = await self._conn.run(work)
+        self._ready = self._ready or create
+        return taken, state
+
+    async def _renew_lease(self, owner: str, token: int, ttl: float) -> lease_sql.LeaseState | None:
+        work = partial(lease_sql.renew_sqlite, self.session_id, owner, token, ttl)
+        return await self._conn.run(work)
+
+    async def _release_lease(self, owner: str, token: int) -> None:
+        await self._conn.run(partial(lease_sql.release_sqlite, self.session_id, owner, token))
 
     # -- sessions -----------------------------------------------------------
 

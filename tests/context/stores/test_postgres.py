@@ -557,6 +557,18 @@ async def test_migrations_run_the_missing_steps_once_and_keep_the_data(fresh_dsn
         assert await cursor.fetchall() == [(SCHEMA_VERSION + 1,)]
 
 
+async def test_a_version_2_database_is_upgraded_and_its_sessions_leased(fresh_dsn: str) -> None:
+    async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as db:
+        await migrate(db, MIGRATIONS[:2])  # what pygents_ctx wrote before leases
+        await db.execute("INSERT INTO pygents_sessions (session_id) VALUES ('old')")
+
+    async with connect_postgres(fresh_dsn) as conn:
+        async with PostgresContextStore(conn, session_id="old").lease() as lease:
+            assert lease.held
+        assert await query(conn, "SELECT version FROM pygents_schema") == [(SCHEMA_VERSION,)]
+        assert await query(conn, "SELECT session_id, token FROM pygents_leases") == [("old", 1)]
+
+
 async def test_a_failing_migration_leaves_the_old_version_whole(fresh_dsn: str) -> None:
     broken = ("CREATE TABLE half_done (x integer)", "THIS IS NOT SQL")
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as db:

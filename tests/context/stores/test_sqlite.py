@@ -24,6 +24,7 @@ NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
 
 TABLES = [
     "pygents_archive",
+    "pygents_leases",
     "pygents_messages",
     "pygents_schema",
     "pygents_sessions",

@@ -23,6 +23,7 @@ from pygents_ctx._origin import Origin, same_origin
 from pygents_ctx._registry import logger
 from pygents_ctx._suggest import closest
 from pygents_ctx.errors import UnregisteredAgentError
+from pygents_ctx.hooks import SCOPED_HOOK_NAMES, HookNames
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -128,9 +129,12 @@ class AgentScope:
     collide, so concurrent request handlers can each make their own
     `Agent("support", ...)`. `send()` and `AgentRegistry.get()` look a name up
     in the scope first, then in the scopes around it, then among the global
-    agents (module-level agents stay reachable). Asyncio tasks started inside
-    the block share its scope. When the block ends, the scope forgets its
-    agents; the agents themselves stay usable while referenced.
+    agents (module-level agents stay reachable). Hooks attached inside the
+    block (`@agent.after_turn` on a function defined there) are named in the
+    scope too, so each request's own checkpoint hook saves with its agent.
+    Asyncio tasks started inside the block share its scope. When the block
+    ends, the scope forgets its agents and hooks; the agents themselves stay
+    usable while referenced.
 
     Works as `with AgentScope():` and as `async with AgentScope():`; scopes nest.
 
@@ -151,17 +155,19 @@ class AgentScope:
         ['helps ann', 'helps bob']
     """
 
-    __slots__ = ("_names", "_token")
+    __slots__ = ("_hook_token", "_names", "_token")
 
     def __init__(self) -> None:
         self._names: AgentNames | None = None
         self._token: Token[AgentNames] | None = None
+        self._hook_token: Token[HookNames | None] | None = None
 
     def __enter__(self) -> Self:
         if self._names is not None:
             raise RuntimeError("an AgentScope is entered once; make a new AgentScope() per block")
         self._names = AgentNames(_CURRENT.get())
         self._token = _CURRENT.set(self._names)
+        self._hook_token = SCOPED_HOOK_NAMES.set(HookNames(SCOPED_HOOK_NAMES.get()))
         return self
 
     def __exit__(
@@ -172,6 +178,8 @@ class AgentScope:
     ) -> None:
         assert self._names is not None
         assert self._token is not None
+        assert self._hook_token is not None
+        SCOPED_HOOK_NAMES.reset(self._hook_token)
         _CURRENT.reset(self._token)
         self._names.close()
 

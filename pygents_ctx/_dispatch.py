@@ -148,7 +148,7 @@ class HookAttacher:
             # Another function may hold the name (a closure made twice, say): the hook
             # still fires, and saving its owner raises UnserializableHookError.
             with contextlib.suppress(ValueError):
-                HookRegistry.register(made)
+                HookRegistry.attach(made)
             self._hooks.append(made)
             return made
 
@@ -325,5 +325,5 @@ def _given_hook(given: HookFunction | Hook, kinds: list[HookKind], owner: str) -
             raise TypeError(f"{owner}: {exc}") from None
     # As when attaching: another hook may hold the name, and then saving the owner says so.
     with contextlib.suppress(ValueError):
-        HookRegistry.register(made)
+        HookRegistry.attach(made)
     return made

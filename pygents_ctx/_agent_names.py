@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Self
 
-__all__ = ["AgentNames", "AgentRegistryBase", "AgentScope", "NamedAgent"]
+__all__ = ["GLOBAL_NAMES", "AgentNames", "AgentRegistryBase", "AgentScope", "NamedAgent"]
 
 
 class NamedAgent(Protocol):
@@ -117,7 +117,7 @@ class AgentNames:
 
 A = TypeVar("A", bound=NamedAgent)
 
-_GLOBAL = AgentNames()
+_GLOBAL = GLOBAL_NAMES = AgentNames()  # the names outside any scope
 _CURRENT: ContextVar[AgentNames] = ContextVar("pygents_ctx_agent_names", default=_GLOBAL)
 
 
@@ -203,11 +203,6 @@ class AgentScope:
         if self._names is not None and self._names.closed:
             state = "ended"
         return f"AgentScope({state})"
-
-    @staticmethod
-    def current() -> AgentNames:
-        """The namespace agents made here go to (the global one outside any scope)."""
-        return _CURRENT.get()
 
 
 class AgentRegistryBase(Generic[A]):

@@ -156,9 +156,10 @@ def _pool_changes(
         if item_id in ours and ours.get(item_id) is not base.get(item_id)
     ]
     if conflicts and on_conflict == "raise":
+        ids = sorted(conflicts)
         raise ValueError(
             f"cannot merge branch {branch.name!r} into agent {parent.name!r}: both set the pool "
-            f"items {conflicts} since the branch was made; pass on_conflict='branch' to take "
+            f"items {ids} since the branch was made; pass on_conflict='branch' to take "
             f"the branch's items, or on_conflict='parent' to keep the agent's"
         )
     if on_conflict == "parent" and conflicts:

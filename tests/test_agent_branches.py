@@ -392,3 +392,43 @@ async def test_a_branch_of_an_unsaved_conversation_copies_it() -> None:
     assert sub.context is not None
     assert [m.text for m in await parent.context.history()] == ["Hi", "Hello."]
     assert [m.text for m in await sub.context.history()] == ["Hi", "Hello.", "More", "Sub."]
+
+
+async def test_a_tool_of_a_running_loop_runs_sub_agents_on_branches_at_once() -> None:
+    """The sub-agent pattern: the parent's model calls a tool twice in one reply; each call
+    runs a ModelLoop on its own branch and merges its result back while the parent runs."""
+
+    @tool
+    async def report(topic: str, finding: str) -> ContextItem[str]:
+        """Report a finding."""
+        return ContextItem(content=finding, description=f"finding on {topic}", id=topic)
+
+    @tool
+    async def research(topic: str) -> str:
+        """Research a topic with a sub-agent."""
+        async with parent.branch(tools=[report]) as sub:
+            model = ScriptedModel(
+                [assistant(tool_call("report", topic=topic, finding=f"{topic} ok")), f"{topic}: ok"]
+            )
+            finished = await ModelLoop(sub, model).run(f"Research {topic}")
+            await parent.merge(sub)
+            return finished.text
+
+    parent = Agent("lead", "leads", [research], context=ContextConfig(MemoryContextStore()))
+    model = ScriptedModel(
+        [
+            assistant(tool_call("research", topic="acme"), tool_call("research", topic="globex")),
+            "Both are fine.",
+        ]
+    )
+    finished = await ModelLoop(parent, model).run("Compare acme and globex")
+
+    assert finished.text == "Both are fine."
+    assert sorted(item.content for item in parent.context_pool) == ["acme ok", "globex ok"]
+    assert parent.context is not None
+    history = await parent.context.store.get_history()
+    results = [block.content for m in history for block in m.tool_results]
+    assert sorted(map(str, results)) == ["acme: ok", "globex: ok"]
+    assert len(await parent.context.store.get_usage()) == 2 + 2 * 2
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("lead/1")

@@ -540,10 +540,9 @@ class Agent(JsonSerializable):
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         child_tools, index = index_tools(self.tools if tools is None else tools)
-        names = AgentRegistry._open_names()
+        names, made = AgentRegistry._open_names(), self._branches_made
         if name is None:
-            name, made = unique_branch_name(self.name, self._branches_made, names)
-            object.__setattr__(self, "_branches_made", made)
+            name, made = unique_branch_name(self.name, made, names)
         else:
             check_name(name)
             AgentRegistry._check_free(name, names)
@@ -561,6 +560,7 @@ class Agent(JsonSerializable):
             on_tool_error=self._on_tool_error,
         )
         names.put(name, child, weak=True)
+        object.__setattr__(self, "_branches_made", made)
         object.__setattr__(child, "_lineage", Lineage(self, child))
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)

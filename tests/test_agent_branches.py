@@ -432,3 +432,13 @@ async def test_a_tool_of_a_running_loop_runs_sub_agents_on_branches_at_once() ->
     assert len(await parent.context.store.get_usage()) == 2 + 2 * 2
     with pytest.raises(UnregisteredAgentError):
         AgentRegistry.get("lead/1")
+
+
+async def test_a_branch_refused_for_its_tools_uses_no_number(note: Any) -> None:
+    parent = Agent("lead", "d", [note])
+    await parent.put(Turn(note, kwargs={"text": "queued"}))
+
+    with pytest.raises(ValueError, match="pending turn for tool 'note'"):
+        parent.branch(tools=[])
+
+    assert parent.branch().name == "lead/1"

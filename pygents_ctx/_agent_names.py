@@ -1,4 +1,4 @@
-"""Agent names: `AgentRegistry`, and `AgentScope`, which gives each request names of its own.
+"""Agent names: what `AgentRegistry` does, and `AgentScope`, which gives a request names of its own.
 
 Names live in namespaces. There is one global namespace, which is what
 pygents had: module-level agents, and any agent made outside a scope, are
@@ -15,6 +15,7 @@ keeps its name while something references it, and gives it up when nothing does.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
@@ -117,8 +118,8 @@ class AgentNames:
 
 A = TypeVar("A", bound=NamedAgent)
 
-_GLOBAL = GLOBAL_NAMES = AgentNames()  # the names outside any scope
-_CURRENT: ContextVar[AgentNames] = ContextVar("pygents_ctx_agent_names", default=_GLOBAL)
+GLOBAL_NAMES = AgentNames()  # the names outside any scope
+_CURRENT: ContextVar[AgentNames] = ContextVar("pygents_ctx_agent_names", default=GLOBAL_NAMES)
 
 
 class AgentScope:
@@ -179,8 +180,12 @@ class AgentScope:
         assert self._names is not None
         assert self._token is not None
         assert self._hook_token is not None
-        SCOPED_HOOK_NAMES.reset(self._hook_token)
-        _CURRENT.reset(self._token)
+        # Ended in another context (an async generator closed by the garbage collector,
+        # say), the tokens cannot be reset there; that context's values are its own.
+        with contextlib.suppress(ValueError):
+            SCOPED_HOOK_NAMES.reset(self._hook_token)
+        with contextlib.suppress(ValueError):
+            _CURRENT.reset(self._token)
         self._names.close()
 
     async def __aenter__(self) -> Self:
@@ -266,13 +271,13 @@ class AgentRegistryBase(Generic[A]):
     def _taken(cls, name: str, names: AgentNames) -> ValueError:
         """The error for a name another agent holds."""
         fix = (
-            f"rename it or call AgentRegistry.unregister({name!r}) first"
-            if names is _GLOBAL
+            f"rename it or call AgentRegistry.unregister({name!r}) first (to make an agent "
+            f"per request or task, make it inside `with AgentScope():`)"
+            if names is GLOBAL_NAMES
             else "rename it, or make it in an AgentScope of its own"
         )
         return ValueError(
-            f"agent {name!r} already registered: a different agent has that name; {fix} "
-            f"(to make an agent per request or task, make it inside `with AgentScope():`)"
+            f"agent {name!r} already registered: a different agent has that name; {fix}"
         )
 
     @classmethod

@@ -244,3 +244,20 @@ async def test_nothing_accumulates_over_ten_thousand_scoped_requests(
     # Each request made 3 agents (with pools, queues, hooks) and a merge: a leak of one
     # object per request would be 10,000 blocks or more.
     assert blocks_after - blocks_before < 1_000, f"{blocks_after - blocks_before} blocks more"
+
+
+async def test_a_scope_ended_in_another_context_still_forgets_its_names() -> None:
+    """A streaming response's generator may be closed by another task than the one it ran in."""
+
+    async def stream() -> Any:
+        async with AgentScope():
+            Agent("streamer", "d", [])
+            yield AgentRegistry.get("streamer").name
+            yield "never"
+
+    events = stream()
+    assert await anext(events) == "streamer"
+    await asyncio.create_task(events.aclose())  # another task: another context
+
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("streamer")

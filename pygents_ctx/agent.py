@@ -81,7 +81,8 @@ class Agent(JsonSerializable):
     """Runs turns in order and routes each produced value by its type.
 
     Args:
-        name: A unique name; the agent registers itself in `AgentRegistry`.
+        name: A unique name; the agent registers itself in `AgentRegistry`
+            (in the current `AgentScope`, if any: names per request).
         description: What the agent does.
         tools: The tools its turns may use (a root tool brings its subtools).
         context_pool: Its keyed store (default: an unbounded `ContextPool()`).

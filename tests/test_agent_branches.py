@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,17 @@ from pygents_ctx import (
     MemoryContextStore,
     Message,
     ModelLoop,
+    PostgresContextStore,
     SafeExecutionError,
     SQLiteContextStore,
     Turn,
     UnregisteredAgentError,
+    Usage,
     connect,
+    connect_postgres,
     tool,
 )
+from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 
@@ -313,36 +318,57 @@ async def test_a_model_loop_runs_on_a_branch_in_one_step() -> None:
     assert [m.text for m in await parent_store.get_history()] == ["Hi", "Hello."]
 
 
-async def test_sub_agents_run_at_once_on_sqlite_and_merge_their_results(tmp_path: Path) -> None:
+@pytest.fixture(params=["sqlite", "postgres"])
+async def database(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
+    """A connection to a real database of each backend (PostgreSQL: the test server's)."""
+    if request.param == "sqlite":
+        async with connect(tmp_path / "db.sqlite") as conn:
+            yield conn
+    else:
+        server = request.getfixturevalue("postgres")
+        async with connect_postgres(server.dsn) as conn:
+            await conn.run(lambda db: db.execute("DELETE FROM pygents_sessions"))
+            yield conn
+
+
+def _store(conn: Any, session_id: str) -> Any:
+    if isinstance(conn, PostgresConnection):
+        return PostgresContextStore(conn, session_id=session_id)
+    return SQLiteContextStore(conn, session_id=session_id)
+
+
+async def test_sub_agents_run_at_once_in_a_database_and_merge_their_results(
+    database: Any,
+) -> None:
     @tool
     async def report(topic: str, finding: str) -> ContextItem[str]:
         """Keep a finding."""
         return ContextItem(content=finding, description=f"finding on {topic}", id=topic)
 
-    async with connect(tmp_path / "db.sqlite") as conn:
-        store = SQLiteContextStore(conn, session_id="main")
-        parent = Agent("lead", "leads", [report], context=ContextConfig(store))
-        await ModelLoop(parent, ScriptedModel(["Ready."])).run("Compare suppliers")
+    store = _store(database, "main")
+    parent = Agent("lead", "leads", [report], context=ContextConfig(store))
+    await ModelLoop(parent, ScriptedModel(["Ready."])).run("Compare suppliers")
 
-        async def sub_task(topic: str) -> BranchMerge:
-            async with parent.branch() as sub:
-                model = ScriptedModel(
-                    [
-                        assistant(tool_call("report", topic=topic, finding=f"{topic} is fine")),
-                        "Done",
-                    ]
-                )
-                await ModelLoop(sub, model).run(f"Look into {topic}")
-                return await parent.merge(sub)
+    async def sub_task(topic: str) -> BranchMerge:
+        async with parent.branch() as sub:
+            model = ScriptedModel(
+                [assistant(tool_call("report", topic=topic, finding=f"{topic} is fine")), "Done"]
+            )
+            await ModelLoop(sub, model).run(f"Look into {topic}")
+            assert sub.context is not None
+            assert type(sub.context.store) is type(store)  # a fork in the same database
+            return await parent.merge(sub)
 
-        merges = await asyncio.gather(*(sub_task(t) for t in ("acme", "globex", "initech")))
+    merges = await asyncio.gather(*(sub_task(t) for t in ("acme", "globex", "initech")))
 
-        assert sorted(item.id for item in parent.context_pool) == ["acme", "globex", "initech"]
-        assert [len(m.usage) for m in merges] == [2, 2, 2]
-        assert len(await store.get_usage()) == 1 + 6
-        assert [m.text for m in await store.get_history()] == ["Compare suppliers", "Ready."]
-        sessions = {info.session_id for info in await store.list_sessions()}
-        assert len(sessions) == 4  # each sub-agent kept its own transcript
+    assert sorted(item.id for item in parent.context_pool) == ["acme", "globex", "initech"]
+    assert [len(m.usage) for m in merges] == [2, 2, 2]
+    assert len(await store.get_usage()) == 1 + 6
+    total = sum((r.usage for r in await store.get_usage()), Usage())
+    assert await store.get_context_tokens() == (total.input_tokens, total.output_tokens)
+    assert [m.text for m in await store.get_history()] == ["Compare suppliers", "Ready."]
+    sessions = {info.session_id for info in await store.list_sessions()}
+    assert len(sessions) == 4  # each sub-agent kept its own transcript
 
 
 async def test_entering_the_branch_forks_the_transcript_then() -> None:

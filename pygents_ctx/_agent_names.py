@@ -20,6 +20,7 @@ import weakref
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from pygents_ctx._agent_checks import check_name
 from pygents_ctx._origin import Origin, same_origin
 from pygents_ctx._registry import logger
 from pygents_ctx._suggest import closest
@@ -245,11 +246,12 @@ class AgentRegistryBase(Generic[A]):
 
     @classmethod
     def _check_free(cls, name: str, names: AgentNames) -> None:
-        """Refuse `name` when an agent holds it in `names`.
+        """Refuse `name` when it is not a non-empty string or an agent holds it in `names`.
 
         Raises:
-            ValueError: One does.
+            ValueError: It is not, or one does.
         """
+        check_name(name)
         if names.held(name) is not None:
             raise cls._taken(name, names)
 

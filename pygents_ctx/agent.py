@@ -516,13 +516,10 @@ class Agent(JsonSerializable):
         `context_pool.branch()`, and this agent's hooks, turn hooks and tags,
         unless overridden. Neither side sees the other's later changes, and no
         hooks fire while copying. With a `context`, the child gets its own fork
-        of the transcript (`ContextConfig.branch()`: a new session, forked when
-        the child first uses it), so `ModelLoop(agent.branch(), model)` runs as
-        it is. It shares this agent's `resources`.
-
-        The child is registered weakly, in the current `AgentScope` (else
-        globally): it gives its name up when nothing references it any more,
-        or at the end of `async with agent.branch() as child:`.
+        of the transcript (`ContextConfig.branch()`, forked when first used), so
+        `ModelLoop(agent.branch(), model)` runs as it is. It shares `resources`.
+        It is registered weakly (in the current `AgentScope`): its name is given
+        up when nothing references it, or at the end of `async with agent.branch()`.
 
         Args:
             name: The child's name (None: `"<this agent's name>/<n>"`, `n`
@@ -533,9 +530,8 @@ class Agent(JsonSerializable):
                 `[]`: none).
 
         A branch costs about the same for any amount of state: it shares the
-        context queue's and pool's items until either side changes them, and
-        it makes its copies of the queued turns only when it first runs, shows,
-        changes or saves its queue (see the Performance docs).
+        queue's and pool's items, and the queued turns, until it needs its own
+        copies (see the Performance docs).
 
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
@@ -545,7 +541,6 @@ class Agent(JsonSerializable):
         if name is None:
             name, made = unique_branch_name(self.name, made, names)
         else:
-            check_name(name)
             AgentRegistry._check_free(name, names)
         borrowed = self._pending.lend()
         require_tools(index, borrowed.tools(), f"branch {name!r}")
@@ -572,19 +567,12 @@ class Agent(JsonSerializable):
     async def merge(self, branch: Agent, *, on_conflict: OnConflict = "raise") -> BranchMerge:
         """Bring back what `branch` (made by `self.branch()`) produced since it was made.
 
-        - Pool items it added or replaced are added to this agent's pool. An id
-          both sides set since the branch was made is a conflict:
-          `on_conflict="raise"` refuses the merge, `"branch"` takes the
-          branch's item, `"parent"` keeps this agent's. What the branch removed stays.
-        - Queue items it appended (and still holds) are appended to this
-          agent's queue, in order. With a transcript, `Message` items are
-          left out: they are the branch's conversation, which is not copied
-          into this agent's.
-        - Usage records its forked transcript gained are recorded in this
-          agent's conversation store (its tokens count in this session's).
-
-        This agent's pool and queue hooks fire as for any add and append. A
-        branch merges once, when it is not running; this agent may be running.
+        The pool items it added or replaced, the queue items it appended (not
+        its transcript's `Message`s), and the usage records of its forked
+        transcript, this agent's hooks firing as for any add and append. An id
+        both sides set is a conflict: `on_conflict="raise"` refuses the merge,
+        `"branch"` takes the branch's item, `"parent"` keeps this agent's. A
+        branch merges once, when idle; this agent may be running.
 
         Raises:
             TypeError: `branch` is not an `Agent`.
@@ -661,9 +649,8 @@ class Agent(JsonSerializable):
         checked before the agent is registered, so a failure registers nothing.
         An agent saved with a `context` is given its store again through
         `context`, for the same session: it continues where it stopped.
-        Saved hook names resolve to `hooks` (functions or `Hook`s, matched by
-        function name) first, then through `HookRegistry`: a hook defined
-        inside a function (`@agent.after_turn` in `main()`) is given here.
+        Saved hook names resolve to `hooks` (functions or `Hook`s, by name) first,
+        then through `HookRegistry`: give here a hook defined inside `main()`.
 
         Raises:
             ValueError: The data is malformed, the name is taken, or the saved

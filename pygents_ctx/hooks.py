@@ -428,17 +428,18 @@ class HookRegistry(NameRegistry["Hook"]):
     def attach(cls, hook: Hook) -> None:
         """Register a hook being attached to one owner (an instance decorator, a load).
 
-        Outside an `AgentScope` this is `register`. Inside one, the name is the
-        scope's (unless the global registry holds this very hook): the hooks a
-        request handler defines, a closure each time, neither collide with
-        another request's nor stay after the scope, and their owners save.
+        Outside an `AgentScope` this is `register`, and so it is for a function
+        defined at module level (defined once, it is named once, globally).
+        Inside a scope, a function defined inside another (a closure, made anew
+        by every request) is named in the scope: the hooks a request handler
+        defines neither collide with another request's nor stay after the
+        scope, and their owners save.
 
         Raises:
-            ValueError: A different hook has the name (in the scope, or globally
-                outside any scope).
+            ValueError: A different hook has the name (in the scope, or globally).
         """
         scope = SCOPED_HOOK_NAMES.get()
-        if scope is None:
+        if scope is None or "<locals>" not in getattr(hook.fn, "__qualname__", "<locals>"):
             cls.register(hook)
             return
         name = hook.metadata.name

@@ -261,3 +261,20 @@ async def test_a_scope_ended_in_another_context_still_forgets_its_names() -> Non
 
     with pytest.raises(UnregisteredAgentError):
         AgentRegistry.get("streamer")
+
+
+async def module_level_audit(agent: Agent, turn: Turn) -> None:
+    """A hook function defined once, at module level."""
+
+
+def test_a_module_level_hook_attached_in_a_scope_is_named_globally() -> None:
+    with AgentScope():
+        agent = Agent("support", "d", [])
+        attached = agent.after_turn(module_level_audit)
+        saved = agent.to_dict()
+
+    # Another request (or a later load) finds it by name, as outside any scope.
+    assert HookRegistry.get("module_level_audit") is attached
+    with AgentScope():
+        restored = Agent.from_dict(saved)
+        assert restored.hooks == [attached]

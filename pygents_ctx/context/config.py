@@ -62,6 +62,11 @@ class ContextConfig:
             memory, on this `ContextConfig` (agents sharing one config share
             that conversation; it is not saved).
 
+    Attributes:
+        forked_usage: For a branch's context (`branch()`), once its fork is
+            made, how many usage records the fork started with (its parent's);
+            the ones after them are the branch's own. None for any other.
+
     Raises:
         TypeError: `store` is not a `ContextStore`, `strategy` is a class or
             has no `compact()`, or `retention` is not a `HistoryRetention`.

@@ -323,6 +323,10 @@ def _given_hook(given: HookFunction | Hook, kinds: list[HookKind], owner: str) -
             made = Hook(given, kinds)
         except TypeError as exc:
             raise TypeError(f"{owner}: {exc}") from None
+        with contextlib.suppress(UnregisteredHookError):
+            held = HookRegistry.get(made.metadata.name)
+            if held.same_as(made):
+                return held  # the function given is the registered hook's: that hook
     # As when attaching: another hook may hold the name, and then saving the owner says so.
     with contextlib.suppress(ValueError):
         HookRegistry.attach(made)

@@ -236,3 +236,18 @@ async def test_restoring_per_request_in_scopes_gives_each_its_own_hook(work: Any
             assert restored.to_dict()["hooks"] == {"after_turn": ["checkpoint"]}
 
     assert seen == [0, 1, 2]
+
+
+def test_giving_the_registered_hook_s_function_gives_that_hook(work: Any) -> None:
+    agent = Agent("worker", "d", [work])
+
+    @agent.after_turn
+    async def audit(a: Agent, turn: Turn) -> None:
+        pass
+
+    text = agent.to_json()
+    AgentRegistry.unregister("worker")
+
+    restored = Agent.from_json(text, hooks=[audit.fn])
+
+    assert restored.hooks == [audit]

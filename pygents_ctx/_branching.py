@@ -99,7 +99,9 @@ async def merge_branch(
 ) -> BranchMerge:
     """Bring back what `branch` produced into `parent` (see the module docstring).
 
-    Everything is checked, and read, before anything changes.
+    Everything is checked, and read, before anything changes. A hook of the
+    parent that raises while the items go in stops the merge there: what went
+    in stays, and the branch counts as merged (merging again would add twice).
 
     Raises:
         ValueError: `branch` is not a branch of `parent`, was merged already,
@@ -118,14 +120,20 @@ async def merge_branch(
         )
     if lineage.merged:
         raise ValueError(
-            f"branch {branch.name!r} was merged into agent {parent.name!r} already; a branch "
-            f"merges once: make a new branch for more work"
+            f"branch {branch.name!r} was merged into agent {parent.name!r} already (or is being "
+            f"merged); a branch merges once: make a new branch for more work"
         )
     if branch.is_running:
         raise SafeExecutionError(f"branch {branch.name!r} is running; merge it after its run ends")
-    pool_items, kept = _pool_changes(parent, branch, lineage, on_conflict)
-    queue_items = _queue_changes(branch, lineage)
-    usage = await _new_usage(parent, branch)
+    lineage.merged = True  # claimed now: a second merge is refused, even while this one reads
+    try:
+        usage = await _new_usage(parent, branch)
+        # After the last await before the changes: the conflicts are those of this moment.
+        pool_items, kept = _pool_changes(parent, branch, lineage, on_conflict)
+        queue_items = _queue_changes(branch, lineage)
+    except BaseException:
+        lineage.merged = False  # nothing changed: it may be merged again
+        raise
     for item in pool_items:
         await parent.context_pool.add(item)
     if queue_items:
@@ -134,7 +142,6 @@ async def merge_branch(
         store = await _parent_store(parent)
         for record in usage:
             await store.record_usage(record)
-    lineage.merged = True
     return BranchMerge(
         tuple(str(item.id) for item in pool_items), tuple(queue_items), tuple(usage), kept
     )

@@ -468,3 +468,20 @@ async def test_a_branch_refused_for_its_tools_uses_no_number(note: Any) -> None:
         parent.branch(tools=[])
 
     assert parent.branch().name == "lead/1"
+
+
+async def test_two_merges_of_one_branch_at_once_merge_it_once(note: Any, tmp_path: Path) -> None:
+    async with connect(tmp_path / "db.sqlite") as conn:  # its reads really wait
+        store = SQLiteContextStore(conn, session_id="main")
+        parent = Agent("lead", "d", [note], context=ContextConfig(store))
+        async with parent.branch() as sub:  # forked: a merge reads its usage
+            await sub.put(Turn(note, kwargs={"text": "once"}))
+            await drain(sub)
+
+            outcomes = await asyncio.gather(
+                parent.merge(sub), parent.merge(sub), return_exceptions=True
+            )
+
+    assert sum(isinstance(o, BranchMerge) for o in outcomes) == 1
+    assert sum(isinstance(o, ValueError) for o in outcomes) == 1
+    assert [item.content for item in parent.context_queue] == ["once"]

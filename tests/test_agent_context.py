@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -838,12 +839,14 @@ asyncio.run(main(*sys.argv[1:]))
 
 
 def _run_step(script: Path, step: str, db: Path, state: Path) -> str:
-    done = subprocess.run(
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(  # with this checkout's pygents_ctx, not the installed one
         [sys.executable, str(script), step, str(db), str(state)],
         capture_output=True,
         text=True,
         timeout=30,
         cwd=script.parent,
+        env=env,
         check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -11,6 +11,9 @@
   same size) kept alive and never run: the memory per branch, for two sizes of
   the parent's state and two numbers of branches. Flat means it depends on
   neither: a branch shares its parent's items and turns until it needs its own.
+- Requests served in an `AgentScope` (two agents of fixed names, a closure
+  hook, a branch merged back): the memory still held after 1,000 and after
+  10,000 of them. Flat means zero: nothing of a request outlives it.
 
 Peaks are of the Python heap only (SQLite's own cache is not traced).
 """
@@ -31,6 +34,7 @@ from bench.strategies import OUTPUT
 from pygents_ctx import (
     Agent,
     AgentRegistry,
+    AgentScope,
     ContextConfig,
     ContextItem,
     ContextQueue,
@@ -137,6 +141,43 @@ async def branch_memory(size: int, branches: int) -> float:
     return held / branches
 
 
+async def scoped_requests(requests: int) -> float:
+    """Bytes still held after `requests` requests, each in an `AgentScope`, have ended."""
+
+    @tool
+    async def keep(key: str) -> ContextItem[str]:
+        return ContextItem(content=key, description=f"about {key}", id=key)
+
+    async def request() -> None:
+        async with AgentScope():
+            agent = Agent("support", "d", [keep])
+            Agent("archivist", "d", [])
+
+            @agent.after_turn
+            async def checkpoint(a: Agent, turn: Turn) -> None:
+                pass
+
+            async with agent.branch() as sub:
+                await sub.put(Turn(keep, kwargs={"key": "k"}))
+                async for _ in sub.run():
+                    pass
+                await agent.merge(sub)
+
+    await request()  # warm up
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(requests):
+            await request()
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    _reset()
+    return float(held)
+
+
 async def memory(steps: int) -> list[Memory]:
     """Every memory measurement (the agent runs at `steps` and at a tenth of it)."""
     rows = []
@@ -153,4 +194,7 @@ async def memory(steps: int) -> list[Memory]:
                     await branch_memory(size, count),
                 )
             )
+    for count in (1_000, 10_000):
+        held = await scoped_requests(count)
+        rows.append(Memory(f"{count:,} requests in an AgentScope: held after", held))
     return rows

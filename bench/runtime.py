@@ -358,8 +358,7 @@ async def saving_and_branching(ops: int) -> list[Result]:
 
     async def ours_branch(n: int) -> None:
         for _ in range(n):
-            agent.branch("child")
-            AgentRegistry.unregister("child")
+            agent.branch("child")  # unreferenced, it gives its name up at once
 
     async def floor_branch(n: int) -> None:
         for _ in range(n):
@@ -391,8 +390,7 @@ async def _first_uses(agent: Agent, plain_data: dict[str, Any], ops: int) -> lis
 
     async def ours_branch(n: int) -> None:
         for _ in range(n):
-            use(agent.branch("child"))
-            AgentRegistry.unregister("child")
+            use(agent.branch("child"))  # then unreferenced: it gives its name up
 
     async def floor_branch(n: int) -> None:
         for _ in range(n):

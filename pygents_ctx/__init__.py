@@ -7,7 +7,7 @@ anything else is yielded to the caller.
 """
 
 from pygents_ctx._resources import RunResource, RunScope, injectable
-from pygents_ctx.agent import Agent
+from pygents_ctx.agent import Agent, BranchMerge
 from pygents_ctx.context import (
     ContentBlock,
     ContextItem,
@@ -187,7 +187,7 @@ from pygents_ctx.model import (
     to_anthropic_tools,
     to_openai_tools,
 )
-from pygents_ctx.registry import AgentRegistry, HookRegistry, ToolRegistry
+from pygents_ctx.registry import AgentRegistry, AgentScope, HookRegistry, ToolRegistry
 from pygents_ctx.tools import Tool, ToolMetadata, tool
 from pygents_ctx.turns import StopReason, Turn, TurnMetadata
 
@@ -197,6 +197,7 @@ __all__ = [
     "Agent",
     "AgentHook",
     "AgentRegistry",
+    "AgentScope",
     "AgentValue",
     "AnthropicModel",
     "ArgumentProblem",
@@ -206,6 +207,7 @@ __all__ = [
     "BlobInfo",
     "BlobNotFoundError",
     "BlobStore",
+    "BranchMerge",
     "ClearToolInputs",
     "ClearToolResults",
     "CollectionInfo",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from enum import Enum
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
-from pygents_ctx.errors import UnserializableHookError
+from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
 from pygents_ctx.hooks import Hook, HookFunction, HookKind, HookRegistry
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ __all__ = [
     "fire_on",
     "fire_with_kwargs",
     "hooks_from_dict",
+    "hooks_given",
     "hooks_to_dict",
     "kinds_heard",
     "listening",
@@ -146,7 +148,7 @@ class HookAttacher:
             # Another function may hold the name (a closure made twice, say): the hook
             # still fires, and saving its owner raises UnserializableHookError.
             with contextlib.suppress(ValueError):
-                HookRegistry.register(made)
+                HookRegistry.attach(made)
             self._hooks.append(made)
             return made
 
@@ -209,8 +211,50 @@ def hooks_to_dict(hooks: Iterable[Hook], kind_type: type[Enum], owner: str) -> d
     return saved
 
 
+# While a load runs with hooks given to it (`Agent.from_dict(..., hooks=...)`): them by name.
+_GIVEN: ContextVar[Mapping[str, HookFunction | Hook] | None] = ContextVar(
+    "pygents_ctx_given_hooks", default=None
+)
+
+
+@contextlib.contextmanager
+def hooks_given(hooks: Iterable[HookFunction | Hook] | None, owner: str) -> Iterator[None]:
+    """While the block runs, saved hook names resolve to `hooks` first (by function name).
+
+    Raises:
+        TypeError: An element is neither a `Hook` nor an `async def` function.
+        ValueError: Two of them have the same name.
+    """
+    if hooks is None:
+        yield
+        return
+    given: dict[str, HookFunction | Hook] = {}
+    for h in hooks:
+        if isinstance(h, Hook):
+            name = h.metadata.name
+        elif callable(h) and isinstance(getattr(h, "__name__", None), str):
+            name = h.__name__
+        else:
+            raise TypeError(
+                f"{owner}: hooks= takes hooks or async functions (matched to the saved hooks "
+                f"by name), not {h!r}"
+            )
+        if name in given and given[name] is not h:
+            raise ValueError(
+                f"{owner}: hooks= has two hooks named {name!r}; saved hooks are found by "
+                f"name, so give each function a name of its own"
+            )
+        given[name] = h
+    token = _GIVEN.set(given)
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
 def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hook]:
-    """Resolve saved hook names through `HookRegistry`.
+    """Resolve saved hook names: to the hooks given to the load (`hooks_given`), else
+    through `HookRegistry`.
 
     Raises:
         ValueError: The data is not `{kind value: [names]}` or a kind is unknown.
@@ -220,8 +264,8 @@ def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hoo
         raise ValueError(f"{owner}: 'hooks' must be a dict of kind -> list of names, not {data!r}")
     if not data:
         return []  # the usual case, and loading an agent asks once per turn
-    valid = {k.value: k for k in kind_type}
-    hooks: list[Hook] = []
+    valid: dict[str, HookKind] = {k.value: cast("HookKind", k) for k in kind_type}
+    wanted: dict[str, list[HookKind]] = {}  # each name with its kinds, in first-seen order
     for value, names in data.items():
         kind = valid.get(value)
         if kind is None:
@@ -231,11 +275,59 @@ def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hoo
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise ValueError(f"{owner}: 'hooks'[{value!r}] must be a list of hook names")
         for name in names:
-            found = HookRegistry.get(name)
+            wanted.setdefault(name, []).append(kind)
+    given = _GIVEN.get()
+    hooks: list[Hook] = []
+    for name, kinds in wanted.items():
+        if given is not None and name in given:
+            found = _given_hook(given[name], kinds, owner)
+        else:
+            found = _registered_hook(name, owner)
+        for kind in kinds:
             if kind not in found.kinds:
                 raise ValueError(
-                    f"{owner}: hook {name!r} is registered for {found.kinds}, not {value!r}"
+                    f"{owner}: hook {name!r} is registered for {found.kinds}, not {kind.value!r}"
                 )
-            if found not in hooks:
-                hooks.append(found)
+        if found not in hooks:
+            hooks.append(found)
     return hooks
+
+
+def _registered_hook(name: str, owner: str) -> Hook:
+    """The hook registered as `name`.
+
+    Raises:
+        UnregisteredHookError: There is none; the message says how to give it.
+    """
+    try:
+        return HookRegistry.get(name)
+    except UnregisteredHookError:
+        raise UnregisteredHookError(
+            f"{owner}: hook {name!r} not found: no hook is registered under that name (a "
+            f"hook defined inside a function, such as `@agent.after_turn` in main(), is "
+            f"registered only once that code runs); pass it to the load, as in "
+            f"Agent.from_json(data, hooks=[{name}]), or define it at module level"
+        ) from None
+
+
+def _given_hook(given: HookFunction | Hook, kinds: list[HookKind], owner: str) -> Hook:
+    """The hook a load was given for a saved name, registered so its owner saves again.
+
+    Raises:
+        TypeError: A function that is not `async def`.
+    """
+    if isinstance(given, Hook):
+        made = given
+    else:
+        try:
+            made = Hook(given, kinds)
+        except TypeError as exc:
+            raise TypeError(f"{owner}: {exc}") from None
+        with contextlib.suppress(UnregisteredHookError):
+            held = HookRegistry.get(made.metadata.name)
+            if held.same_as(made):
+                return held  # the function given is the registered hook's: that hook
+    # As when attaching: another hook may hold the name, and then saving the owner says so.
+    with contextlib.suppress(ValueError):
+        HookRegistry.attach(made)
+    return made

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
-from pygents_ctx._dispatch import hooks_from_dict
+from pygents_ctx._dispatch import hooks_from_dict, hooks_to_dict
 from pygents_ctx._turns.loading import SavedTurns, load_turns
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.pool import ContextPool
@@ -21,9 +21,13 @@ from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns import Turn
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pygents_ctx._run_state import RunState
+    from pygents_ctx._turns.lending import PendingTurns
     from pygents_ctx.hooks import Hook
 
-__all__ = ["SAVED_KEYS", "SavedAgent", "read_saved_agent"]
+__all__ = ["SAVED_KEYS", "SavedAgent", "read_saved_agent", "save_agent", "saved_user_values"]
 
 SAVED_KEYS = (
     "name",
@@ -58,6 +62,58 @@ class SavedAgent(NamedTuple):
     current_turn: Turn | None
     is_paused: bool
     on_tool_error: Any  # checked when the agent is made
+
+    def fill(self, agent: Any, pending: PendingTurns, state: RunState) -> None:
+        """Give the agent just made from this its hooks, turns and pause."""
+        agent.hooks = self.hooks
+        agent.turn_hooks = self.turn_hooks
+        if isinstance(self.turns, list):
+            pending.own().extend(self.turns)
+        else:
+            pending.defer(self.turns)
+        state.current_turn = self.current_turn
+        if self.is_paused:
+            state.pause()
+
+
+def save_agent(
+    agent: Any, turns: Iterable[Turn], current: Turn | None, fresh: bool
+) -> dict[str, Any]:
+    """`agent.to_dict()`; unless `fresh`, the turns share their containers (see `Turn._saved`).
+
+    Raises:
+        UnserializableHookError: A hook cannot be saved by name.
+    """
+    owner = f"agent {agent.name!r}"
+    return {
+        "name": agent.name,
+        "description": agent.description,
+        "tool_names": [t.key for t in agent.tools],
+        "queue": [turn._saved(fresh) for turn in turns],
+        "current_turn": None if current is None else current._saved(fresh),
+        "hooks": hooks_to_dict(agent.hooks, AgentHook, owner),
+        "turn_hooks": hooks_to_dict(agent.turn_hooks, TurnHook, owner),
+        "context_pool": agent.context_pool.to_dict(),
+        "is_paused": agent.is_paused,
+        "context_queue": agent.context_queue.to_dict(),
+        "tags": sorted(agent.tags),
+        **({} if agent.context is None else {"context": agent.context.to_dict()}),
+        # New keys only when not the default, so older readers load the rest.
+        **({} if agent.on_tool_error == "raise" else {"on_tool_error": agent.on_tool_error}),
+    }
+
+
+def saved_user_values(data: dict[str, Any]) -> list[Any]:
+    """The values in a saved agent that came from users (see `JsonSerializable._user_values`)."""
+    current = data["current_turn"]
+    turns = data["queue"] if current is None else [*data["queue"], current]
+    return [
+        data["description"],  # not checked when assigned
+        data.get("context"),  # from the store, which may be anyone's
+        *Turn._user_values_of(turns),
+        *ContextQueue._user_values(data["context_queue"]),
+        *ContextPool._user_values(data["context_pool"]),
+    ]
 
 
 def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) -> SavedAgent:

@@ -32,11 +32,18 @@ from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
 from pygents_ctx._agent_checks import check_name, index_tools, refused_tool, require_tools
+from pygents_ctx._agent_names import AgentNames, AgentRegistryBase
+from pygents_ctx._branching import (
+    BranchMerge,
+    Lineage,
+    OnConflict,
+    merge_branch,
+    unique_branch_name,
+)
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx._dispatch import HookSlot, fire_on, hooks_to_dict
+from pygents_ctx._dispatch import HookSlot, fire_on, hooks_given
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
-from pygents_ctx._origin import Origin, caller_origin, same_origin
-from pygents_ctx._registry import NameRegistry, identical
+from pygents_ctx._origin import Origin, caller_origin
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -45,7 +52,7 @@ from pygents_ctx._resources import (
     open_resources,
 )
 from pygents_ctx._run_state import RunState
-from pygents_ctx._saved_agent import read_saved_agent
+from pygents_ctx._saved_agent import read_saved_agent, save_agent, saved_user_values
 from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
 from pygents_ctx._turns.lending import PendingTurns
 from pygents_ctx._turns.running import ANY_TURN_HOOK
@@ -54,12 +61,12 @@ from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
-from pygents_ctx.errors import SafeExecutionError, UnregisteredAgentError
-from pygents_ctx.hooks import AgentHook, Hook, HookRegistry, TurnHook
+from pygents_ctx.errors import SafeExecutionError
+from pygents_ctx.hooks import AgentHook, Hook, HookFunction, HookRegistry, TurnHook
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
-__all__ = ["Agent"]
+__all__ = ["Agent", "BranchMerge"]
 
 _BEFORE_TURN = HookRegistry.globals_for(AgentHook.BEFORE_TURN)
 _AFTER_TURN = HookRegistry.globals_for(AgentHook.AFTER_TURN)
@@ -74,7 +81,8 @@ class Agent(JsonSerializable):
     """Runs turns in order and routes each produced value by its type.
 
     Args:
-        name: A unique name; the agent registers itself in `AgentRegistry`.
+        name: A unique name; the agent registers itself in `AgentRegistry`
+            (in the current `AgentScope`, if any: names per request).
         description: What the agent does.
         tools: The tools its turns may use (a root tool brings its subtools).
         context_pool: Its keyed store (default: an unbounded `ContextPool()`).
@@ -130,6 +138,9 @@ class Agent(JsonSerializable):
     _tools: dict[str, Tool[..., Any]]
     _pending: PendingTurns
     _origin: Origin | None = None
+    _names: AgentNames  # the namespace it is registered in (see AgentScope)
+    _lineage: Lineage | None = None  # a branch's parent and starting point
+    _branches_made = 0
     name: str
     description: str
     tools: list[Tool[..., Any]]
@@ -184,7 +195,7 @@ class Agent(JsonSerializable):
         made_by = sys._getframe(1)
         if made_by.f_globals is not _HERE:
             object.__setattr__(self, "_origin", caller_origin(made_by))
-        AgentRegistry.register(self)
+        object.__setattr__(self, "_names", AgentRegistry._add(self, weak=False))
 
     # -- guarded attributes --------------------------------------------------
 
@@ -212,7 +223,7 @@ class Agent(JsonSerializable):
             check_name(value)
             old = self.__dict__.get("name")
             if old is not None and value != old:
-                AgentRegistry._rename(self, old, value)
+                AgentRegistry._rename(self, self._names, old, value)
         object.__setattr__(self, name, value)
 
     @property
@@ -291,13 +302,17 @@ class Agent(JsonSerializable):
             await fire_on(_AFTER_PUT, hooks, self.tags, self, turn)
 
     async def send(self, name: str, turn: Turn) -> None:
-        """Queue `turn` on the agent registered as `name`.
+        """Queue `turn` on the agent registered as `name`, as seen from this agent's scope.
+
+        The name is looked up where this agent is registered (its `AgentScope`,
+        then the scopes around it, then the global agents), wherever the call
+        runs: agents of one request reach each other.
 
         Raises:
             UnregisteredAgentError: No agent has that name.
             ValueError: That agent does not have the turn's tool.
         """
-        await AgentRegistry.get(name).put(turn)
+        await AgentRegistry._find(name, self._names).put(turn)
 
     def pause(self) -> None:
         """Stop before the next turn (the current one finishes). Idempotent.
@@ -376,7 +391,7 @@ class Agent(JsonSerializable):
         state.run_id = run_id = ContextConfig.new_run_id()
         resources, opened, scope = self.resources, NO_RESOURCES, None
         if resources:
-            conversation = self.name if self.context is None else self.context.store.session_id
+            conversation = self.name if self.context is None else self.context.session_id
             scope = RunScope(self.name, conversation, run_id)
             opened = open_resources(resources, scope)
         context = (self.context_queue, self.context_pool, opened)
@@ -490,37 +505,43 @@ class Agent(JsonSerializable):
 
     def branch(
         self,
-        name: str,
+        name: str | None = None,
         description: str | None = None,
         tools: Iterable[Tool[..., Any]] | None = None,
         hooks: list[Hook] | Inherit | None = INHERIT,
     ) -> Agent:
-        """An independent child agent for a sub-task.
+        """An independent child agent for a sub-task; `merge()` brings its results back.
 
         The child gets copies of the queued turns, `context_queue.branch()`,
         `context_pool.branch()`, and this agent's hooks, turn hooks and tags,
         unless overridden. Neither side sees the other's later changes, and no
-        hooks fire while copying. The child has no `context` store of its own:
-        give it one by assigning `child.context` (e.g. over `await store.fork()`).
-        It shares this agent's `resources` (a task store then gives it a board
-        of its own, under its own name).
+        hooks fire while copying. With a `context`, the child gets its own fork
+        of the transcript (`ContextConfig.branch()`, forked when first used), so
+        `ModelLoop(agent.branch(), model)` runs as it is. It shares `resources`.
+        It is registered weakly (in the current `AgentScope`): its name is given
+        up when nothing references it, or at the end of `async with agent.branch()`.
 
         Args:
-            name: The child's name.
+            name: The child's name (None: `"<this agent's name>/<n>"`, `n`
+                counting this agent's branches from 1).
             description: Its description (None: this agent's).
             tools: Its tools (None: this agent's).
             hooks: Its agent hooks (default: a copy of this agent's; None or
                 `[]`: none).
 
         A branch costs about the same for any amount of state: it shares the
-        context queue's and pool's items until either side changes them, and
-        it makes its copies of the queued turns only when it first runs, shows,
-        changes or saves its queue (see the Performance docs).
+        queue's and pool's items, and the queued turns, until it needs its own
+        copies (see the Performance docs).
 
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         child_tools, index = index_tools(self.tools if tools is None else tools)
+        names, made = AgentRegistry._open_names(), self._branches_made
+        if name is None:
+            name, made = unique_branch_name(self.name, made, names)
+        else:
+            AgentRegistry._check_free(name, names)
         borrowed = self._pending.lend()
         require_tools(index, borrowed.tools(), f"branch {name!r}")
         child = Agent(
@@ -530,26 +551,68 @@ class Agent(JsonSerializable):
             context_queue=self.context_queue.branch(),
             context_pool=self.context_pool.branch(),
             tags=self.tags,
+            context=None if self.context is None else self.context.branch(),
             resources=self.resources,
             on_tool_error=self._on_tool_error,
         )
+        names.put(name, child, weak=True)
+        object.__setattr__(self, "_branches_made", made)
+        object.__setattr__(child, "_lineage", Lineage(self, child))
         child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
         child.turn_hooks = list(self.turn_hooks)
         if borrowed.loan.turns:
             child._pending.defer(borrowed)
         return child
 
+    async def merge(self, branch: Agent, *, on_conflict: OnConflict = "raise") -> BranchMerge:
+        """Bring back what `branch` (made by `self.branch()`) produced since it was made.
+
+        The pool items it added or replaced, the queue items it appended (not
+        its transcript's `Message`s), and the usage records of its forked
+        transcript, this agent's hooks firing as for any add and append. An id
+        both sides set is a conflict: `on_conflict="raise"` refuses the merge,
+        `"branch"` takes the branch's item, `"parent"` keeps this agent's. A
+        branch merges once, when idle; this agent may be running.
+
+        Raises:
+            TypeError: `branch` is not an `Agent`.
+            ValueError: `branch` is not a branch of this agent or was merged
+                already, ids conflict under `on_conflict="raise"`, or
+                `on_conflict` is not one of its values. Nothing changed.
+            SafeExecutionError: `branch` is running.
+        """
+        if not isinstance(branch, Agent):
+            raise TypeError(f"Agent.merge takes a branch (an Agent), not {type(branch).__name__}")
+        return await merge_branch(self, branch, on_conflict)
+
+    async def __aenter__(self) -> Agent:
+        """`async with agent.branch() as child:` (any agent works): forks its transcript now."""
+        if self.context is not None:
+            await self.context.ready()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Give up the agent's name (when it still holds it); the agent stays usable."""
+        AgentRegistry._release(self, self._names)
+
     @classmethod
-    def from_json(cls, data: bytes | str, *, context: ContextConfig | None = None) -> Agent:
-        """Rebuild an agent from `to_json()` output; `context` as for `from_dict`.
+    def from_json(
+        cls,
+        data: bytes | str,
+        *,
+        context: ContextConfig | None = None,
+        hooks: Iterable[HookFunction | Hook] | None = None,
+    ) -> Agent:
+        """Rebuild an agent from `to_json()` output; `context` and `hooks` as for `from_dict`.
 
         Raises:
             ValueError: The JSON is invalid or does not describe an agent (as
                 for `from_dict`).
             UnregisteredToolError: A tool name is not registered.
-            UnregisteredHookError: A hook name is not registered.
+            UnregisteredHookError: A hook name is neither given nor registered.
         """
-        return cls._from_saved(loads(data, cls.__name__), context, parsed=True)
+        with hooks_given(hooks, f"Agent.from_json of {cls.__name__}"):
+            return cls._from_saved(loads(data, cls.__name__), context, parsed=True)
 
     def to_dict(self) -> dict[str, Any]:
         """The agent as plain data (see the Serialization docs for the shape).
@@ -566,52 +629,38 @@ class Agent(JsonSerializable):
 
     @classmethod
     def _user_values(cls, data: dict[str, Any]) -> list[Any]:
-        current = data["current_turn"]
-        turns = data["queue"] if current is None else [*data["queue"], current]
-        return [
-            data["description"],  # not checked when assigned
-            data.get("context"),  # from the store, which may be anyone's
-            *Turn._user_values_of(turns),
-            *ContextQueue._user_values(data["context_queue"]),
-            *ContextPool._user_values(data["context_pool"]),
-        ]
+        return saved_user_values(data)
 
     def _saved(self, fresh: bool) -> dict[str, Any]:
         """`to_dict()`; unless `fresh`, the turns share their containers (see `Turn._saved`)."""
-        current = self._state.current_turn
-        return {
-            "name": self.name,
-            "description": self.description,
-            "tool_names": [t.key for t in self.tools],
-            "queue": [turn._saved(fresh) for turn in self._turns],
-            "current_turn": None if current is None else current._saved(fresh),
-            "hooks": hooks_to_dict(self.hooks, AgentHook, f"agent {self.name!r}"),
-            "turn_hooks": hooks_to_dict(self.turn_hooks, TurnHook, f"agent {self.name!r}"),
-            "context_pool": self.context_pool.to_dict(),
-            "is_paused": self.is_paused,
-            "context_queue": self.context_queue.to_dict(),
-            "tags": sorted(self.tags),
-            **({} if self.context is None else {"context": self.context.to_dict()}),
-            # New keys only when not the default, so older readers load the rest.
-            **({} if self.on_tool_error == "raise" else {"on_tool_error": self.on_tool_error}),
-        }
+        return save_agent(self, self._turns, self._state.current_turn, fresh)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, context: ContextConfig | None = None) -> Agent:
+    def from_dict(
+        cls,
+        data: Mapping[str, Any],
+        *,
+        context: ContextConfig | None = None,
+        hooks: Iterable[HookFunction | Hook] | None = None,
+    ) -> Agent:
         """Rebuild and register an agent saved by `to_dict()`. No hooks fire.
 
         Only `name`, `description` and `tool_names` are required. Everything is
         checked before the agent is registered, so a failure registers nothing.
         An agent saved with a `context` is given its store again through
         `context`, for the same session: it continues where it stopped.
+        Saved hook names resolve to `hooks` (functions or `Hook`s, by name) first,
+        then through `HookRegistry`: give here a hook defined inside `main()`.
 
         Raises:
             ValueError: The data is malformed, the name is taken, or the saved
                 agent had a context and `context` is missing or is for another session.
             UnregisteredToolError: A tool name is not registered.
-            UnregisteredHookError: A hook name is not registered.
+            UnregisteredHookError: A hook name is neither given nor registered.
+            TypeError: An element of `hooks` is not a hook or an async function.
         """
-        return cls._from_saved(data, context, parsed=False)
+        with hooks_given(hooks, f"Agent.from_dict of {cls.__name__}"):
+            return cls._from_saved(data, context, parsed=False)
 
     @classmethod
     @refuses_deep_nesting("Agent")
@@ -631,70 +680,22 @@ class Agent(JsonSerializable):
             )
         except TypeError as exc:
             raise ValueError(f"{saved.label}: {exc}") from None
-        agent.hooks = saved.hooks
-        agent.turn_hooks = saved.turn_hooks
-        if isinstance(saved.turns, list):
-            agent._turns.extend(saved.turns)
-        else:
-            agent._pending.defer(saved.turns)
-        agent._state.current_turn = saved.current_turn
-        if saved.is_paused:
-            agent._state.pause()
+        saved.fill(agent, agent._pending, agent._state)
         return agent
 
 
 # -- the registry of agents (public through pygents_ctx.registry) -------------
 
 
-class AgentRegistry(NameRegistry["Agent"]):
-    """Every live agent, keyed by name, so agents can message each other."""
+class AgentRegistry(AgentRegistryBase["Agent"]):
+    """Every live agent by name, so agents can message each other.
 
-    _noun = "agent"
-    _missing = UnregisteredAgentError
-    _missing_hint = "create it (or restore it with Agent.from_dict) first"
-
-    @classmethod
-    def register(cls, agent: Agent) -> None:
-        """Add `agent` under `agent.name`.
-
-        An agent made again by the same line of code (`Agent(...)` in a re-run
-        notebook cell) replaces the registered one when that one is not
-        running, logging a debug line on the `pygents_ctx` logger.
-
-        Raises:
-            ValueError: Another agent already has that name.
-        """
-        cls._add(agent.name, agent, identical, _made_again)
-
-    @classmethod
-    def unregister(cls, name: str) -> None:
-        """Remove the agent `name`.
-
-        Raises:
-            UnregisteredAgentError: No agent has that name.
-        """
-        cls.get(name)
-        del cls._entries[name]
-
-    @classmethod
-    def _rename(cls, agent: Agent, old: str, new: str) -> None:
-        """Move `agent` from `old` to `new` (when it is registered under `old`).
-
-        Raises:
-            ValueError: Another agent has the name `new`.
-        """
-        held = cls._entries.get(new)
-        if held is not None and held is not agent:
-            raise cls._taken(new)
-        if cls._entries.get(old) is agent:
-            del cls._entries[old]
-            cls._entries[new] = agent
+    Outside an `AgentScope` it is global, as in pygents: a taken name is
+    refused (an idle agent made again by the same line of code, as a re-run
+    notebook cell makes it, replaces the held one). Inside a scope, names are
+    the scope's. Branches are registered weakly: unreferenced, they leave it.
+    """
 
 
 _ROUTED = (Turn, ContextItem)
 _HERE = globals()
-
-
-def _made_again(held: Agent, new: Agent) -> bool:
-    """Whether agent `new` was made by the same line of code as `held`, which is idle."""
-    return same_origin(held._origin, new._origin) and not held.is_running

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
@@ -315,6 +316,34 @@ class GlobalHooks(list["Hook"]):
         self.lone = only._call if only is not None and not only.tags and only._direct else None
 
 
+class HookNames:
+    """The names of the hooks attached inside one `AgentScope` (see `HookRegistry.attach`).
+
+    Looked up before the global names, then out through the scopes around it;
+    forgotten with the scope, so a hook defined per request does not stay.
+    """
+
+    __slots__ = ("entries", "outer")
+
+    def __init__(self, outer: HookNames | None) -> None:
+        self.outer = outer
+        self.entries: dict[str, Hook] = {}
+
+    def find(self, name: str) -> Hook | None:
+        """The hook `name` in this scope or the nearest around it."""
+        names: HookNames | None = self
+        while names is not None:
+            held = names.entries.get(name)
+            if held is not None:
+                return held
+            names = names.outer
+        return None
+
+
+# The current scope's hook names (an AgentScope sets it); None: only the global ones.
+SCOPED_HOOK_NAMES: ContextVar[HookNames | None] = ContextVar("pygents_ctx_hook_names", default=None)
+
+
 class HookRegistry(NameRegistry["Hook"]):
     """Every hook by its function's name, and the global hooks by kind.
 
@@ -396,6 +425,46 @@ class HookRegistry(NameRegistry["Hook"]):
         )
 
     @classmethod
+    def attach(cls, hook: Hook) -> None:
+        """Register a hook being attached to one owner (an instance decorator, a load).
+
+        Outside an `AgentScope` this is `register`, and so it is for a function
+        defined at module level (defined once, it is named once, globally).
+        Inside a scope, a function defined inside another (a closure, made anew
+        by every request) is named in the scope: the hooks a request handler
+        defines neither collide with another request's nor stay after the
+        scope, and their owners save.
+
+        Raises:
+            ValueError: A different hook has the name (in the scope, or globally).
+        """
+        scope = SCOPED_HOOK_NAMES.get()
+        if scope is None or "<locals>" not in getattr(hook.fn, "__qualname__", "<locals>"):
+            cls.register(hook)
+            return
+        name = hook.metadata.name
+        held = scope.entries.get(name)
+        if held is None:
+            outside = cls._entries.get(name)
+            if outside is None or not outside.same_as(hook):
+                scope.entries[name] = hook
+        elif not held.same_as(hook):
+            if not redefines(held.fn, hook.fn):
+                raise cls._taken(name)
+            scope.entries[name] = hook
+
+    @classmethod
+    def get(cls, name: str) -> Hook:
+        """The hook registered as `name` (the current `AgentScope`'s first).
+
+        Raises:
+            UnregisteredHookError: Nothing has that name (a `KeyError`).
+        """
+        scope = SCOPED_HOOK_NAMES.get()
+        held = None if scope is None else scope.find(name)
+        return super().get(name) if held is None else held
+
+    @classmethod
     def _replace(cls, name: str, held: Hook) -> None:
         cls.unregister(name)  # from the global hooks too: `@hook` adds the new one
 
@@ -407,6 +476,11 @@ class HookRegistry(NameRegistry["Hook"]):
             UnregisteredHookError: No hook has that name.
         """
         hook = cls.get(name)
+        scope = SCOPED_HOOK_NAMES.get()
+        while scope is not None:  # the scope's name, else the global one
+            if scope.entries.pop(name, None) is not None:
+                return
+            scope = scope.outer
         del cls._entries[name]
         for hooks in cls._globals.values():
             hooks[:] = [h for h in hooks if h is not hook]
@@ -415,8 +489,12 @@ class HookRegistry(NameRegistry["Hook"]):
 
     @classmethod
     def clear(cls) -> None:
-        """Forget every hook name and every global hook."""
+        """Forget every hook name (the current `AgentScope`'s too) and every global hook."""
         super().clear()
+        scope = SCOPED_HOOK_NAMES.get()
+        while scope is not None:
+            scope.entries.clear()
+            scope = scope.outer
         cls.clear_globals()
 
     @classmethod
@@ -469,7 +547,10 @@ class HookRegistry(NameRegistry["Hook"]):
     @classmethod
     def is_saved_as(cls, hook: Hook) -> bool:
         """Whether loading `hook.metadata.name` gives `hook` (or an equivalent) back."""
-        held = cls._entries.get(hook.metadata.name)
+        name, scope = hook.metadata.name, SCOPED_HOOK_NAMES.get()
+        held = None if scope is None else scope.find(name)
+        if held is None:
+            held = cls._entries.get(name)
         return held is not None and held.same_as(hook)
 
 

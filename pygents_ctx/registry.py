@@ -7,13 +7,15 @@ evaluated from saved data.
 Each registry is defined beside what it holds (`HookRegistry` in
 `pygents_ctx.hooks`, `ToolRegistry` in `pygents_ctx.tools`, `AgentRegistry` in
 `pygents_ctx.agent`), so that no layer names a higher one's classes; this
-module is their public path.
+module is their public path. `AgentScope` gives agent names (and the names of
+hooks attached inside it) to one request or task.
 """
 
 from __future__ import annotations
 
+from pygents_ctx._agent_names import AgentScope
 from pygents_ctx.agent import AgentRegistry
 from pygents_ctx.hooks import HookRegistry
 from pygents_ctx.tools import ToolRegistry
 
-__all__ = ["AgentRegistry", "HookRegistry", "ToolRegistry"]
+__all__ = ["AgentRegistry", "AgentScope", "HookRegistry", "ToolRegistry"]

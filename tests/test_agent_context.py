@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -777,20 +778,27 @@ async def test_an_agent_saved_without_context_can_be_given_one(say: Tool[..., An
     assert await stored(store) == ["stored before", "new"]
 
 
-async def test_a_branch_keeps_no_store_until_given_one(stores: Stores, say: Tool[..., Any]) -> None:
+async def test_a_branch_gets_its_own_fork_of_the_transcript(
+    stores: Stores, say: Tool[..., Any]
+) -> None:
     store = await stores.open()
     parent = scribe([say], ContextConfig(store))
     await parent.put(Turn(say, kwargs={"role": "user", "text": "shared"}))
     await drain(parent)
 
     child = parent.branch("child")
-    assert child.context is None
-    child.context = ContextConfig(await store.fork())
+    assert child.context is not None
+    assert child.context is not parent.context
+    assert child.context.session_id != store.session_id
     await child.put(Turn(say, kwargs={"role": "assistant", "text": "child only"}))
     await drain(child)
+    await parent.put(Turn(say, kwargs={"role": "assistant", "text": "parent only"}))
+    await drain(parent)
 
     assert texts((await child.prompt_window()).messages) == ["shared", "child only"]
-    assert await stored(store) == ["shared"]
+    assert await stored(store) == ["shared", "parent only"]
+    assert type(child.context.store) is type(store)  # the fork is in the same backend
+    assert child.to_dict()["context"]["session_id"] == child.context.store.session_id
 
 
 # -- a real restart -------------------------------------------------------------------------------
@@ -831,12 +839,14 @@ asyncio.run(main(*sys.argv[1:]))
 
 
 def _run_step(script: Path, step: str, db: Path, state: Path) -> str:
-    done = subprocess.run(
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(  # with this checkout's pygents_ctx, not the installed one
         [sys.executable, str(script), step, str(db), str(state)],
         capture_output=True,
         text=True,
         timeout=30,
         cwd=script.parent,
+        env=env,
         check=False,
     )
     assert done.returncode == 0, done.stderr

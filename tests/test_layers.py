@@ -98,6 +98,8 @@ LAYERS: dict[str, Layer] = {
     "agent": Layer(
         (
             "pygents_ctx.agent",
+            "pygents_ctx._agent_names",
+            "pygents_ctx._branching",
             "pygents_ctx._origin",
             "pygents_ctx._agent_checks",
             "pygents_ctx._run_state",

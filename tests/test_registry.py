@@ -424,8 +424,9 @@ def test_a_subclass_is_located_at_the_line_that_makes_it() -> None:
 
 def test_branches_and_loaded_agents_never_replace() -> None:
     parent = Agent("parent", "d", [])
+    held = []  # a branch nobody references gives its name up: these are referenced
     for _ in range(1):
-        parent.branch("child")
+        held.append(parent.branch("child"))
     with pytest.raises(ValueError, match="'child' already registered"):
         parent.branch("child")
 

@@ -17,7 +17,7 @@ import pytest
 from bench.fake_openai import FakeOpenAI
 from bench.service import transcript_problems
 from examples.service.app import Settings, create_app
-from pygents_ctx import AgentRegistry
+from pygents_ctx import AgentRegistry, UnregisteredAgentError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -179,7 +179,8 @@ async def test_a_model_failure_is_an_error_event_and_no_agent_is_left_behind(
     await asyncio.gather(
         *(client.post(f"/sessions/n{i}/messages", json={"content": "hi"}) for i in range(10))
     )
-    assert AgentRegistry._entries == {}  # every request's agent was released
+    with pytest.raises(UnregisteredAgentError):  # each request's agent went with its scope
+        AgentRegistry.get("support")
 
 
 async def test_a_client_that_disconnects_does_not_cut_its_answer_off(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +33,7 @@ from starlette.routing import Route
 
 from pygents_ctx import (
     Agent,
-    AgentRegistry,
+    AgentScope,
     ContextConfig,
     ContextStore,
     LoopFinished,
@@ -42,6 +41,7 @@ from pygents_ctx import (
     ModelRetry,
     OpenAIModel,
     PostgresContextStore,
+    SessionBusyError,
     SQLiteContextStore,
     StepStarted,
     TextDelta,
@@ -129,40 +129,6 @@ class Settings:
         )
 
 
-# -- one writer per session -------------------------------------------------------------
-
-
-class SessionGuard:
-    """At most one answer per session at a time: a second message gets 409 at once.
-
-    The locks live in this worker process only: with several workers, two of
-    them could still answer one session at once (the load test never does: it
-    sends a session's messages one after another).
-    """
-
-    # LEASE: when the store's session lease lands, `claim` also takes the lease in
-    # the store (held elsewhere -> False, so 409) and `release` gives it back; the
-    # in-process lock stays as the cheap first check. Only these two methods change.
-
-    def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-
-    async def claim(self, session_id: str) -> bool:
-        """Take the session; False when another request holds it."""
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        if lock.locked():
-            return False
-        await lock.acquire()  # free: returns at once
-        # LEASE: take the store's lease on `session_id` here; if another process holds
-        # it, release the lock (self._locks.pop(session_id).release()) and return False.
-        return True
-
-    async def release(self, session_id: str) -> None:
-        """Give the session back (a lock nobody holds is dropped: nothing accumulates)."""
-        # LEASE: give the store's lease back here, before the lock.
-        self._locks.pop(session_id).release()
-
-
 # -- per worker: the connection, the model, the answers in flight -------------------------
 
 
@@ -173,7 +139,6 @@ class Worker:
     settings: Settings
     connections: list[Any]
     model: OpenAIModel
-    guard: SessionGuard = field(default_factory=SessionGuard)
     answering: set[asyncio.Task[None]] = field(default_factory=set)
     _turn: int = 0
 
@@ -268,18 +233,21 @@ async def post_message(request: Request) -> Response:
     if isinstance(content, JSONResponse):
         return content
     worker: Worker = request.app.state.worker
-    if not await worker.guard.claim(session_id):
+    events: asyncio.Queue[bytes | None] = asyncio.Queue()
+    started = asyncio.get_running_loop().create_future()
+    # The answer runs in a task of its own: a client that goes away does not cut it off
+    # half-stored; it finishes, and GET /sessions/{id} shows it.
+    task = asyncio.create_task(_answer(worker, session_id, content, events, started))
+    worker.answering.add(task)
+    task.add_done_callback(worker.answering.discard)
+    try:
+        await started  # the loop holds the session's lease, or another answer does
+    except SessionBusyError:
         return _error(
             409,
             f"session {session_id!r} is busy: another message of it is being answered; "
             "send this one when that answer is done",
         )
-    events: asyncio.Queue[bytes | None] = asyncio.Queue()
-    # The answer runs in a task of its own: a client that goes away does not cut it off
-    # half-stored; it finishes, and GET /sessions/{id} shows it.
-    task = asyncio.create_task(_answer(worker, session_id, content, events))
-    worker.answering.add(task)
-    task.add_done_callback(worker.answering.discard)
     return StreamingResponse(
         _relay(events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
@@ -291,36 +259,46 @@ async def _relay(events: asyncio.Queue[bytes | None]) -> AsyncIterator[bytes]:
 
 
 def new_agent(store: ContextStore) -> Agent:
-    """This request's agent. A unique name: agent names are global in a process."""
-    return Agent(
-        f"support-{uuid.uuid4().hex}",
-        "Answers the shop's customers",
-        TOOLS,
-        context=ContextConfig(store),
-    )
+    """This request's agent: made in the request's `AgentScope`, so every request has its own."""
+    return Agent("support", "Answers the shop's customers", TOOLS, context=ContextConfig(store))
 
 
 async def _answer(
-    worker: Worker, session_id: str, content: str, events: asyncio.Queue[bytes | None]
+    worker: Worker,
+    session_id: str,
+    content: str,
+    events: asyncio.Queue[bytes | None],
+    started: asyncio.Future[None],
 ) -> None:
-    agent: Agent | None = None
+    """Run the loop for one message; `started` says whether it got the session's lease.
+
+    `ModelLoop` takes the session's lease in the store before its first event
+    (`SessionBusyError` at once if another run, in any worker, holds it), so
+    the first event, or the busy error, decides between the stream and a 409.
+    """
     try:
-        try:
-            agent = new_agent(worker.store(session_id))
+        async with AgentScope():  # the agent's name is this request's alone
             loop = ModelLoop(
-                agent, worker.model, instructions=INSTRUCTIONS, max_steps=worker.settings.max_steps
+                new_agent(worker.store(session_id)),
+                worker.model,
+                instructions=INSTRUCTIONS,
+                max_steps=worker.settings.max_steps,
             )
-            async for event in loop.stream(content):
-                shaped = sse_event(event)
-                if shaped is not None:
-                    events.put_nowait(shaped)
-        except Exception as exc:  # the client hears of it; the stream ends cleanly
-            events.put_nowait(_sse("error", {"error": type(exc).__name__, "message": str(exc)}))
-        finally:
-            if agent is not None:  # nothing stays behind after the request
-                AgentRegistry.unregister(agent.name)
+            async with contextlib.aclosing(loop.stream(content)) as stream:
+                async for event in stream:
+                    if not started.done():
+                        started.set_result(None)
+                    shaped = sse_event(event)
+                    if shaped is not None:
+                        events.put_nowait(shaped)
+    except SessionBusyError as exc:
+        if not started.done():
+            started.set_exception(exc)
+    except Exception as exc:  # the client hears of it; the stream ends cleanly
+        events.put_nowait(_sse("error", {"error": type(exc).__name__, "message": str(exc)}))
     finally:
-        await worker.guard.release(session_id)
+        if not started.done():
+            started.set_result(None)
         events.put_nowait(None)
 
 

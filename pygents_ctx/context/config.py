@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pygents_ctx.context.stores._common import new_session_id
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.strategies.base import ContextStrategy, Measure
@@ -59,6 +62,11 @@ class ContextConfig:
             memory, on this `ContextConfig` (agents sharing one config share
             that conversation; it is not saved).
 
+    Attributes:
+        forked_usage: For a branch's context (`branch()`), once its fork is
+            made, how many usage records the fork started with (its parent's);
+            the ones after them are the branch's own. None for any other.
+
     Raises:
         TypeError: `store` is not a `ContextStore`, `strategy` is a class or
             has no `compact()`, or `retention` is not a `HistoryRetention`.
@@ -70,7 +78,7 @@ class ContextConfig:
         ('MemoryContextStore', 'permanent')
     """
 
-    __slots__ = ("_unsaved", "retention", "store", "strategy")
+    __slots__ = ("_pending", "_store", "_unsaved", "forked_usage", "retention", "strategy")
 
     def __init__(
         self,
@@ -103,10 +111,69 @@ class ContextConfig:
                 f"{type(store).__name__} does not override it: implement clear_run() "
                 "or use HistoryRetention.PERMANENT"
             )
-        self.store = store
+        self._store = store
         self.strategy: ContextStrategy = SlidingWindow() if strategy is None else strategy
         self.retention = retention
         self._unsaved: list[Message] = []  # the NONE retention's conversation
+        self._pending: _PendingFork | None = None
+        # For a branch's fork: how many usage records the fork started with (the
+        # parent's); what the branch adds after them is what a merge brings back.
+        self.forked_usage: int | None = None
+
+    @property
+    def store(self) -> ContextStore:
+        """The durable transcript.
+
+        Raises:
+            RuntimeError: This is a branch's context whose fork is not made yet
+                (`await config.ready()` makes it).
+        """
+        if self._pending is not None:
+            raise RuntimeError(
+                f"this branch's transcript (session {self._pending.session_id!r}) is forked "
+                "from its parent's when first used; await context.ready() (or enter "
+                "`async with agent.branch() as sub:`) before reading context.store"
+            )
+        return self._store
+
+    @property
+    def session_id(self) -> str:
+        """The session the conversation is kept in (a branch's is known before its fork)."""
+        pending = self._pending
+        return self._store.session_id if pending is None else pending.session_id
+
+    def branch(self) -> ContextConfig:
+        """The context of a branch: the same strategy and retention, over a fork of the transcript.
+
+        The fork (`store.fork()`, into a new session) is made when the branch
+        first uses it (`ready()`, which every method here awaits), so a branch
+        that never talks costs nothing in the store. With `HistoryRetention.NONE`
+        the branch gets a copy of the in-memory conversation instead.
+        """
+        strategy = self.strategy
+        if isinstance(strategy, PinnedWindow):  # its pin follows one conversation
+            strategy = copy.copy(strategy)
+        # Until the fork is made, the child holds this store only to say what it is.
+        child = ContextConfig(self._store, strategy, retention=self.retention)
+        if self.retention is HistoryRetention.NONE:
+            child._unsaved = list(self._unsaved)
+        else:
+            child._pending = _PendingFork(self, new_session_id())
+        return child
+
+    async def ready(self) -> ContextStore:
+        """The store, once a branch's fork is made (at once for any other context)."""
+        pending = self._pending
+        if pending is None:
+            return self._store
+        async with pending.lock:
+            if self._pending is pending:
+                if pending.parent._pending is not None:  # a branch of a branch: its parent first
+                    await pending.parent.ready()
+                store = await pending.parent._store.fork(session_id=pending.session_id)
+                self.forked_usage = len(await store.get_usage())
+                self._store, self._pending = store, None
+        return self._store
 
     @classmethod
     def default(cls) -> ContextConfig:
@@ -115,13 +182,13 @@ class ContextConfig:
 
     def __repr__(self) -> str:
         return (
-            f"ContextConfig({type(self.store).__name__}(session_id={self.store.session_id!r}), "
+            f"ContextConfig({type(self._store).__name__}(session_id={self.session_id!r}), "
             f"{self.strategy!r}, retention={self.retention.name})"
         )
 
     def to_dict(self) -> dict[str, str]:
         """`{"session_id", "retention"}`: what an agent saves to find its conversation again."""
-        return {"session_id": self.store.session_id, "retention": self.retention.value}
+        return {"session_id": self.session_id, "retention": self.retention.value}
 
     @staticmethod
     def check_saved(saved: Mapping[str, Any], given: ContextConfig | None, owner: str) -> None:
@@ -142,10 +209,10 @@ class ContextConfig:
                 f"{owner} kept its conversation in session {session!r}; pass "
                 "context=ContextConfig(store) with a store for that session"
             )
-        if given.store.session_id != session:
+        if given.session_id != session:
             raise ValueError(
                 f"{owner} kept its conversation in session {session!r}, but the given "
-                f"context's store is session {given.store.session_id!r}; open the store "
+                f"context's store is session {given.session_id!r}; open the store "
                 f"with session_id={session!r}"
             )
 
@@ -159,18 +226,18 @@ class ContextConfig:
         if self.retention is HistoryRetention.NONE:
             self._unsaved.append(message)
         else:
-            await self.store.append(message, run_id=run_id)
+            await (await self.ready()).append(message, run_id=run_id)
 
     async def end_run(self, run_id: str) -> None:
         """Apply the retention at the normal end of a run."""
         if self.retention is HistoryRetention.RUN:
-            await self.store.clear_run(run_id)
+            await (await self.ready()).clear_run(run_id)
 
     async def history(self) -> list[Message]:
         """The conversation the window is built from."""
         if self.retention is HistoryRetention.NONE:
             return list(self._unsaved)
-        return await self.store.get_history()
+        return await (await self.ready()).get_history()
 
     async def prompt_window(self) -> PromptWindow:
         """The strategy's view of the history, with its token count."""
@@ -186,3 +253,14 @@ class ContextConfig:
         if isinstance(measure, Measure):  # count as the strategy does: cached, same units
             return PromptWindow(messages, measure.total(messages))
         return PromptWindow(messages, count_tokens(messages))
+
+
+class _PendingFork:
+    """A branch's fork not made yet: of `parent`'s store, into session `session_id`."""
+
+    __slots__ = ("lock", "parent", "session_id")
+
+    def __init__(self, parent: ContextConfig, session_id: str) -> None:
+        self.parent = parent
+        self.session_id = session_id
+        self.lock = asyncio.Lock()

@@ -221,6 +221,14 @@ class ContextPool(JsonSerializable, Generic[T]):
         """
         self._items, self._shared = items, False
 
+    def _frozen_items(self) -> Mapping[str, ContextItem[T]]:
+        """The items by id as they are now, in a mapping nothing will change.
+
+        Costs nothing for any size: the pool's next write copies first, as after a branch.
+        """
+        self._shared = True
+        return self._items
+
     def _own(self) -> None:
         """Stop sharing the items with a branch: copy them."""
         self._items = OrderedDict(self._items)

@@ -343,6 +343,14 @@ class ContextQueue(JsonSerializable, Generic[T]):
         self._slots, self._head, self._counts, self._tokens = slots, 0, counts, sum(counts)
         self._shared = False
 
+    def _frozen_items(self) -> tuple[list[ContextItem[T]], int]:
+        """The items as they are now, as `list[start:]` of a list nothing will change.
+
+        Costs nothing for any size: the queue's next write copies first, as after a branch.
+        """
+        self._shared = True
+        return self._slots, self._head
+
     def _own(self) -> None:
         """Stop sharing the lists with a branch: copy the items held (and their counts)."""
         head = self._head

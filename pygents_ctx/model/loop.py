@@ -483,7 +483,7 @@ class ModelLoop:
         """The session's lease for this run (created with the session if it is new), or None."""
         if not self.lease:
             return None
-        store = self._context.store
+        store = await self._context.ready()
         lease = store.lease(ttl=self.lease_ttl, wait=self.lease_wait, create=True)
         return await lease.acquire()
 

@@ -68,6 +68,9 @@ DIFFERENCES: dict[str, Difference] = {
         "The current turn is saved from `before_turn` on", ("Agent.to_dict",)
     ),
     "branch-copies-turns": Difference("`branch()` copies the queued turns", ("Agent.branch",)),
+    "branch-released": Difference(
+        "A branch nobody references gives its name up", ("Agent.branch",)
+    ),
     "queue-subclass-branch": Difference(
         "A queue subclass branches as itself", ("ContextQueue.branch",)
     ),

@@ -7,6 +7,7 @@ the migration page (guides/guides/migrating-from-pygents.md) stays true.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 from datetime import UTC
@@ -441,6 +442,22 @@ async def test_branch_copies_the_queued_turns(impl: Impl) -> None:
     child = agent.branch("child")
 
     assert (child.turns[0] is agent.turns[0]) is impl.is_pygents
+
+
+@shows("branch-released")
+def test_a_branch_nobody_references_gives_its_name_up(impl: Impl) -> None:
+    m = impl.m
+    agent = m.Agent("a", "d", [_echo(impl)])
+    kept = agent.branch("kept")
+    agent.branch("dropped")
+    gc.collect()
+
+    assert m.AgentRegistry.get("kept") is kept
+    if impl.is_pygents:
+        assert m.AgentRegistry.get("dropped").name == "dropped"
+    else:
+        with pytest.raises(m.UnregisteredAgentError, match="'dropped' not found"):
+            m.AgentRegistry.get("dropped")
 
 
 @shows("queue-subclass-branch")

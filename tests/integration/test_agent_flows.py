@@ -135,13 +135,14 @@ async def test_sub_agents_branch_for_sub_tasks_and_send_results_back() -> None:
     lead = Agent("lead", "coordinates", [investigate, merge, conclude], tags=["team"])
     await lead.context_queue.append(ContextItem(content="brief: compare suppliers"))
 
-    async def sub_task(topic: str) -> None:
+    async def sub_task(topic: str) -> Agent:
         child = lead.branch(f"lead/{topic}", description=f"looks into {topic}")
         await child.put(Turn(investigate, kwargs={"topic": topic}))
         async for _, finding in child.run():
             await child.send("lead", Turn(merge, kwargs={"topic": topic, "finding": finding}))
+        return child  # a branch nobody references gives its name up
 
-    await asyncio.gather(sub_task("acme"), sub_task("globex"))
+    children = await asyncio.gather(sub_task("acme"), sub_task("globex"))
     await lead.put(Turn(conclude))
     results = await drain(lead)
 
@@ -153,8 +154,8 @@ async def test_sub_agents_branch_for_sub_tasks_and_send_results_back() -> None:
     assert "globex checked against ['brief: compare suppliers']" in results[0][1]
     # The children's notes stayed in their own windows.
     assert [item.content for item in lead.context_queue] == ["brief: compare suppliers"]
-    for topic in ("acme", "globex"):
-        child = AgentRegistry.get(f"lead/{topic}")
+    for topic, child in zip(("acme", "globex"), children, strict=True):
+        assert AgentRegistry.get(f"lead/{topic}") is child
         assert child.tags == frozenset({"team"})
         assert [item.content for item in child.context_queue] == [
             "brief: compare suppliers",

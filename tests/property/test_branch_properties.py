@@ -316,9 +316,11 @@ def test_branches_taken_while_the_parent_runs_get_the_turns_still_queued() -> No
     """A run takes turns off the queue as it goes: each branch sees the queue of its moment."""
 
     async def scenario() -> list[list[int]]:
+        children = []  # referenced: an unreferenced branch gives its name up
+
         @tool
         async def fork(i: int) -> int:
-            parent.branch(f"child{i}")
+            children.append(parent.branch(f"child{i}"))
             return i
 
         parent = Agent("parent", "p", [fork])

@@ -34,7 +34,8 @@ PygentsError
     ├── ModelAPIError                  the provider refused the call or could not be reached
     │   └── ModelFallbackError         every model of a FallbackModel failed
     ├── ModelResponseError             the provider's reply cannot be read as a Message
-    └── OutputValidationError          the answers did not fit ModelLoop's output_type
+    ├── OutputValidationError          the answers did not fit ModelLoop's output_type
+    └── SubagentError                  a sub-agent's run (ModelLoop.as_tool) ended without an answer
 ```
 
 Validation errors (a bad limit, a sync function given to `@tool`, a duplicate
@@ -71,6 +72,7 @@ __all__ = [
     "SessionNotFoundError",
     "StoreClosedError",
     "StoreSchemaError",
+    "SubagentError",
     "SummarizationError",
     "TaskNotFoundError",
     "TaskTransitionError",
@@ -444,6 +446,14 @@ class OutputValidationError(ModelError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.text, self.problems, self.attempts)
+
+
+class SubagentError(ModelError):
+    """A sub-agent's run ended without an answer (at a limit, waiting for approval, cut short).
+
+    Raised by a call of a `ModelLoop.as_tool()` tool; in a model loop the
+    calling model reads it as that call's error result.
+    """
 
 
 class MissingExtensionError(PygentsError, RuntimeError):

@@ -35,6 +35,7 @@ from pygents_ctx import (
     SessionNotFoundError,
     StoreClosedError,
     StoreSchemaError,
+    SubagentError,
     SummarizationError,
     TaskNotFoundError,
     TaskTransitionError,
@@ -79,6 +80,7 @@ TREE: list[tuple[type[Exception], tuple[type[Exception], ...]]] = [
     (ModelFallbackError, (ModelAPIError, ModelError, RuntimeError)),
     (ModelResponseError, (ModelError, RuntimeError)),
     (OutputValidationError, (ModelError, RuntimeError)),
+    (SubagentError, (ModelError, RuntimeError)),
     (MissingExtensionError, (RuntimeError,)),
 ]
 

@@ -1,16 +1,22 @@
-"""What the model loop asks of a reply before storing it, and closing what it reads."""
+"""Getting a reply for the model loop: the call with its retries, what a reply must be to be
+stored, and closing what the loop reads."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message, TextBlock
-from pygents_ctx.errors import ModelAPIError
-from pygents_ctx.model.base import Model, ModelResponse
+from pygents_ctx.errors import ModelAPIError, ModelError
+from pygents_ctx.model.base import Model, ModelResponse, ModelSettings
+from pygents_ctx.model.events import ModelRetry
+from pygents_ctx.model.retry import RetryPolicy
+from pygents_ctx.tools import Tool
 
-__all__ = ["check_reply", "closing", "has_answer", "kept_of_cut_reply"]
+__all__ = ["call_model", "check_reply", "closing", "has_answer", "kept_of_cut_reply"]
 
 
 @asynccontextmanager
@@ -64,3 +70,45 @@ def kept_of_cut_reply(message: Message) -> Message | None:
     """
     kept = Message("assistant", [block for block in message.content if block.type != "tool_use"])
     return kept if has_answer(kept) else None
+
+
+async def call_model(
+    model: Model,
+    window: PromptWindow,
+    tools: list[Tool[..., Any]],
+    settings: ModelSettings | None,
+    retry: RetryPolicy,
+    *,
+    streaming: bool,
+    step: int,
+) -> AsyncIterator[Any]:
+    """The model's events for `window`, then its `ModelResponse`; transient failures retried.
+
+    A `ModelRetry` event comes before each wait; streamed deltas of a failed
+    attempt are void (the reply starts over).
+    """
+    failures = 0
+    while True:
+        try:
+            if streaming:
+                response = None
+                async with closing(model.stream(window, tools, settings=settings)) as events:
+                    async for event in events:
+                        if isinstance(event, ModelResponse):
+                            response = event
+                        else:
+                            yield event
+            else:
+                response = await model.complete(window, tools, settings=settings)
+            check_reply(model, response)
+        except ModelError as error:
+            failures += 1
+            delay = retry.delay(failures, error)
+            if delay is None or not isinstance(error, ModelAPIError):
+                raise
+            yield ModelRetry(step, failures, delay, error)
+            await asyncio.sleep(delay)
+            continue
+        assert isinstance(response, ModelResponse)  # check_reply saw to it
+        yield response
+        return

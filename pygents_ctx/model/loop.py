@@ -44,21 +44,18 @@ never stored; it counts as a transient `ModelAPIError`, retried by the
 
 from __future__ import annotations
 
-import asyncio
-import math
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Final, cast
 
 from pygents_ctx.agent import Agent
-from pygents_ctx.context.config import ContextConfig, PromptWindow
+from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
 from pygents_ctx.context.stores.lease import SessionLease, check_lease_options
 from pygents_ctx.context.usage import Usage, UsageRecord
-from pygents_ctx.errors import ModelAPIError, ModelError, OutputValidationError, SafeExecutionError
+from pygents_ctx.errors import OutputValidationError, SafeExecutionError
 from pygents_ctx.model._acting import run_calls
 from pygents_ctx.model._approvals import (
     approvals_needed,
@@ -67,8 +64,11 @@ from pygents_ctx.model._approvals import (
     waiting_calls,
     waiting_step,
 )
+from pygents_ctx.model._loop_checks import check_options
 from pygents_ctx.model._output import StructuredOutput
-from pygents_ctx.model._replies import check_reply, closing, kept_of_cut_reply
+from pygents_ctx.model._replies import call_model, closing, kept_of_cut_reply
+from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
+from pygents_ctx.model._subagent import subagent_tool
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
@@ -93,59 +93,30 @@ from pygents_ctx.model.events import (
     ToolCallStarted,
 )
 from pygents_ctx.model.retry import RetryPolicy
-from pygents_ctx.registry import ToolRegistry
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
 __all__ = ["ModelLoop"]
 
-_RUNNING: ContextVar[ModelLoop | None] = ContextVar("pygents_model_loop", default=None)
-
-
-def _loop(step: str) -> ModelLoop:
-    loop = _RUNNING.get()
-    if loop is None:
-        raise RuntimeError(
-            f"the model loop's step {step!r} ran outside ModelLoop.run() or stream(); "
-            "run the agent through its ModelLoop"
-        )
-    return loop
-
-
-async def model_ask(message: dict[str, Any]) -> AsyncIterator[Any]:
-    """The user's message: into the conversation, then a model call."""
-    async with closing(_loop("model_ask")._ask(message)) as values:
-        async for value in values:
-            yield value
-
-
-async def model_think() -> AsyncIterator[Any]:
-    """One model call: show the model the window, keep its reply, act on it or finish."""
-    async with closing(_loop("model_think")._think()) as values:
-        async for value in values:
-            yield value
-
-
-async def model_act(
-    calls: list[dict[str, Any]], approvals: dict[str, Any] | None = None
-) -> AsyncIterator[Any]:
-    """Run the model's tool calls; their results go back as one message.
-
-    `approvals` maps each call that needs a person's approval to its decision
-    (None while undecided); None means not yet looked at.
-    """
-    async with closing(_loop("model_act")._act(calls, approvals)) as values:
-        async for value in values:
-            yield value
-
-
-# The loop's own steps: their arguments come from the loop itself (no check needed),
-# and a failed step ends the run whatever the agent's on_tool_error says.
-STEP_TOOLS: Final = tuple(
-    Tool(step, validate=False, on_tool_error="raise")
-    for step in (model_ask, model_think, model_act)
+# The constructor's options past the agent and model, each kept as its attribute (see `_for`).
+_OPTIONS: Final = (
+    "tools",
+    "instructions",
+    "settings",
+    "max_steps",
+    "max_tokens",
+    "max_cost",
+    "pricing",
+    "parallel_tools",
+    "tool_timeout",
+    "step_timeout",
+    "retry",
+    "output_type",
+    "output_retries",
+    "lease",
+    "lease_ttl",
+    "lease_wait",
 )
-_ASK, _THINK, _ACT = STEP_TOOLS
 _OWN_EVENTS: Final = (
     TextDelta,
     ThinkingDelta,
@@ -158,14 +129,6 @@ _OWN_EVENTS: Final = (
     ToolApprovalRequired,
     LoopFinished,
 )
-
-
-def _register_step_tools() -> None:
-    for step in STEP_TOOLS:
-        ToolRegistry.register(step)
-
-
-_register_step_tools()
 
 
 @dataclass(slots=True)
@@ -184,13 +147,6 @@ class _Run:
     awaiting: Turn | None = None
     # Answers refused for not fitting the output type, in a row.
     refused_answers: int = 0
-
-
-def _positive(name: str, value: object, kind: type | tuple[type, ...] = int) -> None:
-    if (
-        isinstance(value, bool) or not isinstance(value, kind) or not (0 < value < math.inf)  # type: ignore[operator]
-    ):
-        raise ValueError(f"ModelLoop {name} must be a positive number, not {value!r}")
 
 
 class ModelLoop:
@@ -287,37 +243,20 @@ class ModelLoop:
         lease_ttl: float = 30.0,
         lease_wait: float = 0.0,
     ) -> None:
-        if not isinstance(agent, Agent):
-            raise TypeError(f"ModelLoop needs an Agent, not {type(agent).__name__}")
-        if agent.context is None:
-            raise ValueError(
-                f"ModelLoop needs an agent with a conversation store; create agent "
-                f"{agent.name!r} with context=ContextConfig(store, strategy)"
-            )
-        if not (
-            callable(getattr(model, "complete", None)) and callable(getattr(model, "stream", None))
-        ):
-            raise TypeError(
-                f"ModelLoop model must have complete() and stream() (a Model), not {model!r}"
-            )
-        for name, limit in (("max_steps", max_steps), ("max_tokens", max_tokens)):
-            if limit is not None:
-                _positive(name, limit)
-        if max_cost is not None:
-            _positive("max_cost", max_cost, (int, float))
-            if pricing is None:
-                raise ValueError("ModelLoop max_cost needs pricing=Pricing(input=..., output=...)")
-        if pricing is not None and not isinstance(pricing, Pricing):
-            raise TypeError(f"ModelLoop pricing must be a Pricing, not {pricing!r}")
-        _positive("parallel_tools", parallel_tools)
-        _positive("tool_timeout", tool_timeout, (int, float))
-        _positive("step_timeout", step_timeout, (int, float))
-        if instructions is not None and not isinstance(instructions, str):
-            raise TypeError(f"ModelLoop instructions must be a str, not {instructions!r}")
-        if settings is not None and not isinstance(settings, ModelSettings):
-            raise TypeError(f"ModelLoop settings must be a ModelSettings, not {settings!r}")
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise TypeError(f"ModelLoop retry must be a RetryPolicy, not {retry!r}")
+        check_options(
+            agent,
+            model,
+            max_steps=max_steps,
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            pricing=pricing,
+            parallel_tools=parallel_tools,
+            tool_timeout=tool_timeout,
+            step_timeout=step_timeout,
+            instructions=instructions,
+            settings=settings,
+            retry=retry,
+        )
         output = StructuredOutput.of(output_type, output_retries, settings)
         if not isinstance(lease, bool):
             raise TypeError(f"ModelLoop lease must be a bool, not {lease!r}")
@@ -326,7 +265,7 @@ class ModelLoop:
         )
         chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
         to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
-        _register_step_tools()
+        register_step_tools()
         missing = [step for step in STEP_TOOLS if step not in agent.tools]
         if missing:
             agent.tools = [*agent.tools, *missing]
@@ -363,7 +302,7 @@ class ModelLoop:
         They are registered when `pygents_ctx` is imported and when a loop is
         made; an agent saved mid-loop needs them registered to be restored.
         """
-        _register_step_tools()
+        register_step_tools()
 
     @property
     def _context(self) -> ContextConfig:
@@ -416,6 +355,41 @@ class ModelLoop:
 
     def _approval_step(self) -> Turn | None:
         return waiting_step(self.agent, None if self._run is None else self._run.awaiting)
+
+    # -- as a tool -------------------------------------------------------------
+
+    def as_tool(self, name: str, description: str, *, merge: bool = True) -> Tool[..., Any]:
+        """This loop as a tool another loop's model can call: a sub-agent.
+
+        The tool takes one argument, `task` (the whole task, as the sub-agent
+        sees nothing else), and each call runs this loop on a branch of its
+        agent (`async with agent.branch()`): its own name and its own fork of
+        the transcript, so the calls of one reply run at once. It answers
+        with the run's text, or its `output` with an `output_type`; a run
+        that ends without an answer raises `SubagentError`, which the calling
+        model reads as the call's error. With `merge`, each branch is merged
+        back (`agent.merge(branch, on_conflict="branch")`): its pool and queue
+        items and its usage records. The calling loop's `tool_timeout` bounds
+        each call.
+
+        Raises:
+            ValueError: `name` is not 1-64 letters, digits, `_` or `-`, or
+                `description` is empty.
+            TypeError: `merge` is not a bool.
+
+        Examples:
+            >>> from pygents_ctx import Agent, ContextConfig
+            >>> from pygents_ctx.testing import ScriptedModel
+            >>> agent = Agent("researcher", "Looks up", [], context=ContextConfig.default())
+            >>> loop = ModelLoop(agent, ScriptedModel(["The Moon's gravity."]))
+            >>> loop.as_tool("research", "Find out one fact").metadata.input_schema["required"]
+            ['task']
+        """
+        return subagent_tool(self, name, description, merge=merge)
+
+    def _for(self, agent: Agent) -> ModelLoop:
+        """A loop like this one (model, tools, limits, ...) for `agent`."""
+        return ModelLoop(agent, self.model, **{name: getattr(self, name) for name in _OPTIONS})
 
     # -- running ---------------------------------------------------------------
 
@@ -496,7 +470,7 @@ class ModelLoop:
             waiting = self._approval_step()
             if waiting is not None:  # the new message moves on: `model_ask` answers them
                 agent._turns.remove(waiting)
-            await agent.put(Turn(_ASK, kwargs={"message": to_dict(message)}))
+            await agent.put(Turn(ASK, kwargs={"message": to_dict(message)}))
         elif not any(turn is not None and turn.tool in STEP_TOOLS for turn in pending):
             if not await self._context.history():
                 raise ValueError(
@@ -510,17 +484,17 @@ class ModelLoop:
             while True:
                 if lease is not None:
                     await lease.check()  # lost (taken over after a stall): stop writing
-                token = _RUNNING.set(self)
+                token = RUNNING.set(self)
                 try:
                     turn, value = await anext(values)
                 except StopAsyncIteration:
                     break
                 finally:
-                    _RUNNING.reset(token)
+                    RUNNING.reset(token)
                 yield value if isinstance(value, _OWN_EVENTS) else AgentValue(turn, value)
             completed = True
         finally:
-            token = _RUNNING.set(self)
+            token = RUNNING.set(self)
             try:
                 await values.aclose()
                 if run.awaiting is not None:  # it waits for decisions, on the agent
@@ -528,11 +502,11 @@ class ModelLoop:
                 if not completed:
                     await self._cancel_unanswered(run)
             finally:
-                _RUNNING.reset(token)
+                RUNNING.reset(token)
                 self._run = None
 
     def _think_turn(self) -> Turn:
-        return Turn(_THINK, timeout=self.step_timeout)
+        return Turn(THINK, timeout=self.step_timeout)
 
     def _state(self) -> _Run:
         run = self._run
@@ -597,12 +571,21 @@ class ModelLoop:
         step = run.steps
         yield StepStarted(step, window)
         response: ModelResponse | None = None
-        async for event in self._call_model(run, step, window):
+        replies = call_model(
+            self.model,
+            window,
+            self.tools,
+            self._call_settings,
+            self.retry,
+            streaming=run.streaming,
+            step=step,
+        )
+        async for event in replies:
             if isinstance(event, ModelResponse):
                 response = event
             else:
                 yield event
-        assert response is not None  # _call_model ends with one, or raises
+        assert response is not None  # call_model ends with one, or raises
         reply: Message | None = response.message
         if response.hit_length_limit:
             reply = kept_of_cut_reply(response.message)
@@ -628,7 +611,7 @@ class ModelLoop:
 
     def _act_turn(self, calls: Sequence[ToolUseBlock]) -> Turn:
         return Turn(
-            _ACT, kwargs={"calls": [to_dict(call) for call in calls]}, timeout=self.step_timeout
+            ACT, kwargs={"calls": [to_dict(call) for call in calls]}, timeout=self.step_timeout
         )
 
     def _with_instructions(self, history: list[Message]) -> list[Message]:
@@ -683,37 +666,6 @@ class ModelLoop:
             raise OutputValidationError(reply.text, problems, run.refused_answers)
         return [ContextItem(content=self._output.correction(problems)), self._think_turn()]
 
-    async def _call_model(self, run: _Run, step: int, window: PromptWindow) -> AsyncIterator[Any]:
-        """The model's events for `window`, then its `ModelResponse`; transient failures retried."""
-        failures = 0
-        while True:
-            try:
-                if run.streaming:
-                    response = None
-                    stream = self.model.stream(window, self.tools, settings=self._call_settings)
-                    async with closing(stream) as events:
-                        async for event in events:
-                            if isinstance(event, ModelResponse):
-                                response = event
-                            else:
-                                yield event
-                else:
-                    response = await self.model.complete(
-                        window, self.tools, settings=self._call_settings
-                    )
-                check_reply(self.model, response)
-            except ModelError as error:
-                failures += 1
-                delay = self.retry.delay(failures, error)
-                if delay is None or not isinstance(error, ModelAPIError):
-                    raise
-                yield ModelRetry(step, failures, delay, error)
-                await asyncio.sleep(delay)
-                continue
-            assert isinstance(response, ModelResponse)  # check_reply saw to it
-            yield response
-            return
-
     async def _act(
         self, data: list[dict[str, Any]], approvals: dict[str, Any] | None
     ) -> AsyncGenerator[Any, None]:
@@ -730,7 +682,7 @@ class ModelLoop:
         undecided = tuple(call for call in todo if call.id in approvals and not approvals[call.id])
         if undecided:  # none of the reply's calls runs until every one is decided
             run.awaiting = Turn(
-                _ACT,
+                ACT,
                 kwargs={"calls": [to_dict(call) for call in todo], "approvals": approvals},
                 timeout=self.step_timeout,
             )

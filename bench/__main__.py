@@ -57,6 +57,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await memory.selection_and_search(scale)
     results += await graph.graph(scale)
     results += await model.model_loop(1_000 // scale)
+    results += await model.model_loop_sdk(2 * model.SDK_TURNS)
     return results
 
 

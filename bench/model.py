@@ -13,6 +13,7 @@ hundreds of milliseconds, it is noise.
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 from bench.harness import Result, compare
@@ -23,6 +24,7 @@ from pygents_ctx import (
     MemoryContextStore,
     Message,
     ModelLoop,
+    OpenAIModel,
     SlidingWindow,
     Tool,
     ToolRegistry,
@@ -109,3 +111,101 @@ async def model_loop(steps: int) -> list[Result]:
         name = f"model loop per step, {'stream()' if streaming else 'run()'}"
         rows.append(await compare(name, loops.run, floor, steps, None, prepare=loops.prepare))
     return rows
+
+
+# -- against a model server, through the official SDK ------------------------------------
+
+SDK_TURNS = 10  # user messages per conversation: each is two model calls
+
+
+async def lookup(question: str) -> str:
+    """Look the question up."""
+    return f"found: {question[:20]}"
+
+
+class _SDKLoops:
+    """A fresh agent and loop on a memory store per timed run, all on one SDK client."""
+
+    def __init__(self, client: Any, tool: Tool[..., Any]) -> None:
+        self.client = client
+        self.tool = tool
+        self.loop: ModelLoop | None = None
+
+    async def prepare(self, calls: int) -> None:
+        if self.loop is not None:
+            AgentRegistry.unregister(self.loop.agent.name)
+        agent = Agent(
+            f"bench-sdk-{next(_names)}",
+            "Looks things up",
+            [self.tool],
+            context=ContextConfig(MemoryContextStore()),
+        )
+        self.loop = ModelLoop(agent, OpenAIModel("fake", client=self.client))
+
+    async def run(self, calls: int) -> None:
+        assert self.loop is not None
+        for turn in range(calls // 2):
+            finished = await self.loop.run(f"question {turn}")
+            assert finished.text.startswith("answer to question")
+
+
+async def _hand_written(client: Any, calls: int) -> None:
+    """What a user writes without a library: a list of messages, the SDK, the tool called."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "lookup",
+                "description": "Look the question up.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"question": {"type": "string"}},
+                    "required": ["question"],
+                },
+            },
+        }
+    ]
+    messages: list[dict[str, Any]] = []
+    for turn in range(calls // 2):
+        messages.append({"role": "user", "content": f"question {turn}"})
+        while True:
+            reply = await client.chat.completions.create(
+                model="fake", messages=messages, tools=tools
+            )
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            if not message.tool_calls:
+                break
+            for call in message.tool_calls:
+                result = await lookup(**json.loads(call.function.arguments))
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+async def model_loop_sdk(calls: int) -> list[Result]:
+    """`ModelLoop` with `OpenAIModel` against a local server, and a hand-written loop.
+
+    Both use one `AsyncOpenAI` client on the same local Chat Completions server
+    (bench/fake_openai.py, answering at once): each user message is a tool
+    call, the tool's run, then the answer. The floor is the hand-written loop;
+    what ours adds per model call (`ours - floor`) is the loop's own cost: the
+    window, the store, the usage record, the tool's turn, the events.
+    """
+    from openai import AsyncOpenAI
+
+    from bench.fake_openai import FakeOpenAI
+
+    ToolRegistry.clear()
+    AgentRegistry.clear()
+    server = await FakeOpenAI().start()
+    client = AsyncOpenAI(base_url=server.url, api_key="-", max_retries=0)
+    try:
+        loops = _SDKLoops(client, tool(lookup))
+
+        async def floor(ops: int) -> None:
+            await _hand_written(client, ops)
+
+        name = "model loop + OpenAI SDK, per call"
+        return [await compare(name, loops.run, floor, calls, None, prepare=loops.prepare)]
+    finally:
+        await client.close()
+        await server.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pygents_ctx._suggest import closest
 from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.tools import Tool, ToolRegistry
 
@@ -22,22 +23,47 @@ def index_tools(
     """
     roots = list(tools)
     for t in roots:
-        name = t.key if isinstance(t, Tool) else getattr(t, "__name__", repr(t))
+        name = (
+            t.key
+            if isinstance(t, Tool)
+            else t
+            if isinstance(t, str)
+            else getattr(t, "__name__", None)
+        )
         try:
-            registered: Tool[..., Any] | None = ToolRegistry.get(name)
+            registered: Tool[..., Any] | None = ToolRegistry.get(name or repr(t))
         except UnregisteredToolError:
             registered = None
         if not isinstance(t, Tool) or registered is None:
-            raise UnregisteredToolError(
-                f"tool {name!r} not found: Agent tools must be tools made by @tool (and "
-                f"registered), not {t!r}"
-            )
+            raise _not_a_tool(t, name)
         if registered is not t:
             raise ValueError(
                 f"tool {t.key!r} is not the instance held by ToolRegistry; "
                 f"pass the decorated tool itself"
             )
     return roots, {t.key: t for root in roots for t in root.walk()}
+
+
+def _not_a_tool(given: object, name: str | None) -> UnregisteredToolError:
+    """The error for `given` among an agent's tools: what it is, and the tool it may mean.
+
+    It keeps pygents' words (`tool 'x' not found`), which users match on.
+    """
+    meant = closest(name or "", [t.key for t in ToolRegistry.all()])
+    if isinstance(given, str):
+        what, fix = (
+            "names",
+            "pass the tool itself" + (f" ({meant}, made by @tool)" if meant else ""),
+        )
+    else:
+        what = f"a {type(given).__name__}"
+        fix = (f"did you mean {meant}? " if meant else "") + (
+            "decorate it with @tool and pass what that returns"
+        )
+    return UnregisteredToolError(
+        f"tool {name or repr(given)!r} not found: Agent tools must be tools made by @tool "
+        f"(and registered), not {what}; {fix}"
+    )
 
 
 def require_tools(

@@ -1185,3 +1185,24 @@ async def test_reassigning_tools_keeps_the_tool_of_a_turn_left_current_by_cancel
     with pytest.raises(ValueError, match="slow"):
         agent.tools = [other]
     assert agent.tools == [slow, other]
+
+
+def test_a_tool_given_by_name_is_refused_with_the_tool_it_may_mean() -> None:
+    @tool
+    async def boom() -> None:
+        """Go off."""
+
+    with pytest.raises(UnregisteredToolError) as refused:
+        Agent("x", "d", ["bom"])  # type: ignore[list-item]
+    assert str(refused.value) == (
+        "tool 'bom' not found: Agent tools must be tools made by @tool (and registered), "
+        "not names; pass the tool itself (boom, made by @tool)"
+    )
+
+    async def boomer() -> None:
+        """Not decorated."""
+
+    with pytest.raises(
+        UnregisteredToolError, match=r"'boomer' not found: .* not a function; did you mean boom\?"
+    ):
+        Agent("x", "d", [boomer])  # type: ignore[list-item]

@@ -78,7 +78,7 @@ def test_a_transcript_shows_typed_blocks_runs_and_the_summary_with_what_it_repla
     summary = re.search(r'<article class="msg user summary".*?</article>', body, re.S)
     assert summary is not None
     said = text_of(summary.group(0))
-    assert "replaced a6–a11 (6 messages), updating the summary a5" in said
+    assert "replaced a6\u2013a11 (6 messages), updating the summary a5" in said
     assert 'href="/session/trip/archive?page=1#a-6"' in summary.group(0)
 
 

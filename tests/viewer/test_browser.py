@@ -63,7 +63,8 @@ def test_a_transcript_shows_messages_calls_linked_to_results_and_runs(
     assert len(dom.all("article", "msg")) == 11
     marks = [div.text for div in dom.all("div", "run")]
     assert marks[0] == "outside any run"  # the system prompt and the summary
-    assert len(marks) == 3 and all(mark.startswith("run ") for mark in marks[1:])
+    assert len(marks) == 3
+    assert all(mark.startswith("run ") for mark in marks[1:])
     for link in dom.all("a", "to-result"):
         target = link.attrs["href"]
         assert target.startswith("#result-")

@@ -140,8 +140,8 @@ class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, viewer: Viewer, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.viewer = viewer  # before binding: a failed bind closes the server, and the viewer
         super().__init__((host, port), _Handler)
-        self.viewer = viewer
         self.host = host
         bound = self.server_address[1]
         self.port = int(bound)

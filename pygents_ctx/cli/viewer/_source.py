@@ -160,6 +160,7 @@ class PostgresSource:
         with self.reading() as reading:
             found = reading.rows("SELECT to_regclass('pygents_sessions') IS NOT NULL")
         if not found or not found[0][0]:
+            self.close()
             raise CliError(
                 f"the PostgreSQL database {self.name!r} is not a pygents_ctx store (no sessions)"
             )

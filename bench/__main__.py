@@ -29,6 +29,7 @@ from bench import (
     runtime,
     stores,
     strategies,
+    viewer,
 )
 from bench.harness import Result
 
@@ -54,6 +55,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await memory.selection_and_search(scale)
     results += await graph.graph(scale)
     results += await model.model_loop(1_000 // scale)
+    results += await viewer.viewer(scale)
     return results
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import html
 import re
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pygents_ctx.cli.viewer import SQLiteSource, Viewer, ViewerServer
+from pygents_ctx import Message
+from pygents_ctx.cli.viewer import SQLiteSource, Viewer, ViewerServer, _queries
+from pygents_ctx.context.stores import SQLiteContextStore, connect
 from tests.viewer.conftest import get, serving
 from tests.viewer.store import XSS
 
@@ -257,3 +260,34 @@ def test_browsing_every_page_changes_no_byte_of_the_database(
     # database itself is byte for byte the same, and nothing was written to the WAL.
     assert after["copy.db"] == before["copy.db"]
     assert (tmp_path / "copy.db-wal").read_bytes() == b""
+
+
+async def _long_session(path: Path, count: int) -> None:
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="long")
+        await store.append_many(
+            [Message("user" if n % 2 == 0 else "assistant", f"m{n}") for n in range(count)]
+        )
+
+
+def test_a_long_session_is_read_a_page_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How fast a 100,000-message session opens is measured in bench/viewer.py; here, that
+    opening one decodes a page of messages, not the history."""
+    path = tmp_path / "long.db"
+    asyncio.run(_long_session(path, 3_000))
+    decoded: list[int] = []
+    real = _queries.decode
+
+    def counting(session_id: str, position: int, tokens: int, data: bytes) -> Message:
+        decoded.append(position)
+        return real(session_id, position, tokens, data)
+
+    monkeypatch.setattr(_queries, "decode", counting)
+    with serving(Viewer(SQLiteSource(str(path)))) as server:
+        last = get(server, "/session/long?page=30")
+        assert last.body.count("<article") == 100
+        assert "page 30 of 30" in text_of(last.body)
+    assert len(decoded) <= 100 + 1  # the page, and the message before it (a new run?)
+    assert min(decoded) >= 2_899

@@ -8,6 +8,8 @@ a task board (and, on SQLite, a vector collection) beside them.
 
 from __future__ import annotations
 
+import struct
+import zlib
 from typing import Any
 
 from pygents_ctx import Agent, AgentRegistry, ContextConfig, Message, ToolRegistry, tool
@@ -18,11 +20,32 @@ from pygents_ctx.memory import Entity, Relationship, VectorDocument
 from pygents_ctx.model import ModelLoop
 from pygents_ctx.testing import ScriptedModel, ScriptedSummarizer, assistant, tool_call
 
-# The smallest valid PNG: one transparent pixel.
-PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
-)
+
+def _png(width: int, height: int) -> bytes:
+    """A small RGB PNG: a map-like gradient, with blue water on the left."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    rows = b"".join(
+        b"\x00"
+        + b"".join(
+            bytes((40, 110, 200) if x < width // 3 else (90 + x, 160 + y // 2, 90))
+            for x in range(width)
+        )
+        for y in range(height)
+    )
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
+
+
+PNG = _png(120, 80)
 XSS = "<script>alert('owned')</script>"
 
 

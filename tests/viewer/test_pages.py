@@ -15,7 +15,7 @@ from pygents_ctx import Message
 from pygents_ctx.cli.viewer import SQLiteSource, Viewer, ViewerServer, _queries
 from pygents_ctx.context.stores import SQLiteContextStore, connect
 from tests.viewer.conftest import get, serving
-from tests.viewer.store import XSS
+from tests.viewer.store import PNG, XSS
 
 
 def text_of(body: str) -> str:
@@ -91,7 +91,8 @@ def test_the_archive_says_which_summary_replaced_each_message_and_shows_the_imag
     body = get(server, "/session/trip/archive").body
     cards = re.findall(r"<article.*?</article>", body, re.S)
     assert len(cards) == 12
-    assert '<img class=inline alt="image/png, 67 bytes" src="data:image/png;base64,' in cards[1]
+    alt = f"image/png, {len(PNG):,} bytes"
+    assert f'<img class=inline alt="{alt}" src="data:image/png;base64,' in cards[1]
     assert "by a5" in text_of(cards[1])  # the first summary, itself archived later
     assert "carried into the new history" in text_of(cards[4])  # the system prompt, copied
     assert "earlier summary" in text_of(cards[5])

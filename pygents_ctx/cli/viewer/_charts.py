@@ -22,6 +22,7 @@ _HEIGHT: Final = 260
 _LEFT: Final = 64  # room for the y axis labels
 _BOTTOM: Final = 28
 _TOP: Final = 12
+_STEPS: Final = (1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10)  # where an axis may end, times 10^n
 _MOST_BARS: Final = 240  # more calls than this are summed in buckets
 
 
@@ -35,14 +36,16 @@ class Series:
 
 
 def _nice_top(value: int) -> int:
-    """The round number at or above `value` the y axis ends at (1, 2 or 5 times a power of 10)."""
+    """The round number at or above `value` the y axis ends at (1, 1.5, 2, 2.5, ... times 10^n).
+
+    Examples:
+        >>> _nice_top(2_050), _nice_top(7), _nice_top(0)
+        (2500, 8, 1)
+    """
     if value <= 0:
         return 1
     power: int = 10 ** math.floor(math.log10(value))
-    for step in (1, 2, 5, 10):
-        if step * power >= value:
-            return step * power
-    return 10 * power  # pragma: no cover - the loop always returns
+    return next(math.ceil(step * power) for step in _STEPS if step * power >= value)
 
 
 def _buckets(count: int) -> list[range]:

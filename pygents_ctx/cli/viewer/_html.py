@@ -97,7 +97,8 @@ img.inline { max-width:320px; max-height:240px; border:1px solid var(--line);
 tr.dropped td { color:#98a2b3; } tr.gap td { text-align:center; background:#fafbfc; }
 table.window { table-layout:fixed; }
 table.window th:nth-child(1) { width:5em; } table.window th:nth-child(2) { width:7em; }
-table.window .msg { margin:0; }
+table.window .msg { margin:0; } table.window pre { max-height:7.5em; overflow:auto; }
+pre { max-height:30em; overflow:auto; }
 .cards { display:flex; gap:1em; flex-wrap:wrap; margin:.6em 0 1em; }
 .card { background:#fff; border:1px solid var(--line); border-radius:8px; padding:.6em 1em;
   min-width:150px; }

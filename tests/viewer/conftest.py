@@ -28,6 +28,7 @@ from pygents_ctx.memory import (
     PostgresBlobStore,
     PostgresGraphStore,
     PostgresTaskStore,
+    PostgresVectorStore,
     SQLiteBlobStore,
     SQLiteGraphStore,
     SQLiteTaskStore,
@@ -51,7 +52,9 @@ async def _fill_sqlite(path: Path) -> None:
 async def _fill_postgres(dsn: str) -> None:
     async with connect_postgres(dsn) as conn:
         await fill(lambda session: PostgresContextStore(conn, session_id=session))
-        await fill_memory(conn, PostgresGraphStore, PostgresBlobStore, PostgresTaskStore)
+        await fill_memory(
+            conn, PostgresGraphStore, PostgresBlobStore, PostgresTaskStore, PostgresVectorStore
+        )
 
 
 def build_sqlite(path: Path) -> Path:

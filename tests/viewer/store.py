@@ -3,7 +3,7 @@
 `fill(store)` writes the session `trip` (two ModelLoop runs with tool calls,
 an image, two compactions, usage rows from the loop), a session `xss` whose
 messages hold markup, and `empty`; `fill_memory(conn)` adds a graph, blobs and
-a task board (and, on SQLite, a vector collection) beside them.
+a task board and a vector collection beside them.
 """
 
 from __future__ import annotations

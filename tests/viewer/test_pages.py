@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pygents_ctx import Message
-from pygents_ctx.cli.viewer import SQLiteSource, Viewer, ViewerServer, _queries
+from pygents_ctx.cli.viewer import Prices, SQLiteSource, Viewer, ViewerServer, _pages, _queries
 from pygents_ctx.context.stores import SQLiteContextStore, connect
+from pygents_ctx.model.base import Pricing
 from tests.viewer.conftest import get, serving
 from tests.viewer.store import PNG, XSS
 
@@ -186,9 +187,9 @@ def test_memory_pages_browse_each_store_in_the_database(server: ViewerServer) ->
     assert "pack failed 1 / 2 no umbrella" in tasks
 
 
-def test_the_vector_collection_lists_its_documents(sqlite_server: ViewerServer) -> None:
-    assert "Vector store" in text_of(get(sqlite_server, "/memory").body)
-    body = get(sqlite_server, "/memory/vectors/notes").body
+def test_the_vector_collection_lists_its_documents(server: ViewerServer) -> None:
+    assert "Vector store" in text_of(get(server, "/memory").body)
+    body = get(server, "/memory/vectors/notes").body
     assert "Oslo in May" in body
     assert "&quot;city&quot;: &quot;Oslo&quot;" in body
 
@@ -292,3 +293,45 @@ def test_a_long_session_is_read_a_page_at_a_time(
         assert "page 30 of 30" in text_of(last.body)
     assert len(decoded) <= 100 + 1  # the page, and the message before it (a new run?)
     assert min(decoded) >= 2_899
+
+
+def test_an_empty_session_has_pages_that_say_so(server: ViewerServer) -> None:
+    assert "This session has no messages." in get(server, "/session/empty").body
+    assert "No usage records" in get(server, "/session/empty/spend").body
+    window = text_of(get(server, "/session/empty/window").body)
+    assert "0 of 0" in window
+    assert "next call" in window
+    assert "Nothing was archived." in get(server, "/session/empty/archive").body
+
+
+def test_a_clipped_tool_result_is_marked_truncated(server: ViewerServer) -> None:
+    body = get(server, "/session/trip/window?strategy=truncate-results:20").body
+    assert "<tr class=truncated>" in body
+    assert "[truncated" in body
+
+
+def test_a_session_that_called_a_model_without_a_price_costs_unknown(
+    sqlite_db: Path,
+) -> None:
+    only_scripted = Prices({"scripted": Pricing(3.0, 15.0)})
+    with serving(Viewer(SQLiteSource(str(sqlite_db)), only_scripted)) as server:
+        body = get(server, "/").body
+        assert "<span title='no --pricing for gpt-4o'>?</span>" in body
+        calls = get(server, "/session/trip/spend").body
+        assert calls.count("<td>?</td>") == 1  # the gpt-4o call; the scripted ones are priced
+    with serving(Viewer(SQLiteSource(str(sqlite_db)))) as server:
+        unpriced = get(server, "/").body
+        assert "<th>cost</th>" not in unpriced
+        assert "--pricing MODEL=INPUT,OUTPUT" in unpriced
+
+
+def test_a_page_that_fails_is_a_500_page_naming_the_error(
+    sqlite_server: ViewerServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> str:
+        raise RuntimeError("the disk is on fire")
+
+    monkeypatch.setattr(_pages, "spend", broken)
+    page = get(sqlite_server, "/session/trip/spend")
+    assert page.status == 500
+    assert "RuntimeError: the disk is on fire" in text_of(page.body)

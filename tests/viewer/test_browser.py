@@ -137,3 +137,21 @@ def test_each_view_is_screenshotted(
     for shot in shots:
         assert _png_size(shot) == (1280, 900)
         assert shot.stat().st_size > 10_000  # a page, not a blank window
+
+
+def test_the_same_pages_from_postgresql_look_the_same(
+    chromium: str, postgres_viewer: ViewerServer, pages: dict[str, Dom]
+) -> None:
+    base = postgres_viewer.url.rstrip("/")
+    views = ("transcript", "window", "spend", "memory")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        loaded = dict(
+            zip(views, pool.map(lambda v: load(chromium, base + PAGES[v]), views), strict=True)
+        )
+
+    def shape(dom: Dom) -> list[tuple[str, str]]:
+        """The page's structure and classes, without ids and times that differ per store."""
+        return [(e.tag, " ".join(sorted(e.classes))) for e in dom.elements]
+
+    for view in views:
+        assert shape(loaded[view]) == shape(pages[view]), view

@@ -110,7 +110,7 @@ def test_a_link_to_a_result_on_another_page_redirects_to_it(server: ViewerServer
     assert link.startswith(f"/session/trip/tool/{call}?to=result")
     moved = get(server, link, follow=False)
     assert moved.status == 302
-    assert moved.headers["Location"] == f"/session/trip?page=1#result-{call}"
+    assert moved.headers["Location"] == f"/session/trip?page=2&size=3#result-{call}"
     back = get(server, f"/session/trip/tool/{call}?to=call&near=100", follow=False)
     assert back.headers["Location"] == f"/session/trip?page=1#call-{call}"
 
@@ -335,3 +335,18 @@ def test_a_page_that_fails_is_a_500_page_naming_the_error(
     page = get(sqlite_server, "/session/trip/spend")
     assert page.status == 500
     assert "RuntimeError: the disk is on fire" in text_of(page.body)
+
+
+def test_the_finder_keeps_the_page_size_and_the_window_repeats_no_anchor(
+    server: ViewerServer,
+) -> None:
+    first = get(server, "/session/trip?size=3").body
+    match = re.search(r'class=to-result href="([^"]+)"', first)
+    assert match is not None
+    assert "size=3" in html.unescape(match.group(1))
+    moved = get(server, html.unescape(match.group(1)), follow=False)
+    assert moved.headers["Location"].startswith("/session/trip?page=2&size=3#result-")
+    window = get(server, "/session/trip/window?strategy=clear-results:1").body
+    ids = re.findall(r' id="([^"]+)"', window)
+    assert len(ids) == len(set(ids))
+    assert any(i.startswith("result-") for i in ids)

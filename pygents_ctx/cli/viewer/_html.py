@@ -231,7 +231,7 @@ def _text_html(text: str) -> str:
 ToolLink = Callable[[str, bool], str]
 
 
-def _block_html(block: ContentBlock, link: ToolLink) -> str:
+def _block_html(block: ContentBlock, link: ToolLink, ids: bool) -> str:
     if isinstance(block, TextBlock):
         return f"<div class='block text'>{_text_html(block.text)}</div>"
     if isinstance(block, ImageBlock):
@@ -241,14 +241,18 @@ def _block_html(block: ContentBlock, link: ToolLink) -> str:
         target = link(block.id, True)
         to_result = f' <a class=to-result href="{target}">result ↓</a>' if target else ""
         return (
-            f"<div class='block call' id=\"call-{esc(block.id)}\"><span class=tag>call</span>"
+            f"<div class='block call'{_id('call-' + block.id, ids)}><span class=tag>call</span>"
             f"<b>{esc(block.name)}</b> <span class=muted>id {esc(block.id)}</span>{to_result}"
             f"<pre>{_text_html(arguments)}</pre></div>"
         )
-    return _result_html(block, link)
+    return _result_html(block, link, ids)
 
 
-def _result_html(block: ToolResultBlock, link: ToolLink) -> str:
+def _id(anchor: str, ids: bool) -> str:
+    return f' id="{esc(anchor)}"' if ids else ""
+
+
+def _result_html(block: ToolResultBlock, link: ToolLink, ids: bool) -> str:
     target = link(block.tool_use_id, False)
     to_call = f' <a class=to-call href="{target}">call ↑</a>' if target else ""
     error = " error" if block.is_error else ""
@@ -260,7 +264,7 @@ def _result_html(block: ToolResultBlock, link: ToolLink) -> str:
         for part in parts
     )
     return (
-        f"<div class='block result{error}' id=\"result-{esc(block.tool_use_id)}\">"
+        f"<div class='block result{error}'{_id('result-' + block.tool_use_id, ids)}>"
         f"<span class=tag>result{error}</span><span class=muted>for {esc(block.tool_use_id)}"
         f"</span>{to_call}{inner}</div>"
     )
@@ -275,14 +279,20 @@ def message_html(
     link: ToolLink,
     badges: str = "",
     summary: bool = False,
+    ids: bool = True,
 ) -> str:
-    """A message as a card: its role, its place and tokens, `badges`, then each typed block."""
-    blocks = "".join(_block_html(block, link) for block in message.content) or (
+    """A message as a card: its role, its place and tokens, `badges`, then each typed block.
+
+    With `ids`, the card and its calls and results carry ids (`anchor`,
+    `call-ID`, `result-ID`) that links point at; a second copy of a message on
+    the same page (the window's) leaves them out.
+    """
+    blocks = "".join(_block_html(block, link, ids) for block in message.content) or (
         "<div class='block muted'>(empty)</div>"
     )
     kind = f"msg {esc(message.role)}{' summary' if summary else ''}"
     return (
-        f'<article class="{kind}" id="{esc(anchor)}"><div class=head>'
+        f'<article class="{kind}"{_id(anchor, ids and bool(anchor))}><div class=head>'
         f"<span class=role>{esc(message.role)}</span><span>#{esc(label)}</span>"
         f"<span>{number(tokens)} tokens</span>{badges}</div>{blocks}</article>"
     )

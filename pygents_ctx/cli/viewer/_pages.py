@@ -241,8 +241,15 @@ def find_row(reading: Reading, viewer: Viewer, wanted: str) -> q.SessionRow:
     return q.session_row(reading, session_id)
 
 
-def tool_links(session_id: str, entries: list[q.Entry]) -> ToolLink:
-    """Links from calls to results and back: an anchor on the page, else the finder."""
+def tool_links(
+    session_id: str, entries: list[q.Entry], *, size: int = MESSAGES_PER_PAGE, finder: bool = True
+) -> ToolLink:
+    """Links from calls to results and back: an anchor on the page, else the finder.
+
+    The finder (`/session/ID/tool/CALL`) searches the live history and redirects
+    to the page of `size` messages that holds the block; without `finder`, a
+    block on another page gets no link (the archive's pages).
+    """
     here: dict[tuple[str, bool], int] = {}
     for entry in entries:
         for block in entry.message.content:
@@ -254,10 +261,13 @@ def tool_links(session_id: str, entries: list[q.Entry]) -> ToolLink:
     def link(call_id: str, to_result: bool) -> str:
         if (call_id, to_result) in here:
             return esc("#" + ("result-" if to_result else "call-") + call_id)
+        if not finder:
+            return ""
         near = here.get((call_id, not to_result), 0)
+        kept = {"size": size} if size != MESSAGES_PER_PAGE else {}
         return href(
             ["session", session_id, "tool", call_id],
-            {"to": "result" if to_result else "call", "near": near},
+            {"to": "result" if to_result else "call", "near": near, **kept},
         )
 
     return link
@@ -279,7 +289,7 @@ def transcript(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str
     before = q.messages_page(reading, row.session_id, offset - 1, 1) if offset else []
     entries = q.messages_page(reading, row.session_id, offset, size)
     found = q.summaries(reading, row.session_id) if row.archived or offset == 0 else None
-    link = tool_links(row.session_id, entries)
+    link = tool_links(row.session_id, entries, size=size)
     previous_run = before[0].run_id if before else object()
     parts = []
     for entry in entries:
@@ -342,7 +352,7 @@ def archive(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, s
     offset = (current - 1) * MESSAGES_PER_PAGE
     entries = q.archive_page(reading, row.session_id, offset, MESSAGES_PER_PAGE)
     found = q.summaries(reading, row.session_id)
-    link = tool_links(row.session_id, entries)
+    link = tool_links(row.session_id, entries, finder=False)
     parts = []
     for entry in entries:
         covered = found.covering(entry.index)
@@ -407,15 +417,15 @@ def tool(
         near = int(near_text)  # a store position: may be negative after a compaction
     except ValueError:
         raise BadRequest(f"near must be a whole number, not {near_text!r}") from None
+    size = min(whole_number(query, "size", MESSAGES_PER_PAGE), MOST_PER_PAGE)
     index = q.find_tool_block(reading, row.session_id, call_id, result=to == "result", near=near)
     if index is None:
         raise NotFound(
             f"no tool {to} for call {call_id!r} in the live history of {row.session_id!r}"
         )
+    kept = {"size": size} if size != MESSAGES_PER_PAGE else {}
     raise Redirect(
-        href(
-            ["session", row.session_id], {"page": index // MESSAGES_PER_PAGE + 1}, f"{to}-{call_id}"
-        )
+        href(["session", row.session_id], {"page": index // size + 1, **kept}, f"{to}-{call_id}")
     )
 
 

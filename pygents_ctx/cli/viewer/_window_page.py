@@ -122,7 +122,8 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
     rows = _rows(row.session_id, entries, built, tokens)
     current, pages = page_number(query, len(rows), ROWS_PER_PAGE)
     shown = rows[(current - 1) * ROWS_PER_PAGE : current * ROWS_PER_PAGE]
-    link = tool_links(row.session_id, entries)
+    on_page = [row.entry for row in shown if isinstance(row, _Pair) and row.entry is not None]
+    link = tool_links(row.session_id, on_page)
     summarized = ""
     if row.archived:
         summarized = (
@@ -187,6 +188,10 @@ def _rows(session_id: str, entries: list[q.Entry], built: Built, tokens: list[in
     return rows
 
 
+def _no_link(call_id: str, to_result: bool) -> str:
+    return ""  # the window's copy of a block: its links are on the history's
+
+
 class _Pair:
     """A history message beside its version in the window (None: not in it)."""
 
@@ -209,7 +214,12 @@ class _Pair:
             right = f"<span class=muted>as in the history, {number(self.tokens or 0)} tokens</span>"
         elif self.message is not None:
             right = message_html(
-                self.message, label="w", anchor="", tokens=self.tokens or 0, link=lambda *_: ""
+                self.message,
+                label="w",
+                anchor="",
+                tokens=self.tokens or 0,
+                link=_no_link,
+                ids=False,
             )
         index = "" if self.entry is None else str(self.entry.index)
         return (

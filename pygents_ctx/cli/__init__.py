@@ -84,6 +84,7 @@ prices in dollars per million tokens (MODEL may be a glob: 'gpt-4o*'); a
 session's cost is shown when every model it called has a price.
 
 example: {PROG} view --db agent.db --port 0 --pricing gpt-4o=2.5,10,1.25
+         {PROG} view support-4711 --dsn postgresql://app@db/agents
 """
 
 
@@ -213,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
         [db_option],
         help="serve a read-only web viewer of the store",
         epilog=_VIEW_EPILOG,
+    )
+    viewer.add_argument(
+        "session",
+        nargs="?",
+        type=_session,
+        metavar="SESSION",
+        help="print the address of this session's page (an id or a unique prefix)",
     )
     viewer.add_argument(
         "--dsn", metavar="URL", help="a PostgreSQL database instead (the postgres extra)"

@@ -10,11 +10,13 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Final
+from urllib.parse import quote
 
 from pygents_ctx.cli._db import PROG, CliError
 from pygents_ctx.cli._render import Output
 from pygents_ctx.cli._window import DEFAULT_SPEC, parse_strategy
 from pygents_ctx.cli.viewer import Prices, Viewer, ViewerServer, open_source
+from pygents_ctx.cli.viewer._queries import find_session
 from pygents_ctx.model.base import Pricing
 
 __all__ = ["DEFAULT_PORT", "parse_pricing", "view"]
@@ -49,7 +51,7 @@ def parse_pricing(text: str) -> tuple[str, Pricing]:
 
 
 def view(args: argparse.Namespace, out: Output) -> None:
-    """`view`: check the database, print the address, serve until interrupted."""
+    """`view`: check the database (and SESSION), print the address, serve until interrupted."""
     source = open_source(args.db, args.dsn)
     viewer = Viewer(
         source,
@@ -57,6 +59,16 @@ def view(args: argparse.Namespace, out: Output) -> None:
         args.strategy or parse_strategy(DEFAULT_SPEC),
         args.budget,
     )
+    start = ""
+    if args.session is not None:
+        try:
+            with source.reading() as reading:
+                start = "session/" + quote(
+                    find_session(reading, args.session, source.name), safe=""
+                )
+        except CliError:
+            source.close()
+            raise
     try:
         server = ViewerServer(viewer, args.host, args.port)
     except OSError as exc:
@@ -66,7 +78,9 @@ def view(args: argparse.Namespace, out: Output) -> None:
             "choose another --port (0 picks a free one)"
         ) from None
     with server:
-        out.lines([f"{PROG} view: {source.name} (read-only) at {server.url}", "Ctrl-C stops it."])
+        out.lines(
+            [f"{PROG} view: {source.name} (read-only) at {server.url}{start}", "Ctrl-C stops it."]
+        )
         out.stream.flush()
         try:
             server.serve_forever()

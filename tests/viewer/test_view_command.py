@@ -3,6 +3,7 @@ pages, and pages read while another process writes the store."""
 
 from __future__ import annotations
 
+import html
 import os
 import re
 import signal
@@ -184,3 +185,38 @@ def test_pages_read_while_another_process_writes_see_a_consistent_store(
         writer.communicate()
     assert seen == sorted(seen)
     assert seen[-1] > seen[0]
+
+
+def test_an_unknown_session_given_at_start_is_the_command_lines_error(
+    sqlite_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = run_main(capsys, "view", "nope", "--db", str(sqlite_db), "--port", "0")
+    assert code == 1
+    assert err == (
+        f"pygents-ctx: error: no session 'nope' in {str(sqlite_db)!r}; "
+        "`pygents-ctx sessions` lists them\n"
+    )
+
+
+def test_a_session_given_at_start_is_the_address_printed(sqlite_db: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-m", "pygents_ctx", "view", "tr", "--db", str(sqlite_db), "--port", "0"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    ) as process:  # fmt: skip
+        try:
+            assert process.stdout is not None
+            first = process.stdout.readline()
+            assert re.search(r" at http://127\.0\.0\.1:\d+/session/trip\n$", first), first
+        finally:
+            process.kill()
+
+
+def test_a_database_removed_while_served_is_a_503_page(sqlite_db: Path, tmp_path: Path) -> None:
+    path = tmp_path / "gone.db"
+    path.write_bytes(sqlite_db.read_bytes())
+    with serving(Viewer(SQLiteSource(str(path)))) as server:
+        assert get(server, "/").status == 200
+        path.unlink()
+        page = get(server, "/")
+    assert page.status == 503
+    assert html.escape(f"cannot read {str(path)!r}") in page.body

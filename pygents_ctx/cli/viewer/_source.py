@@ -112,7 +112,10 @@ class SQLiteSource:
 
     @contextmanager
     def reading(self) -> Iterator[Reading]:
-        db = sqlite3.connect(self._uri, uri=True, timeout=5.0, check_same_thread=False)
+        try:
+            db = sqlite3.connect(self._uri, uri=True, timeout=5.0, check_same_thread=False)
+        except sqlite3.OperationalError as exc:  # deleted or moved since the start
+            raise CliError(f"cannot read {self.name!r}: {exc}") from None
         try:
             db.execute("BEGIN")  # one snapshot for the whole page, even mid-write elsewhere
             yield _SQLiteReading(db)

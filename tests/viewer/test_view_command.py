@@ -220,3 +220,18 @@ def test_a_database_removed_while_served_is_a_503_page(sqlite_db: Path, tmp_path
         page = get(server, "/")
     assert page.status == 503
     assert html.escape(f"cannot read {str(path)!r}") in page.body
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://app:s3cret@127.0.0.1:1/agents?connect_timeout=2",
+        "host=127.0.0.1 port=1 user=app password=s3cret dbname=agents connect_timeout=2",
+    ],
+)
+def test_a_password_in_the_dsn_is_never_printed(
+    dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = run_main(capsys, "view", "--dsn", dsn, "--port", "0")
+    assert code == 1
+    assert "s3cret" not in err and "***" in err

@@ -62,8 +62,10 @@ async def _build(
         return Built(prefix, built, history_indexes(prefix, built), None)
     builder = PinnedWindow(spec.strategy, pin)
     last: Window | None = None
+    grown: list[Message] = []  # the history as it grew, extended call by call (not re-sliced)
     for cut in cuts[:step]:  # replayed call by call: a pin depends on every earlier window
-        last = await builder.build(history[:cut])
+        grown.extend(history[len(grown) : cut])
+        last = await builder.build(grown)
     assert last is not None
     return Built(prefix, last.messages, history_indexes(prefix, last.messages), last)
 

@@ -242,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     viewer.add_argument(
         "--budget", type=_tokens, metavar="TOKENS", help="measure windows against this"
     )
+    viewer.add_argument(
+        "--agent",
+        action="append",
+        metavar="FILE",
+        help="a saved agent's JSON (to_json()), to browse its context pool (repeatable)",
+    )
     return parser
 
 

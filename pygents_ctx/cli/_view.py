@@ -16,6 +16,7 @@ from pygents_ctx.cli._db import PROG, CliError
 from pygents_ctx.cli._render import Output
 from pygents_ctx.cli._window import DEFAULT_SPEC, parse_strategy
 from pygents_ctx.cli.viewer import Prices, Viewer, ViewerServer, open_source
+from pygents_ctx.cli.viewer._agents import check_agents
 from pygents_ctx.cli.viewer._queries import find_session
 from pygents_ctx.model.base import Pricing
 
@@ -52,12 +53,15 @@ def parse_pricing(text: str) -> tuple[str, Pricing]:
 
 def view(args: argparse.Namespace, out: Output) -> None:
     """`view`: check the database (and SESSION), print the address, serve until interrupted."""
+    agents = tuple(args.agent or ())
+    check_agents(agents)
     source = open_source(args.db, args.dsn)
     viewer = Viewer(
         source,
         Prices(dict(args.pricing or [])),
         args.strategy or parse_strategy(DEFAULT_SPEC),
         args.budget,
+        agents,
     )
     start = ""
     if args.session is not None:

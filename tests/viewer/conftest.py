@@ -36,7 +36,7 @@ from pygents_ctx.memory import (
 )
 from pygents_ctx.model.base import Pricing
 from tests import postgres_server
-from tests.viewer.store import fill, fill_memory
+from tests.viewer.store import fill, fill_memory, saved_agent
 
 PRICES = Prices({"scripted": Pricing(3.0, 15.0), "gpt-4o*": Pricing(2.5, 10.0, 1.25)})
 
@@ -95,8 +95,17 @@ def serving(viewer: Viewer) -> Iterator[ViewerServer]:
 
 
 @pytest.fixture(scope="session")
-def sqlite_server(sqlite_db: Path) -> Iterator[ViewerServer]:
-    with serving(Viewer(SQLiteSource(str(sqlite_db)), PRICES)) as server:
+def agent_file(sqlite_db: Path) -> Path:
+    """A saved agent beside the database, as `make demo` leaves one."""
+    path = sqlite_db.with_suffix(".agent.json")
+    path.write_bytes(asyncio.run(saved_agent()))
+    return path
+
+
+@pytest.fixture(scope="session")
+def sqlite_server(sqlite_db: Path, agent_file: Path) -> Iterator[ViewerServer]:
+    viewer = Viewer(SQLiteSource(str(sqlite_db)), PRICES, agents=(str(agent_file),))
+    with serving(viewer) as server:
         yield server
 
 

@@ -9,6 +9,7 @@ one PNG per view with headless Chromium.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import tempfile
@@ -17,15 +18,16 @@ from pathlib import Path
 from pygents_ctx.cli.viewer import SQLiteSource, Viewer
 from tests.viewer.browser import find_chromium, screenshot
 from tests.viewer.conftest import PRICES, build_sqlite, serving
+from tests.viewer.store import saved_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 VIEWS = {
     "sessions": ("/", "1280,520"),
     "transcript": ("/session/trip", "1280,900"),
     "archive": ("/session/trip/archive", "1280,900"),
-    "window": ("/session/trip/window?strategy=clear-results:1,fit:200", "1280,1100"),
+    "window": ("/session/trip/window?strategy=clear-results:1,fit:200", "1280,1760"),
     "spend": ("/session/trip/spend?budget=1000", "1280,1280"),
-    "memory": ("/memory", "1280,720"),
+    "memory": ("/memory", "1280,820"),
 }
 
 
@@ -37,7 +39,9 @@ def main(folder: Path) -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = build_sqlite(Path(directory) / "agent.db")
         os.chdir(directory)  # the header shows the path as given: agent.db
-        with serving(Viewer(SQLiteSource(path.name), PRICES)) as server:
+        Path("agent.agent.json").write_bytes(asyncio.run(saved_agent()))
+        viewer = Viewer(SQLiteSource(path.name), PRICES, agents=("agent.agent.json",))
+        with serving(viewer) as server:
             for name, (page, size) in VIEWS.items():
                 shot = screenshot(
                     chromium, server.url.rstrip("/") + page, folder / f"viewer-{name}.png", size

@@ -12,9 +12,17 @@ import struct
 import zlib
 from typing import Any
 
-from pygents_ctx import Agent, AgentRegistry, ContextConfig, Message, ToolRegistry, tool
+from pygents_ctx import (
+    Agent,
+    AgentRegistry,
+    ContextConfig,
+    ContextItem,
+    Message,
+    ToolRegistry,
+    tool,
+)
 from pygents_ctx.context.messages import ImageBlock, TextBlock, ToolResultBlock, ToolUseBlock
-from pygents_ctx.context.stores import AutoCompactStore, ContextStore
+from pygents_ctx.context.stores import AutoCompactStore, ContextStore, MemoryContextStore
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.memory import Entity, Relationship, VectorDocument
 from pygents_ctx.model import ModelLoop
@@ -135,3 +143,23 @@ async def fill_memory(conn: Any, graph: Any, blobs: Any, tasks: Any, vectors: An
                 VectorDocument("n2", XSS, embedding=[1, 0]),
             ],
         )
+
+
+async def saved_agent() -> bytes:
+    """An agent's saved JSON (session `trip`), its pool holding a note and a message."""
+    agent = Agent(
+        "pool-keeper",
+        "Keeps notes",
+        [],
+        context=ContextConfig(MemoryContextStore(session_id="trip")),
+    )
+    try:
+        await agent.context_pool.add(
+            ContextItem("Oslo is mild in May. " + XSS, description="note", id="n1")
+        )
+        await agent.context_pool.add(
+            ContextItem(Message("user", [TextBlock("Pack light.")]), description="advice", id="m1")
+        )
+        return agent.to_json()
+    finally:
+        AgentRegistry.unregister(agent.name)

@@ -143,7 +143,7 @@ def test_the_same_pages_from_postgresql_look_the_same(
     chromium: str, postgres_viewer: ViewerServer, pages: dict[str, Dom]
 ) -> None:
     base = postgres_viewer.url.rstrip("/")
-    views = ("transcript", "window", "spend", "memory")
+    views = ("transcript", "window", "spend", "graph")
     with ThreadPoolExecutor(max_workers=3) as pool:
         loaded = dict(
             zip(views, pool.map(lambda v: load(chromium, base + PAGES[v]), views), strict=True)

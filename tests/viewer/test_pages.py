@@ -350,3 +350,25 @@ def test_the_finder_keeps_the_page_size_and_the_window_repeats_no_anchor(
     ids = re.findall(r' id="([^"]+)"', window)
     assert len(ids) == len(set(ids))
     assert any(i.startswith("result-") for i in ids)
+
+
+def test_a_saved_agents_pool_is_browsable_beside_the_stores(
+    sqlite_server: ViewerServer, agent_file: Path
+) -> None:
+    overview = get(sqlite_server, "/memory").body
+    assert "Context pools (saved agents)" in overview
+    assert 'href="/memory/pool/0">pool-keeper</a>' in overview
+    assert 'href="/session/trip">trip</a>' in overview  # the agent's session
+    pool = get(sqlite_server, "/memory/pool/0").body
+    assert "2 items in the context pool" in text_of(pool)
+    assert html.escape(XSS) in pool
+    assert "<script" not in pool
+    assert '<article class="msg user">' in pool
+    assert "Pack light." in pool
+    assert get(sqlite_server, "/memory/pool/1").status == 404
+
+
+def test_without_agent_files_the_memory_page_says_how_to_see_a_pool(
+    postgres_viewer: ViewerServer,
+) -> None:
+    assert "--agent FILE" in text_of(get(postgres_viewer, "/memory").body)

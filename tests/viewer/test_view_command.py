@@ -236,3 +236,18 @@ def test_a_password_in_the_dsn_is_never_printed(
     assert code == 1
     assert "s3cret" not in err
     assert "***" in err
+
+
+def test_a_bad_agent_file_is_refused_at_start(
+    sqlite_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = run_main(
+        capsys, "view", "--db", str(sqlite_db), "--agent", str(tmp_path / "no.json")
+    )
+    assert code == 1
+    assert "no saved agent at" in err
+    not_an_agent = tmp_path / "list.json"
+    not_an_agent.write_text("[1, 2]")
+    code, err = run_main(capsys, "view", "--db", str(sqlite_db), "--agent", str(not_an_agent))
+    assert code == 1
+    assert "is not a saved agent (an agent's to_json() has a 'name')" in err

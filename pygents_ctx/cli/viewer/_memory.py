@@ -12,11 +12,12 @@ from typing import Any, Final
 
 import orjson
 
+from pygents_ctx.cli.viewer._agents import pool_page, pools_section
 from pygents_ctx.cli.viewer._html import esc, href, image_html, number, pager, table_html, when
-from pygents_ctx.cli.viewer._pages import NotFound, Viewer, page_number
+from pygents_ctx.cli.viewer._pages import NotFound, Viewer, page_number, whole_number
 from pygents_ctx.cli.viewer._source import Reading, as_bytes, as_text
 
-__all__ = ["blob", "blobs", "graph", "memory", "tasks", "vectors"]
+__all__ = ["blob", "blobs", "graph", "memory", "pool", "tasks", "vectors"]
 
 PER_PAGE: Final = 50
 _PREVIEW: Final = 4096  # bytes of a text blob shown
@@ -116,9 +117,10 @@ def memory(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
         or "<p class=muted>No memory store keeps its tables in this database (vector, graph, "
         "blob and task stores do when given the same file or DSN).</p>"
     )
-    body += (
-        "<p class=note>A ContextPool is held by its agent (and saved with it), not in a "
-        "table, so it has no page here.</p>"
+    body += pools_section(viewer.agents) or (
+        "<p class=note>A ContextPool is held by its agent and saved with it, not in a table: "
+        "start the viewer with <code>--agent FILE</code> (an agent's saved JSON, such as "
+        "<code>pygents_ctx.agent.json</code>) to browse its pool here.</p>"
     )
     return viewer.page("Memory", body, "memory")
 
@@ -327,3 +329,17 @@ def tasks(
         f"{nav}{table_html(headers, cells, {0})}{nav}"
     )
     return viewer.page(f"tasks: {agent}", body, "memory")
+
+
+def pool(viewer: Viewer, which: str, query: Mapping[str, str]) -> str:
+    """`/memory/pool/N`: the context pool of the N-th `--agent` file, read now."""
+    current = whole_number(query, "page", 1)
+    try:
+        title, body, pages = pool_page(viewer.agents, which, current)
+    except KeyError:
+        raise NotFound(
+            f"no saved agent {which!r}; /memory lists the --agent files the viewer was given"
+        ) from None
+    if current > pages:
+        raise NotFound(f"page {current} does not exist; there are {pages}")
+    return viewer.page(title, body, "memory")

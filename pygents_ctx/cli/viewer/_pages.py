@@ -83,12 +83,14 @@ class Viewer:
         prices: `--pricing`; sessions show a cost only when every model they used has one.
         strategy: `--strategy`: the window page's strategy when the URL names none.
         budget: `--budget`: what windows and spend are measured against, if given.
+        agents: `--agent` files: saved agents whose context pools the memory page shows.
     """
 
     source: Source
     prices: q.Prices = field(default_factory=q.Prices)
     strategy: StrategySpec = field(default_factory=lambda: parse_strategy(DEFAULT_SPEC))
     budget: int | None = None
+    agents: tuple[str, ...] = ()
 
     def page(self, title: str, body: str, section: str = "") -> str:
         return page(title, body, source=self.source.name, section=section)

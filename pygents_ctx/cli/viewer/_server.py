@@ -66,6 +66,8 @@ def route(viewer: Viewer, reading: Reading, parts: list[str], query: Mapping[str
             return _memory.blobs(viewer, reading, query)
         case ["memory", "blobs", name]:
             return _memory.blob(viewer, reading, name, query)
+        case ["memory", "pool", which]:
+            return _memory.pool(viewer, which, query)
         case ["memory", "tasks", conversation, agent]:
             return _memory.tasks(viewer, reading, conversation, agent, query)
     shown = "/" + "/".join(parts)
@@ -182,7 +184,7 @@ class ViewerServer(ThreadingHTTPServer):
             status, message = HTTPStatus.NOT_FOUND, str(exc)
         except BadRequest as exc:
             status, message = HTTPStatus.BAD_REQUEST, str(exc)
-        except CliError as exc:  # the database went away, or cannot be reached now
+        except CliError as exc:  # the database or an --agent file went away, or cannot be read
             status, message = HTTPStatus.SERVICE_UNAVAILABLE, str(exc)
         except Exception as exc:
             logger.exception("view: %s failed", target)

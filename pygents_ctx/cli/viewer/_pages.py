@@ -290,7 +290,8 @@ def transcript(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str
     # One message before the page tells whether the page opens a new run.
     before = q.messages_page(reading, row.session_id, offset - 1, 1) if offset else []
     entries = q.messages_page(reading, row.session_id, offset, size)
-    found = q.summaries(reading, row.session_id) if row.archived or offset == 0 else None
+    # A compaction's summary sits at the head of the history: only the first page can hold it.
+    found = q.summaries(reading, row.session_id) if offset < q.SUMMARY_HEAD else None
     link = tool_links(row.session_id, entries, size=size)
     previous_run = before[0].run_id if before else object()
     parts = []

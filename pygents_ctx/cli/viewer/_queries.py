@@ -24,6 +24,7 @@ from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.model.base import Pricing
 
 __all__ = [
+    "SUMMARY_HEAD",
     "Covered",
     "Entry",
     "Prices",
@@ -43,6 +44,7 @@ __all__ = [
 
 # A summary message's stored JSON holds its prefix as a JSON string: these bytes.
 _SUMMARY_NEEDLE: Final = orjson.dumps(SUMMARY_PREFIX)[:-1]
+SUMMARY_HEAD: Final = 8  # the live messages a compaction's summary may sit among
 _NO_LIMIT: Final = 2**62  # a LIMIT both SQLite and PostgreSQL read as "all"
 _SESSION_COLUMNS: Final = (
     "session_id, created_at, message_count, live_tokens, input_tokens, output_tokens, preview"
@@ -311,7 +313,7 @@ def summaries(reading: Reading, session_id: str) -> Summaries:
         covers.append(Covered(("archive", mark), start, mark - 1, folded))
         start, folded = mark + 1, mark
     # The live summary sits after the system messages at the head of the history.
-    for entry in messages_page(reading, session_id, 0, 8):
+    for entry in messages_page(reading, session_id, 0, SUMMARY_HEAD):
         if is_summary(entry.message):
             covers.append(Covered(("live", entry.index), start, archived - 1, folded))
             break

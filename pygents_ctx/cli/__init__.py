@@ -226,7 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--dsn", metavar="URL", help="a PostgreSQL database instead (the postgres extra)"
     )
     viewer.add_argument(
-        "--port", type=_port, default=_view.DEFAULT_PORT, metavar="N", help="0 picks a free port"
+        "--port",
+        type=_port,
+        default=_view.DEFAULT_PORT,
+        metavar="N",
+        help=f"the port (default {_view.DEFAULT_PORT}; 0 picks a free one)",
     )
     viewer.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
     viewer.add_argument(

@@ -13,7 +13,8 @@ From Python, `ViewerServer(Viewer(SQLiteSource(path)))` serves the same pages;
 
 The package's modules: `_source` (reading SQLite or PostgreSQL read-only),
 `_queries` (what the pages read), `_html` and `_charts` (the markup),
-`_pages`, `_window_page` and `_memory` (the pages), `_server` (HTTP).
+`_pages`, `_window_page`, `_memory` and `_agents` (the pages; `_agents` reads the
+`--agent` files), `_server` (HTTP).
 """
 
 from __future__ import annotations

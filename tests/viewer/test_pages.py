@@ -372,3 +372,13 @@ def test_without_agent_files_the_memory_page_says_how_to_see_a_pool(
     postgres_viewer: ViewerServer,
 ) -> None:
     assert "--agent FILE" in text_of(get(postgres_viewer, "/memory").body)
+
+
+def test_a_window_pinned_at_its_last_message_still_shows_the_pin(server: ViewerServer) -> None:
+    # Over budget at every call, the PinnedWindow re-pins each time, at the history's end.
+    body = get(server, "/session/trip/window?strategy=fit:100&pin=100").body
+    assert body.count("<tr class=pin>") == 1
+    rows = re.findall(r"<tr class=['\"]?([\w ]+)['\"]?>", body)
+    assert rows[-1] == "pin"  # after every history message
+    shown = text_of(body)
+    assert "re-pinned at this step" in shown

@@ -121,10 +121,10 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
     built = build_window(history, step, spec, pin)
     tokens = [count_message_tokens(message) for message in built.messages]
     total = sum(tokens)
-    rows = _rows(row.session_id, entries, built, tokens)
+    rows = _rows(entries, built, tokens)
     current, pages = page_number(query, len(rows), ROWS_PER_PAGE)
     shown = rows[(current - 1) * ROWS_PER_PAGE : current * ROWS_PER_PAGE]
-    on_page = [row.entry for row in shown if isinstance(row, _Pair) and row.entry is not None]
+    on_page = [item.entry for item in shown if isinstance(item, _Pair) and item.entry is not None]
     link = tool_links(row.session_id, on_page)
     summarized = ""
     if row.archived:
@@ -149,7 +149,7 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
     return viewer.page(f"{row.session_id}: window", body)
 
 
-def _rows(session_id: str, entries: list[q.Entry], built: Built, tokens: list[int]) -> list[Row]:
+def _rows(entries: list[q.Entry], built: Built, tokens: list[int]) -> list[Row]:
     """One row per history message (runs of dropped ones folded), window-only ones between."""
     by_index = {index: at for at, index in enumerate(built.indexes) if index is not None}
     pin = built.pinned.pin if built.pinned is not None else None
@@ -170,10 +170,11 @@ def _rows(session_id: str, entries: list[q.Entry], built: Built, tokens: list[in
             placed += 1
             rows.append(_Pair(None, built.messages[placed], tokens[placed], "added"))
 
+    stable = built.pinned.stable_prefix if built.pinned is not None else 0
     for index in range(len(built.history)):
-        if pin is not None and index == pin:
+        if index == pin:
             flush()
-            rows.append(_Pin(pin, built.pinned.stable_prefix if built.pinned else 0))
+            rows.append(_Pin(pin, stable))
         at = by_index.get(index)
         if at is None:
             dropped.append(index)
@@ -187,6 +188,8 @@ def _rows(session_id: str, entries: list[q.Entry], built: Built, tokens: list[in
         rows.append(_Pair(entries[index], message, tokens[at], state))
     flush()
     added_until(len(built.messages))
+    if pin is not None and pin >= len(built.history):  # pinned at the end: nothing after it yet
+        rows.append(_Pin(pin, stable))
     return rows
 
 

@@ -16,10 +16,11 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pygents_ctx.cli import main
-from pygents_ctx.cli.viewer import SQLiteSource, Viewer
+from pygents_ctx.cli.viewer import PostgresSource, SQLiteSource, Viewer
 from tests.viewer.conftest import get, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -251,3 +252,17 @@ def test_a_bad_agent_file_is_refused_at_start(
     code, err = run_main(capsys, "view", "--db", str(sqlite_db), "--agent", str(not_an_agent))
     assert code == 1
     assert "is not a saved agent (an agent's to_json() has a 'name')" in err
+
+
+def test_a_postgresql_connection_lost_while_served_is_a_503_page(postgres_dsn: str) -> None:
+    source = PostgresSource(postgres_dsn)
+    with serving(Viewer(source)) as server:
+        assert get(server, "/").status == 200
+        idle = source._idle.get_nowait()  # the connection the next page would use
+        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (idle.info.backend_pid,))
+        source._idle.put(idle)
+        page = get(server, "/")
+        assert page.status == 503
+        assert "cannot read" in page.body
+        assert get(server, "/").status == 200  # the next page connects again

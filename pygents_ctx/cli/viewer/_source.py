@@ -185,6 +185,9 @@ class PostgresSource:
             conn = self._connect()
         try:
             yield _PostgresReading(conn)
+        except self._psycopg.OperationalError as exc:  # the server went away, say
+            conn.close()
+            raise CliError(f"cannot read {self.name!r}: {exc}".strip()) from None
         except BaseException:
             conn.close()
             raise

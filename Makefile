@@ -74,11 +74,13 @@ define TESTS
 	$(BIN)/coverage report
 endef
 
-# The PostgreSQL stores' tests need the server binaries, and the vector store's the
-# pgvector extension; each is installed when missing.
+# The PostgreSQL stores' tests need the server binaries, the vector store's the
+# pgvector extension, and the viewer's browser tests Chromium; each is installed
+# when missing.
 postgres:
 	@.ci/postgres
 	@.ci/pgvector
+	@.ci/chromium
 
 test: $(DEV_STAMP) postgres
 	$(CHECKS)

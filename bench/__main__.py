@@ -32,6 +32,7 @@ from bench import (
     runtime,
     stores,
     strategies,
+    viewer,
 )
 from bench.harness import Result
 
@@ -58,6 +59,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await graph.graph(scale)
     results += await model.model_loop(1_000 // scale)
     results += await model.model_loop_sdk(2 * model.SDK_TURNS)
+    results += await viewer.viewer(scale)
     return results
 
 

@@ -4,7 +4,8 @@
 
 `sessions` lists the sessions, `show` prints one session's messages, `window`
 the window a strategy would build from it, `export` writes a session to a JSON
-file and `import` reads one back into a (new) session. Run it as
+file and `import` reads one back into a (new) session; `view` serves all of it
+as local web pages (`pygents_ctx.cli.viewer`). Run it as
 `pygents-ctx` or `python -m pygents_ctx`; `main(argv)` is the same in-process.
 
 Exit codes: 0 success, 1 a runtime error (no database, no such session, a bad
@@ -13,6 +14,7 @@ import file), 2 a usage error (bad arguments, a bad `--strategy` spec).
 This module parses the arguments; each group of commands is a module of this
 package: `_sessions` (`sessions`, `show`), `_window` (`window` and its
 `--strategy` language), `_transfer` (`export`, `import` and the session file),
+`_view` (`view`, over the `viewer` package),
 over what they share: `_db` (opening the database) and `_render` (the output).
 """
 
@@ -26,7 +28,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pygents_ctx import __version__
-from pygents_ctx.cli import _sessions, _transfer, _window
+from pygents_ctx.cli import _sessions, _transfer, _view, _window
 from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
 from pygents_ctx.cli._render import Output, output
 from pygents_ctx.cli._window import (
@@ -71,6 +73,21 @@ strategy edited; # is its index in the history (? when it cannot be told).
 """
 
 
+_VIEW_EPILOG: Final = f"""\
+The pages: the sessions (searchable, paged), a session's transcript, its
+archive, the window a strategy builds at any step beside the history, the
+spend per model call, and the memory stores in the same database. Nothing is
+written: SQLite is opened read-only, PostgreSQL in read-only transactions.
+
+--pricing MODEL=INPUT,OUTPUT[,CACHED_INPUT[,CACHE_WRITE]] gives a model's
+prices in dollars per million tokens (MODEL may be a glob: 'gpt-4o*'); a
+session's cost is shown when every model it called has a price.
+
+example: {PROG} view --db agent.db --port 0 --pricing gpt-4o=2.5,10,1.25
+         {PROG} view support-4711 --dsn postgresql://app@db/agents
+"""
+
+
 # -- arguments ------------------------------------------------------------------
 
 
@@ -94,6 +111,21 @@ def _strategy(text: str) -> StrategySpec:
         return parse_strategy(text)
     except SpecError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _pricing(text: str) -> tuple[str, Any]:
+    try:
+        return _view.parse_pricing(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(
+            f"must be a port from 0 to 65535 (0: a free one), not {text!r}"
+        )
+    return int(text)
 
 
 def _session(text: str) -> str:
@@ -175,6 +207,51 @@ def build_parser() -> argparse.ArgumentParser:
     load = command("import", _transfer.import_, both, help="create a session from an exported file")
     load.add_argument("file", metavar="FILE", help="a file `export` wrote, or - for stdin")
     load.add_argument("--session", type=_session, metavar="ID", help="the new session's id")
+
+    viewer = command(
+        "view",
+        _view.view,
+        [db_option],
+        help="serve a read-only web viewer of the store",
+        epilog=_VIEW_EPILOG,
+    )
+    viewer.add_argument(
+        "session",
+        nargs="?",
+        type=_session,
+        metavar="SESSION",
+        help="print the address of this session's page (an id or a unique prefix)",
+    )
+    viewer.add_argument(
+        "--dsn", metavar="URL", help="a PostgreSQL database instead (the postgres extra)"
+    )
+    viewer.add_argument(
+        "--port",
+        type=_port,
+        default=_view.DEFAULT_PORT,
+        metavar="N",
+        help=f"the port (default {_view.DEFAULT_PORT}; 0 picks a free one)",
+    )
+    viewer.add_argument("--host", default="127.0.0.1", help="the address (default 127.0.0.1)")
+    viewer.add_argument(
+        "--pricing",
+        type=_pricing,
+        action="append",
+        metavar="MODEL=IN,OUT",
+        help="prices per million tokens, to show costs (repeat per model; a glob may match)",
+    )
+    viewer.add_argument(
+        "-s", "--strategy", type=_strategy, metavar="SPEC", help="the window page's default"
+    )
+    viewer.add_argument(
+        "--budget", type=_tokens, metavar="TOKENS", help="measure windows against this"
+    )
+    viewer.add_argument(
+        "--agent",
+        action="append",
+        metavar="FILE",
+        help="a saved agent's JSON (to_json()), to browse its context pool (repeatable)",
+    )
     return parser
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -18,6 +18,7 @@ __all__ = [
     "check_database",
     "find_session",
     "list_sessions",
+    "pick_session",
     "with_session",
 ]
 
@@ -86,14 +87,26 @@ def with_session(
 async def find_session(conn: SQLiteConnection, wanted: str, path: str) -> SessionInfo:
     """The session named `wanted`, or the only one whose id starts with it."""
     sessions = await SQLiteContextStore(conn).list_sessions()
-    for info in sessions:
-        if info.session_id == wanted:
-            return info
-    matches = [info for info in sessions if info.session_id.startswith(wanted)]
+    by_id = {info.session_id: info for info in sessions}
+    return by_id[pick_session(wanted, list(by_id), path)]
+
+
+def pick_session(wanted: str, session_ids: Sequence[str], path: str) -> str:
+    """`wanted` if it is one of `session_ids`, else the only one of them that starts with it.
+
+    `session_ids` may be every id in the database or only those that start
+    with `wanted`; `path` names the database in the error.
+
+    Raises:
+        CliError: No id starts with `wanted`, or several do (and none is `wanted`).
+    """
+    if wanted in session_ids:
+        return wanted
+    matches = [session_id for session_id in session_ids if session_id.startswith(wanted)]
     if len(matches) == 1:
         return matches[0]
     if matches:
-        shown = ", ".join(info.session_id for info in matches[:5])
+        shown = ", ".join(matches[:5])
         more = ", ..." if len(matches) > 5 else ""
         raise CliError(
             f"{wanted!r} is the start of {len(matches)} session ids ({shown}{more}); "

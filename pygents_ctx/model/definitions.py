@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from pygents_ctx.model.base import OutputSchema
 from pygents_ctx.tools import Tool
 
 __all__ = ["to_anthropic_tools", "to_openai_tools"]
@@ -158,6 +159,23 @@ def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> di
         return schema
     converted: dict[str, Any] = _strict(schema, f"tool {item.metadata.name!r}", all_required)
     return converted
+
+
+def output_json_schema(output: OutputSchema) -> dict[str, Any]:
+    """`output` as OpenAI's `json_schema` formats take it (Chat Completions and Responses).
+
+    A strict schema is sent in the form strict mode needs (see `strict_schema`).
+
+    Raises:
+        ValueError: The schema is strict but holds what strict mode cannot express.
+    """
+    schema = dict(output.schema)
+    if output.strict:
+        schema = strict_schema(schema, f"output schema {output.name!r}", all_required=True)
+    spec: dict[str, Any] = {"name": output.name, "schema": schema, "strict": output.strict}
+    if output.description:
+        spec["description"] = output.description
+    return spec
 
 
 def accepts_null(schema: Mapping[str, Any]) -> bool:

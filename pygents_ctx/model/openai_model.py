@@ -34,13 +34,12 @@ from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
     ModelStreamEvent,
-    OutputSchema,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
     window_parts,
 )
-from pygents_ctx.model.definitions import strict_schema, to_openai_tools
+from pygents_ctx.model.definitions import output_json_schema, to_openai_tools
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -177,7 +176,8 @@ class OpenAIModel:
         if chosen.stop is not None:
             request["stop"] = list(chosen.stop)
         if chosen.output_schema is not None:
-            request["response_format"] = _response_format(chosen.output_schema)
+            spec = output_json_schema(chosen.output_schema)
+            request["response_format"] = {"type": "json_schema", "json_schema": spec}
         if chosen.extra_body:
             request["extra_body"] = dict(chosen.extra_body)
         if chosen.extra_headers:
@@ -261,16 +261,6 @@ class OpenAIModel:
         if reply.finish_reason is None:
             raise cut_stream("OpenAI", "the reply's finish reason")
         yield reply.response()
-
-
-def _response_format(output: OutputSchema) -> dict[str, Any]:
-    schema = dict(output.schema)
-    if output.strict:
-        schema = strict_schema(schema, f"output schema {output.name!r}", all_required=True)
-    spec: dict[str, Any] = {"name": output.name, "schema": schema, "strict": output.strict}
-    if output.description:
-        spec["description"] = output.description
-    return {"type": "json_schema", "json_schema": spec}
 
 
 def _reasoning(value: Any) -> list[str]:

@@ -57,7 +57,7 @@ from pygents_ctx.model.base import (
     ToolCallDelta,
     window_parts,
 )
-from pygents_ctx.model.definitions import to_openai_tools
+from pygents_ctx.model.definitions import output_json_schema, to_openai_tools
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -199,16 +199,8 @@ class OpenAIResponsesModel:
             if getattr(chosen, name) is not None:
                 request[name] = getattr(chosen, name)
         if chosen.output_schema is not None:
-            schema = chosen.output_schema
-            text_format: dict[str, Any] = {
-                "type": "json_schema",
-                "name": schema.name,
-                "schema": dict(schema.schema),
-                "strict": schema.strict,
-            }
-            if schema.description:
-                text_format["description"] = schema.description
-            request["text"] = {"format": text_format}
+            spec = output_json_schema(chosen.output_schema)
+            request["text"] = {"format": {"type": "json_schema", **spec}}
         if chosen.extra_body:
             request["extra_body"] = dict(chosen.extra_body)
         if chosen.extra_headers:

@@ -18,6 +18,8 @@ from pygents_ctx import (
     ContextConfig,
     ContextItem,
     Message,
+    RedactedThinkingBlock,
+    ThinkingBlock,
     ToolRegistry,
     tool,
 )
@@ -112,7 +114,8 @@ async def fill(make: Any) -> None:
     await fill_trip(make("trip"))
     xss = make("xss")
     await xss.append(Message("user", XSS))
-    await xss.append(Message("assistant", [ToolUseBlock("c<1>", "t<b>", {"html": XSS})]))
+    thinking = [ThinkingBlock(XSS, signature="sig"), RedactedThinkingBlock("c2VjcmV0")]
+    await xss.append(Message("assistant", [*thinking, ToolUseBlock("c<1>", "t<b>", {"html": XSS})]))
     await xss.append(Message("user", [ToolResultBlock("c<1>", XSS)]))
     await make("empty").set_context_tokens(0, 0)
 

@@ -60,6 +60,8 @@ def test_markup_in_a_message_is_shown_as_text_and_never_runs(server: ViewerServe
     assert html.escape(XSS) in transcript
     assert 'id="call-c&lt;1&gt;"' in transcript
     assert "<b>t&lt;b&gt;</b>" in transcript
+    assert "<span class=tag>thinking</span><span class=muted>signed</span>" in transcript
+    assert "<span class=tag>redacted thinking</span>" in transcript
     policy = get(server, "/session/xss").headers["Content-Security-Policy"]
     assert "default-src 'none'" in policy
     assert "script-src" not in policy

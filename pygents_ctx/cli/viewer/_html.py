@@ -21,7 +21,9 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
 )
@@ -83,6 +85,7 @@ pre { margin:.2em 0; padding:.4em .6em; background:#f4f5f7; border-radius:6px;
 .tag { display:inline-block; font-size:11px; font-weight:700; padding:0 .45em;
   border-radius:4px; background:#eef1f6; color:#344054; margin-right:.3em; }
 .call .tag { background:#e0ebff; } .result .tag { background:#e3f5e9; }
+.thinking .tag { background:#f1e8ff; }
 .result.error .tag { background:var(--error); color:#b42318; }
 img.inline { max-width:320px; max-height:240px; border:1px solid var(--line);
   border-radius:4px; display:block; margin:.3em 0; }
@@ -244,6 +247,18 @@ def _block_html(block: ContentBlock, link: ToolLink, ids: bool) -> str:
             f"<div class='block call'{_id('call-' + block.id, ids)}><span class=tag>call</span>"
             f"<b>{esc(block.name)}</b> <span class=muted>id {esc(block.id)}</span>{to_result}"
             f"<pre>{_text_html(arguments)}</pre></div>"
+        )
+    if isinstance(block, ThinkingBlock):
+        signed = "signed" if block.signature else "unsigned"
+        return (
+            f"<div class='block thinking'><span class=tag>thinking</span>"
+            f"<span class=muted>{signed}</span><div class=text>{_text_html(block.thinking)}</div>"
+            "</div>"
+        )
+    if isinstance(block, RedactedThinkingBlock):
+        return (
+            "<div class='block thinking'><span class=tag>redacted thinking</span>"
+            f"<span class=muted>{number(len(block.data))} characters, encrypted</span></div>"
         )
     return _result_html(block, link, ids)
 

@@ -114,10 +114,20 @@ def read_body(response: Any, provider: str) -> Any:
     page) as its text, not as an error.
 
     Raises:
-        ModelAPIError: The body is text, not the API's JSON (transient).
+        ModelAPIError: The body is text, not the API's JSON (transient); an HTML
+            page is named as one, with the likely fix (a `base_url` that points
+            at a web page rather than the API).
     """
     if isinstance(response, str | bytes):
-        shown = response[:80]
+        text = response.decode(errors="replace") if isinstance(response, bytes) else response
+        shown = text[:80]
+        if text.lstrip()[:1] == "<":
+            raise ModelAPIError(
+                f"{provider}: the server sent an HTML page, not the API's JSON ({shown!r}); "
+                "check base_url: it must point at the API (a compatible server's usually "
+                "ends in /v1)",
+                transient=True,
+            )
         raise ModelAPIError(f"{provider}: the reply is not valid JSON ({shown!r})", transient=True)
     return response
 

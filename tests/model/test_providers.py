@@ -383,7 +383,9 @@ async def test_a_proxy_error_page_is_transient(api: FakeAPI, model: Any) -> None
     page = "<html><body>502 Bad Gateway</body></html>"
     api.script(Reply(raw=page, headers={"Content-Type": "text/html"}))
 
-    with pytest.raises(ModelAPIError, match=r"not valid JSON.*502 Bad Gateway") as caught:
+    with pytest.raises(
+        ModelAPIError, match=r"sent an HTML page.*502 Bad Gateway.*base_url"
+    ) as caught:
         await model.complete(QUESTION)
 
     assert caught.value.transient

@@ -13,6 +13,7 @@ import file), 2 a usage error (bad arguments, a bad `--strategy` spec).
 This module parses the arguments; each group of commands is a module of this
 package: `_sessions` (`sessions`, `show`), `_window` (`window` and its
 `--strategy` language), `_transfer` (`export`, `import` and the session file),
+`_mcp` (`mcp serve`: tools served to MCP clients),
 over what they share: `_db` (opening the database) and `_render` (the output).
 """
 
@@ -26,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pygents_ctx import __version__
-from pygents_ctx.cli import _sessions, _transfer, _window
+from pygents_ctx.cli import _mcp, _sessions, _transfer, _window
 from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
 from pygents_ctx.cli._render import Output, output
 from pygents_ctx.cli._window import (
@@ -175,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     load = command("import", _transfer.import_, both, help="create a session from an exported file")
     load.add_argument("file", metavar="FILE", help="a file `export` wrote, or - for stdin")
     load.add_argument("--session", type=_session, metavar="ID", help="the new session's id")
+
+    _mcp.add_commands(commands, layout)  # `mcp serve`
     return parser
 
 

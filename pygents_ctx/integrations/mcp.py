@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pygents_ctx.context.messages import TextBlock
 from pygents_ctx.errors import PygentsError
 from pygents_ctx.integrations._mcp_content import MCPToolResult
-from pygents_ctx.integrations._mcp_serve import serve_tools
+from pygents_ctx.integrations._mcp_serve import mcp_server, serve_tools
 from pygents_ctx.registry import ToolRegistry
 from pygents_ctx.tools import Tool
 
@@ -49,6 +49,7 @@ __all__ = [
     "MCPServer",
     "MCPToolError",
     "MCPToolResult",
+    "mcp_server",
     "require_mcp",
     "serve_tools",
 ]

@@ -67,6 +67,7 @@ from pygents_ctx.model._approvals import (
     waiting_calls,
     waiting_step,
 )
+from pygents_ctx.model._observers import OBSERVERS, watch_model_call, watch_run
 from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.model._replies import check_reply, closing, kept_of_cut_reply
 from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, unanswered_calls
@@ -506,20 +507,31 @@ class ModelLoop:
         run = self._run = _Run(streaming)
         values = cast("AsyncGenerator[tuple[Turn, Any], None]", agent.run())
         completed = False
+        watch = watch_run(self) if OBSERVERS else None  # tracing: the run, current in its steps
+        ended: BaseException | None = None
         try:
             while True:
                 if lease is not None:
                     await lease.check()  # lost (taken over after a stall): stop writing
                 token = _RUNNING.set(self)
+                if watch is not None:
+                    watch.resume()
                 try:
                     turn, value = await anext(values)
                 except StopAsyncIteration:
                     break
                 finally:
+                    if watch is not None:
+                        watch.pause()
                     _RUNNING.reset(token)
                 yield value if isinstance(value, _OWN_EVENTS) else AgentValue(turn, value)
             completed = True
+        except BaseException as error:
+            ended = error
+            raise
         finally:
+            if watch is not None:
+                watch.end(run.finished, ended)
             token = _RUNNING.set(self)
             try:
                 await values.aclose()
@@ -687,6 +699,7 @@ class ModelLoop:
         """The model's events for `window`, then its `ModelResponse`; transient failures retried."""
         failures = 0
         while True:
+            watch = watch_model_call(self, step, window) if OBSERVERS else None
             try:
                 if run.streaming:
                     response = None
@@ -703,6 +716,8 @@ class ModelLoop:
                     )
                 check_reply(self.model, response)
             except ModelError as error:
+                if watch is not None:
+                    watch.end(None, error)
                 failures += 1
                 delay = self.retry.delay(failures, error)
                 if delay is None or not isinstance(error, ModelAPIError):
@@ -710,7 +725,13 @@ class ModelLoop:
                 yield ModelRetry(step, failures, delay, error)
                 await asyncio.sleep(delay)
                 continue
+            except BaseException as error:  # cancelled, or the stream was left
+                if watch is not None:
+                    watch.end(None, error)
+                raise
             assert isinstance(response, ModelResponse)  # check_reply saw to it
+            if watch is not None:
+                watch.end(response, None)
             yield response
             return
 

@@ -32,6 +32,7 @@ from bench import (
     runtime,
     stores,
     strategies,
+    tracing,
 )
 from bench.harness import Result
 
@@ -57,6 +58,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await memory.selection_and_search(scale)
     results += await graph.graph(scale)
     results += await model.model_loop(1_000 // scale)
+    results += await tracing.tracing(1_000 // scale)
     return results
 
 

@@ -499,7 +499,10 @@ class MCPServer:
         remote_name = definition.name
 
         async def call(**arguments: Any) -> Any:
-            result = await self.call(self._remote.get(name, remote_name), arguments)
+            if name not in self._remote:  # the server dropped it from its list
+                gone = f"the MCP server {self.name!r} no longer offers the tool {remote_name!r}"
+                raise MCPToolError(remote_name, MCPToolResult([TextBlock(gone)], is_error=True))
+            result = await self.call(self._remote[name], arguments)
             if result.is_error:
                 raise MCPToolError(remote_name, result)
             return result.for_model()

@@ -82,6 +82,14 @@ async def grow(name: str, ctx: Context) -> str:
 
 
 @server.tool()
+async def shrink(name: str, ctx: Context) -> str:
+    """Remove the tool called `name`, and tell the client the tool list changed."""
+    server.remove_tool(name)
+    await ctx.session.send_tool_list_changed()
+    return f"removed {name}"
+
+
+@server.tool()
 async def whoami(ctx: Context) -> str:
     """The Authorization header the call came with (HTTP only)."""
     headers = ctx.headers or {}

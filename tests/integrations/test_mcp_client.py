@@ -133,6 +133,7 @@ async def test_turns_of_mcp_tools_get_hooks_and_timeouts(server: MCPServer) -> N
         async for _ in agent.run():
             pass
     assert seen == ["hooked"]
+    assert await tools["t_echo"](text="after the timeout") == "after the timeout"
 
 
 async def test_the_list_is_fetched_again_when_the_server_says_it_changed(
@@ -145,6 +146,13 @@ async def test_the_list_is_fetched_again_when_the_server_says_it_changed(
 
     assert server.tools()[: len(before)] == before  # the same objects
     assert await ToolRegistry.get("t_extra")(word="hi") == "extra: hi"
+
+    pixel = by_name(server)["t_pixel"]
+    assert await by_name(server)["t_shrink"](name="pixel") == "removed pixel"
+    await eventually(lambda: "t_pixel" not in by_name(server))
+    assert "t_pixel" not in ToolRegistry._entries
+    with pytest.raises(MCPToolError, match="no longer offers the tool 'pixel'"):
+        await pixel()
 
 
 async def test_two_servers_with_the_same_names_need_a_prefix(server: MCPServer) -> None:

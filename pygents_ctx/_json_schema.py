@@ -14,7 +14,8 @@ Problems are reported as for a function tool: every one at once, in one
 `ids[2]`). Top-level names the schema does not know follow the runtime's rule:
 dropped without a word (when the schema closes the object) unless something
 required is missing, in which case each is reported with the name it
-probably meant.
+probably meant; an open object keeps them, but reports one that looks like a
+misspelled missing name.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from pygents_ctx._suggest import closest
 from pygents_ctx._type_checks import _invalid, _one_of, _same, missing, unknown
 from pygents_ctx.errors import ArgumentProblem, ToolArgumentsError
 
@@ -121,13 +123,16 @@ class _Checker:
         absent = [name for name in schema.get("required") or () if name not in value]
         found = [missing(prefix + name) for name in absent]
         extra = schema.get("additionalProperties", True)
+        what = "a field of this object" if path else "a parameter of this tool"
         for name, item in value.items():
             if name in properties:
                 found += self.problems(properties[name], item, prefix + name)
             elif extra is False:
                 if strict or absent:
-                    what = "a field of this object" if path else "a parameter of this tool"
                     found.append(unknown(prefix, name, absent, properties, what))
+            elif absent and closest(name, absent) is not None:
+                # An open object takes any name, but this one most likely misspells a missing one.
+                found.append(unknown(prefix, name, absent, properties, what))
             elif isinstance(extra, Mapping):
                 found += self.problems(extra, item, prefix + name)
         return found

@@ -97,8 +97,23 @@ async def test_unknown_names_are_dropped_unless_something_required_is_missing() 
     assert await tool(n=1, verbose=True) == {"n": 1}
     with pytest.raises(ToolArgumentsError) as caught:
         await tool(count=1)
-    assert [p.kind for p in caught.value.problems] == ["missing", "unknown"]
-    assert caught.value.problems[1].suggestion is None or caught.value.problems[1].path == "count"
+    assert [str(p) for p in caught.value.problems] == [
+        "n: required, not given",
+        "count: not a parameter of this tool (those are: n, tags, mode, address, note, extra)",
+    ]
+
+
+async def test_an_open_schema_keeps_extra_names_but_reports_a_misspelled_one() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tool = Tool.from_schema("weather", echo, input_schema=schema)
+
+    assert await tool(city="Oslo", units="metric") == {"city": "Oslo", "units": "metric"}
+    with pytest.raises(ToolArgumentsError) as caught:
+        await tool(cty="Oslo", units="metric")
+    assert [str(p) for p in caught.value.problems] == [
+        "city: required, not given",
+        "cty: not a parameter of this tool; did you mean 'city'?",
+    ]
 
 
 async def test_positional_arguments_are_refused() -> None:

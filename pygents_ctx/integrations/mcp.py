@@ -423,10 +423,10 @@ class MCPServer:
             result = await session.call_tool(tool, dict(arguments or {}))
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._lost = f"the connection closed during a call of {tool!r}"
+                self._lost = f"the connection closed before the call of {tool!r} was answered"
                 raise MCPConnectionError(
-                    f"MCP server {self.name!r} ({self._where}) dropped the connection during "
-                    f"the call of {tool!r}; the call may or may not have run"
+                    f"the connection to MCP server {self.name!r} ({self._where}) closed before "
+                    f"the call of {tool!r} was answered (the server may have run it)"
                 ) from exc
             refused = TextBlock(f"{exc.message} (MCP error {exc.code})")
             return MCPToolResult([refused], is_error=True)

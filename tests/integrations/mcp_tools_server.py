@@ -70,6 +70,13 @@ async def die() -> str:
 
 
 @server.tool()
+async def exit_soon() -> str:
+    """The server process exits a moment after answering."""
+    asyncio.get_running_loop().call_later(0.1, os._exit, 0)
+    return "bye"
+
+
+@server.tool()
 async def grow(name: str, ctx: Context) -> str:
     """Add a tool called `name`, and tell the client the tool list changed."""
 

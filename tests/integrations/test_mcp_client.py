@@ -168,11 +168,22 @@ async def test_two_servers_with_the_same_names_need_a_prefix(server: MCPServer) 
 async def test_a_server_killed_mid_call_is_a_clear_error_and_stays_gone() -> None:
     async with stdio() as server:
         tools = by_name(server)
-        with pytest.raises(MCPConnectionError, match="dropped the connection during the call"):
+        with pytest.raises(MCPConnectionError, match="closed before the call of 'die' was"):
             await tools["t_die"]()
         with pytest.raises(MCPConnectionError, match="is gone"):
             await tools["t_echo"](text="anyone?")
         assert not server.connected
+
+
+async def test_a_server_that_exited_between_calls_is_a_clear_error() -> None:
+    async with stdio() as server:
+        tools = by_name(server)
+        assert await tools["t_exit_soon"]() == "bye"
+        await asyncio.sleep(0.5)
+        with pytest.raises(MCPConnectionError, match="closed before the call of 'echo'"):
+            await tools["t_echo"](text="anyone?")
+        with pytest.raises(MCPConnectionError, match="is gone"):
+            await tools["t_echo"](text="anyone?")
 
 
 async def test_a_tool_used_outside_the_connection_says_so() -> None:
@@ -265,7 +276,7 @@ async def test_over_http_headers_are_sent_and_a_dropped_server_is_reconnected() 
             await asyncio.sleep(0.5)
             process.kill()
             process.wait()
-            with pytest.raises(MCPConnectionError, match="dropped the connection"):
+            with pytest.raises(MCPConnectionError, match="closed before the call of 'slow' was"):
                 await slow
             with pytest.raises(MCPConnectionError, match="could not connect"):
                 await tools["echo"](text="down")

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Final
 
+from pygents_ctx._tool_errors import check_on_tool_error
 from pygents_ctx.context.messages import TextBlock
 from pygents_ctx.errors import PygentsError
 from pygents_ctx.integrations._mcp_content import MCPToolResult
@@ -43,6 +44,8 @@ from pygents_ctx.tools import Tool
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
+
+    from pygents_ctx._tool_errors import OnToolError
 
 __all__ = [
     "MCPConnectionError",
@@ -116,6 +119,11 @@ class MCPServer:
         reconnect: Whether a dropped connection is made again on the next call.
         connect_timeout: Seconds to wait for the connection and the tool list.
         register: Register the tools in `ToolRegistry` while connected.
+        on_tool_error: Each tool's `on_tool_error` (see `@tool`): what an agent
+            does when a turn of one fails; None follows the agent's.
+        needs_approval: Whether a `ModelLoop` stops for a person's approval
+            before a call of one of the tools: True, False, or a function of
+            the tool's name on the server and the call's arguments.
     """
 
     def __init__(
@@ -127,7 +135,14 @@ class MCPServer:
         reconnect: bool = False,
         connect_timeout: float = 30.0,
         register: bool = True,
+        on_tool_error: OnToolError | None = None,
+        needs_approval: bool | Callable[[str, dict[str, Any]], bool] = False,
     ) -> None:
+        if not (isinstance(needs_approval, bool) or callable(needs_approval)):
+            raise TypeError(
+                f"MCP server {name!r}: needs_approval must be True, False or a function of "
+                f"the tool's name and the call's arguments, not {needs_approval!r}"
+            )
         if prefix is not None and not re.fullmatch(r"[a-zA-Z0-9_-]{1,40}", prefix):
             raise ValueError(
                 f"MCP server {name!r}: prefix {prefix!r} must be 1 to 40 letters, digits, "
@@ -140,6 +155,12 @@ class MCPServer:
         self.reconnect = reconnect
         self.connect_timeout = connect_timeout
         self.register = register
+        self.on_tool_error = (
+            None
+            if on_tool_error is None
+            else check_on_tool_error(on_tool_error, f"MCP server {name!r}")
+        )
+        self.needs_approval = needs_approval
         self._connect = connect
         self._tools: dict[str, Tool[..., Any]] = {}  # by pygents name, in the server's order
         self._remote: dict[str, str] = {}  # pygents name -> the server's name
@@ -166,6 +187,8 @@ class MCPServer:
         prefix: str | None = None,
         connect_timeout: float = 30.0,
         register: bool = True,
+        on_tool_error: OnToolError | None = None,
+        needs_approval: bool | Callable[[str, dict[str, Any]], bool] = False,
     ) -> MCPServer:
         """A server run as a subprocess, spoken to over its stdin and stdout.
 
@@ -175,7 +198,8 @@ class MCPServer:
             env: Environment variables added to the SDK's safe default set.
             cwd: Its working directory.
             name: What errors call it (default: the command's file name).
-            prefix, connect_timeout, register: As for `MCPServer`.
+            prefix, connect_timeout, register, on_tool_error, needs_approval: As for
+                `MCPServer`.
 
         Examples:
             >>> server = MCPServer.stdio("python", ["-m", "my_server"], prefix="mine")
@@ -198,6 +222,8 @@ class MCPServer:
             prefix=prefix,
             connect_timeout=connect_timeout,
             register=register,
+            on_tool_error=on_tool_error,
+            needs_approval=needs_approval,
         )
         made._where = f"stdio: {' '.join(command_line)}"
         return made
@@ -213,6 +239,8 @@ class MCPServer:
         reconnect: bool = True,
         connect_timeout: float = 30.0,
         register: bool = True,
+        on_tool_error: OnToolError | None = None,
+        needs_approval: bool | Callable[[str, dict[str, Any]], bool] = False,
     ) -> MCPServer:
         """A server reached over streamable HTTP at `url`.
 
@@ -220,7 +248,8 @@ class MCPServer:
             url: The server's MCP endpoint (`http://127.0.0.1:8000/mcp`).
             headers: Sent with every request (`{"Authorization": "Bearer ..."}`).
             name: What errors call it (default: the URL).
-            prefix, reconnect, connect_timeout, register: As for `MCPServer`.
+            prefix, reconnect, connect_timeout, register, on_tool_error, needs_approval:
+                As for `MCPServer`.
 
         Examples:
             >>> MCPServer.http("http://127.0.0.1:8000/mcp", prefix="docs").prefix
@@ -247,6 +276,8 @@ class MCPServer:
             reconnect=reconnect,
             connect_timeout=connect_timeout,
             register=register,
+            on_tool_error=on_tool_error,
+            needs_approval=needs_approval,
         )
         made._where = "streamable HTTP" if name is None else f"streamable HTTP at {url}"
         return made
@@ -514,7 +545,15 @@ class MCPServer:
             input_schema=_input_schema(definition.input_schema),
             output_schema=definition.output_schema,
             tags=("mcp", f"mcp:{self.name}"),
+            on_tool_error=self.on_tool_error,
+            needs_approval=self._approval(remote_name),
         )
+
+    def _approval(self, remote_name: str) -> bool | Callable[[dict[str, Any]], bool]:
+        rule = self.needs_approval
+        if isinstance(rule, bool):
+            return rule
+        return lambda arguments: rule(remote_name, arguments)
 
 
 def _adopt(held: Tool[..., Any], new: Tool[..., Any]) -> None:

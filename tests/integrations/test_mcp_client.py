@@ -17,6 +17,7 @@ from pygents_ctx import (
     AnthropicModel,
     ContextConfig,
     ImageBlock,
+    LoopStop,
     MemoryContextStore,
     ModelLoop,
     OpenAIModel,
@@ -33,6 +34,7 @@ from pygents_ctx.integrations.mcp import (
     MCPToolError,
 )
 from pygents_ctx.registry import ToolRegistry
+from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 from tests.integrations.conftest import ROOT, SERVER_MODULE, start_http_server
 from tests.integrations.mcp_tools_server import PIXEL
 from tests.model.fake_api import (
@@ -136,6 +138,39 @@ async def test_turns_of_mcp_tools_get_hooks_and_timeouts(server: MCPServer) -> N
     assert await tools["t_echo"](text="after the timeout") == "after the timeout"
 
 
+async def test_on_tool_error_return_makes_a_server_error_the_turns_value() -> None:
+    async with stdio(on_tool_error="return") as server:
+        tools = by_name(server)
+        agent = Agent("tolerant", "keeps going", server.tools())
+        await agent.put(Turn(tools["t_fail"], kwargs={"reason": "nope"}))
+        await agent.put(Turn(tools["t_echo"], kwargs={"text": "next"}))
+
+        values = [value async for _, value in agent.run()]
+
+    assert isinstance(values[0], MCPToolError)
+    assert "refused: nope" in str(values[0])
+    assert values[1] == "next"
+
+
+async def test_needs_approval_stops_a_model_loop_before_the_call() -> None:
+    def risky(tool: str, arguments: dict[str, Any]) -> bool:
+        return tool == "echo" and arguments.get("times", 1) > 1
+
+    async with stdio(needs_approval=risky) as server:
+        model = ScriptedModel(
+            [assistant(tool_call("t_echo", text="a"), tool_call("t_echo", text="b", times=3))]
+        )
+        agent = Agent("careful", "asks first", server.tools(), context=memory())
+        finished = await ModelLoop(agent, model).run("Echo.")
+
+    assert finished.reason is LoopStop.APPROVAL
+    assert [call.input for call in finished.pending] == [{"text": "b", "times": 3}]
+
+
+def memory() -> ContextConfig:
+    return ContextConfig(MemoryContextStore())
+
+
 async def test_the_list_is_fetched_again_when_the_server_says_it_changed(
     server: MCPServer,
 ) -> None:
@@ -203,6 +238,10 @@ async def test_a_server_that_does_not_start_is_a_clear_error() -> None:
 def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match="prefix 'a b'"):
         MCPServer.stdio("x", prefix="a b")
+    with pytest.raises(ValueError, match="on_tool_error"):
+        MCPServer.stdio("x", on_tool_error="ignore")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs_approval must be"):
+        MCPServer.stdio("x", needs_approval="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must start with http"):
         MCPServer.http("127.0.0.1:80/mcp")
     with pytest.raises(MCPConnectionError, match="not connected"):

@@ -16,6 +16,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from pygents_ctx.cli import main
+from pygents_ctx.cli._mcp import load_tools
 from pygents_ctx.integrations.mcp import MCPServer, mcp_server
 from tests.integrations import served_tools
 from tests.integrations.conftest import ROOT, free_port
@@ -133,6 +134,16 @@ def test_a_module_and_name_pick_the_tools_and_bad_specs_are_clear_errors(
     assert "has no 'missing'" in capsys.readouterr().err
     assert main(["mcp", "serve", "tests.integrations.served_tools:Stats"]) == 1
     assert "not a @tool or a list of them" in capsys.readouterr().err
+    assert main(["mcp", "serve", "tests.integrations.conftest"]) == 1
+    assert "defines no @tool at its top level" in capsys.readouterr().err
+    assert load_tools("tests.integrations.served_tools:forecast") == [served_tools.forecast]
+    assert {item.key for item in load_tools("tests.integrations.served_tools")} == {
+        "forecast",
+        "stats",
+        "picture",
+        "refuse",
+        "words",
+    }
 
 
 async def test_a_named_list_is_served_alone() -> None:

@@ -273,3 +273,62 @@ async def test_off_by_default_and_after_uninstrument(
     await ModelLoop(agent_with([]), openai_model).run("Hello?")
 
     assert spans.get_finished_spans() == ()
+
+
+class Recorder:
+    """A second observer beside the tracer: what it was told, in order."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def run(self, loop: Any) -> Any:
+        return Watch(self.seen, "run")
+
+    def model_call(self, loop: Any, step: int, window: Any) -> Any:
+        return Watch(self.seen, f"model {step}")
+
+    def tool_call(self, call: Any, tool: Any) -> Any:
+        return Watch(self.seen, f"tool {call.name}")
+
+
+class Watch:
+    def __init__(self, seen: list[str], what: str) -> None:
+        self.seen, self.what = seen, what
+        seen.append(f"{what} started")
+
+    def resume(self) -> None:
+        pass
+
+    def pause(self) -> None:
+        pass
+
+    def failed(self, error: BaseException) -> None:
+        self.seen.append(f"{self.what} failed: {type(error).__name__}")
+
+    def end(self, outcome: Any, error: BaseException | None) -> None:
+        self.seen.append(f"{self.what} ended")
+
+
+async def test_several_observers_each_see_every_run_and_call(
+    library: list[Any], spans: InMemorySpanExporter
+) -> None:
+    recorder = Recorder()
+    OBSERVERS.append(recorder)
+    try:
+        model = ScriptedModel([assistant(tool_call("lookup", key="x")), "No entry."])
+        await ModelLoop(agent_with(library), model).run("Look x up.")
+    finally:
+        OBSERVERS.remove(recorder)
+
+    assert recorder.seen == [
+        "run started",
+        "model 1 started",
+        "model 1 ended",
+        "tool lookup started",
+        "tool lookup failed: LookupError",
+        "tool lookup ended",
+        "model 2 started",
+        "model 2 ended",
+        "run ended",
+    ]
+    assert len(spans.get_finished_spans()) == 4

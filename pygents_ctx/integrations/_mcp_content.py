@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import IMAGE_MEDIA_TYPES, ImageBlock, Message, TextBlock
 
 __all__ = ["MCPToolResult", "to_mcp_content"]
@@ -101,8 +102,11 @@ def to_mcp_content(value: Any) -> tuple[list[dict[str, Any]], dict[str, Any] | N
 
     Text stays text; a `TextBlock` / `ImageBlock` (or a list of them, or a
     `Message`) becomes its MCP block; any other value is sent as its JSON
-    text, and a JSON object (a dict) is also the structured content.
+    text, and a JSON object (a dict) is also the structured content. A
+    `ContextItem` is sent as its content.
     """
+    if isinstance(value, ContextItem):
+        value = value.content
     if isinstance(value, Message):
         value = list(value.content)
     if isinstance(value, str):

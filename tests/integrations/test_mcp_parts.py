@@ -9,7 +9,7 @@ import mcp.types as types
 import pytest
 from mcp import Client
 
-from pygents_ctx import ImageBlock, Message, TextBlock, Tool, tool
+from pygents_ctx import ContextItem, ImageBlock, Message, TextBlock, Tool, tool
 from pygents_ctx.integrations._mcp_content import MCPToolResult, to_mcp_content
 from pygents_ctx.integrations.mcp import mcp_server, serve_tools
 from tests.integrations import served_tools
@@ -84,6 +84,8 @@ def test_tool_values_become_mcp_content() -> None:
     )
     assert to_mcp_content({"a": 1}) == ([{"type": "text", "text": '{"a":1}'}], {"a": 1})
     assert to_mcp_content([1, 2]) == ([{"type": "text", "text": "[1,2]"}], None)
+    item = ContextItem(content="a document", description="doc")
+    assert to_mcp_content(item) == ([{"type": "text", "text": "a document"}], None)
 
 
 async def test_served_tools_in_process_through_the_sdk_client() -> None:

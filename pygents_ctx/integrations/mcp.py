@@ -565,9 +565,8 @@ def _adopt(held: Tool[..., Any], new: Tool[..., Any]) -> None:
 def _input_schema(schema: Any) -> dict[str, Any]:
     if not isinstance(schema, Mapping):
         return {"type": "object", "properties": {}}
-    given = dict(schema)
+    given = dict(schema)  # the server's, as it gave it (MCP requires an object schema)
     given.setdefault("type", "object")
-    given.pop("title", None)  # a generated class name, not something a model needs
     return given
 
 

@@ -1,4 +1,4 @@
-"""The local model API server, and helpers to run the `mcp` SDK's test server."""
+"""The local model API server (its fixtures), and helpers to run the test MCP server."""
 
 from __future__ import annotations
 
@@ -6,14 +6,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from tests.model.conftest import anthropic_model, api, openai_model
 
-__all__ = ["anthropic_model", "api", "http_server", "openai_model", "start_http_server"]
+__all__ = ["anthropic_model", "api", "free_port", "openai_model", "start_http_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULE = "tests.integrations.mcp_tools_server"
@@ -46,15 +43,3 @@ def start_http_server(port: int) -> subprocess.Popen[bytes]:
             return process
     process.kill()
     raise RuntimeError("the test MCP server did not start listening")
-
-
-@pytest.fixture
-def http_server() -> Iterator[tuple[str, int]]:
-    """A running HTTP test server: its URL and port."""
-    port = free_port()
-    process = start_http_server(port)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp", port
-    finally:
-        process.kill()
-        process.wait()

@@ -84,6 +84,7 @@ async def test_the_servers_tools_are_prefixed_registered_and_described(server: M
             "times": {"default": 1, "title": "Times", "type": "integer"},
         },
         "required": ["text"],
+        "title": "echoArguments",
     }
     assert "mcp" in echo.tags
 

@@ -47,9 +47,19 @@ def add_commands(commands: Any, layout: type[argparse.HelpFormatter]) -> None:
     serving.add_argument("tools", metavar="TOOLS", help="module[:name], e.g. my_app.tools:public")
     serving.add_argument("--http", action="store_true", help="streamable HTTP instead of stdio")
     serving.add_argument("--host", default="127.0.0.1", help="HTTP address (default 127.0.0.1)")
-    serving.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    serving.add_argument("--port", type=_port, default=8000, help="HTTP port (default 8000)")
     serving.add_argument("--path", default="/mcp", help="HTTP endpoint path (default /mcp)")
     serving.add_argument("--name", default="pygents-ctx", help="the server's name for clients")
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 1 to 65535, not {text!r}")
+    return port
 
 
 def load_tools(spec: str) -> list[Tool[..., Any]]:

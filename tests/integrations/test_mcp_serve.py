@@ -134,6 +134,8 @@ def test_a_module_and_name_pick_the_tools_and_bad_specs_are_clear_errors(
     assert "has no 'missing'" in capsys.readouterr().err
     assert main(["mcp", "serve", "tests.integrations.served_tools:Stats"]) == 1
     assert "not a @tool or a list of them" in capsys.readouterr().err
+    assert main(["mcp", "serve", "tests.integrations.served_tools", "--http", "--port", "0"]) == 2
+    assert "must be a port number from 1 to 65535" in capsys.readouterr().err
     assert main(["mcp", "serve", "tests.integrations.conftest"]) == 1
     assert "defines no @tool at its top level" in capsys.readouterr().err
     assert load_tools("tests.integrations.served_tools:forecast") == [served_tools.forecast]

@@ -530,8 +530,6 @@ class ModelLoop:
             ended = error
             raise
         finally:
-            if watch is not None:
-                watch.end(run.finished, ended)
             token = _RUNNING.set(self)
             try:
                 await values.aclose()
@@ -542,6 +540,8 @@ class ModelLoop:
             finally:
                 _RUNNING.reset(token)
                 self._run = None
+                if watch is not None:  # last: the closing above belongs to the run
+                    watch.end(run.finished, ended)
 
     def _think_turn(self) -> Turn:
         return Turn(_THINK, timeout=self.step_timeout)

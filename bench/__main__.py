@@ -32,6 +32,7 @@ from bench import (
     runtime,
     stores,
     strategies,
+    tracing,
     viewer,
 )
 from bench.harness import Result
@@ -60,6 +61,7 @@ async def collect(quick: bool) -> list[Result]:
     results += await model.model_loop(1_000 // scale)
     results += await model.model_loop_sdk(2 * model.SDK_TURNS)
     results += await viewer.viewer(scale)
+    results += await tracing.tracing(1_000 // scale)
     return results
 
 

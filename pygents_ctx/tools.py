@@ -29,6 +29,7 @@ from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, fire_on, fire_with_kwargs
 from pygents_ctx._docstrings import parse_docstring
+from pygents_ctx._json_schema import check_object_schema, schema_check
 from pygents_ctx._registry import NameRegistry, identical, redefines
 from pygents_ctx._schema import signature_schemas
 from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
@@ -242,6 +243,88 @@ class Tool(Generic[P, R]):
         self._call: Callable[[tuple[Any, ...], dict[str, Any]], Any] = (
             self._iterate if self.is_generator else self._invoke
         )
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        call: Callable[..., Awaitable[Any]],
+        *,
+        description: str | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        lock: bool = False,
+        tags: Iterable[str] | None = None,
+        validate: bool = True,
+        on_tool_error: OnToolError | None = None,
+        needs_approval: bool | ApprovalRule = False,
+    ) -> Tool[..., Any]:
+        """A tool defined by a name, a description and a JSON Schema, not by a signature.
+
+        For tools whose definition comes from elsewhere (an MCP server, a
+        config file): `call` is awaited with the call's arguments as keyword
+        arguments. Calls are checked against `input_schema` (the common JSON
+        Schema subset: types, properties, required, enum, items, anyOf,
+        additionalProperties; see `_json_schema`), with the same
+        `ToolArgumentsError` as a function tool; a model sees the schema as
+        given. Hooks, locks, turns, timeouts and `on_tool_error` work as for
+        any tool. The tool is not registered: `ToolRegistry.register` it to
+        make agents that name it loadable.
+
+        Args:
+            name: The tool's name and registry key (what a model calls it).
+            call: An async function taking the arguments by name.
+            description: What the tool does, for a model.
+            input_schema: A JSON object schema of the arguments (None: no arguments).
+            output_schema: A JSON Schema of the result, if known.
+            lock, tags, validate, on_tool_error, needs_approval: As for `@tool`.
+
+        Raises:
+            TypeError: `call` is not async, or `input_schema` is not a dict.
+            ValueError: `input_schema` does not describe an object, or
+                `on_tool_error` is not one `@tool` takes.
+
+        Examples:
+            >>> import asyncio
+            >>> async def lookup(**arguments):
+            ...     return f"found {arguments['term']}"
+            >>> search = Tool.from_schema(
+            ...     "search",
+            ...     lookup,
+            ...     description="Search the docs.",
+            ...     input_schema={"type": "object", "properties": {"term": {"type": "string"}}},
+            ... )
+            >>> asyncio.run(search(term="hooks"))
+            'found hooks'
+        """
+        if not inspect.iscoroutinefunction(call):
+            raise TypeError(f"tool {name!r}: call must be an 'async def' function, not {call!r}")
+        owner = f"tool {name!r}"
+        schema = check_object_schema(
+            {"type": "object", "properties": {}} if input_schema is None else input_schema, owner
+        )
+
+        async def run(**arguments: Any) -> Any:
+            return await call(**arguments)
+
+        run.__name__ = run.__qualname__ = name
+        made: Tool[..., Any] = cls(
+            run,  # type: ignore[arg-type]  # its ParamSpec is the schema's, not a signature
+            lock=lock,
+            tags=tags,
+            validate=False,
+            on_tool_error=on_tool_error,
+            needs_approval=needs_approval,
+        )
+        made.metadata = ToolMetadata(
+            name,
+            description,
+            input_schema=schema,
+            output_schema=None if output_schema is None else dict(output_schema),
+        )
+        made._validates = bool(validate)
+        made._validator = schema_check(name, schema) if validate else None
+        return made
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the tool: await the result, or `async for` over a generator tool."""

@@ -77,6 +77,7 @@ LAYERS: dict[str, Layer] = {
             "pygents_ctx._convert",
             "pygents_ctx._schema",
             "pygents_ctx._validation",
+            "pygents_ctx._json_schema",
             "pygents_ctx._tool_errors",
             "pygents_ctx.tools",
             "pygents_ctx._turns",
@@ -117,9 +118,15 @@ LAYERS: dict[str, Layer] = {
         (*_RUNTIME, "agent"),
     ),
     "public names": Layer(("pygents_ctx",), (*_RUNTIME, "agent", "memory", "model")),
+    # Bridges to optional libraries (MCP, OpenTelemetry), imported by name, never by the
+    # package itself.
+    "integrations": Layer(
+        ("pygents_ctx.integrations", "pygents_ctx.integrations.*"),
+        (*_RUNTIME, "agent", "memory", "model", "public names"),
+    ),
     "command line": Layer(
         ("pygents_ctx.cli", "pygents_ctx.cli.*", "pygents_ctx.__main__"),
-        (*_RUNTIME, "agent", "memory", "model", "public names"),
+        (*_RUNTIME, "agent", "memory", "model", "public names", "integrations"),
     ),
 }
 

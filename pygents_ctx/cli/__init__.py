@@ -15,6 +15,7 @@ This module parses the arguments; each group of commands is a module of this
 package: `_sessions` (`sessions`, `show`), `_window` (`window` and its
 `--strategy` language), `_transfer` (`export`, `import` and the session file),
 `_view` (`view`, over the `viewer` package),
+`_mcp` (`mcp serve`: tools served to MCP clients),
 over what they share: `_db` (opening the database) and `_render` (the output).
 """
 
@@ -28,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pygents_ctx import __version__
-from pygents_ctx.cli import _sessions, _transfer, _view, _window
+from pygents_ctx.cli import _mcp, _sessions, _transfer, _view, _window
 from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
 from pygents_ctx.cli._render import Output, output
 from pygents_ctx.cli._window import (
@@ -252,6 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="a saved agent's JSON (to_json()), to browse its context pool (repeatable)",
     )
+    _mcp.add_commands(commands, layout)  # `mcp serve`
     return parser
 
 

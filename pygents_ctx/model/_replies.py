@@ -11,6 +11,7 @@ from typing import Any
 from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message, TextBlock
 from pygents_ctx.errors import ModelAPIError, ModelError
+from pygents_ctx.model._observers import OBSERVERS, watch_model_call
 from pygents_ctx.model.base import Model, ModelResponse, ModelSettings
 from pygents_ctx.model.events import ModelRetry
 from pygents_ctx.model.retry import RetryPolicy
@@ -81,14 +82,17 @@ async def call_model(
     *,
     streaming: bool,
     step: int,
+    owner: object,
 ) -> AsyncIterator[Any]:
     """The model's events for `window`, then its `ModelResponse`; transient failures retried.
 
     A `ModelRetry` event comes before each wait; streamed deltas of a failed
-    attempt are void (the reply starts over).
+    attempt are void (the reply starts over). Observers (tracing) watch each
+    attempt, told it is `owner`'s (the `ModelLoop`).
     """
     failures = 0
     while True:
+        watch = watch_model_call(owner, step, window) if OBSERVERS else None
         try:
             if streaming:
                 response = None
@@ -102,6 +106,8 @@ async def call_model(
                 response = await model.complete(window, tools, settings=settings)
             check_reply(model, response)
         except ModelError as error:
+            if watch is not None:
+                watch.end(None, error)
             failures += 1
             delay = retry.delay(failures, error)
             if delay is None or not isinstance(error, ModelAPIError):
@@ -109,6 +115,12 @@ async def call_model(
             yield ModelRetry(step, failures, delay, error)
             await asyncio.sleep(delay)
             continue
+        except BaseException as error:  # cancelled, or the stream was left
+            if watch is not None:
+                watch.end(None, error)
+            raise
         assert isinstance(response, ModelResponse)  # check_reply saw to it
+        if watch is not None:
+            watch.end(response, None)
         yield response
         return

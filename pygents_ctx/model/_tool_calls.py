@@ -17,6 +17,7 @@ from pygents_ctx.context.messages import (
     ToolUseBlock,
 )
 from pygents_ctx.hooks import Hook
+from pygents_ctx.model._observers import OBSERVERS, ToolCallWatch, watch_tool_call
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
 from pygents_ctx.model.definitions import accepts_null, input_schema
 from pygents_ctx.tools import Tool
@@ -71,6 +72,26 @@ async def run_call(
     hooks: list[Hook],
     seconds: float,
 ) -> tuple[ToolResultBlock, list[Any]]:
+    """Run `call` as a `Turn`: the result the model reads, and the values to route (see `_run`)."""
+    if not OBSERVERS:
+        return await _run(call, tools, hooks, seconds, None)
+    watch = watch_tool_call(call, tools.get(call.name))  # tracing: current while the tool runs
+    try:
+        result, routed = await _run(call, tools, hooks, seconds, watch)
+    except BaseException as error:
+        watch.end(None, error)
+        raise
+    watch.end(result, None)
+    return result, routed
+
+
+async def _run(
+    call: ToolUseBlock,
+    tools: Mapping[str, Tool[..., Any]],
+    hooks: list[Hook],
+    seconds: float,
+    watch: ToolCallWatch | None,
+) -> tuple[ToolResultBlock, list[Any]]:
     """Run `call` as a `Turn`: the result the model reads, and the values to route.
 
     Failures become error results: an unknown tool, arguments that are not a
@@ -101,6 +122,8 @@ async def run_call(
         else:
             values = [await turn._returning(hooks)]
     except Exception as exc:  # the model reads what went wrong, and can try again
+        if watch is not None:
+            watch.failed(exc)
         return _error(call, f"{type(exc).__name__}: {exc}"), []
     routed = [value for value in values if isinstance(value, ContextItem | Turn)]
     shown = [

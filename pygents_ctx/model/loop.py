@@ -65,6 +65,7 @@ from pygents_ctx.model._approvals import (
     waiting_step,
 )
 from pygents_ctx.model._loop_checks import check_options
+from pygents_ctx.model._observers import OBSERVERS, watch_run
 from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.model._replies import call_model, closing, kept_of_cut_reply
 from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
@@ -480,19 +481,28 @@ class ModelLoop:
         run = self._run = _Run(streaming)
         values = cast("AsyncGenerator[tuple[Turn, Any], None]", agent.run())
         completed = False
+        watch = watch_run(self) if OBSERVERS else None  # tracing: the run, current in its steps
+        ended: BaseException | None = None
         try:
             while True:
                 if lease is not None:
                     await lease.check()  # lost (taken over after a stall): stop writing
                 token = RUNNING.set(self)
+                if watch is not None:
+                    watch.resume()
                 try:
                     turn, value = await anext(values)
                 except StopAsyncIteration:
                     break
                 finally:
+                    if watch is not None:
+                        watch.pause()
                     RUNNING.reset(token)
                 yield value if isinstance(value, _OWN_EVENTS) else AgentValue(turn, value)
             completed = True
+        except BaseException as error:
+            ended = error
+            raise
         finally:
             token = RUNNING.set(self)
             try:
@@ -504,6 +514,8 @@ class ModelLoop:
             finally:
                 RUNNING.reset(token)
                 self._run = None
+                if watch is not None:  # last: the closing above belongs to the run
+                    watch.end(run.finished, ended)
 
     def _think_turn(self) -> Turn:
         return Turn(THINK, timeout=self.step_timeout)
@@ -579,6 +591,7 @@ class ModelLoop:
             self.retry,
             streaming=run.streaming,
             step=step,
+            owner=self,
         )
         async for event in replies:
             if isinstance(event, ModelResponse):

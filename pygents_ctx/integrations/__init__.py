@@ -1,0 +1,15 @@
+"""Bridges to the libraries users already run, each an optional extra imported on first use.
+
+- `pygents_ctx.integrations.mcp`: an MCP server's tools as tools of an agent
+  and of a `ModelLoop` (`MCPServer`), and tools served over MCP (`serve_tools`);
+  the `mcp` extra (`pip install "pygents-ctx[mcp]"`).
+- `pygents_ctx.integrations.tracing`: OpenTelemetry spans of model loop runs,
+  model calls and tool calls (`instrument()`); the `otel` extra.
+
+Importing a module here never imports its library; using it does, with an
+error naming the extra when it is missing.
+"""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -14,13 +14,16 @@ import sys
 import textwrap
 import time
 import urllib.request
+import uuid
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from pygents_ctx.cli import main
 from pygents_ctx.cli.viewer import PostgresSource, SQLiteSource, Viewer
+from tests import postgres_server
 from tests.viewer.conftest import get, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,10 +70,17 @@ def test_an_unreachable_postgresql_server_is_a_one_line_error(
 
 
 def test_a_database_without_sessions_on_postgresql_is_refused(
-    postgres_dsn: str, capsys: pytest.CaptureFixture[str]
+    postgres: postgres_server.PostgresServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    other = postgres_dsn.replace(postgres_dsn.split("dbname=")[1], "postgres")
-    code, err = run_main(capsys, "view", "--dsn", other, "--port", "0")
+    # A database of its own: the server's default one may hold other tests' sessions.
+    name = f"empty_{uuid.uuid4().hex}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        code, err = run_main(capsys, "view", "--dsn", postgres.dsn_for(name), "--port", "0")
+    finally:
+        with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
     assert code == 1
     assert "is not a pygents_ctx store (no sessions)" in err
 

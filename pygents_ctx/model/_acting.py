@@ -1,4 +1,5 @@
-"""Running the tool calls of one reply: in turn or several at once, results kept when stopped.
+"""Running the tool calls of one reply: in turn or several at once, results kept when stopped,
+and calls a stopped run left unanswered answered as cancelled.
 
 A reply's calls end as one user message holding every call's result, in the
 calls' order, after the values the tools produced for routing. Stopped early
@@ -14,15 +15,17 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 from pygents_ctx.agent import Agent
+from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.hooks import Hook
 from pygents_ctx.model._replies import closing
-from pygents_ctx.model._tool_calls import CANCELLED, run_call
+from pygents_ctx.model._steps import STEP_TOOLS
+from pygents_ctx.model._tool_calls import CANCELLED, run_call, unanswered_calls
 from pygents_ctx.model.events import ToolCallFinished, ToolCallStarted
 from pygents_ctx.tools import Tool
 
-__all__ = ["run_calls"]
+__all__ = ["cancel_unanswered", "run_calls"]
 
 
 async def run_calls(
@@ -138,3 +141,20 @@ async def _keep_results(
         results.get(call.id) or ToolResultBlock(call.id, CANCELLED, is_error=True) for call in calls
     ]
     await agent._route(ContextItem(content=Message("user", kept)))
+
+
+async def cancel_unanswered(agent: Agent, context: ContextConfig, run_id: str | None) -> None:
+    """Answer stored calls left without results as cancelled, unless a step will answer them.
+
+    A run stopped while paused, or cancelled inside a step, keeps that step on
+    the agent (and in `to_json()`): it runs the calls next time. A step the
+    stopped stream closed is gone: its calls are answered here.
+    """
+    if any(t is not None and t.tool in STEP_TOOLS for t in (agent.current_turn, *agent.queue)):
+        return
+    calls = unanswered_calls(await context.history())
+    if not calls:
+        return
+    message = Message("user", [ToolResultBlock(c.id, CANCELLED, is_error=True) for c in calls])
+    await context.record(message, run_id or ContextConfig.new_run_id())
+    await agent.context_queue.append(ContextItem(content=message))

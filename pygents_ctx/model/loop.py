@@ -56,7 +56,7 @@ from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock,
 from pygents_ctx.context.stores.lease import SessionLease, check_lease_options
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import OutputValidationError, SafeExecutionError
-from pygents_ctx.model._acting import run_calls
+from pygents_ctx.model._acting import cancel_unanswered, run_calls
 from pygents_ctx.model._approvals import (
     approvals_needed,
     decide,
@@ -70,7 +70,7 @@ from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.model._replies import call_model, closing, kept_of_cut_reply
 from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
 from pygents_ctx.model._subagent import subagent_tool
-from pygents_ctx.model._tool_calls import CANCELLED, NOT_RUN, unanswered_calls
+from pygents_ctx.model._tool_calls import NOT_RUN, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
     ModelResponse,
@@ -510,7 +510,7 @@ class ModelLoop:
                 if run.awaiting is not None:  # it waits for decisions, on the agent
                     await agent.put(run.awaiting)
                 if not completed:
-                    await self._cancel_unanswered(run)
+                    await cancel_unanswered(self.agent, self._context, run.run_id)
             finally:
                 RUNNING.reset(token)
                 self._run = None
@@ -526,24 +526,6 @@ class ModelLoop:
             raise RuntimeError("the model loop is not running")
         run.run_id = self.agent.run_id or run.run_id
         return run
-
-    async def _cancel_unanswered(self, run: _Run) -> None:
-        """Answer stored calls left without results as cancelled, unless a step will answer them.
-
-        A run stopped while paused, or cancelled inside a step, keeps that step
-        on the agent (and in `to_json()`): it runs the calls next time. A step
-        the stopped stream closed is gone: its calls are answered here.
-        """
-        agent = self.agent
-        if any(t is not None and t.tool in STEP_TOOLS for t in (agent.current_turn, *agent.queue)):
-            return
-        context = self._context
-        calls = unanswered_calls(await context.history())
-        if not calls:
-            return
-        message = Message("user", [ToolResultBlock(c.id, CANCELLED, is_error=True) for c in calls])
-        await context.record(message, run.run_id or ContextConfig.new_run_id())
-        await self.agent.context_queue.append(ContextItem(content=message))
 
     # -- the steps ---------------------------------------------------------------
 

@@ -277,7 +277,11 @@ class Tool(Generic[P, R]):
             description: What the tool does, for a model.
             input_schema: A JSON object schema of the arguments (None: no arguments).
             output_schema: A JSON Schema of the result, if known.
-            lock, tags, validate, on_tool_error, needs_approval: As for `@tool`.
+            lock: As for `@tool`.
+            tags: As for `@tool`.
+            validate: As for `@tool`.
+            on_tool_error: As for `@tool`.
+            needs_approval: As for `@tool`.
 
         Raises:
             TypeError: `call` is not async, or `input_schema` is not a dict.

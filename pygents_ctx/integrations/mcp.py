@@ -198,8 +198,11 @@ class MCPServer:
             env: Environment variables added to the SDK's safe default set.
             cwd: Its working directory.
             name: What errors call it (default: the command's file name).
-            prefix, connect_timeout, register, on_tool_error, needs_approval: As for
-                `MCPServer`.
+            prefix: As for `MCPServer`.
+            connect_timeout: As for `MCPServer`.
+            register: As for `MCPServer`.
+            on_tool_error: As for `MCPServer`.
+            needs_approval: As for `MCPServer`.
 
         Examples:
             >>> server = MCPServer.stdio("python", ["-m", "my_server"], prefix="mine")
@@ -248,8 +251,12 @@ class MCPServer:
             url: The server's MCP endpoint (`http://127.0.0.1:8000/mcp`).
             headers: Sent with every request (`{"Authorization": "Bearer ..."}`).
             name: What errors call it (default: the URL).
-            prefix, reconnect, connect_timeout, register, on_tool_error, needs_approval:
-                As for `MCPServer`.
+            prefix: As for `MCPServer`.
+            reconnect: As for `MCPServer`.
+            connect_timeout: As for `MCPServer`.
+            register: As for `MCPServer`.
+            on_tool_error: As for `MCPServer`.
+            needs_approval: As for `MCPServer`.
 
         Examples:
             >>> MCPServer.http("http://127.0.0.1:8000/mcp", prefix="docs").prefix

@@ -108,7 +108,6 @@ OPENAI_EXACT: list[tuple[str, list[Message], Wire]] = [
         [
             {
                 "role": "assistant",
-                "content": None,
                 "tool_calls": [openai_call("call_1", "search", '{"q":"pygents"}')],
             }
         ],
@@ -1228,7 +1227,6 @@ def test_blank_text_and_empty_messages_are_never_sent() -> None:
         {"role": "user", "content": "Tides?"},
         {
             "role": "assistant",
-            "content": None,
             "tool_calls": [openai_call("call_1", "search", '{"q":"tides"}')],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "2 results"},

@@ -140,12 +140,13 @@ def _openai_assistant(message: Message, path: str) -> dict[str, Any] | None:
             raise _cannot_carry(where, block, "an OpenAI assistant message")
     if not texts and not calls:
         return None
-    content: str | list[dict[str, Any]] | None = None
+    # No text beside tool calls: no `content` key (the API needs none then; a null
+    # costs the SDK's request transform a union match per message, every call).
+    wire: dict[str, Any] = {"role": "assistant"}
     if len(texts) == 1:
-        content = texts[0].text
+        wire["content"] = texts[0].text
     elif texts:
-        content = [_text_part(block.text) for block in texts]
-    wire: dict[str, Any] = {"role": "assistant", "content": content}
+        wire["content"] = [_text_part(block.text) for block in texts]
     if calls:
         wire["tool_calls"] = calls
     return wire

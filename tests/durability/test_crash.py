@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import orjson
+import pytest
 
 from pygents_ctx import count_message_tokens, from_dict
 from pygents_ctx.cli._transfer import SessionFile
@@ -32,6 +33,10 @@ from pygents_ctx.context.stores import StoredMessage
 
 from .children import Child, Database
 from .worker import message
+
+# Many processes (or thousands of examples) per test: on a busy machine, sharing its
+# cores with the other test workers, one can take minutes; the guard is against hangs.
+pytestmark = pytest.mark.timeout(300)
 
 TRIALS = 24
 IMPORT_TRIALS = 10

@@ -30,10 +30,15 @@ import signal
 import time
 
 import orjson
+import pytest
 
 from pygents_ctx import Message, from_dict
 
 from .children import Child, Database
+
+# Many processes (or thousands of examples) per test: on a busy machine, sharing its
+# cores with the other test workers, one can take minutes; the guard is against hangs.
+pytestmark = pytest.mark.timeout(300)
 
 TTL = 0.5
 BLOCK = 15  # a block takes 1.5 ttl: it is renewed while held

@@ -47,6 +47,10 @@ from pygents_ctx.cli import main
 from pygents_ctx.cli._transfer import SessionFile
 from pygents_ctx.context.stores import StoredMessage
 
+# Many processes (or thousands of examples) per test: on a busy machine, sharing its
+# cores with the other test workers, one can take minutes; the guard is against hangs.
+pytestmark = pytest.mark.timeout(300)
+
 # The names a document may use to try to reach something it must not.
 NAMES = [
     "sentinel_tool", "sentinel_agent_hook", "sentinel_queue_hook", "sentinel_pool_hook",

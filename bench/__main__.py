@@ -4,6 +4,8 @@
 `python -m bench --markdown` prints the latest run's table for the README.
 `python -m bench --peer` runs the head-to-head with pygents 0.7.0 instead (see
 `bench/peer.py`), writing bench/out/peer.json; `--peer --markdown` prints it.
+`python -m bench --scale` runs the vector stores at 100,000 x 384 beside numpy
+and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -27,6 +29,7 @@ from bench import (
     peer,
     peer_env,
     runtime,
+    scale,
     stores,
     strategies,
 )
@@ -180,6 +183,9 @@ def run_memory(quick: bool) -> None:
 
 
 def main() -> None:
+    if "--scale" in sys.argv:
+        scale.run(_about_this_run())
+        return
     if "--peer" in sys.argv:
         sys.exit(run_peer())
     if "--memory" in sys.argv:

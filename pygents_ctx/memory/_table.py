@@ -227,6 +227,10 @@ class VectorTable:
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._slots
 
+    def present(self, ids: Iterable[str]) -> set[str]:
+        """Which of `ids` have a row."""
+        return self._slots.keys() & ids
+
     def ids(self) -> list[str]:
         """The ids held, in no particular order."""
         return list(self._slots)
@@ -266,6 +270,35 @@ class VectorTable:
             self._extreme.discard(slot)
         else:
             self._extreme.add(slot)
+
+    def put_many(self, ids: list[str], block: array[float], norms: array[float]) -> None:
+        """Store many rows at once: `block` holds them one after another, `norms` their norms.
+
+        The rows must be checked (32-bit, non-zero) and `ids` unique. New ids
+        are appended in one copy; an empty table keeps `block` itself (the
+        caller gives it up).
+        """
+        size = self.dimension
+        if self._free or not self._slots.keys().isdisjoint(ids):
+            for index, item_id in enumerate(ids):
+                self.put(item_id, block[index * size : (index + 1) * size])
+            return
+        start = len(self._ids)
+        if start == 0:
+            self._data = block
+        else:
+            self._data.extend(block)
+        self._norms.extend(norms)
+        np = numpy_or_none()
+        if np is not None:
+            inverse = np.reciprocal(np.frombuffer(norms, dtype=np.float64))
+            self._inverse_norms.frombytes(memoryview(inverse).cast("B"))
+        else:
+            self._inverse_norms.extend([1.0 / n for n in norms])
+        self._ids.extend(ids)
+        self._slots.update(zip(ids, range(start, start + len(ids)), strict=True))
+        low, high = _SAFE_NORMS
+        self._extreme.update(start + index for index, n in enumerate(norms) if not low <= n <= high)
 
     def discard(self, item_id: str) -> bool:
         """Remove `item_id`'s row; whether there was one."""

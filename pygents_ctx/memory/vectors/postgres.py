@@ -30,10 +30,10 @@ from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import MissingExtensionError
 from pygents_ctx.memory._table import unit_vector
 from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors._bulk import Row
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
-    Row,
     SearchResult,
     VectorDocument,
     VectorStoreBase,
@@ -223,8 +223,8 @@ class PostgresVectorStore(VectorStoreBase):
     ) -> list[str]:
         refuse_single_precision_overflow(rows, "PostgresVectorStore (pgvector)")
         columns = (
-            [r.document.id for r in rows],
-            [r.document.text for r in rows],
+            [r.id for r in rows],
+            [r.text for r in rows],
             [r.metadata for r in rows],
             [_literal(r.vector) for r in rows],
         )
@@ -255,7 +255,7 @@ class PostgresVectorStore(VectorStoreBase):
                     raise dimension_changed(name, dimension, now)
                 cursor = await db.execute(sql, (name, *columns))
                 written = {r[0] for r in await cursor.fetchall()}
-            return [r.document.id for r in rows if r.document.id in written]
+            return [r.id for r in rows if r.id in written]
 
         return await self._run(write)
 

@@ -33,10 +33,10 @@ from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import MissingExtensionError
 from pygents_ctx.memory._table import cosine, norm, unit_vector
 from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors._bulk import Row
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
-    Row,
     SearchResult,
     VectorDocument,
     VectorStoreBase,
@@ -327,10 +327,7 @@ class SQLiteVectorStore(VectorStoreBase):
     ) -> list[str]:
         if self._uses_vec:
             refuse_single_precision_overflow(rows, "SQLiteVectorStore with sqlite-vec")
-        values = [
-            (name, r.document.id, r.document.text, r.metadata, _blob(r.vector), norm(r.vector))
-            for r in rows
-        ]
+        values = [(name, r.id, r.text, r.metadata, _blob(r.vector), norm(r.vector)) for r in rows]
         insert = (
             "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding, norm) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, id) DO "
@@ -346,7 +343,7 @@ class SQLiteVectorStore(VectorStoreBase):
                     "embedding = excluded.embedding, norm = excluded.norm",
                     values,
                 )
-                return [r.document.id for r in rows]
+                return [r.id for r in rows]
             return [v[1] for v in values if db.execute(insert + "NOTHING", v).rowcount == 1]
 
         return await self._run(partial(in_transaction, work=write))

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FLOAT32_MAX",
     "VectorTable",
+    "block_norms",
     "check_vector",
     "cosine",
     "dot",
@@ -35,6 +36,7 @@ __all__ = [
     "norm",
     "numpy_or_none",
     "single_precision_norm",
+    "stored_norm",
     "unit_vector",
 ]
 
@@ -59,6 +61,26 @@ dot: Callable[[Iterable[float], Iterable[float]], float] = getattr(math, "sumpro
 def norm(vector: Sequence[float]) -> float:
     """The Euclidean length of `vector`, in double precision."""
     return math.sqrt(dot(vector, vector))
+
+
+def stored_norm(vector: array[float]) -> float:
+    """The norm kept beside a stored 32-bit row.
+
+    With numpy it is computed as the bulk loads compute a whole block's
+    (`einsum` in double precision, which gives each row the same bits alone
+    or in a block), so a row has the same norm, and a vector the same score,
+    however it was added.
+    """
+    np = numpy_or_none()
+    if np is None:
+        return norm(vector)
+    wide = np.frombuffer(vector, dtype=np.float32).astype(np.float64)
+    return math.sqrt(float(np.einsum("i,i->", wide, wide)))
+
+
+def block_norms(np: Any, rows: Any) -> Any:
+    """`stored_norm` of every row of a 2-D float32 numpy array, as a float64 array."""
+    return np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
 
 
 # Backends that score in C in single precision (pgvector, sqlite-vec) sum the
@@ -247,10 +269,14 @@ class VectorTable:
         other._extreme = set(self._extreme)
         return other
 
-    def put(self, item_id: str, vector: array[float]) -> None:
-        """Store `vector` (32-bit, the table's dimension, non-zero) under `item_id`."""
+    def put(self, item_id: str, vector: array[float], row_norm: float | None = None) -> None:
+        """Store `vector` (32-bit, the table's dimension, non-zero) under `item_id`.
+
+        `row_norm` is its norm when the caller has it (as stored beside it).
+        """
         size = self.dimension
-        row_norm = norm(vector)
+        if row_norm is None:
+            row_norm = stored_norm(vector)
         slot = self._slots.get(item_id)
         if slot is None:
             if self._free:
@@ -281,7 +307,7 @@ class VectorTable:
         size = self.dimension
         if self._free or not self._slots.keys().isdisjoint(ids):
             for index, item_id in enumerate(ids):
-                self.put(item_id, block[index * size : (index + 1) * size])
+                self.put(item_id, block[index * size : (index + 1) * size], norms[index])
             return
         start = len(self._ids)
         if start == 0:

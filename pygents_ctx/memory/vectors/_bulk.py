@@ -18,7 +18,7 @@ from typing import Any, Final
 
 import orjson
 
-from pygents_ctx.memory._table import check_vector, norm, numpy_or_none
+from pygents_ctx.memory._table import block_norms, check_vector, numpy_or_none, stored_norm
 
 __all__ = ["Columns", "Row", "check_columns", "check_json", "metadata_json", "no_nul"]
 
@@ -214,7 +214,7 @@ def _check_vectors(
     for item_id, row in zip(ids, rows, strict=True):
         vector = check_vector(row, _what(item_id), dimension)
         block.extend(vector)
-        norms.append(norm(vector))
+        norms.append(stored_norm(vector))
     return block, norms
 
 
@@ -260,7 +260,7 @@ def _numpy_block(
         np.copyto(single, matrix, casting="unsafe")
     # Squares of 32-bit values cannot overflow a double: a non-finite norm
     # means a NaN or an infinity, a zero norm a row of zeros.
-    norms = np.sqrt(np.einsum("ij,ij->i", single, single, dtype=np.float64))
+    norms = block_norms(np, single)
     del single  # the view must go before anyone resizes the block
     bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0.0))
     if bad.size:

@@ -383,14 +383,6 @@ class VectorStoreBase(ABC):
         columns = check_columns(ids, vectors, texts, metadata, dimension)
         if not columns.ids:
             return []
-        if not replace:
-            present = await self._present(name, columns.ids)
-            if present:
-                columns = columns.take(
-                    [i for i, item_id in enumerate(columns.ids) if item_id not in present]
-                )
-                if not columns.ids:
-                    return []
         return await self._write_columns(name, dimension, columns, replace=replace)
 
     async def upsert(self, collection: str, documents: Iterable[VectorDocument]) -> None:
@@ -532,7 +524,10 @@ class VectorStoreBase(ABC):
     async def _write_columns(
         self, name: str, dimension: int, columns: Columns, *, replace: bool
     ) -> list[str]:
-        """Store checked columns as `_write` stores rows (a backend may do it faster)."""
+        """Store checked columns as `_write` stores rows (a backend may do it faster).
+
+        Without `replace`, ids already stored are left as they are and not returned.
+        """
         return await self._write(name, dimension, columns.rows(), replace=replace)
 
     @abstractmethod

@@ -205,7 +205,7 @@ class InMemoryVectorStore(VectorStoreBase):
             now = None if collection is None else collection.dimension
             raise dimension_changed(name, dimension, now)
         present = collection.table.present(columns.ids)
-        if present and not replace:  # stored since the base class looked: left as they are
+        if present and not replace:  # left as they are
             columns = columns.take([i for i, d in enumerate(columns.ids) if d not in present])
         collection.put_many(columns)
         return list(columns.ids)

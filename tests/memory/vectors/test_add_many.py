@@ -202,3 +202,15 @@ async def test_bulk_and_single_adds_answer_every_search_alike(
         assert [(r.id, r.score) for r in found] == [(r.id, r.score) for r in expected]
     finally:
         _table._numpy, _table._NUMPY_FROM = saved
+
+
+async def test_a_vector_scores_the_same_however_it_was_added(make_store: MakeStore) -> None:
+    store = await make_store()
+    await store.create_collection("c", 5)
+    vector = [0.1, -2.7, 3.3, 1e-3, 7.0]
+    await store.add_many("c", ["b", "d"], [vector, vector])
+    await store.add("c", [VectorDocument("c", "", {}, vector)])
+    await store.upsert("c", [VectorDocument("a", "", {}, vector)])
+    found = await store.search("c", [1, 1, 1, 1, 1], k=4)
+    assert [r.id for r in found] == ["a", "b", "c", "d"]
+    assert len({r.score for r in found}) == 1

@@ -34,6 +34,7 @@ from bench import (
     strategies,
 )
 from bench.harness import Result
+from bench.report import markdown, table
 
 OUT = Path(__file__).parent / "out" / "results.json"
 PEER_OUT = OUT.with_name("peer.json")
@@ -58,33 +59,6 @@ async def collect(quick: bool) -> list[Result]:
     results += await graph.graph(scale)
     results += await model.model_loop(1_000 // scale)
     return results
-
-
-def table(results: list[Result]) -> str:
-    rows = [f"{'scenario':<40} {'ours':>10} {'floor':>10} {'ratio':>7} {'target':>7}"]
-    for r in results:
-        target = "-" if r.target is None else f"<={r.target:g}"
-        mark = "" if r.met is None else ("  ok" if r.met else "  MISSED")
-        rows.append(
-            f"{r.name:<40} {_ns(r.ours_ns):>10} {_ns(r.floor_ns):>10} "
-            f"{r.ratio:>6.1f}x {target:>7}{mark}"
-        )
-    return "\n".join(rows)
-
-
-def _ns(value: float) -> str:
-    return f"{value / 1e6:.2f} ms" if value >= 1e6 else f"{value:,.0f} ns"
-
-
-def markdown(results: list[Result]) -> str:
-    """The table as the README shows it."""
-    rows = ["| scenario | ours | floor | ratio | target |", "|---|---:|---:|---:|---|"]
-    for r in results:
-        target = "-" if r.target is None else f"≤{r.target:g} {'✓' if r.met else 'missed'}"
-        rows.append(
-            f"| {r.name} | {_ns(r.ours_ns)} | {_ns(r.floor_ns)} | {r.ratio:.1f}x | {target} |"
-        )
-    return "\n".join(rows)
 
 
 def saved_results() -> list[Result]:

@@ -6,6 +6,9 @@
 `bench/peer.py`), writing bench/out/peer.json; `--peer --markdown` prints it.
 `python -m bench --scale` runs the vector stores at 100,000 x 384 beside numpy
 and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
+`python -m bench --peers` runs history and vectors beside the OpenAI Agents SDK's
+sessions, axio-context-sqlite, numpy and sqlite-vec in `bench/.peers` (see
+`bench/peers.py`), writing bench/out/peers.json; `--peers --markdown` prints it.
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -28,6 +31,8 @@ from bench import (
     model,
     peer,
     peer_env,
+    peers,
+    peers_env,
     runtime,
     scale,
     stores,
@@ -39,6 +44,7 @@ from bench.report import markdown, table
 OUT = Path(__file__).parent / "out" / "results.json"
 PEER_OUT = OUT.with_name("peer.json")
 MEMORY_OUT = OUT.with_name("memory.json")
+PEERS_OUT = OUT.with_name("peers.json")
 MEMORY_STEPS = 3_000
 
 
@@ -156,9 +162,23 @@ def run_memory(quick: bool) -> None:
     )
 
 
+def run_peers() -> int:
+    """History and vectors beside the peers, in the peers virtualenv (made on first use)."""
+    if "--markdown" not in sys.argv and not peers_env.has_peers():
+        try:
+            return peers_env.run_inside(sys.argv[1:])
+        except peer_env.PeerUnavailable as exc:
+            print(f"peers skipped: {exc}")
+            return 0
+    scale.run(_about_this_run(), peers.collect, PEERS_OUT)
+    return 0
+
+
 def main() -> None:
+    if "--peers" in sys.argv:
+        sys.exit(run_peers())
     if "--scale" in sys.argv:
-        scale.run(_about_this_run())
+        scale.run(_about_this_run(), scale.collect, scale.OUT)
         return
     if "--peer" in sys.argv:
         sys.exit(run_peer())

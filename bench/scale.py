@@ -374,14 +374,18 @@ def table(rows: list[Versus], markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def run(about: dict[str, str]) -> None:
-    """Run the rows (or print the latest run's table with `--markdown`)."""
+def run(
+    about: dict[str, str],
+    collect: Callable[[bool], Awaitable[list[Versus]]],
+    out: Path,
+) -> None:
+    """Run `collect`'s rows and save them to `out` (or print the saved table with `--markdown`)."""
     if "--markdown" in sys.argv:
-        saved = json.loads(OUT.read_text())
+        saved = json.loads(out.read_text())
         print(f"{saved['date']}, Python {saved['python']}, {saved['machine']}\n")
         print(table([Versus(**r) for r in saved["results"]], markdown=True))
         return
     rows = asyncio.run(collect("--quick" in sys.argv))
     print(table(rows))
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({**about, "results": [asdict(r) for r in rows]}, indent=2))
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({**about, "results": [asdict(r) for r in rows]}, indent=2))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeAlias
 
 import orjson
 
-from pygents_ctx.context.messages import Message, from_dict
+from pygents_ctx.context.messages import Message, from_dict, plain_text_message
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import ConcurrentModificationError
@@ -64,7 +64,8 @@ def with_token_count(message: Message, tokens: int) -> Message:
 def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
     """A stored row back into its message, with its stored token count cached on it."""
     try:
-        message = from_dict(orjson.loads(data))
+        parsed = orjson.loads(data)
+        message = plain_text_message(parsed) or from_dict(parsed)
         if not isinstance(message, Message):
             raise ValueError("it is not a message")
     except ValueError as exc:  # orjson.JSONDecodeError is a ValueError too

@@ -201,7 +201,8 @@ async def read_since(
         "generation": generation[1],
         "archive": with_archive,
     }
-    cursor = await conn.execute(READ_SINCE, params)
+    # Binary results: bytea comes as its bytes, not hex text twice its size to decode.
+    cursor = await conn.execute(READ_SINCE, params, binary=True)
     current: Version = MISSING
     live: list[tuple[int, int, bytes]] = []
     archived: list[Message] = []
@@ -228,6 +229,7 @@ async def read_newest(
         "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
         "ORDER BY position DESC LIMIT %s OFFSET %s",
         (session_id, limit, offset),
+        binary=True,
     )
     rows = await cursor.fetchall()
     return [decode(session_id, *row) for row in reversed(rows)]
@@ -238,6 +240,7 @@ async def _read_oldest(session_id: str, count: int, conn: AsyncConnection[Any]) 
         "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
         "ORDER BY position LIMIT %s",
         (session_id, count),
+        binary=True,
     )
     return [decode(session_id, *row) for row in await cursor.fetchall()]
 
@@ -426,7 +429,7 @@ SNAPSHOT: Final = """
 async def snapshot(session_id: str, conn: AsyncConnection[Any]) -> SessionSnapshot:
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        cursor = await conn.execute(SNAPSHOT, {"session": session_id})
+        cursor = await conn.execute(SNAPSHOT, {"session": session_id}, binary=True)
         rows = await cursor.fetchall()
         usage = await usage_sql.read_postgres(session_id, None, conn)
     tokens = (0, 0)

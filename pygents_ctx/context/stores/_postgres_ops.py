@@ -23,6 +23,7 @@ from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
     preview_of,
+    same_prefix,
     session_not_empty,
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
@@ -235,14 +236,16 @@ async def read_newest(
     return [decode(session_id, *row) for row in reversed(rows)]
 
 
-async def _read_oldest(session_id: str, count: int, conn: AsyncConnection[Any]) -> list[Message]:
+async def _oldest_rows(
+    session_id: str, count: int, conn: AsyncConnection[Any]
+) -> list[tuple[int, int, bytes]]:
     cursor = await conn.execute(
         "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
         "ORDER BY position LIMIT %s",
         (session_id, count),
         binary=True,
     )
-    return [decode(session_id, *row) for row in await cursor.fetchall()]
+    return await cursor.fetchall()
 
 
 MESSAGE_COUNT: Final = "SELECT message_count FROM pygents_sessions WHERE session_id = %s"
@@ -337,7 +340,9 @@ async def replace_prefix(
         live, next_position = session
         # The compare-and-swap: the row lock taken above keeps every other writer
         # of this session out until the commit, so the prefix cannot change after it.
-        if expected is not None and await _read_oldest(session_id, count, conn) != expected:
+        if expected is not None and not same_prefix(
+            session_id, await _oldest_rows(session_id, count, conn), expected
+        ):
             raise changed_prefix(session_id, count)
         if count > live:
             raise ValueError(f"count {count} exceeds the {live} messages in the live history")

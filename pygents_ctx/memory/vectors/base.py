@@ -580,11 +580,16 @@ def refuse_single_precision_overflow(rows: list[Row], backend: str) -> None:
     """
     for row in rows:
         if not single_precision_norm(row.vector):
-            raise ValueError(
-                f"the embedding of document {row.id!r} is too short or too long "
-                f"for {backend}, which computes lengths in 32-bit floats (keep it between "
-                "1e-19 and 1e19; cosine similarity ignores length, so scale it)"
-            )
+            raise single_precision_refusal(row.id, backend)
+
+
+def single_precision_refusal(document_id: str, backend: str) -> ValueError:
+    """The error for an embedding whose length `backend` cannot compute in 32-bit floats."""
+    return ValueError(
+        f"the embedding of document {document_id!r} is too short or too long "
+        f"for {backend}, which computes lengths in 32-bit floats (keep it between "
+        "1e-19 and 1e19; cosine similarity ignores length, so scale it)"
+    )
 
 
 def dimension_changed(name: str, dimension: int, now: int | None) -> Exception:

@@ -214,3 +214,16 @@ async def test_a_vector_scores_the_same_however_it_was_added(make_store: MakeSto
     found = await store.search("c", [1, 1, 1, 1, 1], k=4)
     assert [r.id for r in found] == ["a", "b", "c", "d"]
     assert len({r.score for r in found}) == 1
+
+
+async def test_single_precision_backends_refuse_lengths_they_cannot_compute(
+    make_store: MakeStore, backend: str
+) -> None:
+    store = await make_store()
+    await store.create_collection("c", 2)
+    if backend in ("postgres", "sqlite-vec"):
+        with pytest.raises(ValueError, match="'far' is too short or too long"):
+            await store.add_many("c", ["near", "far"], [[1, 0], [1e20, 1]])
+        assert await store.count("c") == 0
+    else:  # double precision: any finite 32-bit length
+        assert await store.add_many("c", ["near", "far"], [[1, 0], [1e20, 1]]) == ["near", "far"]

@@ -9,6 +9,8 @@ and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
 `python -m bench --peers` runs history and vectors beside the OpenAI Agents SDK's
 sessions, axio-context-sqlite, numpy and sqlite-vec in `bench/.peers` (see
 `bench/peers.py`), writing bench/out/peers.json; `--peers --markdown` prints it.
+`python -m bench --postgres` runs HNSW beside exact search at 200,000 vectors and
+100,000 sessions beside an empty database (see `bench/postgres_scale.py`).
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -33,6 +35,7 @@ from bench import (
     peer_env,
     peers,
     peers_env,
+    postgres_scale,
     runtime,
     scale,
     stores,
@@ -175,6 +178,9 @@ def run_peers() -> int:
 
 
 def main() -> None:
+    if "--postgres" in sys.argv:
+        postgres_scale.run(_about_this_run())
+        return
     if "--peers" in sys.argv:
         sys.exit(run_peers())
     if "--scale" in sys.argv:

@@ -184,12 +184,18 @@ class Message:
                         f"Message.content[{index}] must be a content block, "
                         f"not {type(block).__name__}"
                     )
+        kinds = {type(block) for block in blocks}
+        self._fill(role, blocks, ToolResultBlock in kinds, ToolUseBlock in kinds)
+
+    def _fill(
+        self, role: Role, blocks: tuple[ContentBlock, ...], tool_results: bool, tool_uses: bool
+    ) -> None:
+        """Set every field from checked values (`__init__`, and loading's one-pass read)."""
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "content", blocks)
         object.__setattr__(self, "_tokens", None)
-        kinds = {type(block) for block in blocks}
-        object.__setattr__(self, "has_tool_results", ToolResultBlock in kinds)
-        object.__setattr__(self, "has_tool_uses", ToolUseBlock in kinds)
+        object.__setattr__(self, "has_tool_results", tool_results)
+        object.__setattr__(self, "has_tool_uses", tool_uses)
 
     def __reduce__(self) -> tuple[type[Message], tuple[str, tuple[ContentBlock, ...]]]:
         return Message, (self.role, self.content)  # the token cache may hold any counter
@@ -268,23 +274,34 @@ def plain_text_message(data: object) -> Message | None:
 
     The usual form, fresh from `orjson.loads`: a dict of exactly a role and a
     list of text blocks (dicts of exactly `type` "text" and a str `text`).
-    Exact types prove what `from_dict`'s checks would; anything else gives
-    None, and `from_dict` reads it (and says what is wrong).
+    Exact types prove what `from_dict`'s checks would, so the message and its
+    blocks are made without checking again; anything else gives None, and
+    `from_dict` reads it (and says what is wrong).
     """
-    if type(data) is not dict or len(data) != 2:
+    if type(data) is not dict or data.keys() != _MESSAGE_KEYS:
         return None
-    role, content = data.get("role"), data.get("content")
+    role, content = data["role"], data["content"]
     if type(role) is not str or role not in ROLES or type(content) is not list:
         return None
     blocks = []
     for block in content:
-        if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
+        if type(block) is not dict or block.keys() != _TEXT_KEYS or block["type"] != "text":
             return None
-        text = block.get("text")
+        text = block["text"]
         if type(text) is not str:
             return None
-        blocks.append(TextBlock(text))
-    return Message(role, blocks)  # type: ignore[arg-type]  # role is one of ROLES
+        text_block = _new_object(TextBlock)
+        _set_attribute(text_block, "text", text)
+        blocks.append(text_block)
+    message = _new_object(Message)
+    message._fill(role, tuple(blocks), False, False)  # type: ignore[arg-type]  # one of ROLES
+    return message
+
+
+_MESSAGE_KEYS: Final = frozenset({"role", "content"})
+_TEXT_KEYS: Final = frozenset({"type", "text"})
+_new_object = object.__new__
+_set_attribute = object.__setattr__
 
 
 def _read(data: object, path: str) -> Any:

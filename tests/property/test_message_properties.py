@@ -129,7 +129,9 @@ near_messages = st.fixed_dictionaries(
         "role": st.sampled_from(["user", "assistant", "system", "tool", 1]),
         "content": st.lists(
             st.fixed_dictionaries({"type": st.sampled_from(["text", "image"]), "text": texts})
-            | st.fixed_dictionaries({"type": st.just("text"), "text": st.integers()})
+            | st.fixed_dictionaries(
+                {"type": st.just("text"), "text": st.integers(-(2**63), 2**63 - 1)}
+            )
             | blocks.map(to_dict),
             max_size=3,
         )

@@ -7,6 +7,13 @@
 `python -m bench service [--sessions N --turns M --workers W --postgres]` load-tests
 the served example instead (see `bench/service.py`), writing bench/out/service.json;
 `python -m bench service --markdown` prints it.
+`python -m bench --scale` runs the vector stores at 100,000 x 384 beside numpy
+and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
+`python -m bench --peers` runs history and vectors beside the OpenAI Agents SDK's
+sessions, axio-context-sqlite, numpy and sqlite-vec in `bench/.peers` (see
+`bench/peers.py`), writing bench/out/peers.json; `--peers --markdown` prints it.
+`python -m bench --postgres` runs HNSW beside exact search at 200,000 vectors and
+100,000 sessions beside an empty database (see `bench/postgres_scale.py`).
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -29,17 +36,23 @@ from bench import (
     model,
     peer,
     peer_env,
+    peers,
+    peers_env,
+    postgres_scale,
     runtime,
+    scale,
     stores,
     strategies,
     tracing,
     viewer,
 )
 from bench.harness import Result
+from bench.report import markdown, table
 
 OUT = Path(__file__).parent / "out" / "results.json"
 PEER_OUT = OUT.with_name("peer.json")
 MEMORY_OUT = OUT.with_name("memory.json")
+PEERS_OUT = OUT.with_name("peers.json")
 MEMORY_STEPS = 3_000
 
 
@@ -63,33 +76,6 @@ async def collect(quick: bool) -> list[Result]:
     results += await viewer.viewer(scale)
     results += await tracing.tracing(1_000 // scale)
     return results
-
-
-def table(results: list[Result]) -> str:
-    rows = [f"{'scenario':<40} {'ours':>10} {'floor':>10} {'ratio':>7} {'target':>7}"]
-    for r in results:
-        target = "-" if r.target is None else f"<={r.target:g}"
-        mark = "" if r.met is None else ("  ok" if r.met else "  MISSED")
-        rows.append(
-            f"{r.name:<40} {_ns(r.ours_ns):>10} {_ns(r.floor_ns):>10} "
-            f"{r.ratio:>6.1f}x {target:>7}{mark}"
-        )
-    return "\n".join(rows)
-
-
-def _ns(value: float) -> str:
-    return f"{value / 1e6:.2f} ms" if value >= 1e6 else f"{value:,.0f} ns"
-
-
-def markdown(results: list[Result]) -> str:
-    """The table as the README shows it."""
-    rows = ["| scenario | ours | floor | ratio | target |", "|---|---:|---:|---:|---|"]
-    for r in results:
-        target = "-" if r.target is None else f"≤{r.target:g} {'✓' if r.met else 'missed'}"
-        rows.append(
-            f"| {r.name} | {_ns(r.ours_ns)} | {_ns(r.floor_ns)} | {r.ratio:.1f}x | {target} |"
-        )
-    return "\n".join(rows)
 
 
 def saved_results() -> list[Result]:
@@ -187,11 +173,31 @@ def run_memory(quick: bool) -> None:
     )
 
 
+def run_peers() -> int:
+    """History and vectors beside the peers, in the peers virtualenv (made on first use)."""
+    if "--markdown" not in sys.argv and not peers_env.has_peers():
+        try:
+            return peers_env.run_inside(sys.argv[1:])
+        except peer_env.PeerUnavailable as exc:
+            print(f"peers skipped: {exc}")
+            return 0
+    scale.run(_about_this_run(), peers.collect, PEERS_OUT)
+    return 0
+
+
 def main() -> None:
     if sys.argv[1:2] == ["service"]:  # its own options; imported only when asked for
         from bench import service
 
         sys.exit(service.main(sys.argv[2:]))
+    if "--postgres" in sys.argv:
+        postgres_scale.run(_about_this_run())
+        return
+    if "--peers" in sys.argv:
+        sys.exit(run_peers())
+    if "--scale" in sys.argv:
+        scale.run(_about_this_run(), scale.collect, scale.OUT)
+        return
     if "--peer" in sys.argv:
         sys.exit(run_peer())
     if "--memory" in sys.argv:

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from bench.harness import Result, Step, compare
+from bench.report import table
 from pygents_ctx.context.stores import connect
 from pygents_ctx.memory import (
     Entity,
@@ -123,8 +124,6 @@ async def graph(scale: int = 1) -> list[Result]:
 
 
 def main() -> None:
-    from bench.__main__ import table
-
     scale = 10 if "--quick" in sys.argv else 1
     print(table(asyncio.run(graph(scale))))
 

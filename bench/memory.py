@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import Result, compare
+from bench.report import table
 from pygents_ctx import (
     BM25Selector,
     ContextItem,
@@ -278,8 +279,6 @@ async def selection_and_search(scale: int = 1) -> list[Result]:
 
 
 def main() -> None:
-    from bench.__main__ import table
-
     scale = 10 if "--quick" in sys.argv else 1
     print(table(asyncio.run(selection_and_search(scale))))
 

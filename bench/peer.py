@@ -212,6 +212,24 @@ async def save_load(m: ModuleType) -> Scenario:
     return Scenario(run, 5)
 
 
+async def save_load_read(m: ModuleType) -> Scenario:
+    """As `save_load`, then the loaded agent is used: every item of its queue and pool read."""
+    agent = await loaded_agent(m)
+    registry = m.AgentRegistry
+
+    async def run(n: int) -> None:
+        for _ in range(n):
+            data = orjson.loads(orjson.dumps(agent.to_dict()))
+            registry.unregister("loaded")
+            loaded = m.Agent.from_dict(data)
+            for item in loaded.context_queue.items:
+                _ = item.content
+            for item in loaded.context_pool.items:
+                _ = item.content, item.id
+
+    return Scenario(run, 5)
+
+
 async def branch(m: ModuleType) -> Scenario:
     agent = await loaded_agent(m)
     registry = m.AgentRegistry
@@ -239,6 +257,7 @@ SCENARIOS: list[tuple[str, Callable[[ModuleType], Awaitable[Scenario]]]] = [
     ("ContextQueue.append, one hook", queue_append_hooked),
     ("ContextPool.add, evicting", pool_add),
     ("to_dict -> orjson -> from_dict, loaded agent", save_load),
+    ("to_dict -> orjson -> from_dict, loaded agent, then its queue and pool read", save_load_read),
     ("branch(), loaded agent", branch),
 ]
 

@@ -1,13 +1,11 @@
 """What the queue and the pool share.
 
-Limits, the inherit sentinel, the checks of a saved queue or pool, and the
-building of loaded items at the first read.
+Limits, the inherit sentinel, and the checks of a saved queue or pool.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
@@ -17,7 +15,6 @@ __all__ = [
     "INHERIT",
     "Inherit",
     "Saved",
-    "build_on_first_read",
     "check_limit",
     "read_saved",
     "saved_user_values",
@@ -91,43 +88,3 @@ def saved_user_values(data: dict[str, Any]) -> list[Any]:
     items' contents.
     """
     return [data["tags"], *ContextItem._user_values_of(data["items"])]
-
-
-def build_on_first_read(loaded: object, attribute: str, build: Callable[[], object]) -> None:
-    """Have `loaded` (a queue or pool just loaded) set `attribute` to `build()` when first read.
-
-    Until anything reads one of its attributes, `loaded` is of a stand-in
-    subclass that keeps `build` (which makes the items of their checked saved
-    fields); the first read builds them and makes `loaded` of its own class
-    again. An agent loaded only to be saved again, or dropped, never builds them.
-    (A fallback on the class itself, such as a `__getattr__`, would slow every
-    read of every instance; a stand-in costs nothing once left.)
-    """
-    cls = type(loaded)
-    stand_in = _STAND_INS.get(cls) or _stand_in(cls)
-    vars(loaded)[_UNBUILT] = (attribute, build)
-    object.__setattr__(loaded, "__class__", stand_in)
-
-
-_UNBUILT = "_unbuilt"
-_STAND_INS: dict[type, type] = {}
-_BUILDING = threading.Lock()  # two threads reading at once build the items once
-
-
-def _stand_in(cls: type) -> type:
-    def __getattribute__(self: object, name: str) -> Any:
-        with _BUILDING:
-            if type(self) is stand_in:  # not built by another thread meanwhile
-                state = object.__getattribute__(self, "__dict__")
-                if _UNBUILT in state:  # none in a stand-in made by `type(self)(...)`
-                    attribute, build = state[_UNBUILT]
-                    state[attribute] = build()
-                    del state[_UNBUILT]
-                object.__setattr__(self, "__class__", cls)
-        return getattr(self, name)
-
-    # Named as `cls`: `type(x).__name__` (reprs, error messages) reads the same.
-    namespace = {"__getattribute__": __getattribute__, "__slots__": ()}
-    namespace.update(__module__=cls.__module__, __qualname__=cls.__qualname__)
-    stand_in = _STAND_INS[cls] = type(cls.__name__, (cls,), namespace)
-    return stand_in

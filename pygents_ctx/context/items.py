@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from typing import Any, Generic, TypeVar
 
@@ -152,14 +153,14 @@ class ContextItem(JsonSerializable, Generic[T]):
         return fields
 
     @classmethod
-    def _from_fields(cls, fields: Iterable[dict[str, Any]]) -> list[ContextItem[Any]]:
-        """Items with the checked `fields` (see `_checked_fields`), which become theirs."""
-        items: list[ContextItem[Any]] = []
-        append = items.append
-        for item_fields in fields:
-            item = _new_object(cls)
-            _set_attribute(item, "__dict__", item_fields)
-            append(item)
+    def _from_fields(cls, fields: list[dict[str, Any]]) -> list[ContextItem[Any]]:
+        """Items with the checked `fields` (see `_checked_fields`), which become theirs.
+
+        Two passes in C, no bytecode per item: make the bare instances, then
+        give each its dict of fields.
+        """
+        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(fields))))
+        deque(map(_set_attribute, items, repeat("__dict__"), fields), maxlen=0)
         return items
 
 

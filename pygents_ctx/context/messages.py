@@ -41,6 +41,9 @@ def _require(owner: str, name: str, value: object, kind: type | tuple[type, ...]
         raise TypeError(f"{owner}.{name} must be {expected}, not {type(value).__name__}")
 
 
+_SEQUENCES: Final = (list, tuple)
+
+
 @dataclass(frozen=True, slots=True)
 class TextBlock:
     """Plain text.
@@ -224,7 +227,10 @@ class Message:
         if isinstance(content, str):
             blocks: tuple[ContentBlock, ...] = (TextBlock(content),)
         else:
-            if not isinstance(content, Iterable) or isinstance(content, Mapping | bytes):
+            # A list or tuple (what loading passes) skips the slower ABC checks.
+            if type(content) not in _SEQUENCES and (
+                not isinstance(content, Iterable) or isinstance(content, Mapping | bytes)
+            ):
                 raise TypeError(
                     "Message.content must be a list of content blocks, "
                     f"not {type(content).__name__}"
@@ -236,12 +242,18 @@ class Message:
                         f"Message.content[{index}] must be a content block, "
                         f"not {type(block).__name__}"
                     )
+        kinds = {type(block) for block in blocks}
+        self._fill(role, blocks, ToolResultBlock in kinds, ToolUseBlock in kinds)
+
+    def _fill(
+        self, role: Role, blocks: tuple[ContentBlock, ...], tool_results: bool, tool_uses: bool
+    ) -> None:
+        """Set every field from checked values (`__init__`, and loading's one-pass read)."""
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "content", blocks)
         object.__setattr__(self, "_tokens", None)
-        kinds = {type(block) for block in blocks}
-        object.__setattr__(self, "has_tool_results", ToolResultBlock in kinds)
-        object.__setattr__(self, "has_tool_uses", ToolUseBlock in kinds)
+        object.__setattr__(self, "has_tool_results", tool_results)
+        object.__setattr__(self, "has_tool_uses", tool_uses)
 
     def __reduce__(self) -> tuple[type[Message], tuple[str, tuple[ContentBlock, ...]]]:
         return Message, (self.role, self.content)  # the token cache may hold any counter
@@ -320,8 +332,43 @@ def from_dict(data: Mapping[str, Any]) -> Any:
     return _read(data, "")
 
 
+def plain_text_message(data: object) -> Message | None:
+    """`from_dict(data)` for the usual stored message, read in one pass; else None.
+
+    The usual form, fresh from `orjson.loads`: a dict of exactly a role and a
+    list of text blocks (dicts of exactly `type` "text" and a str `text`).
+    Exact types prove what `from_dict`'s checks would, so the message and its
+    blocks are made without checking again; anything else gives None, and
+    `from_dict` reads it (and says what is wrong).
+    """
+    if type(data) is not dict or data.keys() != _MESSAGE_KEYS:
+        return None
+    role, content = data["role"], data["content"]
+    if type(role) is not str or role not in ROLES or type(content) is not list:
+        return None
+    blocks = []
+    for block in content:
+        if type(block) is not dict or block.keys() != _TEXT_KEYS or block["type"] != "text":
+            return None
+        text = block["text"]
+        if type(text) is not str:
+            return None
+        text_block = _new_object(TextBlock)
+        _set_attribute(text_block, "text", text)
+        blocks.append(text_block)
+    message = _new_object(Message)
+    message._fill(role, tuple(blocks), False, False)  # type: ignore[arg-type]  # one of ROLES
+    return message
+
+
+_MESSAGE_KEYS: Final = frozenset({"role", "content"})
+_TEXT_KEYS: Final = frozenset({"type", "text"})
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+
+
 def _read(data: object, path: str) -> Any:
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # parsed JSON: a dict
         raise ValueError(f"{path or 'value'} must be a dict, not {type(data).__name__}")
     if "role" in data and "type" not in data:
         return _read_message(data, path)

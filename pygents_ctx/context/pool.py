@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from functools import partial
 from operator import itemgetter
 from typing import Any, Generic, Self, TypeVar
 
@@ -14,7 +13,6 @@ from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
     Inherit,
-    build_on_first_read,
     check_limit,
     read_saved,
     saved_user_values,
@@ -317,8 +315,6 @@ class ContextPool(JsonSerializable, Generic[T]):
         the same for any size. The child shares the selector and starts from a
         copy-on-write branch of the selection index, if one was built.
         """
-        # Read before `type(self)`: a loaded pool not read yet becomes a plain pool here
-        # (see `build_on_first_read`), so the child is one too.
         limit = self._limit if isinstance(limit, Inherit) else limit
         child = type(self)(limit, self.tags)
         cut = 0 if child._limit is None else len(self._items) - child._limit
@@ -396,15 +392,8 @@ class ContextPool(JsonSerializable, Generic[T]):
             )
         pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
         if ids:
-            build_on_first_read(pool, "_items", partial(_keyed_items, ids, saved.items))
+            pool._store(OrderedDict(zip(ids, ContextItem._from_fields(saved.items), strict=True)))
         return pool
-
-
-def _keyed_items(
-    ids: list[str], fields: list[dict[str, Any]]
-) -> OrderedDict[str, ContextItem[Any]]:
-    """The items of these checked saved `fields`, by their `ids`."""
-    return OrderedDict(zip(ids, ContextItem._from_fields(fields), strict=True))
 
 
 def _check_selector(selector: object) -> Selector:

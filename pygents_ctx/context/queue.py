@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from functools import partial
 from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import QUEUE, receives_context, tag_set
@@ -19,7 +18,6 @@ from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
     Inherit,
-    build_on_first_read,
     check_limit,
     read_saved,
     saved_user_values,
@@ -501,11 +499,9 @@ class ContextQueue(JsonSerializable, Generic[T]):
             if queue._counting
             else []
         )
-        # As saved: no eviction on load. Token counts are taken now, items built later.
-        if counts:
+        # As saved: no eviction on load.
+        if saved.items:
             queue._store(ContextItem._from_fields(saved.items), counts)
-        elif saved.items:
-            build_on_first_read(queue, "_slots", partial(ContextItem._from_fields, saved.items))
         return queue
 
 

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FLOAT32_MAX",
     "VectorTable",
+    "block_norms",
     "check_vector",
     "cosine",
     "dot",
@@ -35,6 +36,7 @@ __all__ = [
     "norm",
     "numpy_or_none",
     "single_precision_norm",
+    "stored_norm",
     "unit_vector",
 ]
 
@@ -59,6 +61,26 @@ dot: Callable[[Iterable[float], Iterable[float]], float] = getattr(math, "sumpro
 def norm(vector: Sequence[float]) -> float:
     """The Euclidean length of `vector`, in double precision."""
     return math.sqrt(dot(vector, vector))
+
+
+def stored_norm(vector: array[float]) -> float:
+    """The norm kept beside a stored 32-bit row.
+
+    With numpy it is computed as the bulk loads compute a whole block's
+    (`einsum` in double precision, which gives each row the same bits alone
+    or in a block), so a row has the same norm, and a vector the same score,
+    however it was added.
+    """
+    np = numpy_or_none()
+    if np is None:
+        return norm(vector)
+    wide = np.frombuffer(vector, dtype=np.float32).astype(np.float64)
+    return math.sqrt(float(np.einsum("i,i->", wide, wide)))
+
+
+def block_norms(np: Any, rows: Any) -> Any:
+    """`stored_norm` of every row of a 2-D float32 numpy array, as a float64 array."""
+    return np.sqrt(np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
 
 
 # Backends that score in C in single precision (pgvector, sqlite-vec) sum the
@@ -227,6 +249,10 @@ class VectorTable:
     def __contains__(self, item_id: object) -> bool:
         return item_id in self._slots
 
+    def present(self, ids: Iterable[str]) -> set[str]:
+        """Which of `ids` have a row."""
+        return self._slots.keys() & ids
+
     def ids(self) -> list[str]:
         """The ids held, in no particular order."""
         return list(self._slots)
@@ -243,10 +269,14 @@ class VectorTable:
         other._extreme = set(self._extreme)
         return other
 
-    def put(self, item_id: str, vector: array[float]) -> None:
-        """Store `vector` (32-bit, the table's dimension, non-zero) under `item_id`."""
+    def put(self, item_id: str, vector: array[float], row_norm: float | None = None) -> None:
+        """Store `vector` (32-bit, the table's dimension, non-zero) under `item_id`.
+
+        `row_norm` is its norm when the caller has it (as stored beside it).
+        """
         size = self.dimension
-        row_norm = norm(vector)
+        if row_norm is None:
+            row_norm = stored_norm(vector)
         slot = self._slots.get(item_id)
         if slot is None:
             if self._free:
@@ -266,6 +296,35 @@ class VectorTable:
             self._extreme.discard(slot)
         else:
             self._extreme.add(slot)
+
+    def put_many(self, ids: list[str], block: array[float], norms: array[float]) -> None:
+        """Store many rows at once: `block` holds them one after another, `norms` their norms.
+
+        The rows must be checked (32-bit, non-zero) and `ids` unique. New ids
+        are appended in one copy; an empty table keeps `block` itself (the
+        caller gives it up).
+        """
+        size = self.dimension
+        if self._free or not self._slots.keys().isdisjoint(ids):
+            for index, item_id in enumerate(ids):
+                self.put(item_id, block[index * size : (index + 1) * size], norms[index])
+            return
+        start = len(self._ids)
+        if start == 0:
+            self._data = block
+        else:
+            self._data.extend(block)
+        self._norms.extend(norms)
+        np = numpy_or_none()
+        if np is not None:
+            inverse = np.reciprocal(np.frombuffer(norms, dtype=np.float64))
+            self._inverse_norms.frombytes(memoryview(inverse).cast("B"))
+        else:
+            self._inverse_norms.extend([1.0 / n for n in norms])
+        self._ids.extend(ids)
+        self._slots.update(zip(ids, range(start, start + len(ids)), strict=True))
+        low, high = _SAFE_NORMS
+        self._extreme.update(start + index for index, n in enumerate(norms) if not low <= n <= high)
 
     def discard(self, item_id: str) -> bool:
         """Remove `item_id`'s row; whether there was one."""

@@ -19,6 +19,7 @@ from pygents_ctx import (
     from_dict,
     to_dict,
 )
+from pygents_ctx.context.messages import plain_text_message
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -119,3 +120,39 @@ def test_a_cached_count_equals_a_fresh_count_and_survives_saving(
     assert count_message_tokens(message, counter) == first
     assert count_message_tokens(Message(message.role, message.content), counter) == first
     assert count_message_tokens(from_dict(to_dict(message)), counter) == first
+
+
+# Whatever a parsed dict holds, the one-pass read of a stored text message agrees with
+# from_dict: the same message, or None and from_dict reads (or refuses) it.
+near_messages = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant", "system", "tool", 1]),
+        "content": st.lists(
+            st.fixed_dictionaries({"type": st.sampled_from(["text", "image"]), "text": texts})
+            | st.fixed_dictionaries(
+                {"type": st.just("text"), "text": st.integers(-(2**63), 2**63 - 1)}
+            )
+            | blocks.map(to_dict),
+            max_size=3,
+        )
+        | texts,
+    },
+    optional={"extra": st.none()},
+)
+
+
+@SETTINGS
+@given(data=near_messages | messages.map(to_dict))
+def test_the_one_pass_read_agrees_with_from_dict(data: dict[str, Any]) -> None:
+    parsed = orjson.loads(orjson.dumps(data))
+    fast = plain_text_message(parsed)
+    try:
+        full = from_dict(parsed)
+    except ValueError:
+        assert fast is None
+        return
+    only_text = isinstance(full, Message) and all(isinstance(b, TextBlock) for b in full.content)
+    if only_text and set(parsed) == {"role", "content"}:
+        assert fast == full
+    else:
+        assert fast is None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeAlias
 
 import orjson
 
-from pygents_ctx.context.messages import Message, from_dict
+from pygents_ctx.context.messages import Message, from_dict, plain_text_message, to_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import ConcurrentModificationError
@@ -39,6 +39,7 @@ __all__ = [
     "now_iso",
     "preview_of",
     "require_run_id",
+    "same_prefix",
     "session_not_empty",
     "takes_keyword",
     "window",
@@ -64,7 +65,8 @@ def with_token_count(message: Message, tokens: int) -> Message:
 def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
     """A stored row back into its message, with its stored token count cached on it."""
     try:
-        message = from_dict(orjson.loads(data))
+        parsed = orjson.loads(data)
+        message = plain_text_message(parsed) or from_dict(parsed)
         if not isinstance(message, Message):
             raise ValueError("it is not a message")
     except ValueError as exc:  # orjson.JSONDecodeError is a ValueError too
@@ -73,6 +75,26 @@ def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
             f"cannot be read: {exc}"
         ) from exc
     return with_token_count(message, tokens)
+
+
+def same_prefix(
+    session_id: str, rows: Sequence[tuple[int, int, bytes]], expected: Sequence[Message]
+) -> bool:
+    """Whether stored rows (position, tokens, data) hold the `expected` messages, in order.
+
+    The compare-and-swap check of `replace_prefix`. A row whose bytes are what
+    its expected message encodes to is equal without being decoded (decoding
+    an encoding gives the message back); any other row is decoded and compared,
+    since equal messages may be stored as other bytes (by an older version).
+    """
+    if len(rows) != len(expected):
+        return False
+    for row, message in zip(rows, expected, strict=True):
+        if bytes(row[2]) != orjson.dumps(to_dict(message)) and (
+            decode(session_id, *row) != message
+        ):
+            return False
+    return True
 
 
 def preview_of(message: Message) -> str | None:

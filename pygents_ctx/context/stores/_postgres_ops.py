@@ -23,6 +23,7 @@ from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
     preview_of,
+    same_prefix,
     session_not_empty,
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
@@ -201,7 +202,8 @@ async def read_since(
         "generation": generation[1],
         "archive": with_archive,
     }
-    cursor = await conn.execute(READ_SINCE, params)
+    # Binary results: bytea comes as its bytes, not hex text twice its size to decode.
+    cursor = await conn.execute(READ_SINCE, params, binary=True)
     current: Version = MISSING
     live: list[tuple[int, int, bytes]] = []
     archived: list[Message] = []
@@ -228,18 +230,22 @@ async def read_newest(
         "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
         "ORDER BY position DESC LIMIT %s OFFSET %s",
         (session_id, limit, offset),
+        binary=True,
     )
     rows = await cursor.fetchall()
     return [decode(session_id, *row) for row in reversed(rows)]
 
 
-async def _read_oldest(session_id: str, count: int, conn: AsyncConnection[Any]) -> list[Message]:
+async def _oldest_rows(
+    session_id: str, count: int, conn: AsyncConnection[Any]
+) -> list[tuple[int, int, bytes]]:
     cursor = await conn.execute(
         "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
         "ORDER BY position LIMIT %s",
         (session_id, count),
+        binary=True,
     )
-    return [decode(session_id, *row) for row in await cursor.fetchall()]
+    return await cursor.fetchall()
 
 
 MESSAGE_COUNT: Final = "SELECT message_count FROM pygents_sessions WHERE session_id = %s"
@@ -334,7 +340,9 @@ async def replace_prefix(
         live, next_position = session
         # The compare-and-swap: the row lock taken above keeps every other writer
         # of this session out until the commit, so the prefix cannot change after it.
-        if expected is not None and await _read_oldest(session_id, count, conn) != expected:
+        if expected is not None and not same_prefix(
+            session_id, await _oldest_rows(session_id, count, conn), expected
+        ):
             raise changed_prefix(session_id, count)
         if count > live:
             raise ValueError(f"count {count} exceeds the {live} messages in the live history")
@@ -426,7 +434,7 @@ SNAPSHOT: Final = """
 async def snapshot(session_id: str, conn: AsyncConnection[Any]) -> SessionSnapshot:
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        cursor = await conn.execute(SNAPSHOT, {"session": session_id})
+        cursor = await conn.execute(SNAPSHOT, {"session": session_id}, binary=True)
         rows = await cursor.fetchall()
         usage = await usage_sql.read_postgres(session_id, None, conn)
     tokens = (0, 0)

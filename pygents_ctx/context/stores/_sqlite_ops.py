@@ -18,6 +18,7 @@ from pygents_ctx.context.stores._common import (
     decode,
     now_iso,
     preview_of,
+    same_prefix,
     session_not_empty,
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
@@ -38,7 +39,6 @@ __all__ = [
     "in_transaction",
     "list_sessions",
     "read_newest",
-    "read_oldest",
     "read_since",
     "replace_prefix",
     "restore",
@@ -120,11 +120,6 @@ def read_since(
         rows[-1][0] if rows else None,
         [decode(session_id, *row) for row in archived],
     )
-
-
-def read_oldest(session_id: str, count: int, db: Db) -> list[Message]:
-    rows = db.execute(f"{LIVE} ORDER BY position LIMIT ?", (session_id, count)).fetchall()
-    return [decode(session_id, *row) for row in rows]
 
 
 def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Message]:
@@ -221,7 +216,11 @@ def replace_prefix(
     live, next_position = (0, 0) if session is None else session
     # The compare-and-swap: inside the write transaction, so nobody changes the
     # prefix between this check and the rewrite.
-    if expected is not None and read_oldest(session_id, count, db) != expected:
+    if expected is not None and not same_prefix(
+        session_id,
+        db.execute(f"{LIVE} ORDER BY position LIMIT ?", (session_id, count)).fetchall(),
+        expected,
+    ):
         raise changed_prefix(session_id, count)
     if count > live:
         raise ValueError(f"count {count} exceeds the {live} messages in the live history")

@@ -19,61 +19,32 @@ The contract every backend keeps:
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
-import orjson
-
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory._table import check_vector, embed_checked, single_precision_norm
 from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors._bulk import (
+    Columns,
+    Row,
+    check_columns,
+    check_json,
+    metadata_json,
+    no_nul,
+)
 
 if TYPE_CHECKING:
     from array import array
+
 
 __all__ = ["CollectionInfo", "SearchResult", "VectorDocument", "VectorStore"]
 
 MetadataValue: TypeAlias = "str | int | float | bool | None"
 MAX_DIMENSION: Final = 16_000  # pgvector's limit for its `vector` type
-_INT64: Final = (-(2**63), 2**63 - 1)
-
-
-def _no_nul(what: str, text: str) -> str:
-    # PostgreSQL's text and jsonb cannot hold NUL; refused by every backend alike.
-    if "\x00" in text:
-        raise ValueError(f"{what} must not contain NUL characters")
-    return text
-
-
-def _check_json(value: object, where: str) -> None:
-    """Raise unless `value` is JSON every backend keeps exactly."""
-    if value is None or isinstance(value, bool):
-        return
-    if isinstance(value, int):
-        if not _INT64[0] <= value <= _INT64[1]:
-            raise ValueError(f"{where} is {value}, outside the 64-bit integer range")
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{where} is {value}; JSON numbers must be finite")
-    elif isinstance(value, str):
-        _no_nul(where, value)
-    elif isinstance(value, list | tuple):
-        for index, inner in enumerate(value):
-            _check_json(inner, f"{where}[{index}]")
-    elif isinstance(value, Mapping):
-        for key, inner in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"{where} has the key {key!r}; metadata keys must be str")
-            _check_json(inner, f"{where}[{_no_nul(f'a key of {where}', key)!r}]")
-    else:
-        raise TypeError(
-            f"{where} is a {type(value).__name__}; metadata holds only JSON values "
-            "(str, int, float, bool, None, lists and dicts of them)"
-        )
 
 
 @dataclass(frozen=True)
@@ -114,15 +85,15 @@ class VectorDocument:
             raise TypeError(f"VectorDocument id must be a str, not {self.id!r}")
         if not self.id:
             raise ValueError("VectorDocument id must not be empty")
-        _no_nul("VectorDocument id", self.id)
+        no_nul("VectorDocument id", self.id)
         if not isinstance(self.text, str):
             raise TypeError(f"VectorDocument text must be a str, not {type(self.text).__name__}")
-        _no_nul(f"the text of document {self.id!r}", self.text)
+        no_nul(f"the text of document {self.id!r}", self.text)
         if not isinstance(self.metadata, Mapping):
             raise TypeError(
                 f"VectorDocument metadata must be a dict, not {type(self.metadata).__name__}"
             )
-        _check_json(self.metadata, f"the metadata of document {self.id!r}")
+        check_json(self.metadata, f"the metadata of document {self.id!r}")
         object.__setattr__(self, "metadata", dict(self.metadata))
         if self.embedding is not None:
             # Checked here, so a bad document cannot exist; it keeps the numbers as given.
@@ -215,7 +186,7 @@ def check_name(name: object) -> str:
         raise TypeError(f"a collection name must be a str, not {name!r}")
     if not name:
         raise ValueError("a collection name must not be empty")
-    return _no_nul("a collection name", name)
+    return no_nul("a collection name", name)
 
 
 def _check_dimension(dimension: object) -> int:
@@ -250,8 +221,8 @@ def _check_filter(filter: object) -> dict[str, MetadataValue]:
                 f"search filter value for {key!r} must be a str, number, bool or None, "
                 f"not {type(value).__name__}: filters match top-level values by equality"
             )
-        _check_json(value, f"the search filter value for {key!r}")
-        checked[_no_nul("a search filter key", key)] = value
+        check_json(value, f"the search filter value for {key!r}")
+        checked[no_nul("a search filter key", key)] = value
     return checked
 
 
@@ -263,20 +234,6 @@ def _check_ids(ids: object) -> list[str]:
         if not isinstance(item, str):
             raise TypeError(f"ids must be str, not {item!r}")
     return checked
-
-
-def metadata_json(metadata: Mapping[str, Any]) -> str:
-    """The metadata as JSON text (checked by `VectorDocument`, so it always encodes)."""
-    return orjson.dumps(metadata).decode()
-
-
-@dataclass(frozen=True)
-class Row:
-    """A document ready to store: its checked 32-bit embedding and its metadata as JSON."""
-
-    document: VectorDocument
-    vector: array[float]
-    metadata: str
 
 
 class VectorStoreBase(ABC):
@@ -370,6 +327,64 @@ class VectorStoreBase(ABC):
         rows = await self._rows(name, dimension, [d for d in batch if d.id not in present])
         return await self._write(name, dimension, rows, replace=False) if rows else []
 
+    async def add_many(
+        self,
+        collection: str,
+        ids: Sequence[str],
+        vectors: Any,
+        *,
+        texts: Sequence[str] | None = None,
+        metadata: Sequence[Mapping[str, Any]] | None = None,
+        replace: bool = False,
+    ) -> list[str]:
+        """Add many documents at once, given as columns: the fast way to load vectors.
+
+        The vectors go in as one block of 32-bit floats, with no object per
+        document: a 2-D numpy array (any real dtype; float32 is copied once)
+        or a list of lists. With numpy installed the checks run on the whole
+        array; without it, row by row, to the same result. Everything is
+        checked before anything is written, and the write is one transaction.
+
+        Args:
+            collection: Where to add.
+            ids: One unique, non-empty id per row of `vectors`.
+            vectors: `len(ids)` rows of the collection's dimension.
+            texts: One text per id (default: every text empty).
+            metadata: One dict of JSON values per id (default: empty).
+            replace: Replace documents whose id is stored (as `upsert`);
+                by default they are left as they are (as `add`).
+
+        Returns:
+            The ids written, in order: without `replace`, those not stored before.
+
+        Raises:
+            CollectionNotFoundError: There is no such collection.
+            TypeError: A column is not a list, or holds the wrong type.
+            ValueError: The columns differ in length, an id repeats or is
+                empty, a vector has the wrong dimension, is all zeros, or
+                holds NaN, an infinity or a value too large for 32 bits.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx import InMemoryVectorStore
+            >>> async def main():
+            ...     store = InMemoryVectorStore()
+            ...     await store.create_collection("points", 2)
+            ...     await store.add_many("points", ["n", "e"], [[0, 1], [1, 0]],
+            ...                          texts=["north", "east"])
+            ...     return [hit.text for hit in await store.search("points", [0.2, 1], k=1)]
+            >>> asyncio.run(main())
+            ['north']
+        """
+        name = check_name(collection)
+        if not isinstance(replace, bool):
+            raise TypeError(f"add_many replace must be True or False, not {replace!r}")
+        dimension = await self._dimension(name)
+        columns = check_columns(ids, vectors, texts, metadata, dimension)
+        if not columns.ids:
+            return []
+        return await self._write_columns(name, dimension, columns, replace=replace)
+
     async def upsert(self, collection: str, documents: Iterable[VectorDocument]) -> None:
         """Insert the documents, replacing any with the same id, in one transaction.
 
@@ -462,7 +477,7 @@ class VectorStoreBase(ABC):
             )
             embedded = await self._embed(name, dimension, [d.text for d in missing], what)
             vectors.update((d.id, v) for d, v in zip(missing, embedded, strict=True))
-        return [Row(d, vectors[d.id], metadata_json(d.metadata)) for d in batch]
+        return [Row(d.id, d.text, vectors[d.id], metadata_json(d.metadata)) for d in batch]
 
     async def _embed(
         self, name: str, dimension: int, texts: list[str], what: str
@@ -505,6 +520,15 @@ class VectorStoreBase(ABC):
     ) -> list[str]:
         """Store the rows in one transaction, checking the collection still has
         `dimension`; return the ids inserted (without `replace`, present ones stay)."""
+
+    async def _write_columns(
+        self, name: str, dimension: int, columns: Columns, *, replace: bool
+    ) -> list[str]:
+        """Store checked columns as `_write` stores rows (a backend may do it faster).
+
+        Without `replace`, ids already stored are left as they are and not returned.
+        """
+        return await self._write(name, dimension, columns.rows(), replace=replace)
 
     @abstractmethod
     async def _delete(self, name: str, ids: list[str]) -> int: ...
@@ -556,11 +580,16 @@ def refuse_single_precision_overflow(rows: list[Row], backend: str) -> None:
     """
     for row in rows:
         if not single_precision_norm(row.vector):
-            raise ValueError(
-                f"the embedding of document {row.document.id!r} is too short or too long "
-                f"for {backend}, which computes lengths in 32-bit floats (keep it between "
-                "1e-19 and 1e19; cosine similarity ignores length, so scale it)"
-            )
+            raise single_precision_refusal(row.id, backend)
+
+
+def single_precision_refusal(document_id: str, backend: str) -> ValueError:
+    """The error for an embedding whose length `backend` cannot compute in 32-bit floats."""
+    return ValueError(
+        f"the embedding of document {document_id!r} is too short or too long "
+        f"for {backend}, which computes lengths in 32-bit floats (keep it between "
+        "1e-19 and 1e19; cosine similarity ignores length, so scale it)"
+    )
 
 
 def dimension_changed(name: str, dimension: int, now: int | None) -> Exception:

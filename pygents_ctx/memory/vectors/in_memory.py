@@ -9,10 +9,10 @@ import orjson
 
 from pygents_ctx.memory._table import VectorTable
 from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors._bulk import Columns, Row
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
-    Row,
     SearchResult,
     VectorDocument,
     VectorStoreBase,
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryVectorStore"]
 
 _NUMBER: Final = "number"
+_NO_METADATA: Final = b"{}"
 
 
 def _key(value: MetadataValue) -> tuple[str, MetadataValue]:
@@ -50,38 +51,63 @@ def _scalars(metadata: Mapping[str, Any]) -> list[tuple[str, tuple[str, Metadata
 
 
 class _Collection:
-    """One collection: the vectors, the texts and metadata, and an index of metadata values."""
+    """One collection: the vectors, the texts and metadata, and an index of metadata values.
 
-    __slots__ = ("dimension", "documents", "table", "with_value")
+    Only non-empty texts and metadata take an entry: documents loaded as bare
+    vectors (`add_many` with ids alone) cost their row and their id.
+    """
+
+    __slots__ = ("dimension", "metadata", "table", "texts", "with_value")
 
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
         self.table = VectorTable(dimension)
-        self.documents: dict[str, tuple[str, bytes, Mapping[str, Any]]] = {}
+        self.texts: dict[str, str] = {}
+        self.metadata: dict[str, bytes] = {}  # JSON; a private copy of the caller's dict
         # (key, comparable value) -> ids: a filter reads only the ids it names.
         self.with_value: dict[tuple[str, tuple[str, MetadataValue]], set[str]] = {}
 
+    def text(self, document_id: str) -> str:
+        return self.texts.get(document_id, "")
+
+    def metadata_of(self, document_id: str) -> dict[str, Any]:
+        return orjson.loads(self.metadata.get(document_id, _NO_METADATA))  # type: ignore[no-any-return]
+
     def remove(self, document_id: str) -> bool:
-        entry = self.documents.pop(document_id, None)
-        if entry is None:
+        if not self.table.discard(document_id):
             return False
-        self.table.discard(document_id)
-        for pair in _scalars(entry[2]):
-            holders = self.with_value[pair]
-            holders.discard(document_id)
-            if not holders:
-                del self.with_value[pair]
+        self.texts.pop(document_id, None)
+        encoded = self.metadata.pop(document_id, None)
+        if encoded is not None:
+            for pair in _scalars(orjson.loads(encoded)):
+                holders = self.with_value[pair]
+                holders.discard(document_id)
+                if not holders:
+                    del self.with_value[pair]
         return True
 
+    def _describe(self, document_id: str, text: str, metadata: str) -> None:
+        if text:
+            self.texts[document_id] = text
+        if metadata != "{}":
+            self.metadata[document_id] = metadata.encode()
+            for pair in _scalars(orjson.loads(metadata)):
+                self.with_value.setdefault(pair, set()).add(document_id)
+
     def put(self, row: Row) -> None:
-        document = row.document
-        self.remove(document.id)
-        encoded = row.metadata.encode()
-        metadata = orjson.loads(encoded)  # a private copy: the caller's dict may change
-        self.documents[document.id] = (document.text, encoded, metadata)
-        self.table.put(document.id, row.vector)
-        for pair in _scalars(metadata):
-            self.with_value.setdefault(pair, set()).add(document.id)
+        self.remove(row.id)
+        self.table.put(row.id, row.vector)
+        self._describe(row.id, row.text, row.metadata)
+
+    def put_many(self, columns: Columns) -> None:
+        for document_id in self.table.present(columns.ids):
+            self.remove(document_id)
+        self.table.put_many(columns.ids, columns.vectors, columns.norms)
+        for document_id, text, metadata in zip(
+            columns.ids, columns.texts, columns.metadata, strict=True
+        ):
+            if text or metadata != "{}":
+                self._describe(document_id, text, metadata)
 
     def matching(self, conditions: dict[str, MetadataValue]) -> set[str]:
         """The ids whose metadata has every condition's key with an equal value."""
@@ -143,7 +169,7 @@ class InMemoryVectorStore(VectorStoreBase):
 
     async def _collections(self) -> list[CollectionInfo]:
         return [
-            CollectionInfo(name, c.dimension, len(c.documents))
+            CollectionInfo(name, c.dimension, len(c.table))
             for name, c in sorted(self._collections_by_name.items())
         ]
 
@@ -151,11 +177,10 @@ class InMemoryVectorStore(VectorStoreBase):
         return self._collection(name).dimension
 
     async def _count(self, name: str) -> int:
-        return len(self._collection(name).documents)
+        return len(self._collection(name).table)
 
     async def _present(self, name: str, ids: list[str]) -> set[str]:
-        documents = self._collection(name).documents
-        return {i for i in ids if i in documents}
+        return self._collection(name).table.present(ids)
 
     async def _write(
         self, name: str, dimension: int, rows: list[Row], *, replace: bool
@@ -167,10 +192,23 @@ class InMemoryVectorStore(VectorStoreBase):
             raise dimension_changed(name, dimension, now)
         written = []
         for row in rows:
-            if replace or row.document.id not in collection.documents:
+            if replace or row.id not in collection.table:
                 collection.put(row)
-                written.append(row.document.id)
+                written.append(row.id)
         return written
+
+    async def _write_columns(
+        self, name: str, dimension: int, columns: Columns, *, replace: bool
+    ) -> list[str]:
+        collection = self._collections_by_name.get(name)
+        if collection is None or collection.dimension != dimension:
+            now = None if collection is None else collection.dimension
+            raise dimension_changed(name, dimension, now)
+        present = collection.table.present(columns.ids)
+        if present and not replace:  # left as they are
+            columns = columns.take([i for i, d in enumerate(columns.ids) if d not in present])
+        collection.put_many(columns)
+        return list(columns.ids)
 
     async def _delete(self, name: str, ids: list[str]) -> int:
         collection = self._collection(name)
@@ -178,12 +216,15 @@ class InMemoryVectorStore(VectorStoreBase):
 
     async def _get(self, name: str, document_id: str) -> VectorDocument | None:
         collection = self._collection(name)
-        entry = collection.documents.get(document_id)
-        if entry is None:
+        if document_id not in collection.table:
             return None
-        text, metadata, _ = entry
         embedding = tuple(collection.table.vector(document_id))
-        return VectorDocument(document_id, text, orjson.loads(metadata), embedding)
+        return VectorDocument(
+            document_id,
+            collection.text(document_id),
+            collection.metadata_of(document_id),
+            embedding,
+        )
 
     async def _search(
         self, name: str, vector: array[float], k: int, conditions: dict[str, MetadataValue]
@@ -191,8 +232,7 @@ class InMemoryVectorStore(VectorStoreBase):
         collection = self._collection(name)
         among = collection.matching(conditions) if conditions else None
         hits = collection.table.top_k(vector, k, among)
-        documents = collection.documents
         return [
-            SearchResult(i, documents[i][0], orjson.loads(documents[i][1]), score)
+            SearchResult(i, collection.text(i), collection.metadata_of(i), score)
             for i, score in hits
         ]

@@ -12,34 +12,43 @@ own schema version (`pygents_vector_schema`), at first use:
   and its embedding as a pgvector `vector` (32-bit floats).
 
 A search is one SELECT ordered by pgvector's cosine distance (`<=>`), then
-by id; without an approximate index it compares every vector of the
-collection, so it is exact. (An HNSW index on `embedding` would make large
-collections faster and the results approximate: that trade is left to you.)
+by id. By default (`index="exact"`) it compares every vector of the
+collection, so it is exact. With `index="hnsw"` each collection gets a
+pgvector HNSW index of its own: a partial index (`WHERE collection = ...
+AND vector_dims(embedding) = n`, so rows of another collection, or of the
+same name made again with another dimension, never reach it) on the
+embedding cast to the collection's dimension (`vector(n)`, which an index
+needs), named `pygents_hnsw_<hash of the name>_<dimension>`; a search then
+walks the graph: approximate, and much faster on large collections.
 """
 
 from __future__ import annotations
 
+import hashlib
+import struct
+import sys
 from array import array
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import orjson
 
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import MissingExtensionError
-from pygents_ctx.memory._table import unit_vector
+from pygents_ctx.memory._table import FLOAT32_MAX, unit_vector
 from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors._bulk import Columns, Row
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
-    Row,
     SearchResult,
     VectorDocument,
     VectorStoreBase,
     dimension_changed,
     other_dimension,
     refuse_single_precision_overflow,
+    single_precision_refusal,
     unknown_collection,
 )
 
@@ -49,6 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresVectorStore"]
 
 T = TypeVar("T")
+IndexKind = Literal["exact", "hnsw"]
 
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
@@ -75,6 +85,65 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 # feature_not_supported ("extension is not available"), undefined_file (older
 # servers), undefined_object (type "vector" does not exist).
 _NO_EXTENSION: Final = frozenset({"0A000", "58P01", "42704"})
+# Squared lengths pgvector can compute in 32-bit floats (see refuse_single_precision_overflow).
+_SINGLE_PRECISION_SQUARES: Final = (1.1754943508222875e-38, FLOAT32_MAX)
+
+
+def _hnsw_prefix(name: str) -> str:
+    """The start of the names of a collection's HNSW indexes (PostgreSQL names: 63 bytes)."""
+    return f"pygents_hnsw_{hashlib.sha256(name.encode()).hexdigest()[:24]}_"
+
+
+def _check_int(value: object, what: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"PostgresVectorStore {what} must be an int, not {value!r}")
+    if not low <= value <= high:
+        raise ValueError(
+            f"PostgresVectorStore {what} must be between {low} and {high}, not {value}"
+        )
+    return value
+
+
+_COPY_HEADER: Final = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
+_COPY_ROWS: Final = 2_000  # rows per chunk written to COPY
+
+
+def _copy_chunks(columns: Columns) -> Iterator[bytes]:
+    """The columns in PostgreSQL's binary COPY format, in chunks (id, text, metadata, embedding).
+
+    A pgvector `vector` is sent as its binary form: the dimension and a zero as
+    16-bit integers, then the 32-bit floats, all big-endian.
+    """
+    dimension = columns.dimension
+    big_endian = array("f", columns.vectors)
+    if sys.byteorder == "little":
+        big_endian.byteswap()
+    floats = memoryview(big_endian).cast("B")
+    width = 4 * dimension
+    vector_head = struct.pack(">ihh", 4 + width, dimension, 0)
+    field = struct.Struct(">i").pack
+    parts: list[bytes] = [_COPY_HEADER]
+    for index, (item_id, text, metadata) in enumerate(
+        zip(columns.ids, columns.texts, columns.metadata, strict=True)
+    ):
+        encoded_id, encoded_text = item_id.encode(), text.encode()
+        encoded_metadata = b"\x01" + metadata.encode()  # jsonb's binary form: version 1, text
+        parts += (
+            b"\x00\x04",
+            field(len(encoded_id)),
+            encoded_id,
+            field(len(encoded_text)),
+            encoded_text,
+            field(len(encoded_metadata)),
+            encoded_metadata,
+            vector_head,
+            floats[index * width : (index + 1) * width].tobytes(),
+        )
+        if index % _COPY_ROWS == _COPY_ROWS - 1:
+            yield b"".join(parts)
+            parts = []
+    parts.append(b"\xff\xff")
+    yield b"".join(parts)
 
 
 def _literal(vector: array[float]) -> str:
@@ -99,9 +168,28 @@ class PostgresVectorStore(VectorStoreBase):
         conn: An open connection, from `await connect_postgres(dsn)`.
         embedder: Embeds documents without an embedding, and text queries.
         batch_size: The most texts sent to `embedder.embed` in one call.
+        index: `"exact"` (default) compares every vector: exact results.
+            `"hnsw"` gives each collection this store creates or searches a
+            pgvector HNSW index (built at that moment, which takes a while
+            on a large collection) and searches through it: approximate
+            results (recall@10 0.91 to 0.94 with the defaults on the bench's
+            200,000 clustered vectors, 0.97 with `ef_search=100`), far faster on
+            large collections. With a filter, the index finds candidates and
+            the filter is applied to them (pgvector's iterative scan keeps
+            looking until `k` pass or the graph is exhausted).
+        m: HNSW: links per node (2 to 100; pgvector's default 16). More
+            means better recall, a larger index and a slower build.
+        ef_construction: HNSW: candidates kept while building (at least
+            `2 * m`, up to 1000; default 64).
+        ef_search: HNSW: candidates kept while searching (1 to 1000;
+            default 40, and never fewer than `k`). More means better recall
+            and slower searches.
 
     Raises:
-        TypeError: `conn` is not a `PostgresConnection`.
+        TypeError: `conn` is not a `PostgresConnection`, or an HNSW setting
+            is not an int.
+        ValueError: `index` is neither "exact" nor "hnsw", or an HNSW
+            setting is out of its range.
         MissingExtensionError: (at first use) pgvector is not installed on
             the server.
 
@@ -124,18 +212,35 @@ class PostgresVectorStore(VectorStoreBase):
         *,
         embedder: Embedder | None = None,
         batch_size: int = 128,
+        index: IndexKind = "exact",
+        m: int = 16,
+        ef_construction: int = 64,
+        ef_search: int = 40,
     ) -> None:
         if not isinstance(conn, PostgresConnection):
             raise TypeError(
                 "PostgresVectorStore needs the connection from `await connect_postgres(dsn)`, "
                 f"not {type(conn).__name__}"
             )
+        if index not in ("exact", "hnsw"):
+            raise ValueError(f'PostgresVectorStore index must be "exact" or "hnsw", not {index!r}')
+        self._m = _check_int(m, "m", 2, 100)
+        self._ef_construction = _check_int(ef_construction, "ef_construction", 2 * m, 1000)
+        self._ef_search = _check_int(ef_search, "ef_search", 1, 1000)
         super().__init__(embedder=embedder, batch_size=batch_size)
         self._conn = conn
         self._ready = False
+        self._index: IndexKind = index
+        self._indexed: set[tuple[str, int]] = set()  # (collection, dimension) known indexed
 
     def __repr__(self) -> str:
-        return f"PostgresVectorStore({self._conn.target!r})"
+        index = ", index='hnsw'" if self._index == "hnsw" else ""
+        return f"PostgresVectorStore({self._conn.target!r}{index})"
+
+    @property
+    def index(self) -> IndexKind:
+        """How searches find their documents: `"exact"` or `"hnsw"`."""
+        return self._index
 
     @property
     def connection(self) -> PostgresConnection:
@@ -164,15 +269,55 @@ class PostgresVectorStore(VectorStoreBase):
                 raise other_dimension(name, dimension, int(existing or 0))
 
         await self._run(create)
+        if self._index == "hnsw":
+            await self._ensure_index(name, dimension)
+
+    async def _ensure_index(self, name: str, dimension: int) -> None:
+        """Create the collection's HNSW index unless it exists (once per store and collection)."""
+        if (name, dimension) in self._indexed:
+            return
+        from psycopg import sql
+
+        statement = sql.SQL(
+            "CREATE INDEX IF NOT EXISTS {index} ON pygents_vectors USING hnsw "
+            "((embedding::vector({dimension})) vector_cosine_ops) "
+            "WITH (m = {m}, ef_construction = {ef}) "
+            "WHERE collection = {name} AND vector_dims(embedding) = {dimension}"
+        ).format(
+            index=sql.Identifier(f"{_hnsw_prefix(name)}{dimension}"),
+            dimension=sql.Literal(dimension),
+            m=sql.Literal(self._m),
+            ef=sql.Literal(self._ef_construction),
+            name=sql.Literal(name),
+        )
+
+        async def create(db: AsyncConnection[Any]) -> None:
+            await db.execute(statement)
+
+        await self._run(create)
+        self._indexed.add((name, dimension))
 
     async def _drop(self, name: str) -> None:
-        async def drop(db: AsyncConnection[Any]) -> None:
-            cursor = await db.execute(
-                "DELETE FROM pygents_vector_collections WHERE name = %s", (name,)
-            )
-            if cursor.rowcount == 0:
-                raise unknown_collection(name)
+        from psycopg import sql
 
+        async def drop(db: AsyncConnection[Any]) -> None:
+            async with db.transaction():
+                cursor = await db.execute(
+                    "DELETE FROM pygents_vector_collections WHERE name = %s", (name,)
+                )
+                if cursor.rowcount == 0:
+                    raise unknown_collection(name)
+                # Its HNSW indexes go too, whoever made them: a collection made
+                # again with another dimension could not be written through them.
+                cursor = await db.execute(
+                    "SELECT indexname FROM pg_indexes WHERE tablename = 'pygents_vectors' "
+                    "AND starts_with(indexname, %s)",
+                    (_hnsw_prefix(name),),
+                )
+                for (index,) in await cursor.fetchall():
+                    await db.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(index)))
+
+        self._indexed = {held for held in self._indexed if held[0] != name}
         await self._run(drop)
 
     async def _collections(self) -> list[CollectionInfo]:
@@ -223,8 +368,8 @@ class PostgresVectorStore(VectorStoreBase):
     ) -> list[str]:
         refuse_single_precision_overflow(rows, "PostgresVectorStore (pgvector)")
         columns = (
-            [r.document.id for r in rows],
-            [r.document.text for r in rows],
+            [r.id for r in rows],
+            [r.text for r in rows],
             [r.metadata for r in rows],
             [_literal(r.vector) for r in rows],
         )
@@ -255,7 +400,53 @@ class PostgresVectorStore(VectorStoreBase):
                     raise dimension_changed(name, dimension, now)
                 cursor = await db.execute(sql, (name, *columns))
                 written = {r[0] for r in await cursor.fetchall()}
-            return [r.document.id for r in rows if r.document.id in written]
+            return [r.id for r in rows if r.id in written]
+
+        return await self._run(write)
+
+    async def _write_columns(
+        self, name: str, dimension: int, columns: Columns, *, replace: bool
+    ) -> list[str]:
+        """Bulk load: COPY the columns (binary) into a temporary table, then one INSERT."""
+        low, high = _SINGLE_PRECISION_SQUARES
+        for item_id, row_norm in zip(columns.ids, columns.norms, strict=True):
+            if not low <= row_norm * row_norm <= high:
+                raise single_precision_refusal(item_id, "PostgresVectorStore (pgvector)")
+        conflict = (
+            "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
+            "embedding = excluded.embedding"
+            if replace
+            else "NOTHING"
+        )
+
+        async def write(db: AsyncConnection[Any]) -> list[str]:
+            async with db.transaction():
+                cursor = await db.execute(
+                    "SELECT dimension FROM pygents_vector_collections WHERE name = %s FOR SHARE",
+                    (name,),
+                )
+                row = await cursor.fetchone()
+                now = None if row is None else int(row[0])
+                if now != dimension:
+                    raise dimension_changed(name, dimension, now)
+                await db.execute(
+                    "CREATE TEMPORARY TABLE IF NOT EXISTS pygents_vectors_load "
+                    '(id text COLLATE "C", text text, metadata jsonb, embedding vector) '
+                    "ON COMMIT DELETE ROWS"
+                )
+                async with db.cursor().copy(
+                    "COPY pygents_vectors_load FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+                    for chunk in _copy_chunks(columns):
+                        await copy.write(chunk)
+                cursor = await db.execute(
+                    "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
+                    "SELECT %s, id, text, metadata, embedding FROM pygents_vectors_load "
+                    f"ON CONFLICT (collection, id) DO {conflict} RETURNING id",
+                    (name,),
+                )
+                written = {r[0] for r in await cursor.fetchall()}
+            return [item_id for item_id in columns.ids if item_id in written]
 
         return await self._run(write)
 
@@ -295,6 +486,8 @@ class PostgresVectorStore(VectorStoreBase):
             # jsonb equality: 1 = 1.0, true is not 1, null only where the key holds null.
             where.append("metadata -> %s = %s::jsonb")
             params.extend([key, orjson.dumps(value).decode()])
+        if self._index == "hnsw":
+            return await self._hnsw_search(name, vector, k, where[1:], params[1:])
         sql = (
             "SELECT id, text, metadata, 1 - (embedding <=> %s::vector) AS score "
             f"FROM pygents_vectors WHERE {' AND '.join(where)} "
@@ -308,6 +501,47 @@ class PostgresVectorStore(VectorStoreBase):
                 SearchResult(i, text, metadata, float(score))
                 for i, text, metadata, score in await cursor.fetchall()
             ]
+
+        return await self._run(search)
+
+    async def _hnsw_search(
+        self, name: str, vector: array[float], k: int, where: list[str], params: list[Any]
+    ) -> list[SearchResult]:
+        """Walk the collection's HNSW index: the `k` nearest it finds, best first."""
+        from psycopg import sql
+
+        dimension = await self._dimension(name)
+        await self._ensure_index(name, dimension)
+        # The collection and dimension are literals, not parameters: the planner
+        # must see them to match the partial index, also in a prepared statement.
+        distance = sql.SQL("embedding::vector({dimension}) <=> %s::vector({dimension})").format(
+            dimension=sql.Literal(dimension)
+        )
+        query = sql.SQL(
+            "SELECT id, text, metadata, 1 - ({distance}) AS score FROM pygents_vectors "
+            "WHERE collection = {name} AND vector_dims(embedding) = {dimension}{filters} "
+            "ORDER BY {distance} LIMIT %s"
+        ).format(
+            distance=distance,
+            name=sql.Literal(name),
+            dimension=sql.Literal(dimension),
+            filters=sql.SQL("".join(f" AND {condition}" for condition in where)),
+        )
+        literal = _literal(unit_vector(vector))
+        ef_search = max(self._ef_search, k)
+
+        async def search(db: AsyncConnection[Any]) -> list[SearchResult]:
+            async with db.transaction():
+                await db.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(ef_search))
+                if where:
+                    await db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                cursor = await db.execute(query, (literal, *params, literal, k))
+                rows = await cursor.fetchall()
+            found = [
+                SearchResult(i, text, metadata, float(score)) for i, text, metadata, score in rows
+            ]
+            # Best first, equal scores by id, as every backend orders them.
+            return sorted(found, key=lambda hit: (-hit.score, hit.id))
 
         return await self._run(search)
 

@@ -1,19 +1,23 @@
-"""`SQLiteVectorStore`: collections in a SQLite database, searched exactly in SQL.
+"""`SQLiteVectorStore`: collections in a SQLite database, searched exactly.
 
 It runs on the same `SQLiteConnection` as the context stores (`await
 connect(path)`), on its worker thread. Its tables have their own schema
 version (`pygents_vector_schema`) and are created on first use:
 
-- `pygents_vector_collections`: a collection's name and dimension.
+- `pygents_vector_collections`: a collection's name, dimension and
+  generation (bumped by every write to it; see `_sqlite_matrix`).
 - `pygents_vectors`: one row per document: its text, its metadata as JSON, its
   embedding as little-endian 32-bit floats (the format sqlite-vec reads) and
   the embedding's norm.
 
-A search is one SELECT that scores every document of the collection passing
-the filter and keeps the best `k` (`ORDER BY score DESC, id LIMIT k`). The
-score comes from a function registered on the connection, in Python, in
-double precision; with the sqlite-vec extension loaded it is sqlite-vec's
-`vec_distance_cosine`, in C, in single precision.
+With numpy installed (and `matrix=True`, the default), a search scores the
+collection's vectors kept in this process as one float32 matrix, read from
+the table at the first search and kept in step with it; SQL then reads only
+the ids a filter keeps and the texts of the hits. Otherwise a search is one
+SELECT that scores every document passing the filter and keeps the best `k`
+(`ORDER BY score DESC, id LIMIT k`), with a function registered on the
+connection (in Python, in double precision) or, with the sqlite-vec
+extension loaded, its `vec_distance_cosine` (in C, in single precision).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, Final, TypeVar
 
@@ -31,12 +35,20 @@ from pygents_ctx.context.stores._sqlite_ops import in_transaction
 from pygents_ctx.context.stores._sqlite_schema import migrate
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import MissingExtensionError
-from pygents_ctx.memory._table import cosine, norm, unit_vector
+from pygents_ctx.memory._table import (
+    VectorTable,
+    cosine,
+    norm,
+    numpy_or_none,
+    stored_norm,
+    unit_vector,
+)
 from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors._bulk import Columns, Row
+from pygents_ctx.memory.vectors._sqlite_matrix import Matrices, bump, first_generation
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
-    Row,
     SearchResult,
     VectorDocument,
     VectorStoreBase,
@@ -72,8 +84,21 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         )
         """,
     ),
+    (
+        # Bumped by every write to the collection, from a random start: a store
+        # that keeps the vectors in memory sees whether anyone changed them.
+        "ALTER TABLE pygents_vector_collections ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
+    ),
 )
 _SCORE_FUNCTION: Final = "pygents_vector_cosine"
+_INSERT: Final = (
+    "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding, norm) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, id) DO "
+)
+_REPLACE: Final = (
+    "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
+    "embedding = excluded.embedding, norm = excluded.norm"
+)
 _LITTLE_ENDIAN: Final = sys.byteorder == "little"
 
 
@@ -164,9 +189,9 @@ def sqlite_vec_loads() -> bool:
 class SQLiteVectorStore(VectorStoreBase):
     """Collections in a SQLite database: the embedded default, searched exactly in SQL.
 
-    Needs nothing beyond the standard library. Several stores (and the
-    context stores) can share one connection; several processes can share the
-    file. Every write is one transaction.
+    Needs nothing beyond the standard library (numpy makes searches fast).
+    Several stores (and the context stores) can share one connection; several
+    processes can share the file. Every write is one transaction.
 
     Args:
         conn: An open connection, from `await connect(path)`.
@@ -174,12 +199,16 @@ class SQLiteVectorStore(VectorStoreBase):
         batch_size: The most texts sent to `embedder.embed` in one call.
         sqlite_vec: Score with the sqlite-vec extension (`pip install
             'pygents-ctx[vec]'`): `None` (default) when it loads, `True`
-            always (an error when it cannot load), `False` never. It is much
-            faster; its scores are single precision.
+            always (an error when it cannot load), `False` never. Searches
+            use it when they run in SQL; its scores are single precision.
+        matrix: Search a float32 copy of each searched collection kept in
+            this process (4 bytes a number), with numpy; it is read once and
+            kept in step with every writer. `False` (or no numpy) searches
+            in SQL instead, holding nothing.
 
     Raises:
-        TypeError: `conn` is not a `SQLiteConnection`, or `sqlite_vec` is not
-            a bool or None.
+        TypeError: `conn` is not a `SQLiteConnection`, `sqlite_vec` is not
+            a bool or None, or `matrix` not a bool.
         MissingExtensionError: (at first use) `sqlite_vec=True` and the
             extension cannot be loaded.
 
@@ -205,6 +234,7 @@ class SQLiteVectorStore(VectorStoreBase):
         embedder: Embedder | None = None,
         batch_size: int = 128,
         sqlite_vec: bool | None = None,
+        matrix: bool = True,
     ) -> None:
         if not isinstance(conn, SQLiteConnection):
             raise TypeError(
@@ -213,10 +243,14 @@ class SQLiteVectorStore(VectorStoreBase):
             )
         if sqlite_vec is not None and not isinstance(sqlite_vec, bool):
             raise TypeError(f"sqlite_vec must be True, False or None, not {sqlite_vec!r}")
+        if not isinstance(matrix, bool):
+            raise TypeError(f"matrix must be True or False, not {matrix!r}")
         super().__init__(embedder=embedder, batch_size=batch_size)
         self._conn = conn
         self._want_vec = sqlite_vec
         self._uses_vec: bool | None = None  # decided at first use
+        self._want_matrix = matrix
+        self._matrices = Matrices()
 
     def __repr__(self) -> str:
         return f"SQLiteVectorStore({self._conn.path!r})"
@@ -228,8 +262,13 @@ class SQLiteVectorStore(VectorStoreBase):
 
     @property
     def uses_sqlite_vec(self) -> bool | None:
-        """Whether searches score with sqlite-vec (None until the store's first use)."""
+        """Whether searches in SQL score with sqlite-vec (None until the store's first use)."""
         return self._uses_vec
+
+    @property
+    def uses_matrix(self) -> bool:
+        """Whether searches run on the in-memory float32 matrix (`matrix=True` and numpy)."""
+        return self._want_matrix and numpy_or_none() is not None
 
     async def _run(self, fn: Callable[[Db], T]) -> T:
         """Run `fn` on the worker thread, after bringing the schema up to date once."""
@@ -254,9 +293,9 @@ class SQLiteVectorStore(VectorStoreBase):
     async def _create(self, name: str, dimension: int) -> None:
         def create(db: Db) -> None:
             db.execute(
-                "INSERT INTO pygents_vector_collections (name, dimension) VALUES (?, ?) "
-                "ON CONFLICT (name) DO NOTHING",
-                (name, dimension),
+                "INSERT INTO pygents_vector_collections (name, dimension, generation) "
+                "VALUES (?, ?, ?) ON CONFLICT (name) DO NOTHING",
+                (name, dimension, first_generation()),
             )
             existing = _dimension_in(db, name)
             if existing != dimension:
@@ -266,6 +305,7 @@ class SQLiteVectorStore(VectorStoreBase):
 
     async def _drop(self, name: str) -> None:
         def drop(db: Db) -> None:
+            self._matrices.forget(name)
             if (
                 db.execute(
                     "DELETE FROM pygents_vector_collections WHERE name = ?", (name,)
@@ -306,21 +346,7 @@ class SQLiteVectorStore(VectorStoreBase):
     # -- documents -----------------------------------------------------------
 
     async def _present(self, name: str, ids: list[str]) -> set[str]:
-        def present(db: Db) -> set[str]:
-            found: set[str] = set()
-            for start in range(0, len(ids), 500):  # under SQLite's bound-parameter limit
-                chunk = ids[start : start + 500]
-                marks = ", ".join("?" * len(chunk))
-                found.update(
-                    row[0]
-                    for row in db.execute(
-                        f"SELECT id FROM pygents_vectors WHERE collection = ? AND id IN ({marks})",
-                        (name, *chunk),
-                    )
-                )
-            return found
-
-        return await self._run(present)
+        return await self._run(partial(_stored, name=name, ids=ids))
 
     async def _write(
         self, name: str, dimension: int, rows: list[Row], *, replace: bool
@@ -328,40 +354,93 @@ class SQLiteVectorStore(VectorStoreBase):
         if self._uses_vec:
             refuse_single_precision_overflow(rows, "SQLiteVectorStore with sqlite-vec")
         values = [
-            (name, r.document.id, r.document.text, r.metadata, _blob(r.vector), norm(r.vector))
-            for r in rows
+            (name, r.id, r.text, r.metadata, _blob(r.vector), stored_norm(r.vector)) for r in rows
         ]
-        insert = (
-            "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding, norm) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (collection, id) DO "
-        )
 
-        def write(db: Db) -> list[str]:
-            now = _dimension_in(db, name)
-            if now != dimension:
-                raise dimension_changed(name, dimension, now)
+        def write(db: Db) -> tuple[list[str], int | None]:
+            _same_dimension(db, name, dimension)
             if replace:
-                db.executemany(
-                    insert + "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
-                    "embedding = excluded.embedding, norm = excluded.norm",
-                    values,
-                )
-                return [r.document.id for r in rows]
-            return [v[1] for v in values if db.execute(insert + "NOTHING", v).rowcount == 1]
+                db.executemany(_INSERT + _REPLACE, values)
+                written = [r.id for r in rows]
+            else:
+                written = [v[1] for v in values if db.execute(_INSERT + "NOTHING", v).rowcount == 1]
+            return written, bump(db, name)
 
-        return await self._run(partial(in_transaction, work=write))
+        def change(table: VectorTable, written: list[str]) -> None:
+            wanted = set(written)
+            for row, value in zip(rows, values, strict=True):
+                if row.id in wanted:
+                    table.put(row.id, row.vector, value[5])
+
+        return await self._run(partial(self._committed, name, write, change))
+
+    async def _write_columns(
+        self, name: str, dimension: int, columns: Columns, *, replace: bool
+    ) -> list[str]:
+        if self._uses_vec:
+            refuse_single_precision_overflow(columns.rows(), "SQLiteVectorStore with sqlite-vec")
+        block = columns.vectors
+        if not _LITTLE_ENDIAN:
+            block = array("f", block)
+            block.byteswap()
+        width = 4 * dimension
+
+        def write(db: Db) -> tuple[list[str], int | None]:
+            _same_dimension(db, name, dimension)
+            keep = columns
+            if not replace:  # inside the write lock: the stored ids cannot change now
+                stored = _stored(db, name, columns.ids)
+                if stored:
+                    keep = columns.take([i for i, d in enumerate(columns.ids) if d not in stored])
+            data = memoryview(block if keep is columns else keep.vectors).cast("B")
+            db.executemany(
+                _INSERT + _REPLACE,
+                (
+                    (name, item_id, text, metadata, data[i * width : (i + 1) * width], row_norm)
+                    for i, (item_id, text, metadata, row_norm) in enumerate(
+                        zip(keep.ids, keep.texts, keep.metadata, keep.norms, strict=True)
+                    )
+                ),
+            )
+            return list(keep.ids), bump(db, name)
+
+        def change(table: VectorTable, written: list[str]) -> None:
+            wanted = set(written)
+            kept = columns.take([i for i, d in enumerate(columns.ids) if d in wanted])
+            table.put_many(kept.ids, kept.vectors, kept.norms)
+
+        return await self._run(partial(self._committed, name, write, change))
+
+    def _committed(
+        self,
+        name: str,
+        write: Callable[[Db], tuple[list[str], int | None]],
+        change: Callable[[VectorTable, list[str]], None],
+        db: Db,
+    ) -> list[str]:
+        """Run `write` in a transaction, then bring this store's matrix in step with it."""
+        written, generation = in_transaction(db, write)
+        if written:
+            self._matrices.changed(name, generation, lambda table: change(table, written))
+        return written
 
     async def _delete(self, name: str, ids: list[str]) -> int:
-        def delete(db: Db) -> int:
-            _require(db, name)
-            return sum(
-                db.execute(
-                    "DELETE FROM pygents_vectors WHERE collection = ? AND id = ?", (name, i)
-                ).rowcount
-                for i in ids
-            )
+        deleted: list[str] = []
 
-        return await self._run(partial(in_transaction, work=delete))
+        def delete(db: Db) -> tuple[list[str], int | None]:
+            _require(db, name)
+            for item_id in ids:
+                if db.execute(
+                    "DELETE FROM pygents_vectors WHERE collection = ? AND id = ?", (name, item_id)
+                ).rowcount:
+                    deleted.append(item_id)
+            return deleted, bump(db, name) if deleted else None
+
+        def change(table: VectorTable, written: list[str]) -> None:
+            for item_id in written:
+                table.discard(item_id)
+
+        return len(await self._run(partial(self._committed, name, delete, change)))
 
     async def _get(self, name: str, document_id: str) -> VectorDocument | None:
         def get(db: Db) -> VectorDocument | None:
@@ -389,6 +468,8 @@ class SQLiteVectorStore(VectorStoreBase):
             sql, values = _condition(key, value)
             where.append(sql)
             params.extend(values)
+        if self.uses_matrix:
+            return await self._run(partial(self._matrix_search, name, vector, k, where, params))
         uses_vec = self._uses_vec
         score = (
             "1.0 - vec_distance_cosine(embedding, ?)"
@@ -420,12 +501,83 @@ class SQLiteVectorStore(VectorStoreBase):
 
         return await self._run(search)
 
+    def _matrix_search(
+        self,
+        name: str,
+        vector: array[float],
+        k: int,
+        where: list[str],
+        params: list[Any],
+        db: Db,
+    ) -> list[SearchResult]:
+        """Score the collection's matrix; read what the filter keeps and the hits' texts in SQL."""
+        db.execute("BEGIN")  # one snapshot: the generation, the rows and the texts agree
+        try:
+            found = db.execute(
+                "SELECT dimension, generation FROM pygents_vector_collections WHERE name = ?",
+                (name,),
+            ).fetchone()
+            if found is None:
+                raise unknown_collection(name)
+            table = self._matrices.table(db, name, int(found[0]), int(found[1]))
+            among = None
+            if len(where) > 1:
+                among = {
+                    row[0]
+                    for row in db.execute(
+                        f"SELECT id FROM pygents_vectors WHERE {' AND '.join(where)}", params
+                    )
+                }
+            hits = table.top_k(vector, k, among)
+            details = _texts(db, name, [item_id for item_id, _ in hits])
+        finally:
+            db.execute("COMMIT")
+        return [SearchResult(item_id, *details[item_id], score) for item_id, score in hits]
+
 
 def _dimension_in(db: Db, name: str) -> int | None:
     row = db.execute(
         "SELECT dimension FROM pygents_vector_collections WHERE name = ?", (name,)
     ).fetchone()
     return None if row is None else int(row[0])
+
+
+def _same_dimension(db: Db, name: str, dimension: int) -> None:
+    now = _dimension_in(db, name)
+    if now != dimension:
+        raise dimension_changed(name, dimension, now)
+
+
+def _chunks(ids: list[str]) -> Iterator[tuple[list[str], str]]:
+    """`ids` in chunks under SQLite's bound-parameter limit, each with its `?` marks."""
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        yield chunk, ", ".join("?" * len(chunk))
+
+
+def _stored(db: Db, name: str, ids: list[str]) -> set[str]:
+    found: set[str] = set()
+    for chunk, marks in _chunks(ids):
+        found.update(
+            row[0]
+            for row in db.execute(
+                f"SELECT id FROM pygents_vectors WHERE collection = ? AND id IN ({marks})",
+                (name, *chunk),
+            )
+        )
+    return found
+
+
+def _texts(db: Db, name: str, ids: list[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+    found: dict[str, tuple[str, dict[str, Any]]] = {}
+    for chunk, marks in _chunks(ids):
+        for item_id, text, metadata in db.execute(
+            "SELECT id, text, metadata FROM pygents_vectors "
+            f"WHERE collection = ? AND id IN ({marks})",
+            (name, *chunk),
+        ):
+            found[item_id] = (text, orjson.loads(metadata))
+    return found
 
 
 def _require(db: Db, name: str) -> None:

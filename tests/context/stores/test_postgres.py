@@ -658,3 +658,78 @@ def test_the_guide_examples_run_against_a_real_server(postgres: Server) -> None:
 
     with fresh_database(postgres) as dsn:
         asyncio.run(run_all(dsn))
+
+
+# -- many sessions --------------------------------------------------------------------
+
+
+async def _plans(conn: PostgresConnection, call: Any) -> list[str]:
+    """EXPLAIN of each statement `call()` runs on `conn` (captured as it runs them)."""
+    seen: list[tuple[Any, Any]] = []
+
+    async def capture(db: Any) -> None:
+        original = db.execute
+
+        async def execute(statement: Any, params: Any = None, **kwargs: Any) -> Any:
+            if str(statement).lstrip().upper().startswith(("SELECT", "WITH", "INSERT")):
+                seen.append((statement, params))
+            return await original(statement, params, **kwargs)
+
+        db.execute = execute
+
+    async def release(db: Any) -> None:
+        del db.execute
+
+    await conn.run(capture)
+    try:
+        await call()
+    finally:
+        await conn.run(release)
+
+    async def explain(db: Any) -> list[str]:
+        plans = []
+        for statement, params in seen:
+            cursor = await db.execute("EXPLAIN " + str(statement), params)
+            plans.append("\n".join(row[0] for row in await cursor.fetchall()))
+        await db.rollback()  # EXPLAIN of an INSERT plans it, writes nothing
+        return plans
+
+    return await conn.run(explain)
+
+
+async def test_appending_and_loading_one_of_many_sessions_reads_by_index(
+    fresh_dsn: str,
+) -> None:
+    """With 20,000 sessions stored, a session's reads and writes touch only its rows."""
+    async with connect_postgres(fresh_dsn) as conn:
+        await query(
+            conn,
+            "INSERT INTO pygents_sessions (session_id, next_position, message_count) "
+            "SELECT 'session-' || s, 5, 5 FROM generate_series(1, 20000) AS s",
+        )
+        await query(
+            conn,
+            "INSERT INTO pygents_messages (session_id, position, tokens, data) "
+            "SELECT 'session-' || s, p, 3, convert_to("
+            '\'{"role":"user","content":[{"type":"text","text":"m\' || p || \'"}]}\', '
+            "'UTF8') FROM generate_series(1, 20000) AS s, generate_series(0, 4) AS p",
+        )
+        await query(conn, "ANALYZE pygents_sessions")
+        await query(conn, "ANALYZE pygents_messages")
+        store = PostgresContextStore(conn, session_id="session-777")
+
+        plans = [
+            *await _plans(
+                conn, lambda: PostgresContextStore(conn, session_id="session-777").get_history()
+            ),
+            *await _plans(conn, lambda: store.append(Message("user", "one more"))),
+            *await _plans(conn, lambda: store.get_history()),  # what changed since
+        ]
+
+        assert texts(await store.get_history()) == ["m0", "m1", "m2", "m3", "m4", "one more"]
+    assert len(plans) >= 3
+    for plan in plans:
+        assert "Seq Scan on pygents_messages" not in plan, plan
+        assert "Seq Scan on pygents_sessions" not in plan, plan
+    assert any("pygents_messages_pkey" in plan for plan in plans)
+    assert any("pygents_sessions_pkey" in plan for plan in plans)

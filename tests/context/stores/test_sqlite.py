@@ -361,3 +361,25 @@ def test_a_failing_migration_leaves_the_old_version_whole(db_path: Path) -> None
     assert db.execute("SELECT version FROM pygents_schema").fetchall() == [(SCHEMA_VERSION,)]
     assert db.execute("SELECT name FROM sqlite_master WHERE name = 'half_done'").fetchall() == []
     db.close()
+
+
+async def test_expected_matches_a_message_stored_as_other_bytes(db_path: Path) -> None:
+    """The compare-and-swap compares messages, not their bytes (an older writer's key order)."""
+    from pygents_ctx import ConcurrentModificationError
+
+    async with connect(db_path) as conn:
+        store = SQLiteContextStore(conn, session_id="s")
+        await store.append_many(numbered(3))
+        seen = await store.get_history()
+    raw(
+        db_path,
+        "UPDATE pygents_messages SET data = ? WHERE session_id = 's' AND data LIKE '%m0%'",
+        (b'{"content": [{"text": "m0", "type": "text"}], "role": "user"}',),
+    )
+    async with connect(db_path) as conn:
+        store = SQLiteContextStore(conn, session_id="s")
+        with pytest.raises(ConcurrentModificationError):
+            await store.replace_prefix(2, [Message("user", "S")], expected=numbered(2, "x"))
+        await store.replace_prefix(2, [Message("user", "S")], expected=seen[:2])
+        assert texts(await store.get_history()) == ["S", "m2"]
+        assert texts(await store.get_history(include_archived=True))[:2] == ["m0", "m1"]

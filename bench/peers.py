@@ -1,0 +1,306 @@
+"""History and vectors side by side with what a user would pick instead, on the same data.
+
+`python -m bench --peers` runs this module inside `bench/.peers` (Python
+3.12 with the peers installed, made on first use: see `bench/peers_env.py`),
+in one process, and prints each row with the ratio (ours / theirs: below 1
+is faster). `--quick` runs smaller sizes; `--markdown` prints the latest run.
+
+History rows (messages of 4 KB, alternating user and assistant):
+
+- append one message to a session that holds 20,000: `SQLiteContextStore`
+  against the OpenAI Agents SDK's `SQLiteSession` and axio-context-sqlite;
+- cold load of a 2,000-message history (a new store object, so nothing is
+  cached): SQLite against `SQLiteSession`, and PostgreSQL against the
+  Agents SDK's `SQLAlchemySession` on asyncpg, on a throwaway server
+  (`tests/postgres_server.py`);
+- the storage step of compaction, 1,000 messages to a summary and the last
+  100: `replace_prefix(900, [summary], expected=...)` (atomic, the 900 kept
+  in the archive) against `SQLiteSession.clear_session()` + `add_items`
+  (two transactions, nothing kept).
+
+Vector rows: `bench/scale.py`'s, against numpy and sqlite-vec's `vec0`
+where this Python's sqlite3 loads extensions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from bench.scale import Versus, in_memory_rows, sqlite_rows
+from pygents_ctx import Message
+from pygents_ctx.context.stores import (
+    PostgresContextStore,
+    SQLiteContextStore,
+    connect,
+    connect_postgres,
+)
+
+__all__ = ["collect"]
+
+MESSAGE_BYTES = 4_096
+REPEATS = 7
+
+
+def _text(index: int) -> str:
+    return (f"message {index} " + "lorem ipsum dolor " * (MESSAGE_BYTES // 18))[:MESSAGE_BYTES]
+
+
+def _ours(index: int) -> Message:
+    return Message("user" if index % 2 == 0 else "assistant", _text(index))
+
+
+def _item(index: int) -> dict[str, Any]:
+    return {"role": "user" if index % 2 == 0 else "assistant", "content": _text(index)}
+
+
+async def _median_pair(
+    ours: Callable[[], Awaitable[Any]],
+    theirs: Callable[[], Awaitable[Any]],
+    prepare_ours: Callable[[], Awaitable[Any]] | None = None,
+    prepare_theirs: Callable[[], Awaitable[Any]] | None = None,
+    repeats: int = REPEATS,
+) -> tuple[float, float]:
+    """Medians in seconds of one call each, timed turn about after untimed preparations."""
+    mine, other = [], []
+    for _ in range(repeats):
+        if prepare_theirs is not None:
+            await prepare_theirs()
+        start = time.perf_counter()
+        await theirs()
+        other.append(time.perf_counter() - start)
+        if prepare_ours is not None:
+            await prepare_ours()
+        start = time.perf_counter()
+        await ours()
+        mine.append(time.perf_counter() - start)
+    return statistics.median(mine), statistics.median(other)
+
+
+def _row(name: str, ours: float, theirs: float, peer: str, goal: str = "<= 1x") -> Versus:
+    return Versus(name, ours, theirs, peer, "s", goal, ours <= theirs if goal == "<= 1x" else None)
+
+
+async def appends(stored: int, tmp: Path) -> list[Versus]:
+    """One append to a session already holding `stored` messages."""
+    from agents import SQLiteSession  # type: ignore[import-not-found]
+
+    rows = []
+    ops = 50
+    async with connect(tmp / "ours-append.db") as conn:
+        store = SQLiteContextStore(conn, session_id="s")
+        for start in range(0, stored, 1_000):
+            await store.append_many([_ours(i) for i in range(start, start + 1_000)])
+        session = SQLiteSession("s", str(tmp / "sdk-append.db"))
+        for start in range(0, stored, 1_000):
+            await session.add_items([_item(i) for i in range(start, start + 1_000)])
+        counter = iter(range(stored, 10**9))
+
+        async def ours() -> None:
+            for _ in range(ops):
+                await store.append(_ours(next(counter)))
+
+        async def theirs() -> None:
+            for _ in range(ops):
+                await session.add_items([_item(next(counter))])
+
+        mine, other = await _median_pair(ours, theirs)
+        rows.append(
+            _row(f"append, {stored:,} stored (SQLite)", mine / ops, other / ops, "SQLiteSession")
+        )
+        session.close()
+        axio = await _axio_appends(stored, tmp, ops, ours)
+        if axio is not None:
+            rows.append(axio)
+    return rows
+
+
+async def _axio_appends(
+    stored: int, tmp: Path, ops: int, ours: Callable[[], Awaitable[None]]
+) -> Versus | None:
+    try:
+        from axio.blocks import TextBlock  # type: ignore[import-not-found]
+        from axio.messages import Message as AxioMessage  # type: ignore[import-not-found]
+        from axio_context_sqlite import SQLiteContextStore as AxioStore  # type: ignore
+        from axio_context_sqlite import connect as axio_connect
+    except ImportError:
+        return None
+
+    def message(index: int) -> Any:
+        item = _item(index)
+        return AxioMessage(role=item["role"], content=[TextBlock(text=item["content"])])
+
+    db = await axio_connect(tmp / "axio.db")
+    try:
+        store = AxioStore(db, session_id="s")
+        for index in range(stored):
+            await store.append(message(index))
+        counter = iter(range(stored, 10**9))
+
+        async def theirs() -> None:
+            for _ in range(ops):
+                await store.append(message(next(counter)))
+
+        mine, other = await _median_pair(ours, theirs, repeats=3)
+    finally:
+        await db.close()
+    return _row(
+        f"append, {stored:,} stored (SQLite)", mine / ops, other / ops, "axio-context-sqlite"
+    )
+
+
+async def cold_loads_sqlite(count: int, tmp: Path) -> Versus:
+    """A new store reads a `count`-message history (nothing cached)."""
+    from agents import SQLiteSession
+
+    path = tmp / "ours-history.db"
+    async with connect(path) as conn:
+        await SQLiteContextStore(conn, session_id="s").append_many([_ours(i) for i in range(count)])
+        writer = SQLiteSession("s", str(tmp / "sdk-history.db"))
+        await writer.add_items([_item(i) for i in range(count)])
+        writer.close()
+        fresh: dict[str, Any] = {}
+
+        async def new_ours() -> None:
+            fresh["ours"] = SQLiteContextStore(conn, session_id="s")
+
+        async def new_theirs() -> None:
+            fresh["theirs"] = SQLiteSession("s", str(tmp / "sdk-history.db"))
+
+        async def ours() -> None:
+            assert len(await fresh["ours"].get_history()) == count
+
+        async def theirs() -> None:
+            assert len(await fresh["theirs"].get_items()) == count
+            fresh["theirs"].close()
+
+        mine, other = await _median_pair(ours, theirs, new_ours, new_theirs)
+    return _row(f"history cold load, {count:,} x 4 KB (SQLite)", mine, other, "SQLiteSession")
+
+
+async def cold_loads_postgres(count: int, dsn: str, url: str) -> Versus:
+    """As `cold_loads_sqlite`, on PostgreSQL against the SQLAlchemy session (asyncpg)."""
+    from agents.extensions.memory import SQLAlchemySession  # type: ignore[import-not-found]
+    from sqlalchemy.ext.asyncio import create_async_engine  # type: ignore[import-not-found]
+
+    engine = create_async_engine(url)
+    try:
+        writer = SQLAlchemySession("s", engine=engine, create_tables=True)
+        await writer.add_items([_item(i) for i in range(count)])
+        async with connect_postgres(dsn) as conn:
+            await PostgresContextStore(conn, session_id="s").append_many(
+                [_ours(i) for i in range(count)]
+            )
+            fresh: dict[str, Any] = {}
+
+            async def new_ours() -> None:
+                fresh["ours"] = PostgresContextStore(conn, session_id="s")
+
+            async def new_theirs() -> None:
+                fresh["theirs"] = SQLAlchemySession("s", engine=engine)
+
+            async def ours() -> None:
+                assert len(await fresh["ours"].get_history()) == count
+
+            async def theirs() -> None:
+                assert len(await fresh["theirs"].get_items()) == count
+
+            mine, other = await _median_pair(ours, theirs, new_ours, new_theirs)
+    finally:
+        await engine.dispose()
+    return _row(
+        f"history cold load, {count:,} x 4 KB (PostgreSQL)",
+        mine,
+        other,
+        "SQLAlchemySession (asyncpg)",
+    )
+
+
+async def compaction(count: int, keep: int, tmp: Path) -> list[Versus]:
+    """The storage step: `count` messages become a summary and the last `keep`."""
+    from agents import SQLiteSession
+
+    summary_text = "summary of the conversation so far " * 20
+    rows = []
+    async with connect(tmp / "ours-compact.db") as conn:
+        session = SQLiteSession("s", str(tmp / "sdk-compact.db"))
+        made = iter(range(10**9))
+        state: dict[str, Any] = {}
+
+        async def fill_ours() -> None:
+            store = SQLiteContextStore(conn, session_id=f"s{next(made)}")
+            await store.append_many([_ours(i) for i in range(count)])
+            state["store"] = store
+            state["expected"] = (await store.get_history())[: count - keep]
+
+        async def fill_theirs() -> None:
+            await session.clear_session()
+            await session.add_items([_item(i) for i in range(count)])
+            state["items"] = await session.get_items()
+
+        async def theirs() -> None:
+            kept = state["items"][-keep:]
+            await session.clear_session()
+            await session.add_items([{"role": "system", "content": summary_text}, *kept])
+
+        for expected in (True, False):
+
+            async def ours(expected: bool = expected) -> None:
+                await state["store"].replace_prefix(
+                    count - keep,
+                    [Message("system", summary_text)],
+                    expected=state["expected"] if expected else None,
+                )
+
+            mine, other = await _median_pair(ours, theirs, fill_ours, fill_theirs)
+            how = "with expected=" if expected else "no expected="
+            rows.append(
+                _row(
+                    f"compaction {count:,} -> summary + {keep} ({how})",
+                    mine,
+                    other,
+                    "SQLiteSession clear + add (not atomic)",
+                )
+            )
+        session.close()
+    return rows
+
+
+@contextlib.asynccontextmanager
+async def _postgres() -> AsyncIterator[tuple[str, str] | None]:
+    """A throwaway server's libpq DSN and SQLAlchemy asyncpg URL, or None without one."""
+    from tests import postgres_server
+
+    try:
+        server = postgres_server.start()
+    except postgres_server.ServerUnavailableError as exc:
+        print(f"PostgreSQL rows skipped: {exc}")
+        yield None
+        return
+    try:
+        url = f"postgresql+asyncpg://postgres@/postgres?host={server.directory}"
+        yield server.dsn, url
+    finally:
+        server.stop()
+
+
+async def collect(quick: bool) -> list[Versus]:
+    stored, history, vectors = (2_000, 500, 10_000) if quick else (20_000, 2_000, 100_000)
+    tmp = Path(tempfile.mkdtemp(prefix="pygents-peers-"))
+    try:
+        rows = [*await appends(stored, tmp), await cold_loads_sqlite(history, tmp)]
+        async with _postgres() as server:
+            if server is not None:
+                rows.append(await cold_loads_postgres(history, *server))
+        rows += await compaction(1_000, 100, tmp)
+        rows += await in_memory_rows(vectors)
+        rows += await sqlite_rows(vectors)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows

@@ -1,0 +1,272 @@
+"""Bulk adds: many documents given as columns, their vectors one 2-D array.
+
+`VectorStoreBase.add_many` checks ids, texts, metadata and the vectors here,
+before anything is written, and hands a backend one `Columns`: the vectors
+as a single block of 32-bit floats (row after row) and their norms, with no
+object per document. With numpy the vectors are checked and converted in a
+few whole-array passes; without it, row by row with `check_vector`, to the
+same result and the same errors.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from pygents_ctx.memory._table import block_norms, check_vector, numpy_or_none, stored_norm
+
+__all__ = ["Columns", "Row", "check_columns", "check_json", "metadata_json", "no_nul"]
+
+_INT64: Final = (-(2**63), 2**63 - 1)
+_EMPTY_METADATA: Final = "{}"
+
+
+def no_nul(what: str, text: str) -> str:
+    """Return `text`, or raise naming `what` if it holds NUL."""
+    # PostgreSQL's text and jsonb cannot hold NUL; refused by every backend alike.
+    if "\x00" in text:
+        raise ValueError(f"{what} must not contain NUL characters")
+    return text
+
+
+def check_json(value: object, where: str) -> None:
+    """Raise unless `value` is JSON every backend keeps exactly."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not _INT64[0] <= value <= _INT64[1]:
+            raise ValueError(f"{where} is {value}, outside the 64-bit integer range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where} is {value}; JSON numbers must be finite")
+    elif isinstance(value, str):
+        no_nul(where, value)
+    elif isinstance(value, list | tuple):
+        for index, inner in enumerate(value):
+            check_json(inner, f"{where}[{index}]")
+    elif isinstance(value, Mapping):
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"{where} has the key {key!r}; metadata keys must be str")
+            check_json(inner, f"{where}[{no_nul(f'a key of {where}', key)!r}]")
+    else:
+        raise TypeError(
+            f"{where} is a {type(value).__name__}; metadata holds only JSON values "
+            "(str, int, float, bool, None, lists and dicts of them)"
+        )
+
+
+def metadata_json(metadata: Mapping[str, Any]) -> str:
+    """The metadata as JSON text (checked by `VectorDocument`, so it always encodes)."""
+    return orjson.dumps(metadata).decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A document ready to store: its id and text, checked 32-bit embedding and metadata JSON."""
+
+    id: str
+    text: str
+    vector: array[float]
+    metadata: str
+
+
+@dataclass(frozen=True, slots=True)
+class Columns:
+    """Checked documents in columns: `vectors` holds `len(ids)` rows of `dimension` floats."""
+
+    ids: list[str]
+    texts: list[str]
+    metadata: list[str]
+    vectors: array[float]
+    norms: array[float]
+    dimension: int
+
+    def vector(self, index: int) -> array[float]:
+        """Row `index` of the vectors."""
+        size = self.dimension
+        return self.vectors[index * size : (index + 1) * size]
+
+    def take(self, keep: Sequence[int]) -> Columns:
+        """Only the rows at the indexes `keep` (ascending)."""
+        if len(keep) == len(self.ids):
+            return self
+        vectors = array("f")
+        for index in keep:
+            vectors.extend(self.vector(index))
+        return Columns(
+            [self.ids[i] for i in keep],
+            [self.texts[i] for i in keep],
+            [self.metadata[i] for i in keep],
+            vectors,
+            array("d", [self.norms[i] for i in keep]),
+            self.dimension,
+        )
+
+    def rows(self) -> list[Row]:
+        """One `Row` per document (for backends that store row by row)."""
+        return [
+            Row(item_id, self.texts[i], self.vector(i), self.metadata[i])
+            for i, item_id in enumerate(self.ids)
+        ]
+
+
+def check_columns(
+    ids: object, vectors: object, texts: object, metadata: object, dimension: int
+) -> Columns:
+    """The columns of an `add_many` call, after checking every one.
+
+    Raises:
+        TypeError: A column is not a list (or the vectors not a 2-D array or
+            list of lists), or holds a value of the wrong type.
+        ValueError: As `VectorDocument` and `check_vector` refuse values; an
+            id is repeated; or the columns differ in length.
+    """
+    checked_ids = _check_ids(ids)
+    count = len(checked_ids)
+    checked_texts = [""] * count if texts is None else _check_texts(texts, checked_ids)
+    checked_metadata = (
+        [_EMPTY_METADATA] * count if metadata is None else _check_metadata(metadata, checked_ids)
+    )
+    block, norms = _check_vectors(vectors, checked_ids, dimension)
+    return Columns(checked_ids, checked_texts, checked_metadata, block, norms, dimension)
+
+
+def _column(values: object, name: str, count: int | None) -> list[Any]:
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence):
+        raise TypeError(f"add_many {name} must be a list, not {type(values).__name__}")
+    column = list(values)
+    if count is not None and len(column) != count:
+        raise ValueError(
+            f"add_many got {count} ids but {len(column)} {name}; give one per id, in order"
+        )
+    return column
+
+
+def _check_ids(ids: object) -> list[str]:
+    column = _column(ids, "ids", None)
+    # The usual case, checked in C: all str, none empty, none with NUL, none twice.
+    if set(map(type, column)) <= {str}:
+        unique = set(column)
+        if len(unique) == len(column) and "" not in unique and "\x00" not in "".join(column):
+            return column
+    seen: set[str] = set()
+    for index, item in enumerate(column):
+        if not isinstance(item, str):
+            raise TypeError(f"add_many ids[{index}] must be a str, not {item!r}")
+        if not item:
+            raise ValueError(f"add_many ids[{index}] is empty; a document id must not be")
+        no_nul(f"add_many ids[{index}]", item)
+        if item in seen:
+            raise ValueError(f"add_many ids holds {item!r} twice; ids must be unique")
+        seen.add(item)
+    return column
+
+
+def _check_texts(texts: object, ids: list[str]) -> list[str]:
+    column = _column(texts, "texts", len(ids))
+    for item_id, text in zip(ids, column, strict=True):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"the text of document {item_id!r} must be a str, not {type(text).__name__}"
+            )
+        no_nul(f"the text of document {item_id!r}", text)
+    return column
+
+
+def _check_metadata(metadata: object, ids: list[str]) -> list[str]:
+    column = _column(metadata, "metadata", len(ids))
+    encoded = []
+    for item_id, value in zip(ids, column, strict=True):
+        if not isinstance(value, Mapping):
+            raise TypeError(
+                f"the metadata of document {item_id!r} must be a dict, not {type(value).__name__}"
+            )
+        if not value:
+            encoded.append(_EMPTY_METADATA)
+            continue
+        check_json(value, f"the metadata of document {item_id!r}")
+        encoded.append(metadata_json(value))
+    return encoded
+
+
+def _what(item_id: str) -> str:
+    return f"the vector of document {item_id!r}"
+
+
+def _check_vectors(
+    vectors: object, ids: list[str], dimension: int
+) -> tuple[array[float], array[float]]:
+    np = numpy_or_none()
+    if np is not None:
+        checked = _numpy_block(np, vectors, ids, dimension)
+        if checked is not None:
+            return checked
+    # Without numpy, or input numpy cannot read as numbers (it then gives the exact error).
+    rows = _column(vectors, "vectors", len(ids))
+    block: array[float] = array("f")
+    norms: array[float] = array("d")
+    for item_id, row in zip(ids, rows, strict=True):
+        vector = check_vector(row, _what(item_id), dimension)
+        block.extend(vector)
+        norms.append(stored_norm(vector))
+    return block, norms
+
+
+def _numpy_block(
+    np: Any, vectors: object, ids: list[str], dimension: int
+) -> tuple[array[float], array[float]] | None:
+    """The vectors and norms, checked in whole-array passes; None to check row by row."""
+    if isinstance(vectors, str | bytes | Mapping):
+        return None
+    try:
+        matrix = (
+            vectors if isinstance(vectors, np.ndarray) else np.asarray(vectors, dtype=np.float64)
+        )
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if matrix.dtype.kind not in "biuf":
+        return None
+    count = len(ids)
+    if count == 0 and matrix.size == 0:
+        return array("f"), array("d")
+    if matrix.ndim != 2:
+        if matrix.ndim == 1 and count == 1:
+            return None  # one flat vector for one id: the row-by-row check says what to do
+        raise ValueError(
+            f"add_many vectors must be 2-D, one row per id (got the shape {matrix.shape}); "
+            "for one document, pass [vector]"
+        )
+    if matrix.shape[0] != count:
+        raise ValueError(
+            f"add_many got {count} ids but {matrix.shape[0]} vectors; give one per id, in order"
+        )
+    if count and matrix.shape[1] != dimension:
+        raise ValueError(
+            f"add_many vectors have {matrix.shape[1]} numbers each, "
+            f"but the dimension is {dimension}"
+        )
+    # The block is made at its exact size (extending an array over-allocates)
+    # and filled by numpy in one pass, converting the dtype on the way.
+    block: array[float] = array("f", bytes(4 * dimension)) * count
+    single = np.frombuffer(block, dtype=np.float32).reshape(count, dimension)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # Too large for 32 bits becomes an infinity here, and is found below.
+        np.copyto(single, matrix, casting="unsafe")
+    # Squares of 32-bit values cannot overflow a double: a non-finite norm
+    # means a NaN or an infinity, a zero norm a row of zeros.
+    norms = block_norms(np, single)
+    del single  # the view must go before anyone resizes the block
+    bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0.0))
+    if bad.size:
+        first = int(bad[0])
+        check_vector(matrix[first].tolist(), _what(ids[first]), dimension)
+        raise AssertionError("unreachable: check_vector refuses this row")  # pragma: no cover
+    norm_column: array[float] = array("d")
+    norm_column.frombytes(memoryview(norms).cast("B"))
+    return block, norm_column

@@ -12,7 +12,9 @@ from pygents_ctx import (
     HeuristicTokenCounter,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     count_message_tokens,
@@ -39,27 +41,38 @@ json_values = st.recursive(
     ),
     max_leaves=8,
 )
-text_blocks = st.builds(TextBlock, texts)
+json_objects = st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=3)
+text_blocks = st.builds(TextBlock, texts, cache_control=json_objects)
 image_blocks = st.builds(
     ImageBlock,
     st.sampled_from(["image/jpeg", "image/png", "image/gif", "image/webp"]),
     st.binary(max_size=64),
+    cache_control=json_objects,
 )
 tool_use_blocks = st.builds(
     ToolUseBlock,
     st.text(min_size=1, max_size=8),
     st.text(min_size=1, max_size=12),
     st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+    cache_control=json_objects,
 )
 tool_result_blocks = st.builds(
     ToolResultBlock,
     st.text(min_size=1, max_size=8),
     texts | st.lists(text_blocks | image_blocks, max_size=3),
     st.booleans(),
+    cache_control=json_objects,
 )
-blocks = text_blocks | image_blocks | tool_use_blocks | tool_result_blocks
+thinking_blocks = st.builds(ThinkingBlock, texts, st.none() | texts) | st.builds(
+    RedactedThinkingBlock, texts
+)
+blocks = text_blocks | image_blocks | tool_use_blocks | tool_result_blocks | thinking_blocks
 messages = st.builds(
-    Message, st.sampled_from(["user", "assistant", "system"]), st.lists(blocks, max_size=5)
+    Message,
+    st.sampled_from(["user", "assistant", "system"]),
+    st.lists(blocks, max_size=5),
+    name=st.none() | texts,
+    metadata=json_objects,
 )
 counters = st.sampled_from([HeuristicTokenCounter(), HeuristicTokenCounter(1), len])
 

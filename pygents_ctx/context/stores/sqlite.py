@@ -33,7 +33,12 @@ from pygents_ctx.context.stores._common import (
     now_iso,
     require_run_id,
 )
-from pygents_ctx.context.stores._sqlite_schema import check_synchronous, configure, migrate
+from pygents_ctx.context.stores._sqlite_schema import (
+    check_synchronous,
+    configure,
+    migrate,
+    open_database,
+)
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.context.stores.base import (
     ContextStore,
@@ -71,7 +76,12 @@ def connect(
     Raises:
         TypeError: `path` is not a str or path.
         ValueError: `timeout` is not a positive number, or `synchronous` is unknown.
-        StoreSchemaError: (when awaited) The file was written by a newer pygents_ctx.
+        sqlite3.OperationalError: (when awaited) The file cannot be opened: its
+            directory is missing, it is a directory, or permissions; the message
+            names the path and the cause.
+        StoreSchemaError: (when awaited) The file was written by a newer
+            pygents_ctx, is not a SQLite database, or is another program's
+            database (tables, none of them `pygents_*`): nothing is written to it.
 
     Examples:
         >>> import asyncio, tempfile, pathlib
@@ -96,7 +106,7 @@ def connect(
     level = check_synchronous(synchronous)
 
     def opener() -> Db:
-        db = sqlite3.connect(name, timeout=timeout, isolation_level=None)
+        db = open_database(name, timeout)
         try:
             configure(db, level)
             migrate(db)

@@ -18,8 +18,13 @@ Only `messages` is required when reading: `version` defaults to 3, `session_id`
 to none (a new id), `archived` and `usage` to `[]`, the run ids to null and the
 token counts to 0. Version 2 (written before usage records were kept) is the
 same without `usage`, and version 1 (before run ids) also without the two run
-id lists; each refuses the keys it did not have. Unknown keys are refused, so a
-typo does not silently drop data.
+id lists; each refuses the keys it did not have. Unknown keys are refused, at
+the top level and in every message and block, so a typo does not silently
+drop data; a key may appear once.
+
+Both commands stream (`_session_reader` reads, `write_session_file` writes): a
+session of any length is imported and exported in bounded memory, the import
+in one transaction.
 """
 
 from __future__ import annotations

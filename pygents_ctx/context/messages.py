@@ -34,11 +34,6 @@ ROLES: Final = frozenset(get_args(Role))
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
-# Anthropic's prompt-caching mark on a block (`{"type": "ephemeral"}`): kept, stored,
-# exported and sent back. Left out of the hash: it is a dict.
-_CACHE_CONTROL: Any = field(default=None, kw_only=True, repr=False, hash=False)
-
-
 def _checked_cache_control(owner: str, value: object) -> None:
     if value is not None and not isinstance(value, dict):
         raise TypeError(f"{owner}.cache_control must be a dict or None, not {type(value).__name__}")
@@ -74,7 +69,9 @@ class TextBlock:
     """
 
     text: str
-    cache_control: dict[str, Any] | None = _CACHE_CONTROL
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "text"
 
     def __post_init__(self) -> None:
@@ -94,7 +91,9 @@ class ImageBlock:
 
     media_type: str
     data: bytes
-    cache_control: dict[str, Any] | None = _CACHE_CONTROL
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "image"
 
     def __post_init__(self) -> None:
@@ -119,7 +118,9 @@ class ToolUseBlock:
     id: str
     name: str
     input: dict[str, Any]
-    cache_control: dict[str, Any] | None = _CACHE_CONTROL
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "tool_use"
 
     def __post_init__(self) -> None:
@@ -142,7 +143,9 @@ class ToolResultBlock:
     tool_use_id: str
     content: str | Sequence[TextBlock | ImageBlock]
     is_error: bool = False
-    cache_control: dict[str, Any] | None = _CACHE_CONTROL
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "tool_result"
 
     __repr__ = _block_repr

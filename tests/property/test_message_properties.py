@@ -21,6 +21,7 @@ from pygents_ctx import (
     from_dict,
     to_dict,
 )
+from pygents_ctx.cli._transfer import SessionFile, parse_session_file
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -132,3 +133,20 @@ def test_a_cached_count_equals_a_fresh_count_and_survives_saving(
     assert count_message_tokens(message, counter) == first
     assert count_message_tokens(Message(message.role, message.content), counter) == first
     assert count_message_tokens(from_dict(to_dict(message)), counter) == first
+
+
+# -- session files --------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(live=st.lists(messages, max_size=4), archived=st.lists(messages, max_size=2))
+def test_a_session_file_gives_back_every_message_exactly(
+    live: list[Message], archived: list[Message]
+) -> None:
+    file = SessionFile("s", live, archived)
+
+    read = parse_session_file(file.to_json(), "f.json")
+
+    assert [stored.message for stored in read.messages] == live
+    assert [stored.message for stored in read.archived] == archived
+    assert read.to_json() == file.to_json()

@@ -15,7 +15,12 @@
   hook, a branch merged back): the memory still held after 1,000 and after
   10,000 of them. Flat means zero: nothing of a request outlives it.
 
-Peaks are of the Python heap only (SQLite's own cache is not traced).
+- `pygents-ctx import` and `export` of a session file of a million messages
+  (a hundred thousand with `--quick`): the peak RSS of each command's whole
+  process (see `bench/transfer.py`), beside a process that only imports the
+  command line. Flat means bounded: it does not grow with the file.
+
+Other peaks are of the Python heap only (SQLite's own cache is not traced).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 import pygents_ctx
 from bench import peer
 from bench.strategies import OUTPUT
+from bench.transfer import transfer_rows
 from pygents_ctx import (
     Agent,
     AgentRegistry,
@@ -197,4 +203,6 @@ async def memory(steps: int) -> list[Memory]:
     for count in (1_000, 10_000):
         held = await scoped_requests(count)
         rows.append(Memory(f"{count:,} requests in an AgentScope: held after", held))
+    # Whole-process peak RSS, in child processes: 1,000,000 messages at the full size.
+    rows += [Memory(name, size) for name, size in transfer_rows(steps * 1_000 // 3)]
     return rows

@@ -35,6 +35,7 @@ from pygents_ctx.context import (
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.selection import SelectionIndex, Selector
 from pygents_ctx.context.stores import (
+    MAX_MESSAGE_BYTES,
     AutoCompactStore,
     ContextStore,
     HistoryRetention,
@@ -193,6 +194,7 @@ from pygents_ctx.tools import Tool, ToolMetadata, tool
 from pygents_ctx.turns import StopReason, Turn, TurnMetadata
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
     "MODEL_CONTEXT_WINDOWS",
     "SUMMARY_PREFIX",
     "Agent",

@@ -11,7 +11,15 @@ from typing import Any, Final, ParamSpec, Self, TypeGuard, TypeVar
 
 import orjson
 
-__all__ = ["JsonSerializable", "dumps", "is_mapping", "loads", "refuses_deep_nesting", "shown"]
+__all__ = [
+    "JsonSerializable",
+    "check_writable_depth",
+    "dumps",
+    "is_mapping",
+    "loads",
+    "refuses_deep_nesting",
+    "shown",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -160,6 +168,52 @@ def loads(data: bytes | str, owner: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise ValueError(f"{owner}.from_json: not valid JSON ({exc})") from None
+
+
+def _none(value: object) -> None:
+    return None
+
+
+_CONTAINERS = (dict, list, tuple)
+
+
+def _depth_over(data: Any, limit: int) -> bool:
+    """Whether `data` has more than `limit` dicts and lists within one another."""
+    level = [data] if isinstance(data, _CONTAINERS) else []
+    depth = 0
+    while level:  # level by level, so that no depth makes Python recurse
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            item
+            for node in level
+            for item in (node.values() if isinstance(node, dict) else node)
+            if isinstance(item, _CONTAINERS)
+        ]
+    return False
+
+
+def check_writable_depth(data: Any, owner: str) -> None:
+    """Refuse saved data nested deeper than `to_json()` can write it again.
+
+    One rule for every loader: what loads can be saved. orjson writes at most
+    254 dicts and lists within one another.
+
+    Raises:
+        ValueError: `data` is nested deeper; the message names `owner` and the limit.
+    """
+    try:  # in C: fails exactly past the depth orjson writes, whatever the values are
+        orjson.dumps(data, default=_none, option=orjson.OPT_NON_STR_KEYS | _OPTIONS)
+        return
+    except TypeError as exc:
+        too_deep = str(exc) == _TOO_DEEP
+    # Something else stopped orjson first (a lone surrogate, a huge int): count in Python.
+    if too_deep or _depth_over(data, _DEPTH):
+        raise ValueError(
+            f"saved {owner} is nested more than {_DEPTH} levels deep (dicts and lists within "
+            "one another), deeper than to_json() can write it again; flatten it"
+        )
 
 
 def refuses_deep_nesting(owner: str) -> Callable[[Callable[P, R]], Callable[P, R]]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
 from pygents_ctx._dispatch import hooks_from_dict, hooks_to_dict
+from pygents_ctx._json import check_writable_depth
 from pygents_ctx._turns.loading import SavedTurns, load_turns
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.pool import ContextPool
@@ -120,13 +121,15 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     """Check a saved agent and build its parts; `parsed` as for `Turn._from_saved`.
 
     Raises:
-        ValueError: The data is malformed, or the saved agent had a context and
+        ValueError: The data is malformed (nested deeper than `to_json()` writes
+            included), or the saved agent had a context and
             `context` is missing or is for another session.
         UnregisteredToolError: A tool name is not registered.
         UnregisteredHookError: A hook name is not registered.
     """
     if not isinstance(data, Mapping):
         raise ValueError(f"a saved Agent must be a dict, not {type(data).__name__}")
+    check_writable_depth(data, "Agent")  # what loads can be saved again
     unknown = sorted(set(data) - set(SAVED_KEYS))
     if unknown:
         raise ValueError(f"saved Agent has unknown keys {unknown}; expected {SAVED_KEYS}")

@@ -18,29 +18,47 @@ Only `messages` is required when reading: `version` defaults to 3, `session_id`
 to none (a new id), `archived` and `usage` to `[]`, the run ids to null and the
 token counts to 0. Version 2 (written before usage records were kept) is the
 same without `usage`, and version 1 (before run ids) also without the two run
-id lists; each refuses the keys it did not have. Unknown keys are refused, so a
-typo does not silently drop data.
+id lists; each refuses the keys it did not have. Unknown keys are refused, at
+the top level and in every message and block, so a typo does not silently
+drop data; a key may appear once.
+
+Both commands stream (`_session_reader` reads, `write_session_file` writes): a
+session of any length is imported and exported in bounded memory, the import
+in one transaction.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import io
+import shutil
+import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import IO, Any
 
 import orjson
 
-from pygents_ctx._json import dumps, shown
 from pygents_ctx.cli._db import CliError, check_database, with_session
 from pygents_ctx.cli._render import Output, plural
-from pygents_ctx.context.messages import Message, from_dict, to_dict
+from pygents_ctx.cli._session_reader import (
+    FORMAT_VERSION,
+    SessionFileError,
+    SessionHeader,
+    peek_session_id,
+    read_session,
+)
+from pygents_ctx.context.messages import Message, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
-from pygents_ctx.context.stores._common import LARGEST, new_session_id
+from pygents_ctx.context.stores import _sqlite_ops as ops
+from pygents_ctx.context.stores import _usage_sql as usage_sql
+from pygents_ctx.context.stores._common import decode, new_session_id, now_iso, preview_of
 from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
+from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 
 __all__ = [
@@ -52,16 +70,10 @@ __all__ = [
     "load_session",
     "parse_session_file",
     "save_session",
+    "write_session_file",
 ]
 
-FORMAT_VERSION: Final = 3
-_KEYS_V1: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
-_KEYS_V2: Final = (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids")
-_KEYS: Final = {1: _KEYS_V1, 2: _KEYS_V2, 3: (*_KEYS_V2, "usage")}
-
-
-class SessionFileError(ValueError):
-    """A session file that cannot be imported; the message names the field."""
+_BATCH = 1000  # messages per INSERT batch when importing
 
 
 @dataclass(frozen=True, slots=True, init=False)
@@ -145,6 +157,8 @@ def _as_stored(messages: Sequence[StoredMessage | Message]) -> tuple[StoredMessa
 def parse_session_file(data: bytes, source: str) -> SessionFile:
     """Read a session file's bytes; `source` names the file in error messages.
 
+    The same reader and rules as `import`, which streams instead.
+
     Raises:
         SessionFileError: The bytes are not JSON, not an object, hold an
             unknown key or version, or a field of the wrong type.
@@ -154,126 +168,38 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
         >>> file.session_id, file.messages, file.input_tokens
         ('s', (), 0)
     """
-    try:
-        document = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise SessionFileError(f"{source} is not valid JSON ({exc})") from None
-    if not isinstance(document, dict):
-        raise SessionFileError(
-            f"{source} must hold a JSON object with a 'messages' list, "
-            f"not a {type(document).__name__}"
-        )
-    version = document.get("version", FORMAT_VERSION)  # each version reads the one before
-    if isinstance(version, bool) or not isinstance(version, int) or version not in _KEYS:
-        newer = isinstance(version, int) and version > FORMAT_VERSION
-        raise SessionFileError(
-            f"{source}: version {shown(version)} is not supported; this pygents_ctx reads versions "
-            f"1 to {FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
-        )
-    keys = _KEYS[version]
-    unknown = sorted(set(document) - set(keys))
-    if unknown:
-        raise SessionFileError(
-            f"{source} has unknown keys {', '.join(map(repr, unknown))}; "
-            f"a version {version} session file holds only {', '.join(keys)}"
-        )
-    if "messages" not in document:
-        raise SessionFileError(f"{source} has no 'messages' list; export writes one")
-    session_id = document.get("session_id")
-    if session_id is not None and (not isinstance(session_id, str) or not session_id):
-        raise SessionFileError(
-            f"{source}: session_id must be a non-empty string or null, not {shown(session_id)}"
-        )
+    kept = _Kept()
+    header = read_session(io.BytesIO(data), source, kept)
     return SessionFile(
-        session_id,
-        _stored(document, "messages", "run_ids", source),
-        _stored(document, "archived", "archived_run_ids", source),
-        _tokens(document, "input_tokens", source),
-        _tokens(document, "output_tokens", source),
-        _usage(document, source),
+        header.session_id,
+        kept.stored("messages", "run_ids"),
+        kept.stored("archived", "archived_run_ids"),
+        header.input_tokens,
+        header.output_tokens,
+        kept.records,
     )
 
 
-def _stored(
-    document: Mapping[str, Any], key: str, runs_key: str, source: str
-) -> list[StoredMessage]:
-    messages = _messages(document, key, source)
-    run_ids = document.get(runs_key, [None] * len(messages))
-    if not isinstance(run_ids, list) or len(run_ids) != len(messages):
-        raise SessionFileError(
-            f"{source}: {runs_key} must be a list with one run id (or null) for each of the "
-            f"{len(messages)} {key}, not {shown(run_ids)}"
-        )
-    for index, run_id in enumerate(run_ids):
-        if run_id is not None and (not isinstance(run_id, str) or not run_id):
-            raise SessionFileError(
-                f"{source}: {runs_key}[{index}] must be a non-empty string or null, "
-                f"not {shown(run_id)}"
-            )
-    return list(map(StoredMessage, messages, run_ids))
+class _Kept:
+    """A session sink that keeps everything it is given, for `parse_session_file`."""
 
+    def __init__(self) -> None:
+        self.messages: dict[str, list[Message]] = {"messages": [], "archived": []}
+        self.run_ids: dict[str, dict[int, str]] = {"run_ids": {}, "archived_run_ids": {}}
+        self.records: list[UsageRecord] = []
 
-def _messages(document: Mapping[str, Any], key: str, source: str) -> list[Message]:
-    items = document.get(key, [])
-    if not isinstance(items, list):
-        raise SessionFileError(
-            f"{source}: {key} must be a list of messages, not {type(items).__name__}"
-        )
-    messages = []
-    for index, item in enumerate(items):
-        try:
-            message = from_dict(item)
-        except ValueError as exc:
-            raise SessionFileError(f"{source}: {key}[{index}]{_strip_owner(str(exc))}") from None
-        if not isinstance(message, Message):
-            raise SessionFileError(
-                f"{source}: {key}[{index}] is a {type(message).__name__}, not a message "
-                "(a message is an object with 'role' and 'content')"
-            )
-        try:  # what the store will write: refused now, before anything is written
-            dumps(item, f"{source}: {key}[{index}]")
-        except TypeError as exc:
-            raise SessionFileError(str(exc)) from None
-        messages.append(message)
-    return messages
+    def message(self, key: str, message: Message, data: bytes) -> None:
+        self.messages[key].append(message)
 
+    def run_id(self, key: str, index: int, run_id: str) -> None:
+        self.run_ids[key][index] = run_id
 
-def _strip_owner(reason: str) -> str:
-    # from_dict calls the value it reads "message" (or "value" when it is no dict);
-    # the caller puts the value's path in the file in its place.
-    for owner in ("message", "value"):
-        if reason.startswith(owner) and reason[len(owner) : len(owner) + 1] in (".", ":", " "):
-            return reason[len(owner) :]
-    return f": {reason}"
+    def usage_record(self, record: UsageRecord) -> None:
+        self.records.append(record)
 
-
-def _usage(document: Mapping[str, Any], source: str) -> list[UsageRecord]:
-    items = document.get("usage", [])
-    if not isinstance(items, list):
-        raise SessionFileError(
-            f"{source}: usage must be a list of usage records, not {type(items).__name__}"
-        )
-    records = []
-    for index, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise SessionFileError(
-                f"{source}: usage[{index}] must be an object with a 'usage' dict of token "
-                f"amounts (UsageRecord.to_dict() form), not {shown(item)}"
-            )
-        try:
-            records.append(UsageRecord.from_dict(item))
-        except (TypeError, ValueError) as exc:
-            raise SessionFileError(f"{source}: usage[{index}]: {exc}") from None
-    return records
-
-
-def _tokens(document: Mapping[str, Any], key: str, source: str) -> int:
-    value = document.get(key, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LARGEST:
-        raise SessionFileError(
-            f"{source}: {key} must be a whole number from 0 to 2**63 - 1, not {shown(value)}"
-        )
-    return value
+    def stored(self, key: str, runs_key: str) -> list[StoredMessage]:
+        runs = self.run_ids[runs_key]
+        return [StoredMessage(m, runs.get(i)) for i, m in enumerate(self.messages[key])]
 
 
 async def load_session(store: ContextStore) -> SessionFile:
@@ -297,30 +223,88 @@ async def save_session(store: ContextStore, file: SessionFile) -> None:
 
 
 def export(args: argparse.Namespace, out: Output) -> None:
-    """`export`: a session as a session file, to stdout or `--output`."""
+    """`export`: a session as a session file, to stdout or `--output`, streamed."""
 
-    async def read(store: SQLiteContextStore, info: SessionInfo) -> SessionFile:
-        return await load_session(store)
+    async def find(store: SQLiteContextStore, info: SessionInfo) -> str:
+        return info.session_id
 
-    file = with_session(args.db, args.session, read)
-    data = file.to_json()
+    session_id = with_session(args.db, args.session, find)
     if args.output in (None, "-"):
-        out.stream.write(data.decode())
+        write_session_file(args.db, session_id, lambda data: out.stream.write(data.decode()))
         return
-    Path(args.output).write_bytes(data)
+    with Path(args.output).open("wb") as target:
+        header = write_session_file(args.db, session_id, target.write)
     out.lines(
         [
-            f"exported {plural(len(file.messages), 'message')} "
-            f"({len(file.archived)} archived) of session {file.session_id} to {args.output}"
+            f"exported {plural(header.messages, 'message')} "
+            f"({header.archived} archived) of session {session_id} to {args.output}"
         ]
     )
 
 
-def _read_input(name: str) -> tuple[bytes, str]:
-    if name == "-":
-        return sys.stdin.buffer.read(), "stdin"
+def write_session_file(
+    path: str, session_id: str, write: Callable[[bytes], object]
+) -> SessionHeader:
+    """Write the session file of `session_id` in the SQLite database `path`, piece by piece.
+
+    The bytes are those of `SessionFile.to_json()`, written a message at a time
+    from one read transaction (one moment of the session, whatever other
+    processes write), so memory stays bounded however long the session is.
+    """
+    db = sqlite3.connect(Path(path).absolute().as_uri() + "?mode=ro", uri=True)
     try:
-        return Path(name).read_bytes(), name
+        db.execute("BEGIN")
+        tokens = db.execute(
+            "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone() or (0, 0)
+        write(b'{\n  "version": %d,\n  "session_id": ' % FORMAT_VERSION)
+        write(orjson.dumps(session_id))
+        write(b',\n  "input_tokens": %d,\n  "output_tokens": %d' % tuple(tokens))
+        counts = []
+        for key, runs_key, table, order in (
+            ("archived", "archived_run_ids", "pygents_archive", "id"),
+            ("messages", "run_ids", "pygents_messages", "position"),
+        ):
+            rows = db.execute(
+                f"SELECT {order}, tokens, data FROM {table} WHERE session_id = ? ORDER BY {order}",
+                (session_id,),
+            )
+            messages = (to_dict(decode(session_id, *row)) for row in rows)
+            counts.append(_write_member(write, key, messages))
+            runs = db.execute(
+                f"SELECT run_id FROM {table} WHERE session_id = ? ORDER BY {order}",
+                (session_id,),
+            )
+            _write_member(write, runs_key, (run_id for (run_id,) in runs))
+        records = usage_sql.read_sqlite(session_id, None, db)
+        _write_member(write, "usage", (record.to_dict() for record in records))
+        write(b"\n}\n")
+    finally:
+        db.close()
+    return SessionHeader(session_id, tokens[0], tokens[1], counts[1], counts[0])
+
+
+def _write_member(write: Callable[[bytes], object], key: str, items: Iterable[Any]) -> int:
+    """Write `,\\n  "key": [...]` as orjson's two-space indentation writes it; count the items."""
+    write(b',\n  "%s": ' % key.encode())
+    count = 0
+    for item in items:
+        write(b"[\n    " if count == 0 else b",\n    ")
+        write(orjson.dumps(item, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n    "))
+        count += 1
+    write(b"[]" if count == 0 else b"\n  ]")
+    return count
+
+
+def _open_input(name: str) -> tuple[IO[bytes], str]:
+    if name == "-":  # spooled to disk: the reader may need a second look, at the session id
+        spool = tempfile.TemporaryFile()  # noqa: SIM115 - the caller closes it
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+        spool.seek(0)
+        return spool, "stdin"
+    try:
+        return Path(name).open("rb"), name
     except FileNotFoundError:
         raise CliError(f"no file at {name!r} to import") from None
     except IsADirectoryError:
@@ -328,36 +312,134 @@ def _read_input(name: str) -> tuple[bytes, str]:
 
 
 def import_(args: argparse.Namespace, out: Output) -> None:
-    """`import`: a new session (or an empty one) from a session file."""
-    data, source = _read_input(args.file)
-    file = parse_session_file(data, source)
-    session_id = args.session or file.session_id or new_session_id()
-    if Path(args.db).exists():  # a new database is fine, someone else's SQLite file is not
-        check_database(args.db)
+    """`import`: a new session (or an empty one) from a session file, streamed.
 
-    async def write() -> None:
-        async with connect(args.db) as conn:
-            store = SQLiteContextStore(conn, session_id=session_id)
-            if await store.get_history(include_archived=True, limit=1):
-                raise CliError(
-                    f"session {session_id!r} in {args.db!r} already holds messages; "
-                    "import into a new session with --session NEW_ID"
+    The file is read a message at a time and written in batches, all in one
+    transaction: a refused file (or an interrupted import) leaves nothing.
+    """
+    stream, source = _open_input(args.file)
+    with stream:
+        session_id = args.session or peek_session_id(stream, source) or new_session_id()
+        stream.seek(0)
+        created = not Path(args.db).exists()
+        if not created:  # a new database is fine, someone else's SQLite file is not
+            check_database(args.db)
+
+        async def write() -> SessionHeader:
+            async with connect(args.db) as conn:
+                return await conn.run(
+                    lambda db: ops.in_transaction(
+                        db, lambda db: _import_into(db, stream, source, session_id, args.db)
+                    )
                 )
-            await save_session(store, file)
 
-    asyncio.run(write())
+        try:
+            header = asyncio.run(write())
+        except BaseException:
+            if created:  # the transaction left it empty: leave no file behind either
+                for suffix in ("", "-wal", "-shm"):
+                    Path(args.db + suffix).unlink(missing_ok=True)
+            raise
     if out.as_json:
         out.json(
-            {
-                "session_id": session_id,
-                "messages": len(file.messages),
-                "archived": len(file.archived),
-            }
+            {"session_id": session_id, "messages": header.messages, "archived": header.archived}
         )
         return
     out.lines(
         [
-            f"imported {plural(len(file.messages), 'message')} ({len(file.archived)} archived) "
+            f"imported {plural(header.messages, 'message')} ({header.archived} archived) "
             f"into session {session_id}"
         ]
     )
+
+
+_RUNS_TABLE = "temp.pygents_import_runs"  # this connection's own, gone when it closes
+
+
+def _import_into(
+    db: sqlite3.Connection, stream: IO[bytes], source: str, session_id: str, path: str
+) -> Any:
+    db.execute(ops.ENSURE, (session_id, now_iso()))
+    held = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM pygents_messages WHERE session_id = ?) "
+        "OR EXISTS (SELECT 1 FROM pygents_archive WHERE session_id = ?)",
+        (session_id, session_id),
+    ).fetchone()[0]
+    if held:
+        raise CliError(
+            f"session {session_id!r} in {path!r} already holds messages; "
+            "import into a new session with --session NEW_ID"
+        )
+    # Run ids come after their messages in the file: they wait here, then go in at once.
+    db.execute(
+        f"CREATE TABLE IF NOT EXISTS {_RUNS_TABLE} "
+        "(kind TEXT NOT NULL, idx INTEGER NOT NULL, run_id TEXT NOT NULL, "
+        "PRIMARY KEY (kind, idx))"
+    )
+    db.execute(f"DELETE FROM {_RUNS_TABLE}")
+    sink = _DatabaseSink(db, session_id)
+    header = read_session(stream, source, sink)
+    sink.flush()
+    for kind, table, order in (
+        ("messages", "pygents_messages", "position"),
+        ("archived", "pygents_archive", "id"),
+    ):
+        runs = "run_ids" if kind == "messages" else "archived_run_ids"
+        db.execute(
+            f"UPDATE {table} SET run_id = (SELECT r.run_id FROM {_RUNS_TABLE} AS r "
+            f"WHERE r.kind = ? AND r.idx = {table}.{order} - (SELECT min({order}) FROM {table} "
+            "WHERE session_id = ?)) WHERE session_id = ?",
+            (runs, session_id, session_id),
+        )
+    db.execute(f"DELETE FROM {_RUNS_TABLE}")
+    db.execute(
+        "UPDATE pygents_sessions SET input_tokens = ?, output_tokens = ?, preview = ?, "
+        "generation = generation + 1 WHERE session_id = ?",
+        (header.input_tokens, header.output_tokens, ops.first_preview(db, session_id), session_id),
+    )
+    return header
+
+
+class _DatabaseSink:
+    """A session sink writing into the import's transaction, a batch at a time."""
+
+    def __init__(self, db: sqlite3.Connection, session_id: str) -> None:
+        self._db, self._session_id = db, session_id
+        self._archived: list[tuple[Any, ...]] = []
+        self._live: list[tuple[Any, ...]] = []
+        self._runs: list[tuple[str, int, str]] = []
+        self._records: list[UsageRecord] = []
+
+    def message(self, key: str, message: Message, data: bytes) -> None:
+        row = (count_message_tokens(message), preview_of(message), data)
+        if key == "archived":
+            self._archived.append((self._session_id, None, *row))
+        else:
+            self._live.append((self._session_id, self._session_id, None, *row))
+        if len(self._archived) + len(self._live) >= _BATCH:
+            self.flush()
+
+    def run_id(self, key: str, index: int, run_id: str) -> None:
+        self._runs.append((key, index, run_id))
+        if len(self._runs) >= _BATCH:
+            self.flush()
+
+    def usage_record(self, record: UsageRecord) -> None:
+        self._records.append(record)
+        if len(self._records) >= _BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what waits."""
+        self._db.executemany(
+            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
+            "VALUES (?, ?, ?, ?, ?)",
+            self._archived,
+        )
+        self._db.executemany(ops.APPEND, self._live)
+        self._db.executemany(
+            f"INSERT INTO {_RUNS_TABLE} (kind, idx, run_id) VALUES (?, ?, ?)",
+            self._runs,
+        )
+        usage_sql.insert_sqlite(self._session_id, self._records, self._db)
+        self._archived, self._live, self._runs, self._records = [], [], [], []

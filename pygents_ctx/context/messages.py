@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
 
 from pygents_ctx._json import refuses_deep_nesting
+from pygents_ctx._suggest import closest
 
 __all__ = [
     "ContentBlock",
@@ -33,6 +34,18 @@ ROLES: Final = frozenset(get_args(Role))
 IMAGE_MEDIA_TYPES: Final = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
+def _checked_cache_control(owner: str, value: object) -> None:
+    if value is not None and not isinstance(value, dict):
+        raise TypeError(f"{owner}.cache_control must be a dict or None, not {type(value).__name__}")
+
+
+def _block_repr(block: Any) -> str:
+    shown = [f"{name}={getattr(block, name)!r}" for name in _REPR_FIELDS[type(block)]]
+    if block.cache_control is not None:
+        shown.append(f"cache_control={block.cache_control!r}")
+    return f"{type(block).__name__}({', '.join(shown)})"
+
+
 def _require(owner: str, name: str, value: object, kind: type | tuple[type, ...]) -> None:
     if not isinstance(value, kind):
         expected = (
@@ -48,16 +61,27 @@ _SEQUENCES: Final = (list, tuple)
 class TextBlock:
     """Plain text.
 
+    Attributes:
+        text: The text.
+        cache_control: Anthropic's prompt-caching mark, e.g. `{"type": "ephemeral"}`
+            (None: none); kept, saved and sent back to Anthropic.
+
     Examples:
         >>> TextBlock("hello").text
         'hello'
     """
 
     text: str
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "text"
 
     def __post_init__(self) -> None:
         _require("TextBlock", "text", self.text, str)
+        _checked_cache_control("TextBlock", self.cache_control)
+
+    __repr__ = _block_repr
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +94,15 @@ class ImageBlock:
 
     media_type: str
     data: bytes
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "image"
 
     def __post_init__(self) -> None:
         _require("ImageBlock", "media_type", self.media_type, str)
         _require("ImageBlock", "data", self.data, bytes)
+        _checked_cache_control("ImageBlock", self.cache_control)
         if self.media_type not in IMAGE_MEDIA_TYPES:
             raise ValueError(
                 f"ImageBlock.media_type {self.media_type!r} is not supported; "
@@ -82,7 +110,8 @@ class ImageBlock:
             )
 
     def __repr__(self) -> str:  # the bytes can be megabytes
-        return f"ImageBlock(media_type={self.media_type!r}, data=<{len(self.data)} bytes>)"
+        cache = "" if self.cache_control is None else f", cache_control={self.cache_control!r}"
+        return f"ImageBlock(media_type={self.media_type!r}, data=<{len(self.data)} bytes>{cache})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +121,18 @@ class ToolUseBlock:
     id: str
     name: str
     input: dict[str, Any]
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "tool_use"
 
     def __post_init__(self) -> None:
         _require("ToolUseBlock", "id", self.id, str)
         _require("ToolUseBlock", "name", self.name, str)
         _require("ToolUseBlock", "input", self.input, dict)
+        _checked_cache_control("ToolUseBlock", self.cache_control)
+
+    __repr__ = _block_repr
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +146,17 @@ class ToolResultBlock:
     tool_use_id: str
     content: str | Sequence[TextBlock | ImageBlock]
     is_error: bool = False
+    # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
+    # and sent back. Left out of the hash: it is a dict.
+    cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
     type: ClassVar[str] = "tool_result"
+
+    __repr__ = _block_repr
 
     def __post_init__(self) -> None:
         _require("ToolResultBlock", "tool_use_id", self.tool_use_id, str)
         _require("ToolResultBlock", "is_error", self.is_error, bool)
+        _checked_cache_control("ToolResultBlock", self.cache_control)
         if isinstance(self.content, str):
             return
         _require("ToolResultBlock", "content", self.content, (str, list, tuple))
@@ -186,6 +227,11 @@ class RedactedThinkingBlock:
 ContentBlock: TypeAlias = (
     TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
 )
+_REPR_FIELDS: Final[dict[type, tuple[str, ...]]] = {
+    TextBlock: ("text",),
+    ToolUseBlock: ("id", "name", "input"),
+    ToolResultBlock: ("tool_use_id", "content", "is_error"),
+}
 _BLOCK_TYPES: Final = (
     TextBlock,
     ImageBlock,
@@ -205,14 +251,26 @@ class Message:
     `has_tool_uses` and `has_tool_results` say whether any block is a tool
     call or a tool result (set once, at construction).
 
+    Attributes:
+        role: `"user"`, `"assistant"` or `"system"`.
+        content: The blocks.
+        name: The participant's name (OpenAI's message `name`), or None;
+            sent to OpenAI, which takes it, and kept (not sent) for Anthropic.
+        metadata: A JSON object of your own or a provider's about this message
+            (None: none); saved and exported with it, never sent to a model.
+
     Examples:
         >>> message = Message("user", [TextBlock("What is 2 + 2?")])
         >>> message.text
         'What is 2 + 2?'
+        >>> Message("user", "Hi", name="alice").name
+        'alice'
     """
 
     role: Role
     content: tuple[ContentBlock, ...] = ()
+    name: str | None = field(default=None, repr=False)
+    metadata: dict[str, Any] | None = field(default=None, repr=False, hash=False)
     # One cached token count, keyed by the counting settings (see tokens.py).
     _tokens: tuple[tuple[object, int, int], int] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -221,9 +279,20 @@ class Message:
     has_tool_results: bool = field(default=False, init=False, repr=False, compare=False)
     has_tool_uses: bool = field(default=False, init=False, repr=False, compare=False)
 
-    def __init__(self, role: Role, content: Iterable[ContentBlock] | str = ()) -> None:
+    def __init__(
+        self,
+        role: Role,
+        content: Iterable[ContentBlock] | str = (),
+        *,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         if not isinstance(role, str) or role not in ROLES:
             raise ValueError(f"Message.role must be 'user', 'assistant' or 'system', not {role!r}")
+        if name is not None:
+            _require("Message", "name", name, str)
+        if metadata is not None:
+            _require("Message", "metadata", metadata, dict)
         if isinstance(content, str):
             blocks: tuple[ContentBlock, ...] = (TextBlock(content),)
         else:
@@ -243,20 +312,37 @@ class Message:
                         f"not {type(block).__name__}"
                     )
         kinds = {type(block) for block in blocks}
-        self._fill(role, blocks, ToolResultBlock in kinds, ToolUseBlock in kinds)
+        self._fill(role, blocks, ToolResultBlock in kinds, ToolUseBlock in kinds, name, metadata)
 
     def _fill(
-        self, role: Role, blocks: tuple[ContentBlock, ...], tool_results: bool, tool_uses: bool
+        self,
+        role: Role,
+        blocks: tuple[ContentBlock, ...],
+        tool_results: bool,
+        tool_uses: bool,
+        name: str | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """Set every field from checked values (`__init__`, and loading's one-pass read)."""
         object.__setattr__(self, "role", role)
         object.__setattr__(self, "content", blocks)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "metadata", metadata)
         object.__setattr__(self, "_tokens", None)
         object.__setattr__(self, "has_tool_results", tool_results)
         object.__setattr__(self, "has_tool_uses", tool_uses)
 
-    def __reduce__(self) -> tuple[type[Message], tuple[str, tuple[ContentBlock, ...]]]:
-        return Message, (self.role, self.content)  # the token cache may hold any counter
+    def __repr__(self) -> str:
+        extra = "".join(
+            f", {key}={value!r}"
+            for key, value in (("name", self.name), ("metadata", self.metadata))
+            if value is not None
+        )
+        return f"Message(role={self.role!r}, content={self.content!r}{extra})"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # The token cache may hold any counter: rebuild from the fields alone.
+        return _rebuilt_message, (self.role, self.content, self.name, self.metadata)
 
     @property
     def text(self) -> str:
@@ -274,20 +360,49 @@ class Message:
         return tuple(block for block in self.content if isinstance(block, ToolResultBlock))
 
 
+def _rebuilt_message(
+    role: Role,
+    content: tuple[ContentBlock, ...],
+    name: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Message:
+    return Message(role, content, name=name, metadata=metadata)
+
+
 # ----------------------------------------------------------------------------- dict form
 
 
 def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
     """The JSON-ready dict of a block (tagged by `type`) or a message (`role`, `content`).
 
-    Image bytes become base64 text.
+    Image bytes become base64 text. Optional fields (a message's `name` and
+    `metadata`, a block's `cache_control`, a thinking block's `signature`)
+    appear only when set.
 
     Examples:
         >>> to_dict(TextBlock("hello"))
         {'type': 'text', 'text': 'hello'}
+        >>> to_dict(Message("user", "Hi", name="alice"))
+        {'role': 'user', 'content': [{'type': 'text', 'text': 'Hi'}], 'name': 'alice'}
     """
     if isinstance(value, Message):
-        return {"role": value.role, "content": [to_dict(block) for block in value.content]}
+        message: dict[str, Any] = {
+            "role": value.role,
+            "content": [to_dict(block) for block in value.content],
+        }
+        if value.name is not None:
+            message["name"] = value.name
+        if value.metadata is not None:
+            message["metadata"] = value.metadata
+        return message
+    block = _block_dict(value)
+    cache_control = getattr(value, "cache_control", None)
+    if cache_control is not None:
+        block["cache_control"] = cache_control
+    return block
+
+
+def _block_dict(value: object) -> dict[str, Any]:
     if isinstance(value, TextBlock):
         return {"type": "text", "text": value.text}
     if isinstance(value, ToolUseBlock):
@@ -318,16 +433,22 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
 def from_dict(data: Mapping[str, Any]) -> Any:
     """Rebuild a block or a message from `to_dict()` output.
 
-    A dict with a `role` is a message; any other needs a block `type`.
+    A dict with a `role` is a message; any other needs a block `type`. Every
+    key must be one that `to_dict()` writes for that kind: an unknown key
+    (a typo such as `is_eror`) is refused, never dropped.
 
     Raises:
-        ValueError: Unknown `type` or `role`, a missing field, a field of the
-            wrong type, bad base64, or an unsupported image media type; the
-            message names the field.
+        ValueError: Unknown `type` or `role`, an unknown key, a missing field, a
+            field of the wrong type, bad base64, or an unsupported image media
+            type; the message names the field by its path.
 
     Examples:
         >>> from_dict({"type": "text", "text": "hello"})
         TextBlock(text='hello')
+        >>> from_dict({"type": "tool_result", "tool_use_id": "t1", "content": "", "is_eror": True})
+        Traceback (most recent call last):
+        ...
+        ValueError: tool_result block: unknown key 'is_eror' (did you mean 'is_error'?)
     """
     return _read(data, "")
 
@@ -341,30 +462,41 @@ def plain_text_message(data: object) -> Message | None:
     blocks are made without checking again; anything else gives None, and
     `from_dict` reads it (and says what is wrong).
     """
-    if type(data) is not dict or data.keys() != _MESSAGE_KEYS:
+    if type(data) is not dict or data.keys() != _PLAIN_MESSAGE_KEYS:
         return None
     role, content = data["role"], data["content"]
     if type(role) is not str or role not in ROLES or type(content) is not list:
         return None
     blocks = []
     for block in content:
-        if type(block) is not dict or block.keys() != _TEXT_KEYS or block["type"] != "text":
+        if type(block) is not dict or block.keys() != _PLAIN_TEXT_KEYS or block["type"] != "text":
             return None
         text = block["text"]
         if type(text) is not str:
             return None
         text_block = _new_object(TextBlock)
         _set_attribute(text_block, "text", text)
+        _set_attribute(text_block, "cache_control", None)
         blocks.append(text_block)
     message = _new_object(Message)
     message._fill(role, tuple(blocks), False, False)  # type: ignore[arg-type]  # one of ROLES
     return message
 
 
-_MESSAGE_KEYS: Final = frozenset({"role", "content"})
-_TEXT_KEYS: Final = frozenset({"type", "text"})
+_PLAIN_MESSAGE_KEYS: Final = frozenset({"role", "content"})
+_PLAIN_TEXT_KEYS: Final = frozenset({"type", "text"})
 _new_object = object.__new__
 _set_attribute = object.__setattr__
+
+
+def _refuse_unknown_keys(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    for key in data:
+        if key not in known:
+            guess = closest(key, known) if isinstance(key, str) else None
+            hint = (
+                f" (did you mean {guess!r}?)" if guess else f"; expected {', '.join(sorted(known))}"
+            )
+            raise ValueError(f"{where}: unknown key {key!r}{hint}")
 
 
 def _read(data: object, path: str) -> Any:
@@ -374,12 +506,13 @@ def _read(data: object, path: str) -> Any:
         return _read_message(data, path)
     kind = data.get("type")
     reader = _BLOCK_READERS.get(kind) if isinstance(kind, str) else None
-    if reader is None:
+    if reader is None or not isinstance(kind, str):
         raise ValueError(
             f"{path or 'block'}.type {kind!r} is unknown; "
             f"expected one of {', '.join(sorted(_BLOCK_READERS))} (or a message with 'role')"
         )
     where = path or f"{kind} block"
+    _refuse_unknown_keys(data, _BLOCK_KEYS[kind], where)
     try:
         return reader(data, where)
     except KeyError as exc:
@@ -388,8 +521,12 @@ def _read(data: object, path: str) -> Any:
         raise ValueError(f"{where}: {exc}") from None
 
 
+_MESSAGE_KEYS: Final = frozenset({"role", "content", "name", "metadata"})
+
+
 def _read_message(data: Mapping[str, Any], path: str) -> Message:
     where = path or "message"
+    _refuse_unknown_keys(data, _MESSAGE_KEYS, where)
     content = data.get("content")
     if not isinstance(content, list):
         raise ValueError(f"{where}.content must be a list of blocks, not {type(content).__name__}")
@@ -397,13 +534,13 @@ def _read_message(data: Mapping[str, Any], path: str) -> Message:
     if not all(isinstance(block, _BLOCK_TYPES) for block in blocks):
         raise ValueError(f"{where}.content must hold content blocks, not messages")
     try:
-        return Message(data["role"], blocks)
+        return Message(data["role"], blocks, name=data.get("name"), metadata=data.get("metadata"))
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
 
 
 def _read_text(data: Mapping[str, Any], path: str) -> TextBlock:
-    return TextBlock(data["text"])
+    return TextBlock(data["text"], cache_control=data.get("cache_control"))
 
 
 def _read_image(data: Mapping[str, Any], path: str) -> ImageBlock:
@@ -415,20 +552,27 @@ def _read_image(data: Mapping[str, Any], path: str) -> ImageBlock:
     except (binascii.Error, ValueError):
         raise TypeError("ImageBlock.data is not valid base64") from None
     try:
-        return ImageBlock(data["media_type"], raw)
+        return ImageBlock(data["media_type"], raw, cache_control=data.get("cache_control"))
     except ValueError as exc:
         raise TypeError(str(exc)) from None
 
 
 def _read_tool_use(data: Mapping[str, Any], path: str) -> ToolUseBlock:
-    return ToolUseBlock(data["id"], data["name"], data["input"])
+    return ToolUseBlock(
+        data["id"], data["name"], data["input"], cache_control=data.get("cache_control")
+    )
 
 
 def _read_tool_result(data: Mapping[str, Any], path: str) -> ToolResultBlock:
     content = data["content"]
     if isinstance(content, list):
         content = [_read(block, f"{path}.content[{i}]") for i, block in enumerate(content)]
-    return ToolResultBlock(data["tool_use_id"], content, data.get("is_error", False))
+    return ToolResultBlock(
+        data["tool_use_id"],
+        content,
+        data.get("is_error", False),
+        cache_control=data.get("cache_control"),
+    )
 
 
 def _read_thinking(data: Mapping[str, Any], path: str) -> ThinkingBlock:
@@ -439,6 +583,14 @@ def _read_redacted_thinking(data: Mapping[str, Any], path: str) -> RedactedThink
     return RedactedThinkingBlock(data["data"])
 
 
+_BLOCK_KEYS: Final = {
+    "text": frozenset({"type", "text", "cache_control"}),
+    "thinking": frozenset({"type", "thinking", "signature"}),
+    "redacted_thinking": frozenset({"type", "data"}),
+    "image": frozenset({"type", "media_type", "data", "cache_control"}),
+    "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
+    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+}
 _BLOCK_READERS: Final = {
     "text": _read_text,
     "thinking": _read_thinking,

@@ -8,7 +8,9 @@ last tool definition and the system prompt, which do not change, and, when the
 window comes from a `PinnedWindow`, the end of its pinned part and the end of
 the window (a pinned window grows only by appending until it re-pins, so the
 next request reads all of this one from the cache). That is four breakpoints,
-the most the API takes.
+the most the API takes. Marks of your own (`TextBlock(..., cache_control=...)`)
+are sent as they are: a system block's replaces the system prompt's, and when
+any message carries one, the window's two marks by position are left to you.
 """
 
 from __future__ import annotations
@@ -165,14 +167,17 @@ class AnthropicModel:
                 blocks: list[dict[str, Any]] = (
                     [{"type": "text", "text": system}] if isinstance(system, str) else system
                 )
-                blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+                blocks[-1].setdefault("cache_control", dict(_EPHEMERAL))  # yours stays
                 system = blocks
             request["system"] = system
         lead = 0  # the leading system messages, now in `system`
         while lead < len(messages) and messages[lead].role == "system":
             lead += 1
-        # Breakpoints by position need one wire message per message (none left out).
-        if self.cache and stable_prefix is not None and wire and len(wire) == len(messages) - lead:
+        # Breakpoints by position need one wire message per message (none left out), and
+        # are left to you when your messages carry marks of their own (the API takes four).
+        own = any(isinstance(m["content"], list) and _marked(m["content"]) for m in wire)
+        whole = bool(wire) and len(wire) == len(messages) - lead
+        if self.cache and stable_prefix is not None and not own and whole:
             for end in {stable_prefix - lead, len(wire)}:
                 if end >= 1:
                     _mark(wire[end - 1])
@@ -298,6 +303,10 @@ def _final_tool(output: OutputSchema, definitions: list[dict[str, Any]]) -> dict
     if output.strict:
         final["strict"] = True
     return final
+
+
+def _marked(blocks: list[dict[str, Any]]) -> bool:
+    return any("cache_control" in block for block in blocks)
 
 
 def _mark(message: dict[str, Any]) -> None:

@@ -523,3 +523,85 @@ def test_thinking_counts_toward_the_window_and_compares_by_value() -> None:
     assert hash(RedactedThinkingBlock("x")) == hash(RedactedThinkingBlock("x"))
     assert "ENCRYPTED" not in repr(RedactedThinkingBlock("ENCRYPTED"))
     assert thought.text == "The answer is 4."  # thinking is not the answer's text
+
+
+# -- what the providers carry, and keys nobody knows ------------------------------------
+
+
+def test_a_message_name_metadata_and_cache_control_are_kept_through_json() -> None:
+    message = Message(
+        "user",
+        [TextBlock("hi", cache_control={"type": "ephemeral"})],
+        name="alice",
+        metadata={"trace": "t-1", "scores": [1, 2]},
+    )
+
+    saved = to_dict(message)
+    back = from_dict(orjson.loads(orjson.dumps(saved)))
+
+    assert saved == {
+        "role": "user",
+        "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}],
+        "name": "alice",
+        "metadata": {"trace": "t-1", "scores": [1, 2]},
+    }
+    assert back == message
+    assert (back.name, back.metadata) == ("alice", {"trace": "t-1", "scores": [1, 2]})
+    assert back.content[0].cache_control == {"type": "ephemeral"}
+    assert back != Message("user", "hi", name="alice")  # the cache mark is part of the value
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"role": "user", "content": [], "nmae": "alice"},
+            "message: unknown key 'nmae' (did you mean 'name'?)",
+        ),
+        (
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "a"},
+                    {"type": "tool_result", "tool_use_id": "t", "content": "", "is_eror": True},
+                ],
+            },
+            "message.content[1]: unknown key 'is_eror' (did you mean 'is_error'?)",
+        ),
+        (
+            {"type": "text", "text": "a", "cache_contrl": {}},
+            "text block: unknown key 'cache_contrl' (did you mean 'cache_control'?)",
+        ),
+        (
+            {"type": "thinking", "thinking": "t", "cache_control": {"type": "ephemeral"}},
+            "thinking block: unknown key 'cache_control'; expected signature, thinking, type",
+        ),
+        (
+            {
+                "type": "tool_result",
+                "tool_use_id": "t",
+                "content": [{"type": "text", "text": "", "xyz": 1}],
+            },
+            "tool_result block.content[0]: unknown key 'xyz'; expected cache_control, text, type",
+        ),
+    ],
+)
+def test_from_dict_refuses_unknown_keys_with_their_path(data: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        from_dict(data)
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: Message("user", "a", name=3), "Message.name must be str, not int"),
+        (lambda: Message("user", "a", metadata=[1]), "Message.metadata must be dict, not list"),
+        (
+            lambda: TextBlock("a", cache_control="ephemeral"),
+            "TextBlock.cache_control must be a dict or None, not str",
+        ),
+    ],
+)
+def test_the_kept_fields_are_checked_at_construction(build: Any, match: str) -> None:
+    with pytest.raises(TypeError, match=re.escape(match)):
+        build()

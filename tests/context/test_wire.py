@@ -273,15 +273,15 @@ OPENAI_ACCEPTED: list[tuple[str, Wire, list[Message]]] = [
         [Message("system", [TextBlock("a"), TextBlock("b")])],
     ),
     (
-        "name fields are ignored",
+        "a message name is kept, a tool message's name is not",
         [
             {"role": "user", "content": "Hi", "name": "ada"},
             {"role": "assistant", "content": "Hello", "name": "bot"},
             {"role": "tool", "tool_call_id": "call_1", "content": "ok", "name": "search"},
         ],
         [
-            Message("user", "Hi"),
-            Message("assistant", "Hello"),
+            Message("user", "Hi", name="ada"),
+            Message("assistant", "Hello", name="bot"),
             Message("user", [ToolResultBlock("call_1", "ok")]),
         ],
     ),
@@ -876,7 +876,7 @@ ANTHROPIC_ACCEPTED: list[tuple[str, Wire, Any, list[Message]]] = [
         [Message("assistant", "Hi")],
     ),
     (
-        "cache_control and citations are ignored",
+        "cache_control is kept, citations are not",
         [
             {
                 "role": "user",
@@ -887,7 +887,13 @@ ANTHROPIC_ACCEPTED: list[tuple[str, Wire, Any, list[Message]]] = [
             }
         ],
         [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
-        [Message("system", "Be brief."), Message("user", [TextBlock("Hi"), TextBlock("there")])],
+        [
+            Message("system", [TextBlock("Be brief.", cache_control={"type": "ephemeral"})]),
+            Message(
+                "user",
+                [TextBlock("Hi", cache_control={"type": "ephemeral"}), TextBlock("there")],
+            ),
+        ],
     ),
     (
         "a tool result without content is empty",

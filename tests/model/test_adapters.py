@@ -444,6 +444,29 @@ async def test_cache_breakpoints_follow_a_pinned_window(
     assert all(isinstance(m["content"], str) for m in unmarked)
 
 
+async def test_your_own_cache_marks_are_sent_and_the_window_marks_left_to_you(
+    api: FakeAPI, anthropic_model: AnthropicModel, search: Any
+) -> None:
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    messages = [
+        Message("system", [TextBlock("Be brief.", cache_control=hour)]),
+        Message("user", [TextBlock("A long document", cache_control=hour)]),
+        Message("assistant", "Read."),
+        Message("user", "Summarize it."),
+    ]
+    api.script(json_reply(message(text_block("ok"))))
+
+    await anthropic_model.complete(PromptWindow(messages, 10, stable_prefix=3), [search])
+
+    body = api.requests[0].body
+    assert body["system"] == [{"type": "text", "text": "Be brief.", "cache_control": hour}]
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "A long document", "cache_control": hour}
+    ]
+    assert json.dumps(body["messages"]).count("cache_control") == 1  # no marks by position
+    assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
 async def test_caching_can_be_turned_off(api: FakeAPI, search: Any) -> None:
     model = AnthropicModel("claude-test", base_url=api.url, api_key="k", cache=False)
     api.script(json_reply(message(text_block("ok"))))

@@ -25,7 +25,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -37,6 +39,9 @@ from pygents_ctx import (
     ContextPool,
     ContextQueue,
     Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
     ToolUseBlock,
     Turn,
     UnregisteredHookError,
@@ -64,6 +69,7 @@ KEYS = [
     "tool_name", "args", "kwargs", "timeout", "metadata", "output", "version", "session_id",
     "messages", "archived", "run_ids", "archived_run_ids", "input_tokens", "output_tokens",
     "encoding", "chars_per_token", "__class__", "__reduce__", "module",
+    "is_error", "is_eror", "cache_control", "signature", "role", "content", "type",
 ]  # fmt: skip
 # One seed per document: the mutations come from `random.Random(seed)`, which is
 # much faster than drawing each choice from hypothesis (a failure reports the seed).
@@ -172,6 +178,42 @@ def as_bytes(rng: random.Random, document: Any) -> bytes:
     return data
 
 
+# Fields a session file may leave out or write as their default, which export leaves out.
+OMITTED_WHEN = {"name": None, "metadata": None, "cache_control": None, "signature": None}
+
+
+def without_defaults(message: Any) -> Any:
+    """A saved message as export writes it: optional fields at their default left out."""
+    if isinstance(message, list):
+        return [without_defaults(item) for item in message]
+    if not isinstance(message, dict):
+        return message
+    kept = {
+        key: without_defaults(item) if key == "content" else item
+        for key, item in message.items()
+        if not (key in OMITTED_WHEN and item is OMITTED_WHEN[key])
+    }
+    if kept.get("type") == "tool_result":
+        kept.setdefault("is_error", False)
+    return kept
+
+
+def as_exported(document: dict[str, Any]) -> dict[str, Any]:
+    """What exporting an imported file must give: the file, with the defaults filled in."""
+    messages, archived = document["messages"], document.get("archived", [])
+    return {
+        "version": 3,
+        "session_id": ANY,  # imported under --session
+        "input_tokens": document.get("input_tokens", 0),
+        "output_tokens": document.get("output_tokens", 0),
+        "archived": without_defaults(archived),
+        "archived_run_ids": document.get("archived_run_ids", [None] * len(archived)),
+        "messages": without_defaults(messages),
+        "run_ids": document.get("run_ids", [None] * len(messages)),
+        "usage": document.get("usage", []),
+    }
+
+
 # -- the sentinels and the valid documents ------------------------------------------------------
 
 CALLS: list[str] = []
@@ -203,9 +245,20 @@ async def _documents() -> dict[str, dict[str, Any]]:
     await agent.put(Turn(sentinel_tool, kwargs={"x": 3}))
     documents = {"agent": agent.to_dict(), "queue": queue.to_dict(), "pool": pool.to_dict()}
     AgentRegistry.clear()
-    call = Message("assistant", [ToolUseBlock("c1", "sentinel_tool", {"x": 1})])
+    cache = {"type": "ephemeral"}
+    call = Message(
+        "assistant",
+        [ThinkingBlock("t", "sig"), ToolUseBlock("c1", "sentinel_tool", {"x": 1})],
+        metadata={"provider": "p"},
+    )
+    result = ToolResultBlock("c1", [TextBlock("no", cache_control=cache)], is_error=True)
+    named = Message("user", [TextBlock("hi", cache_control=cache)], name="alice")
     session = SessionFile(
-        "s", [StoredMessage(Message("user", "hi"), "r1"), call], [Message("user", "old")], 5, 6
+        "s",
+        [StoredMessage(named, "r1"), call, Message("user", [result])],
+        [Message("user", "old")],
+        5,
+        6,
     )
     return {**documents, "session": session.to_dict()}
 
@@ -263,7 +316,8 @@ def test_data_nested_past_the_recursion_limit_is_malformed(
 
     with pytest.raises(ValueError, match="ContextQueue is nested too deeply to read"):
         ContextQueue.from_dict(queue)
-    with pytest.raises(ValueError, match="nested too deeply"):
+    # An agent refuses it sooner: past the depth its to_json() can write.
+    with pytest.raises(ValueError, match="nested more than 254 levels deep"):
         Agent.from_dict({**documents["agent"], "context_queue": queue})
     with pytest.raises(ValueError, match="nested too deeply"):
         ContextPool.from_dict({"items": [{"id": deep, "description": "d", "content": 1}]})
@@ -351,6 +405,13 @@ def test_cli_import(documents: dict[str, dict[str, Any]], tmp_path: Path) -> Non
         finally:
             conn.close()
 
+    def exported(session: str) -> dict[str, Any]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert main(["--db", str(db), "export", session]) == 0
+        document: dict[str, Any] = orjson.loads(out.getvalue())
+        return document
+
     @fuzz(2_000)
     @given(seed=SEEDS)
     def check(seed: int) -> None:
@@ -360,6 +421,7 @@ def test_cli_import(documents: dict[str, dict[str, Any]], tmp_path: Path) -> Non
             code, err = run(data)
         if code == 0:
             assert err == ""
+            assert exported(f"s{count}") == as_exported(orjson.loads(data))
             return
         assert code == 1, err
         assert err.startswith("pygents-ctx: error: "), err

@@ -12,13 +12,16 @@ from pygents_ctx import (
     HeuristicTokenCounter,
     ImageBlock,
     Message,
+    RedactedThinkingBlock,
     TextBlock,
+    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     count_message_tokens,
     from_dict,
     to_dict,
 )
+from pygents_ctx.cli._transfer import SessionFile, parse_session_file
 from pygents_ctx.context.messages import plain_text_message
 
 SETTINGS = settings(max_examples=150, deadline=None)
@@ -40,27 +43,38 @@ json_values = st.recursive(
     ),
     max_leaves=8,
 )
-text_blocks = st.builds(TextBlock, texts)
+json_objects = st.none() | st.dictionaries(st.text(max_size=5), json_values, max_size=3)
+text_blocks = st.builds(TextBlock, texts, cache_control=json_objects)
 image_blocks = st.builds(
     ImageBlock,
     st.sampled_from(["image/jpeg", "image/png", "image/gif", "image/webp"]),
     st.binary(max_size=64),
+    cache_control=json_objects,
 )
 tool_use_blocks = st.builds(
     ToolUseBlock,
     st.text(min_size=1, max_size=8),
     st.text(min_size=1, max_size=12),
     st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+    cache_control=json_objects,
 )
 tool_result_blocks = st.builds(
     ToolResultBlock,
     st.text(min_size=1, max_size=8),
     texts | st.lists(text_blocks | image_blocks, max_size=3),
     st.booleans(),
+    cache_control=json_objects,
 )
-blocks = text_blocks | image_blocks | tool_use_blocks | tool_result_blocks
+thinking_blocks = st.builds(ThinkingBlock, texts, st.none() | texts) | st.builds(
+    RedactedThinkingBlock, texts
+)
+blocks = text_blocks | image_blocks | tool_use_blocks | tool_result_blocks | thinking_blocks
 messages = st.builds(
-    Message, st.sampled_from(["user", "assistant", "system"]), st.lists(blocks, max_size=5)
+    Message,
+    st.sampled_from(["user", "assistant", "system"]),
+    st.lists(blocks, max_size=5),
+    name=st.none() | texts,
+    metadata=json_objects,
 )
 counters = st.sampled_from([HeuristicTokenCounter(), HeuristicTokenCounter(1), len])
 
@@ -156,3 +170,20 @@ def test_the_one_pass_read_agrees_with_from_dict(data: dict[str, Any]) -> None:
         assert fast == full
     else:
         assert fast is None
+
+
+# -- session files --------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(live=st.lists(messages, max_size=4), archived=st.lists(messages, max_size=2))
+def test_a_session_file_gives_back_every_message_exactly(
+    live: list[Message], archived: list[Message]
+) -> None:
+    file = SessionFile("s", live, archived)
+
+    read = parse_session_file(file.to_json(), "f.json")
+
+    assert [stored.message for stored in read.messages] == live
+    assert [stored.message for stored in read.archived] == archived
+    assert read.to_json() == file.to_json()

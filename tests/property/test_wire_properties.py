@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Literal
 
 import orjson
@@ -56,6 +57,17 @@ json_values = st.recursive(
 tool_uses = st.builds(
     ToolUseBlock, ids, ids, st.dictionaries(st.text(max_size=6), json_values, max_size=4)
 )
+# What the providers put on messages and blocks that a Message keeps: OpenAI's participant
+# `name`, Anthropic's `cache_control` (with or without a `ttl`).
+names = st.none() | ids
+cache_controls = st.none() | st.fixed_dictionaries(
+    {"type": st.just("ephemeral")}, optional={"ttl": st.sampled_from(["5m", "1h"])}
+)
+
+
+def cached(block: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`block`, with a random `cache_control` on it."""
+    return st.builds(lambda b, cache: replace(b, cache_control=cache), block, cache_controls)
 
 
 def tool_results(*, images: bool, errors: bool) -> st.SearchStrategy[ToolResultBlock]:
@@ -116,7 +128,10 @@ def _openai_conversations(draw: st.DrawFn, lossless: bool) -> list[Message]:
                 st.lists(tool_results(images=False, errors=True), min_size=1, max_size=3)
             )
             content = draw(st.permutations(content + draw(blocks(text_blocks, image_blocks))))
-        messages.append(Message("user" if kind == "results" else kind, content))  # type: ignore[arg-type]
+        if kind == "results":  # OpenAI's tool messages have no participant name
+            messages.append(Message("user", content))
+        else:
+            messages.append(Message(kind, content, name=draw(names)))  # type: ignore[arg-type]
         previous = kind
     return messages
 
@@ -125,9 +140,14 @@ def _openai_conversations(draw: st.DrawFn, lossless: bool) -> list[Message]:
 def _anthropic_conversations(draw: st.DrawFn, lossless: bool) -> list[Message]:
     # Several leading system messages come back as one.
     systems = draw(st.integers(0, 1 if lossless else 3))
-    messages = [Message("system", draw(blocks(text_blocks, max_size=3))) for _ in range(systems)]
+    system_blocks = blocks(cached(text_blocks), max_size=3)
+    messages = [Message("system", draw(system_blocks)) for _ in range(systems)]
     anything = blocks(
-        text_blocks, image_blocks, tool_uses, tool_results(images=True, errors=True), min_size=1
+        cached(text_blocks),
+        cached(image_blocks),
+        cached(tool_uses),
+        cached(tool_results(images=True, errors=True)),
+        min_size=1,
     )
     roles = st.sampled_from(["user", "assistant"])
     messages += draw(st.lists(st.builds(Message, roles, anything), max_size=6))

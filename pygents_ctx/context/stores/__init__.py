@@ -5,6 +5,7 @@
 and `compact_context` summarize the old part of a stored history.
 """
 
+from pygents_ctx.context.stores._common import MAX_MESSAGE_BYTES
 from pygents_ctx.context.stores.base import (
     ContextStore,
     HistoryRetention,
@@ -31,6 +32,7 @@ from pygents_ctx.errors import (
 )
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
     "AutoCompactStore",
     "ConcurrentModificationError",
     "ContextStore",

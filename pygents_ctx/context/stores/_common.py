@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeAlias
 
 import orjson
 
+from pygents_ctx._json import dumps, shown
 from pygents_ctx.context.messages import Message, from_dict, plain_text_message, to_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 from pygents_ctx.context.usage import UsageRecord
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LARGEST",
+    "MAX_MESSAGE_BYTES",
     "PREVIEW_LENGTH",
     "ClosesOnExit",
     "Connecting",
@@ -35,6 +37,7 @@ __all__ = [
     "check_usage_record",
     "check_window",
     "decode",
+    "encode_message",
     "new_session_id",
     "now_iso",
     "preview_of",
@@ -116,17 +119,42 @@ def new_session_id() -> str:
 
 
 def check_session_id(session_id: object) -> str:
-    """Return `session_id` if it is a non-empty str.
+    """Return `session_id` if it is a non-empty str every store can hold.
 
     Raises:
         TypeError: It is not a str.
-        ValueError: It is empty.
+        ValueError: It is empty, or holds a NUL or a lone surrogate.
     """
     if not isinstance(session_id, str):
         raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
     if not session_id:
         raise ValueError("session_id must not be empty; pass None for a generated id")
-    return session_id
+    return check_text("session_id", session_id)
+
+
+def check_text(name: str, value: str) -> str:
+    """Return `value` if every store can hold it as text: no NUL, no lone surrogate.
+
+    One rule on every backend: PostgreSQL's `text` cannot hold NUL, and no
+    database holds a lone surrogate (UTF-8 cannot encode it).
+
+    Raises:
+        ValueError: It holds either; the message names `name`.
+    """
+    if "\x00" in value:
+        raise ValueError(
+            f"{name} {shown(value)} holds a NUL character ('\\x00'), which PostgreSQL text "
+            "cannot hold, so no store takes it; remove it"
+        )
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{name} {shown(value)} holds a lone surrogate ({value[exc.start]!r} at "
+                f"{exc.start}), which UTF-8 cannot encode; pass valid Unicode text"
+            ) from None
+    return value
 
 
 def check_run_id(run_id: object) -> str | None:
@@ -150,6 +178,9 @@ def check_usage_record(record: object) -> UsageRecord:
             f"record_usage needs a UsageRecord, not {type(record).__name__}; "
             "write UsageRecord(Usage(input_tokens, output_tokens), run_id=...)"
         )
+    if record.run_id is not None:
+        check_text("UsageRecord.run_id", record.run_id)
+    check_text("UsageRecord.model", record.model)
     return record
 
 
@@ -164,7 +195,51 @@ def require_run_id(run_id: object) -> str:
         raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
     if not run_id:
         raise ValueError("run_id must not be empty")
-    return run_id
+    return check_text("run_id", run_id)
+
+
+# The most a stored message may take as JSON, on every store: well under SQLite's
+# and PostgreSQL's 1 GB per value, so that each backend refuses the same messages.
+MAX_MESSAGE_BYTES = 256 * 2**20  # read at each call, so that a test can lower it
+
+
+def encode_message(message: Message) -> bytes:
+    """The bytes a store writes for `message`: its `to_dict()` form as JSON.
+
+    Raises:
+        TypeError: A tool input holds a value JSON cannot hold.
+        ValueError: A string in it holds a lone surrogate, or the JSON is
+            larger than `MAX_MESSAGE_BYTES` (256 MiB).
+    """
+    data = to_dict(message)
+    try:
+        encoded = dumps(data, "Message")
+    except TypeError:
+        _refuse_surrogates(data, "Message")
+        raise
+    limit = MAX_MESSAGE_BYTES
+    if len(encoded) > limit:
+        raise ValueError(
+            f"Message is {len(encoded):,} bytes as JSON, more than the {limit:,} bytes "
+            f"(MAX_MESSAGE_BYTES) a store holds in one message; split it, or keep the large "
+            "part (an image, a file) outside the store"
+        )
+    return encoded
+
+
+def _refuse_surrogates(data: object, path: str) -> None:
+    stack = [(data, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            check_text(where, value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    check_text(f"{where} (a key)", key)
+                stack.append((item, f"{where}.{key}"))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{where}[{index}]") for index, item in enumerate(value))
 
 
 def check_messages(messages: Iterable[Message], owner: str = "messages") -> list[Message]:

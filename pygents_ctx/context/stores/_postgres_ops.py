@@ -16,12 +16,12 @@ from __future__ import annotations
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from pygents_ctx._json import dumps
-from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
+    encode_message,
     preview_of,
     same_prefix,
     session_not_empty,
@@ -88,7 +88,7 @@ def encode(messages: list[Message]) -> Batch:
     """
     batch = Batch([], [], [])
     for message in messages:
-        batch.data.append(dumps(to_dict(message), "Message"))
+        batch.data.append(encode_message(message))
         preview = preview_of(message)
         batch.previews.append(None if preview is None else preview.encode())
         batch.tokens.append(count_message_tokens(message))

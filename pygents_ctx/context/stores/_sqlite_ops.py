@@ -10,12 +10,12 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeVar
 
-from pygents_ctx._json import dumps
-from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
+    encode_message,
     now_iso,
     preview_of,
     same_prefix,
@@ -359,4 +359,4 @@ def list_sessions(db: Db) -> list[SessionInfo]:
 
 
 def encode(message: Message) -> Encoded:
-    return count_message_tokens(message), preview_of(message), dumps(to_dict(message), "Message")
+    return count_message_tokens(message), preview_of(message), encode_message(message)

@@ -26,13 +26,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Final
 
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "StoreSchemaError", "configure", "migrate"]
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "StoreSchemaError",
+    "configure",
+    "migrate",
+    "open_database",
+]
 
 
 _V1: Final = (
@@ -124,6 +132,61 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, SQLITE_TABLE, lease_
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})
+
+
+def open_database(name: str, timeout: float) -> sqlite3.Connection:
+    """Open the SQLite file `name` (created if missing), refusing one another program made.
+
+    Nothing is written to a refused file: the check runs before the pragmas,
+    which would switch its journal to WAL.
+
+    Raises:
+        sqlite3.OperationalError: The file cannot be opened (its directory is
+            missing, it is a directory, no permission); the message names it.
+        StoreSchemaError: The file is not a SQLite database, or is one whose
+            tables are all another program's (none is named `pygents_*`).
+    """
+    try:
+        db = sqlite3.connect(name, timeout=timeout, isolation_level=None)
+    except sqlite3.OperationalError as exc:
+        raise _cannot_open(name, exc) from None
+    try:
+        tables = [
+            row[0]
+            for row in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+            )
+        ]
+    except sqlite3.OperationalError as exc:
+        db.close()
+        raise _cannot_open(name, exc) from None
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise StoreSchemaError(
+            f"{name!r} is not a SQLite database ({exc}); connect() opens a pygents_ctx "
+            "SQLite file, or creates one at a path where there is no file"
+        ) from None
+    if tables and not any(table.startswith("pygents_") for table in tables):
+        db.close()
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise StoreSchemaError(
+            f"{name!r} is another program's SQLite database (tables {shown}), not a "
+            "pygents_ctx store; connect() adds its tables only to a new or empty file or "
+            "one pygents_ctx made: give the context store a file of its own"
+        )
+    return db
+
+
+def _cannot_open(name: str, exc: sqlite3.OperationalError) -> sqlite3.OperationalError:
+    target = Path(name)
+    if target.is_dir():
+        why = "it is a directory; pass a file path"
+    elif not target.parent.exists():
+        why = f"its directory {str(target.parent)!r} does not exist; create it first"
+    else:
+        why = "check that the file and its directory can be read and written"
+    return sqlite3.OperationalError(f"cannot open the SQLite database {name!r} ({exc}): {why}")
 
 
 def configure(db: sqlite3.Connection, synchronous: str) -> None:

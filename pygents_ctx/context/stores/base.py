@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Self
@@ -40,6 +40,7 @@ from pygents_ctx.context.stores._common import (
     takes_keyword,
 )
 from pygents_ctx.context.stores._lease_sql import LeaseState
+from pygents_ctx.context.stores._paged import check_batch, iter_windows
 from pygents_ctx.context.stores.lease import InProcessLeases, SessionLease
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import UsageRecord
@@ -299,6 +300,39 @@ class ContextStore(ClosesOnExit, ABC):
             TypeError: `limit` or `offset` is not an int.
             ValueError: `limit` or `offset` is negative.
         """
+
+    async def iter_history(
+        self, *, batch: int = 1000, include_archived: bool = False
+    ) -> AsyncIterator[Message]:
+        """The history, oldest first, read `batch` messages at a time.
+
+        For callers that do not need it all at once (an export, a search, a
+        migration): memory holds one page, however long the session. Each page
+        is its own read: messages appended meanwhile are included, while a
+        `replace_prefix` or `clear` by another writer during the iteration may
+        skip or repeat messages (`snapshot()` reads one moment). SQLite and
+        PostgreSQL page by stored position; this default, by `get_history`
+        windows (with the archive: in one call).
+
+        Args:
+            batch: Messages per read.
+            include_archived: Begin with the archive, oldest first.
+
+        Raises:
+            TypeError: `batch` is not an int.
+            ValueError: `batch` is less than 1.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx.context.stores import MemoryContextStore
+            >>> async def main():
+            ...     store = MemoryContextStore([Message("user", str(i)) for i in range(5)])
+            ...     return [m.text async for m in store.iter_history(batch=2)]
+            >>> asyncio.run(main())
+            ['0', '1', '2', '3', '4']
+        """
+        async for message in iter_windows(self, check_batch(batch), include_archived):
+            yield message
 
     async def count(self) -> int:
         """The number of messages in the live history."""

@@ -14,6 +14,7 @@ from pygents_ctx.context.stores._common import (
     check_run_id,
     check_session_id,
     check_window,
+    encode_message,
     now_iso,
     preview_of,
     require_run_id,
@@ -85,6 +86,7 @@ class MemoryContextStore(ContextStore):
         return f"MemoryContextStore(session_id={self.session_id!r}, messages={len(self._messages)})"
 
     def _extend(self, batch: list[Message], run_id: str | None) -> None:
+        _storable(batch)
         counts = [count_message_tokens(message) for message in batch]
         self._messages.extend(batch)
         self._runs.extend([run_id] * len(batch))
@@ -102,7 +104,11 @@ class MemoryContextStore(ContextStore):
         """Add `message` at the end of the history, tagged with `run_id` when given.
 
         Raises:
-            TypeError: `message` is not a `Message`, or `run_id` is not a str.
+            TypeError: `message` is not a `Message`, `run_id` is not a str, or a
+                tool input holds a value JSON cannot hold.
+            ValueError: The message breaks a store limit (see `encode_message`:
+                over `MAX_MESSAGE_BYTES`, a lone surrogate), or `run_id` holds
+                a NUL or a lone surrogate. The same as the database stores.
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")
@@ -112,7 +118,10 @@ class MemoryContextStore(ContextStore):
         """Add `messages` at the end, in order, all at once.
 
         Raises:
-            TypeError: Something in `messages` is not a `Message` (nothing is added).
+            TypeError: Something in `messages` is not a `Message`, or holds a
+                value JSON cannot hold (nothing is added).
+            ValueError: A message breaks a store limit, as for `append`
+                (nothing is added).
         """
         batch = check_messages(messages)
         self._extend(batch, check_run_id(run_id))
@@ -191,7 +200,7 @@ class MemoryContextStore(ContextStore):
                 longer `expected`; nothing was changed.
         """
         count = check_count(count)
-        batch = check_messages(messages)
+        batch = _storable(check_messages(messages))
         run_id = check_run_id(run_id)
         wanted = check_expected(count, expected)
         if wanted is not None and self._messages[:count] != wanted:
@@ -247,6 +256,7 @@ class MemoryContextStore(ContextStore):
         snapshot = check_snapshot(snapshot)
         if self._messages or self._archive:
             raise session_not_empty(self.session_id)
+        _storable(stored.message for stored in (*snapshot.archived, *snapshot.messages))
         self._archive = [
             _Archived(stored.message, stored.run_id, count_message_tokens(stored.message))
             for stored in snapshot.archived
@@ -272,6 +282,18 @@ class MemoryContextStore(ContextStore):
                 self._output_tokens,
             )
         ]
+
+
+def _storable(messages: Iterable[Message]) -> list[Message]:
+    """The messages, after checking that the database stores would take each one.
+
+    The same rules as SQLite and PostgreSQL (`encode_message`), so that code
+    tested against memory does not fail against a database.
+    """
+    batch = list(messages)
+    for message in batch:
+        encode_message(message)
+    return batch
 
 
 # What the default `ContextStore.fork()` copies into.

@@ -11,12 +11,13 @@ machines appending to one session never collide and never lose a message.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
+from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
@@ -33,6 +34,7 @@ from pygents_ctx.context.stores._common import (
     new_session_id,
     require_run_id,
 )
+from pygents_ctx.context.stores._paged import check_batch, iter_pages
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores.base import (
     ContextStore,
@@ -326,6 +328,23 @@ class PostgresContextStore(ContextStore):
 
     def _read_newest(self, limit: int, offset: int) -> Awaitable[list[Message]]:
         return self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
+
+    async def iter_history(
+        self, *, batch: int = 1000, include_archived: bool = False
+    ) -> AsyncIterator[Message]:
+        """The history, oldest first, `batch` rows at a time by stored position.
+
+        See `ContextStore.iter_history`; each page is one indexed read of the
+        next `batch` rows, and bypasses the history cache.
+        """
+        check_batch(batch)
+        async for message in iter_pages(self.session_id, self._page, batch, include_archived):
+            yield message
+
+    def _page(self, table: str, key: str, after: int | None, limit: int) -> Awaitable[list[Any]]:
+        return self._conn.run(
+            partial(paged.postgres_page, self.session_id, table, key, after, limit)
+        )
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""

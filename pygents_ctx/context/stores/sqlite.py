@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import Any, Final
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
+from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
@@ -33,7 +34,13 @@ from pygents_ctx.context.stores._common import (
     now_iso,
     require_run_id,
 )
-from pygents_ctx.context.stores._sqlite_schema import check_synchronous, configure, migrate
+from pygents_ctx.context.stores._paged import check_batch, iter_pages
+from pygents_ctx.context.stores._sqlite_schema import (
+    check_synchronous,
+    configure,
+    migrate,
+    open_database,
+)
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.context.stores.base import (
     ContextStore,
@@ -71,7 +78,12 @@ def connect(
     Raises:
         TypeError: `path` is not a str or path.
         ValueError: `timeout` is not a positive number, or `synchronous` is unknown.
-        StoreSchemaError: (when awaited) The file was written by a newer pygents_ctx.
+        sqlite3.OperationalError: (when awaited) The file cannot be opened: its
+            directory is missing, it is a directory, or permissions; the message
+            names the path and the cause.
+        StoreSchemaError: (when awaited) The file was written by a newer
+            pygents_ctx, is not a SQLite database, or is another program's
+            database (tables, none of them `pygents_*`): nothing is written to it.
 
     Examples:
         >>> import asyncio, tempfile, pathlib
@@ -96,7 +108,7 @@ def connect(
     level = check_synchronous(synchronous)
 
     def opener() -> Db:
-        db = sqlite3.connect(name, timeout=timeout, isolation_level=None)
+        db = open_database(name, timeout)
         try:
             configure(db, level)
             migrate(db)
@@ -226,6 +238,21 @@ class SQLiteContextStore(ContextStore):
 
     def _read_newest(self, limit: int, offset: int) -> Awaitable[list[Message]]:
         return self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
+
+    async def iter_history(
+        self, *, batch: int = 1000, include_archived: bool = False
+    ) -> AsyncIterator[Message]:
+        """The history, oldest first, `batch` rows at a time by stored position.
+
+        See `ContextStore.iter_history`; each page is one indexed read of the
+        next `batch` rows, and bypasses the history cache.
+        """
+        check_batch(batch)
+        async for message in iter_pages(self.session_id, self._page, batch, include_archived):
+            yield message
+
+    def _page(self, table: str, key: str, after: int | None, limit: int) -> Awaitable[list[Any]]:
+        return self._conn.run(partial(paged.sqlite_page, self.session_id, table, key, after, limit))
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""

@@ -9,9 +9,10 @@ What a format has no place for follows one rule: a flag it lacks degrades into
 text (an OpenAI tool message has no `is_error`, so the result's text is
 prefixed with `"Error: "`), and content it has no place for is a `ValueError`
 naming where it is (an image in an OpenAI tool result, a system message in the
-middle of an Anthropic conversation). Nothing is dropped silently, except the
-extra keys of a wire message or block that a `Message` has no field for
-(`name`, `cache_control`, `detail`, ...). The guide page "Wire formats" has
+middle of an Anthropic conversation). A message's `name` (sent to OpenAI)
+and a block's `cache_control` (sent to Anthropic) are kept on the `Message`;
+other extra keys of a wire message or block that a `Message` has no field for
+(`detail`, `citations`, ...) are not kept. The guide page "Wire formats" has
 the full table.
 
 Every malformed input is a `ValueError` whose message names the offending

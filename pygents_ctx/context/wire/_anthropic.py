@@ -7,6 +7,7 @@ the conversation), and tool inputs travel as JSON objects.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final, cast
 
 from pygents_ctx.context.messages import (
@@ -99,10 +100,10 @@ def to_anthropic(
         where = "the Anthropic system prompt (text only)"
         texts += _text_blocks_only(items[index], f"messages[{index}]", where)
     system: str | list[dict[str, Any]] | None = None
-    if len(texts) == 1:
+    if len(texts) == 1 and texts[0].cache_control is None:
         system = texts[0].text
     elif lead:
-        system = [_text_part(block.text) for block in texts]
+        system = [_anthropic_block(block, "system") for block in texts]
     wire = []
     for index, message in enumerate(items[lead:], start=lead):
         content = _anthropic_content(message, f"messages[{index}]")
@@ -119,12 +120,20 @@ def _anthropic_content(message: Message, path: str) -> str | list[dict[str, Any]
         if _is_blank(block) or (isinstance(block, ThinkingBlock) and block.signature is None):
             continue
         sent.append((index, block))
-    if len(sent) == 1 and isinstance(sent[0][1], TextBlock):
+    if len(sent) == 1 and isinstance(sent[0][1], TextBlock) and sent[0][1].cache_control is None:
         return sent[0][1].text
     return [_anthropic_block(block, f"{path}.content[{index}]") for index, block in sent]
 
 
 def _anthropic_block(block: ContentBlock, path: str) -> dict[str, Any]:
+    wire = _anthropic_block_fields(block, path)
+    cache_control = getattr(block, "cache_control", None)
+    if cache_control is not None:
+        wire["cache_control"] = _json_copy(cache_control, f"{path}.cache_control")
+    return wire
+
+
+def _anthropic_block_fields(block: ContentBlock, path: str) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return _text_part(block.text)
     if isinstance(block, ThinkingBlock):
@@ -163,8 +172,8 @@ def from_anthropic(
 
     A `system` prompt becomes one leading system message (a string gives one
     text block, a list of text blocks gives those blocks). String `content` is
-    one text block. Keys a `Message` has no field for, such as
-    `cache_control`, are ignored.
+    one text block. A block's `cache_control` is kept on the block; other keys
+    a `Message` has no field for (`citations`, ...) are ignored.
 
     `to_anthropic(from_anthropic(messages, system)) == (system, messages)` for
     input in the form `to_anthropic` writes.
@@ -226,6 +235,19 @@ def _read_anthropic_system(system: object) -> list[TextBlock]:
 
 
 def _read_anthropic_block(block: object, path: str, allowed: tuple[str, ...]) -> ContentBlock:
+    read = _read_anthropic_block_fields(block, path, allowed)
+    fields = _mapping(block, path)
+    if fields.get("cache_control") is None or isinstance(
+        read, ThinkingBlock | RedactedThinkingBlock
+    ):
+        return read
+    cache_control = _get(fields, "cache_control", path, Mapping, "a dict")
+    return replace(read, cache_control=dict(_json_copy(cache_control, f"{path}.cache_control")))
+
+
+def _read_anthropic_block_fields(
+    block: object, path: str, allowed: tuple[str, ...]
+) -> ContentBlock:
     block = _mapping(block, path)
     kind = _get(block, "type", path, str, _choices(allowed))
     if kind not in allowed:

@@ -120,7 +120,13 @@ def _openai_part(block: TextBlock | ImageBlock) -> dict[str, Any]:
 
 def _openai_system(message: Message, path: str) -> dict[str, Any]:
     texts = _text_blocks_only(message, path, "an OpenAI system message")
-    return {"role": "system", "content": _openai_content(texts)}
+    return _named({"role": "system", "content": _openai_content(texts)}, message)
+
+
+def _named(wire: dict[str, Any], message: Message) -> dict[str, Any]:
+    if message.name is not None:  # OpenAI's participant name
+        wire["name"] = message.name
+    return wire
 
 
 def _openai_assistant(message: Message, path: str) -> dict[str, Any] | None:
@@ -149,7 +155,7 @@ def _openai_assistant(message: Message, path: str) -> dict[str, Any] | None:
         wire["content"] = [_text_part(block.text) for block in texts]
     if calls:
         wire["tool_calls"] = calls
-    return wire
+    return _named(wire, message)
 
 
 def _openai_user(message: Message, path: str) -> list[dict[str, Any]]:
@@ -165,7 +171,7 @@ def _openai_user(message: Message, path: str) -> list[dict[str, Any]]:
         elif not _is_blank(block):
             rest.append(block)
     if rest:
-        wire.append({"role": "user", "content": _openai_content(rest)})
+        wire.append(_named({"role": "user", "content": _openai_content(rest)}, message))
     return wire
 
 
@@ -196,8 +202,9 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     Content may be a string, a list of parts or (on assistant messages) `None`.
     `developer` messages (what newer OpenAI models take instead of `system`)
     become system messages. Consecutive `role: "tool"` messages become one user
-    message of `ToolResultBlock`s. `name` and other keys a `Message` has no
-    field for are ignored; an assistant's `refusal` text becomes a text block.
+    message of `ToolResultBlock`s. A message's `name` is kept (`Message.name`);
+    other keys a `Message` has no field for are ignored; an assistant's
+    `refusal` text becomes a text block.
 
     `to_openai(from_openai(wire)) == wire` for wire messages in the form
     `to_openai` writes.
@@ -231,12 +238,16 @@ def from_openai(messages: Sequence[Mapping[str, Any]]) -> list[Message]:
         if results:
             converted.append(Message("user", results))
             results = []
+        name = message.get("name")
+        if name is not None:
+            name = _get(message, "name", path, str, "a string")
         if role in ("system", "developer"):
-            converted.append(Message("system", _read_openai_texts(message, path)))
+            converted.append(Message("system", _read_openai_texts(message, path), name=name))
         elif role == "user":
-            converted.append(Message("user", _read_openai_user(message, path)))
+            converted.append(Message("user", _read_openai_user(message, path), name=name))
         elif role == "assistant":
-            converted.append(Message("assistant", _read_openai_assistant(message, path)))
+            blocks = _read_openai_assistant(message, path)
+            converted.append(Message("assistant", blocks, name=name))
         else:
             raise ValueError(f"{path}.role {role!r} is unknown; expected one of {_OPENAI_ROLES}")
     if results:

@@ -172,24 +172,25 @@ async def test_nul_characters_are_kept_in_messages_and_refused_in_ids(
 
     assert texts(await store.get_history()) == ["a\x00b"]
     assert (await store.list_sessions())[0].preview == "a\x00b"
-    with pytest.raises(ValueError, match="session_id must not contain NUL"):
+    with pytest.raises(ValueError, match=r"^session_id .* holds a NUL character"):
         PostgresContextStore(pg_conn, session_id="a\x00b")
-    with pytest.raises(ValueError, match="session_id must not contain NUL"):
+    with pytest.raises(ValueError, match=r"^session_id .* holds a NUL character"):
         await store.fork(session_id="f\x00")
     for call in (
-        store.append(Message("user", "x"), run_id="r\x00"),
-        store.append_many([Message("user", "x")], run_id="r\x00"),
-        store.replace_prefix(1, [], run_id="r\x00"),
-        store.clear_run("r\x00"),
-        PostgresContextStore(pg_conn, session_id="new").restore(
+        lambda: store.append(Message("user", "x"), run_id="r\x00"),
+        lambda: store.append_many([Message("user", "x")], run_id="r\x00"),
+        lambda: store.replace_prefix(1, [], run_id="r\x00"),
+        lambda: store.clear_run("r\x00"),
+        # The snapshot refuses them when it is made, as on every backend.
+        lambda: PostgresContextStore(pg_conn, session_id="new").restore(
             SessionSnapshot("s", [StoredMessage(Message("user", "x"), "r\x00")])
         ),
-        PostgresContextStore(pg_conn, session_id="new").restore(
+        lambda: PostgresContextStore(pg_conn, session_id="new").restore(
             SessionSnapshot("s", usage=[UsageRecord(Usage(1, 1), run_id="r\x00")])
         ),
     ):
-        with pytest.raises(ValueError, match="run_id must not contain NUL"):
-            await call
+        with pytest.raises(ValueError, match=r"run_id .* holds a NUL character"):
+            await call()
     assert texts(await store.get_history(include_archived=True)) == ["a\x00b"]
     assert await PostgresContextStore(pg_conn, session_id="new").snapshot() == SessionSnapshot(
         "new"

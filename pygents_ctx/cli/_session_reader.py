@@ -1,0 +1,265 @@
+"""Reading a session file one value at a time, in bounded memory, with every rule checked.
+
+`read_session(stream, source, sink)` reads the file's object key by key and
+each list element by element (see `_json_stream`), checks each value as it
+comes and hands it to `sink`: `parse_session_file` keeps them all, `import`
+writes them to the database in batches inside one transaction. What only the
+whole file can tell (the version's keys, `messages` present, one run id per
+message) is checked at the end; `import` then rolls back, so a refused file
+leaves nothing behind either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import IO, Any, Final, Protocol
+
+from pygents_ctx._json import shown
+from pygents_ctx.cli._json_stream import JsonStreamError, NotAnObjectError, ObjectReader
+from pygents_ctx.context.messages import Message, from_dict
+from pygents_ctx.context.stores._common import LARGEST, check_session_id, check_text, encode_message
+from pygents_ctx.context.usage import UsageRecord
+
+__all__ = [
+    "FORMAT_VERSION",
+    "KEYS",
+    "SessionFileError",
+    "SessionHeader",
+    "SessionSink",
+    "peek_session_id",
+    "read_session",
+]
+
+FORMAT_VERSION: Final = 3
+_KEYS_V1: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
+_KEYS_V2: Final = (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids")
+KEYS: Final = {1: _KEYS_V1, 2: _KEYS_V2, 3: (*_KEYS_V2, "usage")}
+_RUNS_OF: Final = {"run_ids": "messages", "archived_run_ids": "archived"}
+
+
+class SessionFileError(ValueError):
+    """A session file that cannot be imported; the message names the field."""
+
+
+class SessionSink(Protocol):
+    """Where `read_session` puts what it reads, one value at a time."""
+
+    def message(self, key: str, message: Message, data: bytes) -> None:
+        """The next message of `key` (`messages` or `archived`) and the bytes a store writes."""
+
+    def run_id(self, key: str, index: int, run_id: str) -> None:
+        """Run id `index` of `key` (`run_ids` or `archived_run_ids`), when it is not null."""
+
+    def usage_record(self, record: UsageRecord) -> None:
+        """The next usage record."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """What a session file holds besides its lists, and how long its message lists were."""
+
+    session_id: str | None
+    input_tokens: int
+    output_tokens: int
+    messages: int
+    archived: int
+
+
+def read_session(stream: IO[bytes], source: str, sink: SessionSink) -> SessionHeader:
+    """Read the session file `stream`, handing each message, run id and record to `sink`.
+
+    Raises:
+        SessionFileError: The file is not JSON, not an object, or breaks a rule
+            (see the `_transfer` module docstring); the message names the field.
+    """
+    reader = ObjectReader(stream)
+    try:
+        return _read(reader, source, sink)
+    except NotAnObjectError as exc:
+        raise SessionFileError(
+            f"{source} must hold a JSON object with a 'messages' list, not a {exc.kind}"
+        ) from None
+    except JsonStreamError as exc:
+        raise SessionFileError(f"{source} is not valid JSON ({exc})") from None
+
+
+def peek_session_id(stream: IO[bytes], source: str) -> str | None:
+    """The file's `session_id`, read without parsing the rest (None when it has none).
+
+    Raises:
+        SessionFileError: The file is malformed before the id, or the id is.
+    """
+    reader = ObjectReader(stream)
+    try:
+        reader.start()
+        while (key := reader.key()) is not None:
+            if key == "session_id":
+                return _session_id(reader.value(), source)
+            reader.skip()
+    except NotAnObjectError:
+        return None  # the full read reports it
+    except JsonStreamError as exc:
+        raise SessionFileError(f"{source} is not valid JSON ({exc})") from None
+    return None
+
+
+def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader:
+    reader.start()
+    seen: list[str] = []
+    scalars: dict[str, Any] = {}
+    counts = {"messages": 0, "archived": 0, "run_ids": 0, "archived_run_ids": 0}
+    while (key := reader.key()) is not None:
+        if key in seen:
+            raise SessionFileError(f"{source} has the key {key!r} twice; a key appears once")
+        seen.append(key)
+        if key not in KEYS[FORMAT_VERSION]:
+            _refuse_unknown(seen, scalars.get("version", FORMAT_VERSION), source)
+        if key in ("messages", "archived"):
+            counts[key] = _read_list(reader, key, source, "a list of messages", _message(sink))
+        elif key in _RUNS_OF:
+            counts[key] = _read_list(reader, key, source, "a list of run ids", _run_id(sink))
+        elif key == "usage":
+            what = "a list of usage records"
+            _read_list(reader, key, source, what, _usage_record(sink))
+        else:
+            scalars[key] = reader.value()
+    reader.finish()
+    version = scalars.get("version", FORMAT_VERSION)  # each version reads the one before
+    if isinstance(version, bool) or not isinstance(version, int) or version not in KEYS:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        raise SessionFileError(
+            f"{source}: version {shown(version)} is not supported; this pygents_ctx reads versions "
+            f"1 to {FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
+        )
+    _refuse_unknown(seen, version, source)
+    if "messages" not in seen:
+        raise SessionFileError(f"{source} has no 'messages' list; export writes one")
+    for runs_key, key in _RUNS_OF.items():
+        if runs_key in seen and counts[runs_key] != counts[key]:
+            raise SessionFileError(
+                f"{source}: {runs_key} must be a list with one run id (or null) for each of the "
+                f"{counts[key]} {key}, not {counts[runs_key]} of them"
+            )
+    return SessionHeader(
+        _session_id(scalars.get("session_id"), source),
+        _tokens(scalars, "input_tokens", source),
+        _tokens(scalars, "output_tokens", source),
+        counts["messages"],
+        counts["archived"],
+    )
+
+
+def _refuse_unknown(seen: list[str], version: object, source: str) -> None:
+    keys = KEYS.get(version, KEYS[FORMAT_VERSION]) if isinstance(version, int) else KEYS[3]
+    unknown = sorted(set(seen) - set(keys))
+    if unknown:
+        raise SessionFileError(
+            f"{source} has unknown keys {', '.join(map(repr, unknown))}; "
+            f"a version {shown(version)} session file holds only {', '.join(keys)}"
+        )
+
+
+def _read_list(
+    reader: ObjectReader,
+    key: str,
+    source: str,
+    what: str,
+    take: Callable[[str, int, Any, str], None],
+) -> int:
+    if not reader.is_list():
+        value = reader.value()
+        raise SessionFileError(f"{source}: {key} must be {what}, not {type(value).__name__}")
+    count = 0
+    for index, item in enumerate(reader.items()):
+        take(key, index, item, source)
+        count += 1
+    return count
+
+
+def _message(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
+    def take(key: str, index: int, item: Any, source: str) -> None:
+        where = f"{source}: {key}[{index}]"
+        try:
+            message = from_dict(item)
+        except ValueError as exc:
+            raise SessionFileError(f"{where}{_strip_owner(str(exc))}") from None
+        if not isinstance(message, Message):
+            raise SessionFileError(
+                f"{where} is a {type(message).__name__}, not a message "
+                "(a message is an object with 'role' and 'content')"
+            )
+        try:  # what the store will write: refused now, with the message's place in the file
+            data = encode_message(message)
+        except (TypeError, ValueError) as exc:
+            raise SessionFileError(f"{where}: {exc}") from None
+        sink.message(key, message, data)
+
+    return take
+
+
+def _run_id(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
+    def take(key: str, index: int, run_id: Any, source: str) -> None:
+        if run_id is None:
+            return
+        if not isinstance(run_id, str) or not run_id:
+            raise SessionFileError(
+                f"{source}: {key}[{index}] must be a non-empty string or null, not {shown(run_id)}"
+            )
+        try:
+            check_text("run id", run_id)
+        except ValueError as exc:
+            raise SessionFileError(f"{source}: {key}[{index}]: {exc}") from None
+        sink.run_id(key, index, run_id)
+
+    return take
+
+
+def _usage_record(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
+    def take(key: str, index: int, item: Any, source: str) -> None:
+        if not isinstance(item, dict):
+            raise SessionFileError(
+                f"{source}: usage[{index}] must be an object with a 'usage' dict of token "
+                f"amounts (UsageRecord.to_dict() form), not {shown(item)}"
+            )
+        try:
+            record = UsageRecord.from_dict(item)
+            if record.run_id is not None:
+                check_text("UsageRecord.run_id", record.run_id)
+            check_text("UsageRecord.model", record.model)
+        except (TypeError, ValueError) as exc:
+            raise SessionFileError(f"{source}: usage[{index}]: {exc}") from None
+        sink.usage_record(record)
+
+    return take
+
+
+def _strip_owner(reason: str) -> str:
+    # from_dict calls the value it reads "message" (or "value" when it is no dict);
+    # the caller puts the value's path in the file in its place.
+    for owner in ("message", "value"):
+        if reason.startswith(owner) and reason[len(owner) : len(owner) + 1] in (".", ":", " "):
+            return reason[len(owner) :]
+    return f": {reason}"
+
+
+def _session_id(value: object, source: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise SessionFileError(
+            f"{source}: session_id must be a non-empty string or null, not {shown(value)}"
+        )
+    try:
+        return check_session_id(value)
+    except ValueError as exc:
+        raise SessionFileError(f"{source}: {exc}") from None
+
+
+def _tokens(scalars: dict[str, Any], key: str, source: str) -> int:
+    value = scalars.get(key, 0)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LARGEST:
+        raise SessionFileError(
+            f"{source}: {key} must be a whole number from 0 to 2**63 - 1, not {shown(value)}"
+        )
+    return value

@@ -1,0 +1,117 @@
+"""Reading a session's history a page at a time: `iter_history` of the database stores.
+
+Pages follow the stored order by key (the archive's `id`, the history's
+`position`), each page the next `batch` rows after the last key read, so a
+page costs the same wherever it is and memory holds one page at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
+
+from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores._common import decode
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from psycopg import AsyncConnection
+
+__all__ = ["ReadPage", "check_batch", "iter_pages", "iter_windows", "postgres_page", "sqlite_page"]
+
+Row: TypeAlias = tuple[int, int, bytes]
+# (table, key column, after key or None for the first page, page size) -> rows
+ReadPage: TypeAlias = Callable[[str, str, "int | None", int], Awaitable[list[Row]]]
+_TABLES: Final = (("pygents_archive", "id"), ("pygents_messages", "position"))
+
+
+def check_batch(batch: object) -> int:
+    """Return `batch` if it is a positive int.
+
+    Raises:
+        TypeError: It is not an int.
+        ValueError: It is less than 1.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int):
+        raise TypeError(f"batch must be an int, not {type(batch).__name__}")
+    if batch < 1:
+        raise ValueError(f"batch must be at least 1, not {batch}")
+    return batch
+
+
+async def iter_pages(
+    session_id: str, read_page: ReadPage, batch: int, include_archived: bool
+) -> AsyncIterator[Message]:
+    """The archive (when asked for), then the live history, oldest first, page by page."""
+    for table, key in _TABLES if include_archived else _TABLES[1:]:
+        after: int | None = None
+        while True:
+            rows = await read_page(table, key, after, batch)
+            for row in rows:
+                yield decode(session_id, *row)
+            if len(rows) < batch:
+                break
+            after = rows[-1][0]
+
+
+class _Windowed(Protocol):
+    async def count(self) -> int: ...
+
+    async def get_history(
+        self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
+    ) -> list[Message]: ...
+
+
+async def iter_windows(
+    store: _Windowed, batch: int, include_archived: bool
+) -> AsyncIterator[Message]:
+    """`ContextStore.iter_history` for any store: pages of `get_history` windows."""
+    if include_archived:  # no window API for the archive alone: one read
+        for message in await store.get_history(include_archived=True):
+            yield message
+        return
+    done = 0
+    while True:
+        total = await store.count()  # again each page: appends meanwhile are read too
+        if done >= total:
+            return
+        size = min(batch, total - done)
+        page = await store.get_history(limit=size, offset=total - done - size)
+        if not page:
+            return
+        for message in page:
+            yield message
+        done += len(page)
+
+
+def _sql(table: str, key: str, after: int | None, mark: str) -> str:
+    since = "" if after is None else f" AND {key} > {mark}"
+    return (
+        f"SELECT {key}, tokens, data FROM {table} WHERE session_id = {mark}{since} "
+        f"ORDER BY {key} LIMIT {mark}"
+    )
+
+
+def _params(session_id: str, after: int | None, limit: int) -> tuple[Any, ...]:
+    return (session_id, limit) if after is None else (session_id, after, limit)
+
+
+def sqlite_page(
+    session_id: str, table: str, key: str, after: int | None, limit: int, db: sqlite3.Connection
+) -> list[Row]:
+    """One page of a SQLite table (`table` and `key` from `_TABLES`, never from users)."""
+    return db.execute(_sql(table, key, after, "?"), _params(session_id, after, limit)).fetchall()
+
+
+async def postgres_page(
+    session_id: str,
+    table: str,
+    key: str,
+    after: int | None,
+    limit: int,
+    conn: AsyncConnection[Any],
+) -> list[Row]:
+    """One page of a PostgreSQL table (`table` and `key` from `_TABLES`, never from users)."""
+    cursor = await conn.execute(_sql(table, key, after, "%s"), _params(session_id, after, limit))
+    return [(key_value, tokens, bytes(data)) for key_value, tokens, data in await cursor.fetchall()]

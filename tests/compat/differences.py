@@ -34,10 +34,12 @@ DIFFERENCES: dict[str, Difference] = {
             "HookRegistry.register_global",
         ),
     ),
-    "fewer-parameters": Difference("Hooks may take fewer parameters than their event gives"),
+    "hooks-checked": Difference(
+        "A hook that cannot take its event's arguments is refused when decorated",
+        ("ContextQueue.after_append", "Agent.on_turn_value"),
+    ),
     "event-arguments": Difference(
-        "Event arguments follow the documentation",
-        ("ContextQueue.after_append", "Tool.after_invoke"),
+        "`after_invoke` gets the result positionally", ("Tool.after_invoke",)
     ),
     "generator-turns-stream": Difference(
         "Generator turns stream their values", ("Turn.yielding", "Turn.output")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
@@ -550,6 +550,27 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
     _noun = "tool"
     _missing = UnregisteredToolError
     _missing_hint = "decorate it with @tool first"
+    # Names whose tools the package registers only when first asked for by name (the
+    # model loop's steps, which a saved agent names): the program's own tools are all
+    # `all()` and `definitions()` list until then.
+    _on_demand: ClassVar[dict[str, Callable[[], None]]] = {}
+
+    @classmethod
+    def _provide(cls, names: Iterable[str], register: Callable[[], None]) -> None:
+        """Have `register()` called the first time one of `names` is looked up unregistered."""
+        for name in names:
+            cls._on_demand[name] = register
+
+    @classmethod
+    def get(cls, name: str) -> Tool[..., Any]:
+        """Return the tool registered under `name`.
+
+        Raises:
+            UnregisteredToolError: Nothing has that name (a `KeyError`).
+        """
+        if name not in cls._entries and name in cls._on_demand:
+            cls._on_demand[name]()
+        return super().get(name)
 
     @classmethod
     def register(cls, tool: Tool[..., Any]) -> None:

@@ -258,7 +258,7 @@ class CallSpec:
             }
             for key in kwargs.keys() & merged.keys():
                 logger.warning(
-                    "Fixed kwarg %r is overridden by call-time argument for %s", key, self.owner
+                    "Fixed kwarg %r is overridden by call-time argument for %s.", key, self.owner
                 )
             merged.update(kwargs)
             kwargs = merged

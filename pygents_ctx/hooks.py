@@ -100,6 +100,9 @@ class ContextPoolHook(Enum):
 # value but are different events, and must not compare (or hash) equal.
 HookKind: TypeAlias = TurnHook | AgentHook | ToolHook | ContextQueueHook | ContextPoolHook
 _KIND_TYPES = (TurnHook, AgentHook, ToolHook, ContextQueueHook, ContextPoolHook)
+# pygents' name for the union, which its hooks page imports from here; `HookKind`
+# is the documented one (so HookType stays out of __all__ and the top level).
+HookType: TypeAlias = HookKind
 
 HookFunction: TypeAlias = "Callable[..., Awaitable[Any]]"
 

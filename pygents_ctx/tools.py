@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import inspect
+import sys
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
@@ -165,6 +166,7 @@ class Tool(Generic[P, R]):
         "__wrapped__",
         "_call",
         "_lock",
+        "_positional_room",
         "_spec",
         "_validates",
         "_validator",
@@ -226,6 +228,13 @@ class Tool(Generic[P, R]):
         self.hooks: list[Hook] = []
         self.subtools: list[Tool[..., Any]] = []
         self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
+        # Positional arguments past the function's parameters are dropped, as pygents
+        # documents (and as keyword arguments it does not take are).
+        self._positional_room = (
+            sys.maxsize
+            if any(p.kind is p.VAR_POSITIONAL for p in self._spec.parameters.values())
+            else len(self._spec.positional)
+        )
         self._lock = LoopLock() if lock else None
         hints, doc = type_hints(fn), parse_docstring(fn.__doc__)
         self._validates = bool(validate)
@@ -327,7 +336,13 @@ class Tool(Generic[P, R]):
         return made
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Call the tool: await the result, or `async for` over a generator tool."""
+        """Call the tool: await the result, or `async for` over a generator tool.
+
+        Positional arguments past the function's parameters are ignored, as
+        keyword arguments it does not take are (pygents' behaviour).
+        """
+        if len(args) > self._positional_room:
+            args = args[: self._positional_room]  # type: ignore[assignment]
         result: R = self._call(args, kwargs)
         return result
 
@@ -359,6 +374,8 @@ class Tool(Generic[P, R]):
             ToolArgumentsError: The arguments do not fit the function's signature.
             TypeError: As for a call (a required context parameter outside an agent).
         """
+        if len(args) > self._positional_room:
+            args = args[: self._positional_room]
         if self.hooks or self._lock is not None or _ANY_TOOL_HOOK:
             return self._call(args, kwargs), None
         validator = self._validator

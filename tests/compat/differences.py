@@ -65,7 +65,7 @@ DIFFERENCES: dict[str, Difference] = {
         "Defining a tool, hook or agent again replaces it",
         ("ToolRegistry.register", "HookRegistry.register", "AgentRegistry.register"),
     ),
-    "idle-agents": Difference("A paused agent can be changed, and renamed", ("Agent.name",)),
+    "idle-agents": Difference("Renaming an agent moves it in the registry", ("Agent.name",)),
     "current-turn": Difference(
         "The current turn is saved from `before_turn` on", ("Agent.to_dict",)
     ),

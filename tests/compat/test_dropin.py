@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
@@ -201,3 +202,100 @@ def test_a_hook_of_another_owners_event_is_refused_where_pygents_never_fires_it(
     else:
         with pytest.raises(ValueError, match="handles"):
             pool.before_add(turn_hook)
+
+
+@covers("Agent")
+def test_an_agent_given_another_tool_under_a_registered_name_says_so_in_pygents_words(
+    impl: Impl,
+) -> None:
+    m = impl.m
+
+    @m.tool
+    async def lookup(x: int = 1) -> int:
+        return x
+
+    async def impostor_fn(x: int = 1) -> int:
+        return x
+
+    impostor_fn.__name__ = impostor_fn.__qualname__ = "lookup"
+    impostor = m.Tool(impostor_fn)
+
+    with pytest.raises(ValueError, match="not the instance given"):
+        m.Agent("a", "d", [impostor])
+
+
+@covers("Turn")
+async def test_a_missing_tool_argument_says_required(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def need(a: int, b: str) -> int:
+        return a
+
+    with pytest.raises(TypeError, match="required"):
+        await m.Turn("need", kwargs={"a": 1}).returning()
+
+
+@covers("ContextPool.add")
+async def test_an_item_without_id_is_refused_in_pygents_words(impl: Impl) -> None:
+    pool = impl.m.ContextPool()
+
+    with pytest.raises(ValueError, match="ContextPool requires a ContextItem with both 'id'"):
+        await pool.add(impl.context.ContextItem(content=1, description="d"))
+
+
+@covers("Tool.after_invoke", "Turn.yielding")
+async def test_after_invoke_of_a_generator_left_early_fires_once_it_is_closed(impl: Impl) -> None:
+    m = impl.m
+    seen: list[Any] = []
+
+    @m.tool
+    async def count(n: int) -> Any:
+        for i in range(n):
+            yield i
+
+    @count.after_invoke
+    async def done(*args: Any, **kwargs: Any) -> None:
+        seen.append([*args, *kwargs.values()][0])
+
+    async with contextlib.aclosing(m.Turn("count", kwargs={"n": 5}).yielding()) as values:
+        async for value in values:
+            if value == 1:
+                break
+
+    # pygents ran the tool to its end before handing out the first value (see the
+    # migration page); pygents_ctx streams, and reports the values handed out.
+    assert seen == ([[0, 1, 2, 3, 4]] if impl.is_pygents else [[0, 1]])
+
+
+@covers("Turn.returning")
+async def test_a_turn_started_twice_at_once_raises_safe_execution_error(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def slow() -> int:
+        await asyncio.sleep(0.02)
+        return 1
+
+    turn = m.Turn("slow")
+    first = asyncio.ensure_future(turn.returning())
+    await asyncio.sleep(0)
+
+    with pytest.raises(m.SafeExecutionError):
+        await turn.returning()
+    assert await first == 1
+
+
+@covers("tool")
+def test_a_different_function_under_a_taken_tool_name_raises_value_error(impl: Impl) -> None:
+    m = impl.m
+
+    def make() -> Any:
+        async def taken(x: int = 1) -> int:
+            return x
+
+        return taken
+
+    m.tool(make())
+    with pytest.raises(ValueError, match="'taken' already registered"):
+        m.tool(make())

@@ -546,10 +546,18 @@ def test_a_tool_lock_is_a_lock_per_event_loop(impl: Impl) -> None:
 
     @m.tool(lock=True)
     async def guarded() -> None:
-        pass
+        await asyncio.sleep(0)
 
-    assert isinstance(guarded.lock, asyncio.Lock) is impl.is_pygents
-    assert callable(guarded.lock.locked)
+    async def contend() -> None:  # two calls at once: the second waits on the lock
+        await asyncio.gather(guarded(), guarded())
+
+    assert isinstance(guarded.lock, asyncio.Lock)  # in both
+    asyncio.run(contend())
+    if impl.is_pygents:
+        with pytest.raises(RuntimeError, match="different event loop"):
+            asyncio.run(contend())
+    else:
+        asyncio.run(contend())
 
 
 @shows("logger")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
@@ -62,6 +63,9 @@ _ON_ERROR = HookRegistry.globals_for(ToolHook.ON_ERROR)
 _ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
 
+# A dataclass for `dataclasses.asdict()` / `fields()` (as pygents' is), with the
+# methods written here: the times are read from the run clock, not stored.
+@dataclass(init=False, repr=False, eq=False)
 class ToolMetadata(RunTimes):
     """What a tool is, and when it last ran.
 
@@ -80,6 +84,14 @@ class ToolMetadata(RunTimes):
     """
 
     __slots__ = ("description", "input_schema", "name", "output_schema")
+
+    # The fields, in pygents' order; the times are the properties below.
+    name: str
+    description: str | None
+    start_time: datetime | None
+    end_time: datetime | None
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
 
     # No `__hash__`: equal metadata compare equal, and the times change with each run.
     __hash__ = None  # type: ignore[assignment]
@@ -104,12 +116,12 @@ class ToolMetadata(RunTimes):
                 None if end_time is None else end_time.timestamp(),
             )
 
-    @property
+    @property  # type: ignore[no-redef]  # the field declared above
     def start_time(self) -> datetime | None:
         """When the latest call started (UTC), or `None` before the first."""
         return self._wall_datetimes()[0]
 
-    @property
+    @property  # type: ignore[no-redef]  # the field declared above
     def end_time(self) -> datetime | None:
         """When the latest call ended (UTC), or `None` while it runs."""
         return self._wall_datetimes()[1]
@@ -333,6 +345,8 @@ class Tool(Generic[P, R]):
         )
         made._validates = bool(validate)
         made._validator = schema_check(name, schema) if validate else None
+        # Its arguments are named by the schema: positional ones are refused, not dropped.
+        made._positional_room = sys.maxsize
         return made
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:

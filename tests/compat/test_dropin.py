@@ -299,3 +299,27 @@ def test_a_different_function_under_a_taken_tool_name_raises_value_error(impl: I
     m.tool(make())
     with pytest.raises(ValueError, match="'taken' already registered"):
         m.tool(make())
+
+
+@covers("ToolMetadata")
+async def test_tool_metadata_is_a_dataclass_for_asdict(impl: Impl) -> None:
+    import dataclasses
+
+    @impl.m.tool
+    async def double(x: int) -> int:
+        return 2 * x
+
+    await double(2)
+    fields = dataclasses.asdict(double.metadata)
+
+    assert list(fields) == [
+        "name",
+        "description",
+        "start_time",
+        "end_time",
+        "input_schema",
+        "output_schema",
+    ]
+    assert fields["name"] == "double"
+    assert fields["start_time"] is not None and fields["end_time"] >= fields["start_time"]
+    assert fields["output_schema"] == {"type": "integer"}

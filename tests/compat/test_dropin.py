@@ -321,5 +321,6 @@ async def test_tool_metadata_is_a_dataclass_for_asdict(impl: Impl) -> None:
         "output_schema",
     ]
     assert fields["name"] == "double"
-    assert fields["start_time"] is not None and fields["end_time"] >= fields["start_time"]
+    assert fields["start_time"] is not None
+    assert fields["end_time"] >= fields["start_time"]
     assert fields["output_schema"] == {"type": "integer"}

@@ -450,7 +450,16 @@ class HookRegistry(NameRegistry["Hook"]):
 
         Raises:
             ValueError: A different hook already has that name.
+            TypeError: `hook` is not a `Hook` (pygents registers a plain function
+                as it is; here a hook needs its kinds: `HookRegistry.wrap(fn, kind)`).
         """
+        given: object = hook  # callers may pass anything: pygents took plain functions
+        if not isinstance(given, Hook):
+            raise TypeError(
+                f"HookRegistry.register takes a Hook, not {given!r}: a hook needs the events "
+                f"it handles; register a function with HookRegistry.wrap(fn, kind) (or "
+                f"decorate it with @hook(kind)), which returns the registered Hook"
+            )
         cls._add(
             hook.metadata.name,
             hook,
@@ -541,8 +550,12 @@ class HookRegistry(NameRegistry["Hook"]):
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
-        """The hooks among `hooks` that handle `kind`, in order."""
-        return [h for h in hooks if kind in h.kinds]
+        """The hooks among `hooks` that handle `kind`, in order.
+
+        As in pygents, anything whose `type` attribute is `kind` (or a tuple
+        holding it) counts too, such as a function given a `type`.
+        """
+        return [h for h in hooks if kind in _kinds_of(h)]
 
     @classmethod
     def globals_for(cls, kind: HookKind) -> GlobalHooks:
@@ -627,6 +640,14 @@ def hook(
         return created
 
     return register
+
+
+def _kinds_of(h: object) -> tuple[object, ...]:
+    """The kinds `h` handles: a `Hook`'s, or what its `type` attribute names."""
+    if isinstance(h, Hook):
+        return h.kinds
+    named = getattr(h, "type", None)
+    return named if isinstance(named, tuple) else (named,)
 
 
 def _kinds(kind: HookKind | Iterable[HookKind]) -> tuple[HookKind, ...]:

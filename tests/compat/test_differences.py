@@ -616,3 +616,20 @@ def test_smaller_differences(impl: Impl) -> None:
             queue.before_append(turn_hook)
         with pytest.raises(TypeError, match="async def"):
             m.HookRegistry.wrap(lambda turn: None, m.TurnHook.BEFORE_RUN)
+
+
+@shows("hook-registry")
+def test_registering_a_plain_function_needs_its_kinds(impl: Impl) -> None:
+    m = impl.m
+
+    async def watch(turn: Any) -> None:
+        pass
+
+    if impl.is_pygents:
+        m.HookRegistry.register(watch)
+        assert m.HookRegistry.get("watch") is watch
+    else:
+        with pytest.raises(TypeError, match=r"HookRegistry\.wrap\(fn, kind\)"):
+            m.HookRegistry.register(watch)
+        made = m.HookRegistry.wrap(watch, m.TurnHook.BEFORE_RUN)
+        assert m.HookRegistry.get("watch") is made

@@ -324,3 +324,26 @@ async def test_tool_metadata_is_a_dataclass_for_asdict(impl: Impl) -> None:
     assert fields["start_time"] is not None
     assert fields["end_time"] >= fields["start_time"]
     assert fields["output_schema"] == {"type": "integer"}
+
+
+@covers("HookRegistry.get_by_type")
+def test_get_by_type_takes_anything_whose_type_names_the_kind(impl: Impl) -> None:
+    m = impl.m
+
+    async def plain(turn: Any) -> None:
+        pass
+
+    async def other(agent: Any) -> None:
+        pass
+
+    async def started(turn: Any) -> None:
+        pass
+
+    plain.type = m.TurnHook.BEFORE_RUN  # type: ignore[attr-defined]
+    other.type = m.AgentHook.BEFORE_TURN  # type: ignore[attr-defined]
+    wrapped = m.HookRegistry.wrap(started, m.TurnHook.BEFORE_RUN)
+
+    assert m.HookRegistry.get_by_type(m.TurnHook.BEFORE_RUN, [plain, other, wrapped]) == [
+        plain,
+        wrapped,
+    ]

@@ -285,9 +285,15 @@ def _check_takes_events(spec: CallSpec, kinds: tuple[HookKind, ...], name: str) 
         if passed is None:
             continue  # the watched call's arguments: any signature may take some
         keywords = _EVENT_KEYWORDS.get(kind, ())
+        # Required parameters no event argument lands in: past the positional ones,
+        # or keyword-only, and filled by no fixed kwarg, injection or event keyword.
+        unfilled = [
+            *free[len(passed) :],
+            *(n for n, p in params.items() if p.kind is p.KEYWORD_ONLY),
+        ]
         missing = [
             n
-            for n in free[len(passed) :]
+            for n in unfilled
             if params[n].default is params[n].empty
             and n not in filled_elsewhere
             and n not in keywords
@@ -295,11 +301,17 @@ def _check_takes_events(spec: CallSpec, kinds: tuple[HookKind, ...], name: str) 
         if len(free) >= len(passed) and not missing:
             continue
         wanted = ", ".join((*passed, *(f"{k}=..." for k in keywords)))
-        given = ", ".join(free) or "nothing"
+        event = f"{kind.__class__.__name__}.{kind.name}, which passes ({wanted})"
+        unmet = (
+            f", and its required parameter(s) {', '.join(map(repr, missing))} would get nothing"
+            if missing
+            else ""
+        )
         raise TypeError(
-            f"hook {name!r} cannot take the arguments of {kind.__class__.__name__}."
-            f"{kind.name}, which passes ({wanted}); it takes ({given}). Declare it as "
-            f"'async def {name}({', '.join(passed)})' (any names), or with *args"
+            f"hook {name!r} cannot take the arguments of {event}; it takes "
+            f"({', '.join(free) or 'nothing'}){unmet}. Declare it as "
+            f"'async def {name}({', '.join(passed)})' (any names; other parameters need "
+            f"defaults or fixed kwargs), or with *args"
         )
     return len(free) if ToolHook.BEFORE_INVOKE in kinds else None
 

@@ -410,3 +410,16 @@ async def test_a_locked_hook_is_serialized() -> None:
     await asyncio.gather(*(turn.returning() for turn in turns))
 
     assert most == 1
+
+
+def test_a_required_parameter_no_event_argument_fills_is_refused_by_name() -> None:
+    async def needs_more(turn: Turn, *, extra: str) -> None:
+        pass
+
+    async def has_a_default(turn: Turn, *, extra: str = "-") -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"required parameter\(s\) 'extra' would get nothing"):
+        Hook(needs_more, TurnHook.BEFORE_RUN)
+    Hook(has_a_default, TurnHook.BEFORE_RUN)
+    Hook(needs_more, TurnHook.BEFORE_RUN, fixed_kwargs={"extra": "x"})

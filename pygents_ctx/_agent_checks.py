@@ -38,8 +38,8 @@ def index_tools(
             raise _not_a_tool(t, name)
         if registered is not t:
             raise ValueError(
-                f"tool {t.key!r} is not the instance held by ToolRegistry; "
-                f"pass the decorated tool itself"
+                f"Tool {t.key!r} is registered but not the instance given to this agent: "
+                f"ToolRegistry holds another tool under that name; pass the decorated tool itself"
             )
     return roots, {t.key: t for root in roots for t in root.walk()}
 

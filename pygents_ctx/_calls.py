@@ -21,7 +21,7 @@ import re
 import types
 import typing
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pygents_ctx._resources import injectable_named, is_injectable
 
@@ -258,7 +258,7 @@ class CallSpec:
             }
             for key in kwargs.keys() & merged.keys():
                 logger.warning(
-                    "Fixed kwarg %r is overridden by call-time argument for %s", key, self.owner
+                    "Fixed kwarg %r is overridden by call-time argument for %s.", key, self.owner
                 )
             merged.update(kwargs)
             kwargs = merged
@@ -306,31 +306,40 @@ class CallSpec:
         return kwargs
 
 
-class LoopLock:
+class LoopLock(asyncio.Lock):
     """An `asyncio.Lock` per running event loop: what `tool.lock` and `hook.lock` hold.
 
     A lock made at import time would be bound to the first loop that contends
     for it; a decorated function outlives loops (tests, `asyncio.run` twice).
-    It is used like an `asyncio.Lock`: `async with tool.lock: ...` holds the
-    tool's lock, and `locked()` tells whether a call holds it.
+    It is an `asyncio.Lock` (as pygents' `tool.lock` is) that hands each loop a
+    lock of its own: `async with tool.lock: ...` holds the tool's lock,
+    `acquire()` / `release()` work as usual, and `locked()` tells whether a call
+    holds it.
     """
 
-    __slots__ = ("_lock", "_loop")
-
     def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
+        super().__init__()
+        self._bound_loop: asyncio.AbstractEventLoop | None = None
         self._lock = asyncio.Lock()
 
     def get(self) -> asyncio.Lock:
         """The lock for the running loop."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop, self._lock = loop, asyncio.Lock()
+        if loop is not self._bound_loop:
+            self._bound_loop, self._lock = loop, asyncio.Lock()
         return self._lock
 
     def locked(self) -> bool:
         """Whether the lock is held."""
         return self._lock.locked()
+
+    async def acquire(self) -> Literal[True]:
+        """Wait for the running loop's lock and take it."""
+        return await self.get().acquire()
+
+    def release(self) -> None:
+        """Release the lock (held in the running loop)."""
+        self._lock.release()
 
     async def __aenter__(self) -> None:
         await self.get().acquire()

@@ -9,7 +9,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, cast, overload
 
 from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
-from pygents_ctx.hooks import Hook, HookFunction, HookKind, HookRegistry
+from pygents_ctx.hooks import Hook, HookFunction, HookKind, HookRegistry, ToolHook
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -155,17 +155,37 @@ class HookAttacher:
         return attach if fn is None else attach(fn)
 
     def _reuse(self, given: Hook) -> Hook:
-        """`given` itself, once checked to handle this event.
+        """`given` itself if it handles this event; else a hook of this event with its
+        function and options.
+
+        The second case is one function stacked under decorators of different
+        events (`@tool_a.after_invoke` over `@tool_b.before_invoke`, as pygents'
+        hooks page shows): it fires for both. The new hook is returned, so the
+        name the decorators bind is the outermost one's. Only tools' events
+        stack: for other owners pygents attaches a hook of another kind without
+        ever firing it, so it is refused.
 
         Raises:
-            ValueError: It handles other events only (it would never fire here).
+            TypeError: The function cannot take this event's arguments.
+            ValueError: A hook of other events than a tool's, or given to another
+                owner than a tool (it would never fire there in pygents).
         """
-        if self._kind not in given.kinds:
+        if self._kind in given.kinds:
+            return given
+        if not (
+            isinstance(self._kind, ToolHook) and all(isinstance(k, ToolHook) for k in given.kinds)
+        ):
             raise ValueError(
                 f"hook {given.metadata.name!r} handles {given.type!r}, not {self._kind!r}; "
                 f"attach it with the decorator of one of its kinds"
             )
-        return given
+        return Hook(
+            given.fn,
+            self._kind,
+            lock=given.lock is not None,
+            tags=given.tags,
+            fixed_kwargs=given.fixed_kwargs,
+        )
 
 
 class HookSlot:

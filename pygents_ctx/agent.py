@@ -109,9 +109,10 @@ class Agent(JsonSerializable):
     (when it goes on). Turn hooks attached to the agent (`@agent.on_error`,
     ...) apply to every turn it runs.
 
-    While the agent runs, assigning its attributes or starting `run()` again
-    raises `SafeExecutionError`; idle (paused or not), it takes any of them,
-    `name` included (the registry follows).
+    While the agent runs or is paused, assigning its attributes raises
+    `SafeExecutionError` (as in pygents), and so does starting `run()` again
+    while it runs; otherwise it takes any of them, `name` included (the
+    registry follows).
 
     Raises:
         ValueError: The name is empty or taken (an idle agent made by the same
@@ -201,10 +202,12 @@ class Agent(JsonSerializable):
 
     def __setattr__(self, name: str, value: Any) -> None:
         state: RunState = self._state
-        if state.running:
+        if state.running or state.paused:  # pygents refuses both; its words first
+            when = "running" if state.running else "paused"
+            fix = "before run() or after it ends" if state.running else "after resume()"
             raise SafeExecutionError(
-                f"Cannot change property {name!r} while the agent is running "
-                f"(agent {self.name!r}); set it before run() or after it ends"
+                f"Cannot change property {name!r} while the agent is {when} "
+                f"(agent {self.name!r}); set it {fix}"
             )
         if name == "tools":
             value, index = index_tools(value)

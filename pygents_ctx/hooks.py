@@ -100,41 +100,47 @@ class ContextPoolHook(Enum):
 # value but are different events, and must not compare (or hash) equal.
 HookKind: TypeAlias = TurnHook | AgentHook | ToolHook | ContextQueueHook | ContextPoolHook
 _KIND_TYPES = (TurnHook, AgentHook, ToolHook, ContextQueueHook, ContextPoolHook)
+# pygents' name for the union, which its hooks page imports from here; `HookKind`
+# is the documented one (so HookType stays out of __all__ and the top level).
+HookType: TypeAlias = HookKind
 
 HookFunction: TypeAlias = "Callable[..., Awaitable[Any]]"
 
-# How many positional arguments each event passes (the seed documentation's
-# tables); None: as many as the call it watches (a tool's before_invoke).
-_EVENT_ARGUMENTS: dict[HookKind, int | None] = {
-    TurnHook.BEFORE_RUN: 1,
-    TurnHook.AFTER_RUN: 2,
-    TurnHook.ON_TIMEOUT: 1,
-    TurnHook.ON_ERROR: 2,
-    TurnHook.ON_COMPLETE: 2,
-    AgentHook.BEFORE_TURN: 1,
-    AgentHook.AFTER_TURN: 2,
-    AgentHook.ON_TURN_VALUE: 3,
-    AgentHook.BEFORE_PUT: 2,
-    AgentHook.AFTER_PUT: 2,
-    AgentHook.ON_PAUSE: 1,
-    AgentHook.ON_RESUME: 1,
+# What each event passes, by the names pygents' documentation gives them: the
+# positional arguments, then the keyword ones. None: the keyword arguments of the
+# call it watches (a tool's before_invoke). A hook must be able to take them all.
+_EVENT_ARGUMENTS: dict[HookKind, tuple[str, ...] | None] = {
+    TurnHook.BEFORE_RUN: ("turn",),
+    TurnHook.AFTER_RUN: ("turn", "output"),
+    TurnHook.ON_TIMEOUT: ("turn",),
+    TurnHook.ON_ERROR: ("turn", "exc"),
+    TurnHook.ON_COMPLETE: ("turn", "stop_reason"),
+    AgentHook.BEFORE_TURN: ("agent",),
+    AgentHook.AFTER_TURN: ("agent", "turn"),
+    AgentHook.ON_TURN_VALUE: ("agent", "turn", "value"),
+    AgentHook.BEFORE_PUT: ("agent", "turn"),
+    AgentHook.AFTER_PUT: ("agent", "turn"),
+    AgentHook.ON_PAUSE: ("agent",),
+    AgentHook.ON_RESUME: ("agent",),
     ToolHook.BEFORE_INVOKE: None,
-    ToolHook.ON_YIELD: 1,
-    ToolHook.AFTER_INVOKE: 1,
-    ToolHook.ON_ERROR: 0,
-    ContextQueueHook.BEFORE_APPEND: 3,
-    ContextQueueHook.AFTER_APPEND: 3,
-    ContextQueueHook.BEFORE_CLEAR: 2,
-    ContextQueueHook.AFTER_CLEAR: 1,
-    ContextQueueHook.ON_EVICT: 2,
-    ContextPoolHook.BEFORE_ADD: 2,
-    ContextPoolHook.AFTER_ADD: 2,
-    ContextPoolHook.BEFORE_REMOVE: 2,
-    ContextPoolHook.AFTER_REMOVE: 2,
-    ContextPoolHook.BEFORE_CLEAR: 2,
-    ContextPoolHook.AFTER_CLEAR: 1,
-    ContextPoolHook.ON_EVICT: 2,
+    ToolHook.ON_YIELD: ("value",),
+    ToolHook.AFTER_INVOKE: ("result",),
+    ToolHook.ON_ERROR: (),
+    ContextQueueHook.BEFORE_APPEND: ("queue", "items", "current"),
+    ContextQueueHook.AFTER_APPEND: ("appended", "current"),
+    ContextQueueHook.BEFORE_CLEAR: ("queue", "items"),
+    ContextQueueHook.AFTER_CLEAR: ("queue",),
+    ContextQueueHook.ON_EVICT: ("queue", "item"),
+    ContextPoolHook.BEFORE_ADD: ("pool", "item"),
+    ContextPoolHook.AFTER_ADD: ("pool", "item"),
+    ContextPoolHook.BEFORE_REMOVE: ("pool", "item"),
+    ContextPoolHook.AFTER_REMOVE: ("pool", "item"),
+    ContextPoolHook.BEFORE_CLEAR: ("pool", "items"),
+    ContextPoolHook.AFTER_CLEAR: ("pool",),
+    ContextPoolHook.ON_EVICT: ("pool", "item"),
 }
+# Arguments an event passes by keyword, after its positional ones.
+_EVENT_KEYWORDS: dict[HookKind, tuple[str, ...]] = {ToolHook.ON_ERROR: ("exc",)}
 
 
 @dataclass(frozen=True)
@@ -156,10 +162,11 @@ class Hook:
     decorator such as `@agent.before_turn`. Calling it awaits the function with
     the fixed kwargs merged in and context parameters injected.
 
-    A function declared with fewer parameters than its event passes is called
-    with the leading arguments it takes (`async def on_value(agent)` for
-    `on_turn_value(agent, turn, value)`); keyword arguments it does not take
-    are dropped. What it takes is worked out once, here, not per event.
+    The function must take every argument its events pass, as in pygents:
+    `on_turn_value(agent, turn, value)` needs three parameters (or `*args`).
+    One that cannot is refused here, when it is decorated, rather than called
+    with other values than it expects. Keyword arguments it does not take are
+    dropped.
 
     Attributes:
         fn: The function.
@@ -200,10 +207,10 @@ class Hook:
         self.metadata = HookMetadata(fn.__name__, inspect.getdoc(fn))
         self._spec = CallSpec(fn, self.fixed_kwargs, f"hook {fn.__name__!r}")
         self._lock = LoopLock() if lock else None
-        self._takes = _positional_limit(self._spec, self.kinds)
+        self._takes = _check_takes_events(self._spec, self.kinds, fn.__name__)
         # No lock and nothing to merge or inject: a dispatch with positional arguments
-        # only may call `_call` itself (see `_dispatch.fire_on`): the function, or for
-        # one taking fewer arguments than its events give, a call passing the first ones.
+        # only may call `_call` itself (see `_dispatch.fire_on`): the function, or for a
+        # `before_invoke` hook taking fewer of the call's arguments, a call passing those.
         self._direct = self._lock is None and self._spec.plain
         self._call: HookFunction = fn if self._takes is None else _leading(fn, self._takes)
 
@@ -253,21 +260,60 @@ def _leading(fn: HookFunction, count: int) -> HookFunction:
     return call
 
 
-def _positional_limit(spec: CallSpec, kinds: tuple[HookKind, ...]) -> int | None:
-    """How many positional arguments to pass a hook, if fewer than its events give.
+def _check_takes_events(spec: CallSpec, kinds: tuple[HookKind, ...], name: str) -> int | None:
+    """Refuse a function that cannot take the arguments of one of its events.
 
-    None when it takes all of them: it has `*args`, or enough parameters for
-    every kind it handles. Parameters given fixed kwargs do not count: an
-    event's arguments never land in them. Context parameters do (a queue hook
-    may annotate its queue `ContextQueue`: an argument given wins over injection).
+    A `before_invoke` hook gets the watched call's arguments: as its keyword
+    arguments it does not take are dropped, so are positional ones past its
+    parameters. Returns how many positional arguments to pass it then (None: all).
+
+    Parameters given fixed kwargs do not count (an event's arguments never land
+    in them); a context parameter (`queue: ContextQueue`) past the event's
+    arguments is injected, so it need not be given.
+
+    Raises:
+        TypeError: It takes fewer positional arguments than an event passes, or
+            needs more than it passes; the message shows the signature to use.
     """
-    if any(p.kind is p.VAR_POSITIONAL for p in spec.parameters.values()):
+    params = spec.parameters
+    if any(p.kind is p.VAR_POSITIONAL for p in params.values()):
         return None
-    room = sum(1 for name in spec.positional if name not in spec.fixed_kwargs)
-    given = [_EVENT_ARGUMENTS[kind] for kind in kinds]
-    if None not in given and room >= max(n for n in given if n is not None):
-        return None
-    return room
+    free = [n for n in spec.positional if n not in spec.fixed_kwargs]
+    filled_elsewhere = spec.context_parameters | spec.fixed_kwargs.keys()
+    for kind in kinds:
+        passed = _EVENT_ARGUMENTS[kind]
+        if passed is None:
+            continue  # the watched call's arguments: any signature may take some
+        keywords = _EVENT_KEYWORDS.get(kind, ())
+        # Required parameters no event argument lands in: past the positional ones,
+        # or keyword-only, and filled by no fixed kwarg, injection or event keyword.
+        unfilled = [
+            *free[len(passed) :],
+            *(n for n, p in params.items() if p.kind is p.KEYWORD_ONLY),
+        ]
+        missing = [
+            n
+            for n in unfilled
+            if params[n].default is params[n].empty
+            and n not in filled_elsewhere
+            and n not in keywords
+        ]
+        if len(free) >= len(passed) and not missing:
+            continue
+        wanted = ", ".join((*passed, *(f"{k}=..." for k in keywords)))
+        event = f"{kind.__class__.__name__}.{kind.name}, which passes ({wanted})"
+        unmet = (
+            f", and its required parameter(s) {', '.join(map(repr, missing))} would get nothing"
+            if missing
+            else ""
+        )
+        raise TypeError(
+            f"hook {name!r} cannot take the arguments of {event}; it takes "
+            f"({', '.join(free) or 'nothing'}){unmet}. Declare it as "
+            f"'async def {name}({', '.join(passed)})' (any names; other parameters need "
+            f"defaults or fixed kwargs), or with *args"
+        )
+    return len(free) if ToolHook.BEFORE_INVOKE in kinds else None
 
 
 # -- the registry of hooks (public through pygents_ctx.registry) --------------
@@ -416,7 +462,16 @@ class HookRegistry(NameRegistry["Hook"]):
 
         Raises:
             ValueError: A different hook already has that name.
+            TypeError: `hook` is not a `Hook` (pygents registers a plain function
+                as it is; here a hook needs its kinds: `HookRegistry.wrap(fn, kind)`).
         """
+        given: object = hook  # callers may pass anything: pygents took plain functions
+        if not isinstance(given, Hook):
+            raise TypeError(
+                f"HookRegistry.register takes a Hook, not {given!r}: a hook needs the events "
+                f"it handles; register a function with HookRegistry.wrap(fn, kind) (or "
+                f"decorate it with @hook(kind)), which returns the registered Hook"
+            )
         cls._add(
             hook.metadata.name,
             hook,
@@ -507,8 +562,12 @@ class HookRegistry(NameRegistry["Hook"]):
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
-        """The hooks among `hooks` that handle `kind`, in order."""
-        return [h for h in hooks if kind in h.kinds]
+        """The hooks among `hooks` that handle `kind`, in order.
+
+        As in pygents, anything whose `type` attribute is `kind` (or a tuple
+        holding it) counts too, such as a function given a `type`.
+        """
+        return [h for h in hooks if kind in _kinds_of(h)]
 
     @classmethod
     def globals_for(cls, kind: HookKind) -> GlobalHooks:
@@ -593,6 +652,14 @@ def hook(
         return created
 
     return register
+
+
+def _kinds_of(h: object) -> tuple[object, ...]:
+    """The kinds `h` handles: a `Hook`'s, or what its `type` attribute names."""
+    if isinstance(h, Hook):
+        return h.kinds
+    named = getattr(h, "type", None)
+    return named if isinstance(named, tuple) else (named,)
 
 
 def _kinds(kind: HookKind | Iterable[HookKind]) -> tuple[HookKind, ...]:

@@ -22,8 +22,10 @@ Example:
 from __future__ import annotations
 
 import inspect
+import sys
+from dataclasses import dataclass
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
@@ -61,6 +63,9 @@ _ON_ERROR = HookRegistry.globals_for(ToolHook.ON_ERROR)
 _ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
 
+# A dataclass for `dataclasses.asdict()` / `fields()` (as pygents' is), with the
+# methods written here: the times are read from the run clock, not stored.
+@dataclass(init=False, repr=False, eq=False)
 class ToolMetadata(RunTimes):
     """What a tool is, and when it last ran.
 
@@ -79,6 +84,14 @@ class ToolMetadata(RunTimes):
     """
 
     __slots__ = ("description", "input_schema", "name", "output_schema")
+
+    # The fields, in pygents' order; the times are the properties below.
+    name: str
+    description: str | None
+    start_time: datetime | None
+    end_time: datetime | None
+    input_schema: dict[str, Any] | None
+    output_schema: dict[str, Any] | None
 
     # No `__hash__`: equal metadata compare equal, and the times change with each run.
     __hash__ = None  # type: ignore[assignment]
@@ -103,12 +116,12 @@ class ToolMetadata(RunTimes):
                 None if end_time is None else end_time.timestamp(),
             )
 
-    @property
+    @property  # type: ignore[no-redef]  # the field declared above
     def start_time(self) -> datetime | None:
         """When the latest call started (UTC), or `None` before the first."""
         return self._wall_datetimes()[0]
 
-    @property
+    @property  # type: ignore[no-redef]  # the field declared above
     def end_time(self) -> datetime | None:
         """When the latest call ended (UTC), or `None` while it runs."""
         return self._wall_datetimes()[1]
@@ -165,6 +178,7 @@ class Tool(Generic[P, R]):
         "__wrapped__",
         "_call",
         "_lock",
+        "_positional_room",
         "_spec",
         "_validates",
         "_validator",
@@ -226,6 +240,13 @@ class Tool(Generic[P, R]):
         self.hooks: list[Hook] = []
         self.subtools: list[Tool[..., Any]] = []
         self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
+        # Positional arguments past the function's parameters are dropped, as pygents
+        # documents (and as keyword arguments it does not take are).
+        self._positional_room = (
+            sys.maxsize
+            if any(p.kind is p.VAR_POSITIONAL for p in self._spec.parameters.values())
+            else len(self._spec.positional)
+        )
         self._lock = LoopLock() if lock else None
         hints, doc = type_hints(fn), parse_docstring(fn.__doc__)
         self._validates = bool(validate)
@@ -328,10 +349,18 @@ class Tool(Generic[P, R]):
         )
         made._validates = bool(validate)
         made._validator = schema_check(name, schema) if validate else None
+        # Its arguments are named by the schema: positional ones are refused, not dropped.
+        made._positional_room = sys.maxsize
         return made
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        """Call the tool: await the result, or `async for` over a generator tool."""
+        """Call the tool: await the result, or `async for` over a generator tool.
+
+        Positional arguments past the function's parameters are ignored, as
+        keyword arguments it does not take are (pygents' behaviour).
+        """
+        if len(args) > self._positional_room:
+            args = args[: self._positional_room]  # type: ignore[assignment]
         result: R = self._call(args, kwargs)
         return result
 
@@ -363,6 +392,8 @@ class Tool(Generic[P, R]):
             ToolArgumentsError: The arguments do not fit the function's signature.
             TypeError: As for a call (a required context parameter outside an agent).
         """
+        if len(args) > self._positional_room:
+            args = args[: self._positional_room]
         if self.hooks or self._lock is not None or _ANY_TOOL_HOOK:
             return self._call(args, kwargs), None
         validator = self._validator
@@ -554,6 +585,27 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
     _noun = "tool"
     _missing = UnregisteredToolError
     _missing_hint = "decorate it with @tool first"
+    # Names whose tools the package registers only when first asked for by name (the
+    # model loop's steps, which a saved agent names): the program's own tools are all
+    # `all()` and `definitions()` list until then.
+    _on_demand: ClassVar[dict[str, Callable[[], None]]] = {}
+
+    @classmethod
+    def _provide(cls, names: Iterable[str], register: Callable[[], None]) -> None:
+        """Have `register()` called the first time one of `names` is looked up unregistered."""
+        for name in names:
+            cls._on_demand[name] = register
+
+    @classmethod
+    def get(cls, name: str) -> Tool[..., Any]:
+        """Return the tool registered under `name`.
+
+        Raises:
+            UnregisteredToolError: Nothing has that name (a `KeyError`).
+        """
+        if name not in cls._entries and name in cls._on_demand:
+            cls._on_demand[name]()
+        return super().get(name)
 
     @classmethod
     def register(cls, tool: Tool[..., Any]) -> None:

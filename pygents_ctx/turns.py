@@ -115,7 +115,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             held = ToolRegistry.get(name)
             if held.fn is tool:  # the function a tool decorates names that tool
                 return held
-        raise TypeError(f"Turn tool must be a Tool or a tool name, not {tool!r}")
+        raise TypeError(f"Turn has no tool: its tool must be a Tool or a tool name, not {tool!r}")
 
     @property
     def tool(self) -> Tool[..., Any]:

@@ -773,17 +773,23 @@ _ASSIGNMENTS: list[tuple[str, Callable[[], Any]]] = [
 @pytest.mark.parametrize(
     ("attribute", "make_value"), _ASSIGNMENTS, ids=[a for a, _ in _ASSIGNMENTS]
 )
-async def test_assigning_attributes_while_idle_and_paused_is_allowed(
+async def test_assigning_attributes_while_paused_raises_as_in_pygents_and_changes_nothing(
     echo: Tool[..., Any], attribute: str, make_value: Callable[[], Any]
 ) -> None:
     agent = Agent("alpha", "d", [echo])
+    before = getattr(agent, attribute)
     agent.pause()
+
+    with pytest.raises(
+        SafeExecutionError, match=f"Cannot change property '{attribute}' while the agent is paused"
+    ):
+        setattr(agent, attribute, make_value())
+
+    assert getattr(agent, attribute) is before
+    agent.resume()
     value = make_value()
-
-    setattr(agent, attribute, value)
-
+    setattr(agent, attribute, value)  # idle and not paused: taken
     assert getattr(agent, attribute) == (frozenset(value) if attribute == "tags" else value)
-    assert agent.is_paused
 
 
 @pytest.mark.parametrize(
@@ -831,7 +837,6 @@ async def test_run_while_running_raises(echo: Tool[..., Any]) -> None:
 
 def test_renaming_an_idle_agent_moves_it_in_the_registry(echo: Tool[..., Any]) -> None:
     agent = Agent("alpha", "d", [echo])
-    agent.pause()
 
     agent.name = "beta"
 

@@ -18,7 +18,6 @@ from pygents_ctx import (
     ContextConfig,
     ContextItem,
     ContextPool,
-    ContextQueue,
     HistoryRetention,
     MemoryContextStore,
     Message,
@@ -153,7 +152,7 @@ async def test_merge_brings_back_new_pool_and_queue_items_with_the_parent_hooks_
         events.append(("add", item.id))
 
     @parent.context_queue.after_append
-    async def appended(queue: ContextQueue[Any], items: list[Any], current: list[Any]) -> None:
+    async def appended(items: list[Any], current: list[Any]) -> None:
         events.append(("append", [item.content for item in items]))
 
     async with parent.branch(hooks=None) as sub:

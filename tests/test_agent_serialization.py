@@ -95,7 +95,7 @@ async def agent(echo: Tool[..., Any], events: list[str]) -> Agent:
         events.append(f"on_complete {reason.value}")
 
     @queue.after_append
-    async def record_append(queue: ContextQueue, appended: list[Any], current: list[Any]) -> None:
+    async def record_append(appended: list[Any], current: list[Any]) -> None:
         events.append(f"appended {[i.content for i in appended]}")
 
     @pool.after_add

@@ -130,7 +130,7 @@ async def test_overriding_a_fixed_kwarg_logs_pygents_warning_text(
         assert await fetch(region="us") == "us"
 
     assert caplog.messages == [
-        "Fixed kwarg 'region' is overridden by call-time argument for tool 'fetch'"
+        "Fixed kwarg 'region' is overridden by call-time argument for tool 'fetch'."
     ]
 
 

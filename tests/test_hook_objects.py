@@ -1,5 +1,5 @@
 """Hook objects: `type`, `lock`, `repr`, `HookRegistry.wrap`, attaching a `Hook`, and
-hooks declared with fewer parameters than their event gives."""
+the check, when a hook is made, that it takes its events' arguments."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_wrap_under_a_name_another_hook_holds_gives_an_unsaveable_hook() -> None
 
     first = HookRegistry.wrap(make(), TurnHook.BEFORE_RUN)
     second = HookRegistry.wrap(make(), TurnHook.BEFORE_RUN)
-    again = HookRegistry.wrap(first.fn, TurnHook.AFTER_RUN)  # same function, other kind
+    again = HookRegistry.wrap(first.fn, TurnHook.ON_TIMEOUT)  # same function, other kind
 
     assert HookRegistry.get("twin") is first
     for other in (second, again):
@@ -195,9 +195,9 @@ async def test_a_hook_given_with_options_becomes_a_new_hook_of_its_function() ->
     assert seen == ["copy"]
 
 
-# -- fewer parameters ----------------------------------------------------------------------
+# -- a hook takes its events' arguments -------------------------------------------------
 
-# Kinds whose events give a fixed number of positional arguments.
+# Kinds whose events give a fixed number of positional arguments (pygents' numbers).
 _FIXED_ARITY = {
     TurnHook.BEFORE_RUN: 1,
     TurnHook.AFTER_RUN: 2,
@@ -209,17 +209,20 @@ _FIXED_ARITY = {
     AgentHook.AFTER_PUT: 2,
     ToolHook.AFTER_INVOKE: 1,
     ContextQueueHook.BEFORE_APPEND: 3,
-    ContextQueueHook.AFTER_APPEND: 3,
+    ContextQueueHook.AFTER_APPEND: 2,
     ContextPoolHook.BEFORE_ADD: 2,
     ContextPoolHook.AFTER_ADD: 2,
 }
 
 
-def _taking(count: int, seen: list[tuple[Any, ...]]) -> Any:
+def _taking(count: int, seen: list[tuple[Any, ...]], extra: str = "") -> Any:
     """An async function with `count` positional parameters, recording what it gets."""
     names = ", ".join(f"p{i}" for i in range(count))
+    params = ", ".join(p for p in (names, extra) if p)
     namespace: dict[str, Any] = {"seen": seen}
-    exec(f"async def taking({names}):\n    seen.append(({names}{',' if count else ''}))", namespace)
+    exec(
+        f"async def taking({params}):\n    seen.append(({names}{',' if count else ''}))", namespace
+    )
     return namespace["taking"]
 
 
@@ -235,12 +238,12 @@ async def _fire_once(kind: Any, hooks: list[Hook]) -> None:
         turn.hooks.extend(hooks)
         await turn.returning()
     elif isinstance(kind, AgentHook):
-        agent = Agent("fewer", "d", [echo])
+        agent = Agent("arity", "d", [echo])
         agent.hooks.extend(hooks)
         await agent.put(Turn(echo, kwargs={"value": 5}))
         async for _ in agent.run():
             pass
-        AgentRegistry.unregister("fewer")
+        AgentRegistry.unregister("arity")
     elif isinstance(kind, ToolHook):
         echo.hooks.extend(hooks)
         await echo(value=5)
@@ -256,26 +259,65 @@ async def _fire_once(kind: Any, hooks: list[Hook]) -> None:
 
 
 @given(data=st.data())
-async def test_a_hook_with_fewer_parameters_gets_the_leading_arguments(data: st.DataObject) -> None:
+async def test_a_hook_taking_every_argument_gets_exactly_the_events_arguments(
+    data: st.DataObject,
+) -> None:
     kind = data.draw(st.sampled_from(list(_FIXED_ARITY)))
-    count = data.draw(st.integers(min_value=0, max_value=_FIXED_ARITY[kind]))
     every: list[tuple[Any, ...]] = []
-    leading: list[tuple[Any, ...]] = []
+    exact: list[tuple[Any, ...]] = []
 
     async def everything(*args: Any) -> None:
         every.append(args)
 
-    await _fire_once(kind, [Hook(everything, kind), Hook(_taking(count, leading), kind)])
+    await _fire_once(kind, [Hook(everything, kind), Hook(_taking(_FIXED_ARITY[kind], exact), kind)])
 
-    assert len(every) == len(leading) == 1
     assert len(every[0]) == _FIXED_ARITY[kind]
-    assert leading[0] == every[0][:count]
+    assert exact == every
+
+
+@given(data=st.data())
+def test_a_hook_that_cannot_take_its_events_arguments_is_refused_when_made(
+    data: st.DataObject,
+) -> None:
+    kind = data.draw(st.sampled_from(list(_FIXED_ARITY)))
+    arity = _FIXED_ARITY[kind]
+    too_few = data.draw(st.integers(min_value=0, max_value=arity - 1))
+    fn = data.draw(st.sampled_from([_taking(too_few, []), _taking(arity, [], extra="needed")]))
+    make = data.draw(
+        st.sampled_from(
+            [
+                lambda: Hook(fn, kind),
+                lambda: HookRegistry.wrap(fn, kind),
+                lambda: hook(kind)(fn),
+                lambda: HookRegistry.wrap(fn, [kind, ToolHook.BEFORE_INVOKE]),
+            ]
+        )
+    )
+
+    with pytest.raises(TypeError, match=rf"cannot take the arguments of .*{kind.name}"):
+        make()
+    assert "taking" not in HookRegistry._entries
+    assert not list(HookRegistry.globals_for(kind))
+
+
+def test_an_instance_decorator_refuses_a_hook_that_would_get_other_values() -> None:
+    # pygents' after_append passes (appended, current): a hook taking the queue first
+    # would get the appended items in it, so it is refused before anything is attached.
+    queue = ContextQueue[Any](limit=2)
+
+    with pytest.raises(TypeError, match=r"\(appended, current\).*\(queue, appended, current\)"):
+
+        @queue.after_append
+        async def logged(queue: Any, appended: Any, current: Any) -> None:
+            pass
+
+    assert queue.hooks == []
 
 
 async def test_fixed_kwarg_parameters_do_not_take_event_arguments() -> None:
     seen: list[Any] = []
 
-    async def labelled(turn: Turn, label: str = "-") -> None:
+    async def labelled(turn: Turn, output: Any, label: str = "-") -> None:
         seen.append((turn.tool_name, label))
 
     @tool
@@ -330,38 +372,27 @@ async def test_a_hook_taking_every_argument_is_called_as_it_is() -> None:
     async def star(*args: Any) -> None:
         pass
 
-    async def short(agent: Agent) -> None:
-        pass
-
     assert Hook(full, AgentHook.ON_TURN_VALUE)._call is full
     assert Hook(star, [AgentHook.ON_TURN_VALUE, TurnHook.BEFORE_RUN])._call is star
-    trimmed = Hook(short, AgentHook.ON_TURN_VALUE)
-    assert trimmed._direct  # still no coroutine of its own: a plain call trims the arguments
-    assert trimmed._call is not short
     assert Hook(full, ToolHook.BEFORE_INVOKE)._call is not full  # as many as the call: unknown
 
 
-async def test_more_required_parameters_than_the_event_gives_still_fail() -> None:
-    async def greedy(agent: Agent, turn: Turn, value: Any, extra: Any) -> None:
+def test_a_tool_on_error_hook_takes_exc_by_keyword() -> None:
+    async def failed(exc: BaseException) -> None:
         pass
 
-    @tool
-    async def echo() -> None:
+    async def misnamed(error: BaseException) -> None:
         pass
 
-    agent = Agent("greedy", "d", [echo])
-    agent.on_turn_value(greedy)
-    await agent.put(Turn(echo))
-
-    with pytest.raises(TypeError, match="extra"):
-        async for _ in agent.run():
-            pass
+    Hook(failed, ToolHook.ON_ERROR)
+    with pytest.raises(TypeError, match=r"exc=\.\.\."):
+        Hook(misnamed, ToolHook.ON_ERROR)
 
 
-async def test_a_locked_hook_with_fewer_parameters_is_serialized() -> None:
+async def test_a_locked_hook_is_serialized() -> None:
     active = most = 0
 
-    async def one_at_a_time(turn: Turn) -> None:
+    async def one_at_a_time(turn: Turn, reason: Any) -> None:
         nonlocal active, most
         active += 1
         most = max(most, active)
@@ -372,10 +403,23 @@ async def test_a_locked_hook_with_fewer_parameters_is_serialized() -> None:
     async def echo() -> None:
         pass
 
-    made = Hook(one_at_a_time, TurnHook.ON_COMPLETE, lock=True)  # on_complete gives two
+    made = Hook(one_at_a_time, TurnHook.ON_COMPLETE, lock=True)
     turns = [Turn(echo) for _ in range(3)]
     for turn in turns:
         turn.hooks.append(made)
     await asyncio.gather(*(turn.returning() for turn in turns))
 
     assert most == 1
+
+
+def test_a_required_parameter_no_event_argument_fills_is_refused_by_name() -> None:
+    async def needs_more(turn: Turn, *, extra: str) -> None:
+        pass
+
+    async def has_a_default(turn: Turn, *, extra: str = "-") -> None:
+        pass
+
+    with pytest.raises(TypeError, match=r"required parameter\(s\) 'extra' would get nothing"):
+        Hook(needs_more, TurnHook.BEFORE_RUN)
+    Hook(has_a_default, TurnHook.BEFORE_RUN)
+    Hook(needs_more, TurnHook.BEFORE_RUN, fixed_kwargs={"extra": "x"})

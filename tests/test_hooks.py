@@ -646,8 +646,8 @@ async def test_queue_hook_gets_its_own_queue_as_first_argument(inside_agent: boo
     other: ContextQueue[str] = ContextQueue(limit=5)
     seen: list[tuple[Any, Any]] = []
 
-    @other.after_append
-    async def appended(
+    @other.before_append
+    async def appending(
         q: ContextQueue[str], items: list[Any], current: list[Any], pool: ContextPool[Any] | None
     ) -> None:
         seen.append((q, pool))

@@ -234,8 +234,8 @@ async def test_context_store_hooks_get_the_store_positionally_not_injected() -> 
     queue: ContextQueue[Any] = ContextQueue(limit=3)
     agent = Agent("alpha", "d", [note], context_queue=queue)
 
-    @queue.after_append
-    async def appended(queue: ContextQueue, appended: list[Any], current: list[Any]) -> None:
+    @queue.before_append
+    async def appending(queue: ContextQueue, incoming: list[Any], current: list[Any]) -> None:
         seen.append(queue)
 
     await agent.put(Turn(note))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import pygents_ctx
 from pygents_ctx import (
     Agent,
     AgentRegistry,
@@ -449,3 +454,68 @@ async def test_an_agent_made_before_a_redefinition_says_why_it_refuses_the_new_t
     with pytest.raises(ValueError, match="holds another tool under that name") as info:
         await agent.put(Turn(remember, kwargs={"fact": "x"}))
     assert "make the agent again, or assign agent.tools" in str(info.value)
+
+
+# -- a fresh interpreter ---------------------------------------------------------------------
+
+_FIRST_BLOCK_IN_A_FRESH_INTERPRETER = """
+import ast, asyncio, re, sys
+from pathlib import Path
+
+page = Path(sys.argv[1]).read_text(encoding="utf-8")
+first = re.search(r"^```python[ \\t]*\\n(.*?)^```[ \\t]*$", page, re.DOTALL | re.MULTILINE)
+code = compile(
+    first.group(1), "registries.md (block 1)", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+)
+
+
+async def main():
+    result = eval(code, {"__name__": "__main__"})
+    if result is not None:
+        await result
+
+
+asyncio.run(main())
+import pygents_ctx
+
+print(sorted(t.key for t in pygents_ctx.ToolRegistry.all()))
+"""
+
+
+def _fresh_python(*args: str) -> str:
+    """Run Python in a new process importing this checkout's package; its stdout."""
+    root = Path(pygents_ctx.__file__).parents[1]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+    }
+    done = subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_registries_guides_first_block_runs_in_a_fresh_interpreter() -> None:
+    # The guide tests clear the registries first; a user's script does not.
+    page = Path(pygents_ctx.__file__).parents[1] / "guides" / "concepts" / "registries.md"
+
+    out = _fresh_python("-c", _FIRST_BLOCK_IN_A_FRESH_INTERPRETER, str(page))
+
+    assert out.splitlines()[-1] == "[]"  # the block unregistered its tools; nothing else is
+
+
+def test_importing_the_package_registers_no_tool_and_step_tools_come_when_asked_for() -> None:
+    out = _fresh_python(
+        "-c",
+        "import pygents_ctx as p\n"
+        "print(len(p.ToolRegistry.all()), p.ToolRegistry.definitions())\n"
+        "print(p.Turn('model_think').tool_name)\n"
+        "print(sorted(t.key for t in p.ToolRegistry.all()))",
+    )
+
+    assert out.splitlines() == [
+        "0 []",
+        "model_think",
+        "['model_act', 'model_ask', 'model_think']",
+    ]

@@ -134,6 +134,8 @@ class TurnRunning(TurnState):
         self._end = self._to_wall = None
         tool, args, kwargs = self._tool, self._args, self._kwargs
         tool_times = None
+        if len(args) > tool._positional_room:  # ignored, as Tool._open does
+            args = args[: tool._positional_room]
         try:
             if tool.hooks or _ANY_TOOL_HOOK or tool._lock is not None:
                 step = tool._call(args, kwargs)  # the wrapper fires them, and keeps the times

@@ -64,7 +64,12 @@ class TurnSaving(TurnState, JsonSerializable):
             args, kwargs = self._evaluated()
         else:
             args, kwargs = self._args, self._kwargs
-        if self._start is None and self._end is None and self._stop_reason is None:
+        if (
+            self._start is None
+            and self._end is None
+            and self._stop_reason is None
+            and self._metadata_held is None
+        ):
             metadata = NO_SAVED_METADATA.copy() if fresh else NO_SAVED_METADATA
         else:
             metadata = self._metadata().to_dict()

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCELLED",
     "COMPLETED",
-    "NO_METADATA",
     "NO_SAVED_METADATA",
     "OPEN_LOANS",
     "Loan",
@@ -53,9 +52,13 @@ class StopReason(str, Enum):  # noqa: UP042
     CANCELLED = "cancelled"
 
 
-@dataclass(frozen=True)
+@dataclass
 class TurnMetadata(JsonSerializable):
-    """When a turn's latest run started and ended, and why it stopped (UTC times)."""
+    """When a turn's latest run started and ended, and why it stopped (UTC times).
+
+    `turn.metadata` is the turn's own: assigning its fields (as pygents allows)
+    changes what the turn reports and saves, until its next run records new ones.
+    """
 
     start_time: datetime | None = None
     end_time: datetime | None = None
@@ -83,8 +86,7 @@ class TurnMetadata(JsonSerializable):
 # (the enum metaclass defines __getattr__), more than many a whole hot-path step.
 COMPLETED, CANCELLED = StopReason.COMPLETED, StopReason.CANCELLED
 
-NO_METADATA = TurnMetadata()  # what every turn reports before its first run
-NO_SAVED_METADATA = NO_METADATA.to_dict()  # and saves: most queued turns never ran
+NO_SAVED_METADATA = TurnMetadata().to_dict()  # what most turns save: most queued turns never ran
 
 
 def read_metadata(
@@ -167,6 +169,8 @@ class TurnState(RunTimes):
         "_dynamic_args",
         "_dynamic_kwargs",
         "_kwargs",
+        "_metadata_held",
+        "_metadata_of",
         "_running",
         "_stop_reason",
         "_tags",
@@ -199,14 +203,28 @@ class TurnState(RunTimes):
         self.output: Any = None
         RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None
+        self._metadata_held: TurnMetadata | None = None
+        self._metadata_of: tuple[Any, ...] = ()
 
     def _metadata(self) -> TurnMetadata:
-        """Times and stop reason of the latest run (all `None` before one)."""
+        """Times and stop reason of the latest run (all `None` before one).
+
+        Made when first read and kept while the run state it shows stands, so
+        that assignments to its fields stay; a run's start and end replace it.
+        """
+        stop_reason = self._stop_reason
+        # While running, CANCELLED is only the placeholder for an interrupted run: a
+        # timeout or error recorded before the hooks fire shows (on_timeout sees TIMEOUT).
+        if self._running and stop_reason is CANCELLED:
+            stop_reason = None
+        state = (self._start, self._end, stop_reason)
+        held = self._metadata_held
+        if held is not None and self._metadata_of == state:
+            return held
         start, end = self._wall_datetimes()
-        stop_reason = None if self._running else self._stop_reason
-        if start is None and end is None and stop_reason is None:
-            return NO_METADATA
-        return TurnMetadata(start, end, stop_reason)
+        made = self._metadata_held = TurnMetadata(start, end, stop_reason)
+        self._metadata_of = state
+        return made
 
     def _evaluated(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments to call the tool with: dynamic ones evaluated now."""

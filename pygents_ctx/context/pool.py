@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from operator import itemgetter
@@ -125,8 +126,12 @@ class ContextPool(JsonSerializable, Generic[T]):
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    def __contains__(self, item_id: object) -> bool:
-        return item_id in self._items
+    def __contains__(self, key: object) -> bool:
+        # An id, or a stored item itself (pygents compares items): both are natural.
+        if isinstance(key, ContextItem):
+            held = self._items.get(key.id) if isinstance(key.id, str) else None
+            return held is not None and (held is key or held == key)
+        return key in self._items
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(limit={self._limit}, len={len(self._items)})"
@@ -140,7 +145,10 @@ class ContextPool(JsonSerializable, Generic[T]):
         try:
             return self._items[item_id]
         except KeyError:
-            raise KeyError(f"no item with id {item_id!r} in the pool") from None
+            # The key as the argument, as `dict` (and pygents) give it; ours as a note.
+            missing = KeyError(item_id)
+            missing.add_note(f"no item with id {item_id!r} in the pool")
+            raise missing from None
 
     def catalogue(self) -> str:
         """One `- [id] description` line per item, oldest first."""
@@ -180,12 +188,17 @@ class ContextPool(JsonSerializable, Generic[T]):
                 index.discard(items.popitem(last=False)[0])
             return
         tags = self.tags
-        for evicted in self._make_room(item_id):
+        # on_evict sees each item while it is still in the pool ("about to be evicted",
+        # as in pygents), which then lets it go, before before_add.
+        for evicted in self._to_evict(item_id):
             await fire_on(_ON_EVICT, hooks, tags, self, evicted)
+            self._let_go(evicted)
         if hooks or _BEFORE_ADD:
             await fire_on(_BEFORE_ADD, hooks, tags, self, item)
-        # Concurrent adds may have filled the pool while the hooks ran: make room
-        # again and insert in one synchronous step, so the limit always holds.
+        # Make room and insert in one synchronous step, so the limit always holds.
+        # Concurrent adds may have filled the pool while the hooks ran: an item
+        # evicted for that reason is announced after it left (the hooks cannot be
+        # awaited between making room and inserting).
         late = self._make_room(item_id)
         self._items[item_id] = item
         if self._index is not None:
@@ -194,6 +207,24 @@ class ContextPool(JsonSerializable, Generic[T]):
             await fire_on(_ON_EVICT, hooks, tags, self, evicted)
         if hooks or _AFTER_ADD:
             await fire_on(_AFTER_ADD, hooks, tags, self, item)
+
+    def _to_evict(self, item_id: str) -> list[ContextItem[T]]:
+        """The oldest items that must go for `item_id` to fit, oldest first (still held)."""
+        items, limit = self._items, self._limit
+        if limit is None or item_id in items or len(items) < limit:
+            return []
+        return list(itertools.islice(items.values(), len(items) - limit + 1))
+
+    def _let_go(self, item: ContextItem[T]) -> None:
+        """Drop `item` if the pool still holds it (a hook may have removed it)."""
+        item_id = item.id
+        if item_id is None or self._items.get(item_id) is not item:
+            return
+        if self._shared:
+            self._own()
+        del self._items[item_id]
+        if self._index is not None:
+            self._index.discard(item_id)
 
     def _make_room(self, item_id: str) -> list[ContextItem[T]]:
         """Evict the oldest items until `item_id` fits; return them, oldest first.

@@ -295,7 +295,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 await fire_on(_ON_EVICT, hooks, tags, self, item)
         if _AFTER_APPEND or _AFTER_APPEND.kind in heard:
             current = self._slots[self._head :]
-            await fire_on(_AFTER_APPEND, hooks, tags, self, list(items), current)
+            await fire_on(_AFTER_APPEND, hooks, tags, list(items), current)
 
     def _count(self, item: ContextItem[T]) -> int:
         return count_content_tokens(item.content, self.counter)

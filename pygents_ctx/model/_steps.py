@@ -85,4 +85,7 @@ def register_step_tools() -> None:
         ToolRegistry.register(step)
 
 
-register_step_tools()
+# Not registered at import: `ToolRegistry.all()` and `definitions()` list the program's
+# tools only. A loop registers them when made; loading an agent saved mid-loop (or
+# `Turn("model_think")`) registers them when it looks the first one up by name.
+ToolRegistry._provide((step.key for step in STEP_TOOLS), register_step_tools)

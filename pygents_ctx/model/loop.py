@@ -298,10 +298,12 @@ class ModelLoop:
 
     @staticmethod
     def register_tools() -> None:
-        """Register the loop's step tools again, after `ToolRegistry.clear()`.
+        """Register the loop's step tools (`model_ask`, `model_think`, `model_act`) now.
 
-        They are registered when `pygents_ctx` is imported and when a loop is
-        made; an agent saved mid-loop needs them registered to be restored.
+        Not needed in most programs: they are registered when a loop is made,
+        and when loading an agent saved mid-loop looks one up by name (importing
+        `pygents_ctx` does not register them, so `ToolRegistry.all()` lists the
+        program's tools only).
         """
         register_step_tools()
 

@@ -34,10 +34,12 @@ DIFFERENCES: dict[str, Difference] = {
             "HookRegistry.register_global",
         ),
     ),
-    "fewer-parameters": Difference("Hooks may take fewer parameters than their event gives"),
+    "hooks-checked": Difference(
+        "A hook that cannot take its event's arguments is refused when decorated",
+        ("ContextQueue.after_append", "Agent.on_turn_value"),
+    ),
     "event-arguments": Difference(
-        "Event arguments follow the documentation",
-        ("ContextQueue.after_append", "Tool.after_invoke"),
+        "`after_invoke` gets the result positionally", ("Tool.after_invoke",)
     ),
     "generator-turns-stream": Difference(
         "Generator turns stream their values", ("Turn.yielding", "Turn.output")
@@ -63,7 +65,7 @@ DIFFERENCES: dict[str, Difference] = {
         "Defining a tool, hook or agent again replaces it",
         ("ToolRegistry.register", "HookRegistry.register", "AgentRegistry.register"),
     ),
-    "idle-agents": Difference("A paused agent can be changed, and renamed", ("Agent.name",)),
+    "idle-agents": Difference("Renaming an agent moves it in the registry", ("Agent.name",)),
     "current-turn": Difference(
         "The current turn is saved from `before_turn` on", ("Agent.to_dict",)
     ),

@@ -405,18 +405,22 @@ async def test_tools_read_the_running_agents_queue_and_pool_by_annotation(impl: 
 
 
 @covers("ContextQueue.after_append")
-async def test_after_append_ends_with_the_appended_items_and_the_window(impl: Impl) -> None:
-    # pygents' code passes (appended, current), its documentation (queue, appended,
-    # current): both end the same way (see the migration page).
+async def test_after_append_gets_the_appended_items_and_the_window(impl: Impl) -> None:
+    # Written as pygents' context page shows it.
     queue = impl.m.ContextQueue(limit=2)
     seen: list[tuple[Any, ...]] = []
+    every: list[tuple[Any, ...]] = []
 
     @queue.after_append
-    async def appended(*args: Any) -> None:
-        seen.append(args[-2:])
+    async def appended(appended: Any, current: Any) -> None:
+        seen.append((appended, current))
+
+    @queue.after_append
+    async def everything(*args: Any) -> None:
+        every.append(args)
 
     first, second, third = _items(impl, 1, 2, 3)
     await queue.append(first, second)
     await queue.append(third)
 
-    assert seen == [([first, second], [first, second]), ([third], [second, third])]
+    assert seen == every == [([first, second], [first, second]), ([third], [second, third])]

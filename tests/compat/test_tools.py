@@ -154,9 +154,9 @@ async def test_fixed_kwargs_are_merged_and_a_call_argument_overrides_with_a_warn
     with caplog.at_level(logging.WARNING):
         assert await deploy("api", env="test") == "api@test#2"
 
-    assert "Fixed kwarg 'env' is overridden by call-time argument for tool 'deploy'" in (
-        caplog.text
-    )
+    assert [r.getMessage() for r in caplog.records] == [
+        "Fixed kwarg 'env' is overridden by call-time argument for tool 'deploy'."
+    ]
 
 
 @covers("tool")

@@ -47,8 +47,8 @@ def record_queue_hooks(queue: ContextQueue[Any]) -> list[Event]:
         events.append(("before_append", q, incoming, current))
 
     @queue.after_append
-    async def rec_after_append(q: Any, appended: Any, current: Any) -> None:
-        events.append(("after_append", q, appended, current))
+    async def rec_after_append(appended: Any, current: Any) -> None:
+        events.append(("after_append", appended, current))
 
     @queue.on_evict
     async def rec_on_evict(q: Any, item: Any) -> None:
@@ -221,8 +221,7 @@ async def test_after_append_gets_the_appended_items_and_a_snapshot_after() -> No
     await queue.append(ContextItem(content="e"))
 
     first_after = next(e for e in events if e[0] == "after_append")
-    _, received_queue, appended, current = first_after
-    assert received_queue is queue
+    _, appended, current = first_after  # no queue first: pygents passes (appended, current)
     assert appended == new
     assert [i.content for i in current] == ["b", "c", "d"]
 
@@ -240,7 +239,7 @@ async def test_snapshots_kept_by_hooks_never_change_and_changing_them_leaves_the
         current.append(ContextItem(content="intruder"))
 
     @queue.after_append
-    async def keep_after(q: Any, appended: list[Any], current: list[Any]) -> None:
+    async def keep_after(appended: list[Any], current: list[Any]) -> None:
         kept.append(("after", current))
         appended.clear()
         current.clear()
@@ -504,8 +503,8 @@ def test_tags_default_to_empty() -> None:
 async def test_global_hook_with_tags_fires_only_for_queues_sharing_a_tag() -> None:
     seen: list[Any] = []
 
-    @hook(ContextQueueHook.AFTER_APPEND, tags=["monitored"])
-    async def watch_monitored(queue: Any, appended: Any, current: Any) -> None:
+    @hook(ContextQueueHook.BEFORE_APPEND, tags=["monitored"])
+    async def watch_monitored(queue: Any, incoming: Any, current: Any) -> None:
         seen.append(queue)
 
     monitored: ContextQueue[Any] = ContextQueue(limit=3, tags=["session", "monitored"])

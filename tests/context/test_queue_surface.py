@@ -136,7 +136,7 @@ async def test_replace_fires_the_hooks_of_clear_and_append() -> None:
         events.append(("evict", item.content))
 
     @queue.after_append
-    async def appended(q: Any, new: list[Any], current: list[Any]) -> None:
+    async def appended(new: list[Any], current: list[Any]) -> None:
         events.append(("after_append", [i.content for i in current]))
 
     await queue.replace(_items(1, 2, 3))

@@ -187,7 +187,7 @@ async def test_queue_hooks_example(capsys: pytest.CaptureFixture[str]) -> None:
         print(f"Current count: {len(current)}")
 
     @cq.after_append
-    async def log_after(queue, appended_items, current):  # type: ignore[no-untyped-def]
+    async def log_after(appended_items, current):  # type: ignore[no-untyped-def]
         print(f"New count: {len(current)}")
 
     await cq.append(ContextItem(content="a"), ContextItem(content="b"), ContextItem(content="c"))

@@ -142,7 +142,7 @@ def test_queue_hook_snapshots_show_the_queue_then_and_never_change_after(
             received.append((current, [item.content for item in current]))
 
         @queue.after_append
-        async def keep_after(q: Any, appended: Any, current: list[ContextItem[int]]) -> None:
+        async def keep_after(appended: Any, current: list[ContextItem[int]]) -> None:
             received.append((current, [item.content for item in current]))
 
         counter = 0

@@ -983,19 +983,21 @@ _blocks = (
     )
     | st.builds(ToolResultBlock, st.text(min_size=1, max_size=6), _texts, st.booleans())
 )
+# Ids every store takes: no NUL, no lone surrogate (refused alike on every backend).
+_id_characters = st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",))
 _messages = st.lists(
     st.builds(
         StoredMessage,
         st.builds(
             Message, st.sampled_from(["user", "assistant", "system"]), st.lists(_blocks, max_size=3)
         ),
-        st.none() | st.text(min_size=1, max_size=4),
+        st.none() | st.text(_id_characters, min_size=1, max_size=4),
     ),
     max_size=5,
 )
 _files = st.builds(
     SessionFile,
-    st.none() | st.text(min_size=1, max_size=8),
+    st.none() | st.text(_id_characters, min_size=1, max_size=8),
     _messages,
     _messages,
     st.integers(min_value=0, max_value=2**40),

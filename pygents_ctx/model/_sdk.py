@@ -13,10 +13,12 @@ from typing import Any, Final
 import orjson
 
 from pygents_ctx.errors import ModelAPIError, ModelError, ModelResponseError
+from pygents_ctx.model.base import ModelSettings
 from pygents_ctx.model.retry import is_transient_status, retry_after_seconds
 
 __all__ = [
     "RAW_ARGUMENTS",
+    "add_sampling_and_extras",
     "cut_stream",
     "import_sdk",
     "parse_arguments",
@@ -200,3 +202,19 @@ def field(value: Any, name: str, default: Any = None) -> Any:
     if isinstance(value, dict):
         return value.get(name, default)
     return getattr(value, name, default)
+
+
+def add_sampling_and_extras(request: dict[str, Any], settings: ModelSettings) -> None:
+    """Put `settings`' sampling and its extra body and headers into an OpenAI SDK `request`.
+
+    Both OpenAI APIs take `temperature` and `top_p` as arguments; the extras
+    go as the SDK's `extra_body` and `extra_headers` (copies: the SDK may keep them).
+    """
+    for name in ("temperature", "top_p"):
+        value = getattr(settings, name)
+        if value is not None:
+            request[name] = value
+    if settings.extra_body:
+        request["extra_body"] = dict(settings.extra_body)
+    if settings.extra_headers:
+        request["extra_headers"] = dict(settings.extra_headers)

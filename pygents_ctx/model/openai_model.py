@@ -22,6 +22,7 @@ from pygents_ctx.context.usage import Usage
 from pygents_ctx.context.wire import to_openai
 from pygents_ctx.errors import ModelResponseError
 from pygents_ctx.model._sdk import (
+    add_sampling_and_extras,
     cut_stream,
     field,
     import_sdk,
@@ -170,18 +171,12 @@ class OpenAIModel:
             )
         if chosen.max_tokens is not None:
             request[self.max_tokens_field] = chosen.max_tokens
-        for name in ("temperature", "top_p"):
-            if getattr(chosen, name) is not None:
-                request[name] = getattr(chosen, name)
         if chosen.stop is not None:
             request["stop"] = list(chosen.stop)
         if chosen.output_schema is not None:
             spec = output_json_schema(chosen.output_schema)
             request["response_format"] = {"type": "json_schema", "json_schema": spec}
-        if chosen.extra_body:
-            request["extra_body"] = dict(chosen.extra_body)
-        if chosen.extra_headers:
-            request["extra_headers"] = dict(chosen.extra_headers)
+        add_sampling_and_extras(request, chosen)
         return request
 
     async def complete(

@@ -44,6 +44,7 @@ from pygents_ctx.context.usage import Usage
 from pygents_ctx.errors import ModelAPIError, ModelResponseError
 from pygents_ctx.model._sdk import (
     _TRANSIENT_KINDS,
+    add_sampling_and_extras,
     field,
     import_sdk,
     parse_arguments,
@@ -195,16 +196,10 @@ class OpenAIResponsesModel:
             )
         if chosen.max_tokens is not None:
             request["max_output_tokens"] = chosen.max_tokens
-        for name in ("temperature", "top_p"):
-            if getattr(chosen, name) is not None:
-                request[name] = getattr(chosen, name)
         if chosen.output_schema is not None:
             spec = output_json_schema(chosen.output_schema)
             request["text"] = {"format": {"type": "json_schema", **spec}}
-        if chosen.extra_body:
-            request["extra_body"] = dict(chosen.extra_body)
-        if chosen.extra_headers:
-            request["extra_headers"] = dict(chosen.extra_headers)
+        add_sampling_and_extras(request, chosen)
         return request
 
     async def complete(

@@ -6,6 +6,7 @@ a `ContextItem` goes into the agent's `ContextQueue` or `ContextPool`, and
 anything else is yielded to the caller.
 """
 
+from pygents_ctx._content_types import content_type
 from pygents_ctx._resources import RunResource, RunScope, injectable
 from pygents_ctx.agent import Agent, BranchMerge
 from pygents_ctx.context import (
@@ -359,6 +360,7 @@ __all__ = [
     "compact_context",
     "connect",
     "connect_postgres",
+    "content_type",
     "count_message_tokens",
     "count_tokens",
     "from_anthropic",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import math
@@ -150,9 +151,16 @@ def shown(value: object) -> str:
 
 
 def _cannot_hold(where: str, value: Any) -> TypeError:
+    kind = type(value)
+    if dataclasses.is_dataclass(kind) or callable(getattr(kind, "model_validate", None)):
+        fix = (
+            f"register {kind.__name__} with @content_type (pygents_ctx.content_type) to save "
+            "its instances in a queue or pool and load them back"
+        )
+    else:
+        fix = "store plain str/int/float/bool/None/list/dict values (finite numbers) there"
     return TypeError(
-        f"{where} holds {shown(value)} ({type(value).__name__}), which JSON cannot hold; "
-        f"store plain str/int/float/bool/None/list/dict values (finite numbers) there"
+        f"{where} holds {shown(value)} ({kind.__name__}), which JSON cannot hold; {fix}"
     )
 
 

@@ -75,6 +75,7 @@ LAYERS: dict[str, Layer] = {
             "pygents_ctx._docstrings",
             "pygents_ctx._type_checks",
             "pygents_ctx._convert",
+            "pygents_ctx._content_types",
             "pygents_ctx._schema",
             "pygents_ctx._validation",
             "pygents_ctx._json_schema",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
@@ -68,9 +68,12 @@ class ContextItem(JsonSerializable, Generic[T]):
             raise _text_error(self.description, self.id)
 
     def to_dict(self) -> dict[str, Any]:
-        """`{"id", "description", "content"}`, plus `"content_type": "message"` for a `Message`.
+        """`{"id", "description", "content"}`, plus `"content_type"` for a `Message` or a
+        registered content type.
 
-        A `Message` is saved in its dict form (`pygents_ctx.context.messages.to_dict`).
+        A `Message` is saved in its dict form (`pygents_ctx.context.messages.to_dict`)
+        with `"content_type": "message"`; an instance of a class registered with
+        `@content_type` in its JSON form, with the name it was registered under.
         """
         content = self.content
         if isinstance(content, Message):
@@ -80,6 +83,14 @@ class ContextItem(JsonSerializable, Generic[T]):
                 "content": message_to_dict(content),
                 "content_type": "message",
             }
+        codec = CODEC_OF_CLASS.get(type(content))
+        if codec is not None:
+            return {
+                "id": self.id,
+                "description": self.description,
+                "content": codec.dump(content),
+                "content_type": codec.name,
+            }
         return {"id": self.id, "description": self.description, "content": content}
 
     @staticmethod
@@ -87,7 +98,7 @@ class ContextItem(JsonSerializable, Generic[T]):
         """`to_dict()` of each item (a queue or a pool saves thousands)."""
         return [
             item.to_dict()
-            if isinstance(item.content, Message)
+            if isinstance(item.content, Message) or type(item.content) in CODEC_OF_CLASS
             else {"id": item.id, "description": item.description, "content": item.content}
             for item in items
         ]
@@ -181,13 +192,32 @@ def _all_plain(saved: list[Any]) -> bool:
     return descriptions <= _TEXT_TYPES and ids <= _TEXT_TYPES
 
 
+@dataclass(frozen=True, slots=True)
+class ContentCodec:
+    """How items of a registered content type are saved and made again (`content_type`)."""
+
+    name: str
+    cls: type
+    dump: Callable[[Any], Any]  # the content -> its JSON form
+    load: Callable[[Any], Any]  # the JSON form -> the content
+
+
+# Content types registered with `pygents_ctx.content_type`, by saved name and by class.
+CONTENT_CODECS: dict[str, ContentCodec] = {}
+CODEC_OF_CLASS: dict[type, ContentCodec] = {}
+
+
 def _saved_content(content_type: object, content: Any) -> Any:
     """The content of a saved item that names its `content_type`."""
     if content_type == "message":
         return message_from_dict(content)
-    if content_type is not None:
+    if content_type is None:
+        return content
+    codec = CONTENT_CODECS.get(content_type) if isinstance(content_type, str) else None
+    if codec is None:
+        known = ", ".join(repr(name) for name in ("message", *sorted(CONTENT_CODECS)))
         raise ValueError(
-            f"saved ContextItem content_type {content_type!r} is unknown; "
-            f"the only one is 'message' (or leave it out)"
+            f"saved ContextItem content_type {content_type!r} is unknown (known: {known}); "
+            "register the class with @content_type before loading, as tools are registered"
         )
-    return content
+    return codec.load(content)

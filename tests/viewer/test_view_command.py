@@ -3,6 +3,7 @@ pages, and pages read while another process writes the store."""
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import re
@@ -51,8 +52,9 @@ def test_another_programs_sqlite_file_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     foreign = tmp_path / "other.db"
-    with sqlite3.connect(foreign) as db:
+    with contextlib.closing(sqlite3.connect(foreign)) as db:
         db.execute("CREATE TABLE notes (body TEXT)")
+        db.commit()
     before = foreign.read_bytes()
     code, err = run_main(capsys, "view", "--db", str(foreign), "--port", "0")
     assert code == 1

@@ -11,6 +11,7 @@ took the lease over since.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -101,10 +102,11 @@ def clocked(clock: Clock) -> Iterator[None]:
 @given(operations)
 def test_at_most_one_holder_at_any_moment(steps: list[tuple[str, str, float]]) -> None:
     clock = Clock()
-    backends: list[Steps] = [InProcess(), SQLite()]
+    sqlite = SQLite()
+    backends: list[Steps] = [InProcess(), sqlite]
     beliefs: dict[str, Belief] = {}
     newest = 0  # the newest token granted
-    with clocked(clock):
+    with clocked(clock), contextlib.closing(sqlite.db):
         for op, holder, amount in steps:
             answers = []
             for backend in backends:

@@ -17,7 +17,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / "bench" / ".peer"
 PEER = "pygents==0.7.0"
-_STAMP = VENV / ".installed"
 
 
 class PeerUnavailable(RuntimeError):
@@ -59,24 +58,35 @@ def ensure() -> Path:
     Raises:
         PeerUnavailable: No Python 3.12+ here, or pip could not install pygents.
     """
-    python = VENV / "bin" / "python"
+    return built_venv(VENV, [PEER, "-e", str(ROOT)], "the peer")
+
+
+def built_venv(venv: Path, install: list[str], what: str) -> Path:
+    """The python of `venv`, made from the first Python 3.12+ found and given `install`
+    (pip's arguments) on first use, and again when pyproject.toml changes.
+
+    Raises:
+        PeerUnavailable: No Python 3.12+ here, or pip failed.
+    """
+    python = venv / "bin" / "python"
+    stamp = venv / ".installed"
     pyproject = ROOT / "pyproject.toml"
-    if python.exists() and _STAMP.exists() and _STAMP.stat().st_mtime >= pyproject.stat().st_mtime:
+    if python.exists() and stamp.exists() and stamp.stat().st_mtime >= pyproject.stat().st_mtime:
         return python
     base = next((c for c in _candidates() if _works(c)), None)
     if base is None:
-        raise PeerUnavailable("pygents needs Python >= 3.12, and none was found on this machine")
-    print(f"setting up the peer virtualenv {VENV.relative_to(ROOT)} with {base} ...", flush=True)
+        raise PeerUnavailable(f"{what} needs Python >= 3.12, and none was found on this machine")
+    print(f"setting up {what}'s virtualenv {venv.relative_to(ROOT)} with {base} ...", flush=True)
     steps = [
-        [base, "-m", "venv", str(VENV)],
-        [str(python), "-m", "pip", "install", "-q", PEER, "-e", str(ROOT)],
+        [base, "-m", "venv", str(venv)],
+        [str(python), "-m", "pip", "install", "-q", *install],
     ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True)
         if done.returncode != 0:
             tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-            raise PeerUnavailable(f"`{' '.join(step[-3:])}` failed: {' | '.join(tail)}")
-    _STAMP.touch()
+            raise PeerUnavailable(f"`{' '.join(step[:6])} ...` failed: {' | '.join(tail)}")
+    stamp.touch()
     return python
 
 

@@ -373,12 +373,7 @@ class PostgresVectorStore(VectorStoreBase):
             [r.metadata for r in rows],
             [_literal(r.vector) for r in rows],
         )
-        conflict = (
-            "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
-            "embedding = excluded.embedding"
-            if replace
-            else "NOTHING"
-        )
+        conflict = _on_conflict(replace)
         sql = (
             "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
             "SELECT %s, d.id, d.text, d.metadata::jsonb, d.embedding::vector "
@@ -389,15 +384,7 @@ class PostgresVectorStore(VectorStoreBase):
 
         async def write(db: AsyncConnection[Any]) -> list[str]:
             async with db.transaction():
-                # Locked until the commit: the collection cannot go or change meanwhile.
-                cursor = await db.execute(
-                    "SELECT dimension FROM pygents_vector_collections WHERE name = %s FOR SHARE",
-                    (name,),
-                )
-                row = await cursor.fetchone()
-                now = None if row is None else int(row[0])
-                if now != dimension:
-                    raise dimension_changed(name, dimension, now)
+                await _hold_dimension(db, name, dimension)
                 cursor = await db.execute(sql, (name, *columns))
                 written = {r[0] for r in await cursor.fetchall()}
             return [r.id for r in rows if r.id in written]
@@ -412,23 +399,11 @@ class PostgresVectorStore(VectorStoreBase):
         for item_id, row_norm in zip(columns.ids, columns.norms, strict=True):
             if not low <= row_norm * row_norm <= high:
                 raise single_precision_refusal(item_id, "PostgresVectorStore (pgvector)")
-        conflict = (
-            "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
-            "embedding = excluded.embedding"
-            if replace
-            else "NOTHING"
-        )
+        conflict = _on_conflict(replace)
 
         async def write(db: AsyncConnection[Any]) -> list[str]:
             async with db.transaction():
-                cursor = await db.execute(
-                    "SELECT dimension FROM pygents_vector_collections WHERE name = %s FOR SHARE",
-                    (name,),
-                )
-                row = await cursor.fetchone()
-                now = None if row is None else int(row[0])
-                if now != dimension:
-                    raise dimension_changed(name, dimension, now)
+                await _hold_dimension(db, name, dimension)
                 await db.execute(
                     "CREATE TEMPORARY TABLE IF NOT EXISTS pygents_vectors_load "
                     '(id text COLLATE "C", text text, metadata jsonb, embedding vector) '
@@ -572,3 +547,30 @@ async def _dimension_in(db: AsyncConnection[Any], name: str) -> int | None:
 async def _require(db: AsyncConnection[Any], name: str) -> None:
     if await _dimension_in(db, name) is None:
         raise unknown_collection(name)
+
+
+def _on_conflict(replace: bool) -> str:
+    """The `ON CONFLICT (collection, id) DO ...` action of a write: replace, or keep what is."""
+    if replace:
+        return (
+            "UPDATE SET text = excluded.text, metadata = excluded.metadata, "
+            "embedding = excluded.embedding"
+        )
+    return "NOTHING"
+
+
+async def _hold_dimension(db: AsyncConnection[Any], name: str, dimension: int) -> None:
+    """Lock collection `name` until the commit (it cannot go or change meanwhile) and check
+    it still has `dimension`.
+
+    Raises:
+        CollectionNotFoundError: The collection was dropped meanwhile.
+        ValueError: It was re-created with another dimension.
+    """
+    cursor = await db.execute(
+        "SELECT dimension FROM pygents_vector_collections WHERE name = %s FOR SHARE", (name,)
+    )
+    row = await cursor.fetchone()
+    now = None if row is None else int(row[0])
+    if now != dimension:
+        raise dimension_changed(name, dimension, now)

@@ -6,21 +6,40 @@ import contextlib
 from collections.abc import Container, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from enum import Enum
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar, cast, overload
 
 from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
-from pygents_ctx.hooks import Hook, HookFunction, HookKind, HookRegistry, ToolHook
+from pygents_ctx.hooks import (
+    AgentHook,
+    ContextPoolHook,
+    ContextQueueHook,
+    Hook,
+    HookFunction,
+    HookKind,
+    HookRegistry,
+    ToolHook,
+    TurnHook,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from pygents_ctx.hooks import GlobalHooks
 
+L = TypeVar("L", bound="HookList")
+
 __all__ = [
+    "AgentHookList",
     "HookAttacher",
+    "HookList",
     "HookSlot",
+    "PoolHookList",
+    "QueueHookList",
+    "ToolHookList",
+    "TurnHookList",
     "fire_on",
     "fire_with_kwargs",
+    "hook_of_kind",
     "hooks_from_dict",
     "hooks_given",
     "hooks_to_dict",
@@ -135,57 +154,190 @@ class HookAttacher:
         self, fn: HookFunction | Hook | None = None, /, *, lock: bool = False, **fixed_kwargs: Any
     ) -> Hook | Callable[[HookFunction | Hook], Hook]:
         def attach(f: HookFunction | Hook) -> Hook:
-            if isinstance(f, Hook) and not (lock or fixed_kwargs):
-                made = self._reuse(f)
-            else:
-                # A new hook of this kind; from a hook given with options, its function.
-                made = Hook(
-                    f.fn if isinstance(f, Hook) else f,
-                    self._kind,
-                    lock=lock,
-                    fixed_kwargs=fixed_kwargs,
-                )
-            # Another function may hold the name (a closure made twice, say): the hook
-            # still fires, and saving its owner raises UnserializableHookError.
-            with contextlib.suppress(ValueError):
-                HookRegistry.attach(made)
+            made = hook_of_kind(self._kind, f, lock=lock, fixed_kwargs=fixed_kwargs)
             self._hooks.append(made)
             return made
 
         return attach if fn is None else attach(fn)
 
-    def _reuse(self, given: Hook) -> Hook:
-        """`given` itself if it handles this event; else a hook of this event with its
-        function and options.
 
-        The second case is one function stacked under decorators of different
-        events (`@tool_a.after_invoke` over `@tool_b.before_invoke`, as pygents'
-        hooks page shows): it fires for both. The new hook is returned, so the
-        name the decorators bind is the outermost one's. Only tools' events
-        stack: for other owners pygents attaches a hook of another kind without
-        ever firing it, so it is refused.
+def hook_of_kind(
+    kind: HookKind,
+    given: HookFunction | Hook,
+    *,
+    lock: bool = False,
+    fixed_kwargs: Mapping[str, Any] | None = None,
+) -> Hook:
+    """The hook an owner attaches for `kind` when given `given`, registered by name.
+
+    A `Hook` handling `kind`, given without options, is that very hook; one
+    given with options gives its function to a new hook of `kind`; a function
+    becomes a new hook of `kind`.
+
+    Raises:
+        TypeError: The function is not `async def`, or cannot take the event's arguments.
+        ValueError: A hook of other events than a tool's, given for one it does not handle.
+    """
+    if isinstance(given, Hook) and not (lock or fixed_kwargs):
+        made = _reuse(kind, given)
+    else:
+        # A new hook of this kind; from a hook given with options, its function.
+        made = Hook(
+            given.fn if isinstance(given, Hook) else given,
+            kind,
+            lock=lock,
+            fixed_kwargs=fixed_kwargs,
+        )
+    # Another function may hold the name (a closure made twice, say): the hook
+    # still fires, and saving its owner raises UnserializableHookError.
+    with contextlib.suppress(ValueError):
+        HookRegistry.attach(made)
+    return made
+
+
+def _reuse(kind: HookKind, given: Hook) -> Hook:
+    """`given` itself if it handles `kind`; else a hook of `kind` with its function and options.
+
+    The second case is one function stacked under decorators of different
+    events (`@tool_a.after_invoke` over `@tool_b.before_invoke`, as pygents'
+    hooks page shows): it fires for both. The new hook is returned, so the
+    name the decorators bind is the outermost one's. Only tools' events
+    stack: for other owners pygents attaches a hook of another kind without
+    ever firing it, so it is refused.
+
+    Raises:
+        TypeError: The function cannot take this event's arguments.
+        ValueError: A hook of other events than a tool's, or given to another
+            owner than a tool (it would never fire there in pygents).
+    """
+    if kind in given.kinds:
+        return given
+    if not (isinstance(kind, ToolHook) and all(isinstance(k, ToolHook) for k in given.kinds)):
+        raise ValueError(
+            f"hook {given.metadata.name!r} handles {given.type!r}, not {kind!r}; "
+            f"attach it with the decorator of one of its kinds"
+        )
+    return Hook(
+        given.fn,
+        kind,
+        lock=given.lock is not None,
+        tags=given.tags,
+        fixed_kwargs=given.fixed_kwargs,
+    )
+
+
+class HookList(list[Hook]):
+    """An owner's `hooks`: its `Hook`s, in firing order, as a list.
+
+    What pygents code puts in such a list is made a `Hook` as it goes in, so
+    that it fires as it did there: a function whose `type` attribute names its
+    event kind (or a tuple of kinds), and a `(kind, hook)` pair as pygents'
+    tools hold. Anything else, or a hook of none of the owner's kinds (it would
+    never fire), is refused then, with nothing added.
+    """
+
+    __slots__ = ()
+    kinds: ClassVar[type[Enum]]  # the owner's hook kinds (set by each subclass)
+    owner: ClassVar[str]
+
+    @classmethod
+    def of(cls, items: Iterable[object]) -> Self:
+        """A list of `items`, each made a `Hook` as `append` makes it."""
+        made = cls()
+        made.extend(items)
+        return made
+
+    def append(self, item: object, /) -> None:
+        super().append(self._hook(item))
+
+    def insert(self, index: SupportsIndex, item: object, /) -> None:
+        super().insert(index, self._hook(item))
+
+    def extend(self, items: Iterable[object], /) -> None:
+        super().extend([self._hook(item) for item in items])  # all checked, then added
+
+    def __iadd__(self, items: Iterable[object], /) -> Self:  # type: ignore[override,misc]
+        self.extend(items)
+        return self
+
+    @overload
+    def __setitem__(self, index: SupportsIndex, item: object, /) -> None: ...
+    @overload
+    def __setitem__(self, index: slice, items: Iterable[object], /) -> None: ...
+    def __setitem__(self, index: SupportsIndex | slice, item: Any, /) -> None:
+        if isinstance(index, slice):
+            super().__setitem__(index, [self._hook(each) for each in item])
+        else:
+            super().__setitem__(index, self._hook(item))
+
+    @classmethod
+    def _hook(cls, item: object) -> Hook:
+        """`item` as a hook of this owner.
 
         Raises:
-            TypeError: The function cannot take this event's arguments.
-            ValueError: A hook of other events than a tool's, or given to another
-                owner than a tool (it would never fire there in pygents).
+            TypeError: `item` is not a hook, a function with a `type`, or a `(kind, hook)` pair.
+            ValueError: The hook handles none of the owner's kinds.
         """
-        if self._kind in given.kinds:
-            return given
-        if not (
-            isinstance(self._kind, ToolHook) and all(isinstance(k, ToolHook) for k in given.kinds)
-        ):
-            raise ValueError(
-                f"hook {given.metadata.name!r} handles {given.type!r}, not {self._kind!r}; "
-                f"attach it with the decorator of one of its kinds"
+        if isinstance(item, Hook):
+            made = item
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], cls.kinds):
+            made = hook_of_kind(cast("HookKind", item[0]), item[1])
+        elif callable(item) and getattr(item, "type", None) is not None:
+            made = Hook(cast("HookFunction", item), cast("Any", item).type)
+            with contextlib.suppress(ValueError):  # as when attaching (see hook_of_kind)
+                HookRegistry.attach(made)
+        else:
+            raise TypeError(
+                f"{cls.owner} hooks are Hook objects (from @{cls.owner}.<event>, @hook "
+                f"or HookRegistry.wrap), or functions whose 'type' names their "
+                f"{cls.kinds.__name__}; not {item!r}"
             )
-        return Hook(
-            given.fn,
-            self._kind,
-            lock=given.lock is not None,
-            tags=given.tags,
-            fixed_kwargs=given.fixed_kwargs,
-        )
+        if not any(isinstance(kind, cls.kinds) for kind in made.kinds):
+            raise ValueError(
+                f"hook {made.metadata.name!r} handles {made.type!r}, which {cls.owner}s never "
+                f"fire; give it one of the {cls.kinds.__name__} kinds"
+            )
+        return made
+
+
+class TurnHookList(HookList):
+    """A turn's hooks (and an agent's `turn_hooks`)."""
+
+    __slots__ = ()
+    kinds = TurnHook
+    owner = "turn"
+
+
+class AgentHookList(HookList):
+    """An agent's hooks."""
+
+    __slots__ = ()
+    kinds = AgentHook
+    owner = "agent"
+
+
+class ToolHookList(HookList):
+    """A tool's hooks."""
+
+    __slots__ = ()
+    kinds = ToolHook
+    owner = "tool"
+
+
+class QueueHookList(HookList):
+    """A context queue's hooks."""
+
+    __slots__ = ()
+    kinds = ContextQueueHook
+    owner = "queue"
+
+
+class PoolHookList(HookList):
+    """A context pool's hooks."""
+
+    __slots__ = ()
+    kinds = ContextPoolHook
+    owner = "pool"
 
 
 class HookSlot:
@@ -272,7 +424,7 @@ def hooks_given(hooks: Iterable[HookFunction | Hook] | None, owner: str) -> Iter
         _GIVEN.reset(token)
 
 
-def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hook]:
+def hooks_from_dict(data: object, list_type: type[L], owner: str) -> L:
     """Resolve saved hook names: to the hooks given to the load (`hooks_given`), else
     through `HookRegistry`.
 
@@ -283,8 +435,8 @@ def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hoo
     if not isinstance(data, dict):
         raise ValueError(f"{owner}: 'hooks' must be a dict of kind -> list of names, not {data!r}")
     if not data:
-        return []  # the usual case, and loading an agent asks once per turn
-    valid: dict[str, HookKind] = {k.value: cast("HookKind", k) for k in kind_type}
+        return list_type()  # the usual case, and loading an agent asks once per turn
+    valid: dict[str, HookKind] = {k.value: cast("HookKind", k) for k in list_type.kinds}
     wanted: dict[str, list[HookKind]] = {}  # each name with its kinds, in first-seen order
     for value, names in data.items():
         kind = valid.get(value)
@@ -297,12 +449,12 @@ def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hoo
         for name in names:
             wanted.setdefault(name, []).append(kind)
     given = _GIVEN.get()
-    hooks: list[Hook] = []
+    hooks = list_type()
     for name, kinds in wanted.items():
         if given is not None and name in given:
             found = _given_hook(given[name], kinds, owner)
         else:
-            found = _registered_hook(name, owner)
+            found = _registered_hook(name, kinds, owner)
         for kind in kinds:
             if kind not in found.kinds:
                 raise ValueError(
@@ -313,14 +465,15 @@ def hooks_from_dict(data: object, kind_type: type[Enum], owner: str) -> list[Hoo
     return hooks
 
 
-def _registered_hook(name: str, owner: str) -> Hook:
-    """The hook registered as `name`.
+def _registered_hook(name: str, kinds: list[HookKind], owner: str) -> Hook:
+    """The hook registered as `name`; for a function registered as it is, a hook of
+    it for the saved `kinds` (which saves by the same name again).
 
     Raises:
         UnregisteredHookError: There is none; the message says how to give it.
     """
     try:
-        return HookRegistry.get(name)
+        found = HookRegistry.get(name)
     except UnregisteredHookError:
         raise UnregisteredHookError(
             f"{owner}: hook {name!r} not found: no hook is registered under that name (a "
@@ -328,6 +481,7 @@ def _registered_hook(name: str, owner: str) -> Hook:
             f"registered only once that code runs); pass it to the load, as in "
             f"Agent.from_json(data, hooks=[{name}]), or define it at module level"
         ) from None
+    return found if isinstance(found, Hook) else Hook(found, kinds)
 
 
 def _given_hook(given: HookFunction | Hook, kinds: list[HookKind], owner: str) -> Hook:
@@ -345,7 +499,7 @@ def _given_hook(given: HookFunction | Hook, kinds: list[HookKind], owner: str) -
             raise TypeError(f"{owner}: {exc}") from None
         with contextlib.suppress(UnregisteredHookError):
             held = HookRegistry.get(made.metadata.name)
-            if held.same_as(made):
+            if isinstance(held, Hook) and held.same_as(made):
                 return held  # the function given is the registered hook's: that hook
     # As when attaching: another hook may hold the name, and then saving the owner says so.
     with contextlib.suppress(ValueError):

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
-from pygents_ctx._dispatch import hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import AgentHookList, TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import check_writable_depth
 from pygents_ctx._turns.loading import SavedTurns, load_turns
 from pygents_ctx.context.config import ContextConfig
@@ -158,8 +158,8 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
         if data.get("context_pool") is not None
         else None
     )
-    hooks = hooks_from_dict(data.get("hooks", {}), AgentHook, label)
-    turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHook, label)
+    hooks = hooks_from_dict(data.get("hooks", {}), AgentHookList, label)
+    turn_hooks = hooks_from_dict(data.get("turn_hooks", {}), TurnHookList, label)
     tags = saved_field(data, "tags", list, [], label)
     saved_context = saved_field(data, "context", dict, None, label)
     on_tool_error = saved_field(data, "on_tool_error", str, "raise", label)

@@ -41,7 +41,7 @@ from pygents_ctx._branching import (
     unique_branch_name,
 )
 from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx._dispatch import HookSlot, fire_on, hooks_given
+from pygents_ctx._dispatch import AgentHookList, HookSlot, TurnHookList, fire_on, hooks_given
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._origin import Origin, caller_origin
 from pygents_ctx._resources import (
@@ -151,8 +151,8 @@ class Agent(JsonSerializable):
     resources: dict[type, object]
     tags: frozenset[str]
     _on_tool_error: OnToolError = "raise"
-    hooks: list[Hook]
-    turn_hooks: list[Hook]
+    hooks: list[Hook]  # an AgentHookList: __setattr__ makes one of what is given
+    turn_hooks: list[Hook]  # a TurnHookList, likewise
 
     def __init__(
         self,
@@ -185,8 +185,8 @@ class Agent(JsonSerializable):
         self.tags = tag_set(tags)
         self.context = context
         self.resources = resources  # type: ignore[assignment]  # checked and copied
-        self.hooks = []
-        self.turn_hooks = []
+        self.hooks = AgentHookList()
+        self.turn_hooks = TurnHookList()
         # Defaults are class attributes: an agent made often (a branch) sets neither.
         if on_tool_error != "raise":
             checked = check_on_tool_error(on_tool_error, f"agent {name!r}")
@@ -218,6 +218,10 @@ class Agent(JsonSerializable):
             object.__setattr__(self, "_tools", index)
         elif name == "tags":
             value = tag_set(value)
+        elif name == "hooks":
+            value = AgentHookList.of(value)
+        elif name == "turn_hooks":
+            value = TurnHookList.of(value)
         elif name == "context" and value is not None and not isinstance(value, ContextConfig):
             raise TypeError(f"context must be a ContextConfig or None, not {value!r}")
         elif name == "resources":
@@ -561,8 +565,8 @@ class Agent(JsonSerializable):
         names.put(name, child, weak=True)
         object.__setattr__(self, "_branches_made", made)
         object.__setattr__(child, "_lineage", Lineage(self, child))
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
-        child.turn_hooks = list(self.turn_hooks)
+        child.hooks = self.hooks if isinstance(hooks, Inherit) else hooks or []  # copied
+        child.turn_hooks = self.turn_hooks
         if borrowed.loan.turns:
             child._pending.defer(borrowed)
         return child

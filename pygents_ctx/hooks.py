@@ -390,10 +390,13 @@ class HookNames:
 SCOPED_HOOK_NAMES: ContextVar[HookNames | None] = ContextVar("pygents_ctx_hook_names", default=None)
 
 
-class HookRegistry(NameRegistry["Hook"]):
+class HookRegistry(NameRegistry["Hook | HookFunction"]):
     """Every hook by its function's name, and the global hooks by kind.
 
-    Owners save their hooks by name; loading resolves the names here.
+    Owners save their hooks by name; loading resolves the names here. As in
+    pygents, a plain `async def` function may be registered as it is
+    (`register(fn)`): it then names no events, and a saved owner naming it
+    gets a hook of that function for the events it saved.
     """
 
     _noun = "hook"
@@ -445,39 +448,46 @@ class HookRegistry(NameRegistry["Hook"]):
             <TurnHook.BEFORE_RUN: 'before_run'>
         """
         made = Hook(fn, kind, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
-        held: Hook | None = cls._entries.get(made.metadata.name)
-        if held is not None and held.same_as(made):
+        held: Hook | HookFunction | None = cls._entries.get(made.metadata.name)
+        if isinstance(held, Hook) and held.same_as(made):
             return held
-        if held is None or redefines(held.fn, made.fn):
+        if held is None or _replaces(held, made):
             cls.register(made)
         return made
 
     @classmethod
-    def register(cls, hook: Hook) -> None:
-        """Add `hook` under `hook.metadata.name`.
+    def register(cls, hook: Hook | HookFunction) -> None:
+        """Add `hook` under its name (`hook.metadata.name`, or a function's `__name__`).
 
         Registering the same hook again (or an equivalent one: same function and
         options) is a no-op. A new definition of the registered hook's function
         (see `ToolRegistry.register`) replaces it, in the global hooks too.
 
+        A plain `async def` function is registered as it is, as pygents does:
+        `get()` returns that function until a hook made of it (by `wrap`,
+        `@hook` or an instance decorator) takes its place under the name.
+
         Raises:
             ValueError: A different hook already has that name.
-            TypeError: `hook` is not a `Hook` (pygents registers a plain function
-                as it is; here a hook needs its kinds: `HookRegistry.wrap(fn, kind)`).
+            TypeError: `hook` is neither a `Hook` nor an `async def` function.
+
+        Examples:
+            >>> from pygents_ctx import HookRegistry
+            >>> async def audit(turn):
+            ...     pass
+            >>> HookRegistry.register(audit)
+            >>> HookRegistry.get("audit") is audit
+            True
         """
-        given: object = hook  # callers may pass anything: pygents took plain functions
-        if not isinstance(given, Hook):
+        if isinstance(hook, Hook):
+            name = hook.metadata.name
+        elif inspect.iscoroutinefunction(hook):
+            name = hook.__name__
+        else:
             raise TypeError(
-                f"HookRegistry.register takes a Hook, not {given!r}: a hook needs the events "
-                f"it handles; register a function with HookRegistry.wrap(fn, kind) (or "
-                f"decorate it with @hook(kind)), which returns the registered Hook"
+                f"HookRegistry.register takes a Hook or an 'async def' function, not {hook!r}"
             )
-        cls._add(
-            hook.metadata.name,
-            hook,
-            lambda held, new: held.same_as(new),
-            lambda held, new: redefines(held.fn, new.fn),
-        )
+        cls._add(name, hook, _same_entry, _replaces)
 
     @classmethod
     def attach(cls, hook: Hook) -> None:
@@ -501,7 +511,7 @@ class HookRegistry(NameRegistry["Hook"]):
         held = scope.entries.get(name)
         if held is None:
             outside = cls._entries.get(name)
-            if outside is None or not outside.same_as(hook):
+            if outside is None or not _same_entry(outside, hook):
                 scope.entries[name] = hook
         elif not held.same_as(hook):
             if not redefines(held.fn, hook.fn):
@@ -509,8 +519,10 @@ class HookRegistry(NameRegistry["Hook"]):
             scope.entries[name] = hook
 
     @classmethod
-    def get(cls, name: str) -> Hook:
+    def get(cls, name: str) -> Hook | HookFunction:
         """The hook registered as `name` (the current `AgentScope`'s first).
+
+        A function registered as it is (`register(fn)`) is returned as it is.
 
         Raises:
             UnregisteredHookError: Nothing has that name (a `KeyError`).
@@ -520,7 +532,7 @@ class HookRegistry(NameRegistry["Hook"]):
         return super().get(name) if held is None else held
 
     @classmethod
-    def _replace(cls, name: str, held: Hook) -> None:
+    def _replace(cls, name: str, held: Hook | HookFunction) -> None:
         cls.unregister(name)  # from the global hooks too: `@hook` adds the new one
 
     @classmethod
@@ -607,10 +619,12 @@ class HookRegistry(NameRegistry["Hook"]):
     def is_saved_as(cls, hook: Hook) -> bool:
         """Whether loading `hook.metadata.name` gives `hook` (or an equivalent) back."""
         name, scope = hook.metadata.name, SCOPED_HOOK_NAMES.get()
-        held = None if scope is None else scope.find(name)
+        held: Hook | HookFunction | None = None if scope is None else scope.find(name)
         if held is None:
             held = cls._entries.get(name)
-        return held is not None and held.same_as(hook)
+        if held is None or isinstance(held, Hook):
+            return held is not None and held.same_as(hook)
+        return _loads_as(held, hook)
 
 
 def hook(
@@ -652,6 +666,33 @@ def hook(
         return created
 
     return register
+
+
+def _same_entry(held: Hook | HookFunction, new: Hook | HookFunction) -> bool:
+    """Whether registering `new` where `held` is changes nothing.
+
+    A function registered again is itself; a registered hook's own function
+    given as it is adds nothing to the hook. A hook made of a function
+    registered as it is does: the events it handles.
+    """
+    if isinstance(held, Hook):
+        return held.same_as(new) if isinstance(new, Hook) else held.fn is new
+    return held is new
+
+
+def _replaces(held: Hook | HookFunction, new: Hook | HookFunction) -> bool:
+    """Whether `new` takes the name from `held`: a hook made of the function registered
+    as it is, or a new definition of the same function."""
+    new_fn = new.fn if isinstance(new, Hook) else new
+    if not isinstance(held, Hook) and new_fn is held:
+        return True
+    return redefines(held.fn if isinstance(held, Hook) else held, new_fn)
+
+
+def _loads_as(fn: HookFunction, hook: Hook) -> bool:
+    """Whether loading a hook saved by the name of `fn`, registered as it is, gives
+    `hook` back: a hook of `fn` for the saved events, without options."""
+    return hook.fn is fn and hook.lock is None and not hook.tags and not hook.fixed_kwargs
 
 
 def _kinds_of(h: object) -> tuple[object, ...]:

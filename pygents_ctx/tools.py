@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, ov
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
-from pygents_ctx._dispatch import HookSlot, fire_on, fire_with_kwargs
+from pygents_ctx._dispatch import HookSlot, ToolHookList, fire_on, fire_with_kwargs
 from pygents_ctx._docstrings import parse_docstring
 from pygents_ctx._json_schema import check_object_schema, schema_check
 from pygents_ctx._registry import NameRegistry, identical, redefines
@@ -237,7 +237,7 @@ class Tool(Generic[P, R]):
         )
         self.tags = tag_set(tags)
         self.fixed_kwargs = dict(fixed_kwargs or {})
-        self.hooks: list[Hook] = []
+        self.hooks: list[Hook] = ToolHookList()
         self.subtools: list[Tool[..., Any]] = []
         self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
         # Positional arguments past the function's parameters are dropped, as pygents

@@ -26,7 +26,7 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot
+from pygents_ctx._dispatch import HookSlot, TurnHookList
 from pygents_ctx._turns.running import TurnRunning
 from pygents_ctx._turns.saving import TurnSaving
 from pygents_ctx._turns.state import (
@@ -38,7 +38,7 @@ from pygents_ctx._turns.state import (
     lent_turn_changing,
 )
 from pygents_ctx.errors import SafeExecutionError
-from pygents_ctx.hooks import Hook, TurnHook
+from pygents_ctx.hooks import TurnHook
 from pygents_ctx.tools import Tool, ToolRegistry
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
@@ -216,9 +216,9 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
-        return self._twin(list(self.hooks))
+        return self._twin(TurnHookList(self.hooks))
 
-    def _twin(self, hooks: list[Hook]) -> Turn:
+    def _twin(self, hooks: TurnHookList) -> Turn:
         """A fresh, unrun `Turn` with this one's declaration (checked: not again) and `hooks`."""
         twin = object.__new__(Turn)
         arguments = (self._args, self._dynamic_args, self._kwargs, self._dynamic_kwargs)

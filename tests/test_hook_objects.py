@@ -124,12 +124,17 @@ def test_wrap_under_a_name_another_hook_holds_gives_an_unsaveable_hook() -> None
     again = HookRegistry.wrap(first.fn, TurnHook.ON_TIMEOUT)  # same function, other kind
 
     assert HookRegistry.get("twin") is first
+
+    @tool
+    async def noop() -> None:
+        return None
+
     for other in (second, again):
         assert other is not first
-        queue = ContextQueue(limit=1)
-        queue.hooks.append(other)
+        turn = Turn(noop)
+        turn.hooks.append(other)
         with pytest.raises(UnserializableHookError, match="twin"):
-            queue.to_dict()
+            turn.to_dict()
 
 
 def test_wrap_refuses_a_sync_function_and_unknown_fixed_kwargs() -> None:

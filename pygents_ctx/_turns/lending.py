@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from pygents_ctx._dispatch import TurnHookList
 from pygents_ctx._turns.state import OPEN_LOANS
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ class Borrowed:
         """Fresh, unrun copies of the lent turns, each with its snapshot of hooks."""
         hooks = self.hooks
         return [
-            turn._twin(list(hooks[index]) if index in hooks else [])
+            turn._twin(TurnHookList(hooks.get(index, ())))
             for index, turn in enumerate(self.loan.turns)
         ]
 

@@ -14,7 +14,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Self
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import hooks_from_dict, hooks_to_dict
+from pygents_ctx._dispatch import TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx._turns.state import (
     NO_SAVED_METADATA,
@@ -135,9 +135,9 @@ class TurnSaving(TurnState, JsonSerializable):
         saved_hooks = data.get("hooks", _NO_SAVED_HOOKS)
         # Most turns have none: then skip naming the owner for error messages.
         hooks = (
-            []
+            TurnHookList()
             if saved_hooks == _NO_SAVED_HOOKS
-            else hooks_from_dict(saved_hooks, TurnHook, f"turn {name!r}")
+            else hooks_from_dict(saved_hooks, TurnHookList, f"turn {name!r}")
         )
         # Values checked as __init__ would: calling it would check them again.
         turn = object.__new__(cls)

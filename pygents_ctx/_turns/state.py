@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pygents_ctx._calls import any_dynamic, evaluate_dynamic
 from pygents_ctx._clock import RunTimes
+from pygents_ctx._dispatch import TurnHookList
 from pygents_ctx._json import JsonSerializable, is_mapping
 
 if TYPE_CHECKING:
@@ -199,7 +200,7 @@ class TurnState(RunTimes):
         self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
         self._timeout = timeout
         self._tags = tags
-        self.hooks: list[Hook] = []
+        self.hooks: list[Hook] = TurnHookList()
         self.output: Any = None
         RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None

@@ -9,7 +9,14 @@ from operator import itemgetter
 from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import POOL, receives_context, tag_set
-from pygents_ctx._dispatch import HookSlot, fire_on, hooks_from_dict, hooks_to_dict, listening
+from pygents_ctx._dispatch import (
+    HookSlot,
+    PoolHookList,
+    fire_on,
+    hooks_from_dict,
+    hooks_to_dict,
+    listening,
+)
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
@@ -80,7 +87,7 @@ class ContextPool(JsonSerializable, Generic[T]):
     ) -> None:
         self._limit = None if limit is None else check_limit(limit, "ContextPool")
         self.tags = tag_set(tags)
-        self.hooks: list[Hook] = []
+        self.hooks: list[Hook] = PoolHookList()
         # OrderedDict pops its oldest entry in O(1); a dict's first key is found by
         # scanning past deleted slots, which a full, evicting pool accumulates.
         self._items: OrderedDict[str, ContextItem[T]] = OrderedDict()
@@ -355,7 +362,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         else:
             child._items = self._items
             self._shared = child._shared = True
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
+        child.hooks = PoolHookList.of(self.hooks if isinstance(hooks, Inherit) else hooks or ())
         child._selector = self._selector
         if self._index is not None:
             child._index = self._index.branch()
@@ -421,7 +428,7 @@ class ContextPool(JsonSerializable, Generic[T]):
             raise ValueError(
                 f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
             )
-        pool.hooks = hooks_from_dict(saved.hooks, ContextPoolHook, "ContextPool")
+        pool.hooks = hooks_from_dict(saved.hooks, PoolHookList, "ContextPool")
         if ids:
             pool._store(OrderedDict(zip(ids, ContextItem._from_fields(saved.items), strict=True)))
         return pool

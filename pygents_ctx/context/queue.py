@@ -8,6 +8,7 @@ from typing import Any, Generic, Self, TypeVar
 from pygents_ctx._calls import QUEUE, receives_context, tag_set
 from pygents_ctx._dispatch import (
     HookSlot,
+    QueueHookList,
     fire_on,
     hooks_from_dict,
     hooks_to_dict,
@@ -133,7 +134,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
             raise TypeError(f"ContextQueue counter must be a callable str -> int, not {counter!r}")
         self._counter = counter
         self.tags = tag_set(tags)
-        self.hooks: list[Hook] = []
+        self.hooks: list[Hook] = QueueHookList()
         # The items held are `_slots[_head:]`. A list rather than a deque because
         # hooks get snapshots, and slicing a list copies it about three times faster
         # than list(deque). Evicting moves `_head` on; the evicted prefix is deleted
@@ -435,7 +436,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         if cut > 0:  # the newest that fit, and no orphaned result at the head
             child._evict(cut)
             child._drop_orphans()
-        child.hooks = list(self.hooks if isinstance(hooks, Inherit) else hooks or [])
+        child.hooks = QueueHookList.of(self.hooks if isinstance(hooks, Inherit) else hooks or ())
         return child
 
     def to_dict(self) -> dict[str, Any]:
@@ -492,7 +493,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 f"saved ContextQueue holds {len(saved.items)} items but its limit is "
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
-        queue.hooks = hooks_from_dict(saved.hooks, ContextQueueHook, "ContextQueue")
+        queue.hooks = hooks_from_dict(saved.hooks, QueueHookList, "ContextQueue")
         counter = queue.counter
         counts = (
             [count_content_tokens(fields["content"], counter) for fields in saved.items]

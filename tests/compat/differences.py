@@ -26,6 +26,9 @@ DIFFERENCES: dict[str, Difference] = {
     "hook-kinds": Difference("Hook kinds are not strings", ("hook",)),
     "hook-constructor": Difference("Making a `Hook` directly", ("Hook",)),
     "hook-tags": Difference("`hook.tags` is always a set", ("Hook.tags",)),
+    "hook-lists": Difference(
+        "A `hooks` list holds hooks", ("ContextQueue.hooks", "Turn.hooks", "Tool.hooks")
+    ),
     "hook-registry": Difference(
         "`HookRegistry` dispatch helpers",
         (

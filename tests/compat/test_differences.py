@@ -27,6 +27,10 @@ def _echo(impl: Impl) -> Any:
     return echo
 
 
+async def _queue_watcher(queue: Any, item: Any) -> None:
+    pass
+
+
 @shows("one-tool-class")
 def test_generator_tools_are_tools_in_pygents_ctx(impl: Impl) -> None:
     m = impl.m
@@ -618,18 +622,28 @@ def test_smaller_differences(impl: Impl) -> None:
             m.HookRegistry.wrap(lambda turn: None, m.TurnHook.BEFORE_RUN)
 
 
-@shows("hook-registry")
-def test_registering_a_plain_function_needs_its_kinds(impl: Impl) -> None:
+@shows("hook-lists")
+def test_a_hooks_list_holds_hooks_and_refuses_what_would_never_fire(impl: Impl) -> None:
     m = impl.m
 
-    async def watch(turn: Any) -> None:
+    async def on_run(turn: Any) -> None:
         pass
 
+    on_run.type = m.TurnHook.BEFORE_RUN  # type: ignore[attr-defined]
+    queue = m.ContextQueue(limit=1)
     if impl.is_pygents:
-        m.HookRegistry.register(watch)
-        assert m.HookRegistry.get("watch") is watch
-    else:
-        with pytest.raises(TypeError, match=r"HookRegistry\.wrap\(fn, kind\)"):
-            m.HookRegistry.register(watch)
-        made = m.HookRegistry.wrap(watch, m.TurnHook.BEFORE_RUN)
-        assert m.HookRegistry.get("watch") is made
+        queue.hooks.append(on_run)  # a turn's event: attached, never fired
+        queue.hooks.append(42)
+        assert queue.hooks == [on_run, 42]
+        return
+    with pytest.raises(ValueError, match="queues never fire"):
+        queue.hooks.append(on_run)
+    with pytest.raises(TypeError, match="queue hooks are Hook objects"):
+        queue.hooks.extend([m.HookRegistry.wrap(_queue_watcher, m.ContextQueueHook.ON_EVICT), 42])
+    assert queue.hooks == []  # nothing of a refused extend is added
+    _echo(impl)
+    turn = m.Turn("echo")
+    turn.hooks.append(on_run)
+    (made,) = turn.hooks
+    assert isinstance(made, m.Hook)
+    assert made.fn is on_run  # the list holds a hook made of the function

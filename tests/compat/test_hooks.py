@@ -336,3 +336,80 @@ def test_hook_kinds_have_the_same_members_and_values(impl: Impl) -> None:
         assert sorted(member.value for member in kind) == sorted(values), name
         assert [member.name for member in kind] == [member.value.upper() for member in kind]
         assert repr(kind(values[0])) == f"<{name}.{values[0].upper()}: '{values[0]}'>"
+
+
+@covers("HookRegistry.register", "HookRegistry.get", "ContextQueue.from_dict")
+async def test_a_plain_function_registers_as_it_is_and_loads_as_a_hook(impl: Impl) -> None:
+    m = impl.m
+    seen: list[tuple[int, int]] = []
+
+    async def counted(appended: Any, current: Any) -> None:
+        seen.append((len(appended), len(current)))
+
+    counted.type = m.ContextQueueHook.AFTER_APPEND  # type: ignore[attr-defined]
+    m.HookRegistry.register(counted)
+    assert m.HookRegistry.get("counted") is counted
+    queue = m.ContextQueue(limit=5)
+    queue.hooks.append(counted)
+    await queue.append(m.ContextItem(content="x"))
+    saved = queue.to_dict()
+    assert saved["hooks"] == {"after_append": ["counted"]}
+
+    loaded = m.ContextQueue.from_dict(saved)
+    await loaded.append(m.ContextItem(content="y"))
+    assert seen == [(1, 1), (1, 2)]
+
+
+@covers("ContextQueue.hooks", "ContextPool.hooks", "Agent.hooks", "Turn.hooks")
+async def test_functions_given_a_type_fire_from_every_owners_hooks_list(impl: Impl) -> None:
+    m = impl.m
+    echo = _echo(impl)
+    seen: list[str] = []
+
+    async def on_add(pool: Any, item: Any) -> None:
+        seen.append(f"pool {item.id}")
+
+    async def on_evict(queue: Any, item: Any) -> None:
+        seen.append(f"evicted {item.content}")
+
+    async def on_turn(agent: Any) -> None:
+        seen.append(f"agent {agent.name}")
+
+    async def on_run(turn: Any) -> None:
+        seen.append("turn")
+
+    on_add.type = m.ContextPoolHook.AFTER_ADD  # type: ignore[attr-defined]
+    on_evict.type = m.ContextQueueHook.ON_EVICT  # type: ignore[attr-defined]
+    on_turn.type = m.AgentHook.BEFORE_TURN  # type: ignore[attr-defined]
+    on_run.type = m.TurnHook.BEFORE_RUN  # type: ignore[attr-defined]
+
+    pool, queue = m.ContextPool(), m.ContextQueue(limit=1)
+    pool.hooks.append(on_add)
+    queue.hooks.extend([on_evict])
+    agent = m.Agent("typed", "d", [echo])
+    agent.hooks.append(on_turn)
+    turn = m.Turn("echo")
+    turn.hooks.insert(0, on_run)
+
+    await pool.add(m.ContextItem(content=1, description="d", id="doc"))
+    await queue.append(m.ContextItem(content="a"))
+    await queue.append(m.ContextItem(content="b"))
+    await agent.put(turn)
+    async for _ in agent.run():
+        pass
+    assert seen == ["pool doc", "evicted a", "agent typed", "turn"]
+    assert m.HookRegistry.get_by_type(m.ContextQueueHook.ON_EVICT, queue.hooks) != []
+
+
+@covers("Tool.hooks")
+async def test_a_kind_and_hook_pair_in_a_tools_hooks_fires(impl: Impl) -> None:
+    m = impl.m
+    echo = _echo(impl)
+    seen: list[Any] = []
+
+    async def before(*args: Any, **kwargs: Any) -> None:
+        seen.append(kwargs)
+
+    echo.hooks.append((m.ToolHook.BEFORE_INVOKE, before))
+    assert await echo(value=3) == 3
+    assert seen == [{"value": 3}]

@@ -393,17 +393,13 @@ class ContextPool(JsonSerializable, Generic[T]):
                 ids repeat, or there are more items than the limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        return cls._from_saved(data, parsed=False)
-
-    @classmethod
-    def _from_json_data(cls, data: Any) -> ContextPool[Any]:
-        return cls._from_saved(data, parsed=True)
+        return cls._from_saved(data)
 
     @classmethod
     @refuses_deep_nesting("ContextPool")
-    def _from_saved(cls, data: Any, parsed: bool) -> ContextPool[Any]:
-        """`from_dict`; `parsed` as for `read_saved`."""
-        saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)
+    def _from_saved(cls, data: Any) -> ContextPool[Any]:
+        """`from_dict`, for any `data` (a malformed one raises `ValueError`)."""
+        saved = read_saved(data, "ContextPool", limit_required=False)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
         ids = list(map(_ID, saved.items))
         if None in ids or None in map(_DESCRIPTION, saved.items):

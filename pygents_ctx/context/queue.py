@@ -469,17 +469,13 @@ class ContextQueue(JsonSerializable, Generic[T]):
             ValueError: The data is malformed, or holds more items than its limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        return cls._from_saved(data, parsed=False)
-
-    @classmethod
-    def _from_json_data(cls, data: Any) -> ContextQueue[Any]:
-        return cls._from_saved(data, parsed=True)
+        return cls._from_saved(data)
 
     @classmethod
     @refuses_deep_nesting("ContextQueue")
-    def _from_saved(cls, data: Any, parsed: bool) -> ContextQueue[Any]:
-        """`from_dict`; `parsed` as for `read_saved`."""
-        saved = read_saved(data, "ContextQueue", limit_required=True, parsed=parsed)
+    def _from_saved(cls, data: Any) -> ContextQueue[Any]:
+        """`from_dict`, for any `data` (a malformed one raises `ValueError`)."""
+        saved = read_saved(data, "ContextQueue", limit_required=True)
         counter = counter_from_dict(data["counter"]) if "counter" in data else None
         try:
             queue: ContextQueue[Any] = cls(

@@ -90,7 +90,7 @@ def save_agent(
         "name": agent.name,
         "description": agent.description,
         "tool_names": [t.key for t in agent.tools],
-        "queue": [turn._saved(fresh) for turn in turns],
+        "queue": Turn._all_saved(turns, fresh),
         "current_turn": None if current is None else current._saved(fresh),
         "hooks": hooks_to_dict(agent.hooks, AgentHook, owner),
         "turn_hooks": hooks_to_dict(agent.turn_hooks, TurnHook, owner),

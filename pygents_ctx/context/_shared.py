@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
-from pygents_ctx.context.items import ContextItem
+from pygents_ctx.context.items import ContextItem, ItemFields
 
 __all__ = [
     "INHERIT",
@@ -48,7 +48,7 @@ class Saved(NamedTuple):
     """The checked fields of a saved queue or pool."""
 
     limit: Any
-    items: list[Mapping[str, Any]]  # the items' checked fields (see `ContextItem._checked_fields`)
+    items: ItemFields  # the items' checked fields (see `ContextItem._checked_fields`)
     hooks: object
     tags: list[str]
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter, itemgetter
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx.context.messages import Message
@@ -147,21 +147,31 @@ class ContextItem(JsonSerializable, Generic[T]):
 
     @staticmethod
     @refuses_deep_nesting("ContextItem")
-    def _checked_fields(saved: list[Any]) -> list[Mapping[str, Any]]:
-        """The fields of each saved item, checked as `__init__` checks them.
+    def _checked_fields(saved: list[Any]) -> ItemFields:
+        """The fields of the saved items, checked as `__init__` checks them, field by field.
 
-        `saved` itself when every item is in the form `to_dict` writes for content
-        that is not a `Message` (found in a few passes in C: a queue or a pool loads
-        thousands); otherwise a dict of each item's fields, its content made again
-        from its `content_type`. Nothing here is kept: `_from_fields` reads the values.
+        When every item is in the form `to_dict` writes for content that is not a
+        `Message` (most are), each field is read and checked in one pass in C
+        across the items: a queue or a pool loads thousands. Otherwise item by
+        item, each content made again from its `content_type`.
 
         Raises:
             ValueError: An item is not a dict with `content`, or a field has the wrong type.
         """
-        if _all_plain(saved):
-            return saved
-        fields: list[Mapping[str, Any]] = []
-        append = fields.append
+        if {dict}.issuperset(map(type, saved)) and {3}.issuperset(map(len, saved)):
+            try:  # three keys, each present: exactly these three
+                contents = list(map(_CONTENT, saved))
+                descriptions = list(map(_DESCRIPTION, saved))
+                ids = list(map(_ID, saved))
+            except KeyError:
+                pass
+            else:
+                if (
+                    set(map(type, descriptions)) <= _TEXT_TYPES
+                    and set(map(type, ids)) <= _TEXT_TYPES
+                ):
+                    return ItemFields(contents, descriptions, ids)
+        fields = ItemFields([], [], [])
         for data in saved:
             if not is_mapping(data) or "content" not in data:
                 raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
@@ -170,21 +180,31 @@ class ContextItem(JsonSerializable, Generic[T]):
                 content = _saved_content(data["content_type"], content)
             if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
                 raise ValueError(str(_text_error(description, id)))
-            append({"content": content, "description": description, "id": id})
+            fields.contents.append(content)
+            fields.descriptions.append(description)
+            fields.ids.append(id)
         return fields
 
     @classmethod
-    def _from_fields(cls, fields: list[Mapping[str, Any]]) -> list[ContextItem[Any]]:
+    def _from_fields(cls, fields: ItemFields) -> list[ContextItem[Any]]:
         """Items with the checked `fields` (see `_checked_fields`), without `__init__`.
 
         One pass in C per field, no bytecode per item: make the bare instances,
         then set each field through its slot's own setter.
         """
-        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(fields))))
-        deque(map(_set_content, items, map(_CONTENT, fields)), maxlen=0)
-        deque(map(_set_description, items, map(_DESCRIPTION, fields)), maxlen=0)
-        deque(map(_set_id, items, map(_ID, fields)), maxlen=0)
+        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(fields.ids))))
+        deque(map(_set_content, items, fields.contents), maxlen=0)
+        deque(map(_set_description, items, fields.descriptions), maxlen=0)
+        deque(map(_set_id, items, fields.ids), maxlen=0)
         return items
+
+
+class ItemFields(NamedTuple):
+    """The checked fields of saved items, one list per field, in the items' order."""
+
+    contents: list[Any]
+    descriptions: list[str | None]
+    ids: list[str | None]
 
 
 # The slots' own setters (the frozen dataclass's `__setattr__` refuses), for `_from_fields`.
@@ -192,23 +212,6 @@ _set_content, _set_description, _set_id = (
     ContextItem.__dict__[name].__set__ for name in ("content", "description", "id")
 )
 _content_of = attrgetter("content")
-
-
-def _all_plain(saved: list[Any]) -> bool:
-    """Whether every saved item is exactly the form `to_dict` writes for content that is
-    not a `Message`: a dict of `content`, `description` and `id`, the last two str or None.
-
-    One pass in C per condition: a queue or a pool saves thousands of them.
-    """
-    if not {dict}.issuperset(map(type, saved)) or not {3}.issuperset(map(len, saved)):
-        return False
-    try:  # three keys, each present: exactly these three
-        deque(map(_CONTENT, saved), maxlen=0)
-        descriptions = set(map(type, map(_DESCRIPTION, saved)))
-        ids = set(map(type, map(_ID, saved)))
-    except KeyError:
-        return False
-    return descriptions <= _TEXT_TYPES and ids <= _TEXT_TYPES
 
 
 @dataclass(frozen=True, slots=True)

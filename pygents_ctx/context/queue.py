@@ -483,20 +483,21 @@ class ContextQueue(JsonSerializable, Generic[T]):
             )
         except TypeError as exc:
             raise ValueError(f"saved {exc}") from None
-        if len(saved.items) > queue.limit:
+        contents = saved.items.contents
+        if len(contents) > queue.limit:
             raise ValueError(
-                f"saved ContextQueue holds {len(saved.items)} items but its limit is "
+                f"saved ContextQueue holds {len(contents)} items but its limit is "
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
         queue.hooks = hooks_from_dict(saved.hooks, ContextQueueHook, "ContextQueue")
         counter = queue.counter
         counts = (
-            [count_content_tokens(fields["content"], counter) for fields in saved.items]
+            [count_content_tokens(content, counter) for content in contents]
             if queue._counting
             else []
         )
         # As saved: no eviction on load.
-        if saved.items:
+        if contents:
             queue._store(ContextItem._from_fields(saved.items), counts)
         return queue
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import repeat
 from operator import attrgetter, itemgetter
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -79,12 +79,19 @@ class ContextItem(JsonSerializable, Generic[T]):
         _set_attribute(self, "description", description)
         _set_attribute(self, "id", id)
 
-    # What copy and pickle go through: the frozen `__setattr__` refuses their default.
-    def __getstate__(self) -> tuple[Any, Any, Any]:
-        return self.content, self.description, self.id
+    def __post_init__(self) -> None:
+        # The check for a dataclass subclass, whose generated `__init__` calls this.
+        if not (isinstance(self.description, _TEXT_OR_NONE) and isinstance(self.id, _TEXT_OR_NONE)):
+            raise _text_error(self.description, self.id)
 
-    def __setstate__(self, state: tuple[Any, Any, Any]) -> None:
-        ContextItem.__init__(self, *state)
+    # What copy and pickle go through (the frozen `__setattr__` refuses their default):
+    # the fields' values, a dataclass subclass's too, as `dataclass(slots=True)` writes.
+    def __getstate__(self) -> list[Any]:
+        return [getattr(self, field.name) for field in fields(self)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for field, value in zip(fields(self), state, strict=True):
+            _set_attribute(self, field.name, value)
 
     def to_dict(self) -> dict[str, Any]:
         """`{"id", "description", "content"}`, plus `"content_type"` for a `Message` or a
@@ -171,7 +178,7 @@ class ContextItem(JsonSerializable, Generic[T]):
                     and set(map(type, ids)) <= _TEXT_TYPES
                 ):
                     return ItemFields(contents, descriptions, ids)
-        fields = ItemFields([], [], [])
+        checked = ItemFields([], [], [])
         for data in saved:
             if not is_mapping(data) or "content" not in data:
                 raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
@@ -180,22 +187,22 @@ class ContextItem(JsonSerializable, Generic[T]):
                 content = _saved_content(data["content_type"], content)
             if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
                 raise ValueError(str(_text_error(description, id)))
-            fields.contents.append(content)
-            fields.descriptions.append(description)
-            fields.ids.append(id)
-        return fields
+            checked.contents.append(content)
+            checked.descriptions.append(description)
+            checked.ids.append(id)
+        return checked
 
     @classmethod
-    def _from_fields(cls, fields: ItemFields) -> list[ContextItem[Any]]:
-        """Items with the checked `fields` (see `_checked_fields`), without `__init__`.
+    def _from_fields(cls, checked: ItemFields) -> list[ContextItem[Any]]:
+        """Items with the `checked` fields (see `_checked_fields`), without `__init__`.
 
         One pass in C per field, no bytecode per item: make the bare instances,
         then set each field through its slot's own setter.
         """
-        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(fields.ids))))
-        deque(map(_set_content, items, fields.contents), maxlen=0)
-        deque(map(_set_description, items, fields.descriptions), maxlen=0)
-        deque(map(_set_id, items, fields.ids), maxlen=0)
+        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(checked.ids))))
+        deque(map(_set_content, items, checked.contents), maxlen=0)
+        deque(map(_set_description, items, checked.descriptions), maxlen=0)
+        deque(map(_set_id, items, checked.ids), maxlen=0)
         return items
 
 
@@ -206,6 +213,11 @@ class ItemFields(NamedTuple):
     descriptions: list[str | None]
     ids: list[str | None]
 
+
+# The defaults `__init__` gives, on the fields too (slots leave no room for class-level
+# ones): `fields()` shows them, and a dataclass subclass's generated `__init__` has them.
+for _optional in fields(ContextItem)[1:]:
+    _optional.default = None
 
 # The slots' own setters (the frozen dataclass's `__setattr__` refuses), for `_from_fields`.
 _set_content, _set_description, _set_id = (

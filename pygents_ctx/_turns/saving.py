@@ -67,7 +67,7 @@ class TurnSaving(TurnState, JsonSerializable):
         return [
             {
                 "tool_name": turn._tool.key,
-                "args": list(turn._args),
+                "args": [*turn._args],
                 "kwargs": turn._kwargs.copy() if fresh else turn._kwargs,
                 "timeout": turn._timeout,
                 "metadata": metadata.copy() if fresh else metadata,

@@ -90,7 +90,7 @@ def save_agent(
         "name": agent.name,
         "description": agent.description,
         "tool_names": [t.key for t in agent.tools],
-        "queue": [turn._saved(fresh) for turn in turns],
+        "queue": Turn._all_saved(turns, fresh),
         "current_turn": None if current is None else current._saved(fresh),
         "hooks": hooks_to_dict(agent.hooks, AgentHook, owner),
         "turn_hooks": hooks_to_dict(agent.turn_hooks, TurnHook, owner),
@@ -149,12 +149,12 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     current_turn = None if current is None else Turn._from_saved(current, used, parsed)
     require_tools(index, used.values(), label)
     queue = (
-        ContextQueue._from_saved(data["context_queue"], parsed)
+        ContextQueue._from_saved(data["context_queue"])
         if data.get("context_queue") is not None
         else None
     )
     pool = (
-        ContextPool._from_saved(data["context_pool"], parsed)
+        ContextPool._from_saved(data["context_pool"])
         if data.get("context_pool") is not None
         else None
     )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
-from pygents_ctx.context.items import ContextItem
+from pygents_ctx.context.items import ContextItem, ItemFields
 
 __all__ = [
     "INHERIT",
@@ -48,15 +48,13 @@ class Saved(NamedTuple):
     """The checked fields of a saved queue or pool."""
 
     limit: Any
-    items: list[dict[str, Any]]  # the items' checked fields (see `ContextItem._checked_fields`)
+    items: ItemFields  # the items' checked fields (see `ContextItem._checked_fields`)
     hooks: object
     tags: list[str]
 
 
-def read_saved(data: object, owner: str, *, limit_required: bool, parsed: bool) -> Saved:
+def read_saved(data: object, owner: str, *, limit_required: bool) -> Saved:
     """Check the common shape of a saved queue or pool, before anything is built.
-
-    `parsed`: `data` is fresh from `from_json` (see `JsonSerializable._from_json_data`).
 
     Raises:
         ValueError: A required key is missing or a field has the wrong type.
@@ -74,7 +72,7 @@ def read_saved(data: object, owner: str, *, limit_required: bool, parsed: bool) 
     raw_items = data.get("items", [])
     if not isinstance(raw_items, list):
         raise ValueError(f"saved {owner} 'items' must be a list, not {type(raw_items).__name__}")
-    items = ContextItem._checked_fields(raw_items, parsed)
+    items = ContextItem._checked_fields(raw_items)
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"saved {owner} 'tags' must be a list of strings, not {tags!r}")

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass, fields
 from itertools import repeat
-from operator import itemgetter
-from typing import Any, Generic, TypeVar
+from operator import attrgetter, itemgetter
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx.context.messages import Message
@@ -37,9 +37,13 @@ _CONTENT = itemgetter("content")
 _DESCRIPTION, _ID = itemgetter("description"), itemgetter("id")
 
 
-# No slots=True: before Python 3.14 a slotted frozen dataclass breaks
-# `ContextItem[str](...)` (typing sets __orig_class__ through a stale super()).
-@dataclass(frozen=True)
+# Slotted by hand: `slots=True` would remake the class, and before Python 3.14 that
+# breaks `ContextItem[str](...)` (typing sets __orig_class__ through a stale super()).
+# Slots keep an item at a quarter of the memory of one with a `__dict__`, make
+# reading a field quicker, and let a queue or a pool set thousands of loaded items'
+# fields through the slots' own setters, one pass in C per field (`_from_fields`).
+# init=False: the slots leave no room for class-level defaults; `__init__` has them.
+@dataclass(frozen=True, init=False)
 class ContextItem(JsonSerializable, Generic[T]):
     """One piece of context: a payload, with an optional description and id.
 
@@ -53,19 +57,41 @@ class ContextItem(JsonSerializable, Generic[T]):
             the content.
         id: The key when stored in a pool.
 
+    Raises:
+        TypeError: `description` or `id` is not a string or None.
+
     Examples:
         >>> from pygents_ctx import ContextItem
         >>> ContextItem(content="Q3 numbers", description="Q3 report", id="doc-1").id
         'doc-1'
     """
 
+    __slots__ = ("__weakref__", "content", "description", "id")
+
     content: T
-    description: str | None = None
-    id: str | None = None
+    description: str | None
+    id: str | None
+
+    def __init__(self, content: T, description: str | None = None, id: str | None = None) -> None:
+        if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
+            raise _text_error(description, id)
+        _set_attribute(self, "content", content)
+        _set_attribute(self, "description", description)
+        _set_attribute(self, "id", id)
 
     def __post_init__(self) -> None:
+        # The check for a dataclass subclass, whose generated `__init__` calls this.
         if not (isinstance(self.description, _TEXT_OR_NONE) and isinstance(self.id, _TEXT_OR_NONE)):
             raise _text_error(self.description, self.id)
+
+    # What copy and pickle go through (the frozen `__setattr__` refuses their default):
+    # the fields' values, a dataclass subclass's too, as `dataclass(slots=True)` writes.
+    def __getstate__(self) -> list[Any]:
+        return [getattr(self, field.name) for field in fields(self)]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for field, value in zip(fields(self), state, strict=True):
+            _set_attribute(self, field.name, value)
 
     def to_dict(self) -> dict[str, Any]:
         """`{"id", "description", "content"}`, plus `"content_type"` for a `Message` or a
@@ -94,12 +120,17 @@ class ContextItem(JsonSerializable, Generic[T]):
         return {"id": self.id, "description": self.description, "content": content}
 
     @staticmethod
-    def _all_to_dicts(items: Iterable[ContextItem[Any]]) -> list[dict[str, Any]]:
-        """`to_dict()` of each item (a queue or a pool saves thousands)."""
+    def _all_to_dicts(items: Collection[ContextItem[Any]]) -> list[dict[str, Any]]:
+        """`to_dict()` of each item (a queue or a pool saves thousands).
+
+        Whether any content needs more than its fields (a `Message`, a registered
+        content type) is asked once per type of content, not once per item.
+        """
+        kinds = set(map(type, map(_content_of, items)))
+        if any(issubclass(kind, Message) or kind in CODEC_OF_CLASS for kind in kinds):
+            return [item.to_dict() for item in items]
         return [
-            item.to_dict()
-            if isinstance(item.content, Message) or type(item.content) in CODEC_OF_CLASS
-            else {"id": item.id, "description": item.description, "content": item.content}
+            {"id": item.id, "description": item.description, "content": item.content}
             for item in items
         ]
 
@@ -119,40 +150,36 @@ class ContextItem(JsonSerializable, Generic[T]):
         Raises:
             ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
         """
-        return cls._from_fields(cls._checked_fields([data], parsed=False))[0]
-
-    @classmethod
-    def _from_json_data(cls, data: Any) -> ContextItem[Any]:
-        return cls._from_fields(cls._checked_fields([data], parsed=True))[0]
+        return cls._from_fields(cls._checked_fields([data]))[0]
 
     @staticmethod
     @refuses_deep_nesting("ContextItem")
-    def _checked_fields(saved: Iterable[object], parsed: bool) -> list[dict[str, Any]]:
-        """The fields of each saved item, checked as `__post_init__` would, in dicts of their own.
+    def _checked_fields(saved: list[Any]) -> ItemFields:
+        """The fields of the saved items, checked as `__init__` checks them, field by field.
 
-        Each dict becomes an item's `__dict__` (`_from_fields`), which skips the frozen
-        dataclass's `__init__`, most of the cost of a load: a queue or a pool loads
-        thousands. `parsed`: the dicts are fresh from `from_json` (see
-        `JsonSerializable._from_json_data`).
+        When every item is in the form `to_dict` writes for content that is not a
+        `Message` (most are), each field is read and checked in one pass in C
+        across the items: a queue or a pool loads thousands. Otherwise item by
+        item, each content made again from its `content_type`.
+
+        Raises:
+            ValueError: An item is not a dict with `content`, or a field has the wrong type.
         """
-        if type(saved) is list and _all_plain(saved):
-            # Fresh from JSON, nothing else holds the dicts: the items can keep them.
-            return saved if parsed else list(map(dict, saved))
-        fields: list[dict[str, Any]] = []
-        append = fields.append
+        if {dict}.issuperset(map(type, saved)) and {3}.issuperset(map(len, saved)):
+            try:  # three keys, each present: exactly these three
+                contents = list(map(_CONTENT, saved))
+                descriptions = list(map(_DESCRIPTION, saved))
+                ids = list(map(_ID, saved))
+            except KeyError:
+                pass
+            else:
+                if (
+                    set(map(type, descriptions)) <= _TEXT_TYPES
+                    and set(map(type, ids)) <= _TEXT_TYPES
+                ):
+                    return ItemFields(contents, descriptions, ids)
+        checked = ItemFields([], [], [])
         for data in saved:
-            if (
-                type(data) is dict
-                and len(data) == 3
-                and "content" in data
-                and type(data.get("description", data)) in _TEXT_TYPES
-                and type(data.get("id", data)) in _TEXT_TYPES
-            ):
-                # Exactly the fields (the form `to_dict` writes for content that is not
-                # a `Message`), each of the right type. Fresh from JSON, nothing else
-                # holds the dict: the item can keep it.
-                append(data if parsed else dict(data))
-                continue
             if not is_mapping(data) or "content" not in data:
                 raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
             content, description, id = data["content"], data.get("description"), data.get("id")
@@ -160,36 +187,43 @@ class ContextItem(JsonSerializable, Generic[T]):
                 content = _saved_content(data["content_type"], content)
             if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
                 raise ValueError(str(_text_error(description, id)))
-            append({"content": content, "description": description, "id": id})
-        return fields
+            checked.contents.append(content)
+            checked.descriptions.append(description)
+            checked.ids.append(id)
+        return checked
 
     @classmethod
-    def _from_fields(cls, fields: list[dict[str, Any]]) -> list[ContextItem[Any]]:
-        """Items with the checked `fields` (see `_checked_fields`), which become theirs.
+    def _from_fields(cls, checked: ItemFields) -> list[ContextItem[Any]]:
+        """Items with the `checked` fields (see `_checked_fields`), without `__init__`.
 
-        Two passes in C, no bytecode per item: make the bare instances, then
-        give each its dict of fields.
+        One pass in C per field, no bytecode per item: make the bare instances,
+        then set each field through its slot's own setter.
         """
-        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(fields))))
-        deque(map(_set_attribute, items, repeat("__dict__"), fields), maxlen=0)
+        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(checked.ids))))
+        deque(map(_set_content, items, checked.contents), maxlen=0)
+        deque(map(_set_description, items, checked.descriptions), maxlen=0)
+        deque(map(_set_id, items, checked.ids), maxlen=0)
         return items
 
 
-def _all_plain(saved: list[Any]) -> bool:
-    """Whether every saved item is exactly the form `to_dict` writes for content that is
-    not a `Message`: a dict of `content`, `description` and `id`, the last two str or None.
+class ItemFields(NamedTuple):
+    """The checked fields of saved items, one list per field, in the items' order."""
 
-    One pass in C per condition: a queue or a pool saves thousands of them.
-    """
-    if not {dict}.issuperset(map(type, saved)) or not {3}.issuperset(map(len, saved)):
-        return False
-    try:  # three keys, each present: exactly these three
-        deque(map(_CONTENT, saved), maxlen=0)
-        descriptions = set(map(type, map(_DESCRIPTION, saved)))
-        ids = set(map(type, map(_ID, saved)))
-    except KeyError:
-        return False
-    return descriptions <= _TEXT_TYPES and ids <= _TEXT_TYPES
+    contents: list[Any]
+    descriptions: list[str | None]
+    ids: list[str | None]
+
+
+# The defaults `__init__` gives, on the fields too (slots leave no room for class-level
+# ones): `fields()` shows them, and a dataclass subclass's generated `__init__` has them.
+for _optional in fields(ContextItem)[1:]:
+    _optional.default = None
+
+# The slots' own setters (the frozen dataclass's `__setattr__` refuses), for `_from_fields`.
+_set_content, _set_description, _set_id = (
+    ContextItem.__dict__[name].__set__ for name in ("content", "description", "id")
+)
+_content_of = attrgetter("content")
 
 
 @dataclass(frozen=True, slots=True)

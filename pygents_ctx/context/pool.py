@@ -5,8 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from operator import itemgetter
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar, cast
 
 from pygents_ctx._calls import POOL, receives_context, tag_set
 from pygents_ctx._dispatch import (
@@ -40,7 +39,6 @@ _AFTER_REMOVE = HookRegistry.globals_for(ContextPoolHook.AFTER_REMOVE)
 _BEFORE_CLEAR = HookRegistry.globals_for(ContextPoolHook.BEFORE_CLEAR)
 _AFTER_CLEAR = HookRegistry.globals_for(ContextPoolHook.AFTER_CLEAR)
 _ON_EVICT = HookRegistry.globals_for(ContextPoolHook.ON_EVICT)
-_ID, _DESCRIPTION = itemgetter("id"), itemgetter("description")  # of an item's checked fields
 
 
 class ContextPool(JsonSerializable, Generic[T]):
@@ -400,22 +398,20 @@ class ContextPool(JsonSerializable, Generic[T]):
                 ids repeat, or there are more items than the limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        return cls._from_saved(data, parsed=False)
-
-    @classmethod
-    def _from_json_data(cls, data: Any) -> ContextPool[Any]:
-        return cls._from_saved(data, parsed=True)
+        return cls._from_saved(data)
 
     @classmethod
     @refuses_deep_nesting("ContextPool")
-    def _from_saved(cls, data: Any, parsed: bool) -> ContextPool[Any]:
-        """`from_dict`; `parsed` as for `read_saved`."""
-        saved = read_saved(data, "ContextPool", limit_required=False, parsed=parsed)
+    def _from_saved(cls, data: Any) -> ContextPool[Any]:
+        """`from_dict`, for any `data` (a malformed one raises `ValueError`)."""
+        saved = read_saved(data, "ContextPool", limit_required=False)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
-        ids = list(map(_ID, saved.items))
-        if None in ids or None in map(_DESCRIPTION, saved.items):
-            fields = next(f for f in saved.items if f["id"] is None or f["description"] is None)
-            item = ContextItem._from_fields([fields])[0]
+        ids, descriptions = saved.items.ids, saved.items.descriptions
+        if None in ids or None in descriptions:
+            at = next(
+                i for i, pair in enumerate(zip(ids, descriptions, strict=True)) if None in pair
+            )
+            item = ContextItem(saved.items.contents[at], descriptions[at], ids[at])
             raise ValueError(
                 f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
                 f"both 'id' and 'description' set"
@@ -430,7 +426,8 @@ class ContextPool(JsonSerializable, Generic[T]):
             )
         pool.hooks = hooks_from_dict(saved.hooks, PoolHookList, "ContextPool")
         if ids:
-            pool._store(OrderedDict(zip(ids, ContextItem._from_fields(saved.items), strict=True)))
+            keys = cast("list[str]", ids)  # none is None: checked above
+            pool._store(OrderedDict(zip(keys, ContextItem._from_fields(saved.items), strict=True)))
         return pool
 
 

@@ -470,17 +470,13 @@ class ContextQueue(JsonSerializable, Generic[T]):
             ValueError: The data is malformed, or holds more items than its limit.
             UnregisteredHookError: A hook name is not registered.
         """
-        return cls._from_saved(data, parsed=False)
-
-    @classmethod
-    def _from_json_data(cls, data: Any) -> ContextQueue[Any]:
-        return cls._from_saved(data, parsed=True)
+        return cls._from_saved(data)
 
     @classmethod
     @refuses_deep_nesting("ContextQueue")
-    def _from_saved(cls, data: Any, parsed: bool) -> ContextQueue[Any]:
-        """`from_dict`; `parsed` as for `read_saved`."""
-        saved = read_saved(data, "ContextQueue", limit_required=True, parsed=parsed)
+    def _from_saved(cls, data: Any) -> ContextQueue[Any]:
+        """`from_dict`, for any `data` (a malformed one raises `ValueError`)."""
+        saved = read_saved(data, "ContextQueue", limit_required=True)
         counter = counter_from_dict(data["counter"]) if "counter" in data else None
         try:
             queue: ContextQueue[Any] = cls(
@@ -488,20 +484,21 @@ class ContextQueue(JsonSerializable, Generic[T]):
             )
         except TypeError as exc:
             raise ValueError(f"saved {exc}") from None
-        if len(saved.items) > queue.limit:
+        contents = saved.items.contents
+        if len(contents) > queue.limit:
             raise ValueError(
-                f"saved ContextQueue holds {len(saved.items)} items but its limit is "
+                f"saved ContextQueue holds {len(contents)} items but its limit is "
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
         queue.hooks = hooks_from_dict(saved.hooks, QueueHookList, "ContextQueue")
         counter = queue.counter
         counts = (
-            [count_content_tokens(fields["content"], counter) for fields in saved.items]
+            [count_content_tokens(content, counter) for content in contents]
             if queue._counting
             else []
         )
         # As saved: no eviction on load.
-        if saved.items:
+        if contents:
             queue._store(ContextItem._from_fields(saved.items), counts)
         return queue
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import math
+import pickle
 import uuid
 from dataclasses import FrozenInstanceError
 from typing import Any
@@ -211,7 +213,9 @@ async def test_items_loaded_from_json_are_the_same_frozen_values() -> None:
     assert loaded == built
     assert hash(loaded[1]) == hash(built[1])  # the one whose content is hashable
     for item, twin in zip(loaded, built, strict=True):
-        assert set(vars(item)) == set(vars(twin)) == {"content", "description", "id"}
+        # Slotted, loaded or built: the three fields and nothing else.
+        assert not hasattr(item, "__dict__")
+        assert not hasattr(twin, "__dict__")
         with pytest.raises(FrozenInstanceError):
             item.id = "changed"  # type: ignore[misc]
         assert dataclasses.replace(item, id="x") == dataclasses.replace(twin, id="x")
@@ -237,3 +241,20 @@ def test_from_json_checks_the_saved_fields_as_from_dict_does(
     with pytest.raises(ValueError, match=field) as from_json:
         owner.from_json(orjson.dumps(data))
     assert str(from_json.value) == str(from_dict.value)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Note(ContextItem[str]):
+    """A user's dataclass subclass: its generated `__init__` still checks the base fields."""
+
+    colour: str = "red"
+
+
+def test_a_dataclass_subclass_checks_its_fields_and_copies_them_all() -> None:
+    note = _Note("text", "d", "i", colour="blue")
+
+    for twin in (copy.copy(note), copy.deepcopy(note), pickle.loads(pickle.dumps(note))):
+        assert twin == note
+        assert twin.colour == "blue"
+    with pytest.raises(TypeError, match="description must be a string or None"):
+        _Note("text", 7)  # type: ignore[arg-type]

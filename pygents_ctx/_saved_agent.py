@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
 from pygents_ctx._dispatch import AgentHookList, TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import check_writable_depth
-from pygents_ctx._turns.loading import SavedTurns, load_turns
+from pygents_ctx._turns.loading import load_turns
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.pool import ContextPool
 from pygents_ctx.context.queue import ContextQueue
@@ -59,7 +59,7 @@ class SavedAgent(NamedTuple):
     tags: list[str] | None
     hooks: list[Hook]
     turn_hooks: list[Hook]
-    turns: SavedTurns | list[Turn]
+    turns: list[Turn]
     current_turn: Turn | None
     is_paused: bool
     on_tool_error: Any  # checked when the agent is made
@@ -68,10 +68,7 @@ class SavedAgent(NamedTuple):
         """Give the agent just made from this its hooks, turns and pause."""
         agent.hooks = self.hooks
         agent.turn_hooks = self.turn_hooks
-        if isinstance(self.turns, list):
-            pending.own().extend(self.turns)
-        else:
-            pending.defer(self.turns)
+        pending.own().extend(self.turns)
         state.current_turn = self.current_turn
         if self.is_paused:
             state.pause()

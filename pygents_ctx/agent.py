@@ -274,7 +274,7 @@ class Agent(JsonSerializable):
 
     @property
     def _turns(self) -> deque[Turn]:
-        """The queued turns, this agent's own (built now if they were deferred)."""
+        """The queued turns, this agent's own (copied now if they were borrowed from a parent)."""
         return self._pending.own()
 
     def __repr__(self) -> str:
@@ -568,7 +568,7 @@ class Agent(JsonSerializable):
         child.hooks = self.hooks if isinstance(hooks, Inherit) else hooks or []  # copied
         child.turn_hooks = self.turn_hooks
         if borrowed.loan.turns:
-            child._pending.defer(borrowed)
+            child._pending.borrow(borrowed)
         return child
 
     async def merge(self, branch: Agent, *, on_conflict: OnConflict = "raise") -> BranchMerge:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import weakref
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pygents_ctx._dispatch import TurnHookList
 from pygents_ctx._turns.state import OPEN_LOANS
@@ -40,19 +40,7 @@ if TYPE_CHECKING:
     from pygents_ctx.tools import Tool
     from pygents_ctx.turns import Turn
 
-__all__ = ["Borrowed", "DeferredTurns", "PendingTurns", "TurnLoan"]
-
-
-class DeferredTurns(Protocol):
-    """Turns an agent holds without having built them."""
-
-    def tools(self) -> Iterable[Tool[..., Any]]:
-        """The tools the turns run."""
-        ...
-
-    def build(self) -> list[Turn]:
-        """The turns, as new `Turn` objects of the agent's own."""
-        ...
+__all__ = ["Borrowed", "PendingTurns", "TurnLoan"]
 
 
 class TurnLoan:
@@ -131,47 +119,43 @@ _NO_HOOKS: dict[int, list[Hook]] = {}  # shared by every snapshot of unhooked tu
 
 
 class PendingTurns:
-    """An agent's queued turns: its own (`queued`), or some it has yet to build.
+    """An agent's queued turns: its own (`queued`), or a branch's borrowed ones.
 
-    While some are deferred, `queued` is empty: `own()` builds them into it.
+    While it borrows, `queued` is empty: `own()` builds its copies into it.
     """
 
-    __slots__ = ("__weakref__", "_deferred", "_lent", "queued")
+    __slots__ = ("__weakref__", "_borrowed", "_lent", "queued")
 
     def __init__(self) -> None:
         self.queued: deque[Turn] = deque()
-        self._deferred: DeferredTurns | None = None
+        self._borrowed: Borrowed | None = None
         self._lent: TurnLoan | None = None  # the loan last made of `queued`
 
     def own(self) -> deque[Turn]:
-        """The queued turns, built now if they were deferred, for the agent to read or change."""
+        """The queued turns, copied now if they were borrowed, for the agent to read or change."""
         self._lent = None  # they may change: the next branch makes a new loan
-        deferred = self._deferred
-        if deferred is not None:
-            self._deferred = None
-            if isinstance(deferred, Borrowed):
-                deferred.loan.leave(self)
-            self.queued.extend(deferred.build())
+        borrowed = self._borrowed
+        if borrowed is not None:
+            self._borrowed = None
+            borrowed.loan.leave(self)
+            self.queued.extend(borrowed.build())
         return self.queued
 
-    def defer(self, turns: DeferredTurns) -> None:
-        """Hold `turns` (in place of an empty queue) until they are needed."""
-        self._deferred = turns
-        if isinstance(turns, Borrowed):
-            turns.loan.lend_to(self)
+    def borrow(self, turns: Borrowed) -> None:
+        """Hold a parent's `turns` (in place of an empty queue) until they are needed."""
+        self._borrowed = turns
+        turns.loan.lend_to(self)
 
     def tools(self) -> set[Tool[..., Any]]:
-        """The tools of the queued turns, deferred ones included, without building them."""
-        if self._deferred is not None:
-            return set(self._deferred.tools())
+        """The tools of the queued turns, borrowed ones included, without copying them."""
+        if self._borrowed is not None:
+            return set(self._borrowed.tools())
         return {turn._tool for turn in self.queued}
 
     def lend(self) -> Borrowed:
-        """The queued turns, for a branch to borrow (see `defer`)."""
-        if isinstance(self._deferred, Borrowed):  # borrowed, not copied: lent on as they are
-            return self._deferred
-        if self._deferred is not None:
-            self.own()
+        """The queued turns, for a branch to borrow (see `borrow`)."""
+        if self._borrowed is not None:  # borrowed, not copied: lent on as they are
+            return self._borrowed
         # Branches of an unchanged queue share one loan, so their memory stays flat.
         # (`own()` forgets it, so that it keeps no turn alive the agent has let go of;
         # the comparison is what makes reusing it right: a run pops turns unseen.)

@@ -2,9 +2,8 @@
 
 Most queued turns were saved before they ever ran, with plain arguments, no
 hooks and no tags. A queue of only such turns is checked all at once, field by
-field across the turns (each check one pass in C), and kept as the checked
-fields: the agent builds the turns the first time it needs them (`SavedTurns`,
-held by its `PendingTurns`). A queue with any other turn, or with anything the
+field across the turns (each check one pass in C), and the turns are built
+from the checked fields. A queue with any other turn, or with anything the
 checks do not recognize, loads turn by turn through `Turn.from_dict`'s own path,
 which raises the error that says what is wrong.
 """
@@ -19,7 +18,7 @@ from pygents_ctx._calls import any_dynamic
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns import Turn, TurnMetadata
 
-__all__ = ["SavedTurns", "load_turns"]
+__all__ = ["load_turns"]
 
 # Every field `Turn.to_dict()` writes, in one C call per saved turn.
 _FIELDS = itemgetter(
@@ -29,57 +28,33 @@ _NOT_RUN = TurnMetadata().to_dict()
 _NO_TAGS: frozenset[str] = frozenset()
 
 
-class SavedTurns:
-    """Saved turns that never ran, checked, to be built when first needed.
-
-    Args:
-        tools: Each turn's tool.
-        args: Each turn's positional arguments (tuples of its own).
-        kwargs: Each turn's keyword arguments (dicts of its own).
-        timeouts: Each turn's timeout.
-        outputs: Each turn's saved output.
-    """
-
-    __slots__ = ("_args", "_kwargs", "_outputs", "_timeouts", "_tools")
-
-    def __init__(
-        self,
-        tools: list[Tool[..., Any]],
-        args: list[tuple[Any, ...]],
-        kwargs: list[dict[str, Any]],
-        timeouts: tuple[int, ...],
-        outputs: tuple[Any, ...],
-    ) -> None:
-        self._tools, self._args, self._kwargs = tools, args, kwargs
-        self._timeouts, self._outputs = timeouts, outputs
-
-    def tools(self) -> set[Tool[..., Any]]:
-        """The tools the turns run."""
-        return set(self._tools)
-
-    def build(self) -> list[Turn]:
-        """The turns, as `Turn.from_dict` would have made them (their values are checked)."""
-        turns = []
-        for tool, args, kwargs, timeout, output in zip(
-            self._tools, self._args, self._kwargs, self._timeouts, self._outputs, strict=True
-        ):
-            turn = _new_turn(Turn)
-            dynamic_args = any(map(callable, args)) and any_dynamic(args)
-            values = kwargs.values()
-            dynamic_kwargs = any(map(callable, values)) and any_dynamic(values)
-            turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, _NO_TAGS)
-            turn.output = output
-            turns.append(turn)
-        return turns
+def _built(
+    tools: list[Tool[..., Any]],
+    args: list[tuple[Any, ...]],
+    kwargs: list[dict[str, Any]],
+    timeouts: tuple[int, ...],
+    outputs: tuple[Any, ...],
+) -> list[Turn]:
+    """The turns of these checked fields, as `Turn.from_dict` would have made them."""
+    turns = []
+    for tool, turn_args, turn_kwargs, timeout, output in zip(
+        tools, args, kwargs, timeouts, outputs, strict=True
+    ):
+        turn = _new_turn(Turn)
+        dynamic_args = any(map(callable, turn_args)) and any_dynamic(turn_args)
+        values = turn_kwargs.values()
+        dynamic_kwargs = any(map(callable, values)) and any_dynamic(values)
+        turn._fill(tool, turn_args, dynamic_args, turn_kwargs, dynamic_kwargs, timeout, _NO_TAGS)
+        turn.output = output
+        turns.append(turn)
+    return turns
 
 
 _new_turn = object.__new__
 
 
-def load_turns(
-    saved: list[Any], tools: dict[str, Tool[..., Any]], parsed: bool
-) -> SavedTurns | list[Turn]:
-    """`Turn.from_dict` of each saved turn, deferred when every one is plain (see the module).
+def load_turns(saved: list[Any], tools: dict[str, Tool[..., Any]], parsed: bool) -> list[Turn]:
+    """`Turn.from_dict` of each saved turn, all at once when every one is plain (see the module).
 
     `tools` as for `Turn._from_saved`: names are looked up there first, and it
     ends up holding every tool the turns use. `parsed` as for `Turn._from_saved`.
@@ -97,12 +72,8 @@ def load_turns(
 
 def _plain_turns(
     saved: list[Any], tools: dict[str, Tool[..., Any]], parsed: bool
-) -> SavedTurns | None:
-    """The turns as `SavedTurns`, if each is a plain turn that never ran; else None.
-
-    Which arguments are dynamic is found when the turns are built: the copies
-    kept here cannot change meanwhile.
-    """
+) -> list[Turn] | None:
+    """The turns, if each is a plain turn that never ran; else None."""
     if not saved or set(map(type, saved)) != {dict}:
         return None
     try:
@@ -131,7 +102,7 @@ def _plain_turns(
     # Turn.from_dict would, for the first turn that names one.
     for name in dict.fromkeys(names):
         tools[name] = tools.get(name) or ToolRegistry.get(name)
-    return SavedTurns(
+    return _built(
         list(map(tools.__getitem__, names)),
         list(map(tuple, args)),
         list(kwargs),

@@ -310,11 +310,26 @@ class SQLiteContextStore(ContextStore):
         if count == 0 and not batch:
             return
         rows = [ops.encode(message) for message in batch]
+        seen_at = None if wanted is None else self._cached_prefix_generation(wanted)
         self._cache.forget()
         work = partial(
-            ops.replace_prefix, self.session_id, self._ensure(), count, run, rows, wanted
+            ops.replace_prefix, self.session_id, self._ensure(), count, run, rows, wanted, seen_at
         )
         await self._write(work, ensures=True)
+
+    def _cached_prefix_generation(self, expected: list[Message]) -> int | None:
+        """The generation of the cached history if it starts with `expected`, else None.
+
+        Between two bumps of the generation a session only grows at the end, so
+        a cache read at the generation the database still has holds its prefix.
+        """
+        cache = self._cache
+        if cache.generation == _STALE or len(expected) > len(cache.messages):
+            return None
+        for wanted, cached in zip(expected, cache.messages, strict=False):
+            if wanted is not cached and wanted != cached:
+                return None
+        return int(cache.generation)
 
     async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:
         """A new session in the same database with a copy of the history, archive and tokens.

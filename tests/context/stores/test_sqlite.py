@@ -23,9 +23,10 @@ from .helpers import numbered, texts
 NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
 
 TABLES = [
-    "pygents_archive",
+    "pygents_archive_rows",
     "pygents_leases",
-    "pygents_messages",
+    "pygents_live_rows",
+    "pygents_message_data",
     "pygents_schema",
     "pygents_sessions",
     "pygents_usage",

@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables:
+Tables (schema version 5):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -13,13 +13,32 @@ Tables:
   so readers know to drop their cached history. A new row starts at a random
   generation (migration 2), so a session deleted and created again never
   looks like the one a reader cached.
-- `pygents_messages`: the live history; `position` orders a session's messages
-  and is unique within it. Appends take `next_position`; `replace_prefix` puts
-  its messages just before the first one it keeps (positions may go negative).
-- `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+- `pygents_message_data`: each message's JSON bytes, live or archived, written
+  once and never moved; `session_id` is there so a session's data goes with it.
+- `pygents_live_rows`: the live history, a small row per message (its
+  `position`, run id, token count, preview, and `data_id`), keyed by
+  `(session_id, position)`. Appends take `next_position`; `replace_prefix`
+  puts its messages just before the first one it keeps (positions may go
+  negative). The counter triggers are on this table.
+- `pygents_archive_rows`: the messages `replace_prefix` took out, the same
+  small rows keyed by `(session_id, id)`, `id` counting up in the order they
+  left. Compaction moves rows from the live table to this one; their data
+  stays where it is.
+- `pygents_messages` and `pygents_archive`: views joining those rows to their
+  data, with the columns the tables of these names had up to version 4 (the
+  live history by `position`, without the row `id` nothing read; the archive
+  by `id`). INSTEAD OF triggers carry
+  an INSERT, UPDATE or DELETE on them to the tables underneath, so SQL written
+  against version 4 (the command line's viewer, export and import) works
+  unchanged. The stores read through them and write the tables directly
+  where it saves work.
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
+
+Every message's data is pointed at by exactly one live or archive row: the
+stores delete a row and its data in the same transaction (no foreign key from
+rows to data, which would make deleting data search both tables).
 """
 
 from __future__ import annotations

@@ -125,7 +125,9 @@ class SQLiteContextStore(ContextStore):
 
     Many sessions live in one file; several stores can share one connection.
     The session's row is created by its first write, and `created_at` is that
-    moment. Messages are stored as JSON beside their token count, so
+    moment. Messages are stored as JSON, written once and never moved (the
+    archive is rows pointing at them), their token counts summed in the
+    session's row, so
     `token_count()` and `count()` are one indexed lookup.
 
     `get_history()` keeps the messages it has read: a later call reads only
@@ -289,10 +291,14 @@ class SQLiteContextStore(ContextStore):
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, in one transaction.
 
-        The replaced messages move to the archive. With `expected`, the
-        oldest `count` messages are compared with it inside the same
-        `BEGIN IMMEDIATE` transaction, so no other process can change them
-        between the check and the rewrite. See `ContextStore.replace_prefix`.
+        The replaced messages move to the archive: their small rows move, their
+        stored bytes stay where they were written. With `expected`, the oldest
+        `count` messages are compared with it inside the same `BEGIN IMMEDIATE`
+        transaction, so no other process can change them between the check and
+        the rewrite; when this store's cached history starts with `expected`
+        and the session is still at the generation it was read at, they are
+        compared with the cache instead of being read back. See
+        `ContextStore.replace_prefix`.
 
         Raises:
             TypeError: `count` is not an int, or `messages` or `expected` holds a

@@ -27,11 +27,10 @@ Tables (schema version 5):
 - `pygents_messages` and `pygents_archive`: views joining those rows to their
   data, with the columns the tables of these names had up to version 4 (the
   live history by `position`, without the row `id` nothing read; the archive
-  by `id`). INSTEAD OF triggers carry
-  an INSERT, UPDATE or DELETE on them to the tables underneath, so SQL written
-  against version 4 (the command line's viewer, export and import) works
-  unchanged. The stores read through them and write the tables directly
-  where it saves work.
+  by `id`). INSTEAD OF triggers carry an INSERT, UPDATE or DELETE on them to
+  the tables underneath, so SQL written against version 4 (the command line's
+  viewer, export and import) works unchanged. The stores read through them
+  and write the tables directly where it saves work.
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.

@@ -127,8 +127,7 @@ class SQLiteContextStore(ContextStore):
     The session's row is created by its first write, and `created_at` is that
     moment. Messages are stored as JSON, written once and never moved (the
     archive is rows pointing at them), their token counts summed in the
-    session's row, so
-    `token_count()` and `count()` are one indexed lookup.
+    session's row, so `token_count()` and `count()` are one indexed lookup.
 
     `get_history()` keeps the messages it has read: a later call reads only
     the rows appended since. `clear`, `clear_run`, `replace_prefix` and

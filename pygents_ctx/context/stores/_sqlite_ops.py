@@ -157,7 +157,7 @@ def scalar(db: Db, sql: str, session_id: str, default: int = 0) -> int:
 
 
 def first_preview(db: Db, session_id: str) -> str:
-    for table, order in (("pygents_archive", "id"), ("pygents_messages", "position")):
+    for table, order in (("pygents_archive_rows", "id"), ("pygents_live_rows", "position")):
         row = db.execute(
             f"SELECT preview FROM {table} WHERE session_id = ? AND preview IS NOT NULL "
             f"ORDER BY {order} LIMIT 1",
@@ -340,8 +340,8 @@ def restore(
 ) -> None:
     db.execute(ENSURE, (session_id, created_at))
     held = db.execute(
-        "SELECT EXISTS (SELECT 1 FROM pygents_messages WHERE session_id = ?) "
-        "OR EXISTS (SELECT 1 FROM pygents_archive WHERE session_id = ?)",
+        "SELECT EXISTS (SELECT 1 FROM pygents_live_rows WHERE session_id = ?) "
+        "OR EXISTS (SELECT 1 FROM pygents_archive_rows WHERE session_id = ?)",
         (session_id, session_id),
     ).fetchone()[0]
     if held:

@@ -16,6 +16,9 @@ import orjson
 import pytest
 
 from pygents_ctx import ConcurrentModificationError, Message, Usage, UsageRecord
+from pygents_ctx.cli import main
+from pygents_ctx.cli.viewer._queries import archive_page, messages_page
+from pygents_ctx.cli.viewer._source import SQLiteSource
 from pygents_ctx.context.stores import SQLiteConnection, SQLiteContextStore, connect
 from pygents_ctx.context.stores._common import decode, encode_message, preview_of
 from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, SCHEMA_VERSION, migrate
@@ -194,6 +197,35 @@ async def test_a_version_4_file_migrates_and_reads_back_identically(db_path: Pat
     assert unaccounted_in(db_path) == (0, 0, 0)
 
 
+def viewer_pages(path: Path) -> tuple[list[Any], list[Any]]:
+    """The viewer's pages of session "chat": its archive and its live history.
+
+    The viewer opens the file read-only, so a version 4 file is read as it is.
+    """
+    with SQLiteSource(str(path)).reading() as reading:
+        return archive_page(reading, "chat", 0, 100), messages_page(reading, "chat", 0, 100)
+
+
+def test_the_command_line_reads_a_migrated_file_as_it_read_version_4(
+    db_path: Path, tmp_path: Path
+) -> None:
+    build_v4_file(db_path)
+    before = viewer_pages(db_path)
+    [_, live_rows, archive_rows, *_] = dump(db_path)
+    out = tmp_path / "chat.json"
+
+    assert main(["--db", str(db_path), "export", "chat", "-o", str(out)]) == 0  # migrates
+
+    assert kinds(db_path)["pygents_archive"] == "view"
+    assert viewer_pages(db_path) == before
+    archive, live = before
+    assert len(archive) == 7
+    assert [entry.run_id for entry in live] == [None, "r1", "r1"]
+    exported = orjson.loads(out.read_bytes())
+    assert exported["archived"] == [orjson.loads(r[5]) for r in archive_rows if r[0] == "chat"]
+    assert exported["messages"] == [orjson.loads(r[5]) for r in live_rows if r[0] == "chat"]
+
+
 async def test_a_migrated_file_goes_on_where_version_4_left_off(db_path: Path) -> None:
     build_v4_file(db_path)
 
@@ -205,6 +237,11 @@ async def test_a_migrated_file_goes_on_where_version_4_left_off(db_path: Path) -
         await store.clear_run("r1")
         fork = await store.fork(session_id="chat fork")
         forked = await fork.get_history(include_archived=True)
+        restored = SQLiteContextStore(conn, session_id="restored")
+        await restored.restore(await store.snapshot())
+        copied, original = await restored.snapshot(), await store.snapshot()
+        assert (copied.messages, copied.archived) == (original.messages, original.archived)
+        assert copied.usage == original.usage
         other = SQLiteContextStore(conn, session_id="other")
         await other.clear()
 

@@ -24,6 +24,7 @@ import psycopg
 import pygents_ctx
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
+from tests.context.stores.helpers import unaccounted
 
 WORKER = Path(__file__).with_name("worker.py")
 # The children import the pygents_ctx the parent tests, whatever the script's own directory.
@@ -134,6 +135,14 @@ class Database:
                 session,
             ),
         )
+
+    def unaccounted(self) -> tuple[int, int, int]:
+        """SQLite: data rows no row points at, rows pointing at no data, data pointed at twice."""
+        db = sqlite3.connect(self.target)
+        try:
+            return unaccounted(db)
+        finally:
+            db.close()
 
     def positions(self, session: str) -> list[int]:
         rows = self.query(

@@ -99,6 +99,7 @@ async def test_writers_killed_at_random_moments_never_lose_an_acknowledged_messa
     if db.backend == "sqlite":
         assert db.query("PRAGMA integrity_check") == [("ok",)]
         assert db.query("PRAGMA foreign_key_check") == []
+        assert db.unaccounted() == (0, 0, 0), note  # every message's data, and only once
     async with db.store(session) as store:
         assert await store.get_history() == live
         assert await store.get_history(include_archived=True) == archived + live
@@ -133,3 +134,4 @@ def test_an_import_killed_at_any_moment_leaves_all_of_the_file_or_none(
             assert live == whole_live, f"half an import (seed {seed})"
             assert [row[1:] for row in archive] == [row[1:] for row in whole_archive]
     assert sqlite_db.query("PRAGMA integrity_check") == [("ok",)]
+    assert sqlite_db.unaccounted() == (0, 0, 0)

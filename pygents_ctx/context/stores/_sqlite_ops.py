@@ -157,7 +157,7 @@ def scalar(db: Db, sql: str, session_id: str, default: int = 0) -> int:
 
 
 def first_preview(db: Db, session_id: str) -> str:
-    for table, order in (("pygents_archive", "id"), ("pygents_messages", "position")):
+    for table, order in (("pygents_archive_rows", "id"), ("pygents_live_rows", "position")):
         row = db.execute(
             f"SELECT preview FROM {table} WHERE session_id = ? AND preview IS NOT NULL "
             f"ORDER BY {order} LIMIT 1",
@@ -176,8 +176,8 @@ def bump(db: Db, session_id: str) -> None:
 
 
 def clear(session_id: str, db: Db) -> None:
-    db.execute("DELETE FROM pygents_messages WHERE session_id = ?", (session_id,))
-    db.execute("DELETE FROM pygents_archive WHERE session_id = ?", (session_id,))
+    for table in ("pygents_live_rows", "pygents_archive_rows", "pygents_message_data"):
+        db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     db.execute(
         "UPDATE pygents_sessions SET message_count = 0, live_tokens = 0, next_position = 0, "
         "preview = '', generation = generation + 1 WHERE session_id = ?",
@@ -186,11 +186,16 @@ def clear(session_id: str, db: Db) -> None:
 
 
 def clear_run(session_id: str, run_id: str, db: Db) -> None:
+    of_run = "FROM {} WHERE session_id = ? AND run_id = ?"
+    live, archived = of_run.format("pygents_live_rows"), of_run.format("pygents_archive_rows")
+    db.execute(
+        f"DELETE FROM pygents_message_data WHERE id IN "
+        f"(SELECT data_id {live} UNION ALL SELECT data_id {archived})",
+        (session_id, run_id, session_id, run_id),
+    )
     removed = 0
-    for table in ("pygents_messages", "pygents_archive"):
-        removed += db.execute(
-            f"DELETE FROM {table} WHERE session_id = ? AND run_id = ?", (session_id, run_id)
-        ).rowcount
+    for rows in (live, archived):
+        removed += db.execute(f"DELETE {rows}", (session_id, run_id)).rowcount
     if removed:
         db.execute(
             "UPDATE pygents_sessions SET preview = ?, generation = generation + 1 "
@@ -206,39 +211,58 @@ def replace_prefix(
     run_id: str | None,
     rows: list[Encoded],
     expected: list[Message] | None,
+    seen_at: int | None,
     db: Db,
 ) -> None:
+    """Archive the oldest `count` live messages and put `rows` in their place.
+
+    `seen_at` is a generation at which the caller read `expected` as the
+    session's oldest messages (from its cache), or None: while the session is
+    still at that generation only appends happened since, so the prefix is
+    unchanged and its rows need not be read and compared.
+    """
     db.execute(ENSURE, (session_id, ensure or now_iso()))
     session = db.execute(
-        "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
+        "SELECT message_count, next_position, generation FROM pygents_sessions "
+        "WHERE session_id = ?",
         (session_id,),
     ).fetchone()
-    live, next_position = (0, 0) if session is None else session
+    live, next_position, generation = (0, 0, MISSING) if session is None else session
     # The compare-and-swap: inside the write transaction, so nobody changes the
     # prefix between this check and the rewrite.
-    if expected is not None and not same_prefix(
-        session_id,
-        db.execute(f"{LIVE} ORDER BY position LIMIT ?", (session_id, count)).fetchall(),
-        expected,
+    if (
+        expected is not None
+        and seen_at != generation
+        and not same_prefix(
+            session_id,
+            db.execute(f"{LIVE} ORDER BY position LIMIT ?", (session_id, count)).fetchall(),
+            expected,
+        )
     ):
         raise changed_prefix(session_id, count)
     if count > live:
         raise ValueError(f"count {count} exceeds the {live} messages in the live history")
     first_kept = db.execute(
-        "SELECT position FROM pygents_messages WHERE session_id = ? "
+        "SELECT position FROM pygents_live_rows WHERE session_id = ? "
         "ORDER BY position LIMIT 1 OFFSET ?",
         (session_id, count),
     ).fetchone()
     boundary = next_position if first_kept is None else first_kept[0]
     if count:
-        db.execute(
-            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
-            "SELECT session_id, run_id, tokens, preview, data FROM pygents_messages "
-            "WHERE session_id = ? AND position < ? ORDER BY position",
-            (session_id, boundary),
+        # Only the small rows move: the messages' data stays where it was written.
+        last_archived = scalar(
+            db,
+            "SELECT coalesce(max(id), 0) FROM pygents_archive_rows WHERE session_id = ?",
+            session_id,
         )
         db.execute(
-            "DELETE FROM pygents_messages WHERE session_id = ? AND position < ?",
+            "INSERT INTO pygents_archive_rows (session_id, id, run_id, tokens, preview, data_id) "
+            "SELECT session_id, ? + row_number() OVER (ORDER BY position), run_id, tokens, "
+            "preview, data_id FROM pygents_live_rows WHERE session_id = ? AND position < ?",
+            (last_archived, session_id, boundary),
+        )
+        db.execute(
+            "DELETE FROM pygents_live_rows WHERE session_id = ? AND position < ?",
             (session_id, boundary),
         )
     # The new messages take the positions just before the first one kept (the
@@ -263,8 +287,8 @@ def fork(session_id: str, new_id: str, created_at: str, db: Db) -> None:
     if not copied:
         db.execute(ENSURE, (new_id, created_at))
     db.execute(
-        "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
-        "SELECT ?, run_id, tokens, preview, data FROM pygents_archive "
+        "INSERT INTO pygents_archive (session_id, id, run_id, tokens, preview, data) "
+        "SELECT ?, id, run_id, tokens, preview, data FROM pygents_archive "
         "WHERE session_id = ? ORDER BY id",
         (new_id, session_id),
     )
@@ -316,8 +340,8 @@ def restore(
 ) -> None:
     db.execute(ENSURE, (session_id, created_at))
     held = db.execute(
-        "SELECT EXISTS (SELECT 1 FROM pygents_messages WHERE session_id = ?) "
-        "OR EXISTS (SELECT 1 FROM pygents_archive WHERE session_id = ?)",
+        "SELECT EXISTS (SELECT 1 FROM pygents_live_rows WHERE session_id = ?) "
+        "OR EXISTS (SELECT 1 FROM pygents_archive_rows WHERE session_id = ?)",
         (session_id, session_id),
     ).fetchone()[0]
     if held:

@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables:
+Tables (schema version 5):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -13,13 +13,31 @@ Tables:
   so readers know to drop their cached history. A new row starts at a random
   generation (migration 2), so a session deleted and created again never
   looks like the one a reader cached.
-- `pygents_messages`: the live history; `position` orders a session's messages
-  and is unique within it. Appends take `next_position`; `replace_prefix` puts
-  its messages just before the first one it keeps (positions may go negative).
-- `pygents_archive`: messages `replace_prefix` took out, in the order they left.
+- `pygents_message_data`: each message's JSON bytes, live or archived, written
+  once and never moved; `session_id` is there so a session's data goes with it.
+- `pygents_live_rows`: the live history, a small row per message (its
+  `position`, run id, token count, preview, and `data_id`), keyed by
+  `(session_id, position)`. Appends take `next_position`; `replace_prefix`
+  puts its messages just before the first one it keeps (positions may go
+  negative). The counter triggers are on this table.
+- `pygents_archive_rows`: the messages `replace_prefix` took out, the same
+  small rows keyed by `(session_id, id)`, `id` counting up in the order they
+  left. Compaction moves rows from the live table to this one; their data
+  stays where it is.
+- `pygents_messages` and `pygents_archive`: views joining those rows to their
+  data, with the columns the tables of these names had up to version 4 (the
+  live history by `position`, without the row `id` nothing read; the archive
+  by `id`). INSTEAD OF triggers carry an INSERT, UPDATE or DELETE on them to
+  the tables underneath, so SQL written against version 4 (the command line's
+  viewer, export and import) works unchanged. The stores read through them
+  and write the tables directly where it saves work.
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
+
+Every message's data is pointed at by exactly one live or archive row: the
+stores delete a row and its data in the same transaction (no foreign key from
+rows to data, which would make deleting data search both tables).
 """
 
 from __future__ import annotations
@@ -127,8 +145,189 @@ _V2: Final = (
     """,
 )
 
+# Version 5: a message's bytes are written once, into `pygents_message_data`, and
+# never move. The live history and the archive are small rows pointing at them, so
+# `replace_prefix` moves a few dozen bytes per message instead of copying each one
+# into the archive and deleting it (an UPDATE of a large row rewrites it too).
+# `pygents_messages` and `pygents_archive` become views with their version 4
+# columns: SQL written against them (the viewer, export and import, users' own)
+# reads and writes as before, through the INSTEAD OF triggers below.
+_V5_TABLES: Final = (
+    """
+    CREATE TABLE pygents_message_data (
+        id         INTEGER PRIMARY KEY,
+        session_id TEXT    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        data       BLOB    NOT NULL
+    )
+    """,
+    "CREATE INDEX pygents_message_data_by_session ON pygents_message_data (session_id)",
+    # No foreign key from the rows to their data: a delete of data would search
+    # both tables for rows pointing at it. The stores delete the two together.
+    """
+    CREATE TABLE pygents_live_rows (
+        session_id TEXT    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        position   INTEGER NOT NULL,
+        run_id     TEXT,
+        tokens     INTEGER NOT NULL,
+        preview    TEXT,
+        data_id    INTEGER NOT NULL,
+        PRIMARY KEY (session_id, position)
+    ) WITHOUT ROWID
+    """,
+    """
+    CREATE TABLE pygents_archive_rows (
+        session_id TEXT    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        id         INTEGER NOT NULL,
+        run_id     TEXT,
+        tokens     INTEGER NOT NULL,
+        preview    TEXT,
+        data_id    INTEGER NOT NULL,
+        PRIMARY KEY (session_id, id)
+    ) WITHOUT ROWID
+    """,
+)
+# The version 4 rows move over with their ids, positions and order: live data
+# keeps its row id, archived data takes ids above every live one. The counters
+# in `pygents_sessions` stay right: the triggers come after the copy.
+_ARCHIVE_DATA_ID: Final = "id + (SELECT coalesce(max(id), 0) FROM pygents_messages)"
+_V5_COPY: Final = (
+    "INSERT INTO pygents_message_data (id, session_id, data) "
+    "SELECT id, session_id, data FROM pygents_messages",
+    "INSERT INTO pygents_message_data (id, session_id, data) "
+    f"SELECT {_ARCHIVE_DATA_ID}, session_id, data FROM pygents_archive",
+    "INSERT INTO pygents_live_rows (session_id, position, run_id, tokens, preview, data_id) "
+    "SELECT session_id, position, run_id, tokens, preview, id FROM pygents_messages",
+    "INSERT INTO pygents_archive_rows (session_id, id, run_id, tokens, preview, data_id) "
+    f"SELECT session_id, id, run_id, tokens, preview, {_ARCHIVE_DATA_ID} FROM pygents_archive",
+    "DROP TABLE pygents_archive",
+    "DROP TABLE pygents_messages",  # its index and triggers go with it
+)
+_V5_LIVE: Final = (
+    """
+    CREATE INDEX pygents_live_rows_by_run ON pygents_live_rows (session_id, run_id)
+    WHERE run_id IS NOT NULL
+    """,
+    """
+    CREATE TRIGGER pygents_live_rows_added AFTER INSERT ON pygents_live_rows BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count + 1,
+            live_tokens = live_tokens + NEW.tokens,
+            next_position = max(next_position, NEW.position + 1),
+            preview = CASE
+                WHEN preview = '' AND NEW.preview IS NOT NULL THEN NEW.preview
+                ELSE preview
+            END
+        WHERE session_id = NEW.session_id;
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_live_rows_removed AFTER DELETE ON pygents_live_rows BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count - 1,
+            live_tokens = live_tokens - OLD.tokens
+        WHERE session_id = OLD.session_id;
+    END
+    """,
+    """
+    CREATE VIEW pygents_messages (session_id, position, run_id, tokens, preview, data) AS
+    SELECT r.session_id, r.position, r.run_id, r.tokens, r.preview, d.data
+    FROM pygents_live_rows AS r JOIN pygents_message_data AS d ON d.id = r.data_id
+    """,
+    # One statement writes the data and its row, so an append stays one INSERT.
+    """
+    CREATE TRIGGER pygents_messages_insert INSTEAD OF INSERT ON pygents_messages BEGIN
+        INSERT INTO pygents_message_data (session_id, data) VALUES (NEW.session_id, NEW.data);
+        INSERT INTO pygents_live_rows (session_id, position, run_id, tokens, preview, data_id)
+        VALUES (
+            NEW.session_id, NEW.position, NEW.run_id, NEW.tokens, NEW.preview,
+            last_insert_rowid()
+        );
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_messages_delete INSTEAD OF DELETE ON pygents_messages BEGIN
+        DELETE FROM pygents_message_data WHERE id = (
+            SELECT data_id FROM pygents_live_rows
+            WHERE session_id = OLD.session_id AND position = OLD.position
+        );
+        DELETE FROM pygents_live_rows
+        WHERE session_id = OLD.session_id AND position = OLD.position;
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_messages_update INSTEAD OF UPDATE ON pygents_messages BEGIN
+        SELECT RAISE(ABORT, 'a message cannot move to another session_id')
+        WHERE NEW.session_id IS NOT OLD.session_id;
+        UPDATE pygents_message_data SET data = NEW.data
+        WHERE NEW.data IS NOT OLD.data AND id = (
+            SELECT data_id FROM pygents_live_rows
+            WHERE session_id = OLD.session_id AND position = OLD.position
+        );
+        UPDATE pygents_live_rows SET
+            position = NEW.position, run_id = NEW.run_id,
+            tokens = NEW.tokens, preview = NEW.preview
+        WHERE session_id = OLD.session_id AND position = OLD.position;
+    END
+    """,
+)
+_V5_ARCHIVE: Final = (
+    """
+    CREATE VIEW pygents_archive (id, session_id, run_id, tokens, preview, data) AS
+    SELECT r.id, r.session_id, r.run_id, r.tokens, r.preview, d.data
+    FROM pygents_archive_rows AS r JOIN pygents_message_data AS d ON d.id = r.data_id
+    """,
+    # Without an id, a row goes after the session's last one.
+    """
+    CREATE TRIGGER pygents_archive_insert INSTEAD OF INSERT ON pygents_archive BEGIN
+        INSERT INTO pygents_message_data (session_id, data) VALUES (NEW.session_id, NEW.data);
+        INSERT INTO pygents_archive_rows (session_id, id, run_id, tokens, preview, data_id)
+        VALUES (
+            NEW.session_id,
+            coalesce(NEW.id, (
+                SELECT coalesce(max(id), 0) + 1 FROM pygents_archive_rows
+                WHERE session_id = NEW.session_id
+            )),
+            NEW.run_id, NEW.tokens, NEW.preview, last_insert_rowid()
+        );
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_archive_delete INSTEAD OF DELETE ON pygents_archive BEGIN
+        DELETE FROM pygents_message_data WHERE id = (
+            SELECT data_id FROM pygents_archive_rows
+            WHERE session_id = OLD.session_id AND id = OLD.id
+        );
+        DELETE FROM pygents_archive_rows WHERE session_id = OLD.session_id AND id = OLD.id;
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_archive_update INSTEAD OF UPDATE ON pygents_archive BEGIN
+        SELECT RAISE(ABORT, 'a message cannot move to another session_id')
+        WHERE NEW.session_id IS NOT OLD.session_id;
+        UPDATE pygents_message_data SET data = NEW.data
+        WHERE NEW.data IS NOT OLD.data AND id = (
+            SELECT data_id FROM pygents_archive_rows
+            WHERE session_id = OLD.session_id AND id = OLD.id
+        );
+        UPDATE pygents_archive_rows SET
+            id = NEW.id, run_id = NEW.run_id, tokens = NEW.tokens, preview = NEW.preview
+        WHERE session_id = OLD.session_id AND id = OLD.id;
+    END
+    """,
+)
+_V5: Final = (*_V5_TABLES, *_V5_COPY, *_V5_LIVE, *_V5_ARCHIVE)
+
 # Version 3: usage records, one row per model call. Version 4: session leases.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, _V2, SQLITE_TABLE, lease_sql.SQLITE_TABLE)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    _V1,
+    _V2,
+    SQLITE_TABLE,
+    lease_sql.SQLITE_TABLE,
+    _V5,
+)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _SYNCHRONOUS: Final = frozenset({"NORMAL", "FULL"})

@@ -125,8 +125,9 @@ class SQLiteContextStore(ContextStore):
 
     Many sessions live in one file; several stores can share one connection.
     The session's row is created by its first write, and `created_at` is that
-    moment. Messages are stored as JSON beside their token count, so
-    `token_count()` and `count()` are one indexed lookup.
+    moment. Messages are stored as JSON, written once and never moved (the
+    archive is rows pointing at them), their token counts summed in the
+    session's row, so `token_count()` and `count()` are one indexed lookup.
 
     `get_history()` keeps the messages it has read: a later call reads only
     the rows appended since. `clear`, `clear_run`, `replace_prefix` and
@@ -289,10 +290,14 @@ class SQLiteContextStore(ContextStore):
     ) -> None:
         """Replace the oldest `count` live messages with `messages`, in one transaction.
 
-        The replaced messages move to the archive. With `expected`, the
-        oldest `count` messages are compared with it inside the same
-        `BEGIN IMMEDIATE` transaction, so no other process can change them
-        between the check and the rewrite. See `ContextStore.replace_prefix`.
+        The replaced messages move to the archive: their small rows move, their
+        stored bytes stay where they were written. With `expected`, the oldest
+        `count` messages are compared with it inside the same `BEGIN IMMEDIATE`
+        transaction, so no other process can change them between the check and
+        the rewrite; when this store's cached history starts with `expected`
+        and the session is still at the generation it was read at, they are
+        compared with the cache instead of being read back. See
+        `ContextStore.replace_prefix`.
 
         Raises:
             TypeError: `count` is not an int, or `messages` or `expected` holds a
@@ -310,11 +315,26 @@ class SQLiteContextStore(ContextStore):
         if count == 0 and not batch:
             return
         rows = [ops.encode(message) for message in batch]
+        seen_at = None if wanted is None else self._cached_prefix_generation(wanted)
         self._cache.forget()
         work = partial(
-            ops.replace_prefix, self.session_id, self._ensure(), count, run, rows, wanted
+            ops.replace_prefix, self.session_id, self._ensure(), count, run, rows, wanted, seen_at
         )
         await self._write(work, ensures=True)
+
+    def _cached_prefix_generation(self, expected: list[Message]) -> int | None:
+        """The generation of the cached history if it starts with `expected`, else None.
+
+        Between two bumps of the generation a session only grows at the end, so
+        a cache read at the generation the database still has holds its prefix.
+        """
+        cache = self._cache
+        if cache.generation == _STALE or len(expected) > len(cache.messages):
+            return None
+        for wanted, cached in zip(expected, cache.messages, strict=False):
+            if wanted is not cached and wanted != cached:
+                return None
+        return int(cache.generation)
 
     async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:
         """A new session in the same database with a copy of the history, archive and tokens.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 from pygents_ctx import Message
 
 
@@ -13,3 +15,22 @@ def numbered(count: int, prefix: str = "m") -> list[Message]:
     """`count` messages alternating user/assistant, with texts m0, m1, ..."""
     roles = ("user", "assistant")
     return [Message(roles[i % 2], f"{prefix}{i}") for i in range(count)]
+
+
+def unaccounted(db: sqlite3.Connection) -> tuple[int, int, int]:
+    """(data rows no row points at, rows pointing at no data, data pointed at twice)."""
+    pointers = (
+        "SELECT data_id FROM pygents_live_rows UNION ALL SELECT data_id FROM pygents_archive_rows"
+    )
+    orphans = db.execute(
+        f"SELECT count(*) FROM pygents_message_data WHERE id NOT IN ({pointers})"
+    ).fetchone()[0]
+    dangling = db.execute(
+        f"SELECT count(*) FROM ({pointers}) WHERE data_id NOT IN "
+        "(SELECT id FROM pygents_message_data)"
+    ).fetchone()[0]
+    shared = db.execute(
+        f"SELECT count(*) FROM (SELECT data_id FROM ({pointers}) GROUP BY data_id "
+        "HAVING count(*) > 1)"
+    ).fetchone()[0]
+    return orphans, dangling, shared

@@ -22,6 +22,8 @@ from .helpers import numbered, texts
 
 NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
 
+# The tables of the PostgreSQL store (test_postgres checks them), and of SQLite's up to
+# schema version 4; from version 5 SQLite's messages and archive are views over others.
 TABLES = [
     "pygents_archive",
     "pygents_leases",
@@ -30,6 +32,10 @@ TABLES = [
     "pygents_sessions",
     "pygents_usage",
 ]
+SQLITE_TABLES = sorted(
+    {*TABLES, "pygents_archive_rows", "pygents_live_rows", "pygents_message_data"}
+    - {"pygents_archive", "pygents_messages"}
+)
 
 
 def raw(db_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -130,7 +136,7 @@ async def test_session_ids_full_of_sql_are_plain_text(
     ids = {info.session_id for info in await store.list_sessions()}
     assert ids == {"bystander", session_id, session_id + " (fork)"}
     tables = raw(db_path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-    assert [name for (name,) in tables] == TABLES
+    assert [name for (name,) in tables] == SQLITE_TABLES
 
 
 async def test_fork_refuses_an_existing_session_id(conn: SQLiteConnection) -> None:
@@ -288,7 +294,9 @@ async def test_a_new_database_gets_the_current_schema_version(
 ) -> None:
     assert raw(db_path, "SELECT version FROM pygents_schema") == [(SCHEMA_VERSION,)]
     tables = raw(db_path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-    assert [name for (name,) in tables] == TABLES
+    assert [name for (name,) in tables] == SQLITE_TABLES
+    views = raw(db_path, "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name")
+    assert views == [("pygents_archive",), ("pygents_messages",)]
 
 
 async def test_a_newer_schema_is_refused_with_a_clear_error(db_path: Path) -> None:

@@ -2,7 +2,8 @@
 
 The memory store is the model. The SQLite session is driven through two store
 objects on two connections (as two processes would), chosen at random per
-operation, so every cached history must notice the other's changes.
+operation, so every cached history must notice the other's changes. After
+every step each message's data is pointed at by exactly one live or archive row.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pygents_ctx.context.stores import (
     SQLiteContextStore,
     connect,
 )
+
+from .helpers import unaccounted
 
 json_scalars = st.none() | st.booleans() | st.integers(-1000, 1000) | st.text(max_size=8)
 texts = st.text(max_size=12)
@@ -59,6 +62,13 @@ operations = st.lists(
             runs,
             via,
         ),
+        st.tuples(
+            st.just("compare_and_swap"),
+            st.integers(0, 8),
+            st.lists(messages, max_size=3),
+            runs,
+            via,
+        ),
         st.tuples(st.just("clear"), via),
         st.tuples(st.just("clear_run"), st.sampled_from(["r1", "r2"]), via),
         st.tuples(st.just("add_tokens"), st.integers(0, 500), st.integers(0, 500), via),
@@ -82,6 +92,9 @@ async def apply(store: ContextStore, op: tuple[Any, ...]) -> Any:
             return await store.append_many(args[0], run_id=args[1])
         if name == "replace_prefix":
             return await store.replace_prefix(args[0], args[1], run_id=args[2])
+        if name == "compare_and_swap":  # the oldest `count` as this store reads them
+            expected = (await store.get_history())[: args[0]]
+            return await store.replace_prefix(args[0], args[1], run_id=args[2], expected=expected)
         if name == "clear":
             return await store.clear()
         if name == "clear_run":
@@ -127,6 +140,7 @@ async def run_program(
             assert await apply(handle, op) == await apply(model, op), (step, op)
         for reader in handles:
             assert await observe(reader) == await observe(model), (step, op)
+        assert await first.run(unaccounted) == (0, 0, 0), (step, op)
 
 
 @pytest.fixture(scope="module")

@@ -235,12 +235,16 @@ class _ArrayRows:
     def clear(self, slot: int) -> None:
         self.set(slot, array("f", bytes(4 * self.size)))
 
-    def append(self, block: array[float], count: int) -> None:
-        """Add `count` rows after the last; an empty table keeps `block` itself."""
-        if self.count == 0:
+    def add_row(self, vector: array[float]) -> None:
+        self.data.extend(vector)
+        self.count += 1
+
+    def add_block(self, block: Any, count: int) -> None:
+        """Add `count` rows after the last: an empty table keeps an `array('f')` itself."""
+        if self.count == 0 and isinstance(block, array):
             self.data = block
         else:
-            self.data.extend(block)
+            self.data.frombytes(memoryview(block).cast("B"))
         self.count += count
 
     def matrix(self, np: Any) -> Any:
@@ -255,8 +259,8 @@ class _NumpyRows:
     """The rows of a `VectorTable` in a 2-D float32 numpy array, with spare rows at its end.
 
     The array grows by an eighth at a time, so adding rows one by one copies
-    each row a few times in all; a bulk add to an empty table makes it at
-    its exact size.
+    each row a few times in all; a bulk add to an empty table keeps the
+    block it is given (made at its exact size by `add_many`'s checks).
     """
 
     __slots__ = ("block", "count", "np", "size")
@@ -277,17 +281,33 @@ class _NumpyRows:
     def clear(self, slot: int) -> None:
         self.block[slot] = 0.0
 
-    def append(self, block: array[float], count: int) -> None:
-        """Add `count` rows after the last (copied: `block` stays the caller's)."""
-        np, start = self.np, self.count
+    def _reserve(self, count: int) -> None:
+        """Room for `count` more rows."""
+        start = self.count
         if start + count > len(self.block):
             grown = count if start == 0 else max(start + count, start + start // 8 + 4)
-            bigger = np.empty((grown, self.size), dtype=np.float32)
+            bigger = self.np.empty((grown, self.size), dtype=self.np.float32)
             bigger[:start] = self.block[:start]
             self.block = bigger
-        self.block[start : start + count] = np.frombuffer(block, dtype=np.float32).reshape(
-            count, self.size
-        )
+
+    def add_row(self, vector: array[float]) -> None:
+        self._reserve(1)
+        self.set(self.count, vector)
+        self.count += 1
+
+    def add_block(self, block: Any, count: int) -> None:
+        """Add `count` rows after the last: an empty table keeps a 2-D numpy `block` itself."""
+        np = self.np
+        if isinstance(block, np.ndarray):
+            if self.count == 0 and block.dtype == np.float32 and block.flags.c_contiguous:
+                self.block = block
+                self.count = count
+                return
+            rows = block
+        else:
+            rows = np.frombuffer(block, dtype=np.float32)
+        self._reserve(count)
+        self.block[self.count : self.count + count] = rows.reshape(count, self.size)
         self.count += count
 
     def matrix(self, np: Any) -> Any:
@@ -372,7 +392,7 @@ class VectorTable:
         if slot is None and not self._free:
             slot = len(self._ids)
             self._ids.append(item_id)
-            self._rows.append(vector, 1)
+            self._rows.add_row(vector)
             self._norms.append(0.0)
             self._inverse_norms.append(0.0)
             self._slots[item_id] = slot
@@ -389,20 +409,25 @@ class VectorTable:
         else:
             self._extreme.add(slot)
 
-    def put_many(self, ids: list[str], block: array[float], norms: array[float]) -> None:
+    def put_many(self, ids: list[str], block: Any, norms: array[float]) -> None:
         """Store many rows at once: `block` holds them one after another, `norms` their norms.
 
-        The rows must be checked (32-bit, non-zero) and `ids` unique. New ids
-        are appended in one copy; without numpy an empty table keeps `block`
-        itself (the caller gives it up).
+        `block` is an `array('f')` or a 2-D float32 numpy array. The rows must
+        be checked (32-bit, non-zero) and `ids` unique. New ids are appended
+        in one copy, or none: an empty table keeps `block` itself when it is
+        of the kind the table holds (the caller gives it up).
         """
-        size = self.dimension
+        if not ids:
+            return
         if self._free or not self._slots.keys().isdisjoint(ids):
+            rows, width = memoryview(block).cast("B"), 4 * self.dimension
             for index, item_id in enumerate(ids):
-                self.put(item_id, block[index * size : (index + 1) * size], norms[index])
+                row: array[float] = array("f")
+                row.frombytes(rows[index * width : (index + 1) * width])
+                self.put(item_id, row, norms[index])
             return
         start = len(self._ids)
-        self._rows.append(block, len(ids))
+        self._rows.add_block(block, len(ids))
         self._norms.extend(norms)
         np = numpy_or_none()
         if np is not None:

@@ -151,9 +151,11 @@ def test_the_numpy_block_holds_what_the_array_holds(
     assert_top_k(found[0], cosine_scores(model, query), k, tolerance=1e-12)
 
 
-@pytest.mark.parametrize("numpy", [True, False])
-def test_a_bulk_load_holds_its_vectors_at_their_float32_size(numpy: bool) -> None:
-    """No spare rows after `put_many` into an empty table: the memory is the data's."""
+@pytest.mark.parametrize(
+    ("block_kind", "numpy"), [("numpy", True), ("array", True), ("array", False)]
+)
+def test_a_bulk_load_holds_its_vectors_at_their_float32_size(block_kind: str, numpy: bool) -> None:
+    """No spare rows after `put_many` into an empty table, whichever block it is given."""
     np = numpy_or_none()
     assert np is not None
     count, dimension = 5_000, 384
@@ -161,8 +163,11 @@ def test_a_bulk_load_holds_its_vectors_at_their_float32_size(numpy: bool) -> Non
     row_ids = [f"doc-{i}" for i in range(count)]
     tracemalloc.start()
     try:
-        block = array("f", bytes(4 * dimension)) * count  # at its exact size, as add_many's
-        np.frombuffer(block, dtype=np.float32)[:] = matrix.ravel()
+        if block_kind == "numpy":  # as add_many's checks make it, with numpy
+            block: Any = matrix.copy()
+        else:  # at its exact size, as add_many's checks make it without numpy
+            block = array("f", bytes(4 * dimension)) * count
+            np.frombuffer(block, dtype=np.float32)[:] = matrix.ravel()
         norms = array("d", np.linalg.norm(matrix.astype(np.float64), axis=1).tobytes())
         table = VectorTable(dimension) if numpy else array_table(dimension)
         table.put_many(row_ids, block, norms)
@@ -173,6 +178,18 @@ def test_a_bulk_load_holds_its_vectors_at_their_float32_size(numpy: bool) -> Non
     # The rows, and per row two norms, a slot and a dict entry: under a tenth more.
     assert matrix.nbytes <= held < 1.1 * matrix.nbytes
     assert table.vector("doc-4321") == matrix[4321].tolist()
+
+
+@pytest.mark.parametrize("numpy", [True, False])
+def test_the_table_keeps_its_own_copy_of_each_row(numpy: bool) -> None:
+    table = VectorTable(2) if numpy else array_table(2)
+    first, second = check_vector([1.0, 2.0], "v"), check_vector([3.0, 4.0], "v")
+    table.put("a", first)
+    table.put("b", second)
+    first[0] = second[1] = 9.0
+
+    assert (table.vector("a"), table.vector("b")) == ([1.0, 2.0], [3.0, 4.0])
+    assert len(first) == len(second) == 2
 
 
 def test_single_precision_rounding_never_changes_the_winner() -> None:

@@ -299,7 +299,8 @@ class _NumpyRows:
         """Add `count` rows after the last: an empty table keeps a 2-D numpy `block` itself."""
         np = self.np
         if isinstance(block, np.ndarray):
-            if self.count == 0 and block.dtype == np.float32 and block.flags.c_contiguous:
+            kept = block.dtype == np.float32 and block.flags.c_contiguous
+            if self.count == 0 and kept and block.shape == (count, self.size):
                 self.block = block
                 self.count = count
                 return

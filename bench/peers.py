@@ -27,9 +27,10 @@ with `aput` and read with `aget_tuple` (the latest checkpoint). Each append
 therefore rewrites every stored message, so 20,000 turns would take hours
 to store; the thread is instead given the state those turns reach in one
 checkpoint (a real thread also keeps the earlier checkpoints, which only
-makes its file bigger), and the timed appends are then a few turns each
-(`LANGGRAPH_OPS`, against ours' 50), still at 20,000 stored: about 0.6 s
-and 80 MB written per turn, some 5 s for the row.
+makes its file bigger), and the row times 3 runs of `LANGGRAPH_OPS` turns
+(ours: 3 runs of 50 appends), still at 20,000 stored: about 0.6 s and 80 MB
+written per turn, some 5 s for the row. The cold load reads a thread made
+the same way: one checkpoint holding the 2,000 messages.
 
 Vector rows: `bench/scale.py`'s, against numpy and sqlite-vec's `vec0`
 where this Python's sqlite3 loads extensions.

@@ -37,6 +37,7 @@ __all__ = [
     "cosine",
     "dot",
     "embed_checked",
+    "float_row",
     "norm",
     "numpy_or_none",
     "single_precision_norm",
@@ -107,6 +108,13 @@ def unit_vector(vector: Sequence[float]) -> array[float]:
     """
     length = norm(vector)
     return array("f", [value / length for value in vector])
+
+
+def float_row(data: memoryview, index: int, width: int) -> array[float]:
+    """Row `index` of `data`, rows of `width` bytes of 32-bit floats, as its own `array('f')`."""
+    row: array[float] = array("f")
+    row.frombytes(data[index * width : (index + 1) * width])
+    return row
 
 
 def cosine(
@@ -423,9 +431,7 @@ class VectorTable:
         if self._free or not self._slots.keys().isdisjoint(ids):
             rows, width = memoryview(block).cast("B"), 4 * self.dimension
             for index, item_id in enumerate(ids):
-                row: array[float] = array("f")
-                row.frombytes(rows[index * width : (index + 1) * width])
-                self.put(item_id, row, norms[index])
+                self.put(item_id, float_row(rows, index, width), norms[index])
             return
         start = len(self._ids)
         self._rows.add_block(block, len(ids))

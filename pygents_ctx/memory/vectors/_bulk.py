@@ -19,7 +19,13 @@ from typing import Any, Final
 
 import orjson
 
-from pygents_ctx.memory._table import block_norms, check_vector, numpy_or_none, stored_norm
+from pygents_ctx.memory._table import (
+    block_norms,
+    check_vector,
+    float_row,
+    numpy_or_none,
+    stored_norm,
+)
 
 __all__ = ["Columns", "Row", "check_columns", "check_json", "metadata_json", "no_nul"]
 
@@ -106,18 +112,16 @@ class Columns:
 
     def vector(self, index: int) -> array[float]:
         """Row `index` of the vectors."""
-        width = 4 * self.dimension
-        row: array[float] = array("f")
-        row.frombytes(self.vector_bytes()[index * width : (index + 1) * width])
-        return row
+        return float_row(self.vector_bytes(), index, 4 * self.dimension)
 
     def take(self, keep: Sequence[int]) -> Columns:
         """Only the rows at the indexes `keep` (ascending)."""
         if len(keep) == len(self.ids):
             return self
-        vectors = array("f")
+        data, width = self.vector_bytes(), 4 * self.dimension
+        vectors: array[float] = array("f")
         for index in keep:
-            vectors.extend(self.vector(index))
+            vectors.frombytes(data[index * width : (index + 1) * width])
         return Columns(
             [self.ids[i] for i in keep],
             [self.texts[i] for i in keep],
@@ -129,8 +133,9 @@ class Columns:
 
     def rows(self) -> list[Row]:
         """One `Row` per document (for backends that store row by row)."""
+        data, width = self.vector_bytes(), 4 * self.dimension
         return [
-            Row(item_id, self.texts[i], self.vector(i), self.metadata[i])
+            Row(item_id, self.texts[i], float_row(data, i, width), self.metadata[i])
             for i, item_id in enumerate(self.ids)
         ]
 

@@ -358,7 +358,8 @@ class VectorTable:
         self.shares = 0
         self._rows = _rows(dimension)
         self._norms: array[float] = array("d")
-        self._inverse_norms: array[float] = array("d")  # 0.0 in a free slot
+        # 1 / norm in 32 bits for the single-precision pass; 0.0 in a free slot.
+        self._inverse_norms: array[float] = array("f")
         self._ids: list[str | None] = []
         self._slots: dict[str, int] = {}
         self._free: list[int] = []
@@ -383,7 +384,7 @@ class VectorTable:
         other = VectorTable(self.dimension)
         other._rows = self._rows.copy()
         other._norms = array("d", self._norms)
-        other._inverse_norms = array("d", self._inverse_norms)
+        other._inverse_norms = array("f", self._inverse_norms)
         other._ids = list(self._ids)
         other._slots = dict(self._slots)
         other._free = list(self._free)
@@ -438,7 +439,8 @@ class VectorTable:
         self._norms.extend(norms)
         np = numpy_or_none()
         if np is not None:
-            inverse = np.reciprocal(np.frombuffer(norms, dtype=np.float64))
+            with np.errstate(over="ignore"):  # an extreme row's is never read
+                inverse = np.reciprocal(np.frombuffer(norms, dtype=np.float64)).astype(np.float32)
             self._inverse_norms.frombytes(memoryview(inverse).cast("B"))
         else:
             self._inverse_norms.extend([1.0 / n for n in norms])
@@ -498,12 +500,13 @@ class VectorTable:
         self, slots: Iterable[int], query: array[float], query_norm: float, k: int
     ) -> list[tuple[str, float]]:
         row, ids, norms = self._rows.row, self._ids, self._norms
+        values = query.tolist()  # read once, not once a row
         scored = []
         for slot in slots:
             item_id = ids[slot]
             if item_id is None:
                 continue
-            scored.append((-cosine(row(slot), norms[slot], query, query_norm), item_id))
+            scored.append((-cosine(row(slot), norms[slot], values, query_norm), item_id))
         best = heapq.nsmallest(k, scored)
         return [(item_id, -negative) for negative, item_id in best]
 
@@ -521,14 +524,16 @@ class VectorTable:
         size, extreme = self.dimension, self._extreme
         matrix = self._rows.matrix(np)
         unit = (np.frombuffer(query, dtype=np.float32) / np.float32(query_norm)).astype(np.float32)
-        scale = np.frombuffer(self._inverse_norms, dtype=np.float64)
+        scale = np.frombuffer(self._inverse_norms, dtype=np.float32)
         with np.errstate(all="ignore"):  # extreme rows may overflow; they are scored exactly
             if slots is not None:
                 index = np.asarray(slots, dtype=np.intp)
-                estimates = (matrix[index] @ unit) * scale[index]
+                estimates = matrix[index] @ unit
+                estimates *= scale[index]
                 skipped = [i for i, slot in enumerate(slots) if slot in extreme] if extreme else []
             else:
-                estimates = (matrix @ unit) * scale
+                estimates = matrix @ unit
+                estimates *= scale
                 skipped = [*self._free, *extreme]
         live = estimates.size  # every other estimate is finite: its row's norm is safe
         if skipped:
@@ -538,12 +543,14 @@ class VectorTable:
             picked = np.nonzero(estimates > -np.inf)[0]
         else:
             kth = np.partition(estimates, estimates.size - k)[estimates.size - k]
-            # A single-precision dot product of a unit query with a row, divided by
-            # the row's norm, is within (size + 2) * 2**-24 of the exact cosine: any
-            # row of the exact top k (ties included) is within twice that of the
-            # k-th estimate. The margin below is double the bound.
+            # A single-precision dot product of a unit query with a row is within
+            # (size + 2) * 2**-24 of the exact one (relative to the row's norm);
+            # times the row's inverse norm, both rounded to 32 bits, it is within
+            # (size + 4) * 2**-24 of the exact cosine: any row of the exact top k
+            # (ties included) is within twice that of the k-th estimate. The
+            # margin below is double that.
             margin = (size + 4) * 2.0**-22
-            picked = np.nonzero(estimates >= kth - margin)[0]
+            picked = np.flatnonzero(estimates >= float(kth) - margin)
         chosen: list[int] = picked.tolist()
         if slots is not None:
             chosen = [slots[i] for i in chosen]

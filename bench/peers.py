@@ -8,15 +8,29 @@ is faster). `--quick` runs smaller sizes; `--markdown` prints the latest run.
 History rows (messages of 4 KB, alternating user and assistant):
 
 - append one message to a session that holds 20,000: `SQLiteContextStore`
-  against the OpenAI Agents SDK's `SQLiteSession` and axio-context-sqlite;
+  against the OpenAI Agents SDK's `SQLiteSession`, axio-context-sqlite and
+  langgraph-checkpoint-sqlite;
 - cold load of a 2,000-message history (a new store object, so nothing is
-  cached): SQLite against `SQLiteSession`, and PostgreSQL against the
-  Agents SDK's `SQLAlchemySession` on asyncpg, on a throwaway server
-  (`tests/postgres_server.py`);
+  cached): SQLite against `SQLiteSession` and langgraph-checkpoint-sqlite,
+  and PostgreSQL against the Agents SDK's `SQLAlchemySession` on asyncpg,
+  on a throwaway server (`tests/postgres_server.py`);
 - the storage step of compaction, 1,000 messages to a summary and the last
   100: `replace_prefix(900, [summary], expected=...)` (atomic, the 900 kept
   in the archive) against `SQLiteSession.clear_session()` + `add_items`
   (two transactions, nothing kept).
+
+langgraph-checkpoint-sqlite holds a conversation the way a langgraph app
+does: an `AsyncSqliteSaver` checkpoint per turn whose channel values hold
+the whole message list (langchain-core `HumanMessage`/`AIMessage`, the
+default reducer channel; the opt-in `DeltaChannel` is not measured), put
+with `aput` and read with `aget_tuple` (the latest checkpoint). Each append
+therefore rewrites every stored message, so 20,000 turns would take hours
+to store; the thread is instead given the state those turns reach in one
+checkpoint (a real thread also keeps the earlier checkpoints, which only
+makes its file bigger), and the row times 3 runs of `LANGGRAPH_OPS` turns
+(ours: 3 runs of 50 appends), still at 20,000 stored: about 0.6 s and 80 MB
+written per turn, some 5 s for the row. The cold load reads a thread made
+the same way: one checkpoint holding the 2,000 messages.
 
 Vector rows: `bench/scale.py`'s, against numpy and sqlite-vec's `vec0`
 where this Python's sqlite3 loads extensions.
@@ -46,6 +60,8 @@ __all__ = ["collect"]
 
 MESSAGE_BYTES = 4_096
 REPEATS = 7
+LANGGRAPH_OPS = 2  # appends per timed run: each rewrites the whole history (docstring)
+LANGGRAPH = "langgraph-checkpoint-sqlite (a checkpoint per turn)"
 
 
 def _text(index: int) -> str:
@@ -118,6 +134,9 @@ async def appends(stored: int, tmp: Path) -> list[Versus]:
         axio = await _axio_appends(stored, tmp, ops, ours)
         if axio is not None:
             rows.append(axio)
+        langgraph = await _langgraph_appends(stored, tmp, ops, ours)
+        if langgraph is not None:
+            rows.append(langgraph)
     return rows
 
 
@@ -155,7 +174,94 @@ async def _axio_appends(
     )
 
 
-async def cold_loads_sqlite(count: int, tmp: Path) -> Versus:
+class _LangGraphThread:
+    """One langgraph thread in an `AsyncSqliteSaver`: each turn puts a checkpoint
+    whose `messages` channel holds the whole conversation, as a langgraph app's does."""
+
+    def __init__(self, saver: Any, thread_id: str) -> None:
+        self.saver = saver
+        self.config: dict[str, Any] = {
+            "configurable": {"thread_id": thread_id, "checkpoint_ns": ""}
+        }
+        self.messages: list[Any] = []
+        self.checkpoint: Any = None
+        self.version: Any = None
+        self.step = -1
+
+    @staticmethod
+    def message(index: int) -> Any:
+        from langchain_core.messages import (  # type: ignore[import-not-found]
+            AIMessage,
+            HumanMessage,
+        )
+
+        kind = HumanMessage if index % 2 == 0 else AIMessage
+        return kind(content=_text(index), id=f"message-{index}")
+
+    async def turn(self, messages: list[Any]) -> None:
+        """Put the next checkpoint, the conversation grown by `messages`."""
+        from langgraph.checkpoint.base import (  # type: ignore[import-not-found]
+            create_checkpoint,
+            empty_checkpoint,
+        )
+
+        self.step += 1
+        self.messages = [*self.messages, *messages]
+        self.version = self.saver.get_next_version(self.version, None)
+        previous = self.checkpoint if self.checkpoint is not None else empty_checkpoint()
+        checkpoint = create_checkpoint(previous, None, self.step)
+        checkpoint["channel_values"] = {"messages": self.messages}
+        checkpoint["channel_versions"] = {"messages": self.version}
+        self.config = await self.saver.aput(
+            self.config,
+            checkpoint,
+            {"source": "loop", "step": self.step},
+            {"messages": self.version},
+        )
+        self.checkpoint = checkpoint
+
+
+@contextlib.asynccontextmanager
+async def _langgraph_saver(path: Path) -> AsyncIterator[Any]:
+    """An `AsyncSqliteSaver` on `path`, set up (as an app does once), or None without one."""
+    try:
+        import aiosqlite  # type: ignore[import-not-found]
+        from langgraph.checkpoint.sqlite.aio import (  # type: ignore[import-not-found]
+            AsyncSqliteSaver,
+        )
+    except ImportError:
+        yield None
+        return
+    conn = await aiosqlite.connect(path)
+    try:
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        yield saver
+    finally:
+        await conn.close()
+
+
+async def _langgraph_appends(
+    stored: int, tmp: Path, ops: int, ours: Callable[[], Awaitable[None]]
+) -> Versus | None:
+    """One turn's checkpoint on a thread already holding `stored` messages (docstring)."""
+    async with _langgraph_saver(tmp / "langgraph-append.db") as saver:
+        if saver is None:
+            return None
+        thread = _LangGraphThread(saver, "s")
+        await thread.turn([thread.message(i) for i in range(stored)])
+        counter = iter(range(stored, 10**9))
+
+        async def theirs() -> None:
+            for _ in range(LANGGRAPH_OPS):
+                await thread.turn([thread.message(next(counter))])
+
+        mine, other = await _median_pair(ours, theirs, repeats=3)
+        assert len(thread.messages) == stored + 3 * LANGGRAPH_OPS
+    return _row(f"append, {stored:,} stored (SQLite)", mine / ops, other / LANGGRAPH_OPS, LANGGRAPH)
+
+
+async def cold_loads_sqlite(count: int, tmp: Path) -> list[Versus]:
     """A new store reads a `count`-message history (nothing cached)."""
     from agents import SQLiteSession
 
@@ -181,7 +287,42 @@ async def cold_loads_sqlite(count: int, tmp: Path) -> Versus:
             fresh["theirs"].close()
 
         mine, other = await _median_pair(ours, theirs, new_ours, new_theirs)
-    return _row(f"history cold load, {count:,} x 4 KB (SQLite)", mine, other, "SQLiteSession")
+        name = f"history cold load, {count:,} x 4 KB (SQLite)"
+        rows = [_row(name, mine, other, "SQLiteSession")]
+        langgraph = await _langgraph_cold_load(count, tmp, new_ours, ours)
+        if langgraph is not None:
+            rows.append(_row(name, *langgraph, LANGGRAPH))
+    return rows
+
+
+async def _langgraph_cold_load(
+    count: int,
+    tmp: Path,
+    new_ours: Callable[[], Awaitable[None]],
+    ours: Callable[[], Awaitable[None]],
+) -> tuple[float, float] | None:
+    """`aget_tuple` of the latest checkpoint, holding `count` messages, by a new saver."""
+    path = tmp / "langgraph-history.db"
+    async with _langgraph_saver(path) as writer:
+        if writer is None:
+            return None
+        thread = _LangGraphThread(writer, "s")
+        await thread.turn([thread.message(i) for i in range(count)])
+    async with _langgraph_saver(path) as saver:
+        assert saver is not None
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        fresh: dict[str, Any] = {}
+
+        async def new_theirs() -> None:
+            fresh["theirs"] = AsyncSqliteSaver(saver.conn)
+            await fresh["theirs"].setup()
+
+        async def theirs() -> None:
+            latest = await fresh["theirs"].aget_tuple({"configurable": {"thread_id": "s"}})
+            assert len(latest.checkpoint["channel_values"]["messages"]) == count
+
+        return await _median_pair(ours, theirs, new_ours, new_theirs)
 
 
 async def cold_loads_postgres(count: int, dsn: str, url: str) -> Versus:
@@ -294,7 +435,7 @@ async def collect(quick: bool) -> list[Versus]:
     stored, history, vectors = (2_000, 500, 10_000) if quick else (20_000, 2_000, 100_000)
     tmp = Path(tempfile.mkdtemp(prefix="pygents-peers-"))
     try:
-        rows = [*await appends(stored, tmp), await cold_loads_sqlite(history, tmp)]
+        rows = [*await appends(stored, tmp), *await cold_loads_sqlite(history, tmp)]
         async with _postgres() as server:
             if server is not None:
                 rows.append(await cold_loads_postgres(history, *server))

@@ -22,7 +22,7 @@ PEERS = [
     "openai-agents[sqlalchemy]==0.24.0",
     "asyncpg",
     "axio-context-sqlite",
-    "langgraph-checkpoint-sqlite",
+    "langgraph-checkpoint-sqlite==3.1.2",
     "numpy",
     "sqlite-vec",
 ]

@@ -4,8 +4,9 @@
 before anything is written, and hands a backend one `Columns`: the vectors
 as a single block of 32-bit floats (row after row) and their norms, with no
 object per document. With numpy the vectors are checked and converted in a
-few whole-array passes; without it, row by row with `check_vector`, to the
-same result and the same errors.
+few whole-array passes into a new 2-D float32 numpy array (which the
+in-memory store keeps as it is); without it, row by row with `check_vector`
+into an `array('f')`, to the same result and the same errors.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from typing import Any, Final
 
 import orjson
 
-from pygents_ctx.memory._table import block_norms, check_vector, numpy_or_none, stored_norm
+from pygents_ctx.memory._table import (
+    block_norms,
+    check_vector,
+    float_row,
+    numpy_or_none,
+    stored_norm,
+)
 
 __all__ = ["Columns", "Row", "check_columns", "check_json", "metadata_json", "no_nul"]
 
@@ -78,27 +85,43 @@ class Row:
 
 @dataclass(frozen=True, slots=True)
 class Columns:
-    """Checked documents in columns: `vectors` holds `len(ids)` rows of `dimension` floats."""
+    """Checked documents in columns: `vectors` holds `len(ids)` rows of `dimension` floats.
+
+    `vectors` is an `array('f')` (row after row), or a 2-D float32 numpy array
+    when numpy checked them; `vector_bytes` and `float_array` read either.
+    """
 
     ids: list[str]
     texts: list[str]
     metadata: list[str]
-    vectors: array[float]
+    vectors: Any
     norms: array[float]
     dimension: int
 
+    def vector_bytes(self) -> memoryview:
+        """The rows' 32-bit floats as bytes, in this machine's byte order."""
+        if not self.ids:
+            return memoryview(b"")
+        return memoryview(self.vectors).cast("B")
+
+    def float_array(self) -> array[float]:
+        """A copy of the rows as one `array('f')`."""
+        copy: array[float] = array("f")
+        copy.frombytes(self.vector_bytes())
+        return copy
+
     def vector(self, index: int) -> array[float]:
         """Row `index` of the vectors."""
-        size = self.dimension
-        return self.vectors[index * size : (index + 1) * size]
+        return float_row(self.vector_bytes(), index, 4 * self.dimension)
 
     def take(self, keep: Sequence[int]) -> Columns:
         """Only the rows at the indexes `keep` (ascending)."""
         if len(keep) == len(self.ids):
             return self
-        vectors = array("f")
+        data, width = self.vector_bytes(), 4 * self.dimension
+        vectors: array[float] = array("f")
         for index in keep:
-            vectors.extend(self.vector(index))
+            vectors.frombytes(data[index * width : (index + 1) * width])
         return Columns(
             [self.ids[i] for i in keep],
             [self.texts[i] for i in keep],
@@ -110,8 +133,9 @@ class Columns:
 
     def rows(self) -> list[Row]:
         """One `Row` per document (for backends that store row by row)."""
+        data, width = self.vector_bytes(), 4 * self.dimension
         return [
-            Row(item_id, self.texts[i], self.vector(i), self.metadata[i])
+            Row(item_id, self.texts[i], float_row(data, i, width), self.metadata[i])
             for i, item_id in enumerate(self.ids)
         ]
 
@@ -199,9 +223,7 @@ def _what(item_id: str) -> str:
     return f"the vector of document {item_id!r}"
 
 
-def _check_vectors(
-    vectors: object, ids: list[str], dimension: int
-) -> tuple[array[float], array[float]]:
+def _check_vectors(vectors: object, ids: list[str], dimension: int) -> tuple[Any, array[float]]:
     np = numpy_or_none()
     if np is not None:
         checked = _numpy_block(np, vectors, ids, dimension)
@@ -220,7 +242,7 @@ def _check_vectors(
 
 def _numpy_block(
     np: Any, vectors: object, ids: list[str], dimension: int
-) -> tuple[array[float], array[float]] | None:
+) -> tuple[Any, array[float]] | None:
     """The vectors and norms, checked in whole-array passes; None to check row by row."""
     if isinstance(vectors, str | bytes | Mapping):
         return None
@@ -251,17 +273,15 @@ def _numpy_block(
             f"add_many vectors have {matrix.shape[1]} numbers each, "
             f"but the dimension is {dimension}"
         )
-    # The block is made at its exact size (extending an array over-allocates)
-    # and filled by numpy in one pass, converting the dtype on the way.
-    block: array[float] = array("f", bytes(4 * dimension)) * count
-    single = np.frombuffer(block, dtype=np.float32).reshape(count, dimension)
+    # A new array (never the caller's, which they may change later) at its
+    # exact size, filled by numpy in one pass, converting the dtype on the way.
+    block = np.empty((count, dimension), dtype=np.float32)
     with np.errstate(over="ignore", invalid="ignore"):
         # Too large for 32 bits becomes an infinity here, and is found below.
-        np.copyto(single, matrix, casting="unsafe")
+        np.copyto(block, matrix, casting="unsafe")
     # Squares of 32-bit values cannot overflow a double: a non-finite norm
     # means a NaN or an infinity, a zero norm a row of zeros.
-    norms = block_norms(np, single)
-    del single  # the view must go before anyone resizes the block
+    norms = block_norms(np, block)
     bad = np.flatnonzero(~np.isfinite(norms) | (norms == 0.0))
     if bad.size:
         first = int(bad[0])

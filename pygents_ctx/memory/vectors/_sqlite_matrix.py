@@ -24,9 +24,9 @@ import sqlite3
 import sys
 from array import array
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
-from pygents_ctx.memory._table import VectorTable
+from pygents_ctx.memory._table import VectorTable, numpy_or_none
 
 __all__ = ["Matrices", "bump", "first_generation"]
 
@@ -95,12 +95,24 @@ class Matrices:
 
 
 def _read(db: sqlite3.Connection, name: str, dimension: int) -> VectorTable:
-    """The collection's rows as one exact-size block, filled blob by blob."""
+    """The collection's rows as one exact-size block, filled blob by blob.
+
+    The block is of the kind `VectorTable` keeps (a numpy array when numpy is
+    installed), so the table takes it as it is.
+    """
+    table = VectorTable(dimension)
     (count,) = db.execute(
         "SELECT count(*) FROM pygents_vectors WHERE collection = ?", (name,)
     ).fetchone()
+    if not count:
+        return table
     width = 4 * dimension
-    block: array[float] = array("f", bytes(width)) * count
+    np = numpy_or_none()
+    block: Any = (
+        array("f", bytes(width)) * count
+        if np is None
+        else np.empty((count, dimension), dtype=np.float32)
+    )
     into = memoryview(block).cast("B")
     ids: list[str] = []
     norms: array[float] = array("d")
@@ -115,7 +127,9 @@ def _read(db: sqlite3.Connection, name: str, dimension: int) -> VectorTable:
         norms.append(row_norm)
     into.release()
     if not _LITTLE_ENDIAN:
-        block.byteswap()
-    table = VectorTable(dimension)
+        if np is None:
+            block.byteswap()
+        else:
+            block.byteswap(inplace=True)
     table.put_many(ids, block, norms)
     return table

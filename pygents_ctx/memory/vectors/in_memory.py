@@ -121,8 +121,9 @@ class _Collection:
 class InMemoryVectorStore(VectorStoreBase):
     """Collections kept in this process: exact cosine search, nothing persisted.
 
-    Every vector is compared in a search (with numpy installed it does the
-    bulk of the arithmetic, and the result is the same without it). Filters
+    Every vector is compared in a search (with numpy installed it holds the
+    vectors in one float32 array and does the bulk of the arithmetic, and
+    the result is the same without it). Filters
     read an index of the metadata's top-level values, so a selective filter
     narrows the search before any vector is scored.
 

@@ -115,7 +115,7 @@ def _copy_chunks(columns: Columns) -> Iterator[bytes]:
     16-bit integers, then the 32-bit floats, all big-endian.
     """
     dimension = columns.dimension
-    big_endian = array("f", columns.vectors)
+    big_endian = columns.float_array()
     if sys.byteorder == "little":
         big_endian.byteswap()
     floats = memoryview(big_endian).cast("B")

@@ -379,11 +379,14 @@ class SQLiteVectorStore(VectorStoreBase):
     ) -> list[str]:
         if self._uses_vec:
             refuse_single_precision_overflow(columns.rows(), "SQLiteVectorStore with sqlite-vec")
-        block = columns.vectors
-        if not _LITTLE_ENDIAN:
-            block = array("f", block)
-            block.byteswap()
         width = 4 * dimension
+
+        def blobs(kept: Columns) -> memoryview:
+            if _LITTLE_ENDIAN:
+                return kept.vector_bytes()
+            swapped = kept.float_array()
+            swapped.byteswap()
+            return memoryview(swapped).cast("B")
 
         def write(db: Db) -> tuple[list[str], int | None]:
             _same_dimension(db, name, dimension)
@@ -392,7 +395,7 @@ class SQLiteVectorStore(VectorStoreBase):
                 stored = _stored(db, name, columns.ids)
                 if stored:
                     keep = columns.take([i for i, d in enumerate(columns.ids) if d not in stored])
-            data = memoryview(block if keep is columns else keep.vectors).cast("B")
+            data = blobs(keep)
             db.executemany(
                 _INSERT + _REPLACE,
                 (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+import tracemalloc
 from array import array
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx.memory import _table
-from pygents_ctx.memory._table import VectorTable, check_vector, numpy_or_none
+from pygents_ctx.memory._table import VectorTable, check_vector, numpy_or_none, stored_norm
 from tests.memory.oracles import assert_top_k, cosine_scores, exact_cosine, float32
 
 DIMENSION = 6
@@ -89,6 +90,106 @@ def test_numpy_and_python_give_the_exact_top_k(
     assert sorted(table.ids()) == sorted(model)
     for item_id, vector in model.items():
         assert table.vector(item_id) == float32(vector)
+
+
+def array_table(dimension: int) -> VectorTable:
+    """A table made as it is where numpy is not installed: its rows in an `array('f')`."""
+    saved = _table._numpy
+    _table._numpy = None
+    try:
+        return VectorTable(dimension)
+    finally:
+        _table._numpy = saved
+
+
+batches = st.lists(st.tuples(ids, vectors), max_size=8).map(lambda pairs: dict(pairs))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(st.just("put"), ids, vectors | extreme),
+            st.tuples(st.just("put_many"), batches),
+            st.tuples(st.just("discard"), ids),
+            st.tuples(st.just("copy")),
+        ),
+        max_size=40,
+    ),
+    query=vectors,
+    k=st.integers(1, 8),
+)
+def test_the_numpy_block_holds_what_the_array_holds(
+    steps: list[tuple[Any, ...]], query: list[float], k: int
+) -> None:
+    """Rows put one by one and in bulk (the numpy block grows), freed and reused, copied."""
+    tables = [VectorTable(DIMENSION), array_table(DIMENSION)]
+    model: dict[str, list[float]] = {}
+    for step in steps:
+        if step[0] == "put":
+            for table in tables:
+                table.put(step[1], check_vector(step[2], "v"))
+            model[step[1]] = float32(step[2])
+        elif step[0] == "put_many":
+            rows = {i: check_vector(v, "v") for i, v in step[1].items()}
+            for table in tables:
+                block = array("f")
+                for row in rows.values():
+                    block.extend(row)
+                table.put_many(list(rows), block, array("d", map(stored_norm, rows.values())))
+            model.update((i, row.tolist()) for i, row in rows.items())
+        elif step[0] == "discard":
+            assert [t.discard(step[1]) for t in tables] == [step[1] in model] * 2
+            model.pop(step[1], None)
+        else:
+            tables = [t.copy() for t in tables]
+    for table in tables:
+        assert sorted(table.ids()) == sorted(model)
+        assert {i: table.vector(i) for i in model} == model
+    found = [search(t, query, k, None, numpy) for t in tables for numpy in (True, False)]
+    assert all(hits == found[0] for hits in found)
+    assert_top_k(found[0], cosine_scores(model, query), k, tolerance=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("block_kind", "numpy"), [("numpy", True), ("array", True), ("array", False)]
+)
+def test_a_bulk_load_holds_its_vectors_at_their_float32_size(block_kind: str, numpy: bool) -> None:
+    """No spare rows after `put_many` into an empty table, whichever block it is given."""
+    np = numpy_or_none()
+    assert np is not None
+    count, dimension = 5_000, 384
+    matrix = np.random.default_rng(5).standard_normal((count, dimension), dtype=np.float32)
+    row_ids = [f"doc-{i}" for i in range(count)]
+    tracemalloc.start()
+    try:
+        if block_kind == "numpy":  # as add_many's checks make it, with numpy
+            block: Any = matrix.copy()
+        else:  # at its exact size, as add_many's checks make it without numpy
+            block = array("f", bytes(4 * dimension)) * count
+            np.frombuffer(block, dtype=np.float32)[:] = matrix.ravel()
+        norms = array("d", np.linalg.norm(matrix.astype(np.float64), axis=1).tobytes())
+        table = VectorTable(dimension) if numpy else array_table(dimension)
+        table.put_many(row_ids, block, norms)
+        del block, norms  # the caller's: kept by the table, or copied and let go
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # The rows, and per row two norms, a slot and a dict entry: under a tenth more.
+    assert matrix.nbytes <= held < 1.1 * matrix.nbytes
+    assert table.vector("doc-4321") == matrix[4321].tolist()
+
+
+@pytest.mark.parametrize("numpy", [True, False])
+def test_the_table_keeps_its_own_copy_of_each_row(numpy: bool) -> None:
+    table = VectorTable(2) if numpy else array_table(2)
+    first, second = check_vector([1.0, 2.0], "v"), check_vector([3.0, 4.0], "v")
+    table.put("a", first)
+    table.put("b", second)
+    first[0] = second[1] = 9.0
+
+    assert (table.vector("a"), table.vector("b")) == ([1.0, 2.0], [3.0, 4.0])
+    assert len(first) == len(second) == 2
 
 
 def test_single_precision_rounding_never_changes_the_winner() -> None:

@@ -11,8 +11,8 @@ the served example instead (see `bench/service.py`), writing bench/out/service.j
 and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
 `python -m bench --peers` runs history and vectors beside the OpenAI Agents SDK's
 sessions, axio-context-sqlite, langgraph-checkpoint-sqlite, numpy and sqlite-vec in
-`bench/.peers` (see
-`bench/peers.py`), writing bench/out/peers.json; `--peers --markdown` prints it.
+`bench/.peers` (see `bench/peers.py`), writing bench/out/peers.json; `--peers
+--markdown` prints it.
 `python -m bench --postgres` runs HNSW beside exact search at 200,000 vectors and
 100,000 sessions beside an empty database (see `bench/postgres_scale.py`).
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import psycopg
 import pytest
@@ -35,7 +34,6 @@ from pygents_ctx.context.stores import (
     StoredMessage,
     StoreSchemaError,
 )
-from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores._postgres_schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from pygents_ctx.context.stores.postgres import (
     PostgresConnection,
@@ -483,51 +481,45 @@ async def test_a_message_json_cannot_hold_is_refused_before_anything_is_stored(
     assert await store.count() == 0
 
 
-@pytest.fixture(params=["in chunks", "whole"])
-def read_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """How histories are read: streamed in chunks (libpq 17+), or whole (older libpq)."""
-    if request.param == "whole":
-        monkeypatch.setattr(ops, "reads_in_chunks", lambda: False)
-    else:
-        assert ops.reads_in_chunks(), "the test environment's libpq streams in chunks"
-    return str(request.param)
-
-
 @pytest.mark.parametrize("data", [b"{not json", b'{"type": "text", "text": "a block"}'])
-async def test_an_unreadable_row_names_its_session_and_position_and_the_connection_stays_ready(
-    pg_conn: PostgresConnection, data: bytes, read_mode: str
+async def test_an_unreadable_row_names_its_session_and_position(
+    pg_conn: PostgresConnection, data: bytes
 ) -> None:
     store = PostgresContextStore(pg_conn, session_id="s")
-    await store.append_many(numbered(3 * ops.CHUNK_ROWS))  # the bad row in the first chunk
+    await store.append_many(numbered(2))
     await query(pg_conn, "UPDATE pygents_messages SET data = %s WHERE position = 1", data)
 
     with pytest.raises(ValueError, match="position 1 of session 's' cannot be read"):
         await PostgresContextStore(pg_conn, session_id="s").get_history()
 
-    # The rest of the result was read: the next calls on the connection just work.
-    assert await store.count() == 3 * ops.CHUNK_ROWS
-    other = PostgresContextStore(pg_conn, session_id="other")
-    await other.append(Message("user", "still here"))
-    assert texts(await other.get_history()) == ["still here"]
 
-
-async def test_a_history_of_many_chunks_reads_whole_and_then_only_what_is_new(
-    pg_conn: PostgresConnection, read_mode: str
+async def test_a_long_history_arrives_in_a_few_large_reads(
+    pg_conn: PostgresConnection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    size = ops.CHUNK_ROWS
-    messages = numbered(2 * size + 7)
-    writer = PostgresContextStore(pg_conn, session_id="s")
-    await writer.append_many(messages)
-    await writer.replace_prefix(size + 1, [Message("system", "summary")])
-    reader = PostgresContextStore(pg_conn, session_id="s")
-    live = [Message("system", "summary"), *messages[size + 1 :]]
+    """8 MB of history wakes the event loop some 30 to 120 times, not 500 or more.
 
-    assert await reader.get_history() == live
-    assert await reader.get_history(include_archived=True) == messages[: size + 1] + live
-    more = numbered(size + 3, prefix="n")
-    await writer.append_many(more)
-    assert await reader.get_history() == live + more
-    assert await PostgresContextStore(pg_conn, session_id="s").get_history() == live + more
+    libpq's input buffer starts at 16 KiB, and each time psycopg finds it
+    drained it waits on the loop again: at most 16 KiB a wait, 8 MB took 500
+    waits or more (a third of a cold load's time). `connect_postgres` widens it.
+    """
+    await PostgresContextStore(pg_conn, session_id="long").append_many(
+        Message("user", f"{index} " + "lorem ipsum " * 340) for index in range(2_000)
+    )
+    loop = asyncio.get_running_loop()
+    waits = 0
+    add_reader = loop.add_reader
+
+    def counted(*args: Any) -> None:
+        nonlocal waits
+        waits += 1
+        add_reader(*args)
+
+    monkeypatch.setattr(loop, "add_reader", counted)
+    history = await PostgresContextStore(pg_conn, session_id="long").get_history()
+    monkeypatch.undo()
+
+    assert [m.text.split()[0] for m in history] == [str(index) for index in range(2_000)]
+    assert waits < 250, waits
 
 
 # -- the schema and its migrations -----------------------------------------------------------
@@ -718,15 +710,9 @@ async def _plans(conn: PostgresConnection, call: Any) -> list[str]:
     async def release(db: Any) -> None:
         del db.execute
 
-    def stream(cursor: Any, statement: Any, params: Any = None, **kwargs: Any) -> Any:
-        seen.append((statement, params))  # a history read streams its rows
-        return streaming(cursor, statement, params, **kwargs)
-
-    streaming = psycopg.AsyncCursor.stream
     await conn.run(capture)
     try:
-        with mock.patch.object(psycopg.AsyncCursor, "stream", stream):
-            await call()
+        await call()
     finally:
         await conn.run(release)
 

@@ -462,16 +462,18 @@ def plain_text_message(data: object) -> Message | None:
     blocks are made without checking again; anything else gives None, and
     `from_dict` reads it (and says what is wrong).
     """
-    if type(data) is not dict or data.keys() != _PLAIN_MESSAGE_KEYS:
+    # Two keys, both found (a missing one reads as None, which fails its type check):
+    # exactly these two, checked faster than comparing the keys with a set.
+    if type(data) is not dict or len(data) != 2:
         return None
-    role, content = data["role"], data["content"]
+    role, content = data.get("role"), data.get("content")
     if type(role) is not str or role not in ROLES or type(content) is not list:
         return None
     blocks = []
     for block in content:
-        if type(block) is not dict or block.keys() != _PLAIN_TEXT_KEYS or block["type"] != "text":
+        if type(block) is not dict or len(block) != 2 or block.get("type") != "text":
             return None
-        text = block["text"]
+        text = block.get("text")
         if type(text) is not str:
             return None
         text_block = _new_object(TextBlock)
@@ -483,8 +485,6 @@ def plain_text_message(data: object) -> Message | None:
     return message
 
 
-_PLAIN_MESSAGE_KEYS: Final = frozenset({"role", "content"})
-_PLAIN_TEXT_KEYS: Final = frozenset({"type", "text"})
 _new_object = object.__new__
 _set_attribute = object.__setattr__
 

@@ -37,6 +37,7 @@ __all__ = [
     "check_usage_record",
     "check_window",
     "decode",
+    "decode_rows",
     "encode_message",
     "new_session_id",
     "now_iso",
@@ -78,6 +79,31 @@ def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
             f"cannot be read: {exc}"
         ) from exc
     return with_token_count(message, tokens)
+
+
+def decode_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Message]:
+    """`decode` of each (position, tokens, data) row, in order: how a history is read.
+
+    The usual stored message (plain text) is made in the loop itself, with no
+    call per row beyond the parse; any other row goes through `decode`, which
+    also says what is wrong with a row that cannot be read.
+    """
+    loads, plain, count_key, set_field = orjson.loads, plain_text_message, _DEFAULT_COUNT_KEY, _SET
+    messages = []
+    for position, tokens, data in rows:
+        try:
+            message = plain(loads(data))
+        except ValueError:
+            message = None
+        if message is None:
+            message = decode(session_id, position, tokens, data)
+        else:
+            set_field(message, "_tokens", (count_key, tokens))  # as `with_token_count` does
+        messages.append(message)
+    return messages
+
+
+_SET: Final = object.__setattr__
 
 
 def same_prefix(

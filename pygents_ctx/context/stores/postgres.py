@@ -106,7 +106,7 @@ async def _close(conn: AsyncConnection[Any]) -> None:
 # wait on the event loop, so a history of 2,000 x 4 KB rows came in some 500 reads of
 # 16 KiB (10 ms of a 30 ms load, measured); in a 256 KiB buffer it takes ~30. One
 # value of this size, read once at connect, grows the buffer for the connection's life.
-WIDE_VALUE: Final = 200_000  # bytes: libpq doubles its buffer to 256 KiB to hold it
+WIDE_VALUE: Final = 140_000  # bytes: over 128 KiB, so libpq doubles its buffer to 256 KiB
 
 
 async def _widen_read_buffer(conn: AsyncConnection[Any]) -> None:

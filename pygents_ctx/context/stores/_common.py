@@ -62,8 +62,12 @@ def with_token_count(message: Message, tokens: int) -> Message:
 
     `count_message_tokens(message)` then answers from the cache instead of re-tokenizing.
     """
-    object.__setattr__(message, "_tokens", (_DEFAULT_COUNT_KEY, tokens))
+    _SET_TOKENS(message, (_DEFAULT_COUNT_KEY, tokens))
     return message
+
+
+# The `_tokens` slot's own setter (a message is frozen): faster than `object.__setattr__`.
+_SET_TOKENS: Final = Message.__dict__["_tokens"].__set__
 
 
 def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
@@ -88,7 +92,12 @@ def decode_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Message]
     call per row beyond the parse; any other row goes through `decode`, which
     also says what is wrong with a row that cannot be read.
     """
-    loads, plain, count_key, set_field = orjson.loads, plain_text_message, _DEFAULT_COUNT_KEY, _SET
+    loads, plain, count_key, set_tokens = (
+        orjson.loads,
+        plain_text_message,
+        _DEFAULT_COUNT_KEY,
+        _SET_TOKENS,
+    )
     messages = []
     for position, tokens, data in rows:
         try:
@@ -98,12 +107,9 @@ def decode_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Message]
         if message is None:
             message = decode(session_id, position, tokens, data)
         else:
-            set_field(message, "_tokens", (count_key, tokens))  # as `with_token_count` does
+            set_tokens(message, (count_key, tokens))  # as `with_token_count` does
         messages.append(message)
     return messages
-
-
-_SET: Final = object.__setattr__
 
 
 def same_prefix(

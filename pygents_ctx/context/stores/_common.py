@@ -55,6 +55,8 @@ T = TypeVar("T")
 PREVIEW_LENGTH: Final = 80
 # The key `count_message_tokens` caches a default count under (counter, overhead, media).
 _DEFAULT_COUNT_KEY: Final = (DEFAULT_COUNTER, 4, 600)
+# The `_tokens` slot's own setter (a message is frozen): faster than `object.__setattr__`.
+_SET_TOKENS: Final = Message.__dict__["_tokens"].__set__
 
 
 def with_token_count(message: Message, tokens: int) -> Message:
@@ -64,10 +66,6 @@ def with_token_count(message: Message, tokens: int) -> Message:
     """
     _SET_TOKENS(message, (_DEFAULT_COUNT_KEY, tokens))
     return message
-
-
-# The `_tokens` slot's own setter (a message is frozen): faster than `object.__setattr__`.
-_SET_TOKENS: Final = Message.__dict__["_tokens"].__set__
 
 
 def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
@@ -92,12 +90,8 @@ def decode_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Message]
     call per row beyond the parse; any other row goes through `decode`, which
     also says what is wrong with a row that cannot be read.
     """
-    loads, plain, count_key, set_tokens = (
-        orjson.loads,
-        plain_text_message,
-        _DEFAULT_COUNT_KEY,
-        _SET_TOKENS,
-    )
+    loads, plain = orjson.loads, plain_text_message  # locals: read once, not per row
+    count_key, set_tokens = _DEFAULT_COUNT_KEY, _SET_TOKENS
     messages = []
     for position, tokens, data in rows:
         try:

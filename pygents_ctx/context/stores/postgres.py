@@ -104,13 +104,13 @@ async def _close(conn: AsyncConnection[Any]) -> None:
 # libpq receives a result into an input buffer that starts at 16 KiB and grows only
 # when one protocol message needs more room, never shrinking. Each fill of it is one
 # wait on the event loop, so a history of 2,000 x 4 KB rows came in some 500 reads of
-# 16 KiB (10 ms of a 30 ms load, measured); in a 256 KiB buffer it takes ~30. One
-# value of this size, read once at connect, grows the buffer for the connection's life.
-WIDE_VALUE: Final = 140_000  # bytes: over 128 KiB, so libpq doubles its buffer to 256 KiB
+# 16 KiB (10 ms of a 30 ms load, measured); with 256 KiB it takes 30 to 90. One value
+# of this size, read once at connect, grows the buffer for the connection's life.
+_WIDE_VALUE: Final = 140_000  # bytes: over 128 KiB, so libpq doubles its buffer to 256 KiB
 
 
 async def _widen_read_buffer(conn: AsyncConnection[Any]) -> None:
-    await conn.execute("SELECT repeat(' ', %s)", (WIDE_VALUE,))
+    await conn.execute("SELECT repeat(' ', %s)", (_WIDE_VALUE,))
 
 
 def connect_postgres(dsn: str = "") -> Connecting[PostgresConnection]:

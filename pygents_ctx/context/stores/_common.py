@@ -37,6 +37,7 @@ __all__ = [
     "check_usage_record",
     "check_window",
     "decode",
+    "decode_rows",
     "encode_message",
     "new_session_id",
     "now_iso",
@@ -54,6 +55,8 @@ T = TypeVar("T")
 PREVIEW_LENGTH: Final = 80
 # The key `count_message_tokens` caches a default count under (counter, overhead, media).
 _DEFAULT_COUNT_KEY: Final = (DEFAULT_COUNTER, 4, 600)
+# The `_tokens` slot's own setter (a message is frozen): faster than `object.__setattr__`.
+_SET_TOKENS: Final = Message.__dict__["_tokens"].__set__
 
 
 def with_token_count(message: Message, tokens: int) -> Message:
@@ -61,7 +64,7 @@ def with_token_count(message: Message, tokens: int) -> Message:
 
     `count_message_tokens(message)` then answers from the cache instead of re-tokenizing.
     """
-    object.__setattr__(message, "_tokens", (_DEFAULT_COUNT_KEY, tokens))
+    _SET_TOKENS(message, (_DEFAULT_COUNT_KEY, tokens))
     return message
 
 
@@ -78,6 +81,29 @@ def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
             f"cannot be read: {exc}"
         ) from exc
     return with_token_count(message, tokens)
+
+
+def decode_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Message]:
+    """`decode` of each (position, tokens, data) row, in order: how a history is read.
+
+    The usual stored message (plain text) is made in the loop itself, with no
+    call per row beyond the parse; any other row goes through `decode`, which
+    also says what is wrong with a row that cannot be read.
+    """
+    loads, plain = orjson.loads, plain_text_message  # locals: read once, not per row
+    count_key, set_tokens = _DEFAULT_COUNT_KEY, _SET_TOKENS
+    messages = []
+    for position, tokens, data in rows:
+        try:
+            message = plain(loads(data))
+        except ValueError:
+            message = None
+        if message is None:
+            message = decode(session_id, position, tokens, data)
+        else:
+            set_tokens(message, (count_key, tokens))  # as `with_token_count` does
+        messages.append(message)
+    return messages
 
 
 def same_prefix(

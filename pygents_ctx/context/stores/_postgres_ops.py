@@ -21,6 +21,7 @@ from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
+    decode_rows,
     encode_message,
     preview_of,
     same_prefix,
@@ -206,20 +207,20 @@ async def read_since(
     cursor = await conn.execute(READ_SINCE, params, binary=True)
     current: Version = MISSING
     live: list[tuple[int, int, bytes]] = []
-    archived: list[Message] = []
-    for part, order, tokens, data in await cursor.fetchall():
-        if part == 0:
-            current = (order, tokens)
-        elif part == 1:
-            live.append((order, tokens, data))
+    archived: list[tuple[int, int, bytes]] = []
+    for row in await cursor.fetchall():
+        if row[0] == 1:
+            live.append(row[1:])
+        elif row[0] == 0:
+            current = (row[1], row[2])
         else:
-            archived.append(decode(session_id, order, tokens, data))
+            archived.append(row[1:])
     return Read(
         current,
         current != generation,
-        [decode(session_id, *row) for row in live],
+        decode_rows(session_id, live),
         live[-1][0] if live else None,
-        archived,
+        decode_rows(session_id, archived),
     )
 
 
@@ -233,7 +234,7 @@ async def read_newest(
         binary=True,
     )
     rows = await cursor.fetchall()
-    return [decode(session_id, *row) for row in reversed(rows)]
+    return decode_rows(session_id, reversed(rows))
 
 
 async def _oldest_rows(

@@ -493,6 +493,35 @@ async def test_an_unreadable_row_names_its_session_and_position(
         await PostgresContextStore(pg_conn, session_id="s").get_history()
 
 
+async def test_a_long_history_arrives_in_a_few_large_reads(
+    pg_conn: PostgresConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8 MB of history wakes the event loop some 30 to 120 times, not 500 or more.
+
+    libpq's input buffer starts at 16 KiB, and each time psycopg finds it
+    drained it waits on the loop again: at most 16 KiB a wait, 8 MB took 500
+    waits or more (a third of a cold load's time). `connect_postgres` widens it.
+    """
+    await PostgresContextStore(pg_conn, session_id="long").append_many(
+        Message("user", f"{index} " + "lorem ipsum " * 340) for index in range(2_000)
+    )
+    loop = asyncio.get_running_loop()
+    waits = 0
+    add_reader = loop.add_reader
+
+    def counted(*args: Any) -> None:
+        nonlocal waits
+        waits += 1
+        add_reader(*args)
+
+    monkeypatch.setattr(loop, "add_reader", counted)
+    history = await PostgresContextStore(pg_conn, session_id="long").get_history()
+    monkeypatch.undo()
+
+    assert [m.text.split()[0] for m in history] == [str(index) for index in range(2_000)]
+    assert waits < 250, waits
+
+
 # -- the schema and its migrations -----------------------------------------------------------
 
 

@@ -61,6 +61,36 @@ __all__ = [
 ]
 
 
+def _counted_by_triggers(table: str) -> tuple[str, str]:
+    """The triggers that keep a session's counters in step with its live rows in `table`.
+
+    The counters change in the same statement as the rows, so an append is one
+    INSERT and no crash can leave them out of step.
+    """
+    added = f"""
+    CREATE TRIGGER {table}_added AFTER INSERT ON {table} BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count + 1,
+            live_tokens = live_tokens + NEW.tokens,
+            next_position = max(next_position, NEW.position + 1),
+            preview = CASE
+                WHEN preview = '' AND NEW.preview IS NOT NULL THEN NEW.preview
+                ELSE preview
+            END
+        WHERE session_id = NEW.session_id;
+    END
+    """
+    removed = f"""
+    CREATE TRIGGER {table}_removed AFTER DELETE ON {table} BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count - 1,
+            live_tokens = live_tokens - OLD.tokens
+        WHERE session_id = OLD.session_id;
+    END
+    """
+    return added, removed
+
+
 _V1: Final = (
     """
     CREATE TABLE pygents_sessions (
@@ -105,29 +135,7 @@ _V1: Final = (
     )
     """,
     "CREATE INDEX pygents_archive_by_session ON pygents_archive (session_id, id)",
-    # The counters change in the same statement as the rows, so an append is one
-    # INSERT and no crash can leave them out of step.
-    """
-    CREATE TRIGGER pygents_messages_added AFTER INSERT ON pygents_messages BEGIN
-        UPDATE pygents_sessions SET
-            message_count = message_count + 1,
-            live_tokens = live_tokens + NEW.tokens,
-            next_position = max(next_position, NEW.position + 1),
-            preview = CASE
-                WHEN preview = '' AND NEW.preview IS NOT NULL THEN NEW.preview
-                ELSE preview
-            END
-        WHERE session_id = NEW.session_id;
-    END
-    """,
-    """
-    CREATE TRIGGER pygents_messages_removed AFTER DELETE ON pygents_messages BEGIN
-        UPDATE pygents_sessions SET
-            message_count = message_count - 1,
-            live_tokens = live_tokens - OLD.tokens
-        WHERE session_id = OLD.session_id;
-    END
-    """,
+    *_counted_by_triggers("pygents_messages"),
 )
 
 # A session's row deleted behind the stores' backs and created again would
@@ -210,27 +218,7 @@ _V5_LIVE: Final = (
     CREATE INDEX pygents_live_rows_by_run ON pygents_live_rows (session_id, run_id)
     WHERE run_id IS NOT NULL
     """,
-    """
-    CREATE TRIGGER pygents_live_rows_added AFTER INSERT ON pygents_live_rows BEGIN
-        UPDATE pygents_sessions SET
-            message_count = message_count + 1,
-            live_tokens = live_tokens + NEW.tokens,
-            next_position = max(next_position, NEW.position + 1),
-            preview = CASE
-                WHEN preview = '' AND NEW.preview IS NOT NULL THEN NEW.preview
-                ELSE preview
-            END
-        WHERE session_id = NEW.session_id;
-    END
-    """,
-    """
-    CREATE TRIGGER pygents_live_rows_removed AFTER DELETE ON pygents_live_rows BEGIN
-        UPDATE pygents_sessions SET
-            message_count = message_count - 1,
-            live_tokens = live_tokens - OLD.tokens
-        WHERE session_id = OLD.session_id;
-    END
-    """,
+    *_counted_by_triggers("pygents_live_rows"),
     """
     CREATE VIEW pygents_messages (session_id, position, run_id, tokens, preview, data) AS
     SELECT r.session_id, r.position, r.run_id, r.tokens, r.preview, d.data

@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Container, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from enum import Enum
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar, cast, overload
 
 from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
@@ -40,6 +41,7 @@ __all__ = [
     "fire_on",
     "fire_with_kwargs",
     "hook_of_kind",
+    "hooks_attribute",
     "hooks_from_dict",
     "hooks_given",
     "hooks_to_dict",
@@ -298,6 +300,21 @@ class HookList(list[Hook]):
                 f"fire; give it one of the {cls.kinds.__name__} kinds"
             )
         return made
+
+
+def hooks_attribute(list_type: type[HookList]) -> property:
+    """An owner's `hooks` attribute, kept in its `_hooks`.
+
+    Reading it gives the list as it is (through a getter in C: owners read it
+    on every event). A list assigned to it is made a `list_type` first, each
+    element converted as `HookList.append` converts it, so that
+    `queue.hooks = [fn]` is checked as `queue.hooks.append(fn)` is.
+    """
+
+    def assign(owner: Any, hooks: Iterable[object]) -> None:
+        owner._hooks = list_type.of(hooks)
+
+    return property(attrgetter("_hooks"), assign, doc="The hooks of this object, in firing order.")
 
 
 class TurnHookList(HookList):

@@ -422,7 +422,7 @@ class Agent(JsonSerializable):
                     if hooks or _BEFORE_TURN:
                         await fire_on(_BEFORE_TURN, hooks, tags, self)
                     agent_turn_hooks = self.turn_hooks
-                    turn_hooks = turn.hooks + agent_turn_hooks if agent_turn_hooks else turn.hooks
+                    turn_hooks = turn._hooks + agent_turn_hooks if agent_turn_hooks else turn._hooks
                     if turn._tool.is_generator:
                         try:
                             steps: Steps = turn._steps(turn_hooks)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, ov
 
 from pygents_ctx._calls import CallSpec, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
-from pygents_ctx._dispatch import HookSlot, ToolHookList, fire_on, fire_with_kwargs
+from pygents_ctx._dispatch import HookSlot, ToolHookList, fire_on, fire_with_kwargs, hooks_attribute
 from pygents_ctx._docstrings import parse_docstring
 from pygents_ctx._json_schema import check_object_schema, schema_check
 from pygents_ctx._registry import NameRegistry, identical, redefines
@@ -177,6 +177,7 @@ class Tool(Generic[P, R]):
         "__name__",
         "__wrapped__",
         "_call",
+        "_hooks",
         "_lock",
         "_positional_room",
         "_spec",
@@ -184,7 +185,6 @@ class Tool(Generic[P, R]):
         "_validator",
         "fixed_kwargs",
         "fn",
-        "hooks",
         "is_generator",
         "key",
         "metadata",
@@ -194,6 +194,11 @@ class Tool(Generic[P, R]):
         "subtools",
         "tags",
     )
+
+    if TYPE_CHECKING:
+        hooks: list[Hook]
+    else:
+        hooks = hooks_attribute(ToolHookList)
 
     before_invoke = HookSlot(ToolHook.BEFORE_INVOKE)
     on_yield = HookSlot(ToolHook.ON_YIELD)
@@ -237,7 +242,7 @@ class Tool(Generic[P, R]):
         )
         self.tags = tag_set(tags)
         self.fixed_kwargs = dict(fixed_kwargs or {})
-        self.hooks: list[Hook] = ToolHookList()
+        self._hooks: list[Hook] = ToolHookList()
         self.subtools: list[Tool[..., Any]] = []
         self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
         # Positional arguments past the function's parameters are dropped, as pygents
@@ -394,7 +399,7 @@ class Tool(Generic[P, R]):
         """
         if len(args) > self._positional_room:
             args = args[: self._positional_room]
-        if self.hooks or self._lock is not None or _ANY_TOOL_HOOK:
+        if self._hooks or self._lock is not None or _ANY_TOOL_HOOK:
             return self._call(args, kwargs), None
         validator = self._validator
         if validator is not None:
@@ -417,7 +422,7 @@ class Tool(Generic[P, R]):
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
-        hooks = self.hooks
+        hooks = self._hooks
         if hooks or _BEFORE_INVOKE:
             await fire_with_kwargs(_BEFORE_INVOKE, hooks, self.tags, args, kwargs)
         metadata = self.metadata
@@ -448,7 +453,7 @@ class Tool(Generic[P, R]):
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
-        hooks, tags = self.hooks, self.tags
+        hooks, tags = self._hooks, self.tags
         if hooks or _BEFORE_INVOKE:
             await fire_with_kwargs(_BEFORE_INVOKE, hooks, tags, args, kwargs)
         metadata = self.metadata

@@ -21,12 +21,12 @@ is saved and loaded (`saving`).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
-from typing import Any, Generic
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
 from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, TurnHookList
+from pygents_ctx._dispatch import HookSlot, TurnHookList, hooks_attribute
 from pygents_ctx._turns.running import TurnRunning
 from pygents_ctx._turns.saving import TurnSaving
 from pygents_ctx._turns.state import (
@@ -38,7 +38,7 @@ from pygents_ctx._turns.state import (
     lent_turn_changing,
 )
 from pygents_ctx.errors import SafeExecutionError
-from pygents_ctx.hooks import TurnHook
+from pygents_ctx.hooks import Hook, TurnHook
 from pygents_ctx.tools import Tool, ToolRegistry
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
@@ -70,6 +70,11 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
 
     # The fields are `TurnState`'s (see `_turns.state`).
     __slots__ = ()
+
+    if TYPE_CHECKING:
+        hooks: list[Hook]
+    else:
+        hooks = hooks_attribute(TurnHookList)
 
     before_run = HookSlot(TurnHook.BEFORE_RUN)
     after_run = HookSlot(TurnHook.AFTER_RUN)
@@ -198,7 +203,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The tool ran past `timeout`.
         """
-        return self._returning(self.hooks)
+        return self._returning(self._hooks)
 
     def yielding(self) -> AsyncGenerator[T, None]:
         """Run a generator tool, yielding each value as the tool produces it.
@@ -210,20 +215,20 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The whole iteration ran past `timeout`.
         """
-        return self._yielding(self.hooks)
+        return self._yielding(self._hooks)
 
     # -- copies ------------------------------------------------------------------
 
     def copy(self) -> Turn:
         """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
-        return self._twin(TurnHookList(self.hooks))
+        return self._twin(TurnHookList(self._hooks))
 
     def _twin(self, hooks: TurnHookList) -> Turn:
         """A fresh, unrun `Turn` with this one's declaration (checked: not again) and `hooks`."""
         twin = object.__new__(Turn)
         arguments = (self._args, self._dynamic_args, self._kwargs, self._dynamic_kwargs)
         twin._fill(self._tool, *arguments, self._timeout, self._tags)
-        twin.hooks = hooks
+        twin._hooks = hooks
         return twin
 
     # -- saving (see _turns.saving) ------------------------------------------------

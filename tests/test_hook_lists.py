@@ -222,3 +222,38 @@ def test_registering_what_is_not_a_coroutine_function_or_a_taken_name_is_refused
     other.__name__ = "plain_watch"
     with pytest.raises(ValueError, match="'plain_watch' already registered"):
         HookRegistry.register(other)
+
+
+async def test_a_list_assigned_to_any_owners_hooks_is_converted() -> None:
+    seen: list[str] = []
+
+    @tool
+    async def noop() -> None:
+        return None
+
+    queue: ContextQueue[Any] = ContextQueue(limit=1)
+    queue.hooks = [_typed(ContextQueueHook.ON_EVICT, seen, "queue")]
+    pool: ContextPool[Any] = ContextPool(limit=1)
+    pool.hooks = (_typed(ContextPoolHook.ON_EVICT, seen, "pool"),)  # any iterable
+    noop.hooks = [(ToolHook.AFTER_INVOKE, _typed(None, seen, "tool"))]
+    turn = Turn(noop)
+    turn.hooks = [_typed(TurnHook.BEFORE_RUN, seen, "turn")]
+
+    await _evicting_queue(queue)
+    for key in ("a", "b"):
+        await pool.add(ContextItem(content=1, description="d", id=key))
+    await turn.returning()
+    assert seen == ["queue", "queue", "pool", "turn", "tool"]
+    assert all(isinstance(h, Hook) for h in (*queue.hooks, *pool.hooks, *noop.hooks, *turn.hooks))
+    assert queue.to_dict()["hooks"] == {"on_evict": ["typed_queue"]}
+
+
+def test_a_refused_assignment_keeps_the_hooks_there_were() -> None:
+    queue: ContextQueue[Any] = ContextQueue(limit=1)
+    kept = queue.on_evict(_typed(ContextQueueHook.ON_EVICT, [], "kept"))
+    with pytest.raises(ValueError, match="which queues never fire"):
+        queue.hooks = [
+            _typed(ContextQueueHook.ON_EVICT, [], "new"),
+            _typed(TurnHook.BEFORE_RUN, [], "x"),
+        ]
+    assert queue.hooks == [kept]

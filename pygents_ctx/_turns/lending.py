@@ -110,9 +110,9 @@ class Borrowed:
 
 def _hooks_snapshot(turns: tuple[Turn, ...]) -> dict[int, list[Hook]]:
     """The hooks of those `turns` that have any, by position (most have none)."""
-    if not [turn for turn in turns if turn.hooks]:  # in 3.12+, faster than any() of a generator
+    if not [turn for turn in turns if turn._hooks]:  # in 3.12+, faster than any() of a generator
         return _NO_HOOKS
-    return {index: list(turn.hooks) for index, turn in enumerate(turns) if turn.hooks}
+    return {index: list(turn._hooks) for index, turn in enumerate(turns) if turn._hooks}
 
 
 _NO_HOOKS: dict[int, list[Hook]] = {}  # shared by every snapshot of unhooked turns, never changed

@@ -137,7 +137,7 @@ class TurnRunning(TurnState):
         if len(args) > tool._positional_room:  # ignored, as Tool._open does
             args = args[: tool._positional_room]
         try:
-            if tool.hooks or _ANY_TOOL_HOOK or tool._lock is not None:
+            if tool._hooks or _ANY_TOOL_HOOK or tool._lock is not None:
                 step = tool._call(args, kwargs)  # the wrapper fires them, and keeps the times
             else:
                 validator = tool._validator

@@ -79,7 +79,7 @@ class TurnSaving(TurnState, JsonSerializable):
                 turn._dynamic_args
                 or turn._dynamic_kwargs
                 or turn._running
-                or turn.hooks
+                or turn._hooks
                 or turn._tags
             )
             and turn._start is None
@@ -107,7 +107,7 @@ class TurnSaving(TurnState, JsonSerializable):
             metadata = NO_SAVED_METADATA.copy() if fresh else NO_SAVED_METADATA
         else:
             metadata = self._metadata().to_dict()
-        hooks, tags = self.hooks, self._tags
+        hooks, tags = self._hooks, self._tags
         return {
             "tool_name": self._tool.key,
             # A list, as JSON reads it back (to_json compares); `[]` is the quicker new one.
@@ -176,7 +176,7 @@ class TurnSaving(TurnState, JsonSerializable):
         # Values checked as __init__ would: calling it would check them again.
         turn = object.__new__(cls)
         turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags)
-        turn.hooks = hooks
+        turn._hooks = hooks
         turn.output = data.get("output")
         turn._load_times(start, end)
         turn._stop_reason = stop_reason

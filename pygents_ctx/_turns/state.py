@@ -169,6 +169,7 @@ class TurnState(RunTimes):
         "_args",
         "_dynamic_args",
         "_dynamic_kwargs",
+        "_hooks",
         "_kwargs",
         "_metadata_held",
         "_metadata_of",
@@ -177,7 +178,6 @@ class TurnState(RunTimes):
         "_tags",
         "_timeout",
         "_tool",
-        "hooks",
         "output",
     )
 
@@ -200,7 +200,7 @@ class TurnState(RunTimes):
         self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
         self._timeout = timeout
         self._tags = tags
-        self.hooks: list[Hook] = TurnHookList()
+        self._hooks: list[Hook] = TurnHookList()
         self.output: Any = None
         RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None

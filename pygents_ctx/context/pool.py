@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
 from pygents_ctx._calls import POOL, receives_context, tag_set
 from pygents_ctx._dispatch import (
     HookSlot,
     PoolHookList,
     fire_on,
+    hooks_attribute,
     hooks_from_dict,
     hooks_to_dict,
     listening,
@@ -68,6 +69,11 @@ class ContextPool(JsonSerializable, Generic[T]):
         - [q3] Q3 report
     """
 
+    if TYPE_CHECKING:
+        hooks: list[Hook]
+    else:
+        hooks = hooks_attribute(PoolHookList)
+
     before_add = HookSlot(ContextPoolHook.BEFORE_ADD)
     after_add = HookSlot(ContextPoolHook.AFTER_ADD)
     before_remove = HookSlot(ContextPoolHook.BEFORE_REMOVE)
@@ -85,7 +91,7 @@ class ContextPool(JsonSerializable, Generic[T]):
     ) -> None:
         self._limit = None if limit is None else check_limit(limit, "ContextPool")
         self.tags = tag_set(tags)
-        self.hooks: list[Hook] = PoolHookList()
+        self._hooks: list[Hook] = PoolHookList()
         # OrderedDict pops its oldest entry in O(1); a dict's first key is found by
         # scanning past deleted slots, which a full, evicting pool accumulates.
         self._items: OrderedDict[str, ContextItem[T]] = OrderedDict()
@@ -176,7 +182,7 @@ class ContextPool(JsonSerializable, Generic[T]):
                 f"one has no {field}: set ContextItem({field}=...) (items without an id belong "
                 f"in a ContextQueue)"
             )
-        hooks = self.hooks
+        hooks = self._hooks
         if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
             if self._shared:
                 self._own()
@@ -275,7 +281,7 @@ class ContextPool(JsonSerializable, Generic[T]):
             KeyError: No item has this id.
         """
         item = self.get(item_id)
-        hooks = self.hooks
+        hooks = self._hooks
         if hooks or _BEFORE_REMOVE:
             await fire_on(_BEFORE_REMOVE, hooks, self.tags, self, item)
         if self._shared:
@@ -287,7 +293,7 @@ class ContextPool(JsonSerializable, Generic[T]):
 
     async def clear(self) -> None:
         """Remove every item."""
-        hooks = self.hooks
+        hooks = self._hooks
         if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
         self._store(OrderedDict())
@@ -360,7 +366,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         else:
             child._items = self._items
             self._shared = child._shared = True
-        child.hooks = PoolHookList.of(self.hooks if isinstance(hooks, Inherit) else hooks or ())
+        child.hooks = self._hooks if isinstance(hooks, Inherit) else hooks or []  # copied
         child._selector = self._selector
         if self._index is not None:
             child._index = self._index.branch()
@@ -381,7 +387,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         return {
             "limit": self._limit,
             "items": ContextItem._all_to_dicts(self._items.values()),
-            "hooks": hooks_to_dict(self.hooks, ContextPoolHook, "ContextPool"),
+            "hooks": hooks_to_dict(self._hooks, ContextPoolHook, "ContextPool"),
             "tags": sorted(self.tags),
         }
 
@@ -424,7 +430,7 @@ class ContextPool(JsonSerializable, Generic[T]):
             raise ValueError(
                 f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
             )
-        pool.hooks = hooks_from_dict(saved.hooks, PoolHookList, "ContextPool")
+        pool._hooks = hooks_from_dict(saved.hooks, PoolHookList, "ContextPool")
         if ids:
             keys = cast("list[str]", ids)  # none is None: checked above
             pool._store(OrderedDict(zip(keys, ContextItem._from_fields(saved.items), strict=True)))

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pygents_ctx._calls import QUEUE, receives_context, tag_set
 from pygents_ctx._dispatch import (
     HookSlot,
     QueueHookList,
     fire_on,
+    hooks_attribute,
     hooks_from_dict,
     hooks_to_dict,
     kinds_heard,
@@ -114,6 +115,11 @@ class ContextQueue(JsonSerializable, Generic[T]):
         b c
     """
 
+    if TYPE_CHECKING:
+        hooks: list[Hook]
+    else:
+        hooks = hooks_attribute(QueueHookList)
+
     before_append = HookSlot(ContextQueueHook.BEFORE_APPEND)
     after_append = HookSlot(ContextQueueHook.AFTER_APPEND)
     before_clear = HookSlot(ContextQueueHook.BEFORE_CLEAR)
@@ -134,7 +140,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
             raise TypeError(f"ContextQueue counter must be a callable str -> int, not {counter!r}")
         self._counter = counter
         self.tags = tag_set(tags)
-        self.hooks: list[Hook] = QueueHookList()
+        self._hooks: list[Hook] = QueueHookList()
         # The items held are `_slots[_head:]`. A list rather than a deque because
         # hooks get snapshots, and slicing a list copies it about three times faster
         # than list(deque). Evicting moves `_head` on; the evicted prefix is deleted
@@ -196,7 +202,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
     def items(self, items: Iterable[ContextItem[T]]) -> None:
         new = self._checked(items, "items")
         kinds = (_BEFORE_CLEAR, _AFTER_CLEAR, _BEFORE_APPEND, _AFTER_APPEND, _ON_EVICT)
-        heard = kinds_heard(self.hooks)
+        heard = kinds_heard(self._hooks)
         watching = [k.kind.value for k in kinds if k.matching(self.tags) or k.kind in heard]
         if watching:
             raise RuntimeError(
@@ -279,7 +285,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 raise _not_an_item(item, "append")
         # Counted before anything changes: a counter that raises leaves the queue as it was.
         counts = [self._count(item) for item in items] if self._counting else None
-        hooks = self.hooks
+        hooks = self._hooks
         if not (hooks or _BEFORE_APPEND or _AFTER_APPEND or _ON_EVICT):
             self._insert(items, counts)
             return
@@ -399,7 +405,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
 
     async def clear(self) -> None:
         """Remove every item."""
-        hooks = self.hooks
+        hooks = self._hooks
         if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
             await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, self.items)
         self._store([], [])
@@ -436,7 +442,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         if cut > 0:  # the newest that fit, and no orphaned result at the head
             child._evict(cut)
             child._drop_orphans()
-        child.hooks = QueueHookList.of(self.hooks if isinstance(hooks, Inherit) else hooks or ())
+        child.hooks = self._hooks if isinstance(hooks, Inherit) else hooks or []  # copied
         return child
 
     def to_dict(self) -> dict[str, Any]:
@@ -449,7 +455,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         saved: dict[str, Any] = {
             "limit": self._limit,
             "items": ContextItem._all_to_dicts(self._slots[self._head :]),
-            "hooks": hooks_to_dict(self.hooks, ContextQueueHook, "ContextQueue"),
+            "hooks": hooks_to_dict(self._hooks, ContextQueueHook, "ContextQueue"),
             "tags": sorted(self.tags),
         }
         if self._max_tokens is not None:
@@ -490,7 +496,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 f"saved ContextQueue holds {len(contents)} items but its limit is "
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
-        queue.hooks = hooks_from_dict(saved.hooks, QueueHookList, "ContextQueue")
+        queue._hooks = hooks_from_dict(saved.hooks, QueueHookList, "ContextQueue")
         counter = queue.counter
         counts = (
             [count_content_tokens(content, counter) for content in contents]

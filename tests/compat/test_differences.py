@@ -7,6 +7,7 @@ the migration page (guides/guides/migrating-from-pygents.md) stays true.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 from collections.abc import AsyncIterator
@@ -647,3 +648,16 @@ def test_a_hooks_list_holds_hooks_and_refuses_what_would_never_fire(impl: Impl) 
     (made,) = turn.hooks
     assert isinstance(made, m.Hook)
     assert made.fn is on_run  # the list holds a hook made of the function
+
+
+@shows("smaller")
+def test_a_context_item_has_no_instance_dict(impl: Impl) -> None:
+    item = impl.m.ContextItem(content=1, description="d", id="x")
+    fields = {"content": 1, "description": "d", "id": "x"}
+    assert dataclasses.asdict(item) == fields
+    if impl.is_pygents:
+        assert vars(item) == fields
+    else:
+        with pytest.raises(TypeError):
+            vars(item)
+        assert not hasattr(item, "__dict__")

@@ -107,8 +107,9 @@ class MCPServer:
     ones appear in the next `tools()`, and a removed one answers with an error.
 
     A call whose connection drops raises `MCPConnectionError`; over HTTP the
-    next call connects again (a stdio server that exited stays gone: enter a
-    new `MCPServer`). The call itself is not repeated: it may have run.
+    next call connects again (a stdio server that exited stays gone unless
+    made with `reconnect=True`, which starts it again). The call itself is not
+    repeated: it may have run.
 
     Args:
         connect: A function returning the transport's async context manager
@@ -185,12 +186,17 @@ class MCPServer:
         cwd: str | None = None,
         name: str | None = None,
         prefix: str | None = None,
+        reconnect: bool = False,
         connect_timeout: float = 30.0,
         register: bool = True,
         on_tool_error: OnToolError | None = None,
         needs_approval: bool | Callable[[str, dict[str, Any]], bool] = False,
     ) -> MCPServer:
         """A server run as a subprocess, spoken to over its stdin and stdout.
+
+        With `reconnect=True`, a server that exited is started again (a new
+        process: what the old one held in memory is gone) by the next call
+        after the one that found it gone.
 
         Args:
             command: The program to run (`"npx"`, `"uvx"`, a path).
@@ -199,6 +205,8 @@ class MCPServer:
             cwd: Its working directory.
             name: What errors call it (default: the command's file name).
             prefix: As for `MCPServer`.
+            reconnect: Start the server again when it has exited (default: it
+                stays gone, and each call says so).
             connect_timeout: As for `MCPServer`.
             register: As for `MCPServer`.
             on_tool_error: As for `MCPServer`.
@@ -223,6 +231,7 @@ class MCPServer:
             connect,
             name=name or os.path.basename(command),
             prefix=prefix,
+            reconnect=reconnect,
             connect_timeout=connect_timeout,
             register=register,
             on_tool_error=on_tool_error,

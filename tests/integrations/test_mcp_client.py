@@ -222,6 +222,17 @@ async def test_a_server_that_exited_between_calls_is_a_clear_error() -> None:
             await tools["t_echo"](text="anyone?")
 
 
+async def test_a_stdio_server_made_to_reconnect_is_started_again() -> None:
+    async with stdio(reconnect=True) as server:
+        tools = by_name(server)
+        with pytest.raises(MCPConnectionError, match="closed before the call of 'die' was"):
+            await tools["t_die"]()  # not repeated: it may have run
+        assert not server.connected
+        assert await tools["t_echo"](text="again") == "again"  # a new process
+        assert server.connected
+        assert json.loads(await tools["t_add"](numbers=[1, 2])) == {"total": 3, "count": 2}
+
+
 async def test_a_tool_used_outside_the_connection_says_so() -> None:
     async with stdio() as server:
         echo = by_name(server)["t_echo"]

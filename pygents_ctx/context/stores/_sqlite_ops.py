@@ -15,6 +15,7 @@ from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
+    decode_rows,
     encode_message,
     now_iso,
     preview_of,
@@ -116,9 +117,9 @@ def read_since(
     return Read(
         current,
         current != generation,
-        [decode(session_id, *row) for row in rows],
+        decode_rows(session_id, rows),
         rows[-1][0] if rows else None,
-        [decode(session_id, *row) for row in archived],
+        decode_rows(session_id, archived),
     )
 
 
@@ -126,7 +127,7 @@ def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Messag
     rows = db.execute(
         f"{LIVE} ORDER BY position DESC LIMIT ? OFFSET ?", (session_id, limit, offset)
     ).fetchall()
-    return [decode(session_id, *row) for row in reversed(rows)]
+    return decode_rows(session_id, reversed(rows))
 
 
 def append_rows(

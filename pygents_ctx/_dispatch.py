@@ -190,8 +190,16 @@ def hook_of_kind(
             lock=lock,
             fixed_kwargs=fixed_kwargs,
         )
-    # Another function may hold the name (a closure made twice, say): the hook
-    # still fires, and saving its owner raises UnserializableHookError.
+    return _named(made)
+
+
+def _named(made: Hook) -> Hook:
+    """`made`, registered by name for its owner to save (`HookRegistry.attach`).
+
+    Another function may hold the name (a closure made twice, say): the hook
+    is returned all the same and fires, and saving its owner then raises
+    `UnserializableHookError`.
+    """
     with contextlib.suppress(ValueError):
         HookRegistry.attach(made)
     return made
@@ -285,9 +293,7 @@ class HookList(list[Hook]):
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], cls.kinds):
             made = hook_of_kind(cast("HookKind", item[0]), item[1])
         elif callable(item) and getattr(item, "type", None) is not None:
-            made = Hook(cast("HookFunction", item), cast("Any", item).type)
-            with contextlib.suppress(ValueError):  # as when attaching (see hook_of_kind)
-                HookRegistry.attach(made)
+            made = _named(Hook(cast("HookFunction", item), cast("Any", item).type))
         else:
             raise TypeError(
                 f"{cls.owner} hooks are Hook objects (from @{cls.owner}.<event>, @hook "
@@ -518,7 +524,4 @@ def _given_hook(given: HookFunction | Hook, kinds: list[HookKind], owner: str) -
             held = HookRegistry.get(made.metadata.name)
             if isinstance(held, Hook) and held.same_as(made):
                 return held  # the function given is the registered hook's: that hook
-    # As when attaching: another hook may hold the name, and then saving the owner says so.
-    with contextlib.suppress(ValueError):
-        HookRegistry.attach(made)
-    return made
+    return _named(made)

@@ -75,9 +75,9 @@ class ContextItem(JsonSerializable, Generic[T]):
     def __init__(self, content: T, description: str | None = None, id: str | None = None) -> None:
         if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
             raise _text_error(description, id)
-        _set_attribute(self, "content", content)
-        _set_attribute(self, "description", description)
-        _set_attribute(self, "id", id)
+        _set_content(self, content)
+        _set_description(self, description)
+        _set_id(self, id)
 
     def __post_init__(self) -> None:
         # The check for a dataclass subclass, whose generated `__init__` calls this.
@@ -219,7 +219,8 @@ class ItemFields(NamedTuple):
 for _optional in fields(ContextItem)[1:]:
     _optional.default = None
 
-# The slots' own setters (the frozen dataclass's `__setattr__` refuses), for `_from_fields`.
+# The slots' own setters (the frozen dataclass's `__setattr__` refuses): `__init__` and
+# `_from_fields` set the fields through them.
 _set_content, _set_description, _set_id = (
     ContextItem.__dict__[name].__set__ for name in ("content", "description", "id")
 )

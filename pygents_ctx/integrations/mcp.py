@@ -58,6 +58,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger("pygents_ctx")
+# Connections given up on while their transport still shuts down (a stdio
+# server is given seconds to exit), kept until done so none is collected early.
+_CLOSING: set[asyncio.Task[None]] = set()
+# How long a connection that timed out may take to shut down before the error is raised.
+_GIVE_UP_WAIT: Final = 0.5
 # What a model API takes as a tool's name; anything else in a server's names becomes "_".
 _NOT_IN_NAME: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -170,6 +175,7 @@ class MCPServer:
         self._stop = asyncio.Event()
         self._changed = asyncio.Event()
         self._lost: str | None = None  # why the connection ended, when it did
+        self._ended = asyncio.Event()  # the transport's read side closed: the server hung up
         self._entered = False
         self._connecting: asyncio.Lock | None = None
         self.instructions: str | None = None
@@ -308,8 +314,13 @@ class MCPServer:
 
     @property
     def connected(self) -> bool:
-        """Whether the connection is up (entered, and not dropped)."""
-        return self._session is not None and self._lost is None
+        """Whether the connection is up: entered, not dropped, the server still there.
+
+        A stdio server that exits, even while no call is running, is noticed
+        when its output closes: `connected` turns False, and the next call
+        says it is gone (or, with `reconnect=True`, starts it again).
+        """
+        return self._session is not None and self._lost is None and not self._ended.is_set()
 
     async def __aenter__(self) -> MCPServer:
         if self._entered:
@@ -341,16 +352,35 @@ class MCPServer:
     async def _open(self) -> None:
         """Start the connection in a task of its own, and wait until it is ready."""
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Whatever the task reports after a timeout is answered by the error below.
+        ready.add_done_callback(_retrieve)
         self._stop = asyncio.Event()
+        self._ended = asyncio.Event()
         self._lost = None
         self._task = asyncio.create_task(self._hold(ready), name=f"mcp {self.name}")
         try:
             await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout)
         except TimeoutError:
+            self._give_up()
             raise MCPConnectionError(
                 f"MCP server {self.name!r} ({self._where}) did not answer within "
                 f"{self.connect_timeout:g}s; check that it starts, or raise connect_timeout"
             ) from None
+
+    def _give_up(self) -> None:
+        """Cancel a connection that never became ready; its transport shuts down on its own.
+
+        Nothing was ever asked of the server, so there is nothing to wait for:
+        the error comes now, and a subprocess still exiting is left to finish
+        in the background (kept in `_CLOSING` until it has).
+        """
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+        task.add_done_callback(_retrieve)
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
         """Own the transport and the session (anyio wants one task to enter and leave them)."""
@@ -359,19 +389,25 @@ class MCPServer:
         try:
             async with AsyncExitStack() as stack:
                 read, write = await stack.enter_async_context(self._connect())
+                watched = _WatchedStream(read, self._ended)
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, message_handler=self._on_message)
+                    ClientSession(watched, write, message_handler=self._on_message)
                 )
                 initialized = await session.initialize()
                 self.instructions = initialized.instructions
                 self._session = session
                 ready.set_result(None)
                 while not self._stop.is_set():
-                    stopping = asyncio.ensure_future(self._stop.wait())
-                    changing = asyncio.ensure_future(self._changed.wait())
-                    await asyncio.wait({stopping, changing}, return_when=asyncio.FIRST_COMPLETED)
-                    stopping.cancel()
-                    changing.cancel()
+                    waits = [
+                        asyncio.ensure_future(event.wait())
+                        for event in (self._stop, self._changed, self._ended)
+                    ]
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    for waiting in waits:
+                        waiting.cancel()
+                    if self._ended.is_set() and not self._stop.is_set():
+                        self._lost = "the server closed the connection (a stdio server exited)"
+                        return
                     if self._changed.is_set() and not self._stop.is_set():
                         self._changed.clear()
                         try:
@@ -470,11 +506,7 @@ class MCPServer:
             result = await session.call_tool(tool, dict(arguments or {}))
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
-                self._lost = f"the connection closed before the call of {tool!r} was answered"
-                raise MCPConnectionError(
-                    f"the connection to MCP server {self.name!r} ({self._where}) closed before "
-                    f"the call of {tool!r} was answered (the server may have run it)"
-                ) from exc
+                raise self._closed_during(tool) from exc
             refused = TextBlock(f"{exc.message} (MCP error {exc.code})")
             return MCPToolResult([refused], is_error=True)
         except (OSError, EOFError) as exc:
@@ -483,6 +515,14 @@ class MCPServer:
                 f"MCP server {self.name!r} ({self._where}) cannot be reached: {self._lost}"
             ) from exc
         return MCPToolResult.of(result)
+
+    def _closed_during(self, tool: str) -> MCPConnectionError:
+        """The error of a call the connection closed under: sent, so it may have run."""
+        self._lost = f"the connection closed before the call of {tool!r} was answered"
+        return MCPConnectionError(
+            f"the connection to MCP server {self.name!r} ({self._where}) closed before "
+            f"the call of {tool!r} was answered (the server may have run it)"
+        )
 
     async def _fetch_tools(self, session: Any) -> None:
         listed: list[Any] = []
@@ -590,6 +630,41 @@ def _reason(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _retrieve(future: asyncio.Future[Any]) -> None:
+    """Mark a future's outcome as seen: nobody awaits it any more, and asyncio need not warn."""
+    if not future.cancelled():
+        future.exception()
+
+
+class _WatchedStream:
+    """A transport's read stream that sets `ended` when the session stops reading it.
+
+    The session leaves its `async with` on the stream once the stream has
+    ended (the server closed its output, as an exiting stdio server does) or
+    the session is closing: either way the connection can carry no more calls.
+    """
+
+    def __init__(self, stream: Any, ended: asyncio.Event) -> None:
+        self._stream = stream
+        self._ended = ended
+
+    async def __aenter__(self) -> _WatchedStream:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        try:
+            return await self._stream.__aexit__(*exc)
+        finally:
+            self._ended.set()
+
+    def __aiter__(self) -> Any:
+        return self._stream.__aiter__()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class _OwningTransport:

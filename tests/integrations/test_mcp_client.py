@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import subprocess
 import sys
@@ -211,15 +212,42 @@ async def test_a_server_killed_mid_call_is_a_clear_error_and_stays_gone() -> Non
         assert not server.connected
 
 
-async def test_a_server_that_exited_between_calls_is_a_clear_error() -> None:
+async def test_a_server_that_exited_between_calls_is_noticed_while_idle() -> None:
     async with stdio() as server:
         tools = by_name(server)
         assert await tools["t_exit_soon"]() == "bye"
-        await asyncio.sleep(0.5)
-        with pytest.raises(MCPConnectionError, match="closed before the call of 'echo'"):
+        await eventually(lambda: not server.connected)  # no call needed to notice
+        # Never sent, so never "may have run": it is simply gone.
+        with pytest.raises(MCPConnectionError, match="is gone") as gone:
             await tools["t_echo"](text="anyone?")
-        with pytest.raises(MCPConnectionError, match="is gone"):
-            await tools["t_echo"](text="anyone?")
+        assert "may have run" not in str(gone.value)
+
+
+async def test_a_stdio_server_that_exited_while_idle_is_started_again_by_the_next_call() -> None:
+    async with stdio(reconnect=True) as server:
+        tools = by_name(server)
+        assert await tools["t_exit_soon"]() == "bye"
+        await eventually(lambda: not server.connected)
+        assert await tools["t_echo"](text="back") == "back"  # the first call runs
+        assert server.connected
+
+
+async def test_connect_timeout_is_kept_against_a_silent_server(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A process that never speaks MCP: it neither answers nor exits on its own.
+    silent = MCPServer.stdio(
+        sys.executable, ["-c", "import time; time.sleep(60)"], connect_timeout=1
+    )
+    began = asyncio.get_running_loop().time()
+    with pytest.raises(MCPConnectionError, match="did not answer within 1s"):
+        async with silent:
+            pass
+    assert asyncio.get_running_loop().time() - began < 2.0
+    assert not silent.connected
+    await asyncio.sleep(3)  # the subprocess is shut down meanwhile, in the background
+    gc.collect()
+    assert "never retrieved" not in caplog.text
 
 
 async def test_a_stdio_server_made_to_reconnect_is_started_again() -> None:

@@ -15,6 +15,7 @@ keeps its name while something references it, and gives it up when nothing does.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import weakref
 from contextvars import ContextVar, Token
@@ -52,13 +53,15 @@ class AgentNames:
     in the namespaces around it, out to the global one.
     """
 
-    __slots__ = ("__weakref__", "_strong", "_weak", "closed", "outer")
+    __slots__ = ("__weakref__", "_makers", "_strong", "_weak", "closed", "outer")
 
     def __init__(self, outer: AgentNames | None = None) -> None:
         self.outer = outer
         self.closed = False
         self._strong: dict[str, Any] = {}
         self._weak: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
+        # The asyncio task each name was registered from (absent: from no task).
+        self._makers: dict[str, weakref.ref[asyncio.Task[Any]]] = {}
 
     def held(self, name: str) -> Any | None:
         """The agent registered here (not around) under `name`, if any."""
@@ -89,18 +92,32 @@ class AgentNames:
         return len(self._strong) + len(self._weak)
 
     def put(self, name: str, agent: Any, *, weak: bool) -> None:
-        """Hold `agent` under `name` (replacing whatever is there)."""
+        """Hold `agent` under `name` (replacing whatever is there), noting the current task."""
         self.drop(name)
         if weak:
             self._weak[name] = agent
         else:
             self._strong[name] = agent
+        task = _current_task()
+        if task is not None:
+            self._makers[name] = weakref.ref(task)
 
     def drop(self, name: str) -> bool:
         """Forget `name` here; whether it was held."""
+        self._makers.pop(name, None)
         if self._strong.pop(name, None) is not None:
             return True
         return self._weak.pop(name, None) is not None
+
+    def made_by_another_live_task(self, name: str) -> bool:
+        """Whether `name` was registered from an asyncio task, not this one, still running.
+
+        Such a task is a concurrent request or job: its agent is in use there,
+        even between runs, so a same-named agent made here must not replace it.
+        """
+        maker = self._makers.get(name)
+        task = None if maker is None else maker()
+        return task is not None and not task.done() and task is not _current_task()
 
     def is_weak(self, name: str) -> bool:
         """Whether `name` is held weakly here (a branch)."""
@@ -115,6 +132,15 @@ class AgentNames:
         """Forget every name, the scope staying open."""
         self._strong.clear()
         self._weak.clear()
+        self._makers.clear()
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    """The running asyncio task, or None outside one (module level, a plain script)."""
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running event loop
+        return None
 
 
 A = TypeVar("A", bound=NamedAgent)
@@ -220,10 +246,13 @@ class AgentRegistryBase(Generic[A]):
 
         An agent made again by the same line of code (`Agent(...)` in a re-run
         notebook cell) replaces the registered one when that one is not
+        running and was not registered from another asyncio task that is still
         running, logging a debug line on the `pygents_ctx` logger.
 
         Raises:
-            ValueError: Another agent already has that name in this scope.
+            ValueError: Another agent already has that name in this scope, or
+                a concurrent task registered one there (make each task's
+                agents inside `async with AgentScope():`).
             RuntimeError: The scope has ended (a task that outlived its scope).
         """
         # The agent looks names up (send) where it is registered.
@@ -263,6 +292,8 @@ class AgentRegistryBase(Generic[A]):
         if held is agent:
             return names
         if held is not None:
+            if names.made_by_another_live_task(name):
+                raise cls._taken_by_a_task(name)
             if not (same_origin(held._origin, agent._origin) and not held.is_running):
                 raise cls._taken(name, names)
             logger.debug("agent %r was defined again: the new definition replaces it", name)
@@ -280,6 +311,16 @@ class AgentRegistryBase(Generic[A]):
         )
         return ValueError(
             f"agent {name!r} already registered: a different agent has that name; {fix}"
+        )
+
+    @staticmethod
+    def _taken_by_a_task(name: str) -> ValueError:
+        """The error for a name an agent of another running task holds."""
+        return ValueError(
+            f"agent {name!r} already registered by another task that is still running "
+            "(a concurrent request or job?): agents made per request or task share one "
+            "set of names unless each is made inside `async with AgentScope():`; "
+            "open one at the start of the handler, or give each agent its own name"
         )
 
     @classmethod

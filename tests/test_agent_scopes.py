@@ -283,3 +283,50 @@ def test_a_module_level_hook_attached_in_a_scope_is_named_globally() -> None:
     with AgentScope():
         restored = Agent.from_dict(saved)
         assert restored.hooks == [attached]
+
+
+# -- concurrent tasks without a scope --------------------------------------------------
+
+
+async def test_concurrent_tasks_that_forget_the_scope_never_share_an_agent() -> None:
+    """Three requests build the same agent on one line before any runs, as in a handler."""
+    made = asyncio.Event()
+
+    def build(user: str) -> Agent:
+        return Agent("support", f"helps {user}", [])
+
+    async def handle(user: str) -> str:
+        build(user)
+        await made.wait()  # every request has built its agent before any looks it up
+        return AgentRegistry.get("support").description
+
+    requests = [asyncio.create_task(handle(user)) for user in ("ann", "bob", "cy")]
+    await asyncio.sleep(0.01)
+    made.set()
+    results = await asyncio.gather(*requests, return_exceptions=True)
+    # The first request keeps its agent; the others are refused at once, naming the fix.
+    assert results[0] == "helps ann"
+    for refused in results[1:]:
+        assert isinstance(refused, ValueError)
+        assert "another task that is still running" in str(refused)
+        assert "AgentScope" in str(refused)
+    AgentRegistry.unregister("support")
+
+
+async def test_a_finished_tasks_agent_is_replaced_by_the_next_request_as_before() -> None:
+    def build(user: str) -> Agent:
+        return Agent("support", f"helps {user}", [])
+
+    async def handle(user: str) -> str:
+        build(user)
+        return AgentRegistry.get("support").description
+
+    assert await asyncio.create_task(handle("ann")) == "helps ann"
+    assert await asyncio.create_task(handle("bob")) == "helps bob"  # one after the other
+    AgentRegistry.unregister("support")
+
+
+async def test_the_same_task_may_define_an_agent_again() -> None:
+    agents = [Agent("again", f"v{i}", []) for i in range(3)]  # one line, one task
+    assert AgentRegistry.get("again") is agents[-1]
+    AgentRegistry.unregister("again")

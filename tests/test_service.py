@@ -332,3 +332,75 @@ def test_the_load_test_passes_its_check_on_each_backend(backend: str, tmp_path: 
     assert run["one_client_ms"]["direct_sdk_p50"] > 0
     assert run["turns_per_s"] > 0
     assert run["added_latency_ms"]["p50"] <= run["added_latency_ms"]["p99"]
+
+
+# -- bounded input and owners -----------------------------------------------------------
+
+
+async def test_a_chunked_body_over_the_limit_is_413_before_it_is_read_whole(
+    client: httpx2.AsyncClient, model: FakeOpenAI
+) -> None:
+    sent = 0
+
+    async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: sent chunked
+        nonlocal sent
+        yield b'{"content": "'
+        for _ in range(1_000):  # 64 MB if it were all read
+            sent += 1
+            yield b"x" * 65_536
+        yield b'"}'
+
+    response = await client.post("/sessions/s1/messages", content=chunks())
+    assert response.status_code == 413
+    assert sent < 10  # it stopped reading at the limit
+    assert model.completions == 0
+
+
+async def test_a_nul_in_a_session_id_is_400(client: httpx2.AsyncClient) -> None:
+    for response in (
+        await client.get("/sessions/a%00b"),
+        await client.post("/sessions/a%00b/messages", json={"content": "Hi"}),
+    ):
+        assert response.status_code == 400
+        assert "none of them NUL" in response.json()["error"]
+
+
+@pytest.fixture
+async def owned(model: FakeOpenAI, tmp_path: Path) -> AsyncIterator[httpx2.AsyncClient]:
+    settings = Settings(
+        db_path=str(tmp_path / "service.db"),
+        base_url=model.url,
+        api_key="unused",
+        model="fake",
+        tokens={"t-ann": "ann", "t-bob": "bob"},
+    )
+    app = create_app(settings)
+    async with (
+        app.router.lifespan_context(app),
+        httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://app") as c,
+    ):
+        yield c
+
+
+async def test_with_tokens_each_owner_sees_only_their_own_sessions(
+    owned: httpx2.AsyncClient,
+) -> None:
+    ann, bob = {"Authorization": "Bearer t-ann"}, {"Authorization": "Bearer t-bob"}
+    assert (await owned.post("/sessions/s1/messages", json={"content": "Hi"})).status_code == 401
+    assert (
+        await owned.get("/sessions/s1", headers={"Authorization": "Bearer nope"})
+    ).status_code == 401
+    answered = await owned.post("/sessions/s1/messages", json={"content": "Hi"}, headers=ann)
+    assert answered.status_code == 200
+    mine = await owned.get("/sessions/s1", headers=ann)
+    assert mine.status_code == 200
+    assert mine.json()["session_id"] == "s1"
+    assert (await owned.get("/sessions/s1", headers=bob)).status_code == 404  # ann's, not bob's
+
+
+def test_service_tokens_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SERVICE_TOKENS", "t1=ann,t2=bob")
+    assert Settings.from_env().tokens == {"t1": "ann", "t2": "bob"}
+    monkeypatch.setenv("SERVICE_TOKENS", "t1=ann,t2")
+    with pytest.raises(ValueError, match="token=owner pairs"):
+        Settings.from_env()

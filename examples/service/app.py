@@ -4,6 +4,12 @@
     GET  /sessions/{id}                                -> the transcript, as JSON
     GET  /health                                       -> {"status": "ok"}
 
+Who may call it: with `SERVICE_TOKENS` set (`token=owner,token=owner`),
+each request needs `Authorization: Bearer <token>`, and an owner sees only
+their own sessions (`owner_of` is the one place that maps a request to its
+owner: put your own authentication there). Without it the service is open to
+anyone who reaches it, which suits a machine of your own only.
+
 Each worker process opens its database connections when it starts (the
 lifespan) and closes them when it stops: `PG_CONNECTIONS` (4) to PostgreSQL
 when `DATABASE_URL` is set, else one to the SQLite file `PYGENTS_DB` (default
@@ -21,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +113,7 @@ class Settings:
     api_key: str | None = None
     pg_connections: int = 4  # per worker process
     max_steps: int = 8
+    tokens: Mapping[str, str] | None = None  # bearer token -> owner; None: open to anyone
 
     def __post_init__(self) -> None:
         if not isinstance(self.pg_connections, int) or self.pg_connections < 1:
@@ -119,6 +126,12 @@ class Settings:
         connections = os.environ.get("PG_CONNECTIONS") or "4"
         if not connections.isdigit():
             raise ValueError(f"PG_CONNECTIONS must be a whole number >= 1, not {connections!r}")
+        tokens = None
+        if os.environ.get("SERVICE_TOKENS"):
+            pairs = [pair.partition("=") for pair in os.environ["SERVICE_TOKENS"].split(",")]
+            if any(not token or not owner for token, _, owner in pairs):
+                raise ValueError("SERVICE_TOKENS must be token=owner pairs, separated by commas")
+            tokens = {token: owner for token, _, owner in pairs}
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,
             db_path=os.environ.get("PYGENTS_DB") or "service.db",
@@ -126,6 +139,7 @@ class Settings:
             base_url=os.environ.get("OPENAI_BASE_URL") or None,
             api_key=os.environ.get("OPENAI_API_KEY") or None,
             pg_connections=int(connections),
+            tokens=tokens,
         )
 
 
@@ -192,22 +206,60 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
+def owner_of(request: Request) -> str | JSONResponse | None:
+    """Who is asking: the owner of the request's bearer token, None on an open service, or 401.
+
+    The one place authentication goes: replace it with your own (a session
+    cookie, an API gateway's header) and every route keeps each owner's
+    sessions apart.
+    """
+    tokens = request.app.state.settings.tokens
+    if tokens is None:
+        return None
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    owner = tokens.get(token) if scheme.lower() == "bearer" else None
+    if owner is None:
+        return _error(401, "send Authorization: Bearer <token> with a token of this service")
+    return owner
+
+
 def _session_id(request: Request) -> str | JSONResponse:
+    """The store's id of the addressed session (the owner's own), or the 400 or 401."""
     session_id: str = request.path_params["session_id"]
-    if len(session_id) > MAX_SESSION_ID:
-        return _error(400, f"a session id has at most {MAX_SESSION_ID} characters")
-    return session_id
+    if len(session_id) > MAX_SESSION_ID or "\x00" in session_id:
+        return _error(
+            400, f"a session id has at most {MAX_SESSION_ID} characters, none of them NUL"
+        )
+    owner = owner_of(request)
+    if isinstance(owner, JSONResponse):
+        return owner
+    # Each owner's sessions live apart: one owner's "s1" is not another's.
+    return session_id if owner is None else f"{owner}/{session_id}"
+
+
+async def _body(request: Request) -> bytes | None:
+    """The request's body, or None once it grows past `MAX_BODY` (the rest is never read).
+
+    Counted as it arrives, so a chunked body with no declared length is held
+    to the limit as a declared one is.
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY:
+        return None  # refused before reading it
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 async def _content(request: Request) -> str | JSONResponse:
     """The message's text from the body `{"content": "..."}`, or the 400 saying what is wrong."""
-    declared = request.headers.get("content-length", "")
-    too_long = _error(413, f"the body has at most {MAX_BODY:,} bytes")
-    if declared.isdigit() and int(declared) > MAX_BODY:
-        return too_long  # refused before reading it
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        return too_long
+    raw = await _body(request)
+    if raw is None:
+        return _error(413, f"the body has at most {MAX_BODY:,} bytes")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -245,7 +297,8 @@ async def post_message(request: Request) -> Response:
     except SessionBusyError:
         return _error(
             409,
-            f"session {session_id!r} is busy: another message of it is being answered; "
+            f"session {request.path_params['session_id']!r} is busy: another message of it "
+            "is being answered; "
             "send this one when that answer is done",
         )
     return StreamingResponse(
@@ -352,13 +405,12 @@ async def get_session(request: Request) -> Response:
     worker: Worker = request.app.state.worker
     history = await worker.store(session_id).get_history()
     if not history:
+        asked = request.path_params["session_id"]
         return _error(
-            404,
-            f"no session {session_id!r}: POST a message to /sessions/{session_id}/messages "
-            "to start it",
+            404, f"no session {asked!r}: POST a message to /sessions/{asked}/messages to start it"
         )
     messages = to_openai(history) if wire == "openai" else [to_dict(m) for m in history]
-    return JSONResponse({"session_id": session_id, "messages": messages})
+    return JSONResponse({"session_id": request.path_params["session_id"], "messages": messages})
 
 
 async def health(request: Request) -> Response:

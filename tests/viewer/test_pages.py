@@ -209,6 +209,10 @@ def test_the_vector_collection_lists_its_documents(server: ViewerServer) -> None
         ("/session/trip/window?step=99", 400, "step must be at most 6"),
         ("/session/trip/tool/nope", 404, "no tool result for call 'nope'"),
         ("/nowhere", 404, "no page at '/nowhere'"),
+        ("/session/a%00b", 400, "NUL character"),
+        ("/?q=%00", 400, "NUL character"),
+        ("/?page=99999999999999999999999", 404, "page 99999999999999999999999 does not exist"),
+        ("/session/trip?page=99999999999999999999999", 404, "does not exist"),
         ("/memory/blobs/missing", 404, "no blob 'missing'"),
     ],
 )

@@ -110,10 +110,28 @@ def whole_number(query: Mapping[str, str], name: str, default: int, least: int =
     return int(text)
 
 
+# No store holds this many pages; a larger number is refused before it reaches SQL,
+# whose integers it would overflow.
+_MOST_PAGES: Final = 10**12
+
+
+def requested_page(query: Mapping[str, str]) -> int:
+    """The query's `page` (default 1), before the number of pages is known.
+
+    Raises:
+        BadRequest: It is not a whole number of at least 1.
+        NotFound: It is beyond any page a store can have.
+    """
+    current = whole_number(query, "page", 1)
+    if current > _MOST_PAGES:
+        raise NotFound(f"page {current} does not exist")
+    return current
+
+
 def page_number(query: Mapping[str, str], total: int, size: int) -> tuple[int, int]:
     """The page asked for (1 to the last) and the number of pages."""
     pages = max(1, math.ceil(total / size))
-    current = whole_number(query, "page", 1)
+    current = requested_page(query)
     if current > pages:
         raise NotFound(f"page {current} does not exist; there are {pages}")
     return current, pages
@@ -136,7 +154,7 @@ def cost_text(viewer: Viewer, row: q.SessionRow) -> str:
 def sessions(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
     """`/`: the sessions, newest first, searchable by id, a page at a time."""
     search = query.get("q", "").strip()
-    current = whole_number(query, "page", 1)
+    current = requested_page(query)
     rows, total = q.sessions_page(
         reading, search, (current - 1) * SESSIONS_PER_PAGE, SESSIONS_PER_PAGE
     )

@@ -175,6 +175,10 @@ class ViewerServer(ThreadingHTTPServer):
             for key, values in parse_qs(address.query, keep_blank_values=True).items()
         }
         headers = {"Content-Type": "text/html; charset=utf-8"}
+        if any("\x00" in text for text in (*parts, *query, *query.values())):
+            # No session id, name or search holds one, and PostgreSQL refuses it in text.
+            message = "the address holds a NUL character (%00), which no id or search can"
+            return HTTPStatus.BAD_REQUEST, {}, _error_page(viewer, HTTPStatus.BAD_REQUEST, message)
         try:
             with viewer.source.reading() as reading:
                 return HTTPStatus.OK, headers, route(viewer, reading, parts, query)

@@ -54,10 +54,10 @@ from pygents_ctx.context.messages import (
     ToolUseBlock,
 )
 from pygents_ctx.model._observers import OBSERVERS
+from pygents_ctx.model.base import ModelResponse, ModelSettings
 
 if TYPE_CHECKING:
     from pygents_ctx.context.config import PromptWindow
-    from pygents_ctx.model.base import ModelResponse
     from pygents_ctx.model.events import LoopFinished
 
 __all__ = ["instrument", "is_instrumented", "uninstrument"]
@@ -154,12 +154,27 @@ def _part(block: Any) -> dict[str, Any]:
     return {"type": getattr(block, "type", type(block).__name__)}
 
 
-def _messages(messages: list[Message]) -> str:
-    """Messages in the conventions' JSON form: role, and parts."""
-    shown = []
+# The conventions' finish reasons for the providers' own words; others are kept as they are.
+_FINISH_REASONS: Final = {
+    "tool_calls": "tool_call",  # OpenAI Chat Completions
+    "function_call": "tool_call",
+    "tool_use": "tool_call",  # Anthropic
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+
+
+def _messages(messages: list[Message], finish_reason: str | None = None) -> str:
+    """Messages in the conventions' JSON form: role and parts (and, for output, finish_reason)."""
+    shown: list[dict[str, Any]] = []
     for message in messages:
         parts = [_part(block) for block in message.content]
         shown.append({"role": message.role, "parts": parts})
+    if finish_reason is not None:
+        for output in shown:  # the output schema requires it on each message
+            output["finish_reason"] = _FINISH_REASONS.get(finish_reason, finish_reason)
     return orjson.dumps(shown, default=str).decode()
 
 
@@ -173,6 +188,13 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
     if usage.cache_write_tokens:
         attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
     return attributes
+
+
+def _effective_settings(model: Any, loop: Any) -> Any:
+    """What the call is sent with: the model's own settings, the loop's replacing them."""
+    given = getattr(loop, "_call_settings", None)
+    defaults = getattr(model, "settings", None)
+    return defaults.merged(given) if isinstance(defaults, ModelSettings) else given
 
 
 def _settings_attributes(settings: Any) -> dict[str, Any]:
@@ -244,7 +266,7 @@ class _SpanObserver:
             "gen_ai.request.model": requested,
             "pygents_ctx.loop.step": step,
             "pygents_ctx.window.tokens": window.tokens,
-            **_settings_attributes(getattr(loop, "_call_settings", None)),
+            **_settings_attributes(_effective_settings(model, loop)),
         }
         if self._capture:
             attributes["gen_ai.input.messages"] = _messages(window.messages)
@@ -339,7 +361,9 @@ class _ChatSpan:
             if response.finish_reason:
                 span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
             if self._capture and response.message is not None:
-                span.set_attribute("gen_ai.output.messages", _messages([response.message]))
+                # A reply with no reason given still has one by the schema: it stopped.
+                reason = response.finish_reason or "stop"
+                span.set_attribute("gen_ai.output.messages", _messages([response.message], reason))
         if error is not None and not _stopped(error):
             _raised(self._otel, span, error)
         span.end()

@@ -20,6 +20,7 @@ from pygents_ctx import (
     MemoryContextStore,
     ModelError,
     ModelLoop,
+    ModelSettings,
     OpenAIModel,
     tool,
 )
@@ -185,8 +186,10 @@ async def test_content_is_recorded_when_the_user_opts_in(
             "parts": [
                 {"type": "tool_call", "id": "call_1", "name": "add", "arguments": {"a": 1, "b": 1}}
             ],
+            "finish_reason": "tool_call",  # required by the conventions' output schema
         }
     ]
+    assert json.loads(second.attributes["gen_ai.output.messages"])[0]["finish_reason"] == "stop"
     assert json.loads(second.attributes["gen_ai.input.messages"])[-1] == {
         "role": "user",
         "parts": [{"type": "tool_call_response", "id": "call_1", "response": "2"}],
@@ -332,3 +335,31 @@ async def test_several_observers_each_see_every_run_and_call(
         "run ended",
     ]
     assert len(spans.get_finished_spans()) == 4
+
+
+async def test_the_chat_span_carries_the_models_own_settings_and_the_loops_over_them(
+    api: FakeAPI, library: list[Any], spans: InMemorySpanExporter
+) -> None:
+    model = OpenAIModel(
+        "gpt-test",
+        base_url=f"{api.url}/v1",
+        api_key="test-key",
+        timeout=5,
+        settings=ModelSettings(max_tokens=256, temperature=0.25),
+    )
+    api.script(json_reply(chat_completion("One.")), json_reply(chat_completion("Two.")))
+
+    await ModelLoop(agent_with(library), model).run("first")
+    await ModelLoop(
+        agent_with(library, "other"), model, settings=ModelSettings(top_p=0.5, temperature=0.75)
+    ).run("second")
+
+    first, second = named(spans.get_finished_spans(), "chat")
+    assert first.attributes["gen_ai.request.max_tokens"] == 256
+    assert first.attributes["gen_ai.request.temperature"] == 0.25
+    # The loop's settings replace the model's field by field, as in the request sent.
+    assert second.attributes["gen_ai.request.max_tokens"] == 256
+    assert second.attributes["gen_ai.request.temperature"] == 0.75
+    assert second.attributes["gen_ai.request.top_p"] == 0.5
+    sent = api.requests[-1].body
+    assert (sent["max_tokens"], sent["temperature"], sent["top_p"]) == (256, 0.75, 0.5)

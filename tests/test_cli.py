@@ -196,8 +196,10 @@ def test_show_prints_each_message_on_one_line_with_its_tokens_and_the_total(db: 
     assert lines[0].split() == ["#", "role", "tokens", "content"]
     rows = lines[1:-1]
     assert [row.split()[:3] for row in rows] == [
-        [str(i), m.role, str(count_message_tokens(m))] for i, m in enumerate(history)
+        [str(i), "tool" if m.has_tool_results else m.role, str(count_message_tokens(m))]
+        for i, m in enumerate(history)
     ]
+    assert rows[3].split()[1] == "tool"  # a message of tool results, not something the user said
     assert rows[1].endswith("Check the weather in three cities, please.")
     assert rows[2].endswith('Looking up Oslo. | call weather({"city":"Oslo"}) id=c0')
     assert rows[3].endswith("result id=c0: Oslo: 21°C, light wind")

@@ -112,6 +112,19 @@ def render_block(block: ContentBlock) -> str:
     return _image(block)
 
 
+def shown_role(message: Message) -> str:
+    """The role to show: `tool` for a message of tool results only, else the message's own.
+
+    The providers' formats carry tool results in a user message (Anthropic)
+    or in messages of their own (OpenAI's `tool` role); a person reading a
+    transcript wants to see them as tool output, not as something the user said.
+    """
+    blocks = message.content
+    if message.role == "user" and blocks and all(isinstance(b, ToolResultBlock) for b in blocks):
+        return "tool"
+    return message.role
+
+
 def render_message(message: Message) -> str:
     """A message's blocks on one line, joined by ` | ` (`(empty)` when it has none)."""
     if not message.content:

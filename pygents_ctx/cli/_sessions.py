@@ -9,7 +9,14 @@ import argparse
 from dataclasses import asdict, dataclass
 
 from pygents_ctx.cli._db import list_sessions, with_session
-from pygents_ctx.cli._render import Output, one_line, plural, render_created, render_message
+from pygents_ctx.cli._render import (
+    Output,
+    one_line,
+    plural,
+    render_created,
+    render_message,
+    shown_role,
+)
 from pygents_ctx.context.messages import Message, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore
 from pygents_ctx.context.tokens import count_message_tokens
@@ -117,7 +124,7 @@ def show(args: argparse.Namespace, out: Output) -> None:
         )
         return
     rows = [
-        [entry.label, entry.message.role, str(tokens), render_message(entry.message)]
+        [entry.label, shown_role(entry.message), str(tokens), render_message(entry.message)]
         for entry, tokens in zip(entries, counts, strict=True)
     ]
     out.table(["#", "role", "tokens", "content"], rows, right={0, 2})

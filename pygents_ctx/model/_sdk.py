@@ -184,7 +184,7 @@ def translate_error(sdk: ModuleType, exc: Exception, provider: str) -> ModelErro
         else:
             transient = is_transient_status(status, headers)
         return ModelAPIError(
-            f"{provider}: HTTP {status}: {exc.message}",
+            f"{provider}: HTTP {status}: {_detail(exc, status)}",
             status_code=status,
             transient=transient,
             retry_after=retry_after_seconds(headers),
@@ -195,6 +195,20 @@ def translate_error(sdk: ModuleType, exc: Exception, provider: str) -> ModelErro
             f"{provider}: the stream failed: {exc.message}", transient=kind in _TRANSIENT_KINDS
         )
     raise TypeError(f"not an API error of {sdk.__name__}: {exc!r}")
+
+
+def _detail(exc: Any, status: int) -> str:
+    """What the API said of its refusal: its error body's message, else the SDK's text.
+
+    The SDK's text starts "Error code: 400 - " and then repeats the whole body;
+    the message alone reads once, after the one "HTTP 400" the error already has.
+    """
+    body = exc.body
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(message, str) and message:
+        return message
+    return str(exc.message).removeprefix(f"Error code: {status} - ")
 
 
 def field(value: Any, name: str, default: Any = None) -> Any:

@@ -209,6 +209,8 @@ async def test_openai_errors_say_whether_to_retry(
         retry_after,
     )
     assert len(api.requests) == 1  # the SDK's own retries are off: one policy, the loop's
+    message = reply.body["error"]["message"]
+    assert str(error) == f"OpenAI: HTTP {status}: {message}"  # the API's words, said once
 
 
 async def test_a_timeout_and_a_dropped_connection_are_transient(api: FakeAPI) -> None:

@@ -237,10 +237,12 @@ async def test_a_refused_request_is_not_retried(
     api.script(anthropic_error(400, "invalid_request_error", "messages: bad"))
     loop = loop_for(anthropic_model, library)
 
-    with pytest.raises(ModelAPIError, match="HTTP 400"):
+    with pytest.raises(ModelAPIError) as refused:
         await loop.run("hi")
 
     assert len(api.requests) == 1
+    # One "HTTP 400", then the API's own message: not the SDK's "Error code: 400 - {...}".
+    assert str(refused.value) == "Anthropic: HTTP 400: messages: bad"
 
 
 async def test_cancelled_while_the_server_thinks_then_resumed(

@@ -81,6 +81,10 @@ def test_a_transcript_shows_typed_blocks_runs_and_the_summary_with_what_it_repla
         assert f'href="#result-{call}"' in body
         assert f'href="#call-{call}"' in body
     assert body.count("class='block result error'") == 1  # Lima's station is offline
+    # A message of tool results is shown as the tool's; the user's own text stays the user's.
+    roles = re.findall(r'<article class="msg (\w+)', body)
+    assert roles.count("tool") == len(results) == 3
+    assert roles.count("user") == 2  # the summary, and the user's question
     summary = re.search(r'<article class="msg user summary".*?</article>', body, re.S)
     assert summary is not None
     said = text_of(summary.group(0))

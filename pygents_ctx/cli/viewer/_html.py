@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 
 import orjson
 
+from pygents_ctx.cli._render import shown_role
 from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
@@ -77,7 +78,8 @@ input, select, button { font:inherit; padding:.25em .4em; }
 .msg > .head { display:flex; gap:.8em; color:var(--muted); font-size:12px; }
 .msg > .head .role { font-weight:700; color:var(--fg); text-transform:uppercase; }
 .msg.user { border-left:4px solid #4c8bf5; } .msg.assistant { border-left:4px solid #16a34a; }
-.msg.system { border-left:4px solid #a3a3a3; } .msg.summary { background:var(--summary); }
+.msg.system { border-left:4px solid #a3a3a3; } .msg.tool { border-left:4px solid #d97706; }
+.msg.summary { background:var(--summary); }
 .block { margin:.35em 0; }
 .text { white-space:pre-wrap; word-wrap:break-word; }
 pre { margin:.2em 0; padding:.4em .6em; background:#f4f5f7; border-radius:6px;
@@ -305,9 +307,10 @@ def message_html(
     blocks = "".join(_block_html(block, link, ids) for block in message.content) or (
         "<div class='block muted'>(empty)</div>"
     )
-    kind = f"msg {esc(message.role)}{' summary' if summary else ''}"
+    role = shown_role(message)
+    kind = f"msg {esc(role)}{' summary' if summary else ''}"
     return (
         f'<article class="{kind}"{_id(anchor, ids and bool(anchor))}><div class=head>'
-        f"<span class=role>{esc(message.role)}</span><span>#{esc(label)}</span>"
+        f"<span class=role>{esc(role)}</span><span>#{esc(label)}</span>"
         f"<span>{number(tokens)} tokens</span>{badges}</div>{blocks}</article>"
     )

@@ -1,7 +1,7 @@
 """Bridges to the libraries users already run, each an optional extra imported on first use.
 
 - `pygents_ctx.integrations.mcp`: an MCP server's tools as tools of an agent
-  and of a `ModelLoop` (`MCPServer`), and tools served over MCP (`serve_tools`);
+  and of a `ModelLoop` (`MCPClient`), and tools served over MCP (`serve_tools`);
   the `mcp` extra (`pip install "pygents-ctx[mcp]"`).
 - `pygents_ctx.integrations.tracing`: OpenTelemetry spans of model loop runs,
   model calls and tool calls (`instrument()`); the `otel` extra.

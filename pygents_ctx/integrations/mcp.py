@@ -4,7 +4,7 @@ Needs the `mcp` extra (`pip install "pygents-ctx[mcp]"`), imported when a
 server is connected or tools are served, never on import of this module.
 
 Connect to a server over stdio (a subprocess) or streamable HTTP with
-`MCPServer`, an async context manager owning the connection; its `tools()`
+`MCPClient`, an async context manager owning the connection; its `tools()`
 are `Tool`s for an agent or a `ModelLoop`. Each call of one runs as any
 tool does (a `Turn` of the agent, with hooks, timeouts and `on_tool_error`),
 its arguments checked against the server's input schema first. Serve
@@ -14,10 +14,10 @@ its arguments checked against the server's input schema first. Serve
 Example:
     ```python
     from pygents_ctx import Agent
-    from pygents_ctx.integrations.mcp import MCPServer
+    from pygents_ctx.integrations.mcp import MCPClient
     from pygents_ctx.model import ModelLoop
 
-    async with MCPServer.stdio("uvx", ["mcp-server-fetch"], prefix="web") as web:
+    async with MCPClient.stdio("uvx", ["mcp-server-fetch"], prefix="web") as web:
         agent = Agent("reader", "Reads pages.", web.tools())
         print((await ModelLoop(agent, model).run("Summarize example.com")).text)
     ```
@@ -29,6 +29,7 @@ import asyncio
 import logging
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Final
@@ -48,8 +49,8 @@ if TYPE_CHECKING:
     from pygents_ctx._tool_errors import OnToolError
 
 __all__ = [
+    "MCPClient",
     "MCPConnectionError",
-    "MCPServer",
     "MCPToolError",
     "MCPToolResult",
     "mcp_server",
@@ -99,10 +100,13 @@ class MCPConnectionError(PygentsError, ConnectionError):
     """The MCP server cannot be reached: not connected, or the connection dropped."""
 
 
-class MCPServer:
+class MCPClient:
     """A connection to one MCP server, whose tools become pygents_ctx tools.
 
-    Make one with `MCPServer.stdio(...)` or `MCPServer.http(...)` and enter it
+    Called `MCPServer` in 0.1, a name the `mcp` SDK gives its own server
+    class; `MCPServer` still works for one release, with a `DeprecationWarning`.
+
+    Make one with `MCPClient.stdio(...)` or `MCPClient.http(...)` and enter it
     (`async with`): that connects, fetches the tool list once and registers
     each tool in `ToolRegistry` under its name (after `prefix`), so an agent
     saved with them loads again once the same server is connected. Leaving
@@ -197,7 +201,7 @@ class MCPServer:
         register: bool = True,
         on_tool_error: OnToolError | None = None,
         needs_approval: bool | Callable[[str, dict[str, Any]], bool] = False,
-    ) -> MCPServer:
+    ) -> MCPClient:
         """A server run as a subprocess, spoken to over its stdin and stdout.
 
         With `reconnect=True`, a server that exited is started again (a new
@@ -210,16 +214,16 @@ class MCPServer:
             env: Environment variables added to the SDK's safe default set.
             cwd: Its working directory.
             name: What errors call it (default: the command's file name).
-            prefix: As for `MCPServer`.
+            prefix: As for `MCPClient`.
             reconnect: Start the server again when it has exited (default: it
                 stays gone, and each call says so).
-            connect_timeout: As for `MCPServer`.
-            register: As for `MCPServer`.
-            on_tool_error: As for `MCPServer`.
-            needs_approval: As for `MCPServer`.
+            connect_timeout: As for `MCPClient`.
+            register: As for `MCPClient`.
+            on_tool_error: As for `MCPClient`.
+            needs_approval: As for `MCPClient`.
 
         Examples:
-            >>> server = MCPServer.stdio("python", ["-m", "my_server"], prefix="mine")
+            >>> server = MCPClient.stdio("python", ["-m", "my_server"], prefix="mine")
             >>> server.name, server.prefix
             ('python', 'mine')
         """
@@ -259,22 +263,22 @@ class MCPServer:
         register: bool = True,
         on_tool_error: OnToolError | None = None,
         needs_approval: bool | Callable[[str, dict[str, Any]], bool] = False,
-    ) -> MCPServer:
+    ) -> MCPClient:
         """A server reached over streamable HTTP at `url`.
 
         Args:
             url: The server's MCP endpoint (`http://127.0.0.1:8000/mcp`).
             headers: Sent with every request (`{"Authorization": "Bearer ..."}`).
             name: What errors call it (default: the URL).
-            prefix: As for `MCPServer`.
-            reconnect: As for `MCPServer`.
-            connect_timeout: As for `MCPServer`.
-            register: As for `MCPServer`.
-            on_tool_error: As for `MCPServer`.
-            needs_approval: As for `MCPServer`.
+            prefix: As for `MCPClient`.
+            reconnect: As for `MCPClient`.
+            connect_timeout: As for `MCPClient`.
+            register: As for `MCPClient`.
+            on_tool_error: As for `MCPClient`.
+            needs_approval: As for `MCPClient`.
 
         Examples:
-            >>> MCPServer.http("http://127.0.0.1:8000/mcp", prefix="docs").prefix
+            >>> MCPClient.http("http://127.0.0.1:8000/mcp", prefix="docs").prefix
             'docs'
         """
         if not url.startswith(("http://", "https://")):
@@ -308,7 +312,7 @@ class MCPServer:
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
-        return f"<MCPServer {self.name!r} ({self._where}), {state}>"
+        return f"<MCPClient {self.name!r} ({self._where}), {state}>"
 
     # -- the connection -----------------------------------------------------------
 
@@ -322,7 +326,7 @@ class MCPServer:
         """
         return self._session is not None and self._lost is None and not self._ended.is_set()
 
-    async def __aenter__(self) -> MCPServer:
+    async def __aenter__(self) -> MCPClient:
         if self._entered:
             raise RuntimeError(f"MCP server {self.name!r} is already connected")
         require_mcp()
@@ -458,7 +462,7 @@ class MCPServer:
         if not self.reconnect:
             raise MCPConnectionError(
                 f"MCP server {self.name!r} ({self._where}) is gone ({self._lost or 'closed'}); "
-                "connect to it again (a new `async with MCPServer...`)"
+                "connect to it again (a new `async with MCPClient...`)"
             )
         assert self._connecting is not None
         async with self._connecting:
@@ -575,7 +579,7 @@ class MCPServer:
             hint = "give the server a prefix" if self.prefix is None else "change the prefix"
             raise ValueError(
                 f"MCP server {self.name!r}: other tools are already registered as "
-                f"{', '.join(map(repr, taken))}; {hint} (MCPServer...(prefix=...))"
+                f"{', '.join(map(repr, taken))}; {hint} (MCPClient...(prefix=...))"
             )
 
     def _local_name(self, remote: str) -> str:
@@ -610,6 +614,19 @@ class MCPServer:
         if isinstance(rule, bool):
             return rule
         return lambda arguments: rule(remote_name, arguments)
+
+
+def __getattr__(name: str) -> Any:
+    # The old name, kept for one release: it clashed with the mcp SDK's own server class.
+    if name == "MCPServer":
+        warnings.warn(
+            "pygents_ctx.integrations.mcp.MCPServer is now MCPClient (it connects to a "
+            "server; the mcp SDK's MCPServer makes one); the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return MCPClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _adopt(held: Tool[..., Any], new: Tool[..., Any]) -> None:

@@ -30,8 +30,8 @@ from pygents_ctx import (
 from pygents_ctx.errors import ToolArgumentsError
 from pygents_ctx.hooks import ToolHook, hook
 from pygents_ctx.integrations.mcp import (
+    MCPClient,
     MCPConnectionError,
-    MCPServer,
     MCPToolError,
 )
 from pygents_ctx.registry import ToolRegistry
@@ -48,18 +48,18 @@ from tests.model.fake_api import (
 )
 
 
-def stdio(**options: Any) -> MCPServer:
+def stdio(**options: Any) -> MCPClient:
     options.setdefault("prefix", "t")
-    return MCPServer.stdio(sys.executable, ["-m", SERVER_MODULE], cwd=str(ROOT), **options)
+    return MCPClient.stdio(sys.executable, ["-m", SERVER_MODULE], cwd=str(ROOT), **options)
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[MCPServer]:
+async def server() -> AsyncIterator[MCPClient]:
     async with stdio() as connected:
         yield connected
 
 
-def by_name(server: MCPServer) -> dict[str, Any]:
+def by_name(server: MCPClient) -> dict[str, Any]:
     return {item.key: item for item in server.tools()}
 
 
@@ -71,7 +71,7 @@ async def eventually(check: Any, seconds: float = 5.0) -> None:
     raise AssertionError("the condition never held")
 
 
-async def test_the_servers_tools_are_prefixed_registered_and_described(server: MCPServer) -> None:
+async def test_the_servers_tools_are_prefixed_registered_and_described(server: MCPClient) -> None:
     tools = by_name(server)
 
     assert list(tools)[:4] == ["t_echo", "t_add", "t_pixel", "t_fail"]
@@ -90,7 +90,7 @@ async def test_the_servers_tools_are_prefixed_registered_and_described(server: M
     assert "mcp" in echo.tags
 
 
-async def test_results_map_to_text_images_and_structured_content(server: MCPServer) -> None:
+async def test_results_map_to_text_images_and_structured_content(server: MCPClient) -> None:
     tools = by_name(server)
 
     assert await tools["t_echo"](text="hi", times=2) == "hi hi"
@@ -101,7 +101,7 @@ async def test_results_map_to_text_images_and_structured_content(server: MCPServ
     assert not raw.is_error
 
 
-async def test_a_server_side_error_is_raised_on_a_direct_call(server: MCPServer) -> None:
+async def test_a_server_side_error_is_raised_on_a_direct_call(server: MCPClient) -> None:
     with pytest.raises(MCPToolError, match="refused: no reason") as caught:
         await by_name(server)["t_fail"](reason="no reason")
 
@@ -110,7 +110,7 @@ async def test_a_server_side_error_is_raised_on_a_direct_call(server: MCPServer)
 
 
 async def test_arguments_are_checked_against_the_servers_schema_before_calling(
-    server: MCPServer,
+    server: MCPClient,
 ) -> None:
     with pytest.raises(ToolArgumentsError) as caught:
         await by_name(server)["t_echo"](times="twice")
@@ -121,7 +121,7 @@ async def test_arguments_are_checked_against_the_servers_schema_before_calling(
     ]
 
 
-async def test_turns_of_mcp_tools_get_hooks_and_timeouts(server: MCPServer) -> None:
+async def test_turns_of_mcp_tools_get_hooks_and_timeouts(server: MCPClient) -> None:
     seen: list[Any] = []
 
     @hook(ToolHook.AFTER_INVOKE, tags=["mcp"])
@@ -174,7 +174,7 @@ def memory() -> ContextConfig:
 
 
 async def test_the_list_is_fetched_again_when_the_server_says_it_changed(
-    server: MCPServer,
+    server: MCPClient,
 ) -> None:
     before = server.tools()
 
@@ -192,7 +192,7 @@ async def test_the_list_is_fetched_again_when_the_server_says_it_changed(
         await pixel()
 
 
-async def test_two_servers_with_the_same_names_need_a_prefix(server: MCPServer) -> None:
+async def test_two_servers_with_the_same_names_need_a_prefix(server: MCPClient) -> None:
     with pytest.raises(ValueError, match="change the prefix"):
         async with stdio():
             pass
@@ -236,7 +236,7 @@ async def test_connect_timeout_is_kept_against_a_silent_server(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     # A process that never speaks MCP: it neither answers nor exits on its own.
-    silent = MCPServer.stdio(
+    silent = MCPClient.stdio(
         sys.executable, ["-c", "import time; time.sleep(60)"], connect_timeout=1
     )
     began = asyncio.get_running_loop().time()
@@ -269,7 +269,7 @@ async def test_a_tool_used_outside_the_connection_says_so() -> None:
 
 
 async def test_a_server_that_does_not_start_is_a_clear_error() -> None:
-    missing = MCPServer.stdio(sys.executable, ["-c", "import sys; sys.exit(4)"], connect_timeout=10)
+    missing = MCPClient.stdio(sys.executable, ["-c", "import sys; sys.exit(4)"], connect_timeout=10)
     with pytest.raises(MCPConnectionError, match="could not connect"):
         async with missing:
             pass
@@ -277,19 +277,19 @@ async def test_a_server_that_does_not_start_is_a_clear_error() -> None:
 
 def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match="prefix 'a b'"):
-        MCPServer.stdio("x", prefix="a b")
+        MCPClient.stdio("x", prefix="a b")
     with pytest.raises(ValueError, match="on_tool_error"):
-        MCPServer.stdio("x", on_tool_error="ignore")  # type: ignore[arg-type]
+        MCPClient.stdio("x", on_tool_error="ignore")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="needs_approval must be"):
-        MCPServer.stdio("x", needs_approval="yes")  # type: ignore[arg-type]
+        MCPClient.stdio("x", needs_approval="yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="must start with http"):
-        MCPServer.http("127.0.0.1:80/mcp")
+        MCPClient.http("127.0.0.1:80/mcp")
     with pytest.raises(MCPConnectionError, match="not connected"):
-        MCPServer.stdio("x").tools()
+        MCPClient.stdio("x").tools()
 
 
 async def test_a_model_loop_calls_mcp_tools_in_parallel_and_reads_failures(
-    api: FakeAPI, openai_model: OpenAIModel, server: MCPServer
+    api: FakeAPI, openai_model: OpenAIModel, server: MCPClient
 ) -> None:
     calls = [
         ("call_1", "t_echo", '{"text": "ping"}'),
@@ -319,7 +319,7 @@ async def test_a_model_loop_calls_mcp_tools_in_parallel_and_reads_failures(
 
 
 async def test_an_image_from_an_mcp_tool_reaches_the_model(
-    api: FakeAPI, anthropic_model: AnthropicModel, server: MCPServer
+    api: FakeAPI, anthropic_model: AnthropicModel, server: MCPClient
 ) -> None:
     api.script(
         json_reply(message(tool_use_block("toolu_1", "t_pixel", {}))),
@@ -348,7 +348,7 @@ async def test_over_http_headers_are_sent_and_a_dropped_server_is_reconnected() 
     process = start_http_server(port)
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        async with MCPServer.http(url, headers={"Authorization": "Bearer s3cret"}) as server:
+        async with MCPClient.http(url, headers={"Authorization": "Bearer s3cret"}) as server:
             tools = by_name(server)
             assert await tools["whoami"]() == "Bearer s3cret"
             slow = asyncio.create_task(tools["slow"](seconds=10))
@@ -370,11 +370,11 @@ async def test_over_http_headers_are_sent_and_a_dropped_server_is_reconnected() 
 SAVED_AGENT_SCRIPT = """
 import asyncio, sys
 from pygents_ctx import Agent
-from pygents_ctx.integrations.mcp import MCPServer
+from pygents_ctx.integrations.mcp import MCPClient
 
 async def main():
     saved = sys.stdin.read()
-    server = MCPServer.stdio(sys.executable, ["-m", sys.argv[1]], prefix="t")
+    server = MCPClient.stdio(sys.executable, ["-m", sys.argv[1]], prefix="t")
     async with server:
         agent = Agent.from_json(saved)
         print([item.key for item in agent.tools])
@@ -384,7 +384,7 @@ asyncio.run(main())
 """
 
 
-async def test_an_agent_saved_with_mcp_tools_loads_in_a_new_process(server: MCPServer) -> None:
+async def test_an_agent_saved_with_mcp_tools_loads_in_a_new_process(server: MCPClient) -> None:
     @tool
     async def local(text: str) -> str:
         """A local tool beside the MCP ones."""
@@ -409,3 +409,13 @@ async def test_an_agent_saved_with_mcp_tools_loads_in_a_new_process(server: MCPS
 
     assert loaded.returncode == 0, loaded.stderr
     assert loaded.stdout.splitlines() == ["['t_echo', 't_add']", "['again again']"]
+
+
+def test_the_old_name_still_works_for_a_release_with_a_warning() -> None:
+    import pygents_ctx.integrations.mcp as module
+
+    with pytest.warns(DeprecationWarning, match="now MCPClient"):
+        old = module.MCPServer
+    assert old is MCPClient
+    with pytest.raises(AttributeError, match="no attribute 'MCPServr'"):
+        module.MCPServr

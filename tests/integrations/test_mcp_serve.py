@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from pygents_ctx.cli import main
 from pygents_ctx.cli._mcp import load_tools
-from pygents_ctx.integrations.mcp import MCPServer, mcp_server
+from pygents_ctx.integrations.mcp import MCPClient, mcp_server
 from tests.integrations import served_tools
 from tests.integrations.conftest import ROOT, free_port
 from tests.integrations.mcp_tools_server import PIXEL
@@ -117,7 +117,7 @@ async def test_http_serves_the_named_list_to_an_sdk_client(http_url: str) -> Non
 
 
 async def test_served_tools_are_usable_as_tools_again_through_mcp_server(http_url: str) -> None:
-    async with MCPServer.http(http_url, prefix="remote") as remote:
+    async with MCPClient.http(http_url, prefix="remote") as remote:
         tools = {item.key: item for item in remote.tools()}
         assert await tools["remote_forecast"](city="Rome") == "Rome: sunny for 3 days, 21C"
         assert tools["remote_forecast"].metadata.input_schema == (

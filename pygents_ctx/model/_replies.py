@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Final
 
 from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message, TextBlock
@@ -17,7 +17,20 @@ from pygents_ctx.model.events import ModelRetry
 from pygents_ctx.model.retry import RetryPolicy
 from pygents_ctx.tools import Tool
 
-__all__ = ["call_model", "check_reply", "closing", "has_answer", "kept_of_cut_reply"]
+__all__ = [
+    "REFUSAL_MARK",
+    "call_model",
+    "check_reply",
+    "closing",
+    "has_answer",
+    "is_refusal",
+    "kept_of_cut_reply",
+    "stored_refusal",
+]
+
+# The metadata of a stored refusal: a step that runs again, or a run that continues,
+# finds it the end of the conversation rather than an answer to check.
+REFUSAL_MARK: Final = "refusal"
 
 
 @asynccontextmanager
@@ -41,14 +54,19 @@ def check_reply(model: Model, response: object) -> None:
     Raises:
         TypeError: `response` is not a `ModelResponse` holding an assistant message.
         ModelAPIError: The reply has no text and no tool calls (and was not cut
-            by its token limit): transient, as a provider's hiccup, so retried.
+            by its token limit, nor refused): transient, as a provider's hiccup,
+            so retried.
     """
     if not isinstance(response, ModelResponse) or response.message.role != "assistant":
         raise TypeError(
             f"{model!r} must reply with a ModelResponse holding an assistant "
             f"message, not {response!r}"
         )
-    if not has_answer(response.message) and not response.hit_length_limit:
+    if (
+        not has_answer(response.message)
+        and not response.hit_length_limit
+        and response.refusal is None
+    ):
         raise ModelAPIError(
             f"{model!r} replied with no text and no tool calls; "
             f"an empty reply is not stored (finish reason: {response.finish_reason!r})",
@@ -71,6 +89,22 @@ def kept_of_cut_reply(message: Message) -> Message | None:
     """
     kept = Message("assistant", [block for block in message.content if block.type != "tool_use"])
     return kept if has_answer(kept) else None
+
+
+def stored_refusal(refusal: str) -> Message:
+    """What is stored of a refused reply: the refusal's text as the assistant's message.
+
+    Its tool calls are left out (none will run: the run ends), so no call is
+    stored without its result, and so is the rest of the reply (an Anthropic
+    refusal cuts the reply short: its partial text and thinking, unsigned,
+    would not be taken back).
+    """
+    return Message("assistant", [TextBlock(refusal)], metadata={REFUSAL_MARK: True})
+
+
+def is_refusal(message: Message) -> bool:
+    """Whether `message` is a refusal the loop stored (`stored_refusal`)."""
+    return message.role == "assistant" and (message.metadata or {}).get(REFUSAL_MARK) is True
 
 
 async def call_model(

@@ -57,6 +57,8 @@ def subagent_tool(loop: _Loop, name: str, description: str, *, merge: bool) -> T
             finished = await loop._for(branch).run(task)
             if merge:  # the later of two calls adding one id wins, as in the pool
                 await loop.agent.merge(branch, on_conflict="branch")
+        if finished.reason is LoopStop.REFUSAL:
+            raise SubagentError(f"the sub-agent {name!r} refused: {finished.refusal}")
         if finished.reason is not LoopStop.ANSWER:
             raise SubagentError(
                 f"the sub-agent {name!r} stopped without an answer "

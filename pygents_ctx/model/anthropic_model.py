@@ -81,7 +81,11 @@ class AnthropicModel:
     `ThinkingDelta`s). Other blocks (server tool results) are a
     `ModelResponseError`. A stream that ends without `message_stop`, a body
     that is not JSON and a connection that breaks mid-stream are transient
-    `ModelAPIError`s.
+    `ModelAPIError`s. A reply stopped with `stop_reason: "refusal"` (the API's
+    safety classifiers ended it, perhaps midway) keeps what it held, and its
+    `ModelResponse.refusal` is the API's explanation (`stop_details`) or a
+    sentence saying the reply was declined; a `ModelLoop` run then ends with
+    `LoopStop.REFUSAL`.
 
     With `settings.output_schema`, the model is offered one more tool, named
     by the schema, whose input is the answer, and made to call a tool
@@ -247,6 +251,7 @@ class AnthropicModel:
             _usage(field(response, "usage")),
             field(response, "model") or self.model,
             field(response, "stop_reason"),
+            _refusal(field(response, "stop_reason"), field(response, "stop_details")),
         )
 
     async def stream(
@@ -279,6 +284,18 @@ class AnthropicModel:
         if not reply.stopped:
             raise cut_stream("Anthropic", "message_stop")
         yield reply.response()
+
+
+def _refusal(stop_reason: object, details: Any) -> str | None:
+    """The refusal's text for a reply stopped by `stop_reason` (None: it was not refused)."""
+    if stop_reason != "refusal":
+        return None
+    explanation = field(details, "explanation") if details is not None else None
+    if isinstance(explanation, str) and explanation.strip():
+        return explanation
+    category = field(details, "category") if details is not None else None
+    about = f" (category {category!r})" if isinstance(category, str) and category else ""
+    return f"Anthropic declined this request{about}: the reply was stopped for safety."
 
 
 def _final_name(settings: ModelSettings) -> str | None:
@@ -363,6 +380,7 @@ class _StreamedReply:
         self.calls: dict[int, int] = {}  # block index -> call number
         self.usage: dict[str, int] = {}
         self.stop_reason: str | None = None
+        self.stop_details: Any = None
         self.stopped = False  # message_stop came: the reply is whole
 
     def read(self, event: Any) -> list[ModelStreamEvent]:
@@ -376,7 +394,9 @@ class _StreamedReply:
         elif kind == "content_block_delta":
             return self._delta(field(event, "index"), field(event, "delta"))
         elif kind == "message_delta":
-            self.stop_reason = field(field(event, "delta"), "stop_reason") or self.stop_reason
+            delta = field(event, "delta")
+            self.stop_reason = field(delta, "stop_reason") or self.stop_reason
+            self.stop_details = field(delta, "stop_details") or self.stop_details
             self._count(field(event, "usage"))
         elif kind == "message_stop":
             self.stopped = True
@@ -455,7 +475,11 @@ class _StreamedReply:
             else:
                 blocks.append(ToolUseBlock(block[1], block[2], parse_arguments("".join(block[3]))))
         return ModelResponse(
-            Message("assistant", blocks), _usage(self.usage), self.model, self.stop_reason
+            Message("assistant", blocks),
+            _usage(self.usage),
+            self.model,
+            self.stop_reason,
+            _refusal(self.stop_reason, self.stop_details),
         )
 
 

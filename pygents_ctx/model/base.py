@@ -212,12 +212,29 @@ class ModelResponse:
         model: The model that answered, as the provider named it.
         finish_reason: Why the reply ended, in the provider's words
             (`"stop"`, `"tool_calls"`, `"end_turn"`, `"max_tokens"`, ...).
+        refusal: The model declined to answer: its refusal, in words (None:
+            it did not). Chat Completions' `message.refusal`, the Responses
+            API's `refusal` content part, or, for Anthropic's
+            `stop_reason: "refusal"`, the API's explanation (`stop_details`)
+            or a sentence saying so. `message` still holds what the reply
+            held; a `ModelLoop` ends its run with `LoopStop.REFUSAL`.
+
+    Raises:
+        TypeError: `refusal` is neither None nor a non-empty str.
     """
 
     message: Message
     usage: Usage = field(default_factory=Usage)
     model: str = ""
     finish_reason: str | None = None
+    refusal: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.refusal is not None and (not isinstance(self.refusal, str) or not self.refusal):
+            raise TypeError(
+                f"ModelResponse.refusal must be the refusal's text (a non-empty str) or None, "
+                f"not {self.refusal!r}"
+            )
 
     @property
     def hit_length_limit(self) -> bool:

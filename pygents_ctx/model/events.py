@@ -42,6 +42,13 @@ class LoopStop(Enum):
     unfinished. Its text so far is stored and is `LoopFinished.message`; its
     tool calls are not stored (the last one's arguments are cut) and do not
     run. Raise `ModelSettings.max_tokens`, then ask again.
+
+    `REFUSAL`: the model declined to answer (`ModelResponse.refusal`). The run
+    ends at once, without asking again (a refusal is no malformed answer to
+    correct): `LoopFinished.refusal` is its text, `LoopFinished.output` is
+    None. The refusal is stored as the assistant's reply (its text alone,
+    with `metadata={"refusal": True}`): the reply's tool calls do not run and
+    are not stored, so the conversation is valid for the next prompt.
     """
 
     ANSWER = "answer"
@@ -50,6 +57,7 @@ class LoopStop(Enum):
     COST_BUDGET = "cost_budget"
     APPROVAL = "approval"
     LENGTH = "length"
+    REFUSAL = "refusal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,18 +145,21 @@ class ToolApprovalRequired:
 
 @dataclass(frozen=True, slots=True)
 class LoopFinished:
-    """The run ended: with the model's answer, at a limit, or waiting for approvals.
+    """The run ended: with the model's answer, at a limit, refused, or waiting for approvals.
 
     Attributes:
         reason: Why it ended.
         message: The answer (`reason` is `ANSWER`), the stored part of a reply
-            its token limit cut (`LENGTH`; None when it had no text), or None.
+            its token limit cut (`LENGTH`; None when it had no text), the
+            stored refusal (`REFUSAL`), or None.
         steps: The model calls this run made.
         usage: The tokens they used, as the provider reported them.
         pending: The tool calls waiting for a person's decision (`reason`
             is `APPROVAL`), in the order the model made them; else empty.
         output: The answer as the loop's `output_type` (`ModelLoop(output_type=T)`):
-            a `T`; None without an output type, or when the run ended at a limit.
+            a `T`; None without an output type, or when the run ended without
+            an answer (at a limit, or refused).
+        refusal: The model's refusal, in words (`reason` is `REFUSAL`); else None.
     """
 
     reason: LoopStop
@@ -157,10 +168,11 @@ class LoopFinished:
     usage: Usage = field(default_factory=Usage)
     pending: tuple[ToolUseBlock, ...] = ()
     output: Any = None
+    refusal: str | None = None
 
     @property
     def text(self) -> str:
-        """The answer's text; `""` when the run ended at a limit."""
+        """The message's text: the answer, the refusal; `""` when the run ended at a limit."""
         return "" if self.message is None else self.message.text
 
 

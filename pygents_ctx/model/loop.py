@@ -39,7 +39,10 @@ a new prompt drops it, and its calls are answered as not run.
 What a reply must be to be stored: an empty reply (no text, no tool calls) is
 never stored; it counts as a transient `ModelAPIError`, retried by the
 `RetryPolicy`, then raised. A reply cut by its token limit ends the run with
-`LoopStop.LENGTH`: its text is stored, its tool calls are not.
+`LoopStop.LENGTH`: its text is stored, its tool calls are not. A refused
+reply (`ModelResponse.refusal`) ends the run with `LoopStop.REFUSAL`, never
+asked again: its refusal text is stored as the assistant's message (marked in
+its metadata), its tool calls are not stored and do not run.
 """
 
 from __future__ import annotations
@@ -67,7 +70,13 @@ from pygents_ctx.model._approvals import (
 from pygents_ctx.model._loop_checks import check_options
 from pygents_ctx.model._observers import OBSERVERS, watch_run
 from pygents_ctx.model._output import StructuredOutput
-from pygents_ctx.model._replies import call_model, closing, kept_of_cut_reply
+from pygents_ctx.model._replies import (
+    call_model,
+    closing,
+    is_refusal,
+    kept_of_cut_reply,
+    stored_refusal,
+)
 from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
 from pygents_ctx.model._subagent import subagent_tool
 from pygents_ctx.model._tool_calls import NOT_RUN, unanswered_calls
@@ -166,7 +175,8 @@ class ModelLoop:
     them, plus the next window's estimate; `max_cost`, the same priced with
     `pricing`. A run that reaches a limit ends with `LoopFinished(reason=...)`
     before the call that would pass it. A call of a tool that `needs_approval`
-    ends the run with `LoopStop.APPROVAL` until `approve()` / `reject()`.
+    ends the run with `LoopStop.APPROVAL` until `approve()` / `reject()`. A
+    reply the model refused ends it with `LoopStop.REFUSAL` (`LoopFinished.refusal`).
 
     Args:
         agent: The agent; it needs a `context` (`ContextConfig`), whose
@@ -397,7 +407,7 @@ class ModelLoop:
     # -- running ---------------------------------------------------------------
 
     async def run(self, prompt: str | Message | None = None) -> LoopFinished:
-        """Run until the model answers or a limit is reached; return how it ended.
+        """Run until the model answers, refuses, or a limit is reached; return how it ended.
 
         Args:
             prompt: The user's message; None continues the conversation.
@@ -554,6 +564,9 @@ class ModelLoop:
             return
         if not history:
             raise ValueError(f"agent {self.agent.name!r} has no conversation for the model")
+        if is_refusal(history[-1]):  # refused already (the step ran again, or a run goes on)
+            yield self._finish(run, LoopStop.REFUSAL, history[-1], refusal=history[-1].text)
+            return
         if history[-1].role == "assistant":  # answered already (the step ran again)
             for value in self._answer(run, history[-1]):
                 yield value
@@ -584,7 +597,9 @@ class ModelLoop:
                 yield event
         assert response is not None  # call_model ends with one, or raises
         reply: Message | None = response.message
-        if response.hit_length_limit:
+        if response.refusal is not None:
+            reply = stored_refusal(response.refusal)
+        elif response.hit_length_limit:
             reply = kept_of_cut_reply(response.message)
         if reply is not None:
             yield ContextItem(content=reply)  # stored before anything else can fail
@@ -597,7 +612,9 @@ class ModelLoop:
         await context.store.record_usage(record)
         run.usage += response.usage
         yield ModelReplied(step, response, window.tokens)
-        if reply is None or response.hit_length_limit:
+        if response.refusal is not None:
+            yield self._finish(run, LoopStop.REFUSAL, reply, refusal=response.refusal)
+        elif reply is None or response.hit_length_limit:
             yield self._finish(run, LoopStop.LENGTH, reply)
         elif reply.tool_uses:
             run.fresh_calls = frozenset(call.id for call in reply.tool_uses)
@@ -637,9 +654,10 @@ class ModelLoop:
         *,
         pending: tuple[ToolUseBlock, ...] = (),
         output: Any = None,
+        refusal: str | None = None,
     ) -> LoopFinished:
         run.finished = LoopFinished(
-            reason, message, run.steps, run.usage, pending=pending, output=output
+            reason, message, run.steps, run.usage, pending=pending, output=output, refusal=refusal
         )
         return run.finished
 

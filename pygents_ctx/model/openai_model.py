@@ -65,7 +65,9 @@ class OpenAIModel:
     then keeps).
 
     What a reply becomes: its text (the refusal text too), one `TextBlock`,
-    left out when blank; its tool calls, `ToolUseBlock`s; reasoning text a
+    left out when blank; its `refusal` (streamed as `delta.refusal`, shown as
+    `TextDelta`s), also `ModelResponse.refusal`, which ends a `ModelLoop` run
+    with `LoopStop.REFUSAL`; its tool calls, `ToolUseBlock`s; reasoning text a
     compatible server adds (`reasoning_content` or `reasoning`), a
     `ThinkingBlock` without signature before them, shown while streaming as
     `ThinkingDelta`s and never sent back. A stream that ends before the reply's
@@ -206,7 +208,8 @@ class OpenAIModel:
         reasoning = "".join(_reasoning(reply))
         if reasoning:
             blocks.append(ThinkingBlock(reasoning))
-        text = "".join(part for part in (field(reply, "content"), field(reply, "refusal")) if part)
+        refusal = field(reply, "refusal") or None
+        text = "".join(part for part in (field(reply, "content"), refusal) if part)
         if text.strip():
             blocks.append(TextBlock(text))
         for call in field(reply, "tool_calls") or []:
@@ -223,6 +226,7 @@ class OpenAIModel:
             _usage(field(response, "usage")),
             field(response, "model") or self.model,
             field(choice, "finish_reason"),
+            refusal,
         )
 
     async def stream(
@@ -273,6 +277,7 @@ class _StreamedReply:
     def __init__(self, model: str) -> None:
         self.model = model
         self.text: list[str] = []
+        self.refusal: list[str] = []
         self.reasoning: list[str] = []
         self.calls: dict[int, list[Any]] = {}  # index -> [id, name, argument pieces]
         self.usage = Usage()
@@ -293,7 +298,10 @@ class _StreamedReply:
             for piece in _reasoning(delta):
                 self.reasoning.append(piece)
                 events.append(ThinkingDelta(piece))
-            for piece in (field(delta, "content"), field(delta, "refusal")):
+            content, refusal = field(delta, "content"), field(delta, "refusal")
+            if refusal:
+                self.refusal.append(refusal)
+            for piece in (content, refusal):
                 if piece:
                     self.text.append(piece)
                     events.append(TextDelta(piece))
@@ -330,7 +338,11 @@ class _StreamedReply:
                 )
             blocks.append(ToolUseBlock(call_id, name, parse_arguments("".join(pieces))))
         return ModelResponse(
-            Message("assistant", blocks), self.usage, self.model, self.finish_reason
+            Message("assistant", blocks),
+            self.usage,
+            self.model,
+            self.finish_reason,
+            "".join(self.refusal) or None,
         )
 
 

@@ -89,6 +89,9 @@ class OpenAIResponsesModel:
     response is incomplete because it reached `max_tokens`) or
     `"content_filter"`. `ModelSettings.output_schema` is sent as
     `text.format` (a JSON schema); the reply's text is then the JSON document.
+    A `refusal` content part (streamed as `response.refusal.delta` events,
+    shown as `TextDelta`s) is the message's text and `ModelResponse.refusal`,
+    which ends a `ModelLoop` run with `LoopStop.REFUSAL`.
 
     Args:
         model: The model's name, e.g. `"gpt-4.1"`.
@@ -439,13 +442,13 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
     if status == "failed":
         raise _failure(field(response, "error"), "the response failed")
     blocks: list[ContentBlock] = []
+    refusals: list[str] = []
     for index, item in enumerate(output):
         kind = field(item, "type")
         if kind == "message":
-            text = "".join(
-                field(part, "text") or field(part, "refusal") or ""
-                for part in field(item, "content") or []
-            )
+            parts = field(item, "content") or []
+            refusals += [field(part, "refusal") or "" for part in parts if _is_refusal(part)]
+            text = "".join(field(part, "text") or field(part, "refusal") or "" for part in parts)
             if text:
                 blocks.append(TextBlock(text))
         elif kind == "function_call":
@@ -478,14 +481,24 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
         usage=_usage(field(response, "usage")),
         model=field(response, "model") or default_model,
         finish_reason=finish,
+        refusal="".join(refusals) or None,
     )
+
+
+def _is_refusal(part: Any) -> bool:
+    return bool(field(part, "type") == "refusal")
+
+
+def _streamed_message() -> dict[str, Any]:
+    """A message item as it streams: its pieces, each `(part type, text)`."""
+    return {"type": "message", "content": []}
 
 
 class _StreamedReply:
     """The reply, gathered from a stream's events, until its final response."""
 
     def __init__(self) -> None:
-        # output_index -> the item so far: {"type", "text" | "call_id", "name", "arguments"}
+        # output_index -> the item so far: {"type", "content" | "call_id", "name", "arguments"}
         self.parts: dict[int, dict[str, Any]] = {}
         self.calls: dict[int, int] = {}  # output_index -> the call's index among the calls
         self.final: Any = None
@@ -495,12 +508,14 @@ class _StreamedReply:
         index = field(event, "output_index", 0)
         if kind == "response.output_text.delta" or kind == "response.refusal.delta":
             delta = field(event, "delta") or ""
-            part = self.parts.setdefault(index, {"type": "message", "text": []})
+            part = self.parts.setdefault(index, _streamed_message())
             if part["type"] != "message":
                 raise ModelResponseError(
                     f"{_PROVIDER}: text streamed for output {index}, which is a function call"
                 )
-            part["text"].append(delta)
+            part["content"].append(
+                ("refusal" if kind == "response.refusal.delta" else "output_text", delta)
+            )
             return [TextDelta(delta)] if delta else []
         if kind == "response.output_item.added":
             return self._added(index, field(event, "item"))
@@ -536,7 +551,7 @@ class _StreamedReply:
             }
             return [ToolCallDelta(self.calls[index], call_id, name, arguments)]
         if kind == "message":
-            self.parts.setdefault(index, {"type": "message", "text": []})
+            self.parts.setdefault(index, _streamed_message())
         return []
 
     def _done(self, index: int, item: Any) -> None:
@@ -545,11 +560,13 @@ class _StreamedReply:
         if kind == "function_call" and index in self.parts:
             self.parts[index]["arguments"] = [field(item, "arguments") or ""]
         elif kind == "message":
-            text = "".join(
-                field(part, "text") or field(part, "refusal") or ""
+            content = [
+                ("refusal", field(part, "refusal") or "")
+                if _is_refusal(part)
+                else ("output_text", field(part, "text") or "")
                 for part in field(item, "content") or []
-            )
-            self.parts[index] = {"type": "message", "text": [text]}
+            ]
+            self.parts[index] = {"type": "message", "content": content}
 
     def items(self) -> list[dict[str, Any]]:
         """The output items as built from the events (for a final response that lists none)."""
@@ -557,7 +574,11 @@ class _StreamedReply:
         for index in sorted(self.parts):
             part = self.parts[index]
             if part["type"] == "message":
-                content = [{"type": "output_text", "text": "".join(part["text"])}]
+                # Each piece as its own part (text and refusal read alike, joined in order).
+                content = [
+                    {"type": kind, ("refusal" if kind == "refusal" else "text"): piece}
+                    for kind, piece in part["content"]
+                ]
                 built.append({"type": "message", "content": content})
             else:
                 built.append({**part, "arguments": "".join(part["arguments"])})

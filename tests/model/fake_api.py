@@ -227,13 +227,16 @@ def chat_completion(
     model: str = "gpt-test",
     reasoning: str | None = None,
     reasoning_field: str = "reasoning_content",
+    refusal: str | None = None,
 ) -> dict[str, Any]:
     """A `chat.completion` object with one choice.
 
     `reasoning` is the reasoning text a compatible server (vLLM, DeepSeek, ...)
     adds under `reasoning_field` (`reasoning_content`, or `reasoning`).
+    `refusal` is the model's refusal (`message.refusal`; `content` is then
+    usually null, and the finish reason `stop`).
     """
-    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
     if reasoning is not None:
         message[reasoning_field] = reasoning
     if calls:
@@ -277,6 +280,7 @@ def chat_chunks(
     finish_reason: str | None = None,
     reasoning: list[str] = (),  # type: ignore[assignment]
     reasoning_field: str = "reasoning_content",
+    refusal: list[str] = (),  # type: ignore[assignment]
 ) -> list[tuple[str | None, str]]:
     """The events of a streamed completion: text pieces, then each call's argument pieces.
 
@@ -285,7 +289,7 @@ def chat_chunks(
     the finish reason; with `stream_options.include_usage`, a final chunk with
     no choices and the usage; then `[DONE]`. `reasoning` pieces (as a
     compatible reasoning server sends them, under `reasoning_field`) come
-    before the text.
+    before the text; `refusal` pieces (`delta.refusal`) after it.
     """
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> tuple[None, str]:
@@ -301,6 +305,7 @@ def chat_chunks(
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({reasoning_field: piece}) for piece in reasoning]
     events += [chunk({"content": piece}) for piece in pieces]
+    events += [chunk({"refusal": piece}) for piece in refusal]
     for index, (call_id, name, argument_pieces) in enumerate(calls):
         first = {"index": index, "id": call_id, "type": "function"}
         events.append(
@@ -340,10 +345,16 @@ def message(
     usage: dict[str, int] | None = None,
     stop_reason: str | None = None,
     model: str = "claude-test",
+    stop_details: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A `message` object: content blocks (`text_block`, `tool_use_block`), usage, stop reason."""
+    """A `message` object: content blocks (`text_block`, `tool_use_block`), usage, stop reason.
+
+    `stop_details` is what the API adds to `stop_reason: "refusal"` (see
+    `refusal_details`).
+    """
     calls = any(block["type"] == "tool_use" for block in blocks)
     return {
+        "stop_details": stop_details,
         "id": "msg_1",
         "type": "message",
         "role": "assistant",
@@ -386,6 +397,7 @@ def message_events(
     usage: dict[str, int] | None = None,
     model: str = "claude-test",
     stop_reason: str | None = None,
+    stop_details: dict[str, Any] | None = None,
 ) -> list[tuple[str | None, str]]:
     """The events of a streamed message.
 
@@ -394,7 +406,7 @@ def message_events(
     As the API streams: `message_start` (usage so far), then per block
     `content_block_start`, its deltas (a thinking block's signature last, as a
     `signature_delta`), `content_block_stop`; a `ping`; then `message_delta`
-    (stop reason, output tokens) and `message_stop`.
+    (stop reason and its `stop_details`, output tokens) and `message_stop`.
     """
     full = _anthropic_usage(usage)
     start_usage = {**full, "output_tokens": 1}
@@ -452,12 +464,18 @@ def message_events(
         "delta": {
             "stop_reason": stop_reason or ("tool_use" if calls else "end_turn"),
             "stop_sequence": None,
+            "stop_details": stop_details,
         },
         "usage": {"output_tokens": full["output_tokens"]},
     }
     events.append(("message_delta", json.dumps(delta)))
     events.append(("message_stop", json.dumps({"type": "message_stop"})))
     return events
+
+
+def refusal_details(explanation: str | None, category: str | None = "cyber") -> dict[str, Any]:
+    """The `stop_details` the API sends with `stop_reason: "refusal"`."""
+    return {"type": "refusal", "category": category, "explanation": explanation}
 
 
 def anthropic_error(status: int, kind: str, text: str = "try later", **headers: str) -> Reply:

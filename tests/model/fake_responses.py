@@ -266,6 +266,17 @@ def message_item(text: str, item_id: str = "msg_1") -> dict[str, Any]:
     }
 
 
+def refusal_item(refusal: str, item_id: str = "msg_1") -> dict[str, Any]:
+    """An assistant message output item whose one part is the model's `refusal`."""
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "refusal", "refusal": refusal}],
+    }
+
+
 def call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     """A `function_call` output item."""
     return {
@@ -327,7 +338,8 @@ def _usage(usage: tuple[int, ...]) -> dict[str, Any]:
 
 # -- event streams ---------------------------------------------------------------------------
 
-Streamed = tuple[str, Any]  # ("text", [pieces]) | ("call", (id, name, [pieces])) | ("reasoning", s)
+# ("text", [pieces]) | ("refusal", [pieces]) | ("call", (id, name, [pieces])) | ("reasoning", s)
+Streamed = tuple[str, Any]
 
 
 def response_events(
@@ -341,8 +353,9 @@ def response_events(
     """The events of a streamed response, as the API sends them.
 
     `response.created` and `response.in_progress` (no output yet); per item
-    `response.output_item.added`, its deltas (`response.output_text.delta`
-    inside a content part, or `response.function_call_arguments.delta`), their
+    `response.output_item.added`, its deltas (`response.output_text.delta` or
+    `response.refusal.delta` inside a content part, or
+    `response.function_call_arguments.delta`), their
     `.done` events and `response.output_item.done`; then `response.completed`
     (or `response.incomplete`) with the whole response. `final_output=False`
     leaves the final response's output empty (some compatible servers do).
@@ -370,6 +383,19 @@ def response_events(
             emit("response.output_text.done", **where, text=text, logprobs=[])
             emit("response.content_part.done", **where, part={**part, "text": text})
             item = message_item(text, item_id)
+        elif kind == "refusal":
+            item_id = f"msg_{index}"
+            text = "".join(content)
+            added = {**refusal_item("", item_id), "status": "in_progress", "content": []}
+            emit("response.output_item.added", output_index=index, item=added)
+            part = {"type": "refusal", "refusal": ""}
+            where = {"item_id": item_id, "output_index": index, "content_index": 0}
+            emit("response.content_part.added", **where, part=part)
+            for piece in content:
+                emit("response.refusal.delta", **where, delta=piece)
+            emit("response.refusal.done", **where, refusal=text)
+            emit("response.content_part.done", **where, part={**part, "refusal": text})
+            item = refusal_item(text, item_id)
         elif kind == "call":
             call_id, name, pieces = content
             item = call_item(call_id, name, "".join(pieces))

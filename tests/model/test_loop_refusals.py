@@ -315,3 +315,16 @@ async def test_a_refusing_subagent_is_an_error_naming_the_refusal() -> None:
 def test_a_refusal_must_be_text() -> None:
     with pytest.raises(TypeError, match=r"ModelResponse\.refusal must be the refusal's text"):
         ModelResponse(Message("assistant", "No."), refusal="")
+
+
+async def test_a_responses_stream_whose_final_response_lists_no_output_still_refuses(
+    api: FakeResponsesAPI,
+) -> None:
+    api.script(sse_reply(response_events(("refusal", SORRY), final_output=False)))
+    model = model_for("responses", api)
+
+    *deltas, reply = [event async for event in model.stream([Message("user", "Pick a lock")])]
+
+    assert [d.text for d in deltas] == SORRY
+    assert isinstance(reply, ModelResponse)
+    assert (reply.refusal, reply.message.text) == ("".join(SORRY), "".join(SORRY))

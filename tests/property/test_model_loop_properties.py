@@ -17,6 +17,7 @@ from pygents_ctx import (
     MemoryContextStore,
     Message,
     ModelLoop,
+    ModelResponse,
     ToolRegistry,
     ToolUseBlock,
     tool,
@@ -86,3 +87,48 @@ def test_every_call_is_answered_once_in_order(
     assert finished.steps == model_calls <= max_steps
     if finished.reason is LoopStop.ANSWER:
         assert history[-1] == Message("assistant", finished.text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    script=replies,
+    refused_at=st.integers(0, 6),
+    refused_calls=st.lists(st.sampled_from(CALL_KINDS), max_size=3),
+    max_steps=st.integers(1, 8),
+)
+def test_a_refusal_ends_the_run_there_and_leaves_no_call_unanswered(
+    script: list[list[str]], refused_at: int, refused_calls: list[str], max_steps: int
+) -> None:
+    ToolRegistry.clear()
+    AgentRegistry.clear()
+    ran: list[int] = []
+
+    @tool
+    async def echo(value: int) -> int:
+        """Echo."""
+        ran.append(value)
+        return value
+
+    counter = itertools.count()
+    messages: list[Any] = [
+        assistant(*[_call(kind, next(counter)) for kind in kinds]) if kinds else "done"
+        for kinds in script
+    ][:refused_at]
+    calls = [_call(kind, 1000 + n) for n, kind in enumerate(refused_calls)]
+    messages.append(ModelResponse(assistant(*calls), refusal="I won't."))
+    store = MemoryContextStore()
+    agent = Agent(f"r{next(_names)}", "", [echo], context=ContextConfig(store))
+    loop = ModelLoop(agent, ScriptedModel(messages), max_steps=max_steps)
+
+    finished = asyncio.run(loop.run("go"))
+
+    history = asyncio.run(store.get_history())
+    called = [call.id for message in history for call in message.tool_uses]
+    answered = [result.tool_use_id for message in history for result in message.tool_results]
+    assert called == answered  # every stored call has its result, in order
+    assert not any(value >= 1000 for value in ran)  # the refused reply's calls never ran
+    if finished.reason is LoopStop.REFUSAL:  # reached within max_steps; a text "done" ends it first
+        assert finished.steps == len(loop.model.calls) == len(messages)  # type: ignore[attr-defined]
+        assert (history[-1].text, finished.refusal) == ("I won't.", "I won't.")
+    else:
+        assert finished.reason in (LoopStop.ANSWER, LoopStop.MAX_STEPS)

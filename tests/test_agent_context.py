@@ -36,6 +36,7 @@ from pygents_ctx import (
     PinnedWindow,
     PromptWindow,
     SlidingWindow,
+    StableWindow,
     SQLiteContextStore,
     Summarize,
     Tool,
@@ -372,7 +373,7 @@ async def test_the_window_is_the_strategy_view_of_the_stored_history(
     assert len(history) == 10  # the store keeps what the window leaves out
 
 
-async def test_the_default_strategy_is_a_sliding_window_of_100_messages(
+async def test_the_default_strategy_is_a_stable_window_of_64k_tokens(
     stores: Stores, emit: Tool[..., Any]
 ) -> None:
     store = await stores.open()
@@ -382,18 +383,22 @@ async def test_the_default_strategy_is_a_sliding_window_of_100_messages(
     await run_emitting(agent, emit, *talk(130))
 
     window = await agent.prompt_window()
-    assert isinstance(context.strategy, SlidingWindow)
-    assert context.strategy.max_messages == 100
-    assert window.messages == await SlidingWindow(100).compact(await store.get_history())
-    # The task, then the newest whole rounds (user + assistant) that fit.
-    assert texts(window.messages) == ["turn 0", *(f"turn {i}" for i in range(32, 130))]
+    assert isinstance(context.strategy, StableWindow)
+    assert (context.strategy.max_tokens, context.strategy.low_water) == (64_000, 0.5)
+    # 130 short messages fit 64k tokens: all of them are shown (a window of 100 messages
+    # would have dropped the oldest), and all of this window opens the next one.
+    assert texts(window.messages) == [f"turn {i}" for i in range(130)]
     assert window.tokens == count_tokens(window.messages)
+    await run_emitting(agent, emit, *talk(2, "more"))
+    later = await agent.prompt_window()
+    assert later.stable_prefix == 130
+    assert later.messages[:130] == window.messages
 
 
 async def test_an_empty_history_gives_an_empty_window(stores: Stores) -> None:
     agent = scribe([], ContextConfig(await stores.open()))
 
-    assert await agent.prompt_window() == PromptWindow([], 0)
+    assert await agent.prompt_window() == PromptWindow([], 0, 0)
 
 
 async def test_a_pinned_window_reports_its_own_token_count(
@@ -648,16 +653,17 @@ def test_context_config_defaults() -> None:
     config = ContextConfig(store)
 
     assert config.store is store
-    assert isinstance(config.strategy, SlidingWindow)
-    assert config.strategy.max_messages == 100
+    assert isinstance(config.strategy, StableWindow)
+    assert config.strategy.max_tokens == 64_000
     assert config.retention is HistoryRetention.PERMANENT
 
 
-def test_context_config_default_is_a_fresh_memory_store_with_a_sliding_window() -> None:
+def test_context_config_default_is_a_fresh_memory_store_with_a_stable_window() -> None:
     first, second = ContextConfig.default(), ContextConfig.default()
 
     assert isinstance(first.store, MemoryContextStore)
-    assert isinstance(first.strategy, SlidingWindow)
+    assert isinstance(first.strategy, StableWindow)
+    assert first.strategy is not second.strategy  # each builder follows one conversation
     assert first.retention is HistoryRetention.PERMANENT
     assert first.store is not second.store
     assert first.store.session_id != second.store.session_id

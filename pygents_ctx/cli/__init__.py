@@ -69,7 +69,7 @@ Without --strategy the window is {DEFAULT_SPEC}: what an agent's ContextConfig
 builds when it is given no strategy.
 
 The budget the window is measured against is --budget, else the smallest of
-the spec's fit and middle-out numbers. A * after the role marks a message the
+the spec's fit, middle-out and stable numbers. A * after the role marks a message the
 strategy edited; # is its index in the history (? when it cannot be told).
 """
 

@@ -8,6 +8,7 @@ optionally followed by `:` and a whole number (`k` multiplies by 1,000).
 Several stages become a `Pipeline`, applied left to right:
 
     fit:8000                      FitTokens(8000)
+    stable                        StableWindow(64000)
     sliding                       SlidingWindow(100)
     clear-results:3,fit:8k        Pipeline([ClearToolResults(3), FitTokens(8000)])
 """
@@ -34,6 +35,7 @@ from pygents_ctx.context.strategies.edits import (
     DropToolRounds,
     TruncateToolResults,
 )
+from pygents_ctx.context.strategies.stable import StableWindow
 from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Truncate
 from pygents_ctx.context.tokens import count_message_tokens
 
@@ -88,6 +90,9 @@ STAGES: Final[dict[str, Stage]] = {
     for stage in (
         Stage("fit", FitTokens, "MAX_TOKENS", None, "FitTokens(MAX_TOKENS)", budgeted=True),
         Stage("middle-out", MiddleOut, "MAX_TOKENS", None, "MiddleOut(MAX_TOKENS)", budgeted=True),
+        Stage(
+            "stable", StableWindow, "MAX_TOKENS", 64_000, "StableWindow(MAX_TOKENS)", budgeted=True
+        ),
         Stage("sliding", SlidingWindow, "MAX_MESSAGES", 100, "SlidingWindow(MAX_MESSAGES)"),
         Stage("rounds", TrimRounds, "MAX_ROUNDS", None, "TrimRounds(MAX_ROUNDS)"),
         Stage(
@@ -114,7 +119,7 @@ STAGES: Final[dict[str, Stage]] = {
 }
 
 # The window when none is asked for: what `ContextConfig` builds without a strategy.
-DEFAULT_SPEC: Final = "sliding"
+DEFAULT_SPEC: Final = "stable"
 
 _NUMBER: Final = re.compile(r"(\d[\d_]*)(k?)", re.IGNORECASE)
 
@@ -126,7 +131,7 @@ class StrategySpec:
     Attributes:
         strategy: The strategy (a `Pipeline` when the spec has several stages).
         budget: The smallest token budget among its budgeted stages (`fit`,
-            `middle-out`), or None when it has none.
+            `middle-out`, `stable`), or None when it has none.
         text: The spec as given.
     """
 

@@ -14,7 +14,7 @@ from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.strategies.base import ContextStrategy, Measure
 from pygents_ctx.context.strategies.pinned import PinnedWindow
-from pygents_ctx.context.strategies.window import SlidingWindow
+from pygents_ctx.context.strategies.stable import StableWindow
 from pygents_ctx.context.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -29,13 +29,16 @@ class PromptWindow:
 
     Attributes:
         messages: The window, oldest first.
-        tokens: Its token count, as the strategy counts (a `PinnedWindow`'s own
-            total, or the counter of a budgeted strategy such as `FitTokens`),
-            otherwise `count_tokens` with the default counter; from cached counts.
-        stable_prefix: With a `PinnedWindow` strategy, how many leading
-            messages stay the same in every window until it re-pins, while the
-            windows grow only by appending (where a model adapter may place
-            prompt-cache breakpoints); None for other strategies, which promise
+        tokens: Its token count, as the strategy counts (a `StableWindow`'s or
+            a `PinnedWindow`'s own total, or the counter of a budgeted strategy
+            such as `FitTokens`), otherwise `count_tokens` with the default
+            counter; from cached counts.
+        stable_prefix: With a `StableWindow` or `PinnedWindow` strategy, how
+            many leading messages this window shares with the one built before
+            it (a `StableWindow`'s whole previous window, as it grows by
+            appending) or with every window until the next re-pin (a
+            `PinnedWindow`'s pinned part): where a model adapter places a
+            prompt-cache breakpoint. None for other strategies, which promise
             neither.
     """
 
@@ -55,7 +58,8 @@ class ContextConfig:
     Args:
         store: The durable transcript.
         strategy: Builds the window from the stored history (default:
-            `SlidingWindow()`).
+            `StableWindow()`: an append-only window of up to 64,000 tokens,
+            which a provider serves from its prompt cache between compactions).
         retention: `PERMANENT` keeps messages across runs, `RUN` removes a
             run's messages when the run ends normally (a crashed run keeps
             them), `NONE` never writes to the store and keeps the messages in
@@ -112,7 +116,7 @@ class ContextConfig:
                 "or use HistoryRetention.PERMANENT"
             )
         self._store = store
-        self.strategy: ContextStrategy = SlidingWindow() if strategy is None else strategy
+        self.strategy: ContextStrategy = StableWindow() if strategy is None else strategy
         self.retention = retention
         self._unsaved: list[Message] = []  # the NONE retention's conversation
         self._pending: _PendingFork | None = None
@@ -151,7 +155,7 @@ class ContextConfig:
         the branch gets a copy of the in-memory conversation instead.
         """
         strategy = self.strategy
-        if isinstance(strategy, PinnedWindow):  # its pin follows one conversation
+        if isinstance(strategy, PinnedWindow | StableWindow):  # each follows one conversation
             strategy = copy.copy(strategy)
         # Until the fork is made, the child holds this store only to say what it is.
         child = ContextConfig(self._store, strategy, retention=self.retention)
@@ -177,7 +181,7 @@ class ContextConfig:
 
     @classmethod
     def default(cls) -> ContextConfig:
-        """A `MemoryContextStore` with a `SlidingWindow()`, kept permanently."""
+        """A `MemoryContextStore` with a `StableWindow()`, kept permanently."""
         return cls(MemoryContextStore())
 
     def __repr__(self) -> str:
@@ -245,7 +249,7 @@ class ContextConfig:
 
     async def window_of(self, history: list[Message]) -> PromptWindow:
         """The strategy's view of `history` (as `history()` returned it), with its token count."""
-        if isinstance(self.strategy, PinnedWindow):
+        if isinstance(self.strategy, PinnedWindow | StableWindow):
             window = await self.strategy.build(history)
             return PromptWindow(window.messages, window.tokens, window.stable_prefix)
         messages = await self.strategy.compact(history)

@@ -21,6 +21,7 @@ from pygents_ctx.context.strategies.edits import (
     TruncateToolResults,
 )
 from pygents_ctx.context.strategies.pinned import PinnedWindow, Window
+from pygents_ctx.context.strategies.stable import StableWindow
 from pygents_ctx.context.strategies.summarize import (
     SUMMARY_PREFIX,
     Summarize,
@@ -46,6 +47,7 @@ __all__ = [
     "PinnedWindow",
     "Pipeline",
     "SlidingWindow",
+    "StableWindow",
     "Summarize",
     "Summarizer",
     "TrimRounds",

@@ -3,14 +3,18 @@
 Install with `pip install 'pygents-ctx[anthropic]'`.
 
 Prompt caching: with `cache=True` (the default) the request marks cache
-breakpoints (`cache_control`) where the next request will start the same: the
-last tool definition and the system prompt, which do not change, and, when the
-window comes from a `PinnedWindow`, the end of its pinned part and the end of
-the window (a pinned window grows only by appending until it re-pins, so the
-next request reads all of this one from the cache). That is four breakpoints,
-the most the API takes. Marks of your own (`TextBlock(..., cache_control=...)`)
-are sent as they are: a system block's replaces the system prompt's, and when
-any message carries one, the window's two marks by position are left to you.
+breakpoints (`cache_control`) where the next request will start the same, at
+most `MAX_BREAKPOINTS` (4, the most the API takes), in this order of value:
+the end of the window, which caches everything up to it; when the window comes
+from a `StableWindow` or a `PinnedWindow`, the end of its stable part (the
+previous window, or the pinned part), where the previous request's cache ends
+however many messages came since; the system prompt; and the last tool
+definition. A mark on a prefix shorter than the model's minimum (1,024 tokens
+for most models, more for some) costs nothing and caches nothing. Marks of your
+own (`TextBlock(..., cache_control=...)`) are sent as they are and count toward
+the four: a system block's replaces the system prompt's, and when any message
+carries one, the window's marks by position are left to you; more than four of
+your own is a `ValueError` before anything is sent.
 """
 
 from __future__ import annotations
@@ -58,8 +62,10 @@ if TYPE_CHECKING:
 
     from pygents_ctx.tools import Tool
 
-__all__ = ["AnthropicModel"]
+__all__ = ["MAX_BREAKPOINTS", "AnthropicModel"]
 
+MAX_BREAKPOINTS: Final = 4
+"""The most `cache_control` marks the Messages API takes in one request."""
 DEFAULT_MAX_TOKENS: Final = 4096
 _EPHEMERAL: Final = {"type": "ephemeral"}
 _CHOICES: Final = {"auto": "auto", "required": "any", "none": "none"}
@@ -163,28 +169,41 @@ class AnthropicModel:
         if output is not None:
             definitions.append(_final_tool(output, definitions))
         if definitions:
-            if self.cache:
-                definitions[-1]["cache_control"] = dict(_EPHEMERAL)
             request["tools"] = definitions
-        if system is not None:
-            if self.cache:
-                blocks: list[dict[str, Any]] = (
-                    [{"type": "text", "text": system}] if isinstance(system, str) else system
-                )
-                blocks[-1].setdefault("cache_control", dict(_EPHEMERAL))  # yours stays
-                system = blocks
-            request["system"] = system
         lead = 0  # the leading system messages, now in `system`
         while lead < len(messages) and messages[lead].role == "system":
             lead += 1
-        # Breakpoints by position need one wire message per message (none left out), and
-        # are left to you when your messages carry marks of their own (the API takes four).
-        own = any(isinstance(m["content"], list) and _marked(m["content"]) for m in wire)
-        whole = bool(wire) and len(wire) == len(messages) - lead
-        if self.cache and stable_prefix is not None and not own and whole:
-            for end in {stable_prefix - lead, len(wire)}:
-                if end >= 1:
-                    _mark(wire[end - 1])
+        own_system = _marks(system) if isinstance(system, list) else 0
+        own = own_system + sum(_marks(m["content"]) for m in wire if isinstance(m["content"], list))
+        if own > MAX_BREAKPOINTS:
+            raise ValueError(
+                f"the messages carry {own} cache_control marks; the Anthropic API takes at "
+                f"most {MAX_BREAKPOINTS} in a request: remove some of your marks"
+            )
+        if self.cache:
+            # Breakpoints by position: only for a window that promises to grow by appending
+            # (a plain list promises nothing: a mark there would be a cache write the next
+            # request may not read), with one wire message per message (none left out), and
+            # left to you when your messages carry marks of their own.
+            by_position = stable_prefix is not None and own == own_system
+            whole = by_position and bool(wire) and len(wire) == len(messages) - lead
+            ends = [len(wire)] if whole else []
+            if whole and stable_prefix is not None and 1 <= stable_prefix - lead < len(wire):
+                ends.append(stable_prefix - lead)
+            slots = MAX_BREAKPOINTS - own
+            for end in ends[:slots]:
+                _mark(wire[end - 1])
+            slots -= min(slots, len(ends))
+            if system is not None and not own_system and slots:
+                blocks: list[dict[str, Any]] = (
+                    [{"type": "text", "text": system}] if isinstance(system, str) else system
+                )
+                blocks[-1]["cache_control"] = dict(_EPHEMERAL)
+                system, slots = blocks, slots - 1
+            if definitions and slots:
+                definitions[-1]["cache_control"] = dict(_EPHEMERAL)
+        if system is not None:
+            request["system"] = system
         request["messages"] = wire
         choice = _tool_choice(chosen, bool(tools))
         if choice is not None and definitions:
@@ -322,8 +341,9 @@ def _final_tool(output: OutputSchema, definitions: list[dict[str, Any]]) -> dict
     return final
 
 
-def _marked(blocks: list[dict[str, Any]]) -> bool:
-    return any("cache_control" in block for block in blocks)
+def _marks(blocks: list[dict[str, Any]]) -> int:
+    """The number of blocks with a `cache_control` mark."""
+    return sum(1 for block in blocks if "cache_control" in block)
 
 
 def _mark(message: dict[str, Any]) -> None:

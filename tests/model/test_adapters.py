@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pygents_ctx import (
     AnthropicModel,
@@ -29,6 +31,7 @@ from pygents_ctx import (
     tool,
 )
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
+from pygents_ctx.model.anthropic_model import MAX_BREAKPOINTS
 
 from .fake_api import (
     FakeAPI,
@@ -467,6 +470,121 @@ async def test_your_own_cache_marks_are_sent_and_the_window_marks_left_to_you(
     ]
     assert json.dumps(body["messages"]).count("cache_control") == 1  # no marks by position
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def _marks(request: dict[str, Any]) -> list[str]:
+    """Where the request carries cache breakpoints: "tools", "system" or a message index."""
+    where = [f"{i}" for i, m in enumerate(request["messages"]) if "cache_control" in json.dumps(m)]
+    system = request.get("system")
+    if isinstance(system, list) and any("cache_control" in block for block in system):
+        where.insert(0, "system")
+    if any("cache_control" in tool for tool in request.get("tools", [])):
+        where.insert(0, "tools")
+    return where
+
+
+async def test_a_stable_window_gets_four_breakpoints_at_its_stable_prefix(
+    anthropic_model: AnthropicModel, search: Any
+) -> None:
+    store = MemoryContextStore(
+        [
+            Message("system", "Be brief."),
+            *(Message("user" if i % 2 else "assistant", f"m{i}") for i in range(1, 6)),
+        ]
+    )
+    context = ContextConfig(store)  # the default: a StableWindow
+    first = anthropic_model.request(await context.prompt_window(), [search])
+    await store.append_many([Message("assistant", "m6"), Message("user", "m7")])
+    window = await context.prompt_window()
+    second = anthropic_model.request(window, [search])
+
+    # The first request: tools, system, the head (the system prompt and the task,
+    # which every window starts with) and the window's end. The next: where the first
+    # one ended instead of the head, so all of it is read from the cache, however many
+    # messages came since.
+    assert _marks(first) == ["tools", "system", "0", "4"]
+    assert window.stable_prefix == 6
+    assert _marks(second) == ["tools", "system", "4", "6"]
+    assert json.dumps(second).count("cache_control") == MAX_BREAKPOINTS
+
+
+@pytest.mark.parametrize(
+    ("own", "expected"),
+    [
+        (0, ["tools", "system", "1", "3"]),
+        (2, ["tools", "system", "0", "1"]),  # yours in the messages: no marks by position
+        (3, ["system", "0", "1", "2"]),  # one slot left: the system prompt, which caches the tools
+        (4, ["0", "1", "2", "3"]),
+    ],
+)
+def test_your_own_marks_count_toward_the_four(
+    anthropic_model: AnthropicModel, search: Any, own: int, expected: list[str]
+) -> None:
+    mark = {"type": "ephemeral"}
+    messages = [Message("system", "Be brief.")] + [
+        Message(
+            "user" if i % 2 == 0 else "assistant",
+            [TextBlock(f"m{i}", cache_control=mark if i < own else None)],
+        )
+        for i in range(4)
+    ]
+
+    request = anthropic_model.request(PromptWindow(messages, 10, stable_prefix=3), [search])
+
+    assert _marks(request) == expected
+    assert json.dumps(request).count("cache_control") <= MAX_BREAKPOINTS
+
+
+def test_more_than_four_marks_of_your_own_are_refused_before_anything_is_sent(
+    anthropic_model: AnthropicModel,
+) -> None:
+    mark = {"type": "ephemeral"}
+    messages = [Message("user", [TextBlock(f"part {i}", cache_control=mark) for i in range(5)])]
+
+    with pytest.raises(
+        ValueError, match="carry 5 cache_control marks; the Anthropic API takes at most 4"
+    ):
+        anthropic_model.request(messages)
+
+
+async def _lookup(query: str) -> str:
+    """Look something up."""
+    return query
+
+
+_LOOKUP = tool(_lookup)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    own=st.lists(st.booleans(), min_size=1, max_size=8),
+    system_marks=st.integers(0, 2),
+    stable=st.none() | st.integers(0, 10),
+    tools=st.booleans(),
+)
+def test_a_request_never_carries_more_than_four_breakpoints(
+    own: list[bool], system_marks: int, stable: int | None, tools: bool
+) -> None:
+    """Whatever the window and your own marks (at most four), the request has at most four."""
+    mark = {"type": "ephemeral"}
+    if sum(own) + system_marks > MAX_BREAKPOINTS:
+        return
+    model = AnthropicModel("claude-test", base_url="http://127.0.0.1:9", api_key="k")
+    system = [
+        TextBlock(f"s{i}", cache_control=mark if i < system_marks else None) for i in range(2)
+    ]
+    messages = [Message("system", system)] + [
+        Message(
+            "user" if i % 2 == 0 else "assistant",
+            [TextBlock(f"m{i}", cache_control=mark if flag else None)],
+        )
+        for i, flag in enumerate(own)
+    ]
+
+    offered = [_LOOKUP] if tools else []
+    request = model.request(PromptWindow(messages, 10, stable_prefix=stable), offered)
+
+    assert json.dumps(request).count("cache_control") <= MAX_BREAKPOINTS
 
 
 async def test_caching_can_be_turned_off(api: FakeAPI, search: Any) -> None:

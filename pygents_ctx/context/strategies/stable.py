@@ -103,7 +103,8 @@ class _Built:
         return compacted
 
     def _append(self, message: Message, at: int, measure: Measure) -> None:
-        calls, kept = self.calls, message
+        calls = self.calls
+        kept: Message | None = message
         if message.has_tool_uses:
             for block in message.content:
                 if type(block) is ToolUseBlock:
@@ -228,7 +229,7 @@ class StableWindow:
         ...     history.append(Message("assistant" if step % 2 else "user", "x" * 40))
         ...     window = asyncio.run(builder.build(history))
         ...     print(len(window.messages), window.tokens, window.repinned)
-        3 26 False
+        3 26 True
         4 40 False
         5 54 False
         6 68 False
@@ -299,11 +300,13 @@ class StableWindow:
         """The window for `messages`, with its size and what stays stable.
 
         The returned `Window` has `pin`, the history index the kept messages
-        start at (after the head); `repinned`, True when this call compacted;
-        and `stable_prefix`, how many leading messages it shares with the
-        window this builder returned last (the whole of it when it was only
-        appended to; the head after a compaction or on a first build), where
-        a model adapter places a prompt-cache breakpoint.
+        start at (after the head); `repinned`, False when the window is the
+        previous one plus new messages, True when this call compacted or read
+        the history from its start (the first call, or a history that does not
+        extend the previous one); and `stable_prefix`, how many leading
+        messages it shares with the window this builder returned last (all of
+        it when it was only appended to, else the head), where a model adapter
+        places a prompt-cache breakpoint.
 
         Raises:
             ContextOverflowError: `on_overflow` is "raise" and even the head,
@@ -314,20 +317,19 @@ class StableWindow:
     def _build(self, messages: list[Message]) -> Window:
         built = self._built
         low = int(self.max_tokens * self.low_water)
-        if built is not None and built.extends(messages):
-            shared = built.head + len(built.body)
-        else:
+        appended = built is not None and built.extends(messages)
+        if built is None or not appended:
             built = _Built(messages, head_end(messages), self.measure)
-            shared = built.head
+        shared = built.head + len(built.body)
         self._built = None  # a failure part way leaves nothing half read
         compacted = built.read(messages, self.max_tokens, low, self.measure)
         self._built = built
-        if compacted:
+        if compacted or not appended:
             shared = built.head
         if built.tokens > self.max_tokens:
             overflow("StableWindow", self.on_overflow, tokens=built.tokens, budget=self.max_tokens)
         window = [*messages[: built.head], *built.body]
-        return Window(window, built.tokens, built.cut, compacted, shared)
+        return Window(window, built.tokens, built.cut, compacted or not appended, shared)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """`build(messages).messages`, or `messages` itself when the window is the whole history.

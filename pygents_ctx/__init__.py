@@ -163,6 +163,7 @@ from pygents_ctx.memory import (
     VectorStore,
 )
 from pygents_ctx.model import (
+    MAX_BREAKPOINTS,
     AgentValue,
     AnthropicModel,
     FallbackModel,
@@ -196,6 +197,7 @@ from pygents_ctx.tools import Tool, ToolMetadata, tool
 from pygents_ctx.turns import StopReason, Turn, TurnMetadata
 
 __all__ = [
+    "MAX_BREAKPOINTS",
     "MAX_MESSAGE_BYTES",
     "MODEL_CONTEXT_WINDOWS",
     "SUMMARY_PREFIX",

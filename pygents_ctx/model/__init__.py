@@ -4,7 +4,7 @@ The adapters import their SDK only when made: `pip install 'pygents-ctx[openai]'
 or `'pygents-ctx[anthropic]'`.
 """
 
-from pygents_ctx.model.anthropic_model import AnthropicModel
+from pygents_ctx.model.anthropic_model import MAX_BREAKPOINTS, AnthropicModel
 from pygents_ctx.model.base import (
     Model,
     ModelResponse,
@@ -36,6 +36,7 @@ from pygents_ctx.model.openai_responses_model import OpenAIResponsesModel
 from pygents_ctx.model.retry import RetryPolicy
 
 __all__ = [
+    "MAX_BREAKPOINTS",
     "AgentValue",
     "AnthropicModel",
     "FallbackModel",

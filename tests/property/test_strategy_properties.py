@@ -404,10 +404,12 @@ def keep_recent_params(size: int) -> st.SearchStrategy[dict[str, Any]]:
 
 @st.composite
 def summarize_params(draw: st.DrawFn, size: int) -> dict[str, Any]:
+    keep_recent = draw(st.integers(0, max(0, size)))
     return {
         "summarizer": draw(st.sampled_from(["digest", "digest", "digest", "fails"])),
-        "keep_recent_tokens": draw(st.integers(0, max(0, size))),
+        "keep_recent_tokens": keep_recent,
         "min_old_tokens": draw(st.sampled_from([0, 1, max(1, size // 8), 1000])),
+        "max_tokens": draw(st.none() | st.integers(keep_recent + 1, keep_recent + 1 + 2 * size)),
         **draw(measures()),
         "on_error": draw(st.sampled_from(["raise", "log"])),
     }
@@ -982,3 +984,21 @@ def test_stable_window_only_appends_between_compactions_and_rebuilds_byte_for_by
     again = run(StableWindow(**kwargs).build(reloaded))
     assert previous is not None
     assert snapshot(again.messages) == snapshot(previous.messages)
+
+
+@SETTINGS
+@given(data=st.data(), messages=transcripts())
+def test_summarize_never_fires_while_the_conversation_fits_its_budget(
+    data: st.DataObject, messages: list[Message]
+) -> None:
+    kwargs = draw_params(data, BY_NAME["Summarize"], messages)
+    if kwargs["max_tokens"] is None:
+        return
+    strategy = build_summarize(kwargs)
+    size = token_size(kwargs)
+    for stop in range(head_size(messages), len(messages) + 1):  # one instance, a growing history
+        history = messages[:stop]
+        if size(history) > kwargs["max_tokens"]:
+            break
+        assert run(strategy.compact(history)) is history
+        assert strategy.summarizer.calls == []  # type: ignore[attr-defined]

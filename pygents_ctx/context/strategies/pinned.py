@@ -22,19 +22,23 @@ __all__ = ["PinnedWindow", "Window"]
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """A window built for a model call.
+    """A window built for a model call, by a `PinnedWindow` or a `StableWindow`.
 
     Attributes:
         messages: The messages to send (a new list each time; changing it
             changes nothing in the builder).
         tokens: Their token count.
-        pin: How many history messages the strategy edited; the history's
-            messages from `pin` on follow unedited.
-        repinned: True if the strategy ran for this window (the first window,
-            one over budget, or a rewritten history).
-        stable_prefix: How many leading messages the strategy produced at the
-            pin: they open every window until the next re-pin, unchanged (a
-            prompt-cache breakpoint after them stays valid).
+        pin: Where the history's messages start to follow unedited: for a
+            `PinnedWindow`, how many history messages its strategy edited; for
+            a `StableWindow`, the history index its kept rounds start at.
+        repinned: True if the window does not start with the previous one: a
+            `PinnedWindow`'s strategy ran (the first window, one over budget,
+            or a rewritten history), or a `StableWindow` compacted or read the
+            history from its start.
+        stable_prefix: How many leading messages stay as they were, where a
+            prompt-cache breakpoint stays valid: a `PinnedWindow`'s pinned part
+            (the same until the next re-pin), a `StableWindow`'s previous
+            window (its head after a compaction).
     """
 
     messages: list[Message]

@@ -268,7 +268,10 @@ class Summarize:
     old part, between the head and task and the recent part, goes to the
     summarizer and is replaced by one summary message; the head, the task and
     the recent part are kept as they are. Nothing changes (the input list is
-    returned) while the old part is under `min_old_tokens`.
+    returned) while the old part is under `min_old_tokens`, and, with a
+    `max_tokens`, while the whole conversation fits it: give a `Summarize` the
+    budget of the window it serves (in a `Pipeline` before a `FitTokens`, say),
+    and it never replaces a conversation the model could have seen whole.
 
     The summary sits right after the head and the task. Its role alternates with
     the message before it: `assistant` after the task (a user message), `user`
@@ -301,6 +304,9 @@ class Summarize:
         keep_recent_tokens: Tokens of newest rounds to keep verbatim.
         min_old_tokens: Summarize only once the old part (after any existing
             summary) reaches this many tokens.
+        max_tokens: The window's budget: while the whole conversation (head and
+            task included) is within it, nothing is summarized. None: no
+            budget, only `min_old_tokens` decides.
         counter: How to count text (default: `HeuristicTokenCounter()`).
         per_message_overhead: Tokens added per message.
         tokens_per_media: Tokens counted per image.
@@ -329,6 +335,7 @@ class Summarize:
         *,
         keep_recent_tokens: int,
         min_old_tokens: int = 1000,
+        max_tokens: int | None = None,
         counter: TokenCounter = DEFAULT_COUNTER,
         per_message_overhead: int = 4,
         tokens_per_media: int = 600,
@@ -343,6 +350,15 @@ class Summarize:
             "Summarize", "keep_recent_tokens", keep_recent_tokens, 0
         )
         self.min_old_tokens = check_count("Summarize", "min_old_tokens", min_old_tokens, 0)
+        if max_tokens is not None:
+            check_count("Summarize", "max_tokens", max_tokens, 1)
+            if self.keep_recent_tokens >= max_tokens:
+                raise ValueError(
+                    f"Summarize keep_recent_tokens ({self.keep_recent_tokens}) must be less "
+                    f"than max_tokens ({max_tokens}): the summary goes beside the recent part; "
+                    "lower keep_recent_tokens (e.g. to half the budget)"
+                )
+        self.max_tokens = max_tokens
         self.measure = Measure(counter, per_message_overhead, tokens_per_media)
         if on_error != "raise" and on_error != "log":
             raise ValueError(f"Summarize on_error must be 'raise' or 'log', not {on_error!r}")
@@ -354,9 +370,10 @@ class Summarize:
         self._bridges = {"user": bridge_message("user"), "assistant": bridge_message("assistant")}
 
     def __repr__(self) -> str:
+        budget = "" if self.max_tokens is None else f", max_tokens={self.max_tokens}"
         return (
             f"Summarize({self.summarizer!r}, keep_recent_tokens={self.keep_recent_tokens}, "
-            f"min_old_tokens={self.min_old_tokens}, on_error={self.on_error!r})"
+            f"min_old_tokens={self.min_old_tokens}{budget}, on_error={self.on_error!r})"
         )
 
     async def compact(self, messages: list[Message]) -> list[Message]:
@@ -365,6 +382,8 @@ class Summarize:
         Raises:
             SummarizationError: The summarizer failed and `on_error` is "raise".
         """
+        if self.max_tokens is not None and self._fits(messages, self.max_tokens):
+            return messages
         start = _conversation_start(messages)
         first, base = _read_summary(messages, start)
         cuts = _Cuts(messages, first)
@@ -392,6 +411,15 @@ class Summarize:
         if cut == first:
             return messages
         return self._window(messages, start, found, cut)
+
+    def _fits(self, messages: list[Message], budget: int) -> bool:
+        # Newest first, stopping once over: a long history costs only what fits.
+        used = 0
+        for message in reversed(messages):
+            used += self.measure(message)
+            if used > budget:
+                return False
+        return True
 
     def _recent_start(self, messages: list[Message], cuts: _Cuts) -> int:
         measure, budget, end = self.measure, self.keep_recent_tokens, len(messages)

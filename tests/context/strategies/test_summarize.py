@@ -703,3 +703,45 @@ def test_a_growing_history_keeps_one_summary_pairs_and_each_message_once(
     summarized = [id(m) for call in summarizer.calls for m in call.messages]
     assert len(summarized) == len(set(summarized))  # no message summarized twice
     assert not any(is_summary(m) for call in summarizer.calls for m in call.messages)
+
+
+# -- a budget: nothing is summarized while the conversation fits it ---------------------
+
+
+def test_with_a_budget_nothing_is_summarized_while_the_conversation_fits_it() -> None:
+    summarizer = ScriptedSummarizer()
+    strategy = make(summarizer, max_tokens=200)  # keeps 20 tokens recent, as the others here
+    history, first_call = [user("task")], None
+    for number in range(1, 13):  # 10 tokens a message: 250 tokens at the end
+        history += [user(f"u{number}"), assistant(f"a{number}")]
+        window = asyncio.run(strategy.compact(history))
+        if len(history) * TEN <= 200:
+            assert window is history  # it all fits: shown whole, whatever min_old_tokens says
+            assert summarizer.calls == []
+        else:
+            assert summaries(window)  # over the budget: the old part is summarized
+            first_call = first_call or len(history)
+    assert summarizer.calls
+    assert first_call == 21  # the first history over 200 tokens
+
+
+def test_without_a_budget_min_old_tokens_alone_decides() -> None:
+    history = [user("task"), *chat(3)]  # 70 tokens
+
+    assert summaries(asyncio.run(make().compact(history)))
+    assert asyncio.run(make(max_tokens=70).compact(history)) is history
+
+
+@pytest.mark.parametrize(
+    ("options", "error"),
+    [
+        ({"max_tokens": 0}, "Summarize max_tokens must be an int of at least 1, not 0"),
+        (
+            {"max_tokens": 20},
+            r"Summarize keep_recent_tokens \(20\) must be less than max_tokens \(20\)",
+        ),
+    ],
+)
+def test_a_budget_it_cannot_keep_is_refused(options: dict[str, Any], error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        make(**options)

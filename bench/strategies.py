@@ -43,6 +43,7 @@ from pygents_ctx import (
     PinnedWindow,
     Pipeline,
     SlidingWindow,
+    StableWindow,
     Summarize,
     TextBlock,
     ToolResultBlock,
@@ -56,6 +57,8 @@ from pygents_ctx import (
 from pygents_ctx.testing import ScriptedSummarizer
 
 BUDGET = 8_000
+STEP_BUDGET = 64_000  # the window of the per-step timings
+STEP_LIMIT_NS = 1_000_000  # what a step may cost there: 1 ms
 FOLLOW_UP_EVERY = 25
 WINDOW = 10  # calls averaged for "per call at step n"
 OUTPUT = "".join(f"line {i:03d}: ok, 14 passed, 0 failed in 0.42s\n" for i in range(44))  # ~2 KB
@@ -234,6 +237,7 @@ def _passes() -> list[tuple[str, Callable[[], ContextStrategy], bool]]:
             False,
         ),
         ("PinnedWindow(fit)", lambda: PinnedWindow(FitTokens(BUDGET), 2 * BUDGET), True),
+        ("StableWindow(8000)", lambda: StableWindow(BUDGET), False),
     ]
 
 
@@ -265,8 +269,79 @@ async def _pass(
     return await compare(f"{name}, {len(messages):,} msgs", ours, floor, 1, None, prepare)
 
 
+# ----------------------------------------------------------------------------- per step, late
+
+
+def _per_step_strategies() -> list[tuple[str, Callable[[], ContextStrategy]]]:
+    """Every built-in strategy and the documented compositions, with a 64k window."""
+    budget = STEP_BUDGET
+    return [
+        ("StableWindow(64k)", lambda: StableWindow(budget)),
+        ("SlidingWindow()", lambda: SlidingWindow()),
+        ("TrimRounds(10)", lambda: TrimRounds(10)),
+        ("Truncate(200 messages)", lambda: Truncate(max_messages=200)),
+        ("FitTokens(64k)", lambda: FitTokens(budget)),
+        ("MiddleOut(64k)", lambda: MiddleOut(budget)),
+        ("TruncateToolResults(500)", lambda: TruncateToolResults(500)),
+        ("ClearToolResults()", lambda: ClearToolResults()),
+        ("ClearToolInputs()", lambda: ClearToolInputs()),
+        ("DropToolRounds()", lambda: DropToolRounds()),
+        (
+            "Summarize(32k recent, 64k)",
+            lambda: Summarize(
+                ScriptedSummarizer(_summary), keep_recent_tokens=budget // 2, max_tokens=budget
+            ),
+        ),
+        ("Pipeline(clear, fit)", lambda: Pipeline([ClearToolResults(), FitTokens(budget)])),
+        (
+            "UntilFits(clip, fit)",
+            lambda: UntilFits(budget, [TruncateToolResults(500), FitTokens(budget)]),
+        ),
+        ("PinnedWindow(fit 0.6)", lambda: PinnedWindow(FitTokens(budget * 6 // 10), budget)),
+    ]
+
+
+async def per_step(size: int = 100_000, steps: int = 30) -> list[Result]:
+    """The cost of one step late in a long run: `size` messages, a 64k window.
+
+    One instance per strategy reads the `size`-message history once (not
+    timed: what a resumed session costs once), then `steps` agent steps come,
+    each a new history list (as a store returns it) one step longer, and the
+    strategy runs before each. Reported: the median step, in this process's CPU
+    time (steadier than wall time on a shared machine). The floor slices the
+    history to the window the strategy returned; the target is the 1 ms a step
+    may cost (`STEP_LIMIT_NS`), given as a ratio to that floor.
+    """
+    results = []
+    for name, make in _per_step_strategies():
+        history = _history(size)
+        strategy = make()
+        await strategy.compact(history)
+        spans, floors = [], []
+        gc.collect()
+        gc.disable()
+        try:
+            for n in range(steps):
+                history = history + _step(size + n)
+                start = time.process_time_ns()
+                window = await strategy.compact(history)
+                spans.append(time.process_time_ns() - start)
+                kept = len(window)
+                start = time.process_time_ns()
+                [*history[:2], *history[len(history) - kept + 2 :]]
+                floors.append(time.process_time_ns() - start)
+        finally:
+            gc.enable()
+        ours, floor = statistics.median(spans), max(1.0, statistics.median(floors))
+        results.append(
+            Result(f"{name}: step at {size:,} msgs, 64k", ours, floor, STEP_LIMIT_NS / floor)
+        )
+    return results
+
+
 async def strategies(steps: int = 3_000, size: int = 100_000) -> list[Result]:
-    """The agent run for two strategies, then one pass of each over `size` messages.
+    """The agent run for two strategies, one pass of each over `size` messages, then a step of
+    each late in a `size`-message run with a 64k window.
 
     "Clear+FitTokens" is `Pipeline([ClearToolResults(), FitTokens(8000)])`. In
     the one-pass names, clear = `ClearToolResults()`, clip =
@@ -276,5 +351,7 @@ async def strategies(steps: int = 3_000, size: int = 100_000) -> list[Result]:
     results += await agent_run(
         "Clear+FitTokens", lambda: Pipeline([ClearToolResults(), FitTokens(BUDGET)]), steps
     )
+    results += await agent_run("StableWindow(8000)", lambda: StableWindow(BUDGET), steps)
     results += await one_pass(size)
+    results += await per_step(size)
     return results

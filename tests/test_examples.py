@@ -88,7 +88,9 @@ def test_the_command_line_reads_the_demos_session_right_after_it(tmp_path: Path)
     assert listed.splitlines()[1].startswith("research-demo         8")
     window = _run(tmp_path, "-m", "pygents_ctx", "window", "research-demo")
     assert "window: 8 of 8 messages" in window
-    assert window.splitlines()[-1].startswith("strategy: sliding (SlidingWindow(max_messages=100))")
+    assert window.splitlines()[-1].startswith(
+        "strategy: stable (StableWindow(max_tokens=64000, low_water=0.5))"
+    )
 
 
 def test_a_copied_transcript_alone_is_continued_and_said_so(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """Reading a session's history a page at a time: `iter_history` of the database stores.
 
-Pages follow the stored order by key (the archive's `id`, the history's
+A fork's page reads the ranges it shares with other sessions, then its own
+rows (see `_lineage`). Pages follow the stored order by key (the archive's `id`, the history's
 `position`), each page the next `batch` rows after the last key read, so a
 page costs the same wherever it is and memory holds one page at a time.
 """
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import decode
+from pygents_ctx.context.stores._lineage import Segment, postgres_segments, sqlite_segments
 
 if TYPE_CHECKING:
     import sqlite3
@@ -87,21 +89,34 @@ async def iter_windows(
 
 def _sql(table: str, key: str, after: int | None, mark: str) -> str:
     since = "" if after is None else f" AND {key} > {mark}"
+    bound = "position >= {0} AND position < {0}" if key == "position" else "id <= {0}"
     return (
-        f"SELECT {key}, tokens, data FROM {table} WHERE session_id = {mark}{since} "
-        f"ORDER BY {key} LIMIT {mark}"
+        f"SELECT {key}, tokens, data FROM {table} WHERE session_id = {mark} "
+        f"AND {bound.format(mark)}{since} ORDER BY {key} LIMIT {mark}"
     )
 
 
-def _params(session_id: str, after: int | None, limit: int) -> tuple[Any, ...]:
-    return (session_id, limit) if after is None else (session_id, after, limit)
+def _params(source: Segment, key: str, after: int | None, limit: int) -> tuple[Any, ...]:
+    session, low, high, top = source
+    bounds = (session, low, high) if key == "position" else (session, top)
+    return (*bounds, limit) if after is None else (*bounds, after, limit)
 
 
 def sqlite_page(
     session_id: str, table: str, key: str, after: int | None, limit: int, db: sqlite3.Connection
 ) -> list[Row]:
-    """One page of a SQLite table (`table` and `key` from `_TABLES`, never from users)."""
-    return db.execute(_sql(table, key, after, "?"), _params(session_id, after, limit)).fetchall()
+    """One page of a SQLite table (`table` and `key` from `_TABLES`, never from users).
+
+    A fork's page runs over the ranges it reads of other sessions, then its own rows.
+    """
+    rows: list[Row] = []
+    for source in sqlite_segments(db, session_id):
+        rows += db.execute(
+            _sql(table, key, after, "?"), _params(source, key, after, limit - len(rows))
+        ).fetchall()
+        if len(rows) == limit:
+            break
+    return rows
 
 
 async def postgres_page(
@@ -113,5 +128,12 @@ async def postgres_page(
     conn: AsyncConnection[Any],
 ) -> list[Row]:
     """One page of a PostgreSQL table (`table` and `key` from `_TABLES`, never from users)."""
-    cursor = await conn.execute(_sql(table, key, after, "%s"), _params(session_id, after, limit))
-    return [(key_value, tokens, bytes(data)) for key_value, tokens, data in await cursor.fetchall()]
+    rows: list[Row] = []
+    for source in await postgres_segments(conn, session_id):
+        cursor = await conn.execute(
+            _sql(table, key, after, "%s"), _params(source, key, after, limit - len(rows))
+        )
+        rows += [(value, tokens, bytes(data)) for value, tokens, data in await cursor.fetchall()]
+        if len(rows) == limit:
+            break
+    return rows

@@ -12,6 +12,13 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _usage_sql as usage_sql
+from pygents_ctx.context.stores._lineage import (
+    HIGHEST,
+    LOWEST,
+    Segment,
+    check_at,
+    sqlite_segments,
+)
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
@@ -37,13 +44,16 @@ __all__ = [
     "clear_run",
     "encode",
     "fork",
+    "live_rows",
     "in_transaction",
     "list_sessions",
     "read_newest",
     "read_since",
     "replace_prefix",
     "restore",
+    "rewind",
     "scalar",
+    "segments",
     "snapshot",
 ]
 
@@ -96,20 +106,10 @@ def read_since(
             "SELECT generation FROM pygents_sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
         current = MISSING if row is None else int(row[0])
-        if current != generation or after is None:
-            rows = db.execute(f"{LIVE} ORDER BY position", (session_id,)).fetchall()
-        else:
-            rows = db.execute(
-                f"{LIVE} AND position > ? ORDER BY position", (session_id, after)
-            ).fetchall()
-        archived = (
-            db.execute(
-                "SELECT id, tokens, data FROM pygents_archive WHERE session_id = ? ORDER BY id",
-                (session_id,),
-            ).fetchall()
-            if with_archive
-            else []
-        )
+        lineage = segments(db, session_id)
+        since = None if current != generation else after
+        rows = live_rows(db, lineage, after=since)
+        archived = archive_rows(db, lineage) if with_archive else []
         return current, rows, archived
 
     # One read transaction: the generation and the rows come from the same snapshot.
@@ -124,10 +124,63 @@ def read_since(
 
 
 def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Message]:
-    rows = db.execute(
-        f"{LIVE} ORDER BY position DESC LIMIT ? OFFSET ?", (session_id, limit, offset)
-    ).fetchall()
-    return decode_rows(session_id, reversed(rows))
+    def read(db: Db) -> list[Any]:
+        wanted, rows = limit + offset, []
+        for source, low, high, _ in reversed(segments(db, session_id)):
+            if len(rows) >= wanted:
+                break
+            rows += db.execute(
+                f"{OWN_LIVE} ORDER BY position DESC LIMIT ?",
+                (source, low, high, wanted - len(rows)),
+            ).fetchall()
+        return rows[offset:wanted]
+
+    return decode_rows(session_id, reversed(in_transaction(db, read, "BEGIN")))
+
+
+# A session's own rows in one range: the piece of a history one lineage segment holds.
+OWN_LIVE: Final = (
+    "SELECT position, tokens, data FROM pygents_messages "
+    "WHERE session_id = ? AND position >= ? AND position < ?"
+)
+
+
+def segments(db: Db, session_id: str) -> list[Segment]:
+    """Where a session's history is (see `_lineage.sqlite_segments`)."""
+    return sqlite_segments(db, session_id)
+
+
+def live_rows(
+    db: Db,
+    lineage: list[Segment],
+    *,
+    after: int | None = None,
+    columns: str = "position, tokens, data",
+) -> list[Any]:
+    """The live rows of a session (its `segments`) after position `after`, in order."""
+    rows: list[Any] = []
+    for source, low, high, _ in lineage:
+        start = low if after is None else max(low, after + 1)
+        if start < high:
+            rows += db.execute(
+                f"SELECT {columns} FROM pygents_messages WHERE session_id = ? "
+                "AND position >= ? AND position < ? ORDER BY position",
+                (source, start, high),
+            ).fetchall()
+    return rows
+
+
+def archive_rows(
+    db: Db, lineage: list[Segment], *, columns: str = "id, tokens, data"
+) -> list[Any]:
+    """The archive rows of a session (its `segments`), in order."""
+    rows: list[Any] = []
+    for source, _, _, top in lineage:
+        rows += db.execute(
+            f"SELECT {columns} FROM pygents_archive WHERE session_id = ? AND id <= ? ORDER BY id",
+            (source, top),
+        ).fetchall()
+    return rows
 
 
 def append_rows(
@@ -157,12 +210,22 @@ def scalar(db: Db, sql: str, session_id: str, default: int = 0) -> int:
     return default if row is None else int(row[0])
 
 
-def first_preview(db: Db, session_id: str) -> str:
-    for table, order in (("pygents_archive_rows", "id"), ("pygents_live_rows", "position")):
+def first_preview(db: Db, session_id: str, below: int = HIGHEST) -> str:
+    """The session's preview: its first user text, archive first (live rows before `below`)."""
+    lineage = segments(db, session_id)
+    for source, _, _, top in lineage:
         row = db.execute(
-            f"SELECT preview FROM {table} WHERE session_id = ? AND preview IS NOT NULL "
-            f"ORDER BY {order} LIMIT 1",
-            (session_id,),
+            "SELECT preview FROM pygents_archive_rows WHERE session_id = ? AND id <= ? "
+            "AND preview IS NOT NULL ORDER BY id LIMIT 1",
+            (source, top),
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+    for source, low, high, _ in lineage:
+        row = db.execute(
+            "SELECT preview FROM pygents_live_rows WHERE session_id = ? AND position >= ? "
+            "AND position < ? AND preview IS NOT NULL ORDER BY position LIMIT 1",
+            (source, low, min(high, below)),
         ).fetchone()
         if row is not None:
             return str(row[0])
@@ -177,7 +240,13 @@ def bump(db: Db, session_id: str) -> None:
 
 
 def clear(session_id: str, db: Db) -> None:
-    for table in ("pygents_live_rows", "pygents_archive_rows", "pygents_message_data"):
+    detach_readers(db, session_id)
+    for table in (
+        "pygents_forks",
+        "pygents_live_rows",
+        "pygents_archive_rows",
+        "pygents_message_data",
+    ):
         db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     db.execute(
         "UPDATE pygents_sessions SET message_count = 0, live_tokens = 0, next_position = 0, "
@@ -187,6 +256,8 @@ def clear(session_id: str, db: Db) -> None:
 
 
 def clear_run(session_id: str, run_id: str, db: Db) -> None:
+    detach_readers(db, session_id)
+    detach(db, session_id)
     of_run = "FROM {} WHERE session_id = ? AND run_id = ?"
     live, archived = of_run.format("pygents_live_rows"), of_run.format("pygents_archive_rows")
     db.execute(
@@ -223,6 +294,8 @@ def replace_prefix(
     unchanged and its rows need not be read and compared.
     """
     db.execute(ENSURE, (session_id, ensure or now_iso()))
+    detach_readers(db, session_id)
+    detach(db, session_id)
     session = db.execute(
         "SELECT message_count, next_position, generation FROM pygents_sessions "
         "WHERE session_id = ?",
@@ -276,29 +349,195 @@ def replace_prefix(
     bump(db, session_id)
 
 
-def fork(session_id: str, new_id: str, created_at: str, db: Db) -> None:
+def fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db) -> None:
+    """Make session `new_id` read the oldest `at` live messages (all when None) and the
+    archive of `session_id` where they are stored: a session row and a few lineage rows."""
     if db.execute("SELECT 1 FROM pygents_sessions WHERE session_id = ?", (new_id,)).fetchone():
         raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
-    copied = db.execute(
-        "INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens, "
-        "preview) SELECT ?, ?, input_tokens, output_tokens, preview FROM pygents_sessions "
-        "WHERE session_id = ?",
-        (new_id, created_at, session_id),
-    ).rowcount
-    if not copied:
+    source = db.execute(
+        "SELECT message_count, next_position, live_tokens, input_tokens, output_tokens "
+        "FROM pygents_sessions WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    count, next_position, tokens, input_tokens, output_tokens = source or (0, 0, 0, 0, 0)
+    keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
+    if source is None:
         db.execute(ENSURE, (new_id, created_at))
-    db.execute(
-        "INSERT INTO pygents_archive (session_id, id, run_id, tokens, preview, data) "
-        "SELECT ?, id, run_id, tokens, preview, data FROM pygents_archive "
-        "WHERE session_id = ? ORDER BY id",
-        (new_id, session_id),
+        return
+    lineage = segments(db, session_id)
+    cut = position_of(db, lineage, keep, count, next_position)
+    if keep < count:  # sum the smaller side
+        tokens = (
+            tokens_between(db, lineage, LOWEST, cut)
+            if keep <= count - keep
+            else tokens - tokens_between(db, lineage, cut, HIGHEST)
+        )
+    archive_top = scalar(
+        db,
+        "SELECT coalesce(max(id), 0) FROM pygents_archive_rows WHERE session_id = ?",
+        session_id,
     )
     db.execute(
-        "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
-        "SELECT ?, position, run_id, tokens, preview, data FROM pygents_messages "
-        "WHERE session_id = ? ORDER BY position",
-        (new_id, session_id),
+        "INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens, "
+        "message_count, live_tokens, next_position, preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new_id,
+            created_at,
+            input_tokens,
+            output_tokens,
+            keep,
+            tokens,
+            cut,
+            first_preview(db, session_id, cut),
+        ),
     )
+    *inherited, (_, own_low, _, _) = lineage
+    db.executemany(
+        "INSERT INTO pygents_forks (session_id, source_id, live_from, live_upto, archive_upto) "
+        "VALUES (?, ?, ?, ?, ?)",
+        [
+            (new_id, source_id, low, min(high, cut), top)
+            for source_id, low, high, top in [*inherited, (session_id, own_low, cut, archive_top)]
+        ],
+    )
+
+
+def position_of(db: Db, lineage: list[Segment], index: int, count: int, end: int) -> int:
+    """The stored position of live message `index` (`end`, the next position, past the last)."""
+    if index == count:
+        return end
+    for source, low, high, _ in lineage:
+        first = db.execute(
+            "SELECT min(position) FROM pygents_live_rows WHERE session_id = ? "
+            "AND position >= ? AND position < ?",
+            (source, low, high),
+        ).fetchone()[0]
+        if first is not None:
+            break
+    # No gaps (nothing removed from the middle by clear_run): one sum, no scan.
+    if first is not None and end - first == count:
+        return int(first) + index
+    for source, low, high, _ in lineage:
+        row = db.execute(
+            "SELECT position FROM pygents_live_rows WHERE session_id = ? AND position >= ? "
+            "AND position < ? ORDER BY position LIMIT 1 OFFSET ?",
+            (source, low, high, index),
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+        index -= scalar_of(
+            db,
+            "SELECT count(*) FROM pygents_live_rows WHERE session_id = ? "
+            "AND position >= ? AND position < ?",
+            (source, low, high),
+        )
+    return end  # not reached: index < count
+
+
+def tokens_between(db: Db, lineage: list[Segment], low: int, high: int) -> int:
+    """The token count of a session's live rows with `low <= position < high`."""
+    return sum(
+        scalar_of(
+            db,
+            "SELECT coalesce(sum(tokens), 0) FROM pygents_live_rows WHERE session_id = ? "
+            "AND position >= ? AND position < ?",
+            (source, max(start, low), min(end, high)),
+        )
+        for source, start, end, _ in lineage
+        if max(start, low) < min(end, high)
+    )
+
+
+def scalar_of(db: Db, sql: str, params: tuple[Any, ...]) -> int:
+    return int(db.execute(sql, params).fetchone()[0])
+
+
+def detach(db: Db, session_id: str) -> None:
+    """Copy what the session inherits into rows of its own, and drop its lineage.
+
+    What it reads stays the same (the same positions and archive ids), so its
+    counters stay and its readers' caches stay good: no new generation.
+    """
+    *inherited, _ = segments(db, session_id)
+    if not inherited:
+        return
+    counters = db.execute(
+        "SELECT message_count, live_tokens, next_position, preview FROM pygents_sessions "
+        "WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    for source, low, high, top in inherited:
+        db.execute(
+            "INSERT INTO pygents_archive (session_id, id, run_id, tokens, preview, data) "
+            "SELECT ?, id, run_id, tokens, preview, data FROM pygents_archive "
+            "WHERE session_id = ? AND id <= ? ORDER BY id",
+            (session_id, source, top),
+        )
+        db.execute(
+            "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
+            "SELECT ?, position, run_id, tokens, preview, data FROM pygents_messages "
+            "WHERE session_id = ? AND position >= ? AND position < ? ORDER BY position",
+            (session_id, source, low, high),
+        )
+    db.execute("DELETE FROM pygents_forks WHERE session_id = ?", (session_id,))
+    # The insert triggers counted the copies again: put the counters back.
+    db.execute(
+        "UPDATE pygents_sessions SET message_count = ?, live_tokens = ?, next_position = ?, "
+        "preview = ? WHERE session_id = ?",
+        (*counters, session_id),
+    )
+
+
+def detach_readers(db: Db, session_id: str, below: int = LOWEST) -> None:
+    """Detach every fork reading the session's live rows at `below` or after (all by default)."""
+    readers = db.execute(
+        "SELECT session_id FROM pygents_forks WHERE source_id = ? AND live_upto > ?",
+        (session_id, below),
+    ).fetchall()
+    for (reader,) in readers:
+        detach(db, reader)
+
+
+def rewind(session_id: str, to: int, db: Db) -> int:
+    """Keep the oldest `to` live messages, remove the rest; return how many went."""
+    session = db.execute(
+        "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    count, next_position = session or (0, 0)
+    keep = check_at(to, count, session_id, "rewind(to=...)")
+    if keep == count:
+        return 0
+    lineage = segments(db, session_id)
+    cut = position_of(db, lineage, keep, count, next_position)
+    detach_readers(db, session_id, cut)
+    *inherited, _ = lineage
+    dropped = tokens_between(db, inherited, cut, HIGHEST)
+    # The inherited rows past the cut stop being read; the own ones are deleted (their
+    # trigger takes them off the counters).
+    db.execute(
+        "UPDATE pygents_forks SET live_upto = max(live_from, ?) "
+        "WHERE session_id = ? AND live_upto > ?",
+        (cut, session_id, cut),
+    )
+    db.execute(
+        "DELETE FROM pygents_message_data WHERE id IN (SELECT data_id FROM pygents_live_rows "
+        "WHERE session_id = ? AND position >= ?)",
+        (session_id, cut),
+    )
+    db.execute(
+        "DELETE FROM pygents_live_rows WHERE session_id = ? AND position >= ?", (session_id, cut)
+    )
+    db.execute(
+        "UPDATE pygents_sessions SET message_count = ?, live_tokens = live_tokens - ?, "
+        "next_position = ?, generation = generation + 1 WHERE session_id = ?",
+        (keep, dropped, cut, session_id),
+    )
+    db.execute(
+        "UPDATE pygents_sessions SET preview = ? WHERE session_id = ?",
+        (first_preview(db, session_id), session_id),
+    )
+    return count - keep
 
 
 def snapshot(session_id: str, db: Db) -> SessionSnapshot:
@@ -307,15 +546,9 @@ def snapshot(session_id: str, db: Db) -> SessionSnapshot:
             "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
             (session_id,),
         ).fetchone()
-        live = db.execute(
-            "SELECT position, tokens, data, run_id FROM pygents_messages WHERE session_id = ? "
-            "ORDER BY position",
-            (session_id,),
-        ).fetchall()
-        archived = db.execute(
-            "SELECT id, tokens, data, run_id FROM pygents_archive WHERE session_id = ? ORDER BY id",
-            (session_id,),
-        ).fetchall()
+        lineage = segments(db, session_id)
+        live = live_rows(db, lineage, columns="position, tokens, data, run_id")
+        archived = archive_rows(db, lineage, columns="id, tokens, data, run_id")
         return tokens or (0, 0), live, archived, usage_sql.read_sqlite(session_id, None, db)
 
     # One read transaction: one moment, whoever writes meanwhile.
@@ -340,13 +573,17 @@ def restore(
     db: Db,
 ) -> None:
     db.execute(ENSURE, (session_id, created_at))
-    held = db.execute(
-        "SELECT EXISTS (SELECT 1 FROM pygents_live_rows WHERE session_id = ?) "
-        "OR EXISTS (SELECT 1 FROM pygents_archive_rows WHERE session_id = ?)",
-        (session_id, session_id),
-    ).fetchone()[0]
-    if held:
+    held = scalar(db, "SELECT message_count FROM pygents_sessions WHERE session_id = ?", session_id)
+    if held or any(
+        db.execute(
+            "SELECT 1 FROM pygents_archive_rows WHERE session_id = ? AND id <= ? LIMIT 1",
+            (source, top),
+        ).fetchone()
+        for source, _, _, top in segments(db, session_id)
+    ):
         raise session_not_empty(session_id)
+    detach_readers(db, session_id)
+    db.execute("DELETE FROM pygents_forks WHERE session_id = ?", (session_id,))
     db.executemany(
         "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
         "VALUES (?, ?, ?, ?, ?)",

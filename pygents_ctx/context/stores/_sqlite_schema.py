@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables (schema version 5):
+Tables (schema version 6):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -35,9 +35,14 @@ Tables (schema version 5):
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
 
+- `pygents_forks` (version 6): what a forked session reads of other
+  sessions' rows instead of copying them (see `_lineage`).
+
 Every message's data is pointed at by exactly one live or archive row: the
 stores delete a row and its data in the same transaction (no foreign key from
-rows to data, which would make deleting data search both tables).
+rows to data, which would make deleting data search both tables). A fork
+reads its source's rows through `pygents_forks`, never its own rows pointing
+at another session's data.
 """
 
 from __future__ import annotations
@@ -308,6 +313,24 @@ _V5_ARCHIVE: Final = (
 )
 _V5: Final = (*_V5_TABLES, *_V5_COPY, *_V5_LIVE, *_V5_ARCHIVE)
 
+# Version 6: forks share their source's rows instead of copying them (see `_lineage`).
+# The source's foreign key is NO ACTION, checked at the end of the statement: a
+# source cannot be deleted alone while a fork reads it, but both can go together.
+_V6: Final = (
+    """
+    CREATE TABLE pygents_forks (
+        session_id   TEXT    NOT NULL
+                     REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        source_id    TEXT    NOT NULL REFERENCES pygents_sessions (session_id),
+        live_from    INTEGER NOT NULL,
+        live_upto    INTEGER NOT NULL,
+        archive_upto INTEGER NOT NULL,
+        PRIMARY KEY (session_id, source_id)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX pygents_forks_by_source ON pygents_forks (source_id)",
+)
+
 # Version 3: usage records, one row per model call. Version 4: session leases.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
@@ -315,6 +338,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     SQLITE_TABLE,
     lease_sql.SQLITE_TABLE,
     _V5,
+    _V6,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

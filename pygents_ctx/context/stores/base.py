@@ -40,6 +40,7 @@ from pygents_ctx.context.stores._common import (
     takes_keyword,
 )
 from pygents_ctx.context.stores._lease_sql import LeaseState
+from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores._paged import check_batch, iter_windows
 from pygents_ctx.context.stores.lease import InProcessLeases, SessionLease
 from pygents_ctx.context.tokens import count_tokens
@@ -432,15 +433,99 @@ class ContextStore(ClosesOnExit, ABC):
         await self.clear()
         await self.append_many([*batch, *history[count:]], run_id=run_id)
 
-    async def fork(self, *, session_id: str | None = None) -> ContextStore:
-        """A new session holding an independent copy of this one: history, archive, tokens.
+    async def fork(self, *, session_id: str | None = None, at: int | None = None) -> ContextStore:
+        """A new session holding this one's history (or its oldest `at` messages), archive
+        and token usage, independent of it from then on.
 
+        A message is named by its index in the live history: `at=n` keeps
+        `history[:n]`, as `get_history()` returns it (stored messages carry no
+        id of their own). The archive is kept whole.
+
+        The SQLite and PostgreSQL stores share the stored messages instead of
+        copying them: the fork is a session row and a row per session it reads
+        from, the same cost at message 50 as at message 50,000. Shared rows are
+        copied only when something would change them (copy on write): a
+        `replace_prefix` (compaction), `clear`, `clear_run`, `restore` or a
+        `rewind` below the fork's point, on either side. Appending to either
+        side copies nothing. `MemoryContextStore` shares the message objects.
         This default copies into a `MemoryContextStore`.
 
         Args:
             session_id: The new session's id (a random one when None).
+            at: How many of the oldest live messages the fork keeps (0 to
+                `count()`); None keeps them all.
+
+        Raises:
+            TypeError: `at` is not an int.
+            ValueError: `at` is negative or more than `count()`; nothing is made.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx.context.stores import MemoryContextStore
+            >>> async def main():
+            ...     store = MemoryContextStore([Message("user", str(i)) for i in range(5)])
+            ...     branch = await store.fork(at=2)
+            ...     await branch.append(Message("user", "b"))
+            ...     return [m.text for m in await branch.get_history()], await store.count()
+            >>> asyncio.run(main())
+            (['0', '1', 'b'], 5)
         """
-        return await _FORK_INTO[0].from_context(self, session_id=session_id)
+        snapshot = await self.snapshot()
+        keep = len(snapshot.messages) if at is None else at
+        check_at(keep, len(snapshot.messages), self.session_id, "fork(at=...)")
+        kept = SessionSnapshot(
+            self.session_id,
+            snapshot.messages[:keep],
+            snapshot.archived,
+            snapshot.input_tokens,
+            snapshot.output_tokens,
+            usage=snapshot.usage,
+        )
+        clone = _FORK_INTO[0](session_id=session_id)
+        await clone.restore(kept)
+        return clone
+
+    async def rewind(self, to: int) -> int:
+        """Keep the oldest `to` live messages and remove the others; return how many went.
+
+        The message is named as in `fork(at=...)`: its index in `get_history()`.
+        The removed messages are deleted, not archived (fork first to keep
+        them: a fork is cheap); the archive, token usage and usage records
+        stay. It rewinds the stored history only: no store keeps a checkpoint
+        of an agent's queue or pool, so an agent using the store keeps them
+        as they are (rebuild them, or start the agent again, to match).
+
+        The SQLite and PostgreSQL stores delete the rows after the point in
+        one transaction and copy nothing (a fork that shares them gets its own
+        first); `MemoryContextStore` drops the list's tail. This default reads
+        `snapshot()`, then calls `clear()` and `restore()`: not atomic.
+
+        Raises:
+            TypeError: `to` is not an int.
+            ValueError: `to` is negative or more than `count()`; nothing changed.
+            NotImplementedError: (this default) the store has no `clear()`.
+        """
+        snapshot = await self.snapshot()
+        held = len(snapshot.messages)
+        keep = check_at(to, held, self.session_id, "rewind(to=...)")
+        if keep == held:
+            return 0
+        if type(self).clear is ContextStore.clear:
+            raise NotImplementedError(
+                f"{type(self).__name__} cannot rewind(): override rewind(), or clear() for "
+                "this default to use"
+            )
+        await self.clear()
+        await self.restore(
+            SessionSnapshot(
+                self.session_id,
+                snapshot.messages[:keep],
+                snapshot.archived,
+                snapshot.input_tokens,
+                snapshot.output_tokens,
+            )
+        )
+        return held - keep
 
     async def snapshot(self) -> SessionSnapshot:
         """Everything the session holds: the history and the archive with their run ids, the

@@ -365,6 +365,10 @@ class AutoCompactStore(ContextStore):
         """Clear one run in the inner store."""
         await self.inner.clear_run(run_id)
 
+    async def rewind(self, to: int) -> int:
+        """Rewind the inner store (see `ContextStore.rewind`)."""
+        return await self.inner.rewind(to)
+
     async def replace_prefix(
         self,
         count: int,
@@ -389,10 +393,12 @@ class AutoCompactStore(ContextStore):
             raise changed_prefix(self.session_id, count)
         await self.inner.replace_prefix(count, messages, **_given(run_id=run_id))
 
-    async def fork(self, *, session_id: str | None = None) -> AutoCompactStore:
-        """A fork of the inner store, wrapped with the same settings."""
+    async def fork(
+        self, *, session_id: str | None = None, at: int | None = None
+    ) -> AutoCompactStore:
+        """A fork of the inner store (see `ContextStore.fork`), wrapped with the same settings."""
         return AutoCompactStore(
-            await self.inner.fork(**_given(session_id=session_id)),
+            await self.inner.fork(**_given(session_id=session_id, at=at)),
             self.summarizer,
             keep_recent=self.keep_recent,
             threshold=self.threshold,

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     check_count,
@@ -222,18 +223,51 @@ class MemoryContextStore(ContextStore):
         self._total = sum(self._counts)
         self._note_preview(batch)
 
-    async def fork(self, *, session_id: str | None = None) -> MemoryContextStore:
-        """A new session with an independent copy of the history, archive and token usage.
+    async def fork(
+        self, *, session_id: str | None = None, at: int | None = None
+    ) -> MemoryContextStore:
+        """A new session with this one's history (or its oldest `at` messages), archive,
+        token usage and usage records (see `ContextStore.fork`).
 
-        The usage records are copied too.
+        The fork's lists are its own; the message objects (immutable) are shared.
+
+        Raises:
+            TypeError: `at` is not an int.
+            ValueError: `at` is negative or more than `count()`.
         """
+        held = len(self._messages)
+        keep = held if at is None else check_at(at, held, self.session_id, "fork(at=...)")
         clone = MemoryContextStore(session_id=session_id)
-        clone._messages, clone._runs = list(self._messages), list(self._runs)
-        clone._counts, clone._total = list(self._counts), self._total
-        clone._archive, clone._preview = list(self._archive), self._preview
+        clone._messages, clone._runs = self._messages[:keep], self._runs[:keep]
+        clone._counts = self._counts[:keep]
+        clone._total = self._total if keep == held else sum(clone._counts)
+        clone._archive = list(self._archive)
+        if keep == held:
+            clone._preview = self._preview
+        else:
+            clone._note_preview(entry.message for entry in clone._archive)
+            clone._note_preview(clone._messages)
         clone._input_tokens, clone._output_tokens = self._input_tokens, self._output_tokens
         clone._usage_records = None if self._usage_records is None else list(self._usage_records)
         return clone
+
+    async def rewind(self, to: int) -> int:
+        """Keep the oldest `to` live messages, drop the others; return how many went.
+
+        See `ContextStore.rewind`.
+
+        Raises:
+            TypeError: `to` is not an int.
+            ValueError: `to` is negative or more than `count()`; nothing changed.
+        """
+        held = len(self._messages)
+        keep = check_at(to, held, self.session_id, "rewind(to=...)")
+        del self._messages[keep:], self._runs[keep:], self._counts[keep:]
+        self._total = sum(self._counts)
+        self._preview = ""
+        self._note_preview(entry.message for entry in self._archive)
+        self._note_preview(self._messages)
+        return held - keep
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records."""

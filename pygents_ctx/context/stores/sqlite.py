@@ -336,26 +336,48 @@ class SQLiteContextStore(ContextStore):
                 return None
         return int(cache.generation)
 
-    async def fork(self, *, session_id: str | None = None) -> SQLiteContextStore:
-        """A new session in the same database with a copy of the history, archive and tokens.
+    async def fork(
+        self, *, session_id: str | None = None, at: int | None = None
+    ) -> SQLiteContextStore:
+        """A new session in the same database holding this one's history, archive and tokens.
 
-        One transaction; run ids and usage records are kept, so `clear_run` works
-        on the fork too.
+        The fork shares the stored messages instead of copying them: one
+        transaction writes its session row and a row per session it reads
+        from, whatever the length of the history (see `ContextStore.fork`).
+        Run ids and usage records are kept (the records are copied), so
+        `clear_run` works on the fork too.
 
         Raises:
-            ValueError: `session_id` names a session that already exists.
+            TypeError: `at` is not an int.
+            ValueError: `session_id` names a session that already exists, or
+                `at` is not from 0 to the live message count; nothing is written.
         """
         new_id = new_session_id() if session_id is None else check_session_id(session_id)
         source, created_at = self.session_id, now_iso()
 
         def work(db: Db) -> None:
-            ops.fork(source, new_id, created_at, db)
+            ops.fork(source, new_id, created_at, at, db)
             usage_sql.copy_sqlite(source, new_id, db)
 
         await self._write(work)
         fork = SQLiteContextStore(self._conn, session_id=new_id)
         fork._ready = True
         return fork
+
+    async def rewind(self, to: int) -> int:
+        """Keep the oldest `to` live messages and remove the rest, in one transaction.
+
+        See `ContextStore.rewind`. Nothing is copied, unless a fork shares a
+        removed message: that fork first gets its own rows (copy on write).
+
+        Raises:
+            TypeError: `to` is not an int.
+            ValueError: `to` is not from 0 to the live message count; nothing changed.
+        """
+        self._cache.forget()
+        return await self._conn.run(
+            partial(ops.in_transaction, work=partial(ops.rewind, self.session_id, to))
+        )
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records.

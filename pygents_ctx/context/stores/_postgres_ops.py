@@ -18,6 +18,13 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _usage_sql as usage_sql
+from pygents_ctx.context.stores._lineage import (
+    HIGHEST,
+    LOWEST,
+    Segment,
+    check_at,
+    postgres_segments,
+)
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
@@ -56,6 +63,7 @@ __all__ = [
     "read_since",
     "replace_prefix",
     "restore",
+    "rewind",
     "scalar",
     "set_tokens",
     "snapshot",
@@ -151,6 +159,17 @@ async def append_rows(
 
 # -- reads ------------------------------------------------------------------------
 
+# The ranges of other sessions' rows a fork reads (see `_lineage`), oldest first, then
+# the session's own rows: a CTE for the statements that read a whole history at once.
+# Positions of the ranges do not overlap, so ordering by position orders the history.
+LINEAGE: Final = f"""
+    SELECT source_id, live_from, live_upto, archive_upto FROM pygents_forks
+    WHERE session_id = %(session)s
+    UNION ALL
+    SELECT %(session)s, coalesce(max(live_upto), {LOWEST}), {HIGHEST}, {HIGHEST}
+    FROM pygents_forks WHERE session_id = %(session)s
+"""
+
 # One statement, so one snapshot: the session's version, the live rows the reader
 # lacks (all of them when its version is out of date) and, if asked, the archive.
 # The rows to read start after one position, so the index gives them directly.
@@ -165,16 +184,18 @@ READ_SINCE: Final = """
             ) THEN %(after)s::bigint
             ELSE -9223372036854775807
         END AS position
-    )
+    ), lineage AS (LINEAGE)
     SELECT 0 AS part, id AS ord, generation AS tokens, NULL::bytea AS data FROM session
     UNION ALL
-    SELECT 1, position, tokens, data FROM pygents_messages
-    WHERE session_id = %(session)s AND position > (SELECT position FROM since)
+    SELECT 1, m.position, m.tokens, m.data FROM lineage AS l JOIN pygents_messages AS m
+    ON m.session_id = l.source_id AND m.position >= l.live_from AND m.position < l.live_upto
+    WHERE m.position > (SELECT position FROM since)
     UNION ALL
-    SELECT 2, id, tokens, data FROM pygents_archive
-    WHERE %(archive)s AND session_id = %(session)s
+    SELECT 2, a.id, a.tokens, a.data FROM lineage AS l JOIN pygents_archive AS a
+    ON a.session_id = l.source_id AND a.id <= l.archive_upto
+    WHERE %(archive)s
     ORDER BY part, ord
-"""
+""".replace("LINEAGE", LINEAGE)
 
 # A session's version: (its row's id, its generation). The id tells a session
 # deleted and created again apart from the one a reader cached.
@@ -227,14 +248,20 @@ async def read_since(
 async def read_newest(
     session_id: str, limit: int, offset: int, conn: AsyncConnection[Any]
 ) -> list[Message]:
-    cursor = await conn.execute(
-        "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
-        "ORDER BY position DESC LIMIT %s OFFSET %s",
-        (session_id, limit, offset),
-        binary=True,
-    )
-    rows = await cursor.fetchall()
-    return decode_rows(session_id, reversed(rows))
+    wanted, rows = limit + offset, []
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        for source, low, high, _ in reversed(await postgres_segments(conn, session_id)):
+            if len(rows) >= wanted:
+                break
+            cursor = await conn.execute(
+                "SELECT position, tokens, data FROM pygents_messages WHERE session_id = %s "
+                "AND position >= %s AND position < %s ORDER BY position DESC LIMIT %s",
+                (source, low, high, wanted - len(rows)),
+                binary=True,
+            )
+            rows += await cursor.fetchall()
+    return decode_rows(session_id, reversed(rows[offset:wanted]))
 
 
 async def _oldest_rows(
@@ -271,8 +298,9 @@ async def clear(session_id: str, conn: AsyncConnection[Any]) -> None:
             (session_id,),
         )
         if cursor.rowcount:  # no row, no messages (they reference it)
-            await conn.execute("DELETE FROM pygents_messages WHERE session_id = %s", (session_id,))
-            await conn.execute("DELETE FROM pygents_archive WHERE session_id = %s", (session_id,))
+            await detach_readers(session_id, LOWEST, conn)
+            for table in ("pygents_forks", "pygents_messages", "pygents_archive"):
+                await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
 
 async def _lock(session_id: str, conn: AsyncConnection[Any]) -> bool:
@@ -298,6 +326,8 @@ async def clear_run(session_id: str, run_id: str, conn: AsyncConnection[Any]) ->
     async with conn.transaction():
         if not await _lock(session_id, conn):
             return
+        await detach_readers(session_id, LOWEST, conn)
+        await detach(session_id, conn)
         cursor = await conn.execute(
             "WITH gone AS (DELETE FROM pygents_messages "
             "WHERE session_id = %(session)s AND run_id = %(run)s RETURNING tokens) "
@@ -339,6 +369,8 @@ async def replace_prefix(
         session = await cursor.fetchone()
         assert session is not None  # an upsert with RETURNING always gives a row
         live, next_position = session
+        await detach_readers(session_id, LOWEST, conn)
+        await detach(session_id, conn)
         # The compare-and-swap: the row lock taken above keeps every other writer
         # of this session out until the commit, so the prefix cannot change after it.
         if expected is not None and not same_prefix(
@@ -383,51 +415,255 @@ async def replace_prefix(
         )
 
 
-async def fork(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None:
-    columns = "input_tokens, output_tokens, preview, message_count, live_tokens, next_position"
+async def fork(session_id: str, new_id: str, at: int | None, conn: AsyncConnection[Any]) -> None:
+    """Make session `new_id` read the oldest `at` live messages (all when None) and the
+    archive of `session_id` where they are stored: a session row and a few lineage rows."""
+    columns = "message_count, next_position, live_tokens, input_tokens, output_tokens"
     async with conn.transaction():
-        # A share lock: no change to the source until the copy is committed.
+        # Share locks on every session the fork will read, oldest first as every
+        # writer takes them: none of them changes its rows until the fork is committed.
+        while True:
+            lineage = await postgres_segments(conn, session_id)
+            sources = [source for source, *_ in lineage]
+            cursor = await conn.execute(
+                f"SELECT session_id, {columns} FROM pygents_sessions "
+                "WHERE session_id = ANY(%s) ORDER BY array_position(%s, session_id) FOR SHARE",
+                (sources, sources),
+            )
+            locked = await cursor.fetchall()
+            if await postgres_segments(conn, session_id) == lineage:
+                break
+        source = next((row[1:] for row in locked if row[0] == session_id), None)
+        count, next_position, tokens, input_tokens, output_tokens = source or (0, 0, 0, 0, 0)
+        keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
+        cut = await position_of(lineage, keep, count, next_position, conn)
+        if keep < count:  # sum the smaller side
+            tokens = (
+                await tokens_between(lineage, LOWEST, cut, conn)
+                if keep <= count - keep
+                else tokens - await tokens_between(lineage, cut, HIGHEST, conn)
+            )
         cursor = await conn.execute(
-            f"SELECT {columns} FROM pygents_sessions WHERE session_id = %s FOR SHARE",
-            (session_id,),
-        )
-        source = await cursor.fetchone()
-        cursor = await conn.execute(
-            f"INSERT INTO pygents_sessions (session_id, {columns}) "
+            "INSERT INTO pygents_sessions (session_id, input_tokens, output_tokens, "
+            "message_count, live_tokens, next_position, preview) "
             "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING RETURNING 1",
-            (new_id, *(source or (0, 0, b"", 0, 0, 0))),
+            (
+                new_id,
+                input_tokens,
+                output_tokens,
+                keep,
+                tokens,
+                cut,
+                await first_preview(lineage, cut, conn),
+            ),
         )
         if await cursor.fetchone() is None:
             raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
         if source is None:
             return
+        cursor = await conn.execute(
+            "SELECT coalesce(max(id), 0) FROM pygents_archive WHERE session_id = %s",
+            (session_id,),
+        )
+        top = await cursor.fetchone()
+        assert top is not None  # an aggregate always gives a row
+        *inherited, (_, own_low, _, _) = lineage
+        async with conn.cursor() as many:
+            await many.executemany(
+                "INSERT INTO pygents_forks "
+                "(session_id, source_id, live_from, live_upto, archive_upto) "
+                "VALUES (%s, %s, %s, %s, %s)",
+                [
+                    (new_id, name, low, min(high, cut), last)
+                    for name, low, high, last in [*inherited, (session_id, own_low, cut, top[0])]
+                ],
+            )
+
+
+async def _one(sql: str, params: tuple[Any, ...], conn: AsyncConnection[Any]) -> Any:
+    cursor = await conn.execute(sql, params)
+    row = await cursor.fetchone()
+    return None if row is None else row[0]
+
+
+async def position_of(
+    lineage: list[Segment], index: int, count: int, end: int, conn: AsyncConnection[Any]
+) -> int:
+    """The stored position of live message `index` (`end`, the next position, past the last)."""
+    if index == count:
+        return end
+    first = None
+    for source, low, high, _ in lineage:
+        first = await _one(
+            "SELECT min(position) FROM pygents_messages WHERE session_id = %s "
+            "AND position >= %s AND position < %s",
+            (source, low, high),
+            conn,
+        )
+        if first is not None:
+            break
+    # No gaps (nothing removed from the middle by clear_run): no scan.
+    if first is not None and end - first == count:
+        return int(first) + index
+    for source, low, high, _ in lineage:
+        found = await _one(
+            "SELECT position FROM pygents_messages WHERE session_id = %s AND position >= %s "
+            "AND position < %s ORDER BY position LIMIT 1 OFFSET %s",
+            (source, low, high, index),
+            conn,
+        )
+        if found is not None:
+            return int(found)
+        index -= int(
+            await _one(
+                "SELECT count(*) FROM pygents_messages WHERE session_id = %s "
+                "AND position >= %s AND position < %s",
+                (source, low, high),
+                conn,
+            )
+        )
+    return end  # not reached: index < count
+
+
+async def tokens_between(
+    lineage: list[Segment], low: int, high: int, conn: AsyncConnection[Any]
+) -> int:
+    """The token count of a session's live rows with `low <= position < high`."""
+    total = 0
+    for source, start, end, _ in lineage:
+        if max(start, low) < min(end, high):
+            total += int(
+                await _one(
+                    "SELECT coalesce(sum(tokens), 0) FROM pygents_messages "
+                    "WHERE session_id = %s AND position >= %s AND position < %s",
+                    (source, max(start, low), min(end, high)),
+                    conn,
+                )
+            )
+    return total
+
+
+async def first_preview(lineage: list[Segment], below: int, conn: AsyncConnection[Any]) -> bytes:
+    """A session's preview: its first user text, archive first (live rows before `below`)."""
+    for source, _, _, top in lineage:
+        found = await _one(
+            "SELECT preview FROM pygents_archive WHERE session_id = %s AND id <= %s "
+            "AND preview IS NOT NULL ORDER BY id LIMIT 1",
+            (source, top),
+            conn,
+        )
+        if found is not None:
+            return bytes(found)
+    for source, low, high, _ in lineage:
+        found = await _one(
+            "SELECT preview FROM pygents_messages WHERE session_id = %s AND position >= %s "
+            "AND position < %s AND preview IS NOT NULL ORDER BY position LIMIT 1",
+            (source, low, min(high, below)),
+            conn,
+        )
+        if found is not None:
+            return bytes(found)
+    return b""
+
+
+async def detach(session_id: str, conn: AsyncConnection[Any]) -> None:
+    """Copy what the session inherits into rows of its own, and drop its lineage.
+
+    Call it in a transaction holding the session's row lock. What it reads stays
+    the same (the positions, and the archive's order), and its counters with it.
+    """
+    *inherited, _ = await postgres_segments(conn, session_id)
+    for source, low, high, top in inherited:
         await conn.execute(
             "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
             "SELECT %s, run_id, tokens, preview, data FROM pygents_archive "
-            "WHERE session_id = %s ORDER BY id",
-            (new_id, session_id),
+            "WHERE session_id = %s AND id <= %s ORDER BY id",
+            (session_id, source, top),
         )
         await conn.execute(
             "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
             "SELECT %s, position, run_id, tokens, preview, data FROM pygents_messages "
-            "WHERE session_id = %s",
-            (new_id, session_id),
+            "WHERE session_id = %s AND position >= %s AND position < %s",
+            (session_id, source, low, high),
         )
+    if inherited:
+        await conn.execute("DELETE FROM pygents_forks WHERE session_id = %s", (session_id,))
+
+
+async def detach_readers(session_id: str, below: int, conn: AsyncConnection[Any]) -> None:
+    """Detach every fork reading the session's live rows at `below` or after.
+
+    Call it in a transaction holding the session's row lock; each reader's row is
+    locked in turn (a source before its forks, the order every writer keeps).
+    """
+    cursor = await conn.execute(
+        "SELECT s.session_id FROM pygents_forks AS f JOIN pygents_sessions AS s "
+        "ON s.session_id = f.session_id WHERE f.source_id = %s AND f.live_upto > %s "
+        "ORDER BY s.session_id FOR UPDATE OF s",
+        (session_id, below),
+    )
+    for (reader,) in await cursor.fetchall():
+        await detach(reader, conn)
+
+
+async def rewind(session_id: str, to: int, conn: AsyncConnection[Any]) -> int:
+    """Keep the oldest `to` live messages, remove the rest; return how many went."""
+    async with conn.transaction():
+        cursor = await conn.execute(
+            "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = %s "
+            "FOR UPDATE",
+            (session_id,),
+        )
+        count, next_position = await cursor.fetchone() or (0, 0)
+        keep = check_at(to, count, session_id, "rewind(to=...)")
+        if keep == count:
+            return 0
+        lineage = await postgres_segments(conn, session_id)
+        cut = await position_of(lineage, keep, count, next_position, conn)
+        await detach_readers(session_id, cut, conn)
+        dropped = await tokens_between(lineage, cut, HIGHEST, conn)
+        await conn.execute(
+            "UPDATE pygents_forks SET live_upto = greatest(live_from, %s) "
+            "WHERE session_id = %s AND live_upto > %s",
+            (cut, session_id, cut),
+        )
+        await conn.execute(
+            "DELETE FROM pygents_messages WHERE session_id = %s AND position >= %s",
+            (session_id, cut),
+        )
+        await conn.execute(
+            "UPDATE pygents_sessions SET message_count = %s, live_tokens = live_tokens - %s, "
+            "next_position = %s, generation = generation + 1, preview = %s "
+            "WHERE session_id = %s",
+            (
+                keep,
+                dropped,
+                cut,
+                await first_preview(
+                    await postgres_segments(conn, session_id), HIGHEST, conn
+                ),
+                session_id,
+            ),
+        )
+    return count - keep
 
 
 # -- snapshot and restore ---------------------------------------------------------
 
 # The token usage, the archive and the live history in one statement; `snapshot` reads
 # the usage records beside it in the same repeatable-read transaction (one moment).
-SNAPSHOT: Final = """
+SNAPSHOT: Final = f"""
+    WITH lineage AS ({LINEAGE})
     SELECT 0 AS part, 0 AS ord, input_tokens AS tokens, NULL::bytea AS data,
            NULL::text AS run_id, output_tokens AS extra
     FROM pygents_sessions WHERE session_id = %(session)s
     UNION ALL
-    SELECT 1, id, tokens, data, run_id, 0 FROM pygents_archive WHERE session_id = %(session)s
+    SELECT 1, a.id, a.tokens, a.data, a.run_id, 0 FROM lineage AS l JOIN pygents_archive AS a
+    ON a.session_id = l.source_id AND a.id <= l.archive_upto
     UNION ALL
-    SELECT 2, position, tokens, data, run_id, 0 FROM pygents_messages
-    WHERE session_id = %(session)s
+    SELECT 2, m.position, m.tokens, m.data, m.run_id, 0
+    FROM lineage AS l JOIN pygents_messages AS m
+    ON m.session_id = l.source_id AND m.position >= l.live_from AND m.position < l.live_upto
     ORDER BY part, ord
 """
 
@@ -470,8 +706,16 @@ async def restore(
         row = await cursor.fetchone()
         assert row is not None  # an upsert with RETURNING always gives a row
         start, held = row
-        if held:
+        if held or await _one(
+            "SELECT 1 FROM pygents_forks AS f JOIN pygents_archive AS a "
+            "ON a.session_id = f.source_id AND a.id <= f.archive_upto "
+            "WHERE f.session_id = %s LIMIT 1",
+            (session_id,),
+            conn,
+        ):
             raise session_not_empty(session_id)
+        await detach_readers(session_id, LOWEST, conn)
+        await conn.execute("DELETE FROM pygents_forks WHERE session_id = %s", (session_id,))
         await conn.execute(
             "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
             "SELECT %(session)s, b.run_id, b.tokens, b.preview, b.data "

@@ -23,6 +23,8 @@ picks another).
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
+- `pygents_forks` (version 4): what a forked session reads of other sessions'
+  rows instead of copying them (see `_lineage`).
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -89,8 +91,33 @@ _V1: Final = (
     "CREATE INDEX pygents_archive_by_session ON pygents_archive (session_id, id)",
 )
 
+# Version 4: forks share their source's rows instead of copying them (see `_lineage`).
+# The source's foreign key is checked at the commit: a source cannot be deleted
+# alone while a fork reads it, but both can go together (the fork's lineage rows
+# go with the fork, whichever order the deletes run in).
+_V4: Final = (
+    """
+    CREATE TABLE pygents_forks (
+        session_id   text   NOT NULL
+                     REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        source_id    text   NOT NULL REFERENCES pygents_sessions (session_id)
+                     DEFERRABLE INITIALLY DEFERRED,
+        live_from    bigint NOT NULL,
+        live_upto    bigint NOT NULL,
+        archive_upto bigint NOT NULL,
+        PRIMARY KEY (session_id, source_id)
+    )
+    """,
+    "CREATE INDEX pygents_forks_by_source ON pygents_forks (source_id)",
+)
+
 # Version 2: usage records, one row per model call. Version 3: session leases.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (_V1, POSTGRES_TABLE, lease_sql.POSTGRES_TABLE)
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    _V1,
+    POSTGRES_TABLE,
+    lease_sql.POSTGRES_TABLE,
+    _V4,
+)
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 # Any fixed number: every process migrating a database takes this lock first.

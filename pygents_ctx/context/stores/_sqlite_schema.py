@@ -314,14 +314,16 @@ _V5_ARCHIVE: Final = (
 _V5: Final = (*_V5_TABLES, *_V5_COPY, *_V5_LIVE, *_V5_ARCHIVE)
 
 # Version 6: forks share their source's rows instead of copying them (see `_lineage`).
-# The source's foreign key is NO ACTION, checked at the end of the statement: a
-# source cannot be deleted alone while a fork reads it, but both can go together.
+# The source's foreign key is checked at the commit: a source cannot be deleted
+# alone while a fork reads it, but both can go together (the fork's lineage rows
+# go with the fork, whichever order the deletes run in).
 _V6: Final = (
     """
     CREATE TABLE pygents_forks (
         session_id   TEXT    NOT NULL
                      REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
-        source_id    TEXT    NOT NULL REFERENCES pygents_sessions (session_id),
+        source_id    TEXT    NOT NULL REFERENCES pygents_sessions (session_id)
+                     DEFERRABLE INITIALLY DEFERRED,
         live_from    INTEGER NOT NULL,
         live_upto    INTEGER NOT NULL,
         archive_upto INTEGER NOT NULL,

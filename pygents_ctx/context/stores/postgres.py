@@ -418,18 +418,38 @@ class PostgresContextStore(ContextStore):
             partial(ops.replace_prefix, self.session_id, count, run, encoded, wanted)
         )
 
-    async def fork(self, *, session_id: str | None = None) -> PostgresContextStore:
-        """A new session in the same database with a copy of the history, archive and tokens.
+    async def fork(
+        self, *, session_id: str | None = None, at: int | None = None
+    ) -> PostgresContextStore:
+        """A new session in the same database holding this one's history, archive and tokens.
 
-        One transaction; run ids and usage records are kept, so `clear_run` works
-        on the fork too.
+        The fork shares the stored messages instead of copying them: one
+        transaction writes its session row and a row per session it reads
+        from, whatever the length of the history (see `ContextStore.fork`).
+        Run ids and usage records are kept (the records are copied), so
+        `clear_run` works on the fork too.
 
         Raises:
-            ValueError: `session_id` names a session that already exists.
+            TypeError: `at` is not an int.
+            ValueError: `session_id` names a session that already exists, or
+                `at` is not from 0 to the live message count; nothing is written.
         """
         new_id = new_session_id() if session_id is None else _check_id(session_id)
-        await self._conn.run(partial(_fork_with_usage, self.session_id, new_id))
+        await self._conn.run(partial(_fork_with_usage, self.session_id, new_id, at))
         return PostgresContextStore(self._conn, session_id=new_id)
+
+    async def rewind(self, to: int) -> int:
+        """Keep the oldest `to` live messages and remove the rest, in one transaction.
+
+        See `ContextStore.rewind`. Nothing is copied, unless a fork shares a
+        removed message: that fork first gets its own rows (copy on write).
+
+        Raises:
+            TypeError: `to` is not an int.
+            ValueError: `to` is not from 0 to the live message count; nothing changed.
+        """
+        self._cache.forget()
+        return await self._conn.run(partial(ops.rewind, self.session_id, to))
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records.
@@ -535,8 +555,10 @@ class PostgresContextStore(ContextStore):
         return await self._conn.run(ops.list_sessions)
 
 
-async def _fork_with_usage(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None:
+async def _fork_with_usage(
+    session_id: str, new_id: str, at: int | None, conn: AsyncConnection[Any]
+) -> None:
     # The fork's own transaction nests as a savepoint: the copy of the records is in the same one.
     async with conn.transaction():
-        await ops.fork(session_id, new_id, conn)
+        await ops.fork(session_id, new_id, at, conn)
         await usage_sql.copy_postgres(session_id, new_id, conn)

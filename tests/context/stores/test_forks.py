@@ -1,0 +1,344 @@
+"""Forks and rewinds on every backend: a fork reads as a copy would, and costs what a pointer does.
+
+The database stores share the stored messages with the fork (see
+`_lineage`); everything that reads or rewrites a history must see exactly what
+it would see in a copied session, on both sides, whatever happens afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pygents_ctx import Message
+from pygents_ctx.context.stores import (
+    ContextStore,
+    MemoryContextStore,
+    SQLiteContextStore,
+    connect,
+)
+from pygents_ctx.context.stores.postgres import (
+    PostgresConnection,
+    PostgresContextStore,
+    connect_postgres,
+)
+from pygents_ctx.context.tokens import count_tokens
+from tests import postgres_server
+
+from .conftest import MakeStore
+from .helpers import numbered, texts, unaccounted
+
+
+async def history(store: ContextStore, *, archived: bool = False) -> list[str]:
+    return texts(await store.get_history(include_archived=archived))
+
+
+async def test_a_fork_at_a_message_holds_the_messages_before_it(make_store: MakeStore) -> None:
+    parent = await make_store(*numbered(10))
+    child = await parent.fork(at=4)
+
+    assert await history(child) == ["m0", "m1", "m2", "m3"]
+    assert await child.count() == 4
+    assert await child.token_count() == count_tokens(numbered(4))
+    assert [m.text async for m in child.iter_history(batch=3)] == ["m0", "m1", "m2", "m3"]
+    assert texts(await child.get_history(limit=2, offset=1)) == ["m1", "m2"]
+    assert await history(parent) == [f"m{i}" for i in range(10)]
+
+
+async def test_appends_on_either_side_stay_on_their_side(make_store: MakeStore) -> None:
+    parent = await make_store(*numbered(6))
+    child = await parent.fork(at=3)
+    await parent.append(Message("user", "parent"))
+    await child.append(Message("user", "child"))
+    grandchild = await child.fork()
+    await grandchild.append(Message("user", "grandchild"))
+    await child.append(Message("user", "child again"))
+
+    assert await history(parent) == ["m0", "m1", "m2", "m3", "m4", "m5", "parent"]
+    assert await history(child) == ["m0", "m1", "m2", "child", "child again"]
+    assert await history(grandchild) == ["m0", "m1", "m2", "child", "grandchild"]
+    assert texts(await grandchild.get_history(limit=3)) == ["m2", "child", "grandchild"]
+    assert [m.text async for m in grandchild.iter_history(batch=2)] == await history(grandchild)
+
+
+async def test_rewriting_the_parent_leaves_the_forks_as_they_were(make_store: MakeStore) -> None:
+    parent = await make_store()
+    await parent.append_many(numbered(4), run_id="r1")
+    await parent.append_many(numbered(4, "n"), run_id="r2")
+    child = await parent.fork(at=6)
+    grandchild = await child.fork()
+    before = (await child.snapshot(), await grandchild.snapshot())
+
+    await parent.replace_prefix(5, [Message("user", "summary")])
+    assert await history(parent) == ["summary", "n1", "n2", "n3"]
+    await parent.clear_run("r2")
+    await parent.rewind(0)
+    await parent.clear()
+
+    for store, snapshot in zip((child, grandchild), before, strict=True):
+        after = await store.snapshot()
+        assert (after.messages, after.archived) == (snapshot.messages, snapshot.archived)
+        assert await store.count() == 6
+        assert await store.token_count() == count_tokens([s.message for s in after.messages])
+
+
+async def test_rewriting_a_fork_leaves_its_parent_and_siblings(make_store: MakeStore) -> None:
+    parent = await make_store(*numbered(8))
+    first, second = await parent.fork(at=5), await parent.fork(at=7)
+
+    await first.replace_prefix(3, [Message("user", "summary")])
+    await second.rewind(2)
+
+    assert await history(first) == ["summary", "m3", "m4"]
+    assert await history(first, archived=True) == ["m0", "m1", "m2", "summary", "m3", "m4"]
+    assert await history(second) == ["m0", "m1"]
+    assert await history(parent) == [f"m{i}" for i in range(8)]
+
+
+async def test_a_fork_keeps_the_archive_and_the_runs(make_store: MakeStore) -> None:
+    parent = await make_store()
+    await parent.append_many(numbered(5), run_id="r1")
+    await parent.replace_prefix(2, [Message("system", "summary")])
+    await parent.append(Message("user", "late"), run_id="r2")
+    child = await parent.fork(at=3)
+
+    assert await history(child, archived=True) == ["m0", "m1", "summary", "m2", "m3"]
+    snapshot = await child.snapshot()
+    assert [s.run_id for s in snapshot.messages] == [None, "r1", "r1"]
+    await child.clear_run("r1")
+    assert await history(child, archived=True) == ["summary"]
+    assert await history(parent, archived=True) == ["m0", "m1", "summary", "m2", "m3", "m4", "late"]
+
+
+async def test_rewind_keeps_the_oldest_messages_and_says_how_many_went(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store(*numbered(5))
+    assert await store.rewind(5) == 0
+    assert await store.rewind(2) == 3
+    await store.append(Message("user", "again"))
+
+    assert await history(store) == ["m0", "m1", "again"]
+    assert await store.count() == 3
+    assert await store.token_count() == count_tokens(await store.get_history())
+    [info] = [i for i in await store.list_sessions() if i.session_id == store.session_id]
+    assert (info.message_count, info.preview) == (3, "m0")
+
+
+async def test_a_rewound_fork_reads_less_of_its_parent(make_store: MakeStore) -> None:
+    parent = await make_store(*numbered(6))
+    child = await parent.fork()
+    await child.append(Message("user", "own"))
+    assert await child.rewind(3) == 4
+    await child.append(Message("user", "new"))
+
+    assert await history(child) == ["m0", "m1", "m2", "new"]
+    assert await child.token_count() == count_tokens(await child.get_history())
+    assert await history(parent) == [f"m{i}" for i in range(6)]
+
+
+async def test_sessions_list_a_fork_as_a_copy(make_store: MakeStore) -> None:
+    parent = await make_store(Message("assistant", "hello"), *numbered(4))
+    await parent.set_context_tokens(7, 3)
+    child = await parent.fork(at=2, session_id="child")
+    infos = {info.session_id: info for info in await parent.list_sessions()}
+
+    # A memory store lists its own session only.
+    listed = infos.get("child") or (await child.list_sessions())[0]
+    assert (listed.message_count, listed.preview) == (2, "m0")
+    assert (listed.input_tokens, listed.output_tokens) == (7, 3)
+    assert await child.get_context_tokens() == (7, 3)
+
+
+@pytest.mark.parametrize("call", ["fork", "rewind"])
+@pytest.mark.parametrize("bad", [-1, 4, 100])
+async def test_a_point_not_in_the_session_is_refused_and_nothing_changes(
+    make_store: MakeStore, call: str, bad: int
+) -> None:
+    store = await make_store(*numbered(3), session_id="chat")
+    before = (await store.snapshot(), len(await store.list_sessions()))
+    name = "at" if call == "fork" else "to"
+
+    with pytest.raises(ValueError, match=rf"{call}\({name}={bad}\): there is no message") as err:
+        if call == "fork":
+            await store.fork(at=bad, session_id="never")
+        else:
+            await store.rewind(bad)
+
+    assert "from 0 to 3" in str(err.value)
+    assert (await store.snapshot(), len(await store.list_sessions())) == before
+    with pytest.raises(TypeError, match=rf"{call}\({name}=...\) takes the number"):
+        await (store.fork(at="2") if call == "fork" else store.rewind("2"))  # type: ignore[arg-type]
+
+
+async def test_a_fork_shares_the_sqlite_data_instead_of_copying(db_path: Path) -> None:
+    async with connect(db_path) as conn:
+        parent = SQLiteContextStore(conn, session_id="parent")
+        await parent.append_many(numbered(50))
+        fork = await parent.fork(at=25)
+        await fork.append(Message("user", "own"))
+        assert rows_of(db_path, "SELECT count(*) FROM pygents_message_data") == [(51,)]
+        await parent.replace_prefix(10, [Message("user", "summary")])  # copies, for the fork
+
+    with sqlite3.connect(db_path) as db:
+        assert unaccounted(db) == (0, 0, 0)
+        data = db.execute("SELECT session_id, count(*) FROM pygents_message_data GROUP BY 1")
+        assert dict(data.fetchall()) == {"parent": 51, fork.session_id: 26}
+
+    async with connect(db_path) as conn:
+        another = await SQLiteContextStore(conn, session_id="parent").fork(at=30)
+        assert len(await another.get_history()) == 30
+    assert rows_of(db_path, "SELECT count(*) FROM pygents_message_data") == [(51 + 26,)]
+
+
+async def test_a_fork_shares_the_postgres_rows_instead_of_copying(
+    pg_conn: PostgresConnection,
+) -> None:
+    async def rows(db: Any) -> dict[str, int]:
+        cursor = await db.execute("SELECT session_id, count(*) FROM pygents_messages GROUP BY 1")
+        return dict(await cursor.fetchall())
+
+    parent = PostgresContextStore(pg_conn, session_id="parent")
+    await parent.append_many(numbered(40))
+    fork = await parent.fork(at=20)
+    await fork.append(Message("user", "own"))
+    assert await pg_conn.run(rows) == {"parent": 40, fork.session_id: 1}
+
+    await parent.replace_prefix(10, [Message("user", "summary")])  # copies, for the fork
+    assert await pg_conn.run(rows) == {"parent": 31, fork.session_id: 21}
+    assert await history(fork) == [*(f"m{i}" for i in range(20)), "own"]
+
+
+def rows_of(db_path: Path, sql: str) -> list[Any]:
+    with sqlite3.connect(db_path) as db:
+        return db.execute(sql).fetchall()
+
+
+async def test_a_source_cannot_be_deleted_alone_while_a_fork_reads_it(db_path: Path) -> None:
+    async with connect(db_path) as conn:
+        parent = SQLiteContextStore(conn, session_id="parent")
+        await parent.append_many(numbered(4))
+        fork = await parent.fork(session_id="fork")
+
+        def delete(sql: str) -> Any:
+            def run(db: sqlite3.Connection) -> None:
+                db.execute("BEGIN")
+                try:
+                    db.execute(sql)
+                    db.execute("COMMIT")
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+
+            return conn.run(run)
+
+        with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+            await delete("DELETE FROM pygents_sessions WHERE session_id = 'parent'")
+        assert await history(fork) == ["m0", "m1", "m2", "m3"]
+        await delete("DELETE FROM pygents_sessions")  # both at once: fine
+        assert await history(fork) == []
+
+
+# -- the model: sessions that copy ------------------------------------------------------
+
+sessions_made = st.integers(0, 3)
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), sessions_made, st.sampled_from([None, "r1", "r2"])),
+        st.tuples(st.just("fork"), sessions_made, st.integers(0, 12)),
+        st.tuples(st.just("rewind"), sessions_made, st.integers(0, 12)),
+        st.tuples(st.just("compact"), sessions_made, st.integers(0, 12)),
+        st.tuples(st.just("clear_run"), sessions_made, st.sampled_from(["r1", "r2"])),
+        st.tuples(st.just("clear"), sessions_made, st.none()),
+    ),
+    max_size=30,
+)
+
+
+class Copied:
+    """A session as a copied one behaves: lists of (text, run id), copied on fork."""
+
+    def __init__(self, live: list[Any] | None = None, archive: list[Any] | None = None) -> None:
+        self.live, self.archive = list(live or []), list(archive or [])
+
+
+async def run_program(program: list[tuple[Any, ...]], make: Any) -> None:
+    stores: list[ContextStore] = [await make(uuid.uuid4().hex)]
+    models = [Copied()]
+    for step, (name, which, arg) in enumerate(program):
+        index = which % len(stores)
+        store, model = stores[index], models[index]
+        if name == "append":
+            text = f"s{step}"
+            await store.append(Message("user", text), run_id=arg)
+            model.live.append((text, arg))
+        elif name == "fork":
+            at = arg % (len(model.live) + 1)
+            stores.append(await store.fork(at=at))
+            models.append(Copied(model.live[:at], model.archive))
+        elif name == "rewind":
+            to = arg % (len(model.live) + 1)
+            assert await store.rewind(to) == len(model.live) - to
+            del model.live[to:]
+        elif name == "compact":
+            count = arg % (len(model.live) + 1)
+            await store.replace_prefix(count, [Message("user", f"sum{step}")], run_id="r1")
+            model.archive += model.live[:count]
+            model.live[:count] = [(f"sum{step}", "r1")]
+        elif name == "clear_run":
+            await store.clear_run(arg)
+            model.live = [entry for entry in model.live if entry[1] != arg]
+            model.archive = [entry for entry in model.archive if entry[1] != arg]
+        else:
+            await store.clear()
+            model.live, model.archive = [], []
+        for session, expected in zip(stores, models, strict=True):
+            snapshot = await session.snapshot()
+            seen = [(s.message.text, s.run_id) for s in snapshot.messages]
+            assert seen == expected.live, (step, name)
+            assert [(s.message.text, s.run_id) for s in snapshot.archived] == expected.archive
+            assert await history(session) == [text for text, _ in expected.live]
+            assert [m.text async for m in session.iter_history(batch=2)] == (
+                [text for text, _ in expected.live]
+            )
+            assert await session.count() == len(expected.live)
+            assert await session.token_count() == count_tokens(
+                [Message("user", text) for text, _ in expected.live]
+            )
+
+
+@settings(max_examples=40, deadline=None)
+@given(program=operations)
+def test_any_program_reads_as_copies_in_sqlite_and_memory(program: list[tuple[Any, ...]]) -> None:
+    async def main() -> None:
+        await run_program(program, lambda sid: asyncio.sleep(0, MemoryContextStore(session_id=sid)))
+        with tempfile.TemporaryDirectory() as tmp:
+            async with connect(Path(tmp) / "ctx.db") as conn:
+                await run_program(
+                    program, lambda sid: asyncio.sleep(0, SQLiteContextStore(conn, session_id=sid))
+                )
+                assert await conn.run(unaccounted) == (0, 0, 0)
+
+    asyncio.run(main())
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(program=operations)
+def test_any_program_reads_as_copies_in_postgres(
+    postgres: postgres_server.PostgresServer, program: list[tuple[Any, ...]]
+) -> None:
+    async def main() -> None:
+        async with connect_postgres(postgres.dsn) as conn:
+            await run_program(
+                program, lambda sid: asyncio.sleep(0, PostgresContextStore(conn, session_id=sid))
+            )
+
+    asyncio.run(main())

@@ -57,6 +57,7 @@ from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import decode, new_session_id, now_iso, preview_of
+from pygents_ctx.context.stores._lineage import archive_of, live_of
 from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
@@ -262,9 +263,18 @@ def write_session_file(
         write(orjson.dumps(session_id))
         write(b',\n  "input_tokens": %d,\n  "output_tokens": %d' % tuple(tokens))
         counts = []
+        # A fork reads rows of other sessions too (schema 6 and later).
+        forks = (
+            db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_forks'"
+            ).fetchone()
+            and db.execute(
+                "SELECT 1 FROM pygents_forks WHERE session_id = ? LIMIT 1", (session_id,)
+            ).fetchone()
+        )
         for key, runs_key, table, order in (
-            ("archived", "archived_run_ids", "pygents_archive", "id"),
-            ("messages", "run_ids", "pygents_messages", "position"),
+            ("archived", "archived_run_ids", archive_of() if forks else "pygents_archive", "id"),
+            ("messages", "run_ids", live_of() if forks else "pygents_messages", "position"),
         ):
             rows = db.execute(
                 f"SELECT {order}, tokens, data FROM {table} WHERE session_id = ? ORDER BY {order}",

@@ -19,6 +19,7 @@ from pygents_ctx.cli._db import pick_session
 from pygents_ctx.cli.viewer._source import Reading, as_bytes, as_text
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores._common import decode
+from pygents_ctx.context.stores._lineage import archive_of, live_of
 from pygents_ctx.context.strategies.summarize import SUMMARY_PREFIX, is_bridge, is_summary
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.model.base import Pricing
@@ -116,6 +117,23 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _forked(reading: Reading, session_id: str) -> bool:
+    """Whether the session reads rows of other sessions (a fork, schema 6 and later)."""
+    return "pygents_forks" in reading.tables() and bool(
+        reading.rows("SELECT 1 FROM pygents_forks WHERE session_id = ? LIMIT 1", [session_id])
+    )
+
+
+def _live(reading: Reading, session_id: str) -> str:
+    """What to read a session's live history from: a fork's inherited rows included."""
+    return live_of() if _forked(reading, session_id) else "pygents_messages"
+
+
+def _archive(reading: Reading, session_id: str) -> str:
+    """What to read a session's archive from: a fork's inherited rows included."""
+    return archive_of() if _forked(reading, session_id) else "pygents_archive"
+
+
 def sessions_page(
     reading: Reading, search: str, offset: int, limit: int
 ) -> tuple[list[SessionRow], int]:
@@ -135,15 +153,14 @@ def sessions_page(
 def _with_activity(reading: Reading, row: SessionRow, usage: bool) -> SessionRow:
     """The row with its runs, archive size, model calls, last activity and usage per model."""
     session = row.session_id
+    live, archive = _live(reading, session), _archive(reading, session)
     (runs,) = reading.rows(
-        "SELECT count(*) FROM (SELECT run_id FROM pygents_messages "
+        f"SELECT count(*) FROM (SELECT run_id FROM {live} "
         "WHERE session_id = ? AND run_id IS NOT NULL UNION "
-        "SELECT run_id FROM pygents_archive WHERE session_id = ? AND run_id IS NOT NULL) AS runs",
+        f"SELECT run_id FROM {archive} WHERE session_id = ? AND run_id IS NOT NULL) AS runs",
         [session, session],
     )[0]
-    (archived,) = reading.rows(
-        "SELECT count(*) FROM pygents_archive WHERE session_id = ?", [session]
-    )[0]
+    (archived,) = reading.rows(f"SELECT count(*) FROM {archive} WHERE session_id = ?", [session])[0]
     by_model: dict[str, Usage] = {}
     calls, last = 0, row.created_at
     if usage:
@@ -220,8 +237,9 @@ def _entries(session_id: str, offset: int, rows: list[tuple[Any, ...]]) -> list[
 
 def messages_page(reading: Reading, session_id: str, offset: int, limit: int) -> list[Entry]:
     """The live messages `offset` to `offset + limit`, in order."""
+    live = _live(reading, session_id)
     rows = reading.rows(
-        "SELECT position, run_id, tokens, data FROM pygents_messages WHERE session_id = ? "
+        f"SELECT position, run_id, tokens, data FROM {live} WHERE session_id = ? "
         "ORDER BY position LIMIT ? OFFSET ?",
         [session_id, limit, offset],
     )
@@ -230,8 +248,9 @@ def messages_page(reading: Reading, session_id: str, offset: int, limit: int) ->
 
 def archive_page(reading: Reading, session_id: str, offset: int, limit: int) -> list[Entry]:
     """The archived messages `offset` to `offset + limit`, in the order they left."""
+    archive = _archive(reading, session_id)
     rows = reading.rows(
-        "SELECT id, run_id, tokens, data FROM pygents_archive WHERE session_id = ? "
+        f"SELECT id, run_id, tokens, data FROM {archive} WHERE session_id = ? "
         "ORDER BY id LIMIT ? OFFSET ?",
         [session_id, limit, offset],
     )
@@ -289,21 +308,22 @@ class Summaries:
 
 def summaries(reading: Reading, session_id: str) -> Summaries:
     """Where the session's summaries are, and which archived messages each one replaced."""
+    archive = _archive(reading, session_id)
     (archived,) = reading.rows(
-        "SELECT count(*) FROM pygents_archive WHERE session_id = ?", [session_id]
+        f"SELECT count(*) FROM {archive} WHERE session_id = ?", [session_id]
     )[0]
     archived = int(archived)
     marks: list[int] = []
     if archived:
         candidates = reading.rows(
-            "SELECT id, tokens, data FROM pygents_archive WHERE session_id = ? AND "
+            f"SELECT id, tokens, data FROM {archive} WHERE session_id = ? AND "
             f"{reading.contains('data')} ORDER BY id",
             [session_id, _SUMMARY_NEEDLE],
         )
         for row_id, tokens, data in candidates:
             if is_summary(decode(session_id, int(row_id), int(tokens), as_bytes(data))):
                 (before,) = reading.rows(
-                    "SELECT count(*) FROM pygents_archive WHERE session_id = ? AND id < ?",
+                    f"SELECT count(*) FROM {archive} WHERE session_id = ? AND id < ?",
                     [session_id, row_id],
                 )[0]
                 marks.append(int(before))
@@ -333,9 +353,10 @@ def find_tool_block(
     A result comes after its call and a call before its result, so the search
     runs from position `near` forward (results) or backward (calls).
     """
+    live = _live(reading, session_id)
     order, compare = ("ASC", ">=") if result else ("DESC", "<=")
     rows = reading.rows(
-        "SELECT position, tokens, data FROM pygents_messages WHERE session_id = ? AND "
+        f"SELECT position, tokens, data FROM {live} WHERE session_id = ? AND "
         f"position {compare} ? AND {reading.contains('data')} ORDER BY position {order} LIMIT 20",
         [session_id, near, orjson.dumps(call_id)],
     )
@@ -348,7 +369,7 @@ def find_tool_block(
                 getattr(block, "id", None),
             ):
                 (before,) = reading.rows(
-                    "SELECT count(*) FROM pygents_messages WHERE session_id = ? AND position < ?",
+                    f"SELECT count(*) FROM {live} WHERE session_id = ? AND position < ?",
                     [session_id, position],
                 )[0]
                 return int(before)

@@ -18,13 +18,6 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _usage_sql as usage_sql
-from pygents_ctx.context.stores._lineage import (
-    HIGHEST,
-    LOWEST,
-    Segment,
-    check_at,
-    postgres_segments,
-)
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
@@ -33,6 +26,13 @@ from pygents_ctx.context.stores._common import (
     preview_of,
     same_prefix,
     session_not_empty,
+)
+from pygents_ctx.context.stores._lineage import (
+    HIGHEST,
+    LOWEST,
+    Segment,
+    check_at,
+    postgres_segments,
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
@@ -248,7 +248,7 @@ async def read_since(
 async def read_newest(
     session_id: str, limit: int, offset: int, conn: AsyncConnection[Any]
 ) -> list[Message]:
-    wanted, rows = limit + offset, []
+    wanted, rows = limit + offset, list[Any]()
     async with conn.transaction():
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         for source, low, high, _ in reversed(await postgres_segments(conn, session_id)):
@@ -639,9 +639,7 @@ async def rewind(session_id: str, to: int, conn: AsyncConnection[Any]) -> int:
                 keep,
                 dropped,
                 cut,
-                await first_preview(
-                    await postgres_segments(conn, session_id), HIGHEST, conn
-                ),
+                await first_preview(await postgres_segments(conn, session_id), HIGHEST, conn),
                 session_id,
             ),
         )

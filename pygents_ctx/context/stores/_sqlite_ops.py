@@ -12,13 +12,6 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _usage_sql as usage_sql
-from pygents_ctx.context.stores._lineage import (
-    HIGHEST,
-    LOWEST,
-    Segment,
-    check_at,
-    sqlite_segments,
-)
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     decode,
@@ -28,6 +21,13 @@ from pygents_ctx.context.stores._common import (
     preview_of,
     same_prefix,
     session_not_empty,
+)
+from pygents_ctx.context.stores._lineage import (
+    HIGHEST,
+    LOWEST,
+    Segment,
+    check_at,
+    sqlite_segments,
 )
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
@@ -44,9 +44,9 @@ __all__ = [
     "clear_run",
     "encode",
     "fork",
-    "live_rows",
     "in_transaction",
     "list_sessions",
+    "live_rows",
     "read_newest",
     "read_since",
     "replace_prefix",
@@ -125,7 +125,7 @@ def read_since(
 
 def read_newest(session_id: str, limit: int, offset: int, db: Db) -> list[Message]:
     def read(db: Db) -> list[Any]:
-        wanted, rows = limit + offset, []
+        wanted, rows = limit + offset, list[Any]()
         for source, low, high, _ in reversed(segments(db, session_id)):
             if len(rows) >= wanted:
                 break
@@ -170,9 +170,7 @@ def live_rows(
     return rows
 
 
-def archive_rows(
-    db: Db, lineage: list[Segment], *, columns: str = "id, tokens, data"
-) -> list[Any]:
+def archive_rows(db: Db, lineage: list[Segment], *, columns: str = "id, tokens, data") -> list[Any]:
     """The archive rows of a session (its `segments`), in order."""
     rows: list[Any] = []
     for source, _, _, top in lineage:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Self
@@ -780,7 +780,7 @@ class ContextStore(ClosesOnExit, ABC):
 # The class the default `fork()` copies into: `MemoryContextStore`, which builds on this
 # module and registers itself when it is defined (the package imports it, so it is
 # there before any store can fork).
-_FORK_INTO: list[type[ContextStore]] = []
+_FORK_INTO: list[Callable[..., ContextStore]] = []
 
 
 def fork_into(cls: type[ContextStore]) -> None:

@@ -6,7 +6,6 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
-from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     check_count,
@@ -22,6 +21,7 @@ from pygents_ctx.context.stores._common import (
     session_not_empty,
     window,
 )
+from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores.base import (
     ContextStore,
     SessionInfo,

@@ -8,23 +8,32 @@ it would see in a copied session, on both sides, whatever happens afterwards.
 from __future__ import annotations
 
 import asyncio
+import io
 import sqlite3
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
+import orjson
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx import Message
+from pygents_ctx.cli._transfer import write_session_file
+from pygents_ctx.cli.viewer._queries import archive_page, messages_page, session_row
+from pygents_ctx.cli.viewer._source import PostgresSource, SQLiteSource
 from pygents_ctx.context.stores import (
     ContextStore,
     MemoryContextStore,
     SQLiteContextStore,
     connect,
 )
+from pygents_ctx.context.stores import _postgres_schema as postgres_schema
+from pygents_ctx.context.stores import _sqlite_schema as sqlite_schema
+from pygents_ctx.context.stores._common import encode_message
 from pygents_ctx.context.stores.postgres import (
     PostgresConnection,
     PostgresContextStore,
@@ -35,6 +44,7 @@ from tests import postgres_server
 
 from .conftest import MakeStore
 from .helpers import numbered, texts, unaccounted
+from .test_postgres import fresh_database
 
 
 async def history(store: ContextStore, *, archived: bool = False) -> list[str]:
@@ -167,16 +177,15 @@ async def test_a_point_not_in_the_session_is_refused_and_nothing_changes(
     before = (await store.snapshot(), len(await store.list_sessions()))
     name = "at" if call == "fork" else "to"
 
+    attempt = store.fork(at=bad, session_id="never") if call == "fork" else store.rewind(bad)
     with pytest.raises(ValueError, match=rf"{call}\({name}={bad}\): there is no message") as err:
-        if call == "fork":
-            await store.fork(at=bad, session_id="never")
-        else:
-            await store.rewind(bad)
+        await attempt
 
     assert "from 0 to 3" in str(err.value)
     assert (await store.snapshot(), len(await store.list_sessions())) == before
+    wrong = store.fork(at="2") if call == "fork" else store.rewind("2")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=rf"{call}\({name}=...\) takes the number"):
-        await (store.fork(at="2") if call == "fork" else store.rewind("2"))  # type: ignore[arg-type]
+        await wrong
 
 
 async def test_a_fork_shares_the_sqlite_data_instead_of_copying(db_path: Path) -> None:
@@ -342,3 +351,122 @@ def test_any_program_reads_as_copies_in_postgres(
             )
 
     asyncio.run(main())
+
+
+# -- what the command line reads --------------------------------------------------------
+
+
+async def fork_and_copy(parent: ContextStore) -> None:
+    """Session "fork": a fork at message 4 of a session with an archive and runs; and
+    session "copy", a copy of it made by hand."""
+    await parent.append_many(numbered(6), run_id="r1")
+    await parent.replace_prefix(2, [Message("system", "summary")], run_id="r2")
+    await parent.append_many(numbered(3, "late"))
+    fork = await parent.fork(at=4, session_id="fork")
+    await fork.append(Message("user", "own"), run_id="r3")
+    await parent.append(Message("user", "after"))
+    snapshot = await fork.snapshot()
+    copy = type(parent)(parent.connection, session_id="copy")  # type: ignore[attr-defined]
+    await copy.restore(snapshot)
+
+
+def pages(reading: Any, session_id: str) -> tuple[Any, ...]:
+    def plain(entries: list[Any]) -> list[Any]:
+        return [(e.index, e.run_id, e.tokens, e.message) for e in entries]
+
+    row = session_row(reading, session_id)
+    return (
+        plain(messages_page(reading, session_id, 0, 100)),
+        plain(messages_page(reading, session_id, 2, 2)),
+        plain(archive_page(reading, session_id, 0, 100)),
+        (row.messages, row.live_tokens, row.preview, row.runs, row.archived),
+    )
+
+
+async def test_the_viewer_and_the_export_read_a_fork_as_a_copy(db_path: Path) -> None:
+    async with connect(db_path) as conn:
+        await fork_and_copy(SQLiteContextStore(conn, session_id="parent"))
+
+    with SQLiteSource(str(db_path)).reading() as reading:
+        assert pages(reading, "fork") == pages(reading, "copy")
+        assert len(pages(reading, "fork")[0]) == 5
+
+    exported = {}
+    for session_id in ("fork", "copy"):
+        out = io.BytesIO()
+        write_session_file(str(db_path), session_id, out.write)
+        exported[session_id] = orjson.loads(out.getvalue())
+        del exported[session_id]["session_id"]
+    assert exported["fork"] == exported["copy"]
+    assert exported["fork"]["run_ids"] == ["r2", "r1", "r1", "r1", "r3"]
+
+
+async def test_the_viewer_reads_a_postgres_fork_as_a_copy(
+    pg_conn: PostgresConnection, postgres: postgres_server.PostgresServer
+) -> None:
+    await fork_and_copy(PostgresContextStore(pg_conn, session_id="parent"))
+
+    source = PostgresSource(postgres.dsn)
+    try:
+        with source.reading() as reading:
+            assert pages(reading, "fork") == pages(reading, "copy")
+            assert len(pages(reading, "fork")[2]) == 2
+    finally:
+        source.close()
+
+
+# -- databases made before forks shared ---------------------------------------------------
+
+
+async def test_a_sqlite_file_of_schema_5_migrates_and_its_sessions_fork(db_path: Path) -> None:
+    db = sqlite3.connect(db_path, isolation_level=None)
+    db.execute("PRAGMA foreign_keys = ON")
+    assert sqlite_schema.migrate(db, sqlite_schema.MIGRATIONS[:5]) == 5
+    db.execute("INSERT INTO pygents_sessions (session_id, created_at) VALUES ('old', 'then')")
+    for position, message in enumerate(numbered(6)):
+        db.execute(
+            "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
+            "VALUES ('old', ?, 'r1', 5, ?, ?)",
+            (position, message.text if message.role == "user" else None, encode_message(message)),
+        )
+    db.close()
+
+    async with connect(db_path) as conn:
+        old = SQLiteContextStore(conn, session_id="old")
+        fork = await old.fork(at=3)
+        await old.rewind(1)
+        assert await history(fork) == ["m0", "m1", "m2"]
+        assert await history(old) == ["m0"]
+    assert rows_of(db_path, "SELECT version FROM pygents_schema") == [
+        (sqlite_schema.SCHEMA_VERSION,)
+    ]
+
+
+async def test_a_postgres_database_of_schema_3_migrates_and_its_sessions_fork(
+    postgres: postgres_server.PostgresServer,
+) -> None:
+    with fresh_database(postgres) as dsn:
+        with psycopg.connect(dsn, autocommit=True) as db:
+            for step in postgres_schema.MIGRATIONS[:3]:
+                for statement in step:
+                    db.execute(statement)
+            db.execute("CREATE TABLE pygents_schema (id integer PRIMARY KEY, version integer)")
+            db.execute("INSERT INTO pygents_schema VALUES (1, 3)")
+            db.execute(
+                "INSERT INTO pygents_sessions (session_id, message_count, next_position) "
+                "VALUES ('old', 6, 6)"
+            )
+            for position, message in enumerate(numbered(6)):
+                db.execute(
+                    "INSERT INTO pygents_messages (session_id, position, tokens, data) "
+                    "VALUES ('old', %s, 5, %s)",
+                    (position, encode_message(message)),
+                )
+
+        async with connect_postgres(dsn) as conn:
+            old = PostgresContextStore(conn, session_id="old")
+            fork = await old.fork(at=3)
+            await old.rewind(1)
+            assert await history(fork) == ["m0", "m1", "m2"]
+            assert await history(old) == ["m0"]
+            assert await fork.token_count() == 15

@@ -15,6 +15,8 @@ sessions, axio-context-sqlite, langgraph-checkpoint-sqlite, numpy and sqlite-vec
 --markdown` prints it.
 `python -m bench --postgres` runs HNSW beside exact search at 200,000 vectors and
 100,000 sessions beside an empty database (see `bench/postgres_scale.py`).
+`python -m bench --forks` times a fork at message 50,000 of 100,000 and the
+storage it adds, on SQLite and PostgreSQL (see `bench/forks.py`).
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from bench import (
     footprint,
+    forks,
     graph,
     memory,
     messages,
@@ -193,6 +196,9 @@ def main() -> None:
         sys.exit(service.main(sys.argv[2:]))
     if "--postgres" in sys.argv:
         postgres_scale.run(_about_this_run())
+        return
+    if "--forks" in sys.argv:
+        forks.run(_about_this_run())
         return
     if "--peers" in sys.argv:
         sys.exit(run_peers())

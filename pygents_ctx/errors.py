@@ -26,6 +26,7 @@ PygentsError
 ├── CollectionNotFoundError (KeyError) no vector collection under that name
 ├── EntityNotFoundError (KeyError)     no entity with that id in the graph
 ├── BlobNotFoundError (KeyError)       no blob under that name
+├── ToolResultNotFoundError (KeyError) no offloaded tool result under that handle in the session
 ├── TaskNotFoundError (KeyError)       no task with that id on the board
 ├── TaskTransitionError (ValueError)   a task status change the board does not allow
 │   └── RetryLimitError                a task has used all of its attempts
@@ -77,6 +78,7 @@ __all__ = [
     "TaskNotFoundError",
     "TaskTransitionError",
     "ToolArgumentsError",
+    "ToolResultNotFoundError",
     "TurnTimeoutError",
     "UnknownModelError",
     "UnregisteredAgentError",
@@ -331,6 +333,15 @@ class BlobNotFoundError(_UnregisteredError):
 
     Also raised by a stream whose blob was replaced or deleted before it was
     read to the end, by the stores that cannot keep the old content for it.
+    """
+
+
+class ToolResultNotFoundError(_UnregisteredError):
+    """No offloaded tool result under the handle asked for, in this session.
+
+    Raised (and, through the `read_tool_result` tool, shown to the model) for
+    a handle that no stub of the session's history names (a typo, or another
+    session's), or whose blob is no longer in the blob store.
     """
 
 

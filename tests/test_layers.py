@@ -116,7 +116,8 @@ LAYERS: dict[str, Layer] = {
     ),
     "model": Layer(
         ("pygents_ctx.model", "pygents_ctx.model.*", "pygents_ctx.testing"),
-        (*_RUNTIME, "agent"),
+        # memory: the loop offloads tool results too large for the window to a blob store.
+        (*_RUNTIME, "agent", "memory"),
     ),
     "public names": Layer(("pygents_ctx",), (*_RUNTIME, "agent", "memory", "model")),
     # Bridges to optional libraries (MCP, OpenTelemetry), imported by name, never by the

@@ -20,6 +20,7 @@ __all__ = [
     "ContentBlock",
     "ImageBlock",
     "Message",
+    "OffloadedResult",
     "RedactedThinkingBlock",
     "TextBlock",
     "ThinkingBlock",
@@ -43,6 +44,9 @@ def _block_repr(block: Any) -> str:
     shown = [f"{name}={getattr(block, name)!r}" for name in _REPR_FIELDS[type(block)]]
     if block.cache_control is not None:
         shown.append(f"cache_control={block.cache_control!r}")
+    offloaded = getattr(block, "offloaded", None)
+    if offloaded is not None:
+        shown.append(f"offloaded={offloaded!r}")
     return f"{type(block).__name__}({', '.join(shown)})"
 
 
@@ -135,12 +139,99 @@ class ToolUseBlock:
     __repr__ = _block_repr
 
 
+READ_TOOL_RESULT: Final = "read_tool_result"
+
+
+@dataclass(frozen=True, slots=True)
+class OffloadedResult:
+    """What stands in the history for a tool result too large for it: the stub's facts.
+
+    The whole text is in a blob store under `handle`; the history keeps its
+    size, its first `head` and last `tail` characters, and the result's
+    content is the stub text (`stub_text()`) the model reads, which says how
+    to read the rest with the `read_tool_result` tool. Made by
+    `pygents_ctx.model.ToolResultOffload`.
+
+    Attributes:
+        handle: The blob's name in the blob store (`"tool-results/<sha256>"`).
+        chars: The length of the whole text, in characters.
+        tokens: Its token count, by the counter that judged it too large.
+        head: Its first characters, as shown.
+        tail: Its last characters, as shown (after the head: they never overlap).
+        media_type: What the text is: `"application/json"` or `"text/plain"`.
+
+    Raises:
+        TypeError: A field has the wrong type.
+        ValueError: `handle` is empty, a count is negative, or `head` and
+            `tail` together are longer than `chars`.
+
+    Examples:
+        >>> stub = OffloadedResult("tool-results/ab", chars=9000, tokens=2250, head="ab", tail="z")
+        >>> print(stub.stub_text())
+        ab
+        [… 8,997 of 9,000 chars (~2,250 tokens) offloaded, read with read_tool_result(...) …]
+        z
+    """
+
+    handle: str
+    chars: int
+    tokens: int
+    head: str
+    tail: str
+    media_type: str = "text/plain"
+
+    def __post_init__(self) -> None:
+        for name in ("handle", "head", "tail", "media_type"):
+            _require("OffloadedResult", name, getattr(self, name), str)
+        for name in ("chars", "tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"OffloadedResult.{name} must be an int, not {value!r}")
+            if value < 0:
+                raise ValueError(f"OffloadedResult.{name} must not be negative, not {value}")
+        if not self.handle:
+            raise ValueError("OffloadedResult.handle must not be empty")
+        if len(self.head) + len(self.tail) > self.chars:
+            raise ValueError(
+                f"OffloadedResult head and tail hold {len(self.head) + len(self.tail)} chars, "
+                f"more than the whole text's {self.chars}: they must be parts of it"
+            )
+
+    @property
+    def hidden_chars(self) -> int:
+        """How many characters are between the head and the tail: in the blob only."""
+        return self.chars - len(self.head) - len(self.tail)
+
+    def stub_text(self) -> str:
+        """The text the model reads in the result's place: head, where the rest is, tail."""
+        note = (
+            f"[… {self.hidden_chars:,} of {self.chars:,} chars (~{self.tokens:,} tokens) "
+            f"offloaded, read with {READ_TOOL_RESULT}(handle={_quoted(self.handle)}, "
+            f"offset={len(self.head)}, length=...) …]"
+        )
+        return "\n".join(part for part in (self.head, note, self.tail) if part)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 @dataclass(frozen=True, slots=True)
 class ToolResultBlock:
     """The result of the call `tool_use_id`: text, or text and image blocks.
 
     Tool results travel in a `user` message, after the assistant message that
-    made the calls.
+    made the calls. A result too large for the window is offloaded (see
+    `pygents_ctx.model.ToolResultOffload`): its content is then the stub text
+    the model reads, and `offloaded` says where the whole text is.
+
+    Attributes:
+        tool_use_id: The call's id.
+        content: The result: text, or text and image blocks.
+        is_error: Whether the call failed.
+        cache_control: Anthropic's prompt-caching mark (None: none).
+        offloaded: For an offloaded result, its `OffloadedResult` (None: the
+            content is the whole result).
     """
 
     tool_use_id: str
@@ -149,6 +240,7 @@ class ToolResultBlock:
     # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
     # and sent back. Left out of the hash: it is a dict.
     cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
+    offloaded: OffloadedResult | None = field(default=None, kw_only=True, repr=False)
     type: ClassVar[str] = "tool_result"
 
     __repr__ = _block_repr
@@ -157,6 +249,8 @@ class ToolResultBlock:
         _require("ToolResultBlock", "tool_use_id", self.tool_use_id, str)
         _require("ToolResultBlock", "is_error", self.is_error, bool)
         _checked_cache_control("ToolResultBlock", self.cache_control)
+        if self.offloaded is not None:
+            _require("ToolResultBlock", "offloaded", self.offloaded, OffloadedResult)
         if isinstance(self.content, str):
             return
         _require("ToolResultBlock", "content", self.content, (str, list, tuple))
@@ -422,12 +516,15 @@ def _block_dict(value: object) -> dict[str, Any]:
         return {"type": "tool_use", "id": value.id, "name": value.name, "input": dict(value.input)}
     if isinstance(value, ToolResultBlock):
         content = value.content
-        return {
+        result: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": value.tool_use_id,
             "content": content if isinstance(content, str) else [to_dict(b) for b in content],
             "is_error": value.is_error,
         }
+        if value.offloaded is not None:
+            result["offloaded"] = _offloaded_dict(value.offloaded)
+        return result
     if isinstance(value, ImageBlock):
         return {
             "type": "image",
@@ -440,6 +537,17 @@ def _block_dict(value: object) -> dict[str, Any]:
     if isinstance(value, RedactedThinkingBlock):
         return {"type": "redacted_thinking", "data": value.data}
     raise TypeError(f"to_dict takes a content block or a Message, not {type(value).__name__}")
+
+
+def _offloaded_dict(stub: OffloadedResult) -> dict[str, Any]:
+    return {
+        "handle": stub.handle,
+        "chars": stub.chars,
+        "tokens": stub.tokens,
+        "head": stub.head,
+        "tail": stub.tail,
+        "media_type": stub.media_type,
+    }
 
 
 @refuses_deep_nesting("message")
@@ -579,12 +687,36 @@ def _read_tool_result(data: Mapping[str, Any], path: str) -> ToolResultBlock:
     content = data["content"]
     if isinstance(content, list):
         content = [_read(block, f"{path}.content[{i}]") for i, block in enumerate(content)]
+    stub = data.get("offloaded")
     return ToolResultBlock(
         data["tool_use_id"],
         content,
         data.get("is_error", False),
         cache_control=data.get("cache_control"),
+        offloaded=None if stub is None else _read_offloaded(stub, f"{path}.offloaded"),
     )
+
+
+_OFFLOADED_KEYS: Final = frozenset({"handle", "chars", "tokens", "head", "tail", "media_type"})
+
+
+def _read_offloaded(data: object, path: str) -> OffloadedResult:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{path} must be a dict, not {type(data).__name__}")
+    _refuse_unknown_keys(data, _OFFLOADED_KEYS, path)
+    try:
+        return OffloadedResult(
+            data["handle"],
+            chars=data["chars"],
+            tokens=data["tokens"],
+            head=data["head"],
+            tail=data["tail"],
+            media_type=data.get("media_type", "text/plain"),
+        )
+    except KeyError as exc:
+        raise TypeError(f"{path} is missing the {exc.args[0]!r} field") from None
+    except ValueError as exc:
+        raise TypeError(str(exc)) from None
 
 
 def _read_thinking(data: Mapping[str, Any], path: str) -> ThinkingBlock:
@@ -601,7 +733,9 @@ _BLOCK_KEYS: Final = {
     "redacted_thinking": frozenset({"type", "data"}),
     "image": frozenset({"type", "media_type", "data", "cache_control"}),
     "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
-    "tool_result": frozenset({"type", "tool_use_id", "content", "is_error", "cache_control"}),
+    "tool_result": frozenset(
+        {"type", "tool_use_id", "content", "is_error", "cache_control", "offloaded"}
+    ),
 }
 _BLOCK_READERS: Final = {
     "text": _read_text,

@@ -31,6 +31,7 @@ from pygents_ctx.model.events import (
 )
 from pygents_ctx.model.fallback import FallbackModel
 from pygents_ctx.model.loop import ModelLoop
+from pygents_ctx.model.offload import ToolResultOffload
 from pygents_ctx.model.openai_model import OpenAIModel
 from pygents_ctx.model.openai_responses_model import OpenAIResponsesModel
 from pygents_ctx.model.retry import RetryPolicy
@@ -62,6 +63,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolResultOffload",
     "to_anthropic_tools",
     "to_openai_tools",
 ]

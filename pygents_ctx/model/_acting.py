@@ -11,8 +11,8 @@ tool did is lost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, TypeAlias
 
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
@@ -25,7 +25,10 @@ from pygents_ctx.model._tool_calls import CANCELLED, run_call, unanswered_calls
 from pygents_ctx.model.events import ToolCallFinished, ToolCallStarted
 from pygents_ctx.tools import Tool
 
-__all__ = ["cancel_unanswered", "run_calls"]
+__all__ = ["Finish", "cancel_unanswered", "run_calls"]
+
+# What a call's result becomes before the model sees it (offloaded when too large).
+Finish: TypeAlias = Callable[[ToolUseBlock, ToolResultBlock], Awaitable[ToolResultBlock]]
 
 
 async def run_calls(
@@ -36,16 +39,18 @@ async def run_calls(
     *,
     parallel: int,
     seconds: float,
+    finish: Finish,
 ) -> AsyncGenerator[Any, None]:
     """Run `calls` for `agent`: their events as they happen, then what to route and store.
 
-    Up to `parallel` calls run at once, each for at most `seconds`.
+    Up to `parallel` calls run at once, each for at most `seconds`; each
+    result goes through `finish` before it is shown or kept.
     """
     hooks = list(agent.turn_hooks)
     if len(calls) == 1 or parallel == 1:
-        steps = _one_by_one(agent, tools, hooks, step, calls, seconds)
+        steps = _one_by_one(agent, tools, hooks, step, calls, seconds, finish)
     else:
-        steps = _at_once(agent, tools, hooks, step, calls, parallel, seconds)
+        steps = _at_once(agent, tools, hooks, step, calls, parallel, seconds, finish)
     async with closing(steps) as values:
         async for value in values:
             yield value
@@ -58,6 +63,7 @@ async def _one_by_one(
     step: int,
     calls: list[ToolUseBlock],
     seconds: float,
+    finish: Finish,
 ) -> AsyncGenerator[Any, None]:
     """The calls in turn, in this task (one call needs no task of its own)."""
     results: dict[str, ToolResultBlock] = {}
@@ -66,6 +72,7 @@ async def _one_by_one(
         for call in calls:
             yield ToolCallStarted(step, call)
             result, values = await run_call(call, tools, hooks, seconds)
+            result = await finish(call, result)
             results[call.id], routed[call.id] = result, values
             yield ToolCallFinished(step, call, result)
     except BaseException:
@@ -83,6 +90,7 @@ async def _at_once(
     calls: list[ToolUseBlock],
     parallel: int,
     seconds: float,
+    finish: Finish,
 ) -> AsyncGenerator[Any, None]:
     """The calls as tasks, up to `parallel` at once; events as they happen."""
     events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
@@ -94,6 +102,7 @@ async def _at_once(
         async with gate:
             events.put_nowait(ToolCallStarted(step, call))
             result, values = await run_call(call, tools, hooks, seconds)
+            result = await finish(call, result)
             results[call.id], routed[call.id] = result, values
             events.put_nowait(ToolCallFinished(step, call, result))
 

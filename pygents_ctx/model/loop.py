@@ -50,15 +50,22 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.items import ContextItem
-from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict, to_dict
+from pygents_ctx.context.messages import (
+    READ_TOOL_RESULT,
+    Message,
+    ToolResultBlock,
+    ToolUseBlock,
+    from_dict,
+    to_dict,
+)
 from pygents_ctx.context.stores.lease import SessionLease, check_lease_options
 from pygents_ctx.context.usage import Usage, UsageRecord
-from pygents_ctx.errors import OutputValidationError, SafeExecutionError
+from pygents_ctx.errors import OutputValidationError, SafeExecutionError, ToolResultNotFoundError
 from pygents_ctx.model._acting import cancel_unanswered, run_calls
 from pygents_ctx.model._approvals import (
     approvals_needed,
@@ -102,6 +109,7 @@ from pygents_ctx.model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from pygents_ctx.model.offload import ToolResultOffload, offloaded_handles, read_tool
 from pygents_ctx.model.retry import RetryPolicy
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
@@ -126,6 +134,7 @@ _OPTIONS: Final = (
     "lease",
     "lease_ttl",
     "lease_wait",
+    "offload",
 )
 _OWN_EVENTS: Final = (
     TextDelta,
@@ -208,13 +217,19 @@ class ModelLoop:
             crashed run keeps others waiting.
         lease_wait: Seconds a run waits for another run's lease before raising
             `SessionBusyError` (0: at once; `math.inf`: as long as it takes).
+        offload: Where tool results too large for the window go (see
+            `ToolResultOffload`): by default `ToolResultOffload()`, results
+            over 8,000 tokens stored in a blob store beside the conversation,
+            a stub in the history, and the `read_tool_result` tool offered
+            while the history holds a stub. None: results are kept whole.
 
     Raises:
         TypeError: `agent` is not an `Agent`, `model` has no `complete` and
             `stream`, a tool is not a `Tool`, or `output_type` is not a
             dataclass, `TypedDict` or pydantic model.
         ValueError: The agent has no context, a limit is not positive,
-            `max_cost` is given without `pricing`, two tools share a name, or
+            `max_cost` is given without `pricing`, two tools share a name (or one
+            is named `read_tool_result` while offloading is on), or
             `output_type` is given with `settings.output_schema`.
         SafeExecutionError: The agent is running.
 
@@ -253,6 +268,7 @@ class ModelLoop:
         lease: bool = True,
         lease_ttl: float = 30.0,
         lease_wait: float = 0.0,
+        offload: ToolResultOffload | Literal["default"] | None = "default",
     ) -> None:
         check_options(
             agent,
@@ -276,6 +292,18 @@ class ModelLoop:
         )
         chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
         to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
+        if offload == "default":
+            offload = ToolResultOffload()
+        elif offload is not None and not isinstance(offload, ToolResultOffload):
+            raise TypeError(
+                f"ModelLoop offload must be a ToolResultOffload, or None to keep results "
+                f"whole, not {offload!r}"
+            )
+        if offload is not None and any(t.metadata.name == READ_TOOL_RESULT for t in chosen):
+            raise ValueError(
+                f"ModelLoop has a tool named {READ_TOOL_RESULT!r}, the name of the tool that "
+                "reads offloaded results; rename yours, or pass offload=None"
+            )
         register_step_tools()
         missing = [step for step in STEP_TOOLS if step not in agent.tools]
         if missing:
@@ -299,7 +327,11 @@ class ModelLoop:
         # What every model call is given: the loop's settings, with the output's schema.
         self._call_settings = settings if output is None else output.settings(settings)
         self.lease, self.lease_ttl, self.lease_wait = lease, lease_ttl, lease_wait
+        self.offload = offload
+        self._read_tool = None if offload is None else read_tool(self._read, offload.page_chars)
         self._by_name = {t.metadata.name: t for t in chosen}
+        if self._read_tool is not None:
+            self._by_name[READ_TOOL_RESULT] = self._read_tool
         self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
 
@@ -368,6 +400,55 @@ class ModelLoop:
 
     def _approval_step(self) -> Turn | None:
         return waiting_step(self.agent, None if self._run is None else self._run.awaiting)
+
+    # -- offloaded tool results (see pygents_ctx.model.offload) --------------------
+
+    async def read_tool_result(
+        self, handle: str, offset: int = 0, length: int | None = None
+    ) -> str:
+        """Characters `offset` to `offset + length` of an offloaded tool result of this session.
+
+        What the model reads with the `read_tool_result` tool, without the
+        page limit and the note.
+
+        Args:
+            handle: The stub's handle (`ToolResultBlock.offloaded.handle`).
+            offset: The first character, counted in the whole result.
+            length: How many characters (None: to the end).
+
+        Raises:
+            ToolResultNotFoundError: No stub of this session's history names
+                `handle` (another session's, or a typo), or its blob is gone.
+            TypeError, ValueError: `offset` or `length` is not an int in range.
+            ValueError: The loop has no offload (`offload=None`).
+        """
+        offload = self._session_offload(handle, await self._context.history())
+        return await offload.read(handle, await self._context.ready(), offset=offset, length=length)
+
+    async def _read(self, handle: str, offset: int, length: int) -> str:
+        """The `read_tool_result` tool's call: a page, checked against this session."""
+        offload = self._session_offload(handle, await self._context.history())
+        store = await self._context.ready()
+        return await offload.read_page(handle, store, offset=offset, length=length)
+
+    def _session_offload(self, handle: str, history: list[Message]) -> ToolResultOffload:
+        if self.offload is None:
+            raise ValueError(
+                "this ModelLoop does not offload tool results (offload=None); make it with "
+                "offload=ToolResultOffload(...) on the blob store that holds them"
+            )
+        if handle not in offloaded_handles(history):
+            raise ToolResultNotFoundError(
+                f"no offloaded tool result {handle!r} in this conversation (session "
+                f"{self._context.session_id!r}); use a handle that one of its stubs names"
+            )
+        return self.offload
+
+    async def _finish_result(self, call: ToolUseBlock, result: ToolResultBlock) -> ToolResultBlock:
+        """`result` as it is kept: offloaded if too large (a page it read never is)."""
+        if self.offload is None or call.name == READ_TOOL_RESULT:
+            return result
+        return await self.offload.apply(result, await self._context.ready())
 
     # -- as a tool -------------------------------------------------------------
 
@@ -580,10 +661,13 @@ class ModelLoop:
         step = run.steps
         yield StepStarted(step, window)
         response: ModelResponse | None = None
+        tools = self.tools
+        if self._read_tool is not None and offloaded_handles(history):
+            tools = [*tools, self._read_tool]
         replies = call_model(
             self.model,
             window,
-            self.tools,
+            tools,
             self._call_settings,
             self.retry,
             streaming=run.streaming,
@@ -712,6 +796,7 @@ class ModelLoop:
             run.steps,
             parallel=self.parallel_tools,
             seconds=self.tool_timeout,
+            finish=self._finish_result,
         )
         async with closing(run_decided(todo, approvals, step, self.agent._route)) as values:
             async for value in values:

@@ -66,7 +66,9 @@ class TruncateToolResults(OldMessageEditor):
     so do the call id and `is_error`.
 
     Results with `is_error=True` are never clipped: errors are usually short
-    and the model needs them whole. A text only slightly over `max_chars`,
+    and the model needs them whole. Nor are offloaded results (`offloaded`
+    set): their stub is within its own budget, and its note, which says how
+    to read the rest, must stay. A text only slightly over `max_chars`,
     where the marker would cost more than it saves, is left whole.
 
     Clipping is idempotent: a clipped result is recognised by its marker and
@@ -142,8 +144,13 @@ class TruncateToolResults(OldMessageEditor):
         return any(type(block) is ToolResultBlock for block in message.content)
 
     def _rewrite(self, message: Message, old: int, names: dict[str, str] | None) -> Message | None:
+        # An offloaded result is a stub already (within its offload's budget), and its
+        # text says where the rest is: clipping it would cut that off.
         return _edit_oldest(
-            message, old, ToolResultBlock, lambda b: b if b.is_error else self._clip_result(b)
+            message,
+            old,
+            ToolResultBlock,
+            lambda b: b if b.is_error or b.offloaded is not None else self._clip_result(b),
         )
 
     def _clip_result(self, block: ToolResultBlock) -> ToolResultBlock:
@@ -245,8 +252,10 @@ class ClearToolResults(OldMessageEditor):
     The newest `keep_recent` results (counted per result block, so parallel
     results count one each) keep their content; older ones get `placeholder`
     as their whole content, images included. The call id and `is_error` stay,
-    so the model still sees which call failed. Error results are cleared like
-    any other: by the time they are old, the model has reacted to them.
+    so the model still sees which call failed, and so does an offloaded
+    result's `offloaded` (its whole text stays readable by its handle). Error
+    results are cleared like any other: by the time they are old, the model
+    has reacted to them.
 
     Older results are kept whole when they answer a call to a tool named in
     `keep_tools` (the name is looked up from the call with the result's
@@ -332,7 +341,11 @@ class ClearToolResults(OldMessageEditor):
         def clear(block: ToolResultBlock) -> ToolResultBlock:
             if not self._clears(block, names):
                 return block
-            return ToolResultBlock(block.tool_use_id, self.placeholder, block.is_error)
+            # `offloaded` stays: the viewer shows the whole result, and its handle stays
+            # one `read_tool_result` accepts for this conversation.
+            return ToolResultBlock(
+                block.tool_use_id, self.placeholder, block.is_error, offloaded=block.offloaded
+            )
 
         return _edit_oldest(message, old, ToolResultBlock, clear)
 

@@ -330,8 +330,6 @@ class ModelLoop:
         self.offload = offload
         self._read_tool = None if offload is None else read_tool(self._read, offload.page_chars)
         self._by_name = {t.metadata.name: t for t in chosen}
-        if self._read_tool is not None:
-            self._by_name[READ_TOOL_RESULT] = self._read_tool
         self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
 
@@ -789,10 +787,13 @@ class ModelLoop:
                 yield ToolApprovalRequired(run.steps, call)
             yield self._finish(run, LoopStop.APPROVAL, None, pending=undecided)
             return
+        by_name = self._by_name
+        if self._read_tool is not None and any(call.name == READ_TOOL_RESULT for call in todo):
+            by_name = {**by_name, READ_TOOL_RESULT: self._read_tool}  # listed only when offered
         step = partial(
             run_calls,
             self.agent,
-            self._by_name,
+            by_name,
             run.steps,
             parallel=self.parallel_tools,
             seconds=self.tool_timeout,

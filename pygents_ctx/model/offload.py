@@ -118,7 +118,9 @@ class ToolResultOffload:
     Examples:
         >>> import asyncio
         >>> from pygents_ctx import InMemoryBlobStore, MemoryContextStore, ToolResultBlock
-        >>> offload = ToolResultOffload(InMemoryBlobStore(), max_tokens=256, head_chars=10, tail_chars=10)
+        >>> offload = ToolResultOffload(
+        ...     InMemoryBlobStore(), max_tokens=256, head_chars=10, tail_chars=10
+        ... )
         >>> async def main():
         ...     store = MemoryContextStore()
         ...     block = await offload.apply(ToolResultBlock("c1", "0123456789" * 500), store)

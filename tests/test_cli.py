@@ -330,8 +330,10 @@ def test_export_then_import_recreates_the_session_exactly(db: Path, tmp_path: Pa
         "messages",
         "run_ids",
         "usage",
+        "blobs",
     ]
     assert document["usage"] == [ARCHIVE_USAGE.to_dict()]
+    assert document["blobs"] == []
     assert [from_dict(m) for m in document["archived"]] == ARCHIVED
     assert (document["archived_run_ids"], document["run_ids"]) == (
         [None, "run-7"],
@@ -360,7 +362,7 @@ def test_a_version_2_file_without_usage_records_still_imports(
 ) -> None:
     file = tmp_path / "v2.json"
     document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
-    del document["usage"]
+    del document["usage"], document["blobs"]
     file.write_bytes(orjson.dumps({**document, "version": 2}))
 
     code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
@@ -375,7 +377,7 @@ def test_a_version_1_file_without_run_ids_still_imports(
 ) -> None:
     file = tmp_path / "v1.json"
     document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
-    del document["run_ids"], document["archived_run_ids"], document["usage"]
+    del document["run_ids"], document["archived_run_ids"], document["usage"], document["blobs"]
     file.write_bytes(orjson.dumps({**document, "version": 1}))
 
     code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
@@ -911,7 +913,19 @@ def test_import_without_a_session_id_makes_a_new_one(
         ("[]", "{file} must hold a JSON object with a 'messages' list, not a list"),
         ('{"messages": [], "extra": 1}', "{file} has unknown keys 'extra'"),
         ('{"archived": []}', "{file} has no 'messages' list"),
-        ('{"version": 4, "messages": []}', "version 4 is not supported; this pygents_ctx"),
+        ('{"version": 5, "messages": []}', "version 5 is not supported; this pygents_ctx"),
+        ('{"version": 3, "messages": [], "blobs": []}', "{file} has unknown keys 'blobs'"),
+        ('{"messages": [], "blobs": [3]}', "{file}: blobs[0] must be an object of exactly name"),
+        (
+            '{"messages": [], "blobs": [{"name": "tool-results/00", "content_type": "text/plain",'
+            ' "data": "aGk="}]}',
+            "{file}: blobs[0]: the data of 'tool-results/00' is not the text its name was made",
+        ),
+        (
+            '{"messages": [], "blobs": [{"name": "n", "content_type": "text/plain",'
+            ' "data": "%%%"}]}',
+            "{file}: blobs[0]: ",
+        ),
         ('{"version": 2, "messages": [], "usage": []}', "{file} has unknown keys 'usage'"),
         ('{"messages": [], "usage": {}}', "{file}: usage must be a list of usage records"),
         ('{"messages": [], "usage": [3]}', "{file}: usage[0] must be an object with a 'usage'"),

@@ -11,6 +11,9 @@ leaves nothing behind either way.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol
@@ -20,10 +23,13 @@ from pygents_ctx.cli._json_stream import JsonStreamError, NotAnObjectError, Obje
 from pygents_ctx.context.messages import Message, from_dict
 from pygents_ctx.context.stores._common import LARGEST, check_session_id, check_text, encode_message
 from pygents_ctx.context.usage import UsageRecord
+from pygents_ctx.memory.blobs.base import check_content_type, check_name
+from pygents_ctx.model.offload import HANDLE_PREFIX
 
 __all__ = [
     "FORMAT_VERSION",
     "KEYS",
+    "SessionBlob",
     "SessionFileError",
     "SessionHeader",
     "SessionSink",
@@ -31,10 +37,12 @@ __all__ = [
     "read_session",
 ]
 
-FORMAT_VERSION: Final = 3
+FORMAT_VERSION: Final = 4
 _KEYS_V1: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
 _KEYS_V2: Final = (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids")
-KEYS: Final = {1: _KEYS_V1, 2: _KEYS_V2, 3: (*_KEYS_V2, "usage")}
+_KEYS_V3: Final = (*_KEYS_V2, "usage")
+KEYS: Final = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: (*_KEYS_V3, "blobs")}
+_BLOB_KEYS: Final = ("name", "content_type", "data")
 _RUNS_OF: Final = {"run_ids": "messages", "archived_run_ids": "archived"}
 
 
@@ -53,6 +61,29 @@ class SessionSink(Protocol):
 
     def usage_record(self, record: UsageRecord) -> None:
         """The next usage record."""
+
+    def blob(self, blob: SessionBlob) -> None:
+        """The next blob (the whole text of an offloaded tool result)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SessionBlob:
+    """A blob a session file carries: the whole text of an offloaded tool result.
+
+    In the file: `{"name", "content_type", "data"}`, the data in base64.
+    """
+
+    name: str
+    content_type: str
+    data: bytes
+
+    def to_dict(self) -> dict[str, str]:
+        """Its JSON object in the session file."""
+        return {
+            "name": self.name,
+            "content_type": self.content_type,
+            "data": base64.b64encode(self.data).decode("ascii"),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +153,8 @@ def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader
         elif key == "usage":
             what = "a list of usage records"
             _read_list(reader, key, source, what, _usage_record(sink))
+        elif key == "blobs":
+            _read_list(reader, key, source, "a list of blobs", _blob(sink))
         else:
             scalars[key] = reader.value()
     reader.finish()
@@ -151,7 +184,7 @@ def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader
 
 
 def _refuse_unknown(seen: list[str], version: object, source: str) -> None:
-    keys = KEYS.get(version, KEYS[FORMAT_VERSION]) if isinstance(version, int) else KEYS[3]
+    keys = KEYS.get(version, KEYS[FORMAT_VERSION]) if isinstance(version, int) else KEYS[4]
     unknown = sorted(set(seen) - set(keys))
     if unknown:
         raise SessionFileError(
@@ -230,6 +263,35 @@ def _usage_record(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
         except (TypeError, ValueError) as exc:
             raise SessionFileError(f"{source}: usage[{index}]: {exc}") from None
         sink.usage_record(record)
+
+    return take
+
+
+def _blob(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
+    def take(key: str, index: int, item: Any, source: str) -> None:
+        where = f"{source}: blobs[{index}]"
+        if not isinstance(item, dict) or set(item) != set(_BLOB_KEYS):
+            raise SessionFileError(
+                f"{where} must be an object of exactly {', '.join(_BLOB_KEYS)} "
+                f"(the data in base64), not {shown(item)}"
+            )
+        try:
+            name, content_type = check_name(item["name"]), check_content_type(item["content_type"])
+            data = item["data"]
+            if not isinstance(data, str):
+                raise TypeError(f"data must be base64 text, not {type(data).__name__}")
+            raw = base64.b64decode(data, validate=True)
+        except (TypeError, ValueError, binascii.Error) as exc:
+            raise SessionFileError(f"{where}: {exc}") from None
+        if (
+            name.startswith(HANDLE_PREFIX)
+            and name != HANDLE_PREFIX + hashlib.sha256(raw).hexdigest()
+        ):
+            raise SessionFileError(
+                f"{where}: the data of {name!r} is not the text its name was made from "
+                "(the SHA-256 differs); export the session again"
+            )
+        sink.blob(SessionBlob(name, content_type, raw))
 
     return take
 

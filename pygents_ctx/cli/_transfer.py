@@ -1,9 +1,9 @@
 """The `export` and `import` commands, and the session file one writes and the other reads.
 
-One JSON object, format version 3:
+One JSON object, format version 4:
 
     {
-      "version": 3,
+      "version": 4,
       "session_id": "demo",
       "input_tokens": 1200,
       "output_tokens": 340,
@@ -11,16 +11,22 @@ One JSON object, format version 3:
       "archived_run_ids": [ ...each archived message's run id, or null... ],
       "messages": [ ...the live history, oldest first... ],
       "run_ids": [ ...each live message's run id, or null... ],
-      "usage": [ ...the usage records in UsageRecord.to_dict() form, oldest first... ]
+      "usage": [ ...the usage records in UsageRecord.to_dict() form, oldest first... ],
+      "blobs": [ ...{"name", "content_type", "data" (base64)}: the whole text of each
+                 offloaded tool result the messages name, by its handle... ]
     }
 
-Only `messages` is required when reading: `version` defaults to 3, `session_id`
-to none (a new id), `archived` and `usage` to `[]`, the run ids to null and the
-token counts to 0. Version 2 (written before usage records were kept) is the
-same without `usage`, and version 1 (before run ids) also without the two run
-id lists; each refuses the keys it did not have. Unknown keys are refused, at
-the top level and in every message and block, so a typo does not silently
-drop data; a key may appear once.
+Only `messages` is required when reading: `version` defaults to 4, `session_id`
+to none (a new id), `archived`, `usage` and `blobs` to `[]`, the run ids to null
+and the token counts to 0. Version 3 (written before tool results were
+offloaded) is the same without `blobs`, version 2 (before usage records were
+kept) also without `usage`, and version 1 (before run ids) also without the two
+run id lists; each refuses the keys it did not have. A blob named
+`tool-results/<sha256>` must hold the text of that SHA-256. Export carries the
+blobs the database holds (in its `SQLiteBlobStore` tables, where `ModelLoop`
+puts them by default); import writes them there, in the same transaction.
+Unknown keys are refused, at the top level and in every message and block, so
+a typo does not silently drop data; a key may appear once.
 
 Both commands stream (`_session_reader` reads, `write_session_file` writes): a
 session of any length is imported and exported in bounded memory, the import
@@ -31,13 +37,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import io
 import shutil
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,6 +55,7 @@ from pygents_ctx.cli._db import CliError, check_database, with_session
 from pygents_ctx.cli._render import Output, plural
 from pygents_ctx.cli._session_reader import (
     FORMAT_VERSION,
+    SessionBlob,
     SessionFileError,
     SessionHeader,
     peek_session_id,
@@ -58,12 +67,17 @@ from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import decode, new_session_id, now_iso, preview_of
 from pygents_ctx.context.stores._lineage import archive_of, live_of
+from pygents_ctx.context.stores._sqlite_schema import migrate
 from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
+from pygents_ctx.memory._shared import utc_now
+from pygents_ctx.memory.blobs import sqlite as sqlite_blobs
+from pygents_ctx.memory.blobs.base import BlobStore
 
 __all__ = [
     "FORMAT_VERSION",
+    "SessionBlob",
     "SessionFile",
     "SessionFileError",
     "export",
@@ -80,7 +94,7 @@ _BATCH = 1000  # messages per INSERT batch when importing
 @dataclass(frozen=True, slots=True, init=False)
 class SessionFile:
     """A session as the file holds it: its id, history and archive with run ids, token
-    usage and usage records.
+    usage, usage records, and the blobs of its offloaded tool results.
 
     `messages` and `archived` accept `StoredMessage`s or plain `Message`s
     (no run id).
@@ -92,6 +106,7 @@ class SessionFile:
     input_tokens: int
     output_tokens: int
     usage: tuple[UsageRecord, ...]
+    blobs: tuple[SessionBlob, ...]
 
     def __init__(
         self,
@@ -101,6 +116,7 @@ class SessionFile:
         input_tokens: int = 0,
         output_tokens: int = 0,
         usage: Sequence[UsageRecord] = (),
+        blobs: Sequence[SessionBlob] = (),
     ) -> None:
         object.__setattr__(self, "session_id", session_id)
         object.__setattr__(self, "messages", _as_stored(messages))
@@ -108,6 +124,7 @@ class SessionFile:
         object.__setattr__(self, "input_tokens", input_tokens)
         object.__setattr__(self, "output_tokens", output_tokens)
         object.__setattr__(self, "usage", tuple(usage))
+        object.__setattr__(self, "blobs", tuple(blobs))
 
     @classmethod
     def of(cls, snapshot: SessionSnapshot) -> SessionFile:
@@ -144,6 +161,7 @@ class SessionFile:
             "messages": [to_dict(stored.message) for stored in self.messages],
             "run_ids": [stored.run_id for stored in self.messages],
             "usage": [record.to_dict() for record in self.usage],
+            "blobs": [blob.to_dict() for blob in self.blobs],
         }
 
     def to_json(self) -> bytes:
@@ -178,6 +196,7 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
         header.input_tokens,
         header.output_tokens,
         kept.records,
+        kept.blobs,
     )
 
 
@@ -188,9 +207,13 @@ class _Kept:
         self.messages: dict[str, list[Message]] = {"messages": [], "archived": []}
         self.run_ids: dict[str, dict[int, str]] = {"run_ids": {}, "archived_run_ids": {}}
         self.records: list[UsageRecord] = []
+        self.blobs: list[SessionBlob] = []
 
     def message(self, key: str, message: Message, data: bytes) -> None:
         self.messages[key].append(message)
+
+    def blob(self, blob: SessionBlob) -> None:
+        self.blobs.append(blob)
 
     def run_id(self, key: str, index: int, run_id: str) -> None:
         self.run_ids[key][index] = run_id
@@ -203,21 +226,64 @@ class _Kept:
         return [StoredMessage(m, runs.get(i)) for i, m in enumerate(self.messages[key])]
 
 
-async def load_session(store: ContextStore) -> SessionFile:
-    """The session `store` holds, as a `SessionFile`, read at one moment (`store.snapshot()`)."""
-    return SessionFile.of(await store.snapshot())
+async def load_session(store: ContextStore, blobs: BlobStore | None = None) -> SessionFile:
+    """The session `store` holds, as a `SessionFile`, read at one moment (`store.snapshot()`).
+
+    With `blobs`, the file carries the blobs of the offloaded tool results
+    its messages name (those `blobs` holds).
+    """
+    file = SessionFile.of(await store.snapshot())
+    if blobs is None:
+        return file
+    carried = []
+    for name in sorted(_handles(to_dict(s.message) for s in (*file.archived, *file.messages))):
+        try:
+            blob = await blobs.get(name)
+        except KeyError:
+            continue
+        carried.append(SessionBlob(name, blob.info.content_type, blob.data))
+    return SessionFile(
+        file.session_id,
+        file.messages,
+        file.archived,
+        file.input_tokens,
+        file.output_tokens,
+        file.usage,
+        carried,
+    )
 
 
-async def save_session(store: ContextStore, file: SessionFile) -> None:
+async def save_session(
+    store: ContextStore, file: SessionFile, blobs: BlobStore | None = None
+) -> None:
     """Write `file` into `store`'s session, which must hold no messages yet: all or nothing.
 
     One `store.restore()`, so one transaction in the SQLite store: interrupted
-    at any point, the session holds all of the file or none of it.
+    at any point, the session holds all of the file or none of it. With
+    `blobs`, the file's blobs are put there first (named by their content,
+    writing one again changes nothing).
 
     Raises:
         ValueError: The session already holds messages (nothing is written).
     """
+    if await store.count():
+        raise ValueError(
+            f"session {store.session_id!r} already holds messages; save into a new session"
+        )
+    if blobs is not None:
+        for blob in file.blobs:
+            await blobs.put(blob.name, blob.data, content_type=blob.content_type)
     await store.restore(file.snapshot(store.session_id))
+
+
+def _handles(messages: Iterable[dict[str, Any]]) -> set[str]:
+    """The handles of the offloaded tool results in messages in their `to_dict()` form."""
+    return {
+        block["offloaded"]["handle"]
+        for message in messages
+        for block in message["content"]
+        if block.get("type") == "tool_result" and "offloaded" in block
+    }
 
 
 # -- the export and import commands ---------------------------------------------------
@@ -262,7 +328,7 @@ def write_session_file(
         write(b'{\n  "version": %d,\n  "session_id": ' % FORMAT_VERSION)
         write(orjson.dumps(session_id))
         write(b',\n  "input_tokens": %d,\n  "output_tokens": %d' % tuple(tokens))
-        counts = []
+        counts, handles = [], set[str]()
         # A fork reads rows of other sessions too (schema 6 and later).
         forks = (
             db.execute(
@@ -281,7 +347,7 @@ def write_session_file(
                 (session_id,),
             )
             messages = (to_dict(decode(session_id, *row)) for row in rows)
-            counts.append(_write_member(write, key, messages))
+            counts.append(_write_member(write, key, _noting_handles(messages, handles)))
             runs = db.execute(
                 f"SELECT run_id FROM {table} WHERE session_id = ? ORDER BY {order}",
                 (session_id,),
@@ -289,10 +355,35 @@ def write_session_file(
             _write_member(write, runs_key, (run_id for (run_id,) in runs))
         records = usage_sql.read_sqlite(session_id, None, db)
         _write_member(write, "usage", (record.to_dict() for record in records))
+        _write_member(write, "blobs", _blobs_in(db, sorted(handles)))
         write(b"\n}\n")
     finally:
         db.close()
     return SessionHeader(session_id, tokens[0], tokens[1], counts[1], counts[0])
+
+
+def _noting_handles(
+    messages: Iterable[dict[str, Any]], handles: set[str]
+) -> Iterator[dict[str, Any]]:
+    """`messages` as they come (a message at a time), adding their stubs' handles to `handles`."""
+    for message in messages:
+        handles |= _handles((message,))
+        yield message
+
+
+def _blobs_in(db: sqlite3.Connection, names: list[str]) -> Iterable[dict[str, str]]:
+    """Each named blob the database holds, one at a time, in its session-file form."""
+    has_blobs = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_blobs'"
+    ).fetchone()
+    if not has_blobs:
+        return
+    for name in names:
+        try:
+            blob = sqlite_blobs.read_blob(name, db)
+        except KeyError:  # written elsewhere (a blob store of another kind): not carried
+            continue
+        yield SessionBlob(name, blob.info.content_type, blob.data).to_dict()
 
 
 def _write_member(write: Callable[[bytes], object], key: str, items: Iterable[Any]) -> int:
@@ -337,6 +428,8 @@ def import_(args: argparse.Namespace, out: Output) -> None:
 
         async def write() -> SessionHeader:
             async with connect(args.db) as conn:
+                # The blob tables first: made (if missing) outside the import's transaction.
+                await conn.run(partial(migrate, **_BLOB_SCHEMA))
                 return await conn.run(
                     lambda db: ops.in_transaction(
                         db, lambda db: _import_into(db, stream, source, session_id, args.db)
@@ -363,6 +456,11 @@ def import_(args: argparse.Namespace, out: Output) -> None:
     )
 
 
+_BLOB_SCHEMA: dict[str, Any] = {
+    "migrations": sqlite_blobs.MIGRATIONS,
+    "table": "pygents_blob_schema",
+    "label": "blob store",
+}
 _RUNS_TABLE = "temp.pygents_import_runs"  # this connection's own, gone when it closes
 
 
@@ -438,6 +536,12 @@ class _DatabaseSink:
         self._records.append(record)
         if len(self._records) >= _BATCH:
             self.flush()
+
+    def blob(self, blob: SessionBlob) -> None:
+        digest = hashlib.sha256(blob.data).hexdigest()
+        sqlite_blobs.write_blob(
+            blob.name, blob.content_type, digest, len(blob.data), blob.data, utc_now(), self._db
+        )
 
     def flush(self) -> None:
         """Write what waits."""

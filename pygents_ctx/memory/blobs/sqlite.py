@@ -93,40 +93,58 @@ def _store(
     now: datetime,
     db: Db,
 ) -> BlobInfo:
-    _check_size(size, name, db)
     db.execute("BEGIN IMMEDIATE")
     try:
-        if isinstance(source, bytes):
-            (content_id,) = db.execute(
-                "INSERT INTO pygents_blob_contents (data) VALUES (?) RETURNING id", (source,)
-            ).fetchone()
-        else:
-            (content_id,) = db.execute(
-                "INSERT INTO pygents_blob_contents (data) VALUES (zeroblob(?)) RETURNING id",
-                (size,),
-            ).fetchone()
-            if size:
-                source.seek(0)
-                with db.blobopen("pygents_blob_contents", "data", content_id) as blob:
-                    while piece := source.read(_COPY):
-                        blob.write(piece)
-        old = db.execute(
-            "SELECT content_id, created_at FROM pygents_blobs WHERE name = ?", (name,)
-        ).fetchone()
-        created = _iso(now) if old is None else old[1]
-        db.execute(
-            f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
-            "size = excluded.size, content_type = excluded.content_type, "
-            "sha256 = excluded.sha256, updated_at = excluded.updated_at",
-            (content_id, name, size, content_type, sha256, created, _iso(now)),
-        )
-        if old is not None:
-            db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (old[0],))
+        info = write_blob(name, content_type, sha256, size, source, now, db)
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")
         raise
+    return info
+
+
+def write_blob(
+    name: str,
+    content_type: str,
+    sha256: str,
+    size: int,
+    source: bytes | IO[bytes],
+    now: datetime,
+    db: Db,
+) -> BlobInfo:
+    """Store a blob inside the caller's transaction (the tables made by `MIGRATIONS`).
+
+    What `put` does, for a caller that writes other rows in the same
+    transaction (the command line's `import`).
+    """
+    _check_size(size, name, db)
+    if isinstance(source, bytes):
+        (content_id,) = db.execute(
+            "INSERT INTO pygents_blob_contents (data) VALUES (?) RETURNING id", (source,)
+        ).fetchone()
+    else:
+        (content_id,) = db.execute(
+            "INSERT INTO pygents_blob_contents (data) VALUES (zeroblob(?)) RETURNING id",
+            (size,),
+        ).fetchone()
+        if size:
+            source.seek(0)
+            with db.blobopen("pygents_blob_contents", "data", content_id) as blob:
+                while piece := source.read(_COPY):
+                    blob.write(piece)
+    old = db.execute(
+        "SELECT content_id, created_at FROM pygents_blobs WHERE name = ?", (name,)
+    ).fetchone()
+    created = _iso(now) if old is None else old[1]
+    db.execute(
+        f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
+        "size = excluded.size, content_type = excluded.content_type, "
+        "sha256 = excluded.sha256, updated_at = excluded.updated_at",
+        (content_id, name, size, content_type, sha256, created, _iso(now)),
+    )
+    if old is not None:
+        db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (old[0],))
     return BlobInfo(name, size, content_type, sha256, from_iso(created), now)
 
 
@@ -139,7 +157,12 @@ def _lookup(name: str, db: Db) -> tuple[int, BlobInfo]:
     return row[0], _info(row[1:])
 
 
-def _get(name: str, db: Db) -> Blob:
+def read_blob(name: str, db: Db) -> Blob:
+    """The blob under `name`, read whole on `db` (for a caller in its own transaction).
+
+    Raises:
+        BlobNotFoundError: There is none.
+    """
     row = db.execute(
         "SELECT c.data, b.name, b.size, b.content_type, b.sha256, b.created_at, b.updated_at "
         "FROM pygents_blobs AS b JOIN pygents_blob_contents AS c ON c.id = b.content_id "
@@ -233,7 +256,7 @@ class SQLiteBlobStore(BlobStoreBase, OnSQLite):
         return await self._tables.run(work)
 
     async def _get(self, name: str) -> Blob:
-        return await self._tables.run(partial(_get, name))
+        return await self._tables.run(partial(read_blob, name))
 
     async def _info(self, name: str) -> BlobInfo:
         _, found = await self._tables.run(partial(_lookup, name))

@@ -72,6 +72,8 @@ def _image(block: ImageBlock) -> str:
 
 def _result(block: ToolResultBlock) -> str:
     head = f"result id={block.tool_use_id}{' error' if block.is_error else ''}"
+    if block.offloaded is not None:  # the stub's note names the handle
+        head += f" offloaded ({plural(block.offloaded.chars, 'char')})"
     text = one_line(block.text)
     images = (
         0

@@ -22,6 +22,7 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    OffloadedResult,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -283,7 +284,19 @@ def _result_html(block: ToolResultBlock, link: ToolLink, ids: bool) -> str:
     return (
         f"<div class='block result{error}'{_id('result-' + block.tool_use_id, ids)}>"
         f"<span class=tag>result{error}</span><span class=muted>for {esc(block.tool_use_id)}"
-        f"</span>{to_call}{inner}</div>"
+        f"</span>{to_call}{_offloaded_html(block.offloaded)}{inner}</div>"
+    )
+
+
+def _offloaded_html(stub: OffloadedResult | None) -> str:
+    """What the viewer says of an offloaded result: its size, and a link to the whole text."""
+    if stub is None:
+        return ""
+    return (
+        f" <span class=tag>offloaded</span><span class=muted>{number(stub.chars)} characters, "
+        f"~{number(stub.tokens)} tokens, {esc(stub.media_type)}</span> "
+        f'<a class=offloaded href="{href(["memory", "blobs", stub.handle])}">'
+        "the whole result &rarr;</a>"
     )
 
 

@@ -20,7 +20,8 @@ from pygents_ctx.cli.viewer._source import Reading, as_bytes, as_text
 __all__ = ["blob", "blobs", "graph", "memory", "pool", "tasks", "vectors"]
 
 PER_PAGE: Final = 50
-_PREVIEW: Final = 4096  # bytes of a text blob shown
+_PAGE: Final = 64 << 10  # bytes of a text blob shown on one page
+_PIECE: Final = 1 << 20  # the PostgreSQL blob store's pieces (pygents_blob_chunks rows)
 _LARGEST_IMAGE: Final = 2 << 20  # bytes of an image blob shown inline
 _STATUS_LOOK: Final = {"succeeded": "kept", "failed": "edited"}  # the state colours to use
 _CLIP: Final = 400  # characters of a document's text in the list
@@ -232,21 +233,38 @@ def blobs(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
     return viewer.page("blobs", body, "memory")
 
 
-def _content(reading: Reading, content_id: int, limit: int) -> bytes:
-    """The first `limit` bytes of a blob, in either store's layout (one row, or chunks)."""
+def _content(reading: Reading, content_id: int, limit: int, start: int = 0) -> bytes:
+    """`limit` bytes of a blob from byte `start`, in either store's layout (one row, or pieces)."""
     if "pygents_blob_chunks" in reading.tables():
+        first = start // _PIECE
         rows = reading.rows(
-            "SELECT data FROM pygents_blob_chunks WHERE content_id = ? ORDER BY seq", [content_id]
+            "SELECT data FROM pygents_blob_chunks WHERE content_id = ? AND seq BETWEEN ? AND ? "
+            "ORDER BY seq",
+            [content_id, first, (start + limit - 1) // _PIECE],
         )
-        return b"".join(as_bytes(data) for (data,) in rows)[:limit]
+        skip = start - first * _PIECE
+        return b"".join(as_bytes(data) for (data,) in rows)[skip : skip + limit]
     rows = reading.rows(
-        "SELECT substr(data, 1, ?) FROM pygents_blob_contents WHERE id = ?", [limit, content_id]
+        "SELECT substr(data, ?, ?) FROM pygents_blob_contents WHERE id = ?",
+        [start + 1, limit, content_id],
     )
     return as_bytes(rows[0][0]) if rows else b""
 
 
+def _continued(data: bytes, end: int) -> int:
+    """How many bytes past `end` finish the UTF-8 character that `end` cuts (0 to 3)."""
+    extra = 0
+    while end + extra < len(data) and extra < 3 and data[end + extra] & 0xC0 == 0x80:
+        extra += 1
+    return extra
+
+
 def blob(viewer: Viewer, reading: Reading, name: str, query: Mapping[str, str]) -> str:
-    """`/memory/blobs/NAME`: one blob's details, its text or its image."""
+    """`/memory/blobs/NAME`: one blob's details, its text (a page at a time) or its image.
+
+    A text blob is shown whole, 64 KiB a page (`?page=N`), so the full text of
+    an offloaded tool result can be read here.
+    """
     _need(reading, "pygents_blobs", "blob store")
     found = reading.rows(
         "SELECT content_id, size, content_type, sha256, created_at, updated_at FROM pygents_blobs "
@@ -260,14 +278,20 @@ def blob(viewer: Viewer, reading: Reading, name: str, query: Mapping[str, str]) 
     if kind.startswith("image/") and size <= _LARGEST_IMAGE:
         shown = image_html(kind.split(";")[0].strip(), _content(reading, int(content_id), size))
     else:
-        head = _content(reading, int(content_id), _PREVIEW)
-        text = head.decode("utf-8", "replace")
+        current, pages = page_number(query, size, _PAGE)
+        start = (current - 1) * _PAGE
+        # A character the page's end cuts is finished on this page; the next page
+        # starts with the rest of its bytes, shown as U+FFFD: nothing is skipped.
+        part = _content(reading, int(content_id), _PAGE + 3, start)
+        text = part[: _PAGE + _continued(part, _PAGE)].decode("utf-8", "replace")
         printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in text) >= 0.9 * max(
             len(text), 1
         )
+        end = min(size, start + _PAGE)
         more = (
-            f"<p class=muted>the first {number(_PREVIEW)} of {number(size)} bytes</p>"
-            if size > _PREVIEW
+            f"<p class=muted>bytes {number(start)} to {number(end)} of {number(size)}</p>"
+            + pager(["memory", "blobs", name], query, current, pages)
+            if pages > 1
             else ""
         )
         shown = (

@@ -11,10 +11,11 @@ lengths count characters of the whole text.
 
 Where the blobs go, unless a store is given: beside the conversation. A
 `SQLiteContextStore` or `PostgresContextStore` puts them in its own database
-(a `SQLiteBlobStore` / `PostgresBlobStore` on the same connection), so a
-session resumed or opened in another process, exported, or viewed finds
-them; a `MemoryContextStore` (whose conversation dies with the process too)
-puts them in an `InMemoryBlobStore` this offload holds, shared by the loop's
+(a `SQLiteBlobStore` / `PostgresBlobStore` on the same connection; through
+an `AutoCompactStore`, its inner store's), so a session resumed or opened in
+another process, exported, or viewed finds them; a `MemoryContextStore`
+(whose conversation dies with the process too), or a store of your own, puts
+them in an `InMemoryBlobStore` this offload holds, shared by the loop's
 branches.
 """
 
@@ -35,6 +36,7 @@ from pygents_ctx.context.messages import (
     ToolResultBlock,
 )
 from pygents_ctx.context.stores.base import ContextStore
+from pygents_ctx.context.stores.compaction import AutoCompactStore
 from pygents_ctx.context.stores.postgres import PostgresContextStore
 from pygents_ctx.context.stores.sqlite import SQLiteContextStore
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
@@ -181,6 +183,8 @@ class ToolResultOffload:
         """The blob store the results of `store`'s conversation go to (see the module's docs)."""
         if self.blobs is not None:
             return self.blobs
+        while isinstance(store, AutoCompactStore):  # the database is the wrapped store's
+            store = store.inner
         if isinstance(store, SQLiteContextStore | PostgresContextStore):
             beside = self._beside
             if beside is None or beside[0] is not store.connection:

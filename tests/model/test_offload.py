@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from pygents_ctx import (
     Agent,
     AnthropicModel,
+    AutoCompactStore,
     ClearToolResults,
     ContextConfig,
     HeuristicTokenCounter,
@@ -48,7 +49,7 @@ from pygents_ctx.cli.viewer import SQLiteSource, Viewer
 from pygents_ctx.cli.viewer._server import route
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 from pygents_ctx.memory import PostgresBlobStore
-from pygents_ctx.testing import ScriptedModel, assistant, tool_call
+from pygents_ctx.testing import ScriptedModel, ScriptedSummarizer, assistant, tool_call
 from tests import postgres_server
 
 from .fake_api import (
@@ -449,6 +450,20 @@ async def test_on_sqlite_the_blob_is_beside_the_conversation_and_survives_a_new_
             ScriptedModel(["x"]), [read_log], SQLiteContextStore(conn, session_id=session)
         )
         assert await loop.read_tool_result(stub.handle, 5, 10) == LOG[5:15]
+
+
+async def test_through_an_auto_compact_store_the_blob_is_in_the_inner_database(
+    tmp_path: Path, read_log: Any
+) -> None:
+    async with connect(tmp_path / "agent.db") as conn:
+        store = AutoCompactStore(
+            SQLiteContextStore(conn), ScriptedSummarizer(["short"]), max_tokens=200_000
+        )
+        loop = loop_for(ScriptedModel([assistant(tool_call("read_log")), "ok"]), [read_log], store)
+
+        await loop.run("Read it.")
+
+        assert (await SQLiteBlobStore(conn).get(HANDLE)).data.decode() == LOG
 
 
 async def test_on_postgres_the_blob_is_beside_the_conversation(

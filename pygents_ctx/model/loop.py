@@ -221,7 +221,7 @@ class ModelLoop:
             `ToolResultOffload`): by default `ToolResultOffload()`, results
             over 8,000 tokens stored in a blob store beside the conversation,
             a stub in the history, and the `read_tool_result` tool offered
-            while the history holds a stub. None: results are kept whole.
+            while the window holds a stub. None: results are kept whole.
 
     Raises:
         TypeError: `agent` is not an `Agent`, `model` has no `complete` and
@@ -660,7 +660,9 @@ class ModelLoop:
         yield StepStarted(step, window)
         response: ModelResponse | None = None
         tools = self.tools
-        if self._read_tool is not None and offloaded_handles(history):
+        # Offered while the model can see a stub: the window's (bounded) messages are
+        # scanned, not the whole history (which would cost every step time in its length).
+        if self._read_tool is not None and offloaded_handles(window.messages):
             tools = [*tools, self._read_tool]
         replies = call_model(
             self.model,

@@ -6,8 +6,9 @@ the same text is one blob, and a step run again after a crash writes nothing
 new), and the history keeps a `ToolResultBlock` whose content is the stub
 text (head, where the rest is, tail) and whose `offloaded` field is the
 `OffloadedResult`. The model reads the rest with the `read_tool_result` tool,
-which `ModelLoop` offers whenever the history holds a stub; offsets and
-lengths count characters of the whole text.
+which `ModelLoop` offers whenever the window it is shown holds a stub; offsets
+and lengths count characters of the whole text, and a handle must be one a
+stub of the session's history names.
 
 Where the blobs go, unless a store is given: beside the conversation. A
 `SQLiteContextStore` or `PostgresContextStore` puts them in its own database

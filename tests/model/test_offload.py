@@ -30,6 +30,7 @@ from pygents_ctx import (
     OpenAIModel,
     OpenAIResponsesModel,
     PostgresContextStore,
+    SlidingWindow,
     SQLiteBlobStore,
     SQLiteContextStore,
     TextBlock,
@@ -151,6 +152,25 @@ async def test_the_read_tool_returns_a_page_and_says_where_the_next_starts(
         LOG[-20:] + f"\n[chars {len(LOG) - 20:,} to {len(LOG):,} of {len(LOG):,}: "
         "the end of the result]"
     )
+
+
+async def test_the_read_tool_is_offered_while_the_window_shows_a_stub(read_log: Any) -> None:
+    model = ScriptedModel([assistant(tool_call("read_log")), "read", "later", "again"])
+    loop = loop_for(model, [read_log])
+    await loop.run("Read the log.")
+    assert loop.agent.context is not None
+
+    loop.agent.context.strategy = SlidingWindow(2)  # the stub falls out of the window
+    await loop.run("Anything else?")
+    loop.agent.context.strategy = SlidingWindow(100)
+    await loop.run("And now?")
+
+    assert ["read_tool_result" in call.tools for call in model.calls] == [
+        False,
+        True,
+        False,
+        True,
+    ]
 
 
 async def test_a_small_result_stays_whole_and_no_read_tool_is_offered() -> None:

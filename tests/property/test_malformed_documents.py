@@ -202,7 +202,7 @@ def as_exported(document: dict[str, Any]) -> dict[str, Any]:
     """What exporting an imported file must give: the file, with the defaults filled in."""
     messages, archived = document["messages"], document.get("archived", [])
     return {
-        "version": 3,
+        "version": 4,
         "session_id": ANY,  # imported under --session
         "input_tokens": document.get("input_tokens", 0),
         "output_tokens": document.get("output_tokens", 0),
@@ -211,6 +211,7 @@ def as_exported(document: dict[str, Any]) -> dict[str, Any]:
         "messages": without_defaults(messages),
         "run_ids": document.get("run_ids", [None] * len(messages)),
         "usage": document.get("usage", []),
+        "blobs": document.get("blobs", []),
     }
 
 

@@ -1,0 +1,887 @@
+"""`ContextStoreSaver`, the LangGraph checkpointer (imported on first use; needs langgraph)."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from typing import Any, Final, NamedTuple, TypeVar
+
+from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from pygents_ctx.context.stores import PostgresConnection, SQLiteConnection
+from pygents_ctx.integrations._langgraph_sql import (
+    MESSAGES,
+    PostgresDatabase,
+    SQLiteDatabase,
+    Steps,
+    garbage,
+)
+
+__all__ = ["ContextStoreSaver"]
+
+T = TypeVar("T")
+_CACHED_LISTS: Final = 256  # message lists remembered (one per thread, namespace and channel)
+_STRATEGIES: Final = ("keep_latest", "delete")
+
+
+class _Range(NamedTuple):
+    segment: int
+    start: int
+    stop: int
+
+
+class _Cached(NamedTuple):
+    messages: tuple[Any, ...]
+    ranges: tuple[_Range, ...]
+
+
+def _is_message_list(value: object) -> bool:
+    return (
+        type(value) is list and bool(value) and all(isinstance(item, BaseMessage) for item in value)
+    )
+
+
+def _text(field: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{field} must be a str, not {type(value).__name__}: pass "
+            f'config={{"configurable": {{"{field}": "..."}}}} with a string'
+        )
+    return value
+
+
+def _configurable(config: object) -> Mapping[str, Any]:
+    configurable = config.get("configurable") if isinstance(config, Mapping) else None
+    if not isinstance(configurable, Mapping):
+        raise TypeError(
+            'a checkpointer config must be {"configurable": {"thread_id": ...}}, '
+            f"not {config!r}"
+        )
+    return configurable
+
+
+def _target(config: object) -> tuple[str, str, str | None]:
+    """The thread id, namespace and checkpoint id (or None) that `config` names."""
+    configurable = _configurable(config)
+    if "thread_id" not in configurable:
+        raise TypeError('the config names no thread: pass {"configurable": {"thread_id": "..."}}')
+    thread_id = _text("thread_id", configurable["thread_id"])
+    namespace = _text("checkpoint_ns", configurable.get("checkpoint_ns", ""))
+    checkpoint_id = configurable.get("checkpoint_id")
+    if checkpoint_id is not None:
+        checkpoint_id = _text("checkpoint_id", checkpoint_id)
+    return thread_id, namespace, checkpoint_id
+
+
+def _thread_ids(thread_ids: object, method: str) -> list[str]:
+    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
+        raise TypeError(f"{method} needs a list of thread ids, not {thread_ids!r}")
+    return [_text("thread_id", thread_id) for thread_id in thread_ids]
+
+
+def _config(thread_id: str, namespace: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": namespace,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def _slice(ranges: Sequence[_Range], index: int) -> _Range:
+    """Where the `index`th message of the list that `ranges` make up is stored."""
+    for piece in ranges:
+        size = piece.stop - piece.start
+        if index < size:
+            return _Range(piece.segment, piece.start + index, piece.start + index + 1)
+        index -= size
+    raise IndexError(index)
+
+
+def _joined(ranges: Sequence[_Range]) -> list[_Range]:
+    """`ranges` with each run of neighbours in one segment made one range."""
+    joined: list[_Range] = []
+    for piece in ranges:
+        if joined and joined[-1].segment == piece.segment and joined[-1].stop == piece.start:
+            joined[-1] = _Range(piece.segment, joined[-1].start, piece.stop)
+        else:
+            joined.append(piece)
+    return joined
+
+
+def _shared_prefix(new: Sequence[Any], old: Sequence[Any]) -> int:
+    """How many leading messages of `new` are the very objects `old` starts with."""
+    count = 0
+    for mine, theirs in zip(new, old, strict=False):
+        if mine is not theirs:
+            break
+        count += 1
+    return count
+
+
+_CHECKPOINT_ROW: Final = """
+    SELECT checkpoint_id, parent_id, checkpoint_type, checkpoint, metadata_type, metadata
+    FROM pygents_lg_checkpoints
+"""
+_VALUES: Final = """
+    SELECT b.channel, b.type, b.data FROM pygents_lg_versions v
+    JOIN pygents_lg_blobs b ON b.thread_id = v.thread_id AND b.checkpoint_ns = v.checkpoint_ns
+        AND b.channel = v.channel AND b.version = v.version
+    WHERE v.thread_id = ? AND v.checkpoint_ns = ? AND v.checkpoint_id = ?
+"""
+_RANGES: Final = """
+    SELECT r.channel, r.segment, r.start, r.stop FROM pygents_lg_versions v
+    JOIN pygents_lg_ranges r ON r.thread_id = v.thread_id AND r.checkpoint_ns = v.checkpoint_ns
+        AND r.channel = v.channel AND r.version = v.version
+    WHERE v.thread_id = ? AND v.checkpoint_ns = ? AND v.checkpoint_id = ?
+    ORDER BY r.channel, r.seq
+"""
+_MESSAGES: Final = """
+    SELECT r.channel, m.type, m.data FROM pygents_lg_versions v
+    JOIN pygents_lg_ranges r ON r.thread_id = v.thread_id AND r.checkpoint_ns = v.checkpoint_ns
+        AND r.channel = v.channel AND r.version = v.version
+    JOIN pygents_lg_messages m ON m.thread_id = r.thread_id AND m.segment = r.segment
+        AND m.position >= r.start AND m.position < r.stop
+    WHERE v.thread_id = ? AND v.checkpoint_ns = ? AND v.checkpoint_id = ?
+    ORDER BY r.channel, r.seq, m.position
+"""
+_WRITES: Final = """
+    SELECT task_id, channel, type, data, task_path, idx FROM pygents_lg_writes
+    WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+"""
+_PUT_CHECKPOINT: Final = """
+    INSERT INTO pygents_lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id,
+        run_id, checkpoint_type, checkpoint, metadata_type, metadata)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET
+        parent_id = excluded.parent_id, run_id = excluded.run_id,
+        checkpoint_type = excluded.checkpoint_type, checkpoint = excluded.checkpoint,
+        metadata_type = excluded.metadata_type, metadata = excluded.metadata
+"""
+_DROP_VERSIONS: Final = """
+    DELETE FROM pygents_lg_versions WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?
+"""
+_PUT_VERSION: Final = """
+    INSERT INTO pygents_lg_versions (thread_id, checkpoint_ns, checkpoint_id, channel, version)
+    VALUES (?, ?, ?, ?, ?)
+"""
+_DROP_BLOB: Final = """
+    DELETE FROM pygents_lg_blobs
+    WHERE thread_id = ? AND checkpoint_ns = ? AND channel = ? AND version = ?
+"""
+_PUT_BLOB: Final = """
+    INSERT INTO pygents_lg_blobs (thread_id, checkpoint_ns, channel, version, type, data)
+    VALUES (?, ?, ?, ?, ?, ?)
+"""
+_PUT_SEGMENT: Final = "INSERT INTO pygents_lg_segments (thread_id, segment) VALUES (?, ?)"
+_PUT_MESSAGE: Final = """
+    INSERT INTO pygents_lg_messages (thread_id, segment, position, type, data)
+    VALUES (?, ?, ?, ?, ?)
+"""
+_PUT_RANGE: Final = """
+    INSERT INTO pygents_lg_ranges (thread_id, checkpoint_ns, channel, version, seq, segment,
+        start, stop)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+"""
+_KEEP_WRITE: Final = """
+    INSERT INTO pygents_lg_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+        channel, type, data, task_path)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO NOTHING
+"""
+_REPLACE_WRITE: Final = """
+    INSERT INTO pygents_lg_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+        channel, type, data, task_path)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET
+        channel = excluded.channel, type = excluded.type, data = excluded.data,
+        task_path = excluded.task_path
+"""
+# Keeps the newest `keep` checkpoints of each namespace of a thread, and the writes
+# of those and of newer ones (checkpoint ids sort by time: LangGraph's are uuid6).
+_OLDEST_KEPT: Final = """COALESCE((
+        SELECT c.checkpoint_id FROM pygents_lg_checkpoints c
+        WHERE c.thread_id = {table}.thread_id AND c.checkpoint_ns = {table}.checkpoint_ns
+        ORDER BY c.checkpoint_id DESC LIMIT 1 OFFSET ?
+    ), '')"""
+_PRUNE: Final = (
+    "DELETE FROM pygents_lg_writes WHERE thread_id = ? AND checkpoint_id < "
+    + _OLDEST_KEPT.format(table="pygents_lg_writes"),
+    "DELETE FROM pygents_lg_checkpoints WHERE thread_id = ? AND checkpoint_id < "
+    + _OLDEST_KEPT.format(table="pygents_lg_checkpoints"),
+)
+_DELETE_THREAD: Final = (
+    "DELETE FROM pygents_lg_writes WHERE thread_id = ?",
+    "DELETE FROM pygents_lg_checkpoints WHERE thread_id = ?",
+)
+
+
+def _pruning(thread_id: str, keep: int) -> Steps:
+    """The statements that keep `thread_id`'s newest `keep` checkpoints per namespace."""
+    steps: Steps = [(sql, [(thread_id, keep - 1)]) for sql in _PRUNE]
+    return steps + [(sql, [params]) for sql, params in garbage(thread_id)]
+
+
+def _deleting(thread_id: str) -> Steps:
+    """The statements that delete every checkpoint of `thread_id`, and what they hold."""
+    steps: Steps = [(sql, [(thread_id,)]) for sql in _DELETE_THREAD]
+    return steps + [(sql, [params]) for sql, params in garbage(thread_id)]
+
+
+_COPIES: Final = (
+    """
+    INSERT INTO pygents_lg_checkpoints (thread_id, checkpoint_ns, checkpoint_id, parent_id,
+        run_id, checkpoint_type, checkpoint, metadata_type, metadata)
+    SELECT ?, checkpoint_ns, checkpoint_id, parent_id, run_id, checkpoint_type, checkpoint,
+        metadata_type, metadata
+    FROM pygents_lg_checkpoints WHERE thread_id = ?
+    """,
+    """
+    INSERT INTO pygents_lg_versions (thread_id, checkpoint_ns, checkpoint_id, channel, version)
+    SELECT ?, checkpoint_ns, checkpoint_id, channel, version
+    FROM pygents_lg_versions WHERE thread_id = ?
+    """,
+    """
+    INSERT INTO pygents_lg_blobs (thread_id, checkpoint_ns, channel, version, type, data)
+    SELECT ?, checkpoint_ns, channel, version, type, data
+    FROM pygents_lg_blobs WHERE thread_id = ?
+    """,
+    "INSERT INTO pygents_lg_segments (thread_id, segment) "
+    "SELECT ?, segment FROM pygents_lg_segments WHERE thread_id = ?",
+    """
+    INSERT INTO pygents_lg_messages (thread_id, segment, position, type, data)
+    SELECT ?, segment, position, type, data FROM pygents_lg_messages WHERE thread_id = ?
+    """,
+    """
+    INSERT INTO pygents_lg_ranges (thread_id, checkpoint_ns, channel, version, seq, segment,
+        start, stop)
+    SELECT ?, checkpoint_ns, channel, version, seq, segment, start, stop
+    FROM pygents_lg_ranges WHERE thread_id = ?
+    """,
+    """
+    INSERT INTO pygents_lg_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx,
+        channel, type, data, task_path)
+    SELECT ?, checkpoint_ns, checkpoint_id, task_id, idx, channel, type, data, task_path
+    FROM pygents_lg_writes WHERE thread_id = ?
+    """,
+)
+
+
+class ContextStoreSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer in a pygents_ctx SQLite or PostgreSQL database.
+
+    Pass it as `graph.compile(checkpointer=ContextStoreSaver(conn))`, `conn`
+    from `await connect(path)` or `await connect_postgres(dsn)`: the same
+    connection (and file or database) as the context stores. Its tables are
+    created on first use.
+
+    A channel whose value is a list of LangChain messages (the `messages` of a
+    `MessagesState`) is stored a message at a time, each message once: a
+    checkpoint that adds two messages to a list of 2,000 writes those two and
+    a row saying which stored messages make up the list. A message object
+    already stored is taken as unchanged (LangGraph's reducers replace
+    messages rather than editing them in place). Other channel values, the
+    checkpoints and their metadata go through the serializer, `serde`
+    (LangGraph's `JsonPlusSerializer` unless you pass another).
+
+    With `keep=N`, each `put` deletes the thread's checkpoints older than its
+    newest `N` in that namespace, and the values and messages only they held,
+    in the same transaction: a long thread's storage stays the size of its
+    latest state. `prune()` does the same on demand.
+
+    The async methods (`ainvoke`, `astream`) run on the event loop the saver
+    was made on. The sync ones (`invoke`, `stream`) work from other threads
+    while that loop runs (`await asyncio.to_thread(graph.invoke, ...)`); from
+    the loop's own thread they raise, as they would block the loop they wait on.
+
+    Args:
+        conn: A `SQLiteConnection` or `PostgresConnection`.
+        keep: Checkpoints to keep per thread and namespace on each put, or
+            None (the default) to keep them all.
+        serde: The serializer of checkpoints, metadata and values.
+
+    Raises:
+        TypeError: `conn` is not one of our connections, or `keep` is not an int.
+        ValueError: `keep` is below 1.
+        RuntimeError: No event loop is running (make the saver inside `async def`).
+    """
+
+    def __init__(
+        self,
+        conn: SQLiteConnection | PostgresConnection,
+        *,
+        keep: int | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        if isinstance(conn, SQLiteConnection):
+            self._db: SQLiteDatabase | PostgresDatabase = SQLiteDatabase(conn)
+        elif isinstance(conn, PostgresConnection):
+            self._db = PostgresDatabase(conn)
+        else:
+            raise TypeError(
+                "ContextStoreSaver needs the connection from `await connect(path)` or "
+                f"`await connect_postgres(dsn)`, not {type(conn).__name__}"
+            )
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int)):
+            raise TypeError(f"keep must be an int or None, not {type(keep).__name__}")
+        if keep is not None and keep < 1:
+            raise ValueError(f"keep must be at least 1 (the latest checkpoint), not {keep}")
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "make ContextStoreSaver inside a running event loop (in `async def`), "
+                "the loop its connection was opened on"
+            ) from None
+        super().__init__(serde=serde)
+        self.conn = conn
+        self.keep = keep
+        self._ready = False
+        self._setting_up = asyncio.Lock()
+        self._lists: OrderedDict[tuple[str, str, str], _Cached] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"ContextStoreSaver({self.conn!r}, keep={self.keep!r})"
+
+    async def setup(self) -> None:
+        """Create the saver's tables, or bring them up to date. Run by the first call."""
+        async with self._setting_up:
+            if not self._ready:
+                await self._db.setup()
+                self._ready = True
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The version after `current`: a counter, then a random part.
+
+        The random part keeps two branches from one checkpoint from giving
+        different values the same version.
+        """
+        count = 0 if current is None else int(str(current).split(".")[0])
+        return f"{count + 1:032}.{secrets.randbelow(10**16):016}"
+
+    # -- reading ---------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint `config` names, or the thread's latest; None when there is none.
+
+        Raises:
+            TypeError: The thread id, namespace or checkpoint id is not a str.
+        """
+        thread_id, namespace, checkpoint_id = _target(config)
+        await self.setup()
+        while True:
+            if checkpoint_id is None:
+                (rows,) = await self._db.read(
+                    [
+                        (
+                            _CHECKPOINT_ROW + "WHERE thread_id = ? AND checkpoint_ns = ? "
+                            "ORDER BY checkpoint_id DESC LIMIT 1",
+                            (thread_id, namespace),
+                        )
+                    ]
+                )
+                if not rows:
+                    return None
+                wanted = str(rows[0][0])
+            else:
+                wanted = checkpoint_id
+            found = await self._load(thread_id, namespace, wanted)
+            if found is not None or checkpoint_id is not None:
+                return found
+            # The latest checkpoint was pruned between the two reads: look again.
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """The checkpoints matching, newest first.
+
+        Args:
+            config: Names the thread (and namespace) to list, or None for all threads.
+            filter: Metadata keys and the values they must equal.
+            before: Only checkpoints older than the one this names.
+            limit: At most this many.
+
+        Raises:
+            TypeError: An id is not a str, `filter` is not a dict, or `limit`
+                is not an int.
+        """
+        where, params = [], []
+        if config is not None:
+            configurable = _configurable(config)
+            if "thread_id" in configurable:
+                where.append("thread_id = ?")
+                params.append(_text("thread_id", configurable["thread_id"]))
+            if configurable.get("checkpoint_ns") is not None:
+                where.append("checkpoint_ns = ?")
+                params.append(_text("checkpoint_ns", configurable["checkpoint_ns"]))
+            if configurable.get("checkpoint_id") is not None:
+                where.append("checkpoint_id = ?")
+                params.append(_text("checkpoint_id", configurable["checkpoint_id"]))
+        if before is not None:
+            before_id = _configurable(before).get("checkpoint_id")
+            if before_id is not None:
+                where.append("checkpoint_id < ?")
+                params.append(_text("checkpoint_id", before_id))
+        if filter is not None and not isinstance(filter, dict):
+            raise TypeError(f"filter must be a dict of metadata values, not {filter!r}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit must be an int or None, not {limit!r}")
+        await self.setup()
+        sql = "SELECT thread_id, checkpoint_ns, checkpoint_id, metadata_type, metadata FROM "
+        sql += "pygents_lg_checkpoints"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY checkpoint_id DESC, thread_id, checkpoint_ns"
+        if limit is not None and not filter:
+            sql += f" LIMIT {max(limit, 0)}"
+        (rows,) = await self._db.read([(sql, tuple(params))])
+        left = limit
+        for thread_id, namespace, checkpoint_id, metadata_type, metadata in rows:
+            if left is not None and left <= 0:
+                return
+            if filter:
+                values = self.serde.loads_typed((metadata_type, bytes(metadata)))
+                if any(values.get(key) != value for key, value in filter.items()):
+                    continue
+            found = await self._load(thread_id, namespace, checkpoint_id)
+            if found is None:  # deleted since the listing
+                continue
+            if left is not None:
+                left -= 1
+            yield found
+
+    async def _load(
+        self, thread_id: str, namespace: str, checkpoint_id: str
+    ) -> CheckpointTuple | None:
+        key = (thread_id, namespace, checkpoint_id)
+        rows, values, ranges, messages, writes = await self._db.read(
+            [
+                (
+                    _CHECKPOINT_ROW + "WHERE thread_id = ? AND checkpoint_ns = ? "
+                    "AND checkpoint_id = ?",
+                    key,
+                ),
+                (_VALUES, key),
+                (_RANGES, key),
+                (_MESSAGES, key),
+                (_WRITES, key),
+            ]
+        )
+        if not rows:
+            return None
+        _, parent_id, checkpoint_type, data, metadata_type, metadata = rows[0]
+        checkpoint: Checkpoint = self.serde.loads_typed((checkpoint_type, bytes(data)))
+        channel_values: dict[str, Any] = {}
+        lists: dict[str, list[Any]] = {}
+        for channel, value_type, value in values:
+            if value_type == MESSAGES:
+                lists[channel] = channel_values[channel] = []
+            elif value_type != "empty":
+                channel_values[channel] = self.serde.loads_typed((value_type, bytes(value)))
+        for channel, message_type, message in messages:
+            lists[channel].append(self.serde.loads_typed((message_type, bytes(message))))
+        pieces: dict[str, list[_Range]] = {}
+        for channel, segment, start, stop in ranges:
+            pieces.setdefault(channel, []).append(_Range(segment, start, stop))
+        for channel, loaded in lists.items():
+            self._remember((thread_id, namespace, channel), loaded, pieces.get(channel, []))
+        ordered = sorted(writes, key=lambda row: writes_sort_key(row[4], row[0], row[5]))
+        pending: list[PendingWrite] = [
+            (task_id, channel, self.serde.loads_typed((value_type, bytes(value))))
+            for task_id, channel, value_type, value, _, _ in ordered
+        ]
+        return CheckpointTuple(
+            config=_config(thread_id, namespace, checkpoint_id),
+            checkpoint={**checkpoint, "channel_values": channel_values},
+            metadata=self.serde.loads_typed((metadata_type, bytes(metadata))),
+            parent_config=(None if parent_id is None else _config(thread_id, namespace, parent_id)),
+            pending_writes=pending,
+        )
+
+    def _remember(
+        self, key: tuple[str, str, str], messages: Sequence[Any], ranges: Sequence[_Range]
+    ) -> None:
+        self._lists[key] = _Cached(tuple(messages), tuple(ranges))
+        self._lists.move_to_end(key)
+        while len(self._lists) > _CACHED_LISTS:
+            self._lists.popitem(last=False)
+
+    # -- writing ---------------------------------------------------------------
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store `checkpoint` with its metadata and the channel values in `new_versions`.
+
+        One transaction; with `keep`, the thread's older checkpoints are pruned
+        in it too. Returns the config naming the stored checkpoint.
+
+        Raises:
+            TypeError: The thread id or namespace is not a str, or `checkpoint`
+                is not a checkpoint (a dict with a str `id`).
+        """
+        thread_id, namespace, parent_id = _target(config)
+        if not isinstance(checkpoint, Mapping) or not isinstance(checkpoint.get("id"), str):
+            raise TypeError(
+                f"put needs a LangGraph Checkpoint (a dict with an 'id'), not {checkpoint!r}"
+            )
+        checkpoint_id = checkpoint["id"]
+        await self.setup()
+        stored: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = stored.pop("channel_values", None) or {}
+        checkpoint_type, data = self.serde.dumps_typed(stored)
+        kept_metadata = get_checkpoint_metadata(config, metadata)
+        metadata_type, metadata_data = self.serde.dumps_typed(kept_metadata)
+        run_id = kept_metadata.get("run_id")
+        head: Steps = [
+            (
+                _PUT_CHECKPOINT,
+                [
+                    (
+                        thread_id,
+                        namespace,
+                        checkpoint_id,
+                        parent_id,
+                        run_id if isinstance(run_id, str) else None,
+                        checkpoint_type,
+                        data,
+                        metadata_type,
+                        metadata_data,
+                    )
+                ],
+            ),
+            (_DROP_VERSIONS, [(thread_id, namespace, checkpoint_id)]),
+            (
+                _PUT_VERSION,
+                [
+                    (thread_id, namespace, checkpoint_id, channel, str(version))
+                    for channel, version in checkpoint.get("channel_versions", {}).items()
+                ],
+            ),
+        ]
+        plain: list[tuple[Any, ...]] = []
+        lists: dict[str, tuple[str, list[Any]]] = {}
+        for channel, version in new_versions.items():
+            if channel in values and _is_message_list(values[channel]):
+                lists[channel] = (str(version), values[channel])
+            elif channel in values:
+                plain.append((channel, str(version), *self.serde.dumps_typed(values[channel])))
+            else:
+                plain.append((channel, str(version), "empty", b""))
+        blobs = [(thread_id, namespace, *row) for row in plain]
+        blobs += [
+            (thread_id, namespace, channel, version, MESSAGES, b"")
+            for channel, (version, _) in lists.items()
+        ]
+        head.append((_DROP_BLOB, [row[:4] for row in blobs]))
+        head.append((_PUT_BLOB, blobs))
+        tail = [] if self.keep is None else _pruning(thread_id, self.keep)
+        for attempt in (True, False):
+            planned = {
+                channel: self._plan(thread_id, namespace, channel, messages, use_cache=attempt)
+                for channel, (_, messages) in lists.items()
+            }
+            steps = head + self._list_steps(thread_id, namespace, lists, planned) + tail
+            try:
+                await self._db.write(steps)
+            except self._db.integrity_errors:
+                # A stored list this process remembered was extended or pruned by
+                # another writer: store the lists again without leaning on it.
+                if not attempt or not lists:
+                    raise
+                continue
+            break
+        for channel, (_, messages) in lists.items():
+            self._remember((thread_id, namespace, channel), messages, planned[channel][0])
+        return _config(thread_id, namespace, checkpoint_id)
+
+    def _plan(
+        self, thread_id: str, namespace: str, channel: str, messages: list[Any], *, use_cache: bool
+    ) -> tuple[list[_Range], int | None, int, list[Any]]:
+        """How to store `messages`, given the list of this channel last written or read.
+
+        Returns the list's ranges, the segment of the messages to write (None
+        when they go on at the end of a stored segment), the position of the
+        first of them, and the messages to write. Messages of the remembered
+        list are not written again, wherever they are in the new one.
+        """
+        cached = self._lists.get((thread_id, namespace, channel)) if use_cache else None
+        if cached is None:
+            segment = secrets.randbits(62)
+            return [_Range(segment, 0, len(messages))], segment, 0, messages
+        shared = _shared_prefix(messages, cached.messages)
+        if shared == len(cached.messages) and cached.ranges:
+            # Appended (the usual turn): the new ones go on at the end of the last segment.
+            extended = list(cached.ranges)
+            rest = messages[shared:]
+            last = extended[-1]
+            extended[-1] = _Range(last.segment, last.start, last.stop + len(rest))
+            return extended, None, last.stop, rest
+        where = {id(message): index for index, message in enumerate(cached.messages)}
+        segment = secrets.randbits(62)
+        ranges: list[_Range] = []
+        written: list[Any] = []
+        for message in messages:
+            index = where.get(id(message))
+            if index is not None and cached.messages[index] is message:
+                ranges.append(_slice(cached.ranges, index))
+            else:
+                ranges.append(_Range(segment, len(written), len(written) + 1))
+                written.append(message)
+        return _joined(ranges), segment if written else None, 0, written
+
+    def _list_steps(
+        self,
+        thread_id: str,
+        namespace: str,
+        lists: Mapping[str, tuple[str, list[Any]]],
+        planned: Mapping[str, tuple[list[_Range], int | None, int, list[Any]]],
+    ) -> Steps:
+        segments, messages, ranges = [], [], []
+        for channel, (version, _) in lists.items():
+            pieces, new_segment, first, written = planned[channel]
+            if new_segment is not None:
+                segments.append((thread_id, new_segment))
+            target = pieces[-1].segment if new_segment is None else new_segment
+            for offset, message in enumerate(written):
+                messages.append(
+                    (thread_id, target, first + offset, *self.serde.dumps_typed(message))
+                )
+            ranges += [
+                (thread_id, namespace, channel, version, seq, *piece)
+                for seq, piece in enumerate(pieces)
+            ]
+        return [(_PUT_SEGMENT, segments), (_PUT_MESSAGE, messages), (_PUT_RANGE, ranges)]
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's `writes` for the checkpoint `config` names, in one transaction.
+
+        A write already stored at its index is kept (a retried task writes the
+        same); the special writes (errors, interrupts) replace theirs. LangGraph
+        may store writes before their checkpoint (it puts both in the background).
+
+        Raises:
+            TypeError: An id is not a str, or `config` names no checkpoint.
+        """
+        thread_id, namespace, checkpoint_id = _target(config)
+        if checkpoint_id is None:
+            raise TypeError(
+                "put_writes needs the checkpoint the writes belong to: "
+                'config={"configurable": {"thread_id": ..., "checkpoint_id": ...}}'
+            )
+        _text("task_id", task_id)
+        _text("task_path", task_path)
+        await self.setup()
+        kept: list[tuple[object, ...]] = []
+        replaced: list[tuple[object, ...]] = []
+        for index, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, index)
+            row = (
+                thread_id,
+                namespace,
+                checkpoint_id,
+                task_id,
+                idx,
+                channel,
+                *self.serde.dumps_typed(value),
+                task_path,
+            )
+            (replaced if idx < 0 else kept).append(row)
+        await self._db.write([(_KEEP_WRITE, kept), (_REPLACE_WRITE, replaced)])
+
+    # -- deleting and copying --------------------------------------------------
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Delete the thread's checkpoints, writes, values and messages, in one transaction."""
+        _text("thread_id", thread_id)
+        await self.setup()
+        await self._db.write(_deleting(thread_id))
+        self._forget(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata's `run_id` is in `run_ids`."""
+        runs = _thread_ids(run_ids, "delete_for_runs")
+        if not runs:
+            return
+        await self.setup()
+        marks = ", ".join("?" * len(runs))
+        (threads,) = await self._db.read(
+            [
+                (
+                    "SELECT DISTINCT thread_id FROM pygents_lg_checkpoints "
+                    f"WHERE run_id IN ({marks})",
+                    tuple(runs),
+                )
+            ]
+        )
+        steps: Steps = [
+            (
+                "DELETE FROM pygents_lg_writes WHERE EXISTS (SELECT 1 FROM pygents_lg_checkpoints c"
+                " WHERE c.thread_id = pygents_lg_writes.thread_id"
+                " AND c.checkpoint_ns = pygents_lg_writes.checkpoint_ns"
+                " AND c.checkpoint_id = pygents_lg_writes.checkpoint_id"
+                f" AND c.run_id IN ({marks}))",
+                [tuple(runs)],
+            ),
+            (f"DELETE FROM pygents_lg_checkpoints WHERE run_id IN ({marks})", [tuple(runs)]),
+        ]
+        for (thread_id,) in threads:
+            steps += [(sql, [params]) for sql, params in garbage(thread_id)]
+        await self._db.write(steps)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint of one thread, with its writes, to a new thread.
+
+        Raises:
+            ValueError: The source thread has no checkpoints, or the target
+                thread has some (nothing is copied).
+        """
+        source = _text("source_thread_id", source_thread_id)
+        target = _text("target_thread_id", target_thread_id)
+        await self.setup()
+        count = "SELECT count(*) FROM pygents_lg_checkpoints WHERE thread_id = ?"
+        (mine,), (theirs,) = await self._db.read([(count, (source,)), (count, (target,))])
+        if not mine[0]:
+            raise ValueError(f"thread {source!r} has no checkpoints to copy")
+        if theirs[0]:
+            raise ValueError(
+                f"thread {target!r} already has checkpoints: copy to a new thread id, "
+                "or delete_thread it first"
+            )
+        await self._db.write([(sql, [(target, source)]) for sql in _COPIES])
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Delete old checkpoints of `thread_ids`, in one transaction.
+
+        `"keep_latest"` keeps the newest `keep` checkpoints (1 without `keep`)
+        of each namespace, with their writes; `"delete"` removes them all.
+        Values and messages no kept checkpoint holds go with them.
+
+        Raises:
+            ValueError: `strategy` is not one of those two.
+        """
+        threads = _thread_ids(thread_ids, "prune")
+        if strategy not in _STRATEGIES:
+            raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
+        if not threads:
+            return
+        await self.setup()
+        steps: Steps = []
+        for thread_id in threads:
+            if strategy == "delete":
+                steps += _deleting(thread_id)
+            else:
+                steps += _pruning(thread_id, self.keep or 1)
+        await self._db.write(steps)
+        for thread_id in threads:
+            self._forget(thread_id)
+
+    def _forget(self, thread_id: str) -> None:
+        for key in [key for key in self._lists if key[0] == thread_id]:
+            del self._lists[key]
+
+    # -- the sync API, run on the saver's event loop ---------------------------
+
+    def _wait(self, coroutine: Any) -> Any:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            coroutine.close()
+            raise RuntimeError(
+                "ContextStoreSaver's sync methods wait for its event loop, and were called "
+                "on it: use the async API (ainvoke, astream), or run the sync one in "
+                "another thread (await asyncio.to_thread(graph.invoke, ...))"
+            )
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """`aget_tuple`, from another thread than the saver's event loop."""
+        found: CheckpointTuple | None = self._wait(self.aget_tuple(config))
+        return found
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """`alist`, from another thread than the saver's event loop."""
+
+        async def collect() -> list[CheckpointTuple]:
+            listed = self.alist(config, filter=filter, before=before, limit=limit)
+            return [found async for found in listed]
+
+        found: list[CheckpointTuple] = self._wait(collect())
+        return iter(found)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """`aput`, from another thread than the saver's event loop."""
+        stored: RunnableConfig = self._wait(self.aput(config, checkpoint, metadata, new_versions))
+        return stored
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """`aput_writes`, from another thread than the saver's event loop."""
+        self._wait(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        """`adelete_thread`, from another thread than the saver's event loop."""
+        self._wait(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """`adelete_for_runs`, from another thread than the saver's event loop."""
+        self._wait(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`acopy_thread`, from another thread than the saver's event loop."""
+        self._wait(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """`aprune`, from another thread than the saver's event loop."""
+        self._wait(self.aprune(thread_ids, strategy=strategy))

@@ -1,0 +1,269 @@
+"""The tables of the LangGraph checkpointer, and the statements it runs, on SQLite and PostgreSQL.
+
+The checkpointer's tables live beside the context stores' in the same
+database, with a schema version of their own (`pygents_langgraph_schema`),
+brought up to date by the stores' migration mechanism when the saver is
+first used. Every table is keyed by thread id first:
+
+- `pygents_lg_checkpoints`: one row per checkpoint: its parent's id, the run
+  id from its metadata, and the checkpoint without its channel values and its
+  metadata, each as the serializer's (type, bytes).
+- `pygents_lg_versions`: the channel versions a checkpoint holds, one row per
+  channel (what joins a checkpoint to its values, and what keeps a value
+  alive when old checkpoints are pruned).
+- `pygents_lg_blobs`: a channel's value at one version: the serializer's
+  bytes, or, for a list of messages, no bytes and its `pygents_lg_ranges`.
+- `pygents_lg_segments` and `pygents_lg_messages`: each message of a thread,
+  stored once, at a position of a segment (a run of messages appended one
+  after the other); `pygents_lg_ranges` says which runs of which segments a
+  message list is made of, so a turn that adds two messages to a list of
+  2,000 writes two messages and one range.
+- `pygents_lg_writes`: the pending writes of a checkpoint's tasks. LangGraph
+  may store a task's writes before the checkpoint they belong to, so they
+  have no foreign key: each deletion of checkpoints deletes theirs itself.
+
+A checkpoint's versions go with it (a foreign key, ON DELETE CASCADE); a
+value no checkpoint holds and a segment no range uses are deleted by
+`garbage()`'s statements, run after every deletion.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx.context.stores._postgres_schema import migrate as _postgres_migrate
+from pygents_ctx.context.stores._sqlite_ops import in_transaction
+from pygents_ctx.context.stores._sqlite_schema import migrate as _sqlite_migrate
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+    from pygents_ctx.context.stores import PostgresConnection, SQLiteConnection
+
+__all__ = [
+    "MESSAGES",
+    "POSTGRES_MIGRATIONS",
+    "SCHEMA_TABLE",
+    "SQLITE_MIGRATIONS",
+    "PostgresDatabase",
+    "SQLiteDatabase",
+    "garbage",
+]
+
+SCHEMA_TABLE: Final = "pygents_langgraph_schema"
+# The blob type of a message list whose messages are in pygents_lg_ranges.
+MESSAGES: Final = "pygents.messages"
+
+
+def _tables(text: str, integer: str, blob: str) -> tuple[str, ...]:
+    return (
+        f"""
+        CREATE TABLE pygents_lg_checkpoints (
+            thread_id       {text}    NOT NULL,
+            checkpoint_ns   {text}    NOT NULL,
+            checkpoint_id   {text}    NOT NULL,
+            parent_id       {text},
+            run_id          {text},
+            checkpoint_type {text}    NOT NULL,
+            checkpoint      {blob}    NOT NULL,
+            metadata_type   {text}    NOT NULL,
+            metadata        {blob}    NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+        )
+        """,
+        "CREATE INDEX pygents_lg_checkpoints_by_run ON pygents_lg_checkpoints (run_id)",
+        f"""
+        CREATE TABLE pygents_lg_versions (
+            thread_id     {text} NOT NULL,
+            checkpoint_ns {text} NOT NULL,
+            checkpoint_id {text} NOT NULL,
+            channel       {text} NOT NULL,
+            version       {text} NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, channel),
+            FOREIGN KEY (thread_id, checkpoint_ns, checkpoint_id)
+                REFERENCES pygents_lg_checkpoints ON DELETE CASCADE
+        )
+        """,
+        """
+        CREATE INDEX pygents_lg_versions_by_value
+            ON pygents_lg_versions (thread_id, checkpoint_ns, channel, version)
+        """,
+        f"""
+        CREATE TABLE pygents_lg_blobs (
+            thread_id     {text} NOT NULL,
+            checkpoint_ns {text} NOT NULL,
+            channel       {text} NOT NULL,
+            version       {text} NOT NULL,
+            type          {text} NOT NULL,
+            data          {blob} NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, channel, version)
+        )
+        """,
+        f"""
+        CREATE TABLE pygents_lg_segments (
+            thread_id {text}    NOT NULL,
+            segment   {integer} NOT NULL,
+            PRIMARY KEY (thread_id, segment)
+        )
+        """,
+        f"""
+        CREATE TABLE pygents_lg_messages (
+            thread_id {text}    NOT NULL,
+            segment   {integer} NOT NULL,
+            position  {integer} NOT NULL,
+            type      {text}    NOT NULL,
+            data      {blob}    NOT NULL,
+            PRIMARY KEY (thread_id, segment, position),
+            FOREIGN KEY (thread_id, segment) REFERENCES pygents_lg_segments ON DELETE CASCADE
+        )
+        """,
+        f"""
+        CREATE TABLE pygents_lg_ranges (
+            thread_id     {text}    NOT NULL,
+            checkpoint_ns {text}    NOT NULL,
+            channel       {text}    NOT NULL,
+            version       {text}    NOT NULL,
+            seq           {integer} NOT NULL,
+            segment       {integer} NOT NULL,
+            start         {integer} NOT NULL,
+            stop          {integer} NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, channel, version, seq),
+            FOREIGN KEY (thread_id, checkpoint_ns, channel, version)
+                REFERENCES pygents_lg_blobs ON DELETE CASCADE,
+            FOREIGN KEY (thread_id, segment) REFERENCES pygents_lg_segments
+        )
+        """,
+        "CREATE INDEX pygents_lg_ranges_by_segment ON pygents_lg_ranges (thread_id, segment)",
+        f"""
+        CREATE TABLE pygents_lg_writes (
+            thread_id     {text}    NOT NULL,
+            checkpoint_ns {text}    NOT NULL,
+            checkpoint_id {text}    NOT NULL,
+            task_id       {text}    NOT NULL,
+            idx           {integer} NOT NULL,
+            channel       {text}    NOT NULL,
+            type          {text}    NOT NULL,
+            data          {blob}    NOT NULL,
+            task_path     {text}    NOT NULL,
+            PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+        )
+        """,
+    )
+
+
+SQLITE_MIGRATIONS: Final = (_tables("TEXT", "INTEGER", "BLOB"),)
+POSTGRES_MIGRATIONS: Final = (_tables("text", "bigint", "bytea"),)
+
+
+def garbage(thread_id: str) -> list[tuple[str, tuple[object, ...]]]:
+    """The statements deleting `thread_id`'s unheld values, then its unused segments."""
+    return [
+        (
+            """
+            DELETE FROM pygents_lg_blobs WHERE thread_id = ? AND NOT EXISTS (
+                SELECT 1 FROM pygents_lg_versions v
+                WHERE v.thread_id = pygents_lg_blobs.thread_id
+                  AND v.checkpoint_ns = pygents_lg_blobs.checkpoint_ns
+                  AND v.channel = pygents_lg_blobs.channel
+                  AND v.version = pygents_lg_blobs.version
+            )
+            """,
+            (thread_id,),
+        ),
+        (
+            """
+            DELETE FROM pygents_lg_segments WHERE thread_id = ? AND NOT EXISTS (
+                SELECT 1 FROM pygents_lg_ranges r
+                WHERE r.thread_id = pygents_lg_segments.thread_id
+                  AND r.segment = pygents_lg_segments.segment
+            )
+            """,
+            (thread_id,),
+        ),
+    ]
+
+
+Steps = list[tuple[str, Sequence[tuple[object, ...]]]]  # each statement with its rows of parameters
+Queries = list[tuple[str, tuple[object, ...]]]
+
+
+class SQLiteDatabase:
+    """The statements on a `SQLiteConnection`: each batch in one job of its worker thread."""
+
+    def __init__(self, conn: SQLiteConnection) -> None:
+        self.conn = conn
+        self.integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
+
+    async def setup(self) -> None:
+        await self.conn.run(
+            partial(
+                _sqlite_migrate, migrations=SQLITE_MIGRATIONS, table=SCHEMA_TABLE, label="LangGraph"
+            )
+        )
+
+    async def write(self, steps: Steps) -> None:
+        """Run `steps` in one `BEGIN IMMEDIATE` transaction: all of them or none."""
+
+        def work(db: sqlite3.Connection) -> None:
+            for sql, rows in steps:
+                if rows:
+                    db.executemany(sql, rows)
+
+        await self.conn.run(partial(in_transaction, work=work))
+
+    async def read(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
+        """The rows of each query, all read in one transaction (one moment of the database)."""
+
+        def work(db: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
+            return [db.execute(sql, params).fetchall() for sql, params in queries]
+
+        return await self.conn.run(partial(in_transaction, work=work, begin="BEGIN"))
+
+
+class PostgresDatabase:
+    """The statements on a `PostgresConnection`: each batch in one transaction."""
+
+    def __init__(self, conn: PostgresConnection) -> None:
+        import psycopg
+
+        self.conn = conn
+        self.integrity_errors = (psycopg.errors.IntegrityError,)
+
+    async def setup(self) -> None:
+        migrations = POSTGRES_MIGRATIONS
+        await self.conn.run(
+            partial(_postgres_migrate, migrations=migrations, table=SCHEMA_TABLE, label="LangGraph")
+        )
+
+    async def write(self, steps: Steps) -> None:
+        """Run `steps` in one transaction: all of them or none."""
+
+        async def work(db: AsyncConnection[Any]) -> None:
+            async with db.transaction(), db.cursor() as cursor:
+                for sql, rows in steps:
+                    if rows:
+                        await cursor.executemany(_postgres(sql), rows)
+
+        await self.conn.run(work)
+
+    async def read(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
+        """The rows of each query, all read in one REPEATABLE READ transaction."""
+
+        async def work(db: AsyncConnection[Any]) -> list[list[tuple[Any, ...]]]:
+            found = []
+            async with db.transaction(), db.cursor() as cursor:
+                await cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                for sql, params in queries:
+                    await cursor.execute(_postgres(sql), params)
+                    found.append([tuple(row) for row in await cursor.fetchall()])
+            return found
+
+        return await self.conn.run(work)
+
+
+def _postgres(sql: str) -> str:
+    # The statements are written with SQLite's placeholder and hold no other "?".
+    return sql.replace("?", "%s")

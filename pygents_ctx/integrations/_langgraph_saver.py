@@ -475,7 +475,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         self, thread_id: str, namespace: str, checkpoint_id: str
     ) -> CheckpointTuple | None:
         key = (thread_id, namespace, checkpoint_id)
-        rows, values, ranges, messages, writes = await self._db.read(
+        rows, values, ranges, writes = await self._db.read(
             [
                 (
                     _CHECKPOINT_ROW + "WHERE thread_id = ? AND checkpoint_ns = ? "
@@ -484,28 +484,25 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
                 ),
                 (_VALUES, key),
                 (_RANGES, key),
-                (_MESSAGES, key),
                 (_WRITES, key),
             ]
         )
         if not rows:
             return None
-        _, parent_id, checkpoint_type, data, metadata_type, metadata = rows[0]
-        checkpoint: Checkpoint = self.serde.loads_typed((checkpoint_type, bytes(data)))
-        channel_values: dict[str, Any] = {}
-        lists: dict[str, list[Any]] = {}
-        for channel, value_type, value in values:
-            if value_type == MESSAGES:
-                lists[channel] = channel_values[channel] = []
-            elif value_type != "empty":
-                channel_values[channel] = self.serde.loads_typed((value_type, bytes(value)))
-        for channel, message_type, message in messages:
-            lists[channel].append(self.serde.loads_typed((message_type, bytes(message))))
         pieces: dict[str, list[_Range]] = {}
         for channel, segment, start, stop in ranges:
             pieces.setdefault(channel, []).append(_Range(segment, start, stop))
-        for channel, loaded in lists.items():
-            self._remember((thread_id, namespace, channel), loaded, pieces.get(channel, []))
+        lists = await self._message_lists(key, values, pieces)
+        if lists is None:  # pruned between the two reads
+            return await self._load(thread_id, namespace, checkpoint_id)
+        _, parent_id, checkpoint_type, data, metadata_type, metadata = rows[0]
+        checkpoint: Checkpoint = self.serde.loads_typed((checkpoint_type, bytes(data)))
+        channel_values: dict[str, Any] = {}
+        for channel, value_type, value in values:
+            if value_type == MESSAGES:
+                channel_values[channel] = lists[channel]
+            elif value_type != "empty":
+                channel_values[channel] = self.serde.loads_typed((value_type, bytes(value)))
         ordered = sorted(writes, key=lambda row: writes_sort_key(row[4], row[0], row[5]))
         pending: list[PendingWrite] = [
             (task_id, channel, self.serde.loads_typed((value_type, bytes(value))))
@@ -518,6 +515,41 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
             parent_config=(None if parent_id is None else _config(thread_id, namespace, parent_id)),
             pending_writes=pending,
         )
+
+    async def _message_lists(
+        self,
+        key: tuple[str, str, str],
+        values: Sequence[tuple[Any, ...]],
+        pieces: Mapping[str, Sequence[_Range]],
+    ) -> dict[str, list[Any]] | None:
+        """The message lists of a checkpoint, by channel; None if they were deleted meanwhile.
+
+        A list this saver wrote or read last for its channel, made of the same
+        stored messages, is not read again: its messages are taken as they are.
+        """
+        thread_id, namespace, _ = key
+        lists: dict[str, list[Any]] = {}
+        unknown: set[str] = set()
+        for channel, value_type, _ in values:
+            if value_type != MESSAGES:
+                continue
+            cached = self._lists.get((thread_id, namespace, channel))
+            if cached is not None and cached.ranges == tuple(pieces.get(channel, ())):
+                lists[channel] = list(cached.messages)
+            else:
+                lists[channel] = []
+                unknown.add(channel)
+        if unknown:
+            (messages,) = await self._db.read([(_MESSAGES, key)])
+            for channel, message_type, message in messages:
+                if channel in unknown:
+                    lists[channel].append(self.serde.loads_typed((message_type, bytes(message))))
+        for channel in unknown:
+            ranges = pieces.get(channel, ())
+            if len(lists[channel]) != sum(piece.stop - piece.start for piece in ranges):
+                return None
+            self._remember((thread_id, namespace, channel), lists[channel], ranges)
+        return lists
 
     def _remember(
         self, key: tuple[str, str, str], messages: Sequence[Any], ranges: Sequence[_Range]

@@ -53,6 +53,17 @@ def _connect(database: str) -> Any:
     return connect(database) if database.endswith(".db") else connect_postgres(database)
 
 
+async def _rows(conn: Any, table: str) -> int:
+    statement = f"SELECT count(*) FROM {table}"
+    if isinstance(conn, SQLiteConnection):
+        return int(await conn.run(lambda db: db.execute(statement).fetchone()[0]))
+
+    async def count(db: Any) -> int:
+        return int((await (await db.execute(statement)).fetchone())[0])
+
+    return int(await conn.run(count))
+
+
 # -- the conformance suite --------------------------------------------------------
 
 
@@ -102,6 +113,7 @@ async def test_a_graph_keeps_its_conversation_across_a_restart(database: str) ->
         assert [m.content for m in result["messages"][-2:]] == ["Thanks", "You're welcome."]
         history = [snapshot async for snapshot in graph.aget_state_history(config)]
         assert len(history) == 4 * 3  # each turn: its input, START, and the chat node
+        assert await _rows(conn, "pygents_lg_messages") == 8  # each message stored once
         assert len(history[0].values["messages"]) == 8
         assert not history[-1].values.get("messages")  # the first turn's input
 
@@ -234,6 +246,29 @@ async def test_prune_keeps_the_latest_and_frees_what_only_older_ones_held(tmp_pa
         await saver.aprune(["t"], strategy="delete")
         assert await saver.aget_tuple(thread.config) is None
         assert await conn.run(lambda db: db.execute(count).fetchone()[0]) == 0
+
+
+async def test_two_savers_on_one_thread_never_read_or_write_a_stale_list(database: str) -> None:
+    async with _connect(database) as conn:
+        first, second = _Thread(ContextStoreSaver(conn)), _Thread(ContextStoreSaver(conn))
+        for index in range(3):
+            await first.turn(*_exchange(index))
+        latest = await second.saver.aget_tuple(first.config)
+        assert latest is not None
+        second.config, second.checkpoint = latest.config, latest.checkpoint
+        second.messages = latest.checkpoint["channel_values"]["messages"]
+        second.version, second.step = first.version, first.step
+        await second.turn(*_exchange(10))  # goes on where the first one's list ended
+        await first.turn(*_exchange(20))  # so must this one's, which it does not know
+        await second.saver.aprune(["t"])  # and the first one's remembered segment may go
+        await first.turn(*_exchange(30))
+        for thread in (first, second, first):
+            found = await thread.saver.aget_tuple(first.config)
+            assert found is not None
+            assert found.checkpoint["channel_values"]["messages"] == first.messages
+        # Left: the first one's list, written again whole when its append collided,
+        # and its last turn's two; the pruned segment is gone.
+        assert await _rows(conn, "pygents_lg_messages") == 8 + 2
 
 
 # -- message lists round-trip whatever happens to them ------------------------------

@@ -32,6 +32,13 @@ makes its file bigger), and the row times 3 runs of `LANGGRAPH_OPS` turns
 written per turn, some 5 s for the row. The cold load reads a thread made
 the same way: one checkpoint holding the 2,000 messages.
 
+Our LangGraph checkpointer, `ContextStoreSaver` (pygents_ctx.integrations.langgraph),
+against langgraph-checkpoint-sqlite on the same thread and the same calls
+(`aput` of a checkpoint per turn, `aget_tuple` by a new saver): a turn at
+20,000 stored (ours: 3 runs of 50 turns, each storing its one new message),
+the bytes the database grows by per turn over those turns (its pages, the
+WAL included), and the cold load of a 2,000-message checkpoint.
+
 Vector rows: `bench/scale.py`'s, against numpy and sqlite-vec's `vec0`
 where this Python's sqlite3 loads extensions.
 """
@@ -325,6 +332,103 @@ async def _langgraph_cold_load(
         return await _median_pair(ours, theirs, new_ours, new_theirs)
 
 
+async def _page_bytes(saver: Any) -> int:
+    """The logical size of the database a saver writes to: its pages, WAL included."""
+    if isinstance(saver, _ours_saver_class()):
+
+        def size(db: Any) -> int:
+            pages = db.execute("PRAGMA page_count").fetchone()[0]
+            return int(pages * db.execute("PRAGMA page_size").fetchone()[0])
+
+        return int(await saver.conn.run(size))
+    pages = await (await saver.conn.execute("PRAGMA page_count")).fetchone()
+    page_size = await (await saver.conn.execute("PRAGMA page_size")).fetchone()
+    return int(pages[0] * page_size[0])
+
+
+def _ours_saver_class() -> Any:
+    from pygents_ctx.integrations.langgraph import ContextStoreSaver
+
+    return ContextStoreSaver
+
+
+async def langgraph_savers(stored: int, history: int, tmp: Path) -> list[Versus]:
+    """Our LangGraph checkpointer against langgraph-checkpoint-sqlite, on the same thread.
+
+    Each saver is given a thread whose latest checkpoint holds `stored`
+    messages (one checkpoint, as in the rows above), then timed putting
+    turns of one message, the checkpoint a graph puts per step; the bytes
+    its database grows by per turn are measured over those turns. The cold
+    load is `aget_tuple` of a `history`-message checkpoint by a new saver.
+    """
+    async with _langgraph_saver(tmp / "langgraph-saver.db") as theirs_saver:
+        if theirs_saver is None:
+            return []
+        saver_class = _ours_saver_class()
+        async with connect(tmp / "ours-saver.db") as conn:
+            mine_thread = _LangGraphThread(saver_class(conn), "s")
+            theirs_thread = _LangGraphThread(theirs_saver, "s")
+            for thread in (mine_thread, theirs_thread):
+                await thread.turn([thread.message(i) for i in range(stored)])
+            counter = iter(range(stored, 10**9))
+            ops = 50
+            grown = {}
+            before = {
+                "ours": await _page_bytes(mine_thread.saver),
+                "theirs": await _page_bytes(theirs_saver),
+            }
+
+            async def ours() -> None:
+                for _ in range(ops):
+                    await mine_thread.turn([mine_thread.message(next(counter))])
+
+            async def theirs() -> None:
+                for _ in range(LANGGRAPH_OPS):
+                    await theirs_thread.turn([theirs_thread.message(next(counter))])
+
+            mine, other = await _median_pair(ours, theirs, repeats=3)
+            grown["ours"] = (await _page_bytes(mine_thread.saver) - before["ours"]) / (3 * ops)
+            grown["theirs"] = (await _page_bytes(theirs_saver) - before["theirs"]) / (
+                3 * LANGGRAPH_OPS
+            )
+            latest = await saver_class(conn).aget_tuple(mine_thread.config)
+            assert latest.checkpoint["channel_values"]["messages"] == mine_thread.messages
+    name = f"{stored:,} stored, a checkpoint per turn (SQLite)"
+    rows = [
+        _row(f"LangGraph turn, {name}", mine / ops, other / LANGGRAPH_OPS, LANGGRAPH),
+        Versus(
+            f"LangGraph bytes per turn, {name}",
+            grown["ours"],
+            grown["theirs"],
+            LANGGRAPH,
+            "B",
+            "<= 1x",
+            grown["ours"] <= grown["theirs"],
+        ),
+    ]
+    rows.append(await _langgraph_saver_cold_load(history, tmp))
+    return rows
+
+
+async def _langgraph_saver_cold_load(count: int, tmp: Path) -> Versus:
+    saver_class = _ours_saver_class()
+    async with connect(tmp / "ours-saver-history.db") as conn:
+        thread = _LangGraphThread(saver_class(conn), "s")
+        await thread.turn([thread.message(i) for i in range(count)])
+        fresh: dict[str, Any] = {}
+
+        async def new_ours() -> None:
+            fresh["ours"] = saver_class(conn)  # remembers nothing: reads every message
+
+        async def ours() -> None:
+            latest = await fresh["ours"].aget_tuple({"configurable": {"thread_id": "s"}})
+            assert len(latest.checkpoint["channel_values"]["messages"]) == count
+
+        timed = await _langgraph_cold_load(count, tmp, new_ours, ours)
+        assert timed is not None
+    return _row(f"LangGraph cold load, {count:,} x 4 KB (SQLite)", *timed, LANGGRAPH)
+
+
 async def cold_loads_postgres(count: int, dsn: str, url: str) -> Versus:
     """As `cold_loads_sqlite`, on PostgreSQL against the SQLAlchemy session (asyncpg)."""
     from agents.extensions.memory import SQLAlchemySession  # type: ignore[import-not-found]
@@ -436,6 +540,7 @@ async def collect(quick: bool) -> list[Versus]:
     tmp = Path(tempfile.mkdtemp(prefix="pygents-peers-"))
     try:
         rows = [*await appends(stored, tmp), *await cold_loads_sqlite(history, tmp)]
+        rows += await langgraph_savers(stored, history, tmp)
         async with _postgres() as server:
             if server is not None:
                 rows.append(await cold_loads_postgres(history, *server))

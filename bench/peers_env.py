@@ -5,7 +5,8 @@ use under `bench/.peers/` (ignored by git) and re-made when pyproject.toml
 changes. It holds what a user would pick instead of pygents_ctx for memory and
 history: the OpenAI Agents SDK (`SQLiteSession`, and its SQLAlchemy session
 with the asyncpg driver), axio-context-sqlite, langgraph-checkpoint-sqlite,
-numpy and sqlite-vec.
+numpy and sqlite-vec; and this checkout with its `langgraph` extra, for our
+checkpointer's rows beside langgraph-checkpoint-sqlite's.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def ensure() -> Path:
     Raises:
         PeerUnavailable: No Python 3.12+ here, or pip could not install a peer.
     """
-    return built_venv(VENV, [*PEERS, "-e", f"{ROOT}[postgres]"], "the peers")
+    return built_venv(VENV, [*PEERS, "-e", f"{ROOT}[postgres,langgraph]"], "the peers")
 
 
 def run_inside(args: list[str]) -> int:

@@ -145,21 +145,25 @@ _VALUES: Final = """
         AND b.channel = v.channel AND b.version = v.version
     WHERE v.thread_id = ? AND v.checkpoint_ns = ? AND v.checkpoint_id = ?
 """
+# CROSS JOIN makes SQLite read the checkpoint's versions first (then each list's ranges
+# and messages in the order wanted, with no sort); PostgreSQL plans it as an inner join.
 _RANGES: Final = """
-    SELECT r.channel, r.segment, r.start, r.stop FROM pygents_lg_versions v
-    JOIN pygents_lg_ranges r ON r.thread_id = v.thread_id AND r.checkpoint_ns = v.checkpoint_ns
-        AND r.channel = v.channel AND r.version = v.version
+    SELECT v.channel, r.segment, r.start, r.stop FROM pygents_lg_versions v
+    CROSS JOIN pygents_lg_ranges r
     WHERE v.thread_id = ? AND v.checkpoint_ns = ? AND v.checkpoint_id = ?
-    ORDER BY r.channel, r.seq
+        AND r.thread_id = v.thread_id AND r.checkpoint_ns = v.checkpoint_ns
+        AND r.channel = v.channel AND r.version = v.version
+    ORDER BY v.channel, r.seq
 """
 _MESSAGES: Final = """
-    SELECT r.channel, m.type, m.data FROM pygents_lg_versions v
-    JOIN pygents_lg_ranges r ON r.thread_id = v.thread_id AND r.checkpoint_ns = v.checkpoint_ns
-        AND r.channel = v.channel AND r.version = v.version
-    JOIN pygents_lg_messages m ON m.thread_id = r.thread_id AND m.segment = r.segment
-        AND m.position >= r.start AND m.position < r.stop
+    SELECT v.channel, m.type, m.data FROM pygents_lg_versions v
+    CROSS JOIN pygents_lg_ranges r CROSS JOIN pygents_lg_messages m
     WHERE v.thread_id = ? AND v.checkpoint_ns = ? AND v.checkpoint_id = ?
-    ORDER BY r.channel, r.seq, m.position
+        AND r.thread_id = v.thread_id AND r.checkpoint_ns = v.checkpoint_ns
+        AND r.channel = v.channel AND r.version = v.version
+        AND m.thread_id = r.thread_id AND m.segment = r.segment
+        AND m.position >= r.start AND m.position < r.stop
+    ORDER BY v.channel, r.seq, m.position
 """
 _WRITES: Final = """
     SELECT task_id, channel, type, data, task_path, idx FROM pygents_lg_writes

@@ -5,6 +5,9 @@
   the `mcp` extra (`pip install "pygents-ctx[mcp]"`).
 - `pygents_ctx.integrations.tracing`: OpenTelemetry spans of model loop runs,
   model calls and tool calls (`instrument()`); the `otel` extra.
+- `pygents_ctx.integrations.langgraph`: a LangGraph checkpointer in our SQLite
+  and PostgreSQL databases, each message stored once (`ContextStoreSaver`);
+  the `langgraph` extra.
 
 Importing a module here never imports its library; using it does, with an
 error naming the extra when it is missing.

@@ -37,6 +37,7 @@ __all__ = ["ContextStoreSaver"]
 T = TypeVar("T")
 _CACHED_LISTS: Final = 256  # message lists remembered (one per thread, namespace and channel)
 _STRATEGIES: Final = ("keep_latest", "delete")
+_LOAD_ATTEMPTS: Final = 3  # reads of a checkpoint whose lists another writer is deleting
 
 
 class _Range(NamedTuple):
@@ -88,10 +89,10 @@ def _target(config: object) -> tuple[str, str, str | None]:
     return thread_id, namespace, checkpoint_id
 
 
-def _thread_ids(thread_ids: object, method: str) -> list[str]:
-    if isinstance(thread_ids, str) or not isinstance(thread_ids, Sequence):
-        raise TypeError(f"{method} needs a list of thread ids, not {thread_ids!r}")
-    return [_text("thread_id", thread_id) for thread_id in thread_ids]
+def _ids(ids: object, method: str, field: str = "thread_id") -> list[str]:
+    if isinstance(ids, str) or not isinstance(ids, Sequence):
+        raise TypeError(f"{method} needs a list of {field.replace('_', ' ')}s, not {ids!r}")
+    return [_text(field, value) for value in ids]
 
 
 def _config(thread_id: str, namespace: str, checkpoint_id: str) -> RunnableConfig:
@@ -476,7 +477,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
             yield found
 
     async def _load(
-        self, thread_id: str, namespace: str, checkpoint_id: str
+        self, thread_id: str, namespace: str, checkpoint_id: str, attempt: int = 1
     ) -> CheckpointTuple | None:
         key = (thread_id, namespace, checkpoint_id)
         rows, values, ranges, writes = await self._db.read(
@@ -498,7 +499,12 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
             pieces.setdefault(channel, []).append(_Range(segment, start, stop))
         lists = await self._message_lists(key, values, pieces)
         if lists is None:  # pruned between the two reads
-            return await self._load(thread_id, namespace, checkpoint_id)
+            if attempt == _LOAD_ATTEMPTS:
+                raise RuntimeError(
+                    f"the messages of checkpoint {checkpoint_id!r} of thread {thread_id!r} "
+                    "kept changing while being read; try again"
+                )
+            return await self._load(thread_id, namespace, checkpoint_id, attempt + 1)
         _, parent_id, checkpoint_type, data, metadata_type, metadata = rows[0]
         checkpoint: Checkpoint = self.serde.loads_typed((checkpoint_type, bytes(data)))
         channel_values: dict[str, Any] = {}
@@ -767,7 +773,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata's `run_id` is in `run_ids`."""
-        runs = _thread_ids(run_ids, "delete_for_runs")
+        runs = _ids(run_ids, "delete_for_runs", "run_id")
         if not runs:
             return
         await self.setup()
@@ -827,7 +833,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         Raises:
             ValueError: `strategy` is not one of those two.
         """
-        threads = _thread_ids(thread_ids, "prune")
+        threads = _ids(thread_ids, "prune")
         if strategy not in _STRATEGIES:
             raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
         if not threads:

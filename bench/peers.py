@@ -14,6 +14,11 @@ History rows (messages of 4 KB, alternating user and assistant):
   cached): SQLite against `SQLiteSession` and langgraph-checkpoint-sqlite,
   and PostgreSQL against the Agents SDK's `SQLAlchemySession` on asyncpg,
   on a throwaway server (`tests/postgres_server.py`);
+- the same two through `ContextStoreSession`, the OpenAI Agents SDK `Session`
+  over `SQLiteContextStore` (`add_items` of one item, a cold `get_items`),
+  against `SQLiteSession`;
+- a pydantic-ai conversation through `ContextStoreHistory` against
+  pydantic-ai's documented way of storing one (`pydantic_ai_rows`);
 - the storage step of compaction, 1,000 messages to a summary and the last
   100: `replace_prefix(900, [summary], expected=...)` (atomic, the 900 kept
   in the archive) against `SQLiteSession.clear_session()` + `add_items`
@@ -62,6 +67,8 @@ from pygents_ctx.context.stores import (
     connect,
     connect_postgres,
 )
+from pygents_ctx.integrations.openai_agents import ContextStoreSession
+from pygents_ctx.integrations.pydantic_ai import ContextStoreHistory
 
 __all__ = ["collect"]
 
@@ -136,6 +143,17 @@ async def appends(stored: int, tmp: Path) -> list[Versus]:
         mine, other = await _median_pair(ours, theirs)
         rows.append(
             _row(f"append, {stored:,} stored (SQLite)", mine / ops, other / ops, "SQLiteSession")
+        )
+        adapter = ContextStoreSession(store)
+
+        async def ours_as_session() -> None:
+            for _ in range(ops):
+                await adapter.add_items([_item(next(counter))])
+
+        mine, other = await _median_pair(ours_as_session, theirs)
+        name = f"Session.add_items, {stored:,} stored (SQLite)"
+        rows.append(
+            _row(name, mine / ops, other / ops, "SQLiteSession (ours: ContextStoreSession)")
         )
         session.close()
         axio = await _axio_appends(stored, tmp, ops, ours)
@@ -296,6 +314,13 @@ async def cold_loads_sqlite(count: int, tmp: Path) -> list[Versus]:
         mine, other = await _median_pair(ours, theirs, new_ours, new_theirs)
         name = f"history cold load, {count:,} x 4 KB (SQLite)"
         rows = [_row(name, mine, other, "SQLiteSession")]
+
+        async def ours_as_session() -> None:
+            assert len(await ContextStoreSession(fresh["ours"]).get_items()) == count
+
+        mine, other = await _median_pair(ours_as_session, theirs, new_ours, new_theirs)
+        name = f"Session.get_items cold, {count:,} x 4 KB (SQLite)"
+        rows.append(_row(name, mine, other, "SQLiteSession (ours: ContextStoreSession)"))
         langgraph = await _langgraph_cold_load(count, tmp, new_ours, ours)
         if langgraph is not None:
             rows.append(_row(name, *langgraph, LANGGRAPH))
@@ -517,6 +542,91 @@ async def compaction(count: int, keep: int, tmp: Path) -> list[Versus]:
     return rows
 
 
+async def pydantic_ai_rows(stored: int, history: int, tmp: Path) -> list[Versus]:
+    """pydantic-ai's messages: `ContextStoreHistory` against its documented way of storing them.
+
+    pydantic-ai keeps no conversation; its chat example stores each run's
+    `result.new_messages_json()` as a row and loads the conversation by reading
+    every row and validating it (`ModelMessagesTypeAdapter`). The same done here
+    on SQLite, against `ContextStoreHistory` over `SQLiteContextStore`: one turn
+    (a request and its response) added at `stored` messages, and a cold `load()`
+    of `history` messages. Its database gets our store's settings (WAL,
+    `synchronous = NORMAL`), so both sync alike.
+    """
+    import sqlite3
+
+    from pydantic_ai.messages import (  # type: ignore[import-not-found]
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        UserPromptPart,
+    )
+
+    def turn(index: int) -> list[Any]:
+        return [
+            ModelRequest(parts=[UserPromptPart(_text(index))]),
+            ModelResponse(parts=[TextPart(_text(index + 1))]),
+        ]
+
+    db = sqlite3.connect(tmp / "pydantic-ai.db", isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")  # the settings our SQLite store uses
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("CREATE TABLE messages (id INTEGER PRIMARY KEY, conversation TEXT, body BLOB)")
+    db.execute("CREATE INDEX by_conversation ON messages (conversation, id)")
+
+    async def add_theirs(conversation: str, messages: list[Any]) -> None:
+        body = ModelMessagesTypeAdapter.dump_json(messages)
+        db.execute("INSERT INTO messages (conversation, body) VALUES (?, ?)", (conversation, body))
+
+    async def load_theirs(conversation: str) -> list[Any]:
+        rows = db.execute(
+            "SELECT body FROM messages WHERE conversation = ? ORDER BY id", (conversation,)
+        )
+        return [m for (body,) in rows for m in ModelMessagesTypeAdapter.validate_json(body)]
+
+    rows = []
+    ops = 20
+    async with connect(tmp / "ours-pydantic-ai.db") as conn:
+        ours_history = ContextStoreHistory(SQLiteContextStore(conn, session_id="s"))
+        for start in range(0, stored, 2):
+            batch = turn(start)
+            await ours_history.add(batch)
+            await add_theirs("s", batch)
+        counter = iter(range(stored, 10**9, 2))
+
+        async def ours() -> None:
+            for _ in range(ops):
+                await ours_history.add(turn(next(counter)))
+
+        async def theirs() -> None:
+            for _ in range(ops):
+                await add_theirs("s", turn(next(counter)))
+
+        mine, other = await _median_pair(ours, theirs, repeats=5)
+        peer = "pydantic-ai's documented rows of new_messages_json()"
+        rows.append(
+            _row(f"pydantic-ai turn added, {stored:,} stored", mine / ops, other / ops, peer)
+        )
+
+        for start in range(0, history, 2):
+            batch = turn(start)
+            await ContextStoreHistory(SQLiteContextStore(conn, session_id="h")).add(batch)
+            await add_theirs("h", batch)
+
+        async def ours_load() -> None:
+            fresh = ContextStoreHistory(SQLiteContextStore(conn, session_id="h"))
+            assert len(await fresh.load()) == history
+
+        async def theirs_load() -> None:
+            assert len(await load_theirs("h")) == history
+
+        mine, other = await _median_pair(ours_load, theirs_load, repeats=5)
+        rows.append(_row(f"pydantic-ai cold load, {history:,} x 4 KB", mine, other, peer))
+    db.close()
+    return rows
+
+
 @contextlib.asynccontextmanager
 async def _postgres() -> AsyncIterator[tuple[str, str] | None]:
     """A throwaway server's libpq DSN and SQLAlchemy asyncpg URL, or None without one."""
@@ -545,6 +655,7 @@ async def collect(quick: bool) -> list[Versus]:
             if server is not None:
                 rows.append(await cold_loads_postgres(history, *server))
         rows += await compaction(1_000, 100, tmp)
+        rows += await pydantic_ai_rows(stored, history, tmp)
         rows += await in_memory_rows(vectors)
         rows += await sqlite_rows(vectors)
     finally:

@@ -5,8 +5,8 @@ use under `bench/.peers/` (ignored by git) and re-made when pyproject.toml
 changes. It holds what a user would pick instead of pygents_ctx for memory and
 history: the OpenAI Agents SDK (`SQLiteSession`, and its SQLAlchemy session
 with the asyncpg driver), axio-context-sqlite, langgraph-checkpoint-sqlite,
-numpy and sqlite-vec; and this checkout with its `langgraph` extra, for our
-checkpointer's rows beside langgraph-checkpoint-sqlite's.
+pydantic-ai, numpy and sqlite-vec; and this checkout with its `langgraph` extra,
+for our checkpointer's rows beside langgraph-checkpoint-sqlite's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ PEERS = [
     "asyncpg",
     "axio-context-sqlite",
     "langgraph-checkpoint-sqlite==3.1.2",
+    "pydantic-ai-slim==2.78.0",
     "numpy",
     "sqlite-vec",
 ]

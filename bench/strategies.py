@@ -22,6 +22,10 @@ strategy instance is new, so nothing else is remembered). The floor slices to
 the same window size for strategies that select whole rounds, and for those
 that must look at every message, a comprehension that reads each message's
 first block.
+
+Last, a step late in a long run (`per_step`): every built-in strategy and the
+documented compositions with a 64k window, on a `size`-message history read
+once, then a step at a time; a step may cost 1 ms.
 """
 
 from __future__ import annotations
@@ -298,6 +302,9 @@ def _per_step_strategies() -> list[tuple[str, Callable[[], ContextStrategy]]]:
             lambda: UntilFits(budget, [TruncateToolResults(500), FitTokens(budget)]),
         ),
         ("PinnedWindow(fit 0.6)", lambda: PinnedWindow(FitTokens(budget * 6 // 10), budget)),
+        # Selecting first, editing the window: what a step costs does not follow the history.
+        ("Pipeline(stable, clear)", lambda: Pipeline([StableWindow(budget), ClearToolResults()])),
+        ("Pipeline(fit, clear)", lambda: Pipeline([FitTokens(budget), ClearToolResults()])),
     ]
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pygents_ctx import (
     ContextConfig,
@@ -235,3 +237,46 @@ def test_bad_settings_are_refused_with_the_field_named(kwargs: dict[str, Any], e
 def test_a_counter_that_is_not_callable_is_refused() -> None:
     with pytest.raises(TypeError, match="counter must be a callable str -> int"):
         StableWindow(counter=4)  # type: ignore[arg-type]
+
+
+# -- any history: late, early, duplicated and unknown results ---------------------------
+
+IDS = ["a", "b", "c", "d", "e"]
+any_message = st.one_of(
+    st.builds(lambda n: Message("user", "q" * n), st.integers(1, 120)),
+    st.builds(lambda n: Message("assistant", "r" * n), st.integers(1, 120)),
+    st.builds(
+        lambda ids: call(*ids), st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True)
+    ),
+    st.builds(
+        lambda ids, n: Message("user", [ToolResultBlock(i, "x" * n) for i in ids]),
+        st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True),
+        st.integers(1, 200),
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    messages=st.lists(any_message, max_size=40),
+    max_tokens=st.integers(1, 600),
+    low_water=st.sampled_from([0.2, 0.5, 0.8]),
+    calls_at=st.sets(st.integers(0, 40), max_size=10),
+)
+def test_for_any_history_no_result_is_left_without_its_call_and_rebuilds_agree(
+    messages: list[Message], max_tokens: int, low_water: float, calls_at: set[int]
+) -> None:
+    history = [*head(), *messages]
+    builder = StableWindow(max_tokens, low_water, **EXACT)
+    for stop in sorted(calls_at | {len(history)}):  # the model is called now and then
+        window = build(builder, history[: min(stop, len(history))])
+        called: set[str] = set()
+        for message in window.messages:
+            for block in message.content:
+                if type(block) is ToolResultBlock:
+                    assert block.tool_use_id in called, "a result without its call before it"
+                elif type(block) is ToolUseBlock:
+                    called.add(block.id)
+    fresh = build(StableWindow(max_tokens, low_water, **EXACT), history)
+    assert dumps(fresh.messages) == dumps(window.messages)
+    assert window.tokens == size(window.messages)

@@ -7,6 +7,10 @@
 `python -m bench service [--sessions N --turns M --workers W --postgres]` load-tests
 the served example instead (see `bench/service.py`), writing bench/out/service.json;
 `python -m bench service --markdown` prints it.
+`python -m bench context [--steps N --facts F --budget B --store KIND --quick ...]`
+plays a long conversation through every context strategy instead (see
+`bench/context.py`: facts kept, orphans, prompt-cache share, cost, build time),
+writing bench/out/context.json and context.md.
 `python -m bench --scale` runs the vector stores at 100,000 x 384 beside numpy
 and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
 `python -m bench --peers` runs history and vectors beside the OpenAI Agents SDK's
@@ -194,6 +198,10 @@ def main() -> None:
         from bench import service
 
         sys.exit(service.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["context"]:
+        from bench import context
+
+        sys.exit(context.main(sys.argv[2:]))
     if "--postgres" in sys.argv:
         postgres_scale.run(_about_this_run())
         return

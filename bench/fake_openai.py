@@ -12,7 +12,12 @@ Every `POST .../chat/completions` is answered by one rule, whatever came before:
 
 Replies stream (server-sent events, as the API writes them) when the request
 asks for `stream`, and come as one JSON body otherwise; each waits `latency`
-seconds first, as a real model would think. Connections are kept alive.
+seconds first, as a real model would think. Usage counts a message as a
+quarter of its text's characters plus 4 (`message_tokens`), the tools offered
+as 4 more, and reports `prompt_tokens_details.cached_tokens` by OpenAI's
+prompt caching rule (bench/cache_sim.py: prompts of 1,024 tokens or more,
+prefixes read in 128-token steps, 5 minutes of life, on the server's `clock`).
+Connections are kept alive.
 `GET /stats` returns how many completions were asked for, and how many failed.
 
 Use it in a test's event loop (`await FakeOpenAI(latency).start()`, then
@@ -28,9 +33,13 @@ import contextlib
 import hashlib
 import json
 import signal
+import time
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["FAIL_MARK", "FakeOpenAI", "answer_for", "reply_for"]
+from bench.cache_sim import OpenAIPromptCache, Served, openai_segments
+
+__all__ = ["FAIL_MARK", "FakeOpenAI", "answer_for", "message_tokens", "reply_for"]
 
 FAIL_MARK = "[fail]"
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
@@ -103,14 +112,18 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any] | None:
     return {"content": None, "tool_calls": [call]}
 
 
-def _usage(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
-    prompt = sum(len(_text(m.get("content"))) // 4 + 4 for m in body["messages"])
+def message_tokens(message: dict[str, Any]) -> int:
+    """The server's token count of one message of a request (or of its `{"tools": ...}`)."""
+    return len(_text(message.get("content"))) // 4 + 4
+
+
+def _usage(served: Served, reply: dict[str, Any]) -> dict[str, Any]:
     completion = len(reply["content"] or "") // 4 + 8 * len(reply["tool_calls"])
     return {
-        "prompt_tokens": prompt,
+        "prompt_tokens": served.input_tokens,
         "completion_tokens": completion,
-        "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "total_tokens": served.input_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": served.cached_tokens},
     }
 
 
@@ -125,7 +138,7 @@ def _openai_calls(reply: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+def _completion(body: dict[str, Any], reply: dict[str, Any], served: Served) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply["content"], "refusal": None}
     if reply["tool_calls"]:
         message["tool_calls"] = _openai_calls(reply)
@@ -142,11 +155,11 @@ def _completion(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
                 "finish_reason": "tool_calls" if reply["tool_calls"] else "stop",
             }
         ],
-        "usage": _usage(body, reply),
+        "usage": _usage(served, reply),
     }
 
 
-def _chunks(body: dict[str, Any], reply: dict[str, Any]) -> list[dict[str, Any]]:
+def _chunks(body: dict[str, Any], reply: dict[str, Any], served: Served) -> list[dict[str, Any]]:
     """The chunks of a streamed reply: the role, text in three pieces, each call, the end."""
     model = body.get("model", "fake")
 
@@ -168,7 +181,7 @@ def _chunks(body: dict[str, Any], reply: dict[str, Any]) -> list[dict[str, Any]]
     chunks.append(chunk({}, "tool_calls" if reply["tool_calls"] else "stop"))
     if (body.get("stream_options") or {}).get("include_usage"):
         final = chunk({})
-        final["choices"], final["usage"] = [], _usage(body, reply)
+        final["choices"], final["usage"] = [], _usage(served, reply)
         chunks.append(final)
     return chunks
 
@@ -178,12 +191,15 @@ class FakeOpenAI:
 
     Args:
         latency: Seconds each completion waits before its reply starts.
+        clock: Seconds now, for the prompt cache's lifetime (`time.monotonic`).
     """
 
-    def __init__(self, latency: float = 0.0) -> None:
+    def __init__(self, latency: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         if latency < 0:
             raise ValueError(f"FakeOpenAI latency must be >= 0 seconds, not {latency!r}")
         self.latency = latency
+        self.clock = clock
+        self.cache = OpenAIPromptCache()
         self.completions = 0
         self.failures = 0
         self._server: asyncio.Server | None = None
@@ -247,15 +263,16 @@ class FakeOpenAI:
             await _send_error(writer, 400, f"the fake server cannot answer this request: {exc}")
             return
         self.completions += 1
+        served = self.cache.serve(openai_segments(body, message_tokens), self.clock())
         if self.latency:
             await asyncio.sleep(self.latency)
         if reply is None:
             self.failures += 1
             await _send_error(writer, 400, f"the user asked for a failure with {FAIL_MARK}")
         elif body.get("stream"):
-            await _send_events(writer, _chunks(body, reply))
+            await _send_events(writer, _chunks(body, reply, served))
         else:
-            await _send_json(writer, 200, _completion(body, reply))
+            await _send_json(writer, 200, _completion(body, reply, served))
 
 
 async def _read_request(reader: asyncio.StreamReader) -> tuple[str, str, bytes] | None:

@@ -345,6 +345,14 @@ def test_the_same_seed_measures_the_same_and_a_replay_measures_what_was_recorded
     assert loaded == generate(39, 60, 6)
 
 
+def test_a_session_stored_in_sqlite_measures_as_one_kept_in_memory(tmp_path: Path) -> None:
+    chosen = ("--only", "FitTokens", "--only", "AutoCompactStore", "--only", "PinnedWindow(Summ")
+    in_memory = _run(tmp_path, *chosen)
+    in_sqlite = _run(tmp_path, *chosen, "--store", "sqlite")
+    assert in_sqlite["store"] == "sqlite"
+    assert _measures(in_sqlite) == _measures(in_memory)
+
+
 def test_a_file_that_is_not_a_fixture_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "other.json"
     path.write_text(json.dumps({"format": "something else"}))

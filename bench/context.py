@@ -44,6 +44,7 @@ import contextlib
 import json
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -569,8 +570,11 @@ async def run(
         for index, contender in enumerate(contenders()):
             if only and not any(contender.name.startswith(name) for name in only):
                 continue
+            started = time.perf_counter()
             async with open_session(f"bench-context-{index}") as session:
                 rows.append(await run_one(conversation, contender, session, budget, prices, per))
+            seconds = time.perf_counter() - started
+            print(f"  {contender.name}: {seconds:.1f} s", file=sys.stderr, flush=True)
     return rows
 
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -26,19 +30,25 @@ from bench.conversation import Conversation, from_fixture, generate
 from bench.fake_openai import FakeOpenAI, message_tokens
 from pygents_ctx import (
     Agent,
+    AnthropicModel,
     ContextConfig,
     FitTokens,
     MemoryContextStore,
     Message,
     ModelLoop,
+    ModelResponse,
+    ModelSettings,
+    ModelStreamEvent,
     OpenAIModel,
     PinnedWindow,
+    PromptWindow,
     StepStarted,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
     tool,
 )
+from tests.model.fake_api import message, text_block, tool_use_block
 
 PRICES = Path(context.__file__).with_name("prices.json")
 
@@ -177,6 +187,31 @@ def test_anthropic_looks_back_at_most_20_blocks_from_a_breakpoint() -> None:
     assert far.serve(_segments(*[100] * 31, marks=(30,)), 1).cached_tokens == 0
 
 
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(1, 900), st.booleans()), max_size=12),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_anthropic_never_reads_and_writes_more_than_the_prompt(
+    prompts: list[list[tuple[int, int, bool]]],
+) -> None:
+    cache = AnthropicPromptCache()
+    for at, prompt in enumerate(prompts):
+        marks = [i for i, (_, _, marked) in enumerate(prompt) if marked][:4]
+        segments = [
+            Segment(bytes([tag]), tokens, i in marks) for i, (tag, tokens, _) in enumerate(prompt)
+        ]
+        served = cache.serve(segments, at * 60)
+        assert served.input_tokens == sum(tokens for _, tokens, _ in prompt)
+        assert served.cached_tokens + served.cache_write_tokens <= served.input_tokens
+        last = max(marks, default=-1)
+        assert served.cached_tokens + served.cache_write_tokens <= sum(
+            s.tokens for s in segments[: last + 1]
+        )  # nothing after the last breakpoint is cached or written
+
+
 def test_anthropic_entries_live_five_minutes_after_their_last_read() -> None:
     cache = AnthropicPromptCache()
     prompt = _segments(2_000, marks=(0,))
@@ -187,8 +222,6 @@ def test_anthropic_entries_live_five_minutes_after_their_last_read() -> None:
 
 
 async def test_anthropic_breakpoints_are_read_from_the_models_own_request() -> None:
-    from pygents_ctx import AnthropicModel
-
     model = AnthropicModel("claude-sonnet-4-5", api_key="unused")
     history = [Message("system", "Be brief.")] + [
         Message("user" if i % 2 == 0 else "assistant", f"message {i} " * 200) for i in range(9)
@@ -246,6 +279,97 @@ async def test_the_simulator_agrees_with_the_cached_tokens_the_usage_records_rep
     assert reported == [(p.input_tokens, p.cached_tokens) for p in predicted]
     assert len(records) == 12
     assert sum(c for _, c in reported) > 0
+
+
+class _Recording:
+    """A model that keeps the windows, tools and settings of each call, then asks `model`."""
+
+    def __init__(self, model: AnthropicModel) -> None:
+        self.model = model
+        self.calls: list[tuple[PromptWindow, list[Any], ModelSettings | None]] = []
+
+    async def complete(
+        self,
+        window: PromptWindow,
+        tools: Sequence[Any] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        self.calls.append((window, list(tools), settings))
+        return await self.model.complete(window, tools, settings=settings)
+
+    def stream(
+        self,
+        window: PromptWindow,
+        tools: Sequence[Any] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        raise AssertionError("this test runs the loop without streaming")
+
+
+def _json_tokens(part: Any) -> int:
+    return len(json.dumps(part)) // 4
+
+
+async def test_the_simulator_agrees_with_anthropic_usage_through_the_sdk() -> None:
+    """AnthropicModel (anthropic SDK) in a ModelLoop, over an HTTP transport that bills each
+    request by Anthropic's caching rules at the breakpoints the request carries: the
+    simulator, fed the requests the model builds, predicts each usage record's cached and
+    written tokens."""
+    server_cache = AnthropicPromptCache()
+    sent = 0
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        nonlocal sent
+        body = json.loads(request.content)
+        served = server_cache.serve(anthropic_segments(body, _json_tokens), 0.0)
+        sent += 1
+        usage = {
+            "input_tokens": served.input_tokens - served.cached_tokens - served.cache_write_tokens,
+            "cache_read_input_tokens": served.cached_tokens,
+            "cache_creation_input_tokens": served.cache_write_tokens,
+            "output_tokens": 5,
+        }
+        last = body["messages"][-1]["content"]
+        if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+            reply = message(text_block(f"answer {sent}"), usage=usage)
+        else:
+            reply = message(
+                text_block("Looking."),
+                tool_use_block(f"c{sent}", "lookup", {"query": "q"}),
+                usage=usage,
+            )
+        return httpx2.Response(200, json=reply)
+
+    @tool
+    async def lookup(query: str) -> str:
+        """Look `query` up."""
+        return "found: " + "a long answer " * 150
+
+    client = anthropic.AsyncAnthropic(
+        api_key="unused", http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    )
+    model = AnthropicModel("claude-sonnet-4-5", client=client)
+    recording = _Recording(model)
+    config = ContextConfig(MemoryContextStore(), PinnedWindow(FitTokens(6_000), 9_000))
+    agent = Agent("ctx-bench-anthropic", "Answers", [lookup], context=config)
+    loop = ModelLoop(agent, recording, instructions="Be brief. " * 100)
+    for n in range(4):
+        await loop.run(f"question {n}: " + "please look this up " * 100)
+    await client.close()
+    simulator = AnthropicPromptCache()
+    predicted = [
+        simulator.serve(anthropic_segments(model.request(w, t, settings=s), _json_tokens), 0.0)
+        for w, t, s in recording.calls
+    ]
+    records = await config.store.get_usage()
+    reported = [
+        (r.usage.input_tokens, r.usage.cached_tokens, r.usage.cache_write_tokens) for r in records
+    ]
+    assert reported == [(p.input_tokens, p.cached_tokens, p.cache_write_tokens) for p in predicted]
+    assert len(records) == 8
+    assert sum(r[1] for r in reported) > 0  # the cache was read
 
 
 # -- prices and cost ----------------------------------------------------------------------
@@ -343,6 +467,23 @@ def test_the_same_seed_measures_the_same_and_a_replay_measures_what_was_recorded
     loaded = from_fixture(json.loads(fixture.read_text()))
     assert isinstance(loaded, Conversation)
     assert loaded == generate(39, 60, 6)
+
+
+class _DropsResults:
+    """A broken strategy: it leaves out every tool result, orphaning the calls."""
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        return [m for m in messages if not m.has_tool_results]
+
+
+async def test_a_strategy_that_orphans_calls_is_caught_by_the_run() -> None:
+    conversation = generate(5, 40, 3)
+    broken = context.Contender("drops results", lambda store, _s, _b: (store, _DropsResults()))
+    _, per, prices = context.load_prices(PRICES)
+    row = await context.run_one(conversation, broken, MemoryContextStore(), 4_000, prices, per)
+    # The window before step k holds every call of the replies before it, and no result.
+    calls = [len(step.reply.tool_uses) for step in conversation.steps]
+    assert row.orphans == sum(sum(calls[:k]) for k in range(len(calls))) > 0
 
 
 def test_a_session_stored_in_sqlite_measures_as_one_kept_in_memory(tmp_path: Path) -> None:

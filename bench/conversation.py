@@ -4,7 +4,7 @@ A conversation is a system prompt, then `steps` model calls. Before each call
 come its inputs: the user's message, or the results of the tool calls the
 model made in its previous reply; the reply is scripted (text, or text and one
 or two tool calls). Tool results are small (a few lines) or, one in eight,
-large (a log or a JSON listing of 1,500 to 5,000 tokens). `facts` sentences
+large (a log or a JSON listing of 2,000 to 11,000 tokens). `facts` sentences
 ("the access code of the Vokaresh project is 4817-QZ") are planted at random
 steps, in what the step brings: the user's message (about 40%) or a tool
 result (60%); the last step's user message opens the questions about them

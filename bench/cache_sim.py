@@ -221,13 +221,18 @@ def _digest(value: Any) -> bytes:
     ).digest()
 
 
-def _unmarked(value: Any) -> Any:
-    """`value` without its `cache_control` marks: a mark is not part of the cached content."""
-    if isinstance(value, Mapping):
-        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_unmarked(item) for item in value]
-    return value
+def _unmarked(part: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`part` without its `cache_control` marks: a mark is not part of the cached content.
+
+    Marks sit on tool definitions, system blocks and a message's content blocks.
+    """
+    if "cache_control" in part:
+        part = {k: v for k, v in part.items() if k != "cache_control"}
+    content = part.get("content")
+    if isinstance(content, list) and any(_marked(block) for block in content):
+        blocks = [_unmarked(b) if isinstance(b, Mapping) else b for b in content]
+        part = {**part, "content": blocks}
+    return part
 
 
 def openai_segments(request: Mapping[str, Any], count: Count) -> list[Segment]:

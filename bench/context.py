@@ -5,7 +5,9 @@ tool calls with small and large results, `--facts` facts planted at random
 depths, questions about them at the end) is played through every built-in
 strategy and the documented compositions, each in a fresh session of the
 chosen store (`--store memory|sqlite|postgres`), the way a `ModelLoop` plays
-it: the step's inputs are stored, the window is built from the stored history
+it: the step's inputs are stored (tool results over the loop's default
+`ToolResultOffload` budget offloaded to a stub, as a `ModelLoop` stores them),
+the window is built from the stored history
 (`ContextConfig.history()`, `window_of()`), a `ScriptedModel` replies with the
 conversation's reply, which is stored with the call's usage record (where an
 `AutoCompactStore` compacts).
@@ -83,12 +85,14 @@ from pygents_ctx import (
     Summarize,
     TextBlock,
     ToolResultBlock,
+    ToolResultOffload,
     TruncateToolResults,
     UntilFits,
     UsageRecord,
     count_tokens,
     is_summary,
 )
+from pygents_ctx.model.offload import offloaded_handles, read_tool
 from pygents_ctx.testing import ScriptedModel, ScriptedSummarizer
 from pygents_ctx.tools import Tool
 
@@ -448,6 +452,26 @@ def _tools() -> list[Tool[..., Any]]:
     return [Tool(read_file), Tool(run_command), Tool(search_code)]
 
 
+async def _offloaded(message: Message, offload: ToolResultOffload, store: ContextStore) -> Message:
+    """`message` with its tool results offloaded as a `ModelLoop` stores them."""
+    if not message.has_tool_results:
+        return message
+    blocks = [
+        await offload.apply(block, store) if isinstance(block, ToolResultBlock) else block
+        for block in message.content
+    ]
+    return Message(message.role, blocks)
+
+
+def _read_tool(offload: ToolResultOffload) -> Tool[..., Any]:
+    """The `read_tool_result` tool a `ModelLoop` offers while a window shows a stub."""
+
+    async def never(handle: str, offset: int, length: int) -> str:
+        raise AssertionError("the scripted conversation never reads an offloaded result")
+
+    return read_tool(never, offload.page_chars)
+
+
 async def run_one(
     conversation: Conversation,
     contender: Contender,
@@ -463,6 +487,8 @@ async def run_one(
     model = ScriptedModel([step.reply for step in conversation.steps])
     openai_model, anthropic_model = _models()
     tools = _tools()
+    offload = ToolResultOffload()  # what a ModelLoop does by default
+    read_tool = _read_tool(offload)
     caches = {
         "openai": OpenAIPromptCache(),
         "anthropic": AnthropicPromptCache(
@@ -477,7 +503,7 @@ async def run_one(
     window_messages: list[Message] = []
     for step in conversation.steps:
         for message in step.inputs:
-            await config.record(message, RUN_ID)
+            await config.record(await _offloaded(message, offload, kept), RUN_ID)
         history = await config.history()
         summaries_before = len(summarizer.calls)
         start = time.perf_counter_ns()
@@ -490,9 +516,10 @@ async def run_one(
         window_messages = window.messages
         tokens.append(window.tokens)
         broken += orphans(window.messages)
+        offered = [*tools, read_tool] if offloaded_handles(window.messages) else tools
         requests = {
-            "openai": openai_segments(openai_model.request(window, tools), wire_tokens),
-            "anthropic": anthropic_segments(anthropic_model.request(window, tools), wire_tokens),
+            "openai": openai_segments(openai_model.request(window, offered), wire_tokens),
+            "anthropic": anthropic_segments(anthropic_model.request(window, offered), wire_tokens),
         }
         for name in PROVIDERS:
             this = caches[name].serve(requests[name], step.at)
@@ -502,7 +529,7 @@ async def run_one(
                 total.cached_tokens + this.cached_tokens,
                 total.cache_write_tokens + this.cache_write_tokens,
             )
-        response = await model.complete(window, tools)
+        response = await model.complete(window, offered)
         output += response.usage.output_tokens
         await config.record(response.message, RUN_ID)
         compacting_before = len(summarizer.calls)

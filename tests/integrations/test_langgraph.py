@@ -22,6 +22,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import START, MessagesState, StateGraph
+from langgraph.types import Command, interrupt
 from psycopg import sql
 
 from pygents_ctx.context.stores import SQLiteConnection, connect, connect_postgres
@@ -116,6 +117,31 @@ async def test_a_graph_keeps_its_conversation_across_a_restart(database: str) ->
         assert await _rows(conn, "pygents_lg_messages") == 8  # each message stored once
         assert len(history[0].values["messages"]) == 8
         assert not history[-1].values.get("messages")  # the first turn's input
+
+
+async def test_an_interrupt_in_a_subgraph_is_resumed_after_a_restart(database: str) -> None:
+    def approve(state: MessagesState) -> dict[str, Any]:
+        answer = interrupt("deploy to production?")
+        return {"messages": [AIMessage(f"deploying: {answer}")]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("approve", approve)
+    inner.add_edge(START, "approve")
+    outer = StateGraph(MessagesState)
+    outer.add_node("review", inner.compile())
+    outer.add_edge(START, "review")
+    config: Any = {"configurable": {"thread_id": "t"}}
+    async with _connect(database) as conn:
+        graph = outer.compile(checkpointer=ContextStoreSaver(conn))
+        paused = await graph.ainvoke({"messages": [HumanMessage("ship it")]}, config)
+        assert [i.value for i in paused["__interrupt__"]] == ["deploy to production?"]
+    async with _connect(database) as conn:
+        graph = outer.compile(checkpointer=ContextStoreSaver(conn))
+        state = await graph.aget_state(config, subgraphs=True)
+        assert state.next == ("review",)
+        assert state.tasks[0].state.config["configurable"]["checkpoint_ns"].startswith("review:")
+        done = await graph.ainvoke(Command(resume="yes"), config)
+        assert [m.content for m in done["messages"]] == ["ship it", "deploying: yes"]
 
 
 async def test_the_sync_api_works_from_another_thread(tmp_path: Path) -> None:

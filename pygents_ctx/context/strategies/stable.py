@@ -312,16 +312,18 @@ class StableWindow:
             ContextOverflowError: `on_overflow` is "raise" and even the head,
                 the task and the newest round are over `max_tokens`.
         """
-        return self._build(messages)
+        return self._build(messages)[0]
 
-    def _build(self, messages: list[Message]) -> Window:
-        built = self._built
+    def _build(self, messages: list[Message]) -> tuple[Window, bool]:
+        """The window, and whether it is the whole history unchanged."""
+        # Taken out first: a call that fails part way leaves nothing half read, and a
+        # call made meanwhile (another thread, say) reads the history afresh.
+        built, self._built = self._built, None
         low = int(self.max_tokens * self.low_water)
         appended = built is not None and built.extends(messages)
         if built is None or not appended:
             built = _Built(messages, head_end(messages), self.measure)
         shared = built.head + len(built.body)
-        self._built = None  # a failure part way leaves nothing half read
         compacted = built.read(messages, self.max_tokens, low, self.measure)
         self._built = built
         if compacted or not appended:
@@ -329,7 +331,8 @@ class StableWindow:
         if built.tokens > self.max_tokens:
             overflow("StableWindow", self.on_overflow, tokens=built.tokens, budget=self.max_tokens)
         window = [*messages[: built.head], *built.body]
-        return Window(window, built.tokens, built.cut, compacted or not appended, shared)
+        built_window = Window(window, built.tokens, built.cut, compacted or not appended, shared)
+        return built_window, built.untouched
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """`build(messages).messages`, or `messages` itself when the window is the whole history.
@@ -337,8 +340,5 @@ class StableWindow:
         Raises:
             ContextOverflowError: As for `build`.
         """
-        window = self._build(messages)
-        built = self._built
-        if built is not None and built.untouched:
-            return messages
-        return window.messages
+        window, untouched = self._build(messages)
+        return messages if untouched else window.messages

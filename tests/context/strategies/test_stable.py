@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -212,6 +213,19 @@ def test_a_branch_gets_its_own_builder_with_the_same_settings() -> None:
     assert child is not config.strategy
     assert repr(child) == repr(config.strategy) == "StableWindow(max_tokens=5000, low_water=0.25)"
     assert copy.copy(child).compactions == 0
+
+
+def test_one_builder_shared_by_threads_gives_each_history_its_own_window() -> None:
+    # The viewer serves requests in threads, each with the spec's one strategy.
+    builder = StableWindow(600, 0.5, **EXACT)
+    histories = [run(steps) for steps in (20, 35, 50, 65)] * 5
+
+    with ThreadPoolExecutor(4) as pool:
+        windows = list(pool.map(lambda history: build(builder, history), histories))
+
+    for history, window in zip(histories, windows, strict=True):
+        alone = build(StableWindow(600, 0.5, **EXACT), history)
+        assert dumps(window.messages) == dumps(alone.messages)
 
 
 # -- bad input -------------------------------------------------------------------------

@@ -600,7 +600,8 @@ class ModelLoop:
                 await values.aclose()
                 if run.awaiting is not None:  # it waits for decisions, on the agent
                     await agent.put(run.awaiting)
-                if not completed:
+                # A lost lease is another run's now: the store would refuse the write.
+                if not completed and not (lease is not None and lease.lost):
                     await cancel_unanswered(self.agent, self._context, run.run_id)
             finally:
                 RUNNING.reset(token)

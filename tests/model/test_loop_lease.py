@@ -18,6 +18,7 @@ from pygents_ctx import (
     tool,
 )
 from pygents_ctx.context.stores import SQLiteConnection, SQLiteContextStore, connect
+from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 
@@ -181,6 +182,46 @@ async def test_a_run_that_loses_its_lease_stops_before_its_next_step(
     with pytest.raises(LeaseLostError, match="could not be renewed"):
         await loop.run("what is 2 + 3?")
     assert ran == []  # the tool call after the loss never ran
+
+
+async def test_a_run_whose_lease_is_taken_over_mid_tool_writes_nothing_more(
+    conn: SQLiteConnection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker stalled in a tool past the ttl: its result would land in the new holder's run."""
+    in_tool, wake = asyncio.Event(), asyncio.Event()
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        in_tool.set()
+        await wake.wait()
+        return a + b
+
+    store = SQLiteContextStore(conn, session_id="chat")
+    agent = Agent("stalled-in-tool", "adds", [add], context=ContextConfig(store))
+    model = ScriptedModel([assistant(tool_call("add", a=2, b=3)), "5"])
+    loop = ModelLoop(agent, model, lease_ttl=0.2)
+    stalled = asyncio.Event()
+    renew = store._renew_lease
+
+    async def stalled_renewal(owner: str, token: int, ttl: float) -> LeaseState | None:
+        await stalled.wait()  # as a frozen process: no renewal reaches the store
+        return await renew(owner, token, ttl)
+
+    monkeypatch.setattr(store, "_renew_lease", stalled_renewal)
+    running = asyncio.create_task(loop.run("what is 2 + 3?"))
+    await in_tool.wait()
+    await asyncio.sleep(0.3)  # the lease runs out
+    successor = loop_on(conn, "successor", ScriptedModel(["a new answer"]))
+    assert (await successor.run("hello again")).text == "a new answer"
+    taken_over = await history(conn)
+    stalled.set()  # the process wakes: its renewal, and the tool, go on
+    wake.set()
+
+    with pytest.raises(LeaseLostError, match="took"):
+        await running
+    assert await history(conn) == taken_over
+    assert taken_over[-2:] == ["hello again", "a new answer"]
 
 
 @pytest.mark.parametrize(

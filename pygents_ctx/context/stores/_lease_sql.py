@@ -9,6 +9,10 @@ Taking the lease is one upsert that succeeds only if there is no row, or the
 row's lease has run out: the database serializes it, so two processes can
 never both take it. A renewal succeeds only while the row still holds this
 holder's owner and token: once another holder took over, the old one is fenced.
+So is every write made under the lease: the store reads the row inside the
+write's transaction (`check_sqlite`, `check_postgres`) and rolls the write
+back, raising `Refused`, unless the row still holds the writer's token and
+has not run out.
 
 SQLite stores times as Unix seconds from the writing process's clock (every
 process on one machine shares it); PostgreSQL uses the server's
@@ -30,9 +34,13 @@ __all__ = [
     "POSTGRES_TABLE",
     "SQLITE_TABLE",
     "LeaseState",
+    "Refused",
     "acquire_postgres",
     "acquire_sqlite",
+    "check_postgres",
+    "check_sqlite",
     "missing_session",
+    "refusal",
     "release_postgres",
     "release_sqlite",
     "renew_postgres",
@@ -51,6 +59,39 @@ class LeaseState(NamedTuple):
     token: int
     expires_at: float
     remaining: float
+
+
+class Refused(Exception):
+    """A write under a lease the store no longer grants: rolled back. `why` says what happened.
+
+    Never reaches a user: the store raises the lease's `LeaseLostError` instead.
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def refusal(token: int, held: tuple[str, int, float] | None) -> str | None:
+    """Why a write under lease `token` is refused, or None if it may go ahead.
+
+    `held` is the session's lease as the write's transaction reads it:
+    `(owner, token, seconds since it ran out)`, the last negative while it runs.
+    """
+    if held is None:
+        return "the store refused a write: the session was deleted"
+    owner, current, overdue = held
+    if current != token:
+        return (
+            f"the store refused a write: {owner!r} took the lease over (token {current}, "
+            f"this holder's was {token})"
+        )
+    if overdue >= 0:
+        return (
+            f"the store refused a write: the lease ran out {overdue:.1f} s before it, "
+            "without a renewal (or it was released)"
+        )
+    return None
 
 
 def missing_session(session_id: str) -> SessionNotFoundError:
@@ -166,6 +207,25 @@ def release_sqlite(session_id: str, owner: str, token: int, db: sqlite3.Connecti
     )
 
 
+def check_sqlite(session_id: str, token: int, db: sqlite3.Connection) -> None:
+    """Inside a write's `BEGIN IMMEDIATE` transaction: go ahead only under lease `token`.
+
+    The transaction holds the database's write lock, so no taker can come
+    between this check and the commit.
+
+    Raises:
+        Refused: Another holder took the lease over, it ran out, or the
+            session was deleted; the caller rolls the transaction back.
+    """
+    row = db.execute(
+        "SELECT owner, token, ? - expires_at FROM pygents_leases WHERE session_id = ?",
+        (time.time(), session_id),
+    ).fetchone()
+    why = refusal(token, None if row is None else (row[0], int(row[1]), float(row[2])))
+    if why is not None:
+        raise Refused(why)
+
+
 # -- PostgreSQL ---------------------------------------------------------------------
 
 _EPOCH: Final = "extract(epoch FROM {0})::float8"
@@ -247,3 +307,27 @@ async def release_postgres(
         "WHERE session_id = %s AND owner = %s AND token = %s AND expires_at > clock_timestamp()",
         (session_id, owner, token),
     )
+
+
+async def check_postgres(session_id: str, token: int, conn: AsyncConnection[Any]) -> None:
+    """Last in a write's transaction: commit only under lease `token`.
+
+    The lease row is locked FOR SHARE: a takeover (an UPDATE of the row)
+    waits for this transaction's commit, and one that committed first is what
+    this read sees (read committed reads the newest committed row version
+    after the lock). Taken after the write's own locks on the session's row,
+    in the order a takeover takes them, so the two never deadlock.
+
+    Raises:
+        Refused: Another holder took the lease over, it ran out, or the
+            session was deleted; the caller's transaction rolls back.
+    """
+    cursor = await conn.execute(
+        f"SELECT owner, token, {_EPOCH.format('clock_timestamp() - expires_at')} "
+        "FROM pygents_leases WHERE session_id = %s FOR SHARE",
+        (session_id,),
+    )
+    row = await cursor.fetchone()
+    why = refusal(token, None if row is None else (row[0], int(row[1]), float(row[2])))
+    if why is not None:
+        raise Refused(why)

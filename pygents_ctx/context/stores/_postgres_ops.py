@@ -17,6 +17,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
@@ -39,6 +40,7 @@ from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from datetime import datetime
 
     from psycopg import AsyncConnection
@@ -56,6 +58,7 @@ __all__ = [
     "clear",
     "clear_run",
     "encode",
+    "fenced",
     "fork",
     "get_tokens",
     "list_sessions",
@@ -102,6 +105,26 @@ def encode(messages: list[Message]) -> Batch:
         batch.previews.append(None if preview is None else preview.encode())
         batch.tokens.append(count_message_tokens(message))
     return batch
+
+
+async def fenced(
+    session_id: str,
+    token: int,
+    work: Callable[[AsyncConnection[Any]], Awaitable[None]],
+    conn: AsyncConnection[Any],
+) -> None:
+    """`work` and the check of lease `token` in one transaction: both commit, or neither.
+
+    The check comes last (`lease_sql.check_postgres`), after `work` locked the
+    session's row as every write does: the lease row is locked in the same
+    order as a takeover locks them.
+
+    Raises:
+        Refused: The lease passed to another holder or ran out; `work` was rolled back.
+    """
+    async with conn.transaction():
+        await work(conn)
+        await lease_sql.check_postgres(session_id, token, conn)
 
 
 # -- appends ----------------------------------------------------------------------

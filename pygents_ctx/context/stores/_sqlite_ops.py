@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     changed_prefix,
@@ -55,6 +56,7 @@ __all__ = [
     "scalar",
     "segments",
     "snapshot",
+    "write",
 ]
 
 T = TypeVar("T")
@@ -88,6 +90,28 @@ def in_transaction(db: Db, work: Callable[[Db], T], begin: str = "BEGIN IMMEDIAT
             db.execute("ROLLBACK")
         raise
     return result
+
+
+def write(session_id: str, fence: int | None, work: Callable[[Db], T], alone: bool, db: Db) -> T:
+    """`work(db)` as one write to the session, under lease token `fence` if not None.
+
+    Fenced, it runs in a `BEGIN IMMEDIATE` transaction that first checks the
+    lease (`lease_sql.check_sqlite`): the write lock keeps any taker out until
+    the commit. Unfenced, it runs in such a transaction too, unless `alone`
+    says it is one statement (its own transaction).
+
+    Raises:
+        Refused: The lease passed to another holder or ran out; nothing was written.
+    """
+    if fence is None and alone:
+        return work(db)
+
+    def checked(db: Db) -> T:
+        if fence is not None:
+            lease_sql.check_sqlite(session_id, fence, db)
+        return work(db)
+
+    return in_transaction(db, checked)
 
 
 class Read(NamedTuple):
@@ -182,10 +206,15 @@ def archive_rows(db: Db, lineage: list[Segment], *, columns: str = "id, tokens, 
 
 
 def append_rows(
-    session_id: str, ensure: str | None, run_id: str | None, rows: list[Encoded], db: Db
+    session_id: str,
+    ensure: str | None,
+    run_id: str | None,
+    rows: list[Encoded],
+    fence: int | None,
+    db: Db,
 ) -> None:
     params = [(session_id, session_id, run_id, *row) for row in rows]
-    if ensure is None and len(params) == 1:
+    if ensure is None and len(params) == 1 and fence is None:
         try:
             db.execute(APPEND, params[0])  # one statement: its own transaction
         except sqlite3.IntegrityError:  # the session row is gone: recreate it below
@@ -196,11 +225,11 @@ def append_rows(
     # deleted it since this store last wrote.
     created_at = ensure or now_iso()
 
-    def write(db: Db) -> None:
+    def work(db: Db) -> None:
         db.execute(ENSURE, (session_id, created_at))
         db.executemany(APPEND, params)
 
-    in_transaction(db, write)
+    write(session_id, fence, work, False, db)
 
 
 def scalar(db: Db, sql: str, session_id: str, default: int = 0) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import queue
 import sqlite3
 import threading
@@ -84,10 +85,13 @@ class SQLiteConnection(ClosesOnExit):
     thread: a write is committed or rolled back whole, never half done.
     """
 
-    __slots__ = ("_closed", "_jobs", "_path")
+    __slots__ = ("_closed", "_database", "_jobs", "_path")
 
     def __init__(self, path: str) -> None:
         self._path = path
+        # What the database is, for leases: the file (however it was named), or this
+        # connection alone for a private in-memory database.
+        self._database: object = self if path == ":memory:" else os.path.realpath(path)
         self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._closed = False
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Self
@@ -42,7 +42,7 @@ from pygents_ctx.context.stores._common import (
 from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores._paged import check_batch, iter_windows
-from pygents_ctx.context.stores.lease import InProcessLeases, SessionLease
+from pygents_ctx.context.stores.lease import Fence, InProcessLeases, SessionLease, current_fence
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import UsageRecord
 
@@ -596,8 +596,12 @@ class ContextStore(ClosesOnExit, ABC):
         Raises:
             TypeError: An amount is not an int.
             ValueError: An amount is negative.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out (see `lease()`); nothing was changed.
         """
-        self._input_tokens, self._output_tokens = check_tokens(input_tokens, output_tokens)
+        amounts = check_tokens(input_tokens, output_tokens)
+        self._check_fence()
+        self._input_tokens, self._output_tokens = amounts
 
     async def get_context_tokens(self) -> tuple[int, int]:
         """The token usage recorded for the session: `(input_tokens, output_tokens)`."""
@@ -628,8 +632,11 @@ class ContextStore(ClosesOnExit, ABC):
 
         Raises:
             TypeError: `record` is not a `UsageRecord`.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out (see `lease()`); nothing was changed.
         """
         record = check_usage_record(record)
+        self._check_fence()
         if self._usage_records is None:
             self._usage_records = []
         self._usage_records.append(record)
@@ -708,8 +715,30 @@ class ContextStore(ClosesOnExit, ABC):
         """
         return SessionLease(self, ttl=ttl, wait=wait, owner=owner, create=create, renew=renew)
 
-    # The three atomic steps a lease is made of. A store that can share its session
-    # with other processes overrides all three; these keep it on the object.
+    # The three atomic steps a lease is made of, and where it lives. A store that can
+    # share its session with other processes overrides all four; these keep it on
+    # the object.
+
+    @property
+    def _lease_scope(self) -> Hashable:
+        """Where the lease lives: stores with equal scopes share it (and its fences)."""
+        return self
+
+    def _fence(self) -> Fence | None:
+        """The lease the running code holds on this store's session: its writes check it."""
+        return current_fence(self)
+
+    def _check_fence(self) -> None:
+        """Refuse a write under a lease kept on this object that passed on or ran out.
+
+        Raises:
+            LeaseLostError: Refused; the lease is lost from now on.
+        """
+        fence = current_fence(self)
+        if fence is not None and self._leases is not None:
+            why = self._leases.refusal(fence.token)
+            if why is not None:
+                raise fence.refuse(why)
 
     async def _acquire_lease(self, owner: str, ttl: float, create: bool) -> tuple[bool, LeaseState]:
         """Take the lease if it is free: `(True, ours)`, else `(False, the holder's)`."""

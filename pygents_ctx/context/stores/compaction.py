@@ -11,7 +11,7 @@ changes nothing.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final
 
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
@@ -425,6 +425,10 @@ class AutoCompactStore(ContextStore):
     async def get_context_tokens(self) -> tuple[int, int]:
         """The inner store's token usage."""
         return await self.inner.get_context_tokens()
+
+    @property
+    def _lease_scope(self) -> Hashable:
+        return self.inner._lease_scope
 
     async def _acquire_lease(self, owner: str, ttl: float, create: bool) -> tuple[bool, LeaseState]:
         return await self.inner._acquire_lease(owner, ttl, create)

@@ -6,6 +6,13 @@ fails). The lease lives in the store, so every process sharing the database
 sees it: a second taker gets `SessionBusyError` (or waits, if asked to), and
 the lease of a holder that crashed runs out after `ttl` seconds, when anyone
 may take it.
+
+While a lease is held, the writes made under it (by the task that took it,
+and the tasks that task starts) are fenced: the store checks the lease's
+token inside each write's own transaction and refuses the write, raising
+`LeaseLostError`, once the lease has passed to another holder or run out. A
+`Fence` in a context variable is how a write knows it runs under a lease,
+without the token being handed down through every call.
 """
 
 from __future__ import annotations
@@ -18,16 +25,28 @@ import random
 import socket
 import time
 import uuid
+from collections.abc import Awaitable, Hashable
+from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Final, Protocol, Self
+from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, Self, TypeVar
 
-from pygents_ctx.context.stores._lease_sql import LeaseState
+from pygents_ctx.context.stores._lease_sql import LeaseState, Refused, refusal
 from pygents_ctx.errors import LeaseLostError, SessionBusyError
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["InProcessLeases", "LeaseBackend", "SessionLease", "check_lease_options"]
+__all__ = [
+    "Fence",
+    "InProcessLeases",
+    "LeaseBackend",
+    "SessionLease",
+    "check_lease_options",
+    "current_fence",
+    "fenced",
+]
+
+T = TypeVar("T")
 
 # Renewals come at this fraction of the ttl: two can fail before the lease runs out.
 RENEW_FRACTION: Final = 1 / 3
@@ -38,10 +57,18 @@ _LONGEST_POLL: Final = 0.5
 
 
 class LeaseBackend(Protocol):
-    """What a store gives `SessionLease`: its session, and three atomic steps."""
+    """What a store gives `SessionLease`: its session, its lease's scope, three atomic steps.
+
+    `_lease_scope` names where the lease lives (the database and the
+    session): two stores with equal scopes share one lease, so a write
+    through either is fenced by a lease taken through the other.
+    """
 
     @property
     def session_id(self) -> str: ...
+
+    @property
+    def _lease_scope(self) -> Hashable: ...
 
     async def _acquire_lease(
         self, owner: str, ttl: float, create: bool
@@ -98,6 +125,61 @@ def _utc(epoch: float) -> datetime:
     return datetime.fromtimestamp(epoch, UTC)
 
 
+class Fence(NamedTuple):
+    """A lease held by the running code, as the store checks its writes against it.
+
+    Attributes:
+        scope: The store's `_lease_scope` (database and session).
+        owner: The lease's owner.
+        token: The fencing token the write must still hold in the store.
+        lease: The `SessionLease`, told when the store refuses a write.
+    """
+
+    scope: Hashable
+    owner: str
+    token: int
+    lease: SessionLease
+
+    @property
+    def active(self) -> bool:
+        """Whether the lease is still this take of it (held, or lost and not yet released)."""
+        return self.lease._token == self.token
+
+    def refuse(self, why: str) -> LeaseLostError:
+        """The error of a write the store refused; the lease is lost from now on."""
+        self.lease._lose(why)
+        return self.lease._lost_error()
+
+
+# The leases held by the code running in this context (a task, and the tasks it starts).
+_FENCES: ContextVar[tuple[Fence, ...]] = ContextVar("pygents_ctx_fences", default=())
+
+
+def current_fence(store: LeaseBackend) -> Fence | None:
+    """The lease the running code holds on `store`'s session, or None: writes go unfenced."""
+    fences = _FENCES.get()
+    if not fences:
+        return None
+    scope = store._lease_scope
+    for fence in fences:
+        if fence.scope == scope and fence.active:
+            return fence
+    return None
+
+
+async def fenced(fence: Fence, write: Awaitable[T]) -> T:
+    """Await `write`, a write that checks `fence` in its own transaction.
+
+    Raises:
+        LeaseLostError: The store refused the write (`Refused`): nothing of it
+            was stored, and the lease is lost.
+    """
+    try:
+        return await write
+    except Refused as refused:
+        raise fence.refuse(refused.why) from None
+
+
 class SessionLease:
     """The right to write to one session, for a while: take it with `async with`.
 
@@ -113,8 +195,14 @@ class SessionLease:
     `LeaseLostError`. Holding it with `acquire()` / `release()` instead, call
     `await lease.check()` before each write: nothing is cancelled for you.
 
-    The lease is advisory: stores do not refuse writes from a non-holder.
-    Everyone writing to the session must take it (a `ModelLoop` does).
+    Writes are fenced: while the lease is held, every write to its session
+    made by the code that took it (this task, and the tasks it starts: a
+    `ModelLoop`'s steps, tools and hooks) is checked by the store against the
+    lease's token in the write's own transaction, and refused with
+    `LeaseLostError` (nothing of it stored, `lost` now True) once another
+    holder took the lease over or it ran out. Writes from code that holds no
+    lease are not checked: everyone writing to the session must take it (a
+    `ModelLoop` does).
 
     Attributes:
         session_id: The session.
@@ -244,6 +332,10 @@ class SessionLease:
             pause = min(pause * 2, _LONGEST_POLL)
         self._token, self._lost, self._cancelled = state.token, None, False
         self._note(state, asked)
+        scope = self._store._lease_scope
+        fence = Fence(scope, self.owner, state.token, self)
+        kept = (held for held in _FENCES.get() if held.active and held.scope != scope)
+        _FENCES.set((*kept, fence))
         if self._renews:
             self._keeper = asyncio.create_task(self._keep(), name=f"renew {self!r}")
         return self
@@ -334,6 +426,9 @@ class SessionLease:
             with contextlib.suppress(asyncio.CancelledError):
                 await keeper
         token, self._token = self._token, None
+        fences = _FENCES.get()
+        if any(fence.lease is self for fence in fences):
+            _FENCES.set(tuple(fence for fence in fences if fence.lease is not self))
         if token is not None and self._lost is None:
             await self._store._release_lease(self.owner, token)
 
@@ -366,13 +461,16 @@ class SessionLease:
 
     def _raise_if_lost(self) -> None:
         if self._lost is not None:
-            raise LeaseLostError(
-                f"the lease of {self.owner!r} on session {self.session_id!r} was lost: "
-                f"{self._lost}. Another holder may be writing to the session now; stop, "
-                "and take the lease again before writing (a longer ttl rides out longer stalls)",
-                session_id=self.session_id,
-                owner=self.owner,
-            )
+            raise self._lost_error()
+
+    def _lost_error(self) -> LeaseLostError:
+        return LeaseLostError(
+            f"the lease of {self.owner!r} on session {self.session_id!r} was lost: "
+            f"{self._lost}. Another holder may be writing to the session now; stop, "
+            "and take the lease again before writing (a longer ttl rides out longer stalls)",
+            session_id=self.session_id,
+            owner=self.owner,
+        )
 
     # -- async with ----------------------------------------------------------------
 
@@ -430,6 +528,12 @@ class InProcessLeases:
         self._tokens += 1
         self._state = LeaseState(owner, self._tokens, now + ttl, ttl)
         return True, self._state
+
+    def refusal(self, token: int) -> str | None:
+        """Why a write under lease `token` is refused, or None if it may go ahead."""
+        state = self._state
+        held = None if state is None else (state.owner, state.token, time.time() - state.expires_at)
+        return refusal(token, held)
 
     def renew(self, owner: str, token: int, ttl: float) -> LeaseState | None:
         state = self._state

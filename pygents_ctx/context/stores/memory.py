@@ -46,7 +46,9 @@ class MemoryContextStore(ContextStore):
 
     Every method returns new lists, and messages are immutable, so nothing a
     caller does to a result changes the store. Each method runs without an
-    `await` inside, so concurrent tasks see each operation whole.
+    `await` inside, so concurrent tasks see each operation whole. Its lease
+    (see `lease()`) is kept on the object; a write made under it is refused
+    with `LeaseLostError` once another holder took it over or it ran out.
 
     Args:
         messages: The initial history (copied), oldest first.
@@ -113,7 +115,9 @@ class MemoryContextStore(ContextStore):
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")
-        self._extend([message], check_run_id(run_id))
+        run_id = check_run_id(run_id)
+        self._check_fence()
+        self._extend([message], run_id)
 
     async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
         """Add `messages` at the end, in order, all at once.
@@ -125,7 +129,9 @@ class MemoryContextStore(ContextStore):
                 (nothing is added).
         """
         batch = check_messages(messages)
-        self._extend(batch, check_run_id(run_id))
+        run_id = check_run_id(run_id)
+        self._check_fence()
+        self._extend(batch, run_id)
 
     async def get_history(
         self,
@@ -151,6 +157,7 @@ class MemoryContextStore(ContextStore):
 
     async def clear(self) -> None:
         """Remove every message, live and archived; token usage stays."""
+        self._check_fence()
         self._messages, self._runs, self._counts = [], [], []
         self._total = 0
         self._archive = []
@@ -163,6 +170,7 @@ class MemoryContextStore(ContextStore):
             TypeError: `run_id` is not a str.
         """
         target = require_run_id(run_id)
+        self._check_fence()
         if target not in self._runs and all(entry.run_id != target for entry in self._archive):
             return  # nothing of that run: the preview stays, as in SQLite
         kept = [
@@ -204,6 +212,7 @@ class MemoryContextStore(ContextStore):
         batch = _storable(check_messages(messages))
         run_id = check_run_id(run_id)
         wanted = check_expected(count, expected)
+        self._check_fence()
         if wanted is not None and self._messages[:count] != wanted:
             raise changed_prefix(self.session_id, count)
         if count > len(self._messages):
@@ -288,6 +297,7 @@ class MemoryContextStore(ContextStore):
             ValueError: The session already holds messages (live or archived).
         """
         snapshot = check_snapshot(snapshot)
+        self._check_fence()
         if self._messages or self._archive:
             raise session_not_empty(self.session_id)
         _storable(stored.message for stored in (*snapshot.archived, *snapshot.messages))

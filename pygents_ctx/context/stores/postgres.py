@@ -42,10 +42,12 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
     check_snapshot,
 )
+from pygents_ctx.context.stores.lease import fenced
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
+    from collections.abc import Hashable
     from types import ModuleType
 
     from psycopg import AsyncConnection
@@ -163,14 +165,16 @@ class PostgresConnection(ClosesOnExit):
     committed or rolled back whole, and the connection stays usable.
     """
 
-    __slots__ = ("_closed", "_conn", "_lock", "_target")
+    __slots__ = ("_closed", "_conn", "_database", "_lock", "_target")
 
-    def __init__(self, conn: AsyncConnection[Any]) -> None:
+    def __init__(self, conn: AsyncConnection[Any], schema: str) -> None:
         self._conn = conn
         self._lock = asyncio.Lock()
         self._closed = False
         info = conn.info
         self._target = f"{info.user}@{info.host}:{info.port}/{info.dbname}"
+        # What the database is, for leases: the server, the database and the tables' schema.
+        self._database = (info.host, info.port, info.dbname, schema)
 
     @classmethod
     async def _open(cls, psycopg: ModuleType, dsn: str) -> PostgresConnection:
@@ -178,10 +182,12 @@ class PostgresConnection(ClosesOnExit):
         try:
             await migrate(conn)
             await _widen_read_buffer(conn)
+            cursor = await conn.execute("SELECT current_schema()")
+            schema = await cursor.fetchone()
         except BaseException:
             await conn.close()
             raise
-        return cls(conn)
+        return cls(conn, "" if schema is None else str(schema[0]))
 
     @property
     def target(self) -> str:
@@ -314,7 +320,7 @@ class PostgresContextStore(ContextStore):
     async def _append_batch(self, messages: list[Message], run_id: str | None) -> None:
         if messages:
             batch = ops.encode(messages)
-            await self._conn.run(partial(ops.append_rows, self.session_id, run_id, batch))
+            await self._write(partial(ops.append_rows, self.session_id, run_id, batch))
 
     async def get_history(
         self,
@@ -370,7 +376,7 @@ class PostgresContextStore(ContextStore):
     async def clear(self) -> None:
         """Remove every message, live and archived, in one transaction; token usage stays."""
         self._cache.forget()
-        await self._conn.run(partial(ops.clear, self.session_id))
+        await self._write(partial(ops.clear, self.session_id))
 
     async def clear_run(self, run_id: str) -> None:
         """Remove the messages appended with `run_id`, live and archived, in one transaction.
@@ -380,7 +386,7 @@ class PostgresContextStore(ContextStore):
         """
         target = _no_nul("run_id", require_run_id(run_id))
         self._cache.forget()
-        await self._conn.run(partial(ops.clear_run, self.session_id, target))
+        await self._write(partial(ops.clear_run, self.session_id, target))
 
     async def replace_prefix(
         self,
@@ -414,9 +420,7 @@ class PostgresContextStore(ContextStore):
             return
         encoded = ops.encode(batch)
         self._cache.forget()
-        await self._conn.run(
-            partial(ops.replace_prefix, self.session_id, count, run, encoded, wanted)
-        )
+        await self._write(partial(ops.replace_prefix, self.session_id, count, run, encoded, wanted))
 
     async def fork(
         self, *, session_id: str | None = None, at: int | None = None
@@ -475,13 +479,21 @@ class PostgresContextStore(ContextStore):
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
         usage = tuple(map(_storable_record, snapshot.usage))
         self._cache.forget()
-        await self._conn.run(
-            partial(ops.restore, self.session_id, parts[0], parts[1], tokens, usage)
-        )
+        await self._write(partial(ops.restore, self.session_id, parts[0], parts[1], tokens, usage))
 
     async def close(self) -> None:
         """Drop this store's cached history. The shared connection stays open."""
         self._cache.forget()
+
+    async def _write(self, work: Callable[[AsyncConnection[Any]], Awaitable[None]]) -> None:
+        """`work` as one write to the session, fenced by a lease held here (`ops.fenced`)."""
+        fence = self._fence()
+        if fence is None:
+            await self._conn.run(work)
+        else:
+            await fenced(
+                fence, self._conn.run(partial(ops.fenced, self.session_id, fence.token, work))
+            )
 
     # -- token usage --------------------------------------------------------
 
@@ -493,7 +505,7 @@ class PostgresContextStore(ContextStore):
             ValueError: An amount is negative.
         """
         amounts = check_tokens(input_tokens, output_tokens)
-        await self._conn.run(partial(ops.set_tokens, ops.SET_TOKENS, self.session_id, *amounts))
+        await self._write(partial(ops.set_tokens, ops.SET_TOKENS, self.session_id, *amounts))
 
     async def add_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
         """Add to the session's recorded token usage, atomically in SQL.
@@ -503,7 +515,7 @@ class PostgresContextStore(ContextStore):
             ValueError: An amount is negative.
         """
         amounts = check_tokens(input_tokens, output_tokens)
-        await self._conn.run(partial(ops.set_tokens, ops.ADD_TOKENS, self.session_id, *amounts))
+        await self._write(partial(ops.set_tokens, ops.ADD_TOKENS, self.session_id, *amounts))
 
     async def get_context_tokens(self) -> tuple[int, int]:
         """The session's recorded token usage: `(input_tokens, output_tokens)`."""
@@ -519,7 +531,7 @@ class PostgresContextStore(ContextStore):
             ValueError: Its run id or model name holds a NUL character.
         """
         record = _storable_record(check_usage_record(record))
-        await self._conn.run(partial(usage_sql.record_postgres, self.session_id, record))
+        await self._write(partial(usage_sql.record_postgres, self.session_id, record))
 
     async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
         """The session's usage records, oldest first; only run `run_id`'s when given.
@@ -531,6 +543,10 @@ class PostgresContextStore(ContextStore):
         return await self._conn.run(partial(usage_sql.read_postgres, self.session_id, target))
 
     # -- the lease (see `ContextStore.lease`) ------------------------------------
+
+    @property
+    def _lease_scope(self) -> Hashable:
+        return ("postgres", self._conn._database, self.session_id)
 
     async def _acquire_lease(
         self, owner: str, ttl: float, create: bool

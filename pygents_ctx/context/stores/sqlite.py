@@ -13,7 +13,7 @@ import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
@@ -48,10 +48,17 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
     check_snapshot,
 )
+from pygents_ctx.context.stores.lease import fenced
 from pygents_ctx.context.usage import UsageRecord
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from pygents_ctx.context.stores.lease import Fence
 
 __all__ = ["SQLiteConnection", "SQLiteContextStore", "connect"]
 
+T = TypeVar("T")
 Db = sqlite3.Connection
 _STALE: Final = -2  # the cache's generation when it must be read again in full
 
@@ -177,10 +184,21 @@ class SQLiteContextStore(ContextStore):
     def _ensure(self) -> str | None:
         return None if self._ready else now_iso()
 
-    async def _write(self, work: Callable[[Db], None], *, ensures: bool = False) -> None:
-        await self._conn.run(partial(ops.in_transaction, work=work))
+    async def _write(
+        self, work: Callable[[Db], None], *, ensures: bool = False, alone: bool = False
+    ) -> None:
+        """`work` as one write to the session (see `ops.write`), fenced by a lease held here."""
+        fence = self._fence()
+        await self._run_write(
+            fence, partial(ops.write, self.session_id, _token(fence), work, alone)
+        )
         if ensures:
             self._ready = True
+
+    async def _run_write(self, fence: Fence | None, call: Callable[[Db], T]) -> T:
+        if fence is None:
+            return await self._conn.run(call)
+        return await fenced(fence, self._conn.run(call))
 
     # -- messages -----------------------------------------------------------
 
@@ -209,9 +227,11 @@ class SQLiteContextStore(ContextStore):
         if not batch:
             return
         rows = [ops.encode(message) for message in batch]
-        await self._conn.run(
-            partial(ops.append_rows, self.session_id, self._ensure(), run_id, rows)
+        fence = self._fence()
+        work = partial(
+            ops.append_rows, self.session_id, self._ensure(), run_id, rows, _token(fence)
         )
+        await self._run_write(fence, work)
         self._ready = True
 
     async def get_history(
@@ -359,7 +379,8 @@ class SQLiteContextStore(ContextStore):
             ops.fork(source, new_id, created_at, at, db)
             usage_sql.copy_sqlite(source, new_id, db)
 
-        await self._write(work)
+        # Not fenced: it writes another session, and only reads this one.
+        await self._conn.run(partial(ops.in_transaction, work=work))
         fork = SQLiteContextStore(self._conn, session_id=new_id)
         fork._ready = True
         return fork
@@ -435,8 +456,7 @@ class SQLiteContextStore(ContextStore):
         def write(db: Db) -> None:
             db.execute(sql, params)
 
-        await self._conn.run(write)
-        self._ready = True
+        await self._write(write, ensures=True, alone=True)
 
     async def get_context_tokens(self) -> tuple[int, int]:
         """The session's recorded token usage: `(input_tokens, output_tokens)`."""
@@ -474,6 +494,10 @@ class SQLiteContextStore(ContextStore):
 
     # -- the lease (see `ContextStore.lease`) ------------------------------------
 
+    @property
+    def _lease_scope(self) -> Hashable:
+        return ("sqlite", self._conn._database, self.session_id)
+
     async def _acquire_lease(
         self, owner: str, ttl: float, create: bool
     ) -> tuple[bool, lease_sql.LeaseState]:
@@ -495,3 +519,7 @@ class SQLiteContextStore(ContextStore):
     async def list_sessions(self) -> list[SessionInfo]:
         """Every session in the database, newest first (one query)."""
         return await self._conn.run(ops.list_sessions)
+
+
+def _token(fence: Fence | None) -> int | None:
+    return None if fence is None else fence.token

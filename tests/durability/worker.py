@@ -20,6 +20,9 @@ Every mode prints `ready` once the store is open. Modes:
 - `loop TTL`: forever: runs a `ModelLoop` on the session (one tool call and an
   answer, each model call and the tool a little slow), waiting for the lease
   as long as it takes.
+- `stall TTL`: one `ModelLoop` run per line, on the session the line names
+  (see `stall`), which can stop inside its tool call or model call until told
+  to go on: the parent freezes the process there.
 
 Anything raised reaches stderr and a non-zero exit code: the tests read both.
 """
@@ -134,6 +137,57 @@ async def model_loop(store: ContextStore, ttl: float) -> None:
         await loop.run(f"{os.getpid()}:{index}: what is 2 + 3?")
 
 
+async def stall(store: ContextStore, ttl: float) -> None:
+    """Runs, one JSON command a line: `{"session": "s", "stall": "tool" | "model" | null}`.
+
+    Each runs a `ModelLoop` on session `s` (one tool call, then the answer
+    "the sum is 5"), waiting for its lease as long as it takes. With `stall`,
+    the run prints `{"stalled": "tool"}` (or `"model"`) inside that call, the
+    first time it gets there, and waits for a line before the call returns.
+    The reply: `{"ok": the answer}` or `{"error": name, "message": ...}`.
+    """
+    pending: list[str | None] = [None]  # where this run stops, until it has
+
+    async def stop_if(here: str) -> None:
+        if pending[0] == here:
+            pending[0] = None
+            say(orjson.dumps({"stalled": here}).decode())
+            await read_line()
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        await stop_if("tool")
+        return a + b
+
+    async def think(messages: list[Message]) -> Message:
+        await stop_if("model")
+        if messages[-1].tool_results:
+            return Message("assistant", "the sum is 5")
+        return assistant(tool_call("add", a=2, b=3))
+
+    while line := await read_line():
+        command = orjson.loads(line)
+        pending[0] = command["stall"]
+        session = on_session(store, command["session"])
+        agent = Agent(f"stall-{session.session_id}", "adds", [add], context=ContextConfig(session))
+        loop = ModelLoop(agent, ScriptedModel([think] * 10), lease_ttl=ttl, lease_wait=math.inf)
+        try:
+            finished = await loop.run(f"{os.getpid()}: what is 2 + 3?")
+        except Exception as exc:
+            reply = {"error": type(exc).__name__, "message": str(exc)}
+        else:
+            reply = {"ok": finished.text}
+        say(orjson.dumps(reply).decode())
+
+
+def on_session(store: ContextStore, session: str) -> ContextStore:
+    if isinstance(store, SQLiteContextStore):
+        return SQLiteContextStore(store.connection, session_id=session)
+    assert isinstance(store, PostgresContextStore)
+    return PostgresContextStore(store.connection, session_id=session)
+
+
 async def serve(store: ContextStore, delete: Callable[[], Awaitable[None]]) -> None:
     """Commands, one JSON object a line; each reply is `{"ok": ...}` or `{"error": ...}`.
 
@@ -236,6 +290,8 @@ async def run(
         await hold(store, float(args[0]), int(args[1]))
     elif mode == "loop":
         await model_loop(store, float(args[0]))
+    elif mode == "stall":
+        await stall(store, float(args[0]))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -10,6 +10,7 @@ the argument checks. The appends run with WAL and `synchronous=NORMAL`, as
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -104,6 +105,22 @@ async def _appends(conn: SQLiteConnection, db: sqlite3.Connection, ops: int) -> 
         for chunk in batches[: n // batch]:
             raw.append_many(chunk)
 
+    async def leased(n: int) -> None:
+        # In a task of its own: the lease fences the writes of the code that holds it.
+        async def hold() -> None:
+            async with store.lease(ttl=300):
+                for message in messages[:n]:
+                    await store.append(message)
+
+        await asyncio.create_task(hold())
+
+    async def unleased(n: int) -> None:
+        async def write() -> None:
+            for message in messages[:n]:
+                await store.append(message)
+
+        await asyncio.create_task(write())
+
     async def ours_hop(n: int) -> None:
         for _ in range(n):
             await conn.run(_nothing)
@@ -117,6 +134,8 @@ async def _appends(conn: SQLiteConnection, db: sqlite3.Connection, ops: int) -> 
         await compare("worker round trip, no-op call", ours_hop, floor_hop, ops, None),
         await compare("SQLite append, one message", ours, floor, ops, 5),
         await compare("SQLite append_many, per message", ours_many, floor_many, ops, 3),
+        # The floor is the same append with no lease held: the ratio is what fencing costs.
+        await compare("SQLite append under a lease, vs without", leased, unleased, ops, 1.5),
     ]
 
 

@@ -22,7 +22,7 @@ PygentsError
 ├── ConcurrentModificationError (RuntimeError)  another writer changed what a write expected
 ├── SessionNotFoundError (KeyError)    a lease on a session the store never created
 ├── SessionBusyError (RuntimeError)    another holder has the session's lease
-├── LeaseLostError (RuntimeError)      a lease expired and another holder took it
+├── LeaseLostError (RuntimeError)      a lease ran out or another holder took it
 ├── CollectionNotFoundError (KeyError) no vector collection under that name
 ├── EntityNotFoundError (KeyError)     no entity with that id in the graph
 ├── BlobNotFoundError (KeyError)       no blob under that name
@@ -295,7 +295,9 @@ class LeaseLostError(PygentsError, RuntimeError):
     `async with store.lease()` block (which is cancelled when the lease is
     lost), when the lease expired before it was renewed (the process was
     stalled or the database unreachable for a whole `ttl`) or was taken over
-    by another holder, or the session was deleted.
+    by another holder, or the session was deleted. Raised too by a store
+    write made under such a lease: the store refuses it, in the write's own
+    transaction, and stores nothing of it.
 
     Attributes:
         session_id: The session.

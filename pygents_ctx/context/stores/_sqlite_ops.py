@@ -222,11 +222,13 @@ def append_rows(
         else:
             return
     # Within a transaction the row is made sure of every time: someone may have
-    # deleted it since this store last wrote.
+    # deleted it since this store last wrote. Under a lease it is there: the
+    # lease's row, which the check found, refers to it.
     created_at = ensure or now_iso()
 
     def work(db: Db) -> None:
-        db.execute(ENSURE, (session_id, created_at))
+        if fence is None:
+            db.execute(ENSURE, (session_id, created_at))
         db.executemany(APPEND, params)
 
     write(session_id, fence, work, False, db)

@@ -681,6 +681,13 @@ class ContextStore(ClosesOnExit, ABC):
         `MemoryContextStore` and this default keep it on the store object, so
         it excludes only the tasks of this process that share the object.
 
+        While it is held, the writes to the session made by the code that took
+        it (and the tasks that code starts), through this store or any other
+        on the same database and session, are fenced: the store checks the
+        lease in each write's own transaction and refuses the write with
+        `LeaseLostError`, storing nothing, once another holder took the lease
+        over or it ran out.
+
         Args:
             ttl: Seconds the lease lasts past each renewal (renewed every
                 third of it). A holder that stops for longer loses it.

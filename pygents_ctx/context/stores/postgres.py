@@ -6,6 +6,8 @@ and brings the schema up to date; the stores sharing it run their calls one
 at a time. Appends are single statements that reserve their positions by
 locking the session's row, so workers on any number of connections or
 machines appending to one session never collide and never lose a message.
+A write made under a lease is one transaction that ends by checking the
+lease, its row locked FOR SHARE (see `SessionLease`).
 """
 
 from __future__ import annotations
@@ -299,9 +301,14 @@ class PostgresContextStore(ContextStore):
     async def append(self, message: Message, *, run_id: str | None = None) -> None:
         """Add `message` at the end of the history: one statement, its own transaction.
 
+        Under a lease (see `lease()`), the statement and the lease's check in
+        one transaction.
+
         Raises:
             TypeError: `message` is not a `Message`, `run_id` is not a str, or
                 a tool input holds a value JSON cannot hold.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out; nothing was added.
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")

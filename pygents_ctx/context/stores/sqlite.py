@@ -4,7 +4,8 @@ Every call runs on the connection's worker thread (see `SQLiteConnection`), so
 the event loop never waits on the disk. Writes are single statements or
 `BEGIN IMMEDIATE` transactions; SQLite serializes writers across processes, and
 positions are taken from a per-session counter inside the writing statement,
-so concurrent appenders never collide and never lose a message.
+so concurrent appenders never collide and never lose a message. A write made
+under a lease checks it first in the same transaction (see `SessionLease`).
 """
 
 from __future__ import annotations
@@ -205,9 +206,14 @@ class SQLiteContextStore(ContextStore):
     async def append(self, message: Message, *, run_id: str | None = None) -> None:
         """Add `message` at the end of the history: one INSERT, its own transaction.
 
+        Under a lease (see `lease()`), one `BEGIN IMMEDIATE` transaction that
+        checks the lease, then inserts.
+
         Raises:
             TypeError: `message` is not a `Message`, `run_id` is not a str, or
                 a tool input holds a value JSON cannot hold.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out; nothing was added.
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")

@@ -1,4 +1,4 @@
-"""Any interleaving of takes, renewals, releases and passing time: never two live holders.
+"""Any interleaving of takes, renewals, releases, writes and passing time: never two live holders.
 
 The lease steps of the in-process backend and of SQLite (its SQL run on a
 database of its own) are driven through the same random sequence of
@@ -6,7 +6,9 @@ operations by three holders, on a clock the test moves. Each holder believes
 it holds the lease until the expiry its last successful take or renewal gave
 it. At every moment at most one holder believes so, tokens only grow, both
 backends agree on every answer, and a renewal succeeds exactly when no one
-took the lease over since.
+took the lease over since. A write (the fence check of a store write) goes
+through exactly when its holder is the one live holder, so the writes that
+go through come in the order of their tokens.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ TTL = 10.0
 
 operations = st.lists(
     st.tuples(
-        st.sampled_from(["take", "renew", "release", "wait"]),
+        st.sampled_from(["take", "renew", "release", "write", "wait"]),
         st.sampled_from(HOLDERS),
         # Around the expiry, where an off-by-a-little would show, and anywhere.
         st.sampled_from([TTL / 3, TTL - 0.01, TTL, TTL + 0.001]) | st.floats(0.0, 2 * TTL),
@@ -54,6 +56,7 @@ class Steps(Protocol):
     def take(self, owner: str) -> tuple[bool, LeaseState]: ...
     def renew(self, owner: str, token: int) -> LeaseState | None: ...
     def release(self, owner: str, token: int) -> None: ...
+    def write(self, token: int) -> bool: ...
 
 
 class InProcess:
@@ -68,6 +71,9 @@ class InProcess:
 
     def release(self, owner: str, token: int) -> None:
         self.leases.release(owner, token)
+
+    def write(self, token: int) -> bool:
+        return self.leases.refusal(token) is None
 
 
 class SQLite:
@@ -84,6 +90,13 @@ class SQLite:
 
     def release(self, owner: str, token: int) -> None:
         _lease_sql.release_sqlite("s", owner, token, self.db)
+
+    def write(self, token: int) -> bool:
+        try:
+            _lease_sql.check_sqlite("s", token, self.db)
+        except _lease_sql.Refused:
+            return False
+        return True
 
 
 @dataclass
@@ -106,6 +119,8 @@ def test_at_most_one_holder_at_any_moment(steps: list[tuple[str, str, float]]) -
     backends: list[Steps] = [InProcess(), sqlite]
     beliefs: dict[str, Belief] = {}
     newest = 0  # the newest token granted
+    granted: dict[str, int] = {}  # each holder's last token, held still or not
+    written: list[int] = []  # the tokens of the writes that went through
     with clocked(clock), contextlib.closing(sqlite.db):
         for op, holder, amount in steps:
             answers = []
@@ -116,6 +131,8 @@ def test_at_most_one_holder_at_any_moment(steps: list[tuple[str, str, float]]) -
                     answers.append(backend.renew(holder, beliefs[holder].token))
                 elif op == "release" and holder in beliefs:
                     answers.append(backend.release(holder, beliefs[holder].token))
+                elif op == "write" and holder in granted:
+                    answers.append(backend.write(granted[holder]))
             assert all(answer == answers[0] for answer in answers), (op, answers)
             answer = answers[0] if answers else None
             if op == "wait":
@@ -129,6 +146,7 @@ def test_at_most_one_holder_at_any_moment(steps: list[tuple[str, str, float]]) -
                     assert state.token > newest
                     newest = state.token
                     beliefs[holder] = Belief(state.token, state.expires_at)
+                    granted[holder] = state.token
                 else:
                     assert state.owner in live
             elif op == "renew" and holder in beliefs:
@@ -141,5 +159,11 @@ def test_at_most_one_holder_at_any_moment(steps: list[tuple[str, str, float]]) -
                     beliefs[holder] = Belief(answer.token, answer.expires_at)
             elif op == "release" and holder in beliefs:
                 del beliefs[holder]
+            elif op == "write" and holder in granted:
+                live = [h for h, b in beliefs.items() if b.until > clock.now]
+                assert answer == (live == [holder] and granted[holder] == newest), (live, answer)
+                if answer:
+                    written.append(granted[holder])
+                assert written == sorted(written)
             live = [h for h, b in beliefs.items() if b.until > clock.now]
             assert len(live) <= 1, beliefs

@@ -14,7 +14,7 @@ without every message before it.
 from __future__ import annotations
 
 from datetime import UTC
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
@@ -72,6 +72,7 @@ __all__ = [
     "snapshot",
 ]
 
+T = TypeVar("T")
 MISSING: Final = (-1, -1)  # the version of a session that has no row yet
 
 
@@ -110,9 +111,9 @@ def encode(messages: list[Message]) -> Batch:
 async def fenced(
     session_id: str,
     token: int,
-    work: Callable[[AsyncConnection[Any]], Awaitable[None]],
+    work: Callable[[AsyncConnection[Any]], Awaitable[T]],
     conn: AsyncConnection[Any],
-) -> None:
+) -> T:
     """`work` and the check of lease `token` in one transaction: both commit, or neither.
 
     The check comes last (`lease_sql.check_postgres`), after `work` locked the
@@ -123,8 +124,9 @@ async def fenced(
         Refused: The lease passed to another holder or ran out; `work` was rolled back.
     """
     async with conn.transaction():
-        await work(conn)
+        result = await work(conn)
         await lease_sql.check_postgres(session_id, token, conn)
+    return result
 
 
 # -- appends ----------------------------------------------------------------------

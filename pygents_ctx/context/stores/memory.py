@@ -271,6 +271,7 @@ class MemoryContextStore(ContextStore):
         """
         held = len(self._messages)
         keep = check_at(to, held, self.session_id, "rewind(to=...)")
+        self._check_fence()
         del self._messages[keep:], self._runs[keep:], self._counts[keep:]
         self._total = sum(self._counts)
         self._preview = ""

@@ -460,7 +460,7 @@ class PostgresContextStore(ContextStore):
             ValueError: `to` is not from 0 to the live message count; nothing changed.
         """
         self._cache.forget()
-        return await self._conn.run(partial(ops.rewind, self.session_id, to))
+        return await self._write(partial(ops.rewind, self.session_id, to))
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records.
@@ -492,15 +492,14 @@ class PostgresContextStore(ContextStore):
         """Drop this store's cached history. The shared connection stays open."""
         self._cache.forget()
 
-    async def _write(self, work: Callable[[AsyncConnection[Any]], Awaitable[None]]) -> None:
+    async def _write(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """`work` as one write to the session, fenced by a lease held here (`ops.fenced`)."""
         fence = self._fence()
         if fence is None:
-            await self._conn.run(work)
-        else:
-            await fenced(
-                fence, self._conn.run(partial(ops.fenced, self.session_id, fence.token, work))
-            )
+            return await self._conn.run(work)
+        return await fenced(
+            fence, self._conn.run(partial(ops.fenced, self.session_id, fence.token, work))
+        )
 
     # -- token usage --------------------------------------------------------
 

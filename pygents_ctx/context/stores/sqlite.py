@@ -186,15 +186,16 @@ class SQLiteContextStore(ContextStore):
         return None if self._ready else now_iso()
 
     async def _write(
-        self, work: Callable[[Db], None], *, ensures: bool = False, alone: bool = False
-    ) -> None:
+        self, work: Callable[[Db], T], *, ensures: bool = False, alone: bool = False
+    ) -> T:
         """`work` as one write to the session (see `ops.write`), fenced by a lease held here."""
         fence = self._fence()
-        await self._run_write(
+        result = await self._run_write(
             fence, partial(ops.write, self.session_id, _token(fence), work, alone)
         )
         if ensures:
             self._ready = True
+        return result
 
     async def _run_write(self, fence: Fence | None, call: Callable[[Db], T]) -> T:
         if fence is None:
@@ -400,11 +401,11 @@ class SQLiteContextStore(ContextStore):
         Raises:
             TypeError: `to` is not an int.
             ValueError: `to` is not from 0 to the live message count; nothing changed.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out; nothing changed.
         """
         self._cache.forget()
-        return await self._conn.run(
-            partial(ops.in_transaction, work=partial(ops.rewind, self.session_id, to))
-        )
+        return await self._write(partial(ops.rewind, self.session_id, to))
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records.

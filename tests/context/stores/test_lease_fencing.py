@@ -40,6 +40,7 @@ WRITES: dict[str, Write] = {
     "append": lambda s: s.append(Message("user", "stale"), run_id="r"),
     "append_many": lambda s: s.append_many([Message("user", "a"), Message("assistant", "b")]),
     "replace_prefix": lambda s: s.replace_prefix(1, [Message("user", "summary")]),
+    "rewind": lambda s: s.rewind(1),
     "clear": lambda s: s.clear(),
     "clear_run": lambda s: s.clear_run("r"),
     "record_usage": lambda s: s.record_usage(UsageRecord(Usage(10, 2), run_id="r")),

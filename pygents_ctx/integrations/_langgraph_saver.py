@@ -35,7 +35,10 @@ from pygents_ctx.integrations._langgraph_sql import (
 __all__ = ["ContextStoreSaver"]
 
 T = TypeVar("T")
-_CACHED_LISTS: Final = 256  # message lists remembered (one per thread, namespace and channel)
+# The messages of the lists remembered (the latest of each thread, namespace and channel
+# written or read), at most: the least recently used lists are forgotten first, but the
+# last one is kept whatever its length.
+_CACHED_MESSAGES: Final = 20_000
 _STRATEGIES: Final = ("keep_latest", "delete")
 _LOAD_ATTEMPTS: Final = 3  # reads of a checkpoint whose lists another writer is deleting
 
@@ -57,12 +60,20 @@ def _is_message_list(value: object) -> bool:
     )
 
 
+_IN_CONFIG: Final = frozenset({"thread_id", "checkpoint_ns", "checkpoint_id"})
+
+
 def _text(field: str, value: object) -> str:
     if not isinstance(value, str):
-        raise TypeError(
-            f"{field} must be a str, not {type(value).__name__}: pass "
-            f'config={{"configurable": {{"{field}": "..."}}}} with a string'
+        hint = (
+            f': pass {{"configurable": {{"{field}": "..."}}}} with a string'
+            if field in _IN_CONFIG
+            else ""
         )
+        raise TypeError(f"{field} must be a str, not {type(value).__name__}{hint}")
+    if "\x00" in value:
+        # PostgreSQL's text cannot hold NUL; refused on SQLite too, so both agree.
+        raise ValueError(f"{field} must not contain NUL characters: {value!r}")
     return value
 
 
@@ -301,7 +312,10 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
     checkpoint that adds two messages to a list of 2,000 writes those two and
     a row saying which stored messages make up the list. A message object
     already stored is taken as unchanged (LangGraph's reducers replace
-    messages rather than editing them in place). Other channel values, the
+    messages rather than editing them in place). The saver remembers the
+    latest list of each thread it wrote or read, up to 20,000 messages in all
+    (the least recently used forgotten first): a list it remembers is neither
+    written nor decoded again. Other channel values, the
     checkpoints and their metadata go through the serializer, `serde`
     (LangGraph's `JsonPlusSerializer` unless you pass another).
 
@@ -360,6 +374,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         self._ready = False
         self._setting_up = asyncio.Lock()
         self._lists: OrderedDict[tuple[str, str, str], _Cached] = OrderedDict()
+        self._cached = 0  # the messages in self._lists
 
     def __repr__(self) -> str:
         return f"ContextStoreSaver({self.conn!r}, keep={self.keep!r})"
@@ -545,6 +560,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
                 continue
             cached = self._lists.get((thread_id, namespace, channel))
             if cached is not None and cached.ranges == tuple(pieces.get(channel, ())):
+                self._lists.move_to_end((thread_id, namespace, channel))
                 lists[channel] = list(cached.messages)
             else:
                 lists[channel] = []
@@ -564,10 +580,14 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
     def _remember(
         self, key: tuple[str, str, str], messages: Sequence[Any], ranges: Sequence[_Range]
     ) -> None:
+        forgotten = self._lists.pop(key, None)
+        if forgotten is not None:
+            self._cached -= len(forgotten.messages)
         self._lists[key] = _Cached(tuple(messages), tuple(ranges))
-        self._lists.move_to_end(key)
-        while len(self._lists) > _CACHED_LISTS:
-            self._lists.popitem(last=False)
+        self._cached += len(messages)
+        while self._cached > _CACHED_MESSAGES and len(self._lists) > 1:
+            _, oldest = self._lists.popitem(last=False)
+            self._cached -= len(oldest.messages)
 
     # -- writing ---------------------------------------------------------------
 
@@ -851,7 +871,7 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
 
     def _forget(self, thread_id: str) -> None:
         for key in [key for key in self._lists if key[0] == thread_id]:
-            del self._lists[key]
+            self._cached -= len(self._lists.pop(key).messages)
 
     # -- the sync API, run on the saver's event loop ---------------------------
 
@@ -866,6 +886,12 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
                 "ContextStoreSaver's sync methods wait for its event loop, and were called "
                 "on it: use the async API (ainvoke, astream), or run the sync one in "
                 "another thread (await asyncio.to_thread(graph.invoke, ...))"
+            )
+        if not self._loop.is_running():
+            coroutine.close()
+            raise RuntimeError(
+                "ContextStoreSaver's event loop is not running, and its sync methods run "
+                "there: call them while the loop that made the saver runs"
             )
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 

@@ -362,6 +362,8 @@ async def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -
                 {"configurable": {"thread_id": 42, "checkpoint_ns": ""}},
                 empty_checkpoint(), {}, {},
             )  # fmt: skip
+        with pytest.raises(ValueError, match="thread_id must not contain NUL"):
+            await saver.aget_tuple({"configurable": {"thread_id": "t\x00"}})
         with pytest.raises(TypeError, match="names no thread"):
             await saver.aget_tuple({"configurable": {}})
         with pytest.raises(TypeError, match="needs the checkpoint the writes belong to"):
@@ -381,6 +383,34 @@ async def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -
         assert await saver.aget_tuple({"configurable": {"thread_id": "nobody"}}) is None
         assert [tup.config for tup in [tup async for tup in saver.alist(None)]] == [thread.config]
         assert (await saver.aget_tuple(thread.config)).pending_writes == []  # type: ignore[union-attr]
+
+
+def test_sync_calls_once_the_saver_loop_has_ended_raise(tmp_path: Path) -> None:
+    async def make() -> ContextStoreSaver:
+        async with connect(tmp_path / "graph.db") as conn:
+            return ContextStoreSaver(conn)
+
+    saver = asyncio.run(make())
+    with pytest.raises(RuntimeError, match="event loop is not running"):
+        saver.get_tuple({"configurable": {"thread_id": "t"}})
+
+
+async def test_the_saver_remembers_at_most_20_000_messages(tmp_path: Path) -> None:
+    async with connect(tmp_path / "graph.db") as conn:
+        saver = ContextStoreSaver(conn)
+        first, second = _Thread(saver, "first"), _Thread(saver, "second")
+        await first.turn(*[m for i in range(6_000) for m in _exchange(i)])
+        await first.turn(*_exchange(-1))
+        assert await _rows(conn, "pygents_lg_messages") == 12_002  # the turn: its 2 only
+        await second.turn(*[m for i in range(5_000) for m in _exchange(i)])
+        await second.turn(*_exchange(-2))  # remembered: its 2 only
+        assert await _rows(conn, "pygents_lg_messages") == 12_002 + 10_002
+        await first.turn(*_exchange(-3))  # forgotten for the second's: written whole
+        assert await _rows(conn, "pygents_lg_messages") == 12_002 + 10_002 + 12_004
+        for thread in (first, second):
+            found = await ContextStoreSaver(conn).aget_tuple(thread.config)
+            assert found is not None
+            assert found.checkpoint["channel_values"]["messages"] == thread.messages
 
 
 def test_importing_the_module_does_not_import_langgraph() -> None:

@@ -438,8 +438,13 @@ class Summarize:
         candidates = [s for s in self._cache if s.base == base and len(s.covered) <= room]
         candidates.sort(key=lambda summary: len(summary.covered), reverse=True)
         for summary in candidates:
+            covered = summary.covered
+            end = first + len(covered)
+            last = messages[end - 1] if covered else None
+            if covered and last is not covered[-1] and last != covered[-1]:
+                continue  # it covers another stretch: passed over without reading it all
             # A list comparison checks identity first: one pointer test per message.
-            if messages[first : first + len(summary.covered)] == summary.covered:
+            if messages[first:end] == covered:
                 self._cache.remove(summary)
                 self._cache.insert(0, summary)
                 return summary

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bench import context
+from bench import context, prices
 from bench.cache_sim import (
     AnthropicPromptCache,
     OpenAIPromptCache,
@@ -50,7 +50,7 @@ from pygents_ctx import (
 )
 from tests.model.fake_api import message, text_block, tool_use_block
 
-PRICES = Path(context.__file__).with_name("prices.json")
+PRICES = prices.DEFAULT_PRICES
 
 
 def _segments(*tokens: int, marks: tuple[int, ...] = (), tag: str = "") -> list[Segment]:
@@ -376,21 +376,21 @@ async def test_the_simulator_agrees_with_anthropic_usage_through_the_sdk() -> No
 
 
 def test_cost_prices_each_kind_of_token() -> None:
-    price = context.Price("m", input=2.0, cached_input=0.5, cache_write=3.0, output=8.0)
+    price = prices.Price("m", input=2.0, cached_input=0.5, cache_write=3.0, output=8.0)
     served = Served(10_000, cached_tokens=6_000, cache_write_tokens=1_000)
     # 3,000 fresh x 2 + 6,000 cached x 0.5 + 1,000 written x 3 + 500 out x 8, per million.
-    assert context.conversation_cost(served, 500, price, 1_000_000) == pytest.approx(0.016)
+    assert prices.conversation_cost(served, 500, price, 1_000_000) == pytest.approx(0.016)
 
 
 def test_the_shipped_price_table_is_dated_and_complete() -> None:
-    date, per, prices = context.load_prices(PRICES)
+    date, per, priced = prices.load_prices(PRICES)
     assert date
     assert per == 1_000_000
-    assert set(prices) == {"openai", "anthropic"}
+    assert set(priced) == {"openai", "anthropic"}
     assert (
-        prices["anthropic"].cache_write
-        > prices["anthropic"].input
-        > prices["anthropic"].cached_input
+        priced["anthropic"].cache_write
+        > priced["anthropic"].input
+        > priced["anthropic"].cached_input
     )
 
 
@@ -407,7 +407,7 @@ def test_a_bad_price_table_names_its_field(tmp_path: Path, change: dict, named: 
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(table))
     with pytest.raises(ValueError, match=named.replace(".", r"\.")):
-        context.load_prices(path)
+        prices.load_prices(path)
 
 
 def test_a_negative_price_names_its_field(tmp_path: Path) -> None:
@@ -416,7 +416,7 @@ def test_a_negative_price_names_its_field(tmp_path: Path) -> None:
     path = tmp_path / "prices.json"
     path.write_text(json.dumps(table))
     with pytest.raises(ValueError, match=r"providers\.anthropic\.cache_write"):
-        context.load_prices(path)
+        prices.load_prices(path)
 
 
 # -- whole runs ---------------------------------------------------------------------------
@@ -479,8 +479,8 @@ class _DropsResults:
 async def test_a_strategy_that_orphans_calls_is_caught_by_the_run() -> None:
     conversation = generate(5, 40, 3)
     broken = context.Contender("drops results", lambda store, _s, _b: (store, _DropsResults()))
-    _, per, prices = context.load_prices(PRICES)
-    row = await context.run_one(conversation, broken, MemoryContextStore(), 4_000, prices, per)
+    _, per, priced = prices.load_prices(PRICES)
+    row = await context.run_one(conversation, broken, MemoryContextStore(), 4_000, priced, per)
     # The window before step k holds every call of the replies before it, and no result.
     calls = [len(step.reply.tool_uses) for step in conversation.steps]
     assert row.orphans == sum(sum(calls[:k]) for k in range(len(calls))) > 0

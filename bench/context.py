@@ -49,6 +49,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -90,7 +91,9 @@ from pygents_ctx import (
     MiddleOut,
     PinnedWindow,
     Pipeline,
+    PostgresContextStore,
     SlidingWindow,
+    SQLiteContextStore,
     Summarize,
     TextBlock,
     ToolResultBlock,
@@ -98,6 +101,8 @@ from pygents_ctx import (
     TruncateToolResults,
     UntilFits,
     UsageRecord,
+    connect,
+    connect_postgres,
     count_tokens,
     is_summary,
 )
@@ -286,45 +291,32 @@ def contenders() -> list[Contender]:
 # ----------------------------------------------------------------------------- stores
 
 
-Opener = Callable[[str], contextlib.AbstractAsyncContextManager[ContextStore]]
+Opener = Callable[[str], ContextStore]
 
 
 @contextlib.asynccontextmanager
-async def _stores(kind: str) -> AsyncIterator[Opener]:
-    """Open sessions of the store `kind`: one fresh session per strategy."""
+async def _stores(kind: str, dsn: str | None = None) -> AsyncIterator[Opener]:
+    """Sessions of the store `kind`, by name: one fresh session per strategy.
+
+    SQLite uses a database in a temporary folder; PostgreSQL the server at
+    `dsn`, or a throwaway one (tests/postgres_server.py) when None.
+    """
     if kind == "memory":
-
-        @contextlib.asynccontextmanager
-        async def memory(name: str) -> AsyncIterator[ContextStore]:
-            yield MemoryContextStore(session_id=name)
-
-        yield memory
+        yield lambda name: MemoryContextStore(session_id=name)
     elif kind == "sqlite":
-        from pygents_ctx import SQLiteContextStore, connect
-
         with tempfile.TemporaryDirectory() as folder:
             async with connect(Path(folder) / "bench-context.db") as conn:
-
-                @contextlib.asynccontextmanager
-                async def sqlite(name: str) -> AsyncIterator[ContextStore]:
-                    yield SQLiteContextStore(conn, session_id=name)
-
-                yield sqlite
+                yield lambda name: SQLiteContextStore(conn, session_id=name)
     elif kind == "postgres":
-        from pygents_ctx import PostgresContextStore, connect_postgres
-        from tests import postgres_server
+        async with contextlib.AsyncExitStack() as stack:
+            if dsn is None:
+                from tests import postgres_server
 
-        server = postgres_server.start()
-        try:
-            async with connect_postgres(server.dsn) as pg:
-
-                @contextlib.asynccontextmanager
-                async def postgres(name: str) -> AsyncIterator[ContextStore]:
-                    yield PostgresContextStore(pg, session_id=name)
-
-                yield postgres
-        finally:
-            server.stop()
+                server = postgres_server.start()
+                stack.callback(server.stop)
+                dsn = server.dsn
+            pg = await stack.enter_async_context(connect_postgres(dsn))
+            yield lambda name: PostgresContextStore(pg, session_id=name)
     else:
         raise ValueError(f"--store must be memory, sqlite or postgres, not {kind!r}")
 
@@ -521,16 +513,22 @@ async def run(
     prices: dict[str, Price],
     per: int,
     only: Sequence[str] = (),
+    dsn: str | None = None,
 ) -> list[Row]:
-    """Every contender (or those whose names start with one of `only`) over `conversation`."""
+    """Every contender (or those whose names start with one of `only`) over `conversation`.
+
+    Each plays in a session of its own, named for this run (a database shared
+    with other runs keeps theirs apart).
+    """
     rows = []
-    async with _stores(store) as open_session:
+    run_name = uuid.uuid4().hex[:12]
+    async with _stores(store, dsn) as open_session:
         for index, contender in enumerate(contenders()):
             if only and not any(contender.name.startswith(name) for name in only):
                 continue
             started = time.perf_counter()
-            async with open_session(f"bench-context-{index}") as session:
-                rows.append(await run_one(conversation, contender, session, budget, prices, per))
+            session = open_session(f"bench-context-{run_name}-{index}")
+            rows.append(await run_one(conversation, contender, session, budget, prices, per))
             seconds = time.perf_counter() - started
             print(f"  {contender.name}: {seconds:.1f} s", file=sys.stderr, flush=True)
     return rows
@@ -552,6 +550,9 @@ def _parser() -> argparse.ArgumentParser:
         choices=("memory", "sqlite", "postgres"),
         default="memory",
         help="where each strategy's session is stored and read back from (memory)",
+    )
+    parser.add_argument(
+        "--dsn", help="with --store postgres: the server to use (default: a throwaway one)"
     )
     parser.add_argument("--prices", type=Path, default=DEFAULT_PRICES, help="a price table (JSON)")
     parser.add_argument("--record", type=Path, help="write the conversation to this fixture file")
@@ -615,6 +616,7 @@ def main(arguments: Sequence[str] | None = None) -> int:
             prices=prices,
             per=per,
             only=options.only,
+            dsn=options.dsn,
         )
     )
     found = targets(rows, len(conversation.steps), options.budget)

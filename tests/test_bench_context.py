@@ -49,6 +49,7 @@ from pygents_ctx import (
     tool,
 )
 from tests.model.fake_api import message, text_block, tool_use_block
+from tests.postgres_server import PostgresServer
 
 PRICES = prices.DEFAULT_PRICES
 
@@ -486,12 +487,15 @@ async def test_a_strategy_that_orphans_calls_is_caught_by_the_run() -> None:
     assert row.orphans == sum(sum(calls[:k]) for k in range(len(calls))) > 0
 
 
-def test_a_session_stored_in_sqlite_measures_as_one_kept_in_memory(tmp_path: Path) -> None:
+def test_sessions_stored_in_sqlite_and_postgres_measure_as_in_memory(
+    tmp_path: Path, postgres: PostgresServer
+) -> None:
     chosen = ("--only", "FitTokens", "--only", "AutoCompactStore", "--only", "PinnedWindow(Summ")
     in_memory = _run(tmp_path, *chosen)
     in_sqlite = _run(tmp_path, *chosen, "--store", "sqlite")
-    assert in_sqlite["store"] == "sqlite"
-    assert _measures(in_sqlite) == _measures(in_memory)
+    in_postgres = _run(tmp_path, *chosen, "--store", "postgres", "--dsn", postgres.dsn)
+    assert (in_sqlite["store"], in_postgres["store"]) == ("sqlite", "postgres")
+    assert _measures(in_sqlite) == _measures(in_memory) == _measures(in_postgres)
 
 
 def test_a_file_that_is_not_a_fixture_is_refused(tmp_path: Path) -> None:

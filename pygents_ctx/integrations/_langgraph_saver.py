@@ -116,6 +116,18 @@ def _config(thread_id: str, namespace: str, checkpoint_id: str) -> RunnableConfi
     }
 
 
+def _cut(ranges: Sequence[_Range], count: int) -> list[_Range]:
+    """The ranges that hold the first `count` messages of those `ranges` hold."""
+    kept: list[_Range] = []
+    for piece in ranges:
+        if count <= 0:
+            break
+        size = min(piece.stop - piece.start, count)
+        kept.append(_Range(piece.segment, piece.start, piece.start + size))
+        count -= size
+    return kept
+
+
 def _slice(ranges: Sequence[_Range], index: int) -> _Range:
     """Where the `index`th message of the list that `ranges` make up is stored."""
     for piece in ranges:
@@ -137,11 +149,19 @@ def _joined(ranges: Sequence[_Range]) -> list[_Range]:
     return joined
 
 
+def _same(new: Any, old: Any) -> bool:
+    """Whether `new` is the stored message `old`: the same object, or one equal with its id.
+
+    A subgraph hands its parent copies of the messages it added.
+    """
+    return new is old or (new.id is not None and new.id == old.id and new == old)
+
+
 def _shared_prefix(new: Sequence[Any], old: Sequence[Any]) -> int:
-    """How many leading messages of `new` are the very objects `old` starts with."""
+    """How many leading messages of `new` are those `old` starts with."""
     count = 0
     for mine, theirs in zip(new, old, strict=False):
-        if mine is not theirs:
+        if not _same(mine, theirs):
             break
         count += 1
     return count
@@ -310,9 +330,11 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
     A channel whose value is a list of LangChain messages (the `messages` of a
     `MessagesState`) is stored a message at a time, each message once: a
     checkpoint that adds two messages to a list of 2,000 writes those two and
-    a row saying which stored messages make up the list. A message object
-    already stored is taken as unchanged (LangGraph's reducers replace
-    messages rather than editing them in place). The saver remembers the
+    a row saying which stored messages make up the list, also when the list
+    is a subgraph's (in a namespace of its own) or comes back from one. A
+    message object already stored is taken as unchanged (LangGraph's
+    reducers replace messages rather than editing them in place), and so is
+    an equal one with the same id. The saver remembers the
     latest list of each thread it wrote or read, up to 20,000 messages in all
     (the least recently used forgotten first): a list it remembers is neither
     written nor decoded again. Other channel values, the
@@ -663,18 +685,19 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         head.append((_DROP_BLOB, [row[:4] for row in blobs]))
         head.append((_PUT_BLOB, blobs))
         tail = [] if self.keep is None else _pruning(thread_id, self.keep)
-        for attempt in (True, False):
+        # First leaning on the lists remembered, extending their last segment; if
+        # another writer extended it first (or pruned it), with the new messages in
+        # a segment of their own; then, if a remembered segment is gone, afresh.
+        for attempt in ("extend", "new segment", "afresh"):
             planned = {
-                channel: self._plan(thread_id, namespace, channel, messages, use_cache=attempt)
+                channel: self._plan(thread_id, namespace, channel, messages, attempt)
                 for channel, (_, messages) in lists.items()
             }
             steps = head + self._list_steps(thread_id, namespace, lists, planned) + tail
             try:
                 await self._db.write(steps)
             except self._db.integrity_errors:
-                # A stored list this process remembered was extended or pruned by
-                # another writer: store the lists again without leaning on it.
-                if not attempt or not lists:
+                if attempt == "afresh" or not lists:
                     raise
                 continue
             break
@@ -683,39 +706,51 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         return _config(thread_id, namespace, checkpoint_id)
 
     def _plan(
-        self, thread_id: str, namespace: str, channel: str, messages: list[Any], *, use_cache: bool
+        self, thread_id: str, namespace: str, channel: str, messages: list[Any], attempt: str
     ) -> tuple[list[_Range], int | None, int, list[Any]]:
-        """How to store `messages`, given the list of this channel last written or read.
+        """How to store `messages`, given the lists of this thread last written or read.
 
         Returns the list's ranges, the segment of the messages to write (None
         when they go on at the end of a stored segment), the position of the
         first of them, and the messages to write. Messages of the remembered
         list are not written again, wherever they are in the new one.
         """
-        cached = self._lists.get((thread_id, namespace, channel)) if use_cache else None
+        cached = None if attempt == "afresh" else self._remembered(thread_id, namespace, channel)
+        segment = secrets.randbits(62)
         if cached is None:
-            segment = secrets.randbits(62)
             return [_Range(segment, 0, len(messages))], segment, 0, messages
         shared = _shared_prefix(messages, cached.messages)
-        if shared == len(cached.messages) and cached.ranges:
+        if shared == len(cached.messages) and cached.ranges and attempt == "extend":
             # Appended (the usual turn): the new ones go on at the end of the last segment.
             extended = list(cached.ranges)
             rest = messages[shared:]
             last = extended[-1]
             extended[-1] = _Range(last.segment, last.start, last.stop + len(rest))
             return extended, None, last.stop, rest
-        where = {id(message): index for index, message in enumerate(cached.messages)}
-        segment = secrets.randbits(62)
-        ranges: list[_Range] = []
+        by_object = {id(message): index for index, message in enumerate(cached.messages)}
+        by_id = {message.id: index for index, message in enumerate(cached.messages)}
+        ranges = _cut(cached.ranges, shared)
         written: list[Any] = []
-        for message in messages:
-            index = where.get(id(message))
-            if index is not None and cached.messages[index] is message:
+        for message in messages[shared:]:
+            index = by_object.get(id(message), by_id.get(message.id))
+            if index is not None and _same(message, cached.messages[index]):
                 ranges.append(_slice(cached.ranges, index))
             else:
                 ranges.append(_Range(segment, len(written), len(written) + 1))
                 written.append(message)
         return _joined(ranges), segment if written else None, 0, written
+
+    def _remembered(self, thread_id: str, namespace: str, channel: str) -> _Cached | None:
+        """The list of this channel remembered for the namespace, or the thread's latest.
+
+        Of the two, the one the most recent write or read used: a subgraph runs
+        in a namespace of its own on each call, with the parent's messages, and
+        the parent then goes on with the messages the subgraph added.
+        """
+        for (thread, _, name), cached in reversed(self._lists.items()):
+            if thread == thread_id and name == channel:
+                return cached
+        return None
 
     def _list_steps(
         self,

@@ -144,6 +144,31 @@ async def test_an_interrupt_in_a_subgraph_is_resumed_after_a_restart(database: s
         assert [m.content for m in done["messages"]] == ["ship it", "deploying: yes"]
 
 
+async def test_a_subgraph_with_the_parents_messages_stores_each_message_once(
+    database: str,
+) -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage(f"answer {i}") for i in range(6)]))
+
+    def chat(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    inner = StateGraph(MessagesState)
+    inner.add_node("chat", chat)
+    inner.add_edge(START, "chat")
+    outer = StateGraph(MessagesState)
+    outer.add_node("agent", inner.compile())  # runs in a namespace of its own each turn
+    outer.add_edge(START, "agent")
+    config: Any = {"configurable": {"thread_id": "t"}}
+    async with _connect(database) as conn:
+        graph = outer.compile(checkpointer=ContextStoreSaver(conn))
+        for turn in range(6):
+            result = await graph.ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config)
+        assert len(result["messages"]) == 12
+        assert await _rows(conn, "pygents_lg_messages") == 12
+        fresh = outer.compile(checkpointer=ContextStoreSaver(conn))
+        assert (await fresh.aget_state(config)).values["messages"] == result["messages"]
+
+
 async def test_the_sync_api_works_from_another_thread(tmp_path: Path) -> None:
     config: Any = {"configurable": {"thread_id": "t"}}
     async with connect(tmp_path / "graph.db") as conn:
@@ -292,9 +317,10 @@ async def test_two_savers_on_one_thread_never_read_or_write_a_stale_list(databas
             found = await thread.saver.aget_tuple(first.config)
             assert found is not None
             assert found.checkpoint["channel_values"]["messages"] == first.messages
-        # Left: the first one's list, written again whole when its append collided,
-        # and its last turn's two; the pruned segment is gone.
-        assert await _rows(conn, "pygents_lg_messages") == 8 + 2
+        # Nothing written twice: the first segment (its first 6 still in use, and the
+        # second saver's 2), and the first saver's two turns in a segment of their own,
+        # begun when its append collided with the second's.
+        assert await _rows(conn, "pygents_lg_messages") == 8 + 2 + 2
 
 
 # -- message lists round-trip whatever happens to them ------------------------------
@@ -304,6 +330,8 @@ _EDITS = st.lists(
         st.tuples(st.just("append"), st.integers(1, 3)),
         st.tuples(st.just("drop_front"), st.integers(1, 3)),
         st.tuples(st.just("replace"), st.integers(0, 10)),
+        st.tuples(st.just("copy"), st.integers(0, 10)),
+        st.tuples(st.just("reword"), st.integers(0, 10)),
         st.tuples(st.just("branch"), st.integers(0, 10)),
         st.tuples(st.just("restart"), st.just(0)),
     ),
@@ -331,6 +359,12 @@ def test_every_checkpoint_reads_back_the_list_it_was_given(edits: list[tuple[str
                     replaced = list(thread.messages)
                     replaced[at] = HumanMessage(f"edited {next(made)}")
                     thread.messages = replaced
+                elif edit in ("copy", "reword") and thread.messages:
+                    at = amount % len(thread.messages)
+                    changed = list(thread.messages)
+                    content = {"content": f"reworded {next(made)}"} if edit == "reword" else {}
+                    changed[at] = changed[at].model_copy(update=content)  # the same id
+                    thread.messages = changed
                 elif edit == "branch" and written:
                     config, messages = written[amount % len(written)]
                     thread.config, thread.messages = config, list(messages)

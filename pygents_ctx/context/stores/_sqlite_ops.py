@@ -279,7 +279,7 @@ def clear(session_id: str, db: Db) -> None:
         db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
     db.execute(
         "UPDATE pygents_sessions SET message_count = 0, live_tokens = 0, next_position = 0, "
-        "preview = '', generation = generation + 1 WHERE session_id = ?",
+        "running_end = 0, preview = '', generation = generation + 1 WHERE session_id = ?",
         (session_id,),
     )
 
@@ -375,6 +375,25 @@ def replace_prefix(
         INSERT_AT,
         [(session_id, start + index, run_id, *row) for index, row in enumerate(rows)],
     )
+    # Their running counts end where the first one kept begins (or where the next
+    # append begins), so the running counts stay a running sum.
+    if first_kept is None:
+        end = scalar(
+            db, "SELECT running_end FROM pygents_sessions WHERE session_id = ?", session_id
+        )
+    else:
+        end = scalar_of(
+            db,
+            "SELECT running - tokens FROM pygents_live_rows WHERE session_id = ? AND position = ?",
+            (session_id, boundary),
+        )
+    updates = []
+    for index in reversed(range(len(rows))):
+        updates.append((end, session_id, start + index))
+        end -= rows[index][0]
+    db.executemany(
+        "UPDATE pygents_live_rows SET running = ? WHERE session_id = ? AND position = ?", updates
+    )
     bump(db, session_id)
 
 
@@ -394,12 +413,13 @@ def fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db) 
         db.execute(ENSURE, (new_id, created_at))
         return
     lineage = segments(db, session_id)
-    cut = position_of(db, lineage, keep, count, next_position)
+    whole = no_gaps(db, lineage, count)
+    cut = position_of(db, lineage, keep, count, next_position, whole)
     if keep < count:  # sum the smaller side
         tokens = (
-            tokens_between(db, lineage, LOWEST, cut)
+            tokens_between(db, lineage, LOWEST, cut, whole)
             if keep <= count - keep
-            else tokens - tokens_between(db, lineage, cut, HIGHEST)
+            else tokens - tokens_between(db, lineage, cut, HIGHEST, whole)
         )
     archive_top = scalar(
         db,
@@ -431,21 +451,35 @@ def fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db) 
     )
 
 
-def position_of(db: Db, lineage: list[Segment], index: int, count: int, end: int) -> int:
-    """The stored position of live message `index` (`end`, the next position, past the last)."""
+def bounds(db: Db, lineage: list[Segment]) -> tuple[int, int] | None:
+    """The first and the last stored position of a session's live history (None: empty)."""
+    edges = []
+    for order in ("", " DESC"):
+        for source, low, high, _ in lineage if order == "" else reversed(lineage):
+            row = db.execute(
+                "SELECT position FROM pygents_live_rows WHERE session_id = ? AND position >= ? "
+                f"AND position < ? ORDER BY position{order} LIMIT 1",
+                (source, low, high),
+            ).fetchone()
+            if row is not None:
+                edges.append(int(row[0]))
+                break
+    return (edges[0], edges[1]) if edges else None
+
+
+def position_of(
+    db: Db, lineage: list[Segment], index: int, count: int, end: int, whole: bool
+) -> int:
+    """The stored position of live message `index` (`end`, the next position, past the last).
+
+    `whole`: no position is missing between the first and the last (see `no_gaps`).
+    """
     if index == count:
         return end
-    for source, low, high, _ in lineage:
-        first = db.execute(
-            "SELECT min(position) FROM pygents_live_rows WHERE session_id = ? "
-            "AND position >= ? AND position < ?",
-            (source, low, high),
-        ).fetchone()[0]
-        if first is not None:
-            break
-    # No gaps (nothing removed from the middle by clear_run): one sum, no scan.
-    if first is not None and end - first == count:
-        return int(first) + index
+    if whole:
+        edges = bounds(db, lineage)
+        assert edges is not None  # index < count: there are messages
+        return edges[0] + index
     for source, low, high, _ in lineage:
         row = db.execute(
             "SELECT position FROM pygents_live_rows WHERE session_id = ? AND position >= ? "
@@ -463,18 +497,42 @@ def position_of(db: Db, lineage: list[Segment], index: int, count: int, end: int
     return end  # not reached: index < count
 
 
-def tokens_between(db: Db, lineage: list[Segment], low: int, high: int) -> int:
-    """The token count of a session's live rows with `low <= position < high`."""
-    return sum(
-        scalar_of(
-            db,
-            "SELECT coalesce(sum(tokens), 0) FROM pygents_live_rows WHERE session_id = ? "
-            "AND position >= ? AND position < ?",
-            (source, max(start, low), min(end, high)),
+def no_gaps(db: Db, lineage: list[Segment], count: int) -> bool:
+    """Whether the `count` live rows of a session hold every position from its first to its
+    last: then message `i` is at the first position plus `i`, and the running token
+    counts of any stretch of it add up."""
+    edges = bounds(db, lineage)
+    return edges is None or edges[1] - edges[0] + 1 == count
+
+
+def tokens_between(db: Db, lineage: list[Segment], low: int, high: int, whole: bool) -> int:
+    """The token count of a session's live rows with `low <= position < high`.
+
+    With `whole` (see `no_gaps`), two lookups per range: the running count of its
+    last row, less that of its first, plus the first's tokens; else a sum.
+    """
+    total = 0
+    for source, start, end, _ in lineage:
+        start, end = max(start, low), min(end, high)
+        if start >= end:
+            continue
+        if not whole:
+            total += scalar_of(
+                db,
+                "SELECT coalesce(sum(tokens), 0) FROM pygents_live_rows WHERE session_id = ? "
+                "AND position >= ? AND position < ?",
+                (source, start, end),
+            )
+            continue
+        edge = (
+            "SELECT running, tokens FROM pygents_live_rows WHERE session_id = ? "
+            "AND position >= ? AND position < ? ORDER BY position{} LIMIT 1"
         )
-        for source, start, end, _ in lineage
-        if max(start, low) < min(end, high)
-    )
+        first = db.execute(edge.format(""), (source, start, end)).fetchone()
+        if first is not None:
+            last = db.execute(edge.format(" DESC"), (source, start, end)).fetchone()
+            total += last[0] - first[0] + first[1]
+    return total
 
 
 def scalar_of(db: Db, sql: str, params: tuple[Any, ...]) -> int:
@@ -509,11 +567,22 @@ def detach(db: Db, session_id: str) -> None:
             (session_id, source, low, high),
         )
     db.execute("DELETE FROM pygents_forks WHERE session_id = ?", (session_id,))
+    # The copies' running counts come from the source: one running sum over them all.
+    running, updates = 0, []
+    for position, tokens in db.execute(
+        "SELECT position, tokens FROM pygents_live_rows WHERE session_id = ? ORDER BY position",
+        (session_id,),
+    ).fetchall():
+        running += tokens
+        updates.append((running, session_id, position))
+    db.executemany(
+        "UPDATE pygents_live_rows SET running = ? WHERE session_id = ? AND position = ?", updates
+    )
     # The insert triggers counted the copies again: put the counters back.
     db.execute(
         "UPDATE pygents_sessions SET message_count = ?, live_tokens = ?, next_position = ?, "
-        "preview = ? WHERE session_id = ?",
-        (*counters, session_id),
+        "preview = ?, running_end = ? WHERE session_id = ?",
+        (*counters, running, session_id),
     )
 
 
@@ -538,10 +607,11 @@ def rewind(session_id: str, to: int, db: Db) -> int:
     if keep == count:
         return 0
     lineage = segments(db, session_id)
-    cut = position_of(db, lineage, keep, count, next_position)
+    whole = no_gaps(db, lineage, count)
+    cut = position_of(db, lineage, keep, count, next_position, whole)
     detach_readers(db, session_id, cut)
     *inherited, _ = lineage
-    dropped = tokens_between(db, inherited, cut, HIGHEST)
+    dropped = tokens_between(db, inherited, cut, HIGHEST, whole)
     # The inherited rows past the cut stop being read; the own ones are deleted (their
     # trigger takes them off the counters).
     db.execute(
@@ -557,10 +627,13 @@ def rewind(session_id: str, to: int, db: Db) -> int:
     db.execute(
         "DELETE FROM pygents_live_rows WHERE session_id = ? AND position >= ?", (session_id, cut)
     )
+    # The next append's running count follows the last row left.
     db.execute(
         "UPDATE pygents_sessions SET message_count = ?, live_tokens = live_tokens - ?, "
-        "next_position = ?, generation = generation + 1 WHERE session_id = ?",
-        (keep, dropped, cut, session_id),
+        "next_position = ?, generation = generation + 1, running_end = coalesce(("
+        "SELECT running FROM pygents_live_rows WHERE session_id = ? "
+        "ORDER BY position DESC LIMIT 1), 0) WHERE session_id = ?",
+        (keep, dropped, cut, session_id, session_id),
     )
     db.execute(
         "UPDATE pygents_sessions SET preview = ? WHERE session_id = ?",

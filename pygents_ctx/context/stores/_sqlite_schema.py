@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables (schema version 6):
+Tables (schema version 7):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -37,6 +37,8 @@ Tables (schema version 6):
 
 - `pygents_forks` (version 6): what a forked session reads of other
   sessions' rows instead of copying them (see `_lineage`).
+- Version 7: `running` on each live row and `running_end` on each session,
+  the running token count that makes summing a stretch of history two lookups.
 
 Every message's data is pointed at by exactly one live or archive row: the
 stores delete a row and its data in the same transaction (no foreign key from
@@ -333,6 +335,76 @@ _V6: Final = (
     "CREATE INDEX pygents_forks_by_source ON pygents_forks (source_id)",
 )
 
+# Version 7: each live row's `running` token count, so the tokens of any stretch of a
+# history are two indexed lookups (what a fork in the middle of one needs): within
+# a session's own rows, `running` of a row is that of the row before it plus its
+# own `tokens`, wherever no row is missing between them. Appends take it from the
+# session's `running_end` (the last appended row's); the stores set it for the rows
+# they put anywhere else (`replace_prefix`'s, a fork's copy). Existing rows get it
+# from a running sum in position order.
+_V7: Final = (
+    "ALTER TABLE pygents_live_rows ADD COLUMN running INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE pygents_sessions ADD COLUMN running_end INTEGER NOT NULL DEFAULT 0",
+    # Through a temporary table, since UPDATE ... FROM needs SQLite 3.33.
+    """
+    CREATE TEMP TABLE pygents_running (
+        session_id TEXT, position INTEGER, total INTEGER, PRIMARY KEY (session_id, position)
+    ) WITHOUT ROWID
+    """,
+    """
+    INSERT INTO temp.pygents_running (session_id, position, total)
+    SELECT session_id, position,
+           sum(tokens) OVER (PARTITION BY session_id ORDER BY position)
+    FROM pygents_live_rows
+    """,
+    """
+    UPDATE pygents_live_rows SET running = (
+        SELECT total FROM temp.pygents_running AS w
+        WHERE w.session_id = pygents_live_rows.session_id
+        AND w.position = pygents_live_rows.position
+    )
+    """,
+    "DROP TABLE temp.pygents_running",
+    """
+    UPDATE pygents_sessions SET running_end = coalesce((
+        SELECT running FROM pygents_live_rows AS r
+        WHERE r.session_id = pygents_sessions.session_id ORDER BY position DESC LIMIT 1
+    ), 0)
+    """,
+    "DROP TRIGGER pygents_live_rows_added",
+    """
+    CREATE TRIGGER pygents_live_rows_added AFTER INSERT ON pygents_live_rows BEGIN
+        UPDATE pygents_sessions SET
+            message_count = message_count + 1,
+            live_tokens = live_tokens + NEW.tokens,
+            running_end = CASE
+                WHEN NEW.position >= next_position THEN NEW.running ELSE running_end
+            END,
+            next_position = max(next_position, NEW.position + 1),
+            preview = CASE
+                WHEN preview = '' AND NEW.preview IS NOT NULL THEN NEW.preview
+                ELSE preview
+            END
+        WHERE session_id = NEW.session_id;
+    END
+    """,
+    "DROP TRIGGER pygents_messages_insert",
+    """
+    CREATE TRIGGER pygents_messages_insert INSTEAD OF INSERT ON pygents_messages BEGIN
+        INSERT INTO pygents_message_data (session_id, data) VALUES (NEW.session_id, NEW.data);
+        INSERT INTO pygents_live_rows
+            (session_id, position, run_id, tokens, preview, data_id, running)
+        VALUES (
+            NEW.session_id, NEW.position, NEW.run_id, NEW.tokens, NEW.preview,
+            last_insert_rowid(),
+            NEW.tokens + coalesce((
+                SELECT running_end FROM pygents_sessions WHERE session_id = NEW.session_id
+            ), 0)
+        );
+    END
+    """,
+)
+
 # Version 3: usage records, one row per model call. Version 4: session leases.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
@@ -341,6 +413,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     lease_sql.SQLITE_TABLE,
     _V5,
     _V6,
+    _V7,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx import Message
@@ -259,9 +259,12 @@ async def test_a_source_cannot_be_deleted_alone_while_a_fork_reads_it(db_path: P
 # -- the model: sessions that copy ------------------------------------------------------
 
 sessions_made = st.integers(0, 3)
+appends = st.tuples(st.just("append"), sessions_made, st.sampled_from([None, "r1", "r2"]))
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("append"), sessions_made, st.sampled_from([None, "r1", "r2"])),
+        appends,
+        appends,  # twice as likely: histories long enough to fork inside
+        appends,
         st.tuples(st.just("fork"), sessions_made, st.integers(0, 12)),
         st.tuples(st.just("rewind"), sessions_made, st.integers(0, 12)),
         st.tuples(st.just("compact"), sessions_made, st.integers(0, 12)),
@@ -286,7 +289,7 @@ async def run_program(program: list[tuple[Any, ...]], make: Any) -> None:
         index = which % len(stores)
         store, model = stores[index], models[index]
         if name == "append":
-            text = f"s{step}"
+            text = f"s{step}" + " word" * (step % 7)  # token counts of all sizes
             await store.append(Message("user", text), run_id=arg)
             model.live.append((text, arg))
         elif name == "fork":
@@ -299,9 +302,10 @@ async def run_program(program: list[tuple[Any, ...]], make: Any) -> None:
             del model.live[to:]
         elif name == "compact":
             count = arg % (len(model.live) + 1)
-            await store.replace_prefix(count, [Message("user", f"sum{step}")], run_id="r1")
+            summary = f"sum{step}" + " of" * (count % 5)
+            await store.replace_prefix(count, [Message("user", summary)], run_id="r1")
             model.archive += model.live[:count]
-            model.live[:count] = [(f"sum{step}", "r1")]
+            model.live[:count] = [(summary, "r1")]
         elif name == "clear_run":
             await store.clear_run(arg)
             model.live = [entry for entry in model.live if entry[1] != arg]
@@ -324,7 +328,22 @@ async def run_program(program: list[tuple[Any, ...]], make: Any) -> None:
             )
 
 
-@settings(max_examples=40, deadline=None)
+# A fork inside a compacted history, and one from a fork whose parent then compacts.
+COMPACT_THEN_FORK = [("append", 0, None)] * 6 + [("compact", 0, 3), ("fork", 0, 2)]
+FORK_THEN_COMPACT = [
+    *[("append", 0, "r1")] * 5,
+    ("fork", 0, 4),
+    ("append", 1, None),
+    ("compact", 0, 2),
+    ("fork", 1, 3),
+    ("rewind", 1, 2),
+    ("append", 2, None),
+]
+
+
+@settings(max_examples=60, deadline=None)
+@example(program=COMPACT_THEN_FORK)
+@example(program=FORK_THEN_COMPACT)
 @given(program=operations)
 def test_any_program_reads_as_copies_in_sqlite_and_memory(program: list[tuple[Any, ...]]) -> None:
     async def main() -> None:
@@ -340,6 +359,8 @@ def test_any_program_reads_as_copies_in_sqlite_and_memory(program: list[tuple[An
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(program=COMPACT_THEN_FORK)
+@example(program=FORK_THEN_COMPACT)
 @given(program=operations)
 def test_any_program_reads_as_copies_in_postgres(
     postgres: postgres_server.PostgresServer, program: list[tuple[Any, ...]]

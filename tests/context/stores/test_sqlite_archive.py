@@ -117,7 +117,8 @@ def build_v4_file(path: Path) -> None:
 
 # The same questions of a version 4 file (tables) and a version 5 one (views).
 DUMP = (
-    "SELECT * FROM pygents_sessions ORDER BY session_id",
+    "SELECT session_id, created_at, input_tokens, output_tokens, message_count, live_tokens, "
+    "next_position, generation, preview FROM pygents_sessions ORDER BY session_id",
     "SELECT session_id, position, run_id, tokens, preview, data FROM pygents_messages "
     "ORDER BY session_id, position",
     "SELECT session_id, id, run_id, tokens, preview, data FROM pygents_archive "
@@ -284,7 +285,7 @@ def test_a_new_file_and_a_migrated_one_have_the_same_schema(tmp_path: Path) -> N
     for path in (fresh, migrated):
         db = sqlite3.connect(path, isolation_level=None)
         db.execute("PRAGMA foreign_keys = ON")
-        assert migrate(db) == SCHEMA_VERSION == 6
+        assert migrate(db) == SCHEMA_VERSION == 7
         db.close()
 
     def schema(path: Path) -> list[Any]:

@@ -137,27 +137,34 @@ async def fenced(
 APPEND: Final = """
     WITH reserved AS (
         INSERT INTO pygents_sessions AS s
-            (session_id, next_position, message_count, live_tokens, preview)
-        VALUES (%(session)s, %(n)s, %(n)s, %(total)s, %(preview)s)
+            (session_id, next_position, message_count, live_tokens, running_end, preview)
+        VALUES (%(session)s, %(n)s, %(n)s, %(total)s, %(total)s, %(preview)s)
         ON CONFLICT (session_id) DO UPDATE SET
             next_position = s.next_position + excluded.next_position,
             message_count = s.message_count + excluded.message_count,
             live_tokens = s.live_tokens + excluded.live_tokens,
+            running_end = s.running_end + excluded.running_end,
             preview = CASE WHEN s.preview = '' THEN excluded.preview ELSE s.preview END
-        RETURNING s.next_position - %(n)s AS start
+        RETURNING s.next_position - %(n)s AS start, s.running_end - %(total)s AS base
     )
-    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
+    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data, running)
     SELECT %(session)s, reserved.start + batch.ord - 1, %(run)s,
-           batch.tokens, batch.preview, batch.data
+           batch.tokens, batch.preview, batch.data,
+           reserved.base + sum(batch.tokens) OVER (ORDER BY batch.ord)
     FROM reserved,
          unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[])
              WITH ORDINALITY AS batch (tokens, preview, data, ord)
 """
 
+# Messages put in at `start`: their running counts end at `end`, where the running
+# count of the row after them begins.
 INSERT_AT: Final = """
-    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data)
+    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data, running)
     SELECT %(session)s, %(start)s + batch.ord - 1, %(run)s,
-           batch.tokens, batch.preview, batch.data
+           batch.tokens, batch.preview, batch.data,
+           %(end)s - coalesce(sum(batch.tokens) OVER (
+               ORDER BY batch.ord DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+           ), 0)
     FROM unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[])
         WITH ORDINALITY AS batch (tokens, preview, data, ord)
 """
@@ -319,7 +326,7 @@ async def clear(session_id: str, conn: AsyncConnection[Any]) -> None:
     async with conn.transaction():
         cursor = await conn.execute(
             "UPDATE pygents_sessions SET message_count = 0, live_tokens = 0, next_position = 0, "
-            "preview = '', generation = generation + 1 WHERE session_id = %s",
+            "running_end = 0, preview = '', generation = generation + 1 WHERE session_id = %s",
             (session_id,),
         )
         if cursor.rowcount:  # no row, no messages (they reference it)
@@ -411,6 +418,15 @@ async def replace_prefix(
         )
         first_kept = await cursor.fetchone()
         boundary = next_position if first_kept is None else first_kept[0]
+        # The running counts of what goes in end where the first one kept begins (or
+        # where the next append will), so they stay a running sum.
+        end = await _one(
+            "SELECT coalesce((SELECT running - tokens FROM pygents_messages "
+            "WHERE session_id = %s AND position = %s), "
+            "(SELECT running_end FROM pygents_sessions WHERE session_id = %s))",
+            (session_id, boundary, session_id),
+            conn,
+        )
         moved_tokens = 0
         if count:
             cursor = await conn.execute(
@@ -430,7 +446,9 @@ async def replace_prefix(
         # The new messages take the positions just before the first one kept (the
         # archived ones freed them), so everything appended later stays after them.
         if batch.data:
-            await conn.execute(INSERT_AT, {**params, "start": boundary - len(batch.data)})
+            await conn.execute(
+                INSERT_AT, {**params, "start": boundary - len(batch.data), "end": end}
+            )
         await conn.execute(
             "UPDATE pygents_sessions SET message_count = message_count - %(count)s + %(n)s, "
             "live_tokens = live_tokens - %(moved)s + %(total)s, "
@@ -461,12 +479,14 @@ async def fork(session_id: str, new_id: str, at: int | None, conn: AsyncConnecti
         source = next((row[1:] for row in locked if row[0] == session_id), None)
         count, next_position, tokens, input_tokens, output_tokens = source or (0, 0, 0, 0, 0)
         keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
-        cut = await position_of(lineage, keep, count, next_position, conn)
+        edges = None if keep == count else await bounds(lineage, conn)
+        whole = edges is not None and edges[1] - edges[0] + 1 == count
+        cut = await position_of(lineage, keep, count, next_position, edges, conn)
         if keep < count:  # sum the smaller side
             tokens = (
-                await tokens_between(lineage, LOWEST, cut, conn)
+                await tokens_between(lineage, LOWEST, cut, whole, conn)
                 if keep <= count - keep
-                else tokens - await tokens_between(lineage, cut, HIGHEST, conn)
+                else tokens - await tokens_between(lineage, cut, HIGHEST, whole, conn)
             )
         cursor = await conn.execute(
             "INSERT INTO pygents_sessions (session_id, input_tokens, output_tokens, "
@@ -505,31 +525,47 @@ async def fork(session_id: str, new_id: str, at: int | None, conn: AsyncConnecti
             )
 
 
-async def _one(sql: str, params: tuple[Any, ...], conn: AsyncConnection[Any]) -> Any:
+async def _one(
+    sql: str, params: tuple[Any, ...] | dict[str, Any], conn: AsyncConnection[Any]
+) -> Any:
     cursor = await conn.execute(sql, params)
     row = await cursor.fetchone()
     return None if row is None else row[0]
 
 
+async def bounds(lineage: list[Segment], conn: AsyncConnection[Any]) -> tuple[int, int] | None:
+    """The first and the last stored position of a session's live history (None: empty)."""
+    edges = []
+    for order, sources in (("", lineage), (" DESC", lineage[::-1])):
+        for source, low, high, _ in sources:
+            found = await _one(
+                "SELECT position FROM pygents_messages WHERE session_id = %s AND position >= %s "
+                f"AND position < %s ORDER BY position{order} LIMIT 1",
+                (source, low, high),
+                conn,
+            )
+            if found is not None:
+                edges.append(int(found))
+                break
+    return (edges[0], edges[1]) if edges else None
+
+
 async def position_of(
-    lineage: list[Segment], index: int, count: int, end: int, conn: AsyncConnection[Any]
+    lineage: list[Segment],
+    index: int,
+    count: int,
+    end: int,
+    edges: tuple[int, int] | None,
+    conn: AsyncConnection[Any],
 ) -> int:
-    """The stored position of live message `index` (`end`, the next position, past the last)."""
+    """The stored position of live message `index` (`end`, the next position, past the last).
+
+    `edges`: the session's `bounds`.
+    """
     if index == count:
         return end
-    first = None
-    for source, low, high, _ in lineage:
-        first = await _one(
-            "SELECT min(position) FROM pygents_messages WHERE session_id = %s "
-            "AND position >= %s AND position < %s",
-            (source, low, high),
-            conn,
-        )
-        if first is not None:
-            break
-    # No gaps (nothing removed from the middle by clear_run): no scan.
-    if first is not None and end - first == count:
-        return int(first) + index
+    if edges is not None and edges[1] - edges[0] + 1 == count:  # no gaps: no scan
+        return edges[0] + index
     for source, low, high, _ in lineage:
         found = await _one(
             "SELECT position FROM pygents_messages WHERE session_id = %s AND position >= %s "
@@ -551,20 +587,36 @@ async def position_of(
 
 
 async def tokens_between(
-    lineage: list[Segment], low: int, high: int, conn: AsyncConnection[Any]
+    lineage: list[Segment], low: int, high: int, whole: bool, conn: AsyncConnection[Any]
 ) -> int:
-    """The token count of a session's live rows with `low <= position < high`."""
+    """The token count of a session's live rows with `low <= position < high`.
+
+    With `whole` (no position missing between the session's first and last), two
+    lookups per range: the running count of its last row, less that of its first,
+    plus the first's tokens; else a sum.
+    """
     total = 0
     for source, start, end, _ in lineage:
-        if max(start, low) < min(end, high):
-            total += int(
-                await _one(
-                    "SELECT coalesce(sum(tokens), 0) FROM pygents_messages "
-                    "WHERE session_id = %s AND position >= %s AND position < %s",
-                    (source, max(start, low), min(end, high)),
-                    conn,
-                )
+        start, end = max(start, low), min(end, high)
+        if start >= end:
+            continue
+        if whole:
+            found = await _one(
+                "SELECT (SELECT running FROM pygents_messages WHERE session_id = %(s)s "
+                "AND position >= %(a)s AND position < %(b)s ORDER BY position DESC LIMIT 1) - "
+                "(SELECT running - tokens FROM pygents_messages WHERE session_id = %(s)s "
+                "AND position >= %(a)s AND position < %(b)s ORDER BY position LIMIT 1)",
+                {"s": source, "a": start, "b": end},
+                conn,
             )
+        else:
+            found = await _one(
+                "SELECT sum(tokens) FROM pygents_messages "
+                "WHERE session_id = %s AND position >= %s AND position < %s",
+                (source, start, end),
+                conn,
+            )
+        total += int(found or 0)
     return total
 
 
@@ -611,8 +663,27 @@ async def detach(session_id: str, conn: AsyncConnection[Any]) -> None:
             "WHERE session_id = %s AND position >= %s AND position < %s",
             (session_id, source, low, high),
         )
-    if inherited:
-        await conn.execute("DELETE FROM pygents_forks WHERE session_id = %s", (session_id,))
+    if not inherited:
+        return
+    await conn.execute("DELETE FROM pygents_forks WHERE session_id = %s", (session_id,))
+    # The copies' running counts come from the source: one running sum over them all.
+    await conn.execute(
+        "UPDATE pygents_messages AS m SET running = w.total FROM (SELECT position, "
+        "sum(tokens) OVER (ORDER BY position) AS total FROM pygents_messages "
+        "WHERE session_id = %(session)s) AS w "
+        "WHERE m.session_id = %(session)s AND m.position = w.position",
+        {"session": session_id},
+    )
+    await conn.execute(RUNNING_END, {"session": session_id})
+
+
+# The next append's running count follows the session's last row.
+RUNNING_END: Final = """
+    UPDATE pygents_sessions SET running_end = coalesce((
+        SELECT running FROM pygents_messages WHERE session_id = %(session)s
+        ORDER BY position DESC LIMIT 1
+    ), 0) WHERE session_id = %(session)s
+"""
 
 
 async def detach_readers(session_id: str, below: int, conn: AsyncConnection[Any]) -> None:
@@ -644,9 +715,11 @@ async def rewind(session_id: str, to: int, conn: AsyncConnection[Any]) -> int:
         if keep == count:
             return 0
         lineage = await postgres_segments(conn, session_id)
-        cut = await position_of(lineage, keep, count, next_position, conn)
+        edges = await bounds(lineage, conn)
+        whole = edges is not None and edges[1] - edges[0] + 1 == count
+        cut = await position_of(lineage, keep, count, next_position, edges, conn)
         await detach_readers(session_id, cut, conn)
-        dropped = await tokens_between(lineage, cut, HIGHEST, conn)
+        dropped = await tokens_between(lineage, cut, HIGHEST, whole, conn)
         await conn.execute(
             "UPDATE pygents_forks SET live_upto = greatest(live_from, %s) "
             "WHERE session_id = %s AND live_upto > %s",
@@ -656,6 +729,7 @@ async def rewind(session_id: str, to: int, conn: AsyncConnection[Any]) -> int:
             "DELETE FROM pygents_messages WHERE session_id = %s AND position >= %s",
             (session_id, cut),
         )
+        await conn.execute(RUNNING_END, {"session": session_id})
         await conn.execute(
             "UPDATE pygents_sessions SET message_count = %s, live_tokens = live_tokens - %s, "
             "next_position = %s, generation = generation + 1, preview = %s "
@@ -754,8 +828,10 @@ async def restore(
             },
         )
         await conn.execute(
-            "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
-            "SELECT %(session)s, %(start)s + b.ord - 1, b.run_id, b.tokens, b.preview, b.data "
+            "INSERT INTO pygents_messages "
+            "(session_id, position, run_id, tokens, preview, data, running) "
+            "SELECT %(session)s, %(start)s + b.ord - 1, b.run_id, b.tokens, b.preview, b.data, "
+            "sum(b.tokens) OVER (ORDER BY b.ord) "
             "FROM unnest(%(runs)s::text[], %(tokens)s::integer[], %(previews)s::bytea[], "
             "%(data)s::bytea[]) WITH ORDINALITY AS b (run_id, tokens, preview, data, ord)",
             {
@@ -770,6 +846,7 @@ async def restore(
         await usage_sql.insert_postgres(session_id, usage, conn)
         await conn.execute(
             "UPDATE pygents_sessions SET message_count = %(count)s, live_tokens = %(total)s, "
+            "running_end = %(total)s, "
             "next_position = next_position + %(count)s, input_tokens = %(input)s, "
             f"output_tokens = %(output)s, preview = {FIRST_PREVIEW} "
             "WHERE session_id = %(session)s",

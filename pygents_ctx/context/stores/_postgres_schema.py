@@ -25,6 +25,8 @@ picks another).
   `_lease_sql`); a session's row goes with the session.
 - `pygents_forks` (version 4): what a forked session reads of other sessions'
   rows instead of copying them (see `_lineage`).
+- Version 5: `running` on each live message and `running_end` on each session,
+  the running token count that makes summing a stretch of history two lookups.
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -111,12 +113,38 @@ _V4: Final = (
     "CREATE INDEX pygents_forks_by_source ON pygents_forks (source_id)",
 )
 
+# Version 5: each live row's `running` token count, so the tokens of any stretch of a
+# history are two indexed lookups (what a fork in the middle of one needs): within
+# a session, `running` of a row is that of the row before it plus its own
+# `tokens`, wherever no row is missing between them. Appends take it from the
+# session's `running_end` (the last appended row's); the other writes set it.
+# Existing rows get it from a running sum in position order.
+_V5: Final = (
+    "ALTER TABLE pygents_messages ADD COLUMN running bigint NOT NULL DEFAULT 0",
+    "ALTER TABLE pygents_sessions ADD COLUMN running_end bigint NOT NULL DEFAULT 0",
+    """
+    UPDATE pygents_messages AS m SET running = w.total FROM (
+        SELECT session_id, position,
+               sum(tokens) OVER (PARTITION BY session_id ORDER BY position) AS total
+        FROM pygents_messages
+    ) AS w
+    WHERE w.session_id = m.session_id AND w.position = m.position
+    """,
+    """
+    UPDATE pygents_sessions AS s SET running_end = coalesce((
+        SELECT running FROM pygents_messages AS m
+        WHERE m.session_id = s.session_id ORDER BY position DESC LIMIT 1
+    ), 0)
+    """,
+)
+
 # Version 2: usage records, one row per model call. Version 3: session leases.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
     lease_sql.POSTGRES_TABLE,
     _V4,
+    _V5,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

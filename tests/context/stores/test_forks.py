@@ -458,6 +458,7 @@ async def test_a_sqlite_file_of_schema_5_migrates_and_its_sessions_fork(db_path:
         await old.rewind(1)
         assert await history(fork) == ["m0", "m1", "m2"]
         assert await history(old) == ["m0"]
+        assert (await fork.token_count(), await old.token_count()) == (15, 5)
     assert rows_of(db_path, "SELECT version FROM pygents_schema") == [
         (sqlite_schema.SCHEMA_VERSION,)
     ]
@@ -474,8 +475,8 @@ async def test_a_postgres_database_of_schema_3_migrates_and_its_sessions_fork(
             db.execute("CREATE TABLE pygents_schema (id integer PRIMARY KEY, version integer)")
             db.execute("INSERT INTO pygents_schema VALUES (1, 3)")
             db.execute(
-                "INSERT INTO pygents_sessions (session_id, message_count, next_position) "
-                "VALUES ('old', 6, 6)"
+                "INSERT INTO pygents_sessions (session_id, message_count, live_tokens, "
+                "next_position) VALUES ('old', 6, 30, 6)"
             )
             for position, message in enumerate(numbered(6)):
                 db.execute(
@@ -490,4 +491,4 @@ async def test_a_postgres_database_of_schema_3_migrates_and_its_sessions_fork(
             await old.rewind(1)
             assert await history(fork) == ["m0", "m1", "m2"]
             assert await history(old) == ["m0"]
-            assert await fork.token_count() == 15
+            assert (await fork.token_count(), await old.token_count()) == (15, 5)

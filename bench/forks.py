@@ -81,7 +81,7 @@ async def _measure(
     for _ in range(5):
         other = await source.fork(at=at)
         rewinds.append(await _timed(lambda other=other: other.rewind(at // 2)))
-    fork = await source.fork(at=at, session_id="fork")
+    await source.fork(at=at, session_id="fork")
     reads: dict[str, list[float]] = {"fork": [], "copy": []}
     for _ in range(5):  # turn about, so the machine's noise hits both alike
         for name in reads:

@@ -458,71 +458,96 @@ async def replace_prefix(
         )
 
 
+# Share locks on the session and every session it reads, oldest first as every
+# writer takes them: none of them changes its rows until the fork is committed.
+# The session's own row comes last, with the top of its archive.
+LOCK_SOURCES: Final = """
+    SELECT s.session_id, s.message_count, s.next_position, s.live_tokens, s.input_tokens,
+           s.output_tokens, s.preview,
+           (SELECT coalesce(max(id), 0) FROM pygents_archive WHERE session_id = %(session)s)
+    FROM pygents_sessions AS s
+    WHERE s.session_id = %(session)s OR s.session_id IN (
+        SELECT source_id FROM pygents_forks WHERE session_id = %(session)s
+    )
+    ORDER BY (
+        SELECT live_from FROM pygents_forks
+        WHERE session_id = %(session)s AND source_id = s.session_id
+    ) NULLS LAST
+    FOR SHARE OF s
+"""
+
+# The fork's session row and its lineage rows, in one statement; how many rows it made.
+MAKE_FORK: Final = """
+    WITH made AS (
+        INSERT INTO pygents_sessions (session_id, input_tokens, output_tokens,
+            message_count, live_tokens, next_position, preview)
+        VALUES (%(id)s, %(input)s, %(output)s, %(count)s, %(tokens)s, %(cut)s, %(preview)s)
+        ON CONFLICT (session_id) DO NOTHING RETURNING session_id
+    ), lineage AS (
+        INSERT INTO pygents_forks (session_id, source_id, live_from, live_upto, archive_upto)
+        SELECT made.session_id, l.source_id, l.live_from, l.live_upto, l.archive_upto
+        FROM made, unnest(%(sources)s::text[], %(froms)s::bigint[], %(uptos)s::bigint[],
+                          %(tops)s::bigint[]) AS l (source_id, live_from, live_upto, archive_upto)
+    )
+    SELECT count(*) FROM made
+"""
+
+
 async def fork(session_id: str, new_id: str, at: int | None, conn: AsyncConnection[Any]) -> None:
     """Make session `new_id` read the oldest `at` live messages (all when None) and the
-    archive of `session_id` where they are stored: a session row and a few lineage rows."""
-    columns = "message_count, next_position, live_tokens, input_tokens, output_tokens"
-    async with conn.transaction():
-        # Share locks on every session the fork will read, oldest first as every
-        # writer takes them: none of them changes its rows until the fork is committed.
-        while True:
-            lineage = await postgres_segments(conn, session_id)
-            sources = [source for source, *_ in lineage]
-            cursor = await conn.execute(
-                f"SELECT session_id, {columns} FROM pygents_sessions "
-                "WHERE session_id = ANY(%s) ORDER BY array_position(%s, session_id) FOR SHARE",
-                (sources, sources),
-            )
-            locked = await cursor.fetchall()
-            if await postgres_segments(conn, session_id) == lineage:
-                break
-        source = next((row[1:] for row in locked if row[0] == session_id), None)
-        count, next_position, tokens, input_tokens, output_tokens = source or (0, 0, 0, 0, 0)
-        keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
-        edges = None if keep == count else await bounds(lineage, conn)
-        whole = edges is not None and edges[1] - edges[0] + 1 == count
-        cut = await position_of(lineage, keep, count, next_position, edges, conn)
-        if keep < count:  # sum the smaller side
-            tokens = (
-                await tokens_between(lineage, LOWEST, cut, whole, conn)
-                if keep <= count - keep
-                else tokens - await tokens_between(lineage, cut, HIGHEST, whole, conn)
-            )
-        cursor = await conn.execute(
-            "INSERT INTO pygents_sessions (session_id, input_tokens, output_tokens, "
-            "message_count, live_tokens, next_position, preview) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (session_id) DO NOTHING RETURNING 1",
-            (
-                new_id,
-                input_tokens,
-                output_tokens,
-                keep,
-                tokens,
-                cut,
-                await first_preview(lineage, cut, conn),
-            ),
+    archive of `session_id` where they are stored: a session row and a few lineage rows.
+
+    Call it in a transaction.
+    """
+    while True:
+        cursor = await conn.execute(LOCK_SOURCES, {"session": session_id})
+        locked = await cursor.fetchall()
+        lineage = await postgres_segments(conn, session_id)
+        # The session's lineage changed while this waited for a lock: lock again.
+        if {source for source, *_ in lineage[:-1]} <= {row[0] for row in locked}:
+            break
+    source = locked[-1][1:] if locked and locked[-1][0] == session_id else None
+    count, next_position, tokens, input_tokens, output_tokens, preview, top = source or (
+        (0, 0, 0, 0, 0, b"", 0)
+    )
+    keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
+    edges = None if keep == count else await bounds(lineage, conn)
+    whole = edges is not None and edges[1] - edges[0] + 1 == count
+    cut = await position_of(lineage, keep, count, next_position, edges, conn)
+    if keep < count:  # sum the smaller side
+        tokens = (
+            await tokens_between(lineage, LOWEST, cut, whole, conn)
+            if keep <= count - keep
+            else tokens - await tokens_between(lineage, cut, HIGHEST, whole, conn)
         )
-        if await cursor.fetchone() is None:
-            raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
-        if source is None:
-            return
-        cursor = await conn.execute(
-            "SELECT coalesce(max(id), 0) FROM pygents_archive WHERE session_id = %s",
-            (session_id,),
-        )
-        top = await cursor.fetchone()
-        assert top is not None  # an aggregate always gives a row
+        if preview:
+            preview = await first_preview(lineage, cut, conn)
+    reads = []  # what the fork reads of each session: (source, from, up to, archive top)
+    if source is not None:
         *inherited, (_, own_low, _, _) = lineage
-        async with conn.cursor() as many:
-            await many.executemany(
-                "INSERT INTO pygents_forks "
-                "(session_id, source_id, live_from, live_upto, archive_upto) "
-                "VALUES (%s, %s, %s, %s, %s)",
-                [
-                    (new_id, name, low, min(high, cut), last)
-                    for name, low, high, last in [*inherited, (session_id, own_low, cut, top[0])]
-                ],
-            )
+        reads = [
+            (name, low, min(high, cut), last)
+            for name, low, high, last in [*inherited, (session_id, own_low, cut, top)]
+        ]
+    made = await _one(
+        MAKE_FORK,
+        {
+            "id": new_id,
+            "input": input_tokens,
+            "output": output_tokens,
+            "count": keep,
+            "tokens": tokens,
+            "cut": cut,
+            "preview": preview,
+            "sources": [read[0] for read in reads],
+            "froms": [read[1] for read in reads],
+            "uptos": [read[2] for read in reads],
+            "tops": [read[3] for read in reads],
+        },
+        conn,
+    )
+    if not made:
+        raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
 
 
 async def _one(

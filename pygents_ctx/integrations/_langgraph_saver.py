@@ -161,7 +161,7 @@ def _shared_prefix(new: Sequence[Any], old: Sequence[Any]) -> int:
     """How many leading messages of `new` are those `old` starts with."""
     count = 0
     for mine, theirs in zip(new, old, strict=False):
-        if not _same(mine, theirs):
+        if mine is not theirs and not _same(mine, theirs):  # the first test is the usual one
             break
         count += 1
     return count

@@ -563,7 +563,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--out", type=Path, default=OUT, help="folder for context.json and .md")
     parser.add_argument(
-        "--markdown", action="store_true", help="print the latest run's context.md, run nothing"
+        "--markdown", action="store_true", help="print the latest run's report, run nothing"
     )
     return parser
 
@@ -586,11 +586,14 @@ def _about(options: argparse.Namespace, conversation: Conversation, date: str) -
 def main(arguments: Sequence[str] | None = None) -> int:
     """Run the benchmark; print the table and the targets; write context.json and .md."""
     options = _parser().parse_args(arguments)
-    if options.markdown:
-        saved = options.out / "context.md"
+    if options.markdown:  # the latest run's rows, with the targets as this version reads them
+        saved = options.out / "context.json"
         if not saved.exists():
             raise SystemExit(f"no run in {options.out}: run `python -m bench context` first")
-        print(saved.read_text(), end="")
+        about = json.loads(saved.read_text())
+        rows = [Row(**row) for row in about.pop("rows")]
+        found = targets(rows, about["steps"], about["budget"])
+        print(markdown_report(about, rows, found))
         return 0
     if options.quick:
         options.steps, options.facts = min(options.steps, 300), min(options.facts, 20)

@@ -439,7 +439,9 @@ def _measures(report: dict) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in timing} for row in report["rows"]]
 
 
-def test_a_quick_run_measures_every_strategy_and_writes_its_report(tmp_path: Path) -> None:
+def test_a_quick_run_measures_every_strategy_and_writes_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     report = _run(tmp_path)
     names = [row["strategy"] for row in report["rows"]]
     assert len(names) == len(context.contenders())
@@ -455,6 +457,9 @@ def test_a_quick_run_measures_every_strategy_and_writes_its_report(tmp_path: Pat
     assert "| FitTokens(B) |" in markdown
     assert "budget B = 4,000 tokens" in markdown
     assert {t["met"] for t in report["targets"]} <= {True, False, None}
+    capsys.readouterr()
+    assert context.main(["--markdown", "--out", str(tmp_path / "out")]) == 0
+    assert capsys.readouterr().out.strip() == markdown.strip()  # the saved run, read back
 
 
 def test_the_same_seed_measures_the_same_and_a_replay_measures_what_was_recorded(

@@ -168,6 +168,19 @@ async def test_sessions_list_a_fork_as_a_copy(make_store: MakeStore) -> None:
     assert await child.get_context_tokens() == (7, 3)
 
 
+async def test_restore_into_a_fork_counts_what_it_inherits(make_store: MakeStore) -> None:
+    parent = await make_store(*numbered(4))
+    empty = await parent.fork(at=0)
+    await empty.restore(await parent.snapshot())
+    assert await history(empty) == await history(parent)
+
+    await parent.replace_prefix(2, [Message("user", "summary")])
+    archived_only = await parent.fork(at=0)
+    with pytest.raises(ValueError, match="already holds messages"):
+        await archived_only.restore(await parent.snapshot())
+    assert await history(archived_only, archived=True) == ["m0", "m1"]
+
+
 @pytest.mark.parametrize("call", ["fork", "rewind"])
 @pytest.mark.parametrize("bad", [-1, 4, 100])
 async def test_a_point_not_in_the_session_is_refused_and_nothing_changes(

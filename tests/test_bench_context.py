@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -490,6 +491,32 @@ async def test_a_strategy_that_orphans_calls_is_caught_by_the_run() -> None:
     # The window before step k holds every call of the replies before it, and no result.
     calls = [len(step.reply.tool_uses) for step in conversation.steps]
     assert row.orphans == sum(sum(calls[:k]) for k in range(len(calls))) > 0
+
+
+@dataclass(frozen=True)
+class _Hit:
+    message: Message
+
+
+class _SearchingStore(MemoryContextStore):
+    """A store whose search returns the messages that name the question's project."""
+
+    async def search(self, query: str, *, limit: int = 5) -> list[_Hit]:
+        project = query.split(" the ")[-1].removesuffix(" project?")
+        found = [m for m in await self.get_history() if f" {project} " in context._text(m)]
+        return [_Hit(m) for m in found[:limit]]
+
+
+async def test_a_fact_the_archive_search_returns_counts_as_recoverable() -> None:
+    conversation = generate(11, 120, 12)
+    _, per, priced = prices.load_prices(PRICES)
+    fit = next(c for c in context.contenders() if c.name == "FitTokens(B)")
+    store = _SearchingStore()
+    row = await context.run_one(conversation, fit, store, 2_000, priced, per)
+    # What the history holds (a fact in an offloaded result is in its blob instead).
+    stored = "\n".join(context._text(m) for m in await store.get_history())
+    held = [fact for fact in conversation.facts if fact.sentence in stored]
+    assert row.in_window < len(held) == row.search_top5 == row.recoverable
 
 
 def test_sessions_stored_in_sqlite_and_postgres_measure_as_in_memory(

@@ -98,6 +98,8 @@ from pygents_ctx import (
     TextBlock,
     ToolResultBlock,
     ToolResultOffload,
+    TrimRounds,
+    Truncate,
     TruncateToolResults,
     UntilFits,
     UsageRecord,
@@ -254,11 +256,23 @@ def contenders() -> list[Contender]:
 
     # The append-only default strategy, where this version of the library has it.
     stable: Callable[[int], ContextStrategy] | None = getattr(pygents_ctx, "StableWindow", None)
-    budgeted_default = [] if stable is None else [Contender(STABLE_AT_B, plain(stable))]
+    budgeted_default = (
+        []
+        if stable is None
+        else [
+            Contender(STABLE_AT_B, plain(stable)),
+            Contender(  # edits go after it (see the strategies page)
+                f"{STABLE_AT_B} + ClearToolResults(5)",
+                plain(lambda b: Pipeline([stable(b), ClearToolResults(5)])),
+            ),
+        ]
+    )
     return [
         Contender(_default_name(), plain(lambda b: None)),
         *budgeted_default,
         Contender("SlidingWindow(100)", plain(lambda b: SlidingWindow(100))),
+        Contender("TrimRounds(20)", plain(lambda b: TrimRounds(20))),
+        Contender("Truncate(max_chars=4B)", plain(lambda b: Truncate(max_chars=4 * b))),
         Contender("FitTokens(B)", plain(FitTokens)),
         Contender("MiddleOut(B)", plain(MiddleOut)),
         Contender("ClearToolResults(5) + FitTokens(B)", edited(lambda: ClearToolResults(5))),

@@ -32,6 +32,7 @@ from pygents_ctx.context import (
     from_openai,
     to_anthropic,
     to_dict,
+    to_gemini,
     to_openai,
 )
 from pygents_ctx.context.config import ContextConfig, PromptWindow
@@ -169,6 +170,7 @@ from pygents_ctx.model import (
     AgentValue,
     AnthropicModel,
     FallbackModel,
+    GeminiModel,
     LoopEvent,
     LoopFinished,
     LoopStop,
@@ -193,6 +195,7 @@ from pygents_ctx.model import (
     ToolCallStarted,
     ToolResultOffload,
     to_anthropic_tools,
+    to_gemini_tools,
     to_openai_tools,
 )
 from pygents_ctx.registry import AgentRegistry, AgentScope, HookRegistry, ToolRegistry
@@ -240,6 +243,7 @@ __all__ = [
     "EntityNotFoundError",
     "FallbackModel",
     "FitTokens",
+    "GeminiModel",
     "GraphStore",
     "HashingEmbedder",
     "HeuristicTokenCounter",
@@ -388,6 +392,8 @@ __all__ = [
     "to_anthropic",
     "to_anthropic_tools",
     "to_dict",
+    "to_gemini",
+    "to_gemini_tools",
     "to_openai",
     "to_openai_tools",
     "tool",

@@ -23,7 +23,7 @@ from pygents_ctx.context.tokens import (
     count_message_tokens,
     count_tokens,
 )
-from pygents_ctx.context.wire import from_anthropic, from_openai, to_anthropic, to_openai
+from pygents_ctx.context.wire import from_anthropic, from_openai, to_anthropic, to_gemini, to_openai
 
 __all__ = [
     "ContentBlock",
@@ -48,5 +48,6 @@ __all__ = [
     "from_openai",
     "to_anthropic",
     "to_dict",
+    "to_gemini",
     "to_openai",
 ]

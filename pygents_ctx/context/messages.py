@@ -69,6 +69,9 @@ class TextBlock:
         text: The text.
         cache_control: Anthropic's prompt-caching mark, e.g. `{"type": "ephemeral"}`
             (None: none); kept, saved and sent back to Anthropic.
+        signature: Gemini's thought signature for this text (None: none), the
+            model's reasoning in an opaque form; kept, saved and sent back to
+            Gemini in its place. Other providers never see it.
 
     Examples:
         >>> TextBlock("hello").text
@@ -79,11 +82,14 @@ class TextBlock:
     # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
     # and sent back. Left out of the hash: it is a dict.
     cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
+    signature: str | None = field(default=None, kw_only=True, repr=False)
     type: ClassVar[str] = "text"
 
     def __post_init__(self) -> None:
         _require("TextBlock", "text", self.text, str)
         _checked_cache_control("TextBlock", self.cache_control)
+        if self.signature is not None:
+            _require("TextBlock", "signature", self.signature, str)
 
     __repr__ = _block_repr
 
@@ -120,7 +126,11 @@ class ImageBlock:
 
 @dataclass(frozen=True, slots=True)
 class ToolUseBlock:
-    """A tool call the model made: the call's `id`, the tool's `name` and its `input`."""
+    """A tool call the model made: the call's `id`, the tool's `name` and its `input`.
+
+    `signature` is Gemini's thought signature for the call (None: none): kept,
+    saved and sent back to Gemini on the call's part; other providers never see it.
+    """
 
     id: str
     name: str
@@ -128,6 +138,7 @@ class ToolUseBlock:
     # Anthropic's prompt-caching mark (`{"type": "ephemeral"}`): kept, stored, exported
     # and sent back. Left out of the hash: it is a dict.
     cache_control: dict[str, Any] | None = field(default=None, kw_only=True, repr=False, hash=False)
+    signature: str | None = field(default=None, kw_only=True, repr=False)
     type: ClassVar[str] = "tool_use"
 
     def __post_init__(self) -> None:
@@ -135,6 +146,8 @@ class ToolUseBlock:
         _require("ToolUseBlock", "name", self.name, str)
         _require("ToolUseBlock", "input", self.input, dict)
         _checked_cache_control("ToolUseBlock", self.cache_control)
+        if self.signature is not None:
+            _require("ToolUseBlock", "signature", self.signature, str)
 
     __repr__ = _block_repr
 
@@ -465,6 +478,7 @@ _set_tool_results = Message.__dict__["has_tool_results"].__set__
 _set_tool_uses = Message.__dict__["has_tool_uses"].__set__
 _set_text = TextBlock.__dict__["text"].__set__
 _set_cache_control = TextBlock.__dict__["cache_control"].__set__
+_set_signature = TextBlock.__dict__["signature"].__set__
 
 
 def _rebuilt_message(
@@ -483,7 +497,7 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
     """The JSON-ready dict of a block (tagged by `type`) or a message (`role`, `content`).
 
     Image bytes become base64 text. Optional fields (a message's `name` and
-    `metadata`, a block's `cache_control`, a thinking block's `signature`)
+    `metadata`, a block's `cache_control`, a thinking, text or tool-use block's `signature`)
     appear only when set.
 
     Examples:
@@ -506,6 +520,8 @@ def to_dict(value: ContentBlock | Message) -> dict[str, Any]:
     cache_control = getattr(value, "cache_control", None)
     if cache_control is not None:
         block["cache_control"] = cache_control
+    if isinstance(value, TextBlock | ToolUseBlock) and value.signature is not None:
+        block["signature"] = value.signature
     return block
 
 
@@ -600,6 +616,7 @@ def plain_text_message(data: object) -> Message | None:
         text_block = _new_object(TextBlock)
         _set_text(text_block, text)
         _set_cache_control(text_block, None)
+        _set_signature(text_block, None)
         blocks.append(text_block)
     message = _new_object(Message)
     message._fill(role, tuple(blocks), False, False)  # type: ignore[arg-type]  # one of ROLES
@@ -660,7 +677,9 @@ def _read_message(data: Mapping[str, Any], path: str) -> Message:
 
 
 def _read_text(data: Mapping[str, Any], path: str) -> TextBlock:
-    return TextBlock(data["text"], cache_control=data.get("cache_control"))
+    return TextBlock(
+        data["text"], cache_control=data.get("cache_control"), signature=data.get("signature")
+    )
 
 
 def _read_image(data: Mapping[str, Any], path: str) -> ImageBlock:
@@ -679,7 +698,11 @@ def _read_image(data: Mapping[str, Any], path: str) -> ImageBlock:
 
 def _read_tool_use(data: Mapping[str, Any], path: str) -> ToolUseBlock:
     return ToolUseBlock(
-        data["id"], data["name"], data["input"], cache_control=data.get("cache_control")
+        data["id"],
+        data["name"],
+        data["input"],
+        cache_control=data.get("cache_control"),
+        signature=data.get("signature"),
     )
 
 
@@ -728,11 +751,11 @@ def _read_redacted_thinking(data: Mapping[str, Any], path: str) -> RedactedThink
 
 
 _BLOCK_KEYS: Final = {
-    "text": frozenset({"type", "text", "cache_control"}),
+    "text": frozenset({"type", "text", "cache_control", "signature"}),
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
     "image": frozenset({"type", "media_type", "data", "cache_control"}),
-    "tool_use": frozenset({"type", "id", "name", "input", "cache_control"}),
+    "tool_use": frozenset({"type", "id", "name", "input", "cache_control", "signature"}),
     "tool_result": frozenset(
         {"type", "tool_use_id", "content", "is_error", "cache_control", "offloaded"}
     ),

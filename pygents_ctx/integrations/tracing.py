@@ -121,11 +121,13 @@ def is_instrumented() -> bool:
 
 
 def _provider(model: Any) -> str:
-    """The provider's name as the conventions spell it (`openai`, `anthropic`)."""
+    """The provider's name as the conventions spell it (`openai`, `anthropic`, `gcp.gemini`)."""
     kind = type(model).__name__.lower()
     for known in ("openai", "anthropic"):
         if known in kind:
             return known
+    if "gemini" in kind:
+        return "gcp.gemini"
     models = getattr(model, "models", None)  # a FallbackModel: its first model's provider
     if isinstance(models, list | tuple) and models:
         return _provider(models[0])
@@ -163,6 +165,11 @@ _FINISH_REASONS: Final = {
     "stop_sequence": "stop",
     "max_tokens": "length",
     "refusal": "content_filter",
+    "safety": "content_filter",  # Gemini
+    "recitation": "content_filter",
+    "prohibited_content": "content_filter",
+    "blocklist": "content_filter",
+    "spii": "content_filter",
 }
 
 

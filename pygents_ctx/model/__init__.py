@@ -1,7 +1,7 @@
-"""A model in the loop: the `Model` protocol, OpenAI and Anthropic adapters, and `ModelLoop`.
+"""A model in the loop: the `Model` protocol, OpenAI, Anthropic and Gemini adapters, `ModelLoop`.
 
-The adapters import their SDK only when made: `pip install 'pygents-ctx[openai]'`
-or `'pygents-ctx[anthropic]'`.
+The adapters import their SDK only when made: `pip install 'pygents-ctx[openai]'`,
+`'pygents-ctx[anthropic]'` or `'pygents-ctx[gemini]'`.
 """
 
 from pygents_ctx.model.anthropic_model import MAX_BREAKPOINTS, AnthropicModel
@@ -16,7 +16,7 @@ from pygents_ctx.model.base import (
     ThinkingDelta,
     ToolCallDelta,
 )
-from pygents_ctx.model.definitions import to_anthropic_tools, to_openai_tools
+from pygents_ctx.model.definitions import to_anthropic_tools, to_gemini_tools, to_openai_tools
 from pygents_ctx.model.events import (
     AgentValue,
     LoopEvent,
@@ -30,6 +30,7 @@ from pygents_ctx.model.events import (
     ToolCallStarted,
 )
 from pygents_ctx.model.fallback import FallbackModel
+from pygents_ctx.model.gemini_model import GeminiModel
 from pygents_ctx.model.loop import ModelLoop
 from pygents_ctx.model.offload import ToolResultOffload
 from pygents_ctx.model.openai_model import OpenAIModel
@@ -41,6 +42,7 @@ __all__ = [
     "AgentValue",
     "AnthropicModel",
     "FallbackModel",
+    "GeminiModel",
     "LoopEvent",
     "LoopFinished",
     "LoopStop",
@@ -65,5 +67,6 @@ __all__ = [
     "ToolCallStarted",
     "ToolResultOffload",
     "to_anthropic_tools",
+    "to_gemini_tools",
     "to_openai_tools",
 ]

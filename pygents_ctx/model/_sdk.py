@@ -1,4 +1,4 @@
-"""What the two adapters share: importing an SDK lazily, reading its errors, parsing arguments."""
+"""What the adapters share: importing an SDK lazily, reading its errors, parsing arguments."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ __all__ = [
     "read_body",
     "refuse_sync_client",
     "translate_error",
+    "transport_errors",
 ]
 
 # The key a tool call's input holds its text under when that text is not a JSON object.
@@ -44,8 +45,8 @@ _TRANSIENT_KINDS: Final = frozenset(
 )
 
 
-def import_sdk(name: str, owner: str) -> ModuleType:
-    """Import the SDK `name`, or fail saying which extra installs it.
+def import_sdk(name: str, owner: str, *, extra: str | None = None) -> ModuleType:
+    """Import the SDK `name`, or fail saying which extra (default: `name`) installs it.
 
     Raises:
         ImportError: It is not installed.
@@ -54,7 +55,7 @@ def import_sdk(name: str, owner: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError:
         raise ImportError(
-            f"{owner} needs the {name!r} package: pip install 'pygents-ctx[{name}]'"
+            f"{owner} needs the {name!r} package: pip install 'pygents-ctx[{extra or name}]'"
         ) from None
 
 
@@ -76,7 +77,7 @@ def refuse_sync_client(client: object, sdk: ModuleType, owner: str, wanted: str)
         )
 
 
-def _transport_errors() -> tuple[type[BaseException], ...]:
+def transport_errors() -> tuple[type[BaseException], ...]:
     """The HTTP library's request errors, from whichever the SDKs imported (no import here)."""
     return tuple(
         module.RequestError
@@ -103,7 +104,7 @@ def provider_errors(sdk: ModuleType, provider: str) -> Iterator[None]:
         raise ModelAPIError(
             f"{provider}: the reply is not valid JSON ({exc})", transient=True
         ) from exc
-    except _transport_errors() as exc:
+    except transport_errors() as exc:
         raise ModelAPIError(
             f"{provider}: the connection broke ({type(exc).__name__}: {exc})", transient=True
         ) from exc

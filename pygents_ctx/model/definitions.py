@@ -1,4 +1,4 @@
-"""Tool definitions for the OpenAI and Anthropic APIs, from each tool's metadata.
+"""Tool definitions for the OpenAI, Anthropic and Gemini APIs, from each tool's metadata.
 
 A tool's `metadata` has its name, description (the docstring's text before
 its `Args:` section) and `input_schema` (with each parameter's description
@@ -25,7 +25,7 @@ from typing import Any, Final
 from pygents_ctx.model.base import OutputSchema
 from pygents_ctx.tools import Tool
 
-__all__ = ["to_anthropic_tools", "to_openai_tools"]
+__all__ = ["to_anthropic_tools", "to_gemini_tools", "to_openai_tools"]
 
 # Both APIs accept this for a tool's name.
 _NAME: Final = re.compile(r"[a-zA-Z0-9_-]{1,64}")
@@ -132,6 +132,35 @@ def to_anthropic_tools(
             definition["strict"] = True
         definitions.append(definition)
     return definitions
+
+
+def to_gemini_tools(tools: Iterable[Tool[..., Any]]) -> list[dict[str, Any]]:
+    """The Gemini API `tools` parameter for `tools`: one entry of `functionDeclarations`.
+
+    Each declaration carries the tool's JSON schema as `parametersJsonSchema`
+    (the full JSON Schema, not the OpenAPI subset of `parameters`).
+
+    Raises:
+        TypeError: Something is not a `Tool`.
+        ValueError: Two tools share a name, or a name is not one the API takes.
+
+    Examples:
+        >>> from pygents_ctx import tool
+        >>> @tool
+        ... async def outlook(city: str) -> str:
+        ...     "The weather outlook."
+        ...     return "sunny"
+        >>> to_gemini_tools([outlook])[0]["functionDeclarations"][0]["name"]
+        'outlook'
+    """
+    declarations = []
+    for item in _checked(tools):
+        declaration: dict[str, Any] = {"name": item.metadata.name}
+        if item.metadata.description:
+            declaration["description"] = item.metadata.description
+        declaration["parametersJsonSchema"] = input_schema(item)
+        declarations.append(declaration)
+    return [{"functionDeclarations": declarations}] if declarations else []
 
 
 def input_schema(item: Tool[..., Any]) -> dict[str, Any]:

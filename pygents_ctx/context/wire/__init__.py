@@ -2,7 +2,9 @@
 
 Both directions for each format: `to_openai` / `from_openai` for the OpenAI
 Chat Completions messages, `to_anthropic` / `from_anthropic` for the Anthropic
-Messages API (whose system prompt is a separate parameter). Image bytes travel
+Messages API (whose system prompt is a separate parameter); `to_gemini` for
+the Gemini API's `contents` and `systemInstruction` (one direction: what
+`GeminiModel` sends). Image bytes travel
 as base64 text; tool inputs travel as JSON (a string in OpenAI's `arguments`).
 
 What a format has no place for follows one rule: a flag it lacks degrades into
@@ -23,6 +25,7 @@ never change their input and never share mutable data with it.
 from __future__ import annotations
 
 from pygents_ctx.context.wire._anthropic import from_anthropic, to_anthropic
+from pygents_ctx.context.wire._gemini import to_gemini
 from pygents_ctx.context.wire._openai import from_openai, to_openai
 
-__all__ = ["from_anthropic", "from_openai", "to_anthropic", "to_openai"]
+__all__ = ["from_anthropic", "from_openai", "to_anthropic", "to_gemini", "to_openai"]

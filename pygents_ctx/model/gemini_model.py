@@ -90,8 +90,8 @@ class GeminiModel:
     (`"stop"`, `"max_tokens"`, which `hit_length_limit` reads, `"safety"`,
     ...). A reply stopped for its content (`REFUSAL_REASONS`: `SAFETY`,
     `RECITATION`, `PROHIBITED_CONTENT`, `BLOCKLIST`, `SPII`, ...) keeps what
-    it held and its `refusal` names the reason, the blocked safety
-    categories and Gemini's `finishMessage`; so does a prompt Gemini blocked
+    it held and its `refusal` names the reason and the blocked safety
+    categories; so does a prompt Gemini blocked
     (no candidates, `promptFeedback.blockReason`), with an empty message and
     `finish_reason` the block reason in lower case. A `ModelLoop` run then
     ends with `LoopStop.REFUSAL`. A reply with no candidates and no block
@@ -256,7 +256,7 @@ class GeminiModel:
                         yield event
             finally:
                 await chunks.aclose()
-        if not reply.finished:
+        if not reply.finished and (reply.candidates or not reply.chunks):
             raise cut_stream("Gemini", "a chunk with a finishReason")
         yield reply.response()
 
@@ -310,17 +310,18 @@ class _Reply:
         self.calls = 0
         self.usage = Usage()
         self.finish: str | None = None
-        self.finish_message: str | None = None
         self.blocked_categories: list[str] = []
         self.block_reason: str | None = None
         self.block_message: str | None = None
-        self.candidates = False
+        self.candidates = False  # a chunk had a candidate
+        self.chunks = 0
 
     @property
     def finished(self) -> bool:
         return self.finish is not None or self.block_reason is not None
 
     def read(self, response: Any) -> list[ModelStreamEvent]:
+        self.chunks += 1
         self.model = getattr(response, "model_version", None) or self.model
         usage = getattr(response, "usage_metadata", None)
         if usage is not None:  # cumulative: a later count replaces an earlier one
@@ -340,7 +341,6 @@ class _Reply:
             events += self._part(part)
         if candidate.finish_reason is not None:
             self.finish = _name(candidate.finish_reason)
-            self.finish_message = candidate.finish_message
         for rating in candidate.safety_ratings or []:
             if rating.blocked:
                 self.blocked_categories.append(_name(rating.category) or "unknown")
@@ -380,7 +380,7 @@ class _Reply:
         if self.finish in _BOTCHED_CALLS:
             raise ModelAPIError(
                 f"Gemini: the model wrote a function call it could not finish "
-                f"(finishReason {self.finish}: {self.finish_message or 'no message'})",
+                f"(finishReason {self.finish}); asking again may succeed",
                 transient=True,
             )
         blocks: list[ContentBlock] = []
@@ -401,8 +401,7 @@ class _Reply:
             categories = (
                 f" ({', '.join(self.blocked_categories)})" if self.blocked_categories else ""
             )
-            said = f": {self.finish_message}" if self.finish_message else ""
-            refusal = f"Gemini stopped the reply for {finish}{categories}{said}"
+            refusal = f"Gemini stopped the reply for {finish}{categories}"
         return ModelResponse(
             Message("assistant", blocks),
             self.usage,

@@ -377,7 +377,6 @@ def candidate_response(
     finish: str | None = "STOP",
     usage_metadata: dict[str, Any] | None = None,
     ratings: list[dict[str, Any]] | None = None,
-    finish_message: str | None = None,
     model: str = "gemini-test-001",
 ) -> dict[str, Any]:
     """A `GenerateContentResponse` with one candidate."""
@@ -388,8 +387,6 @@ def candidate_response(
         candidate["finishReason"] = finish
     if ratings is not None:
         candidate["safetyRatings"] = ratings
-    if finish_message is not None:
-        candidate["finishMessage"] = finish_message
     body: dict[str, Any] = {"candidates": [candidate], "modelVersion": model, "responseId": "r1"}
     if usage_metadata is not None or finish is not None:
         body["usageMetadata"] = usage_metadata or usage()

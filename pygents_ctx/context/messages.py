@@ -290,7 +290,8 @@ class ThinkingBlock:
 
     Anthropic's extended thinking signs each block (`signature`), and the API
     needs the block back unchanged, in its place before the turn's tool
-    calls. Reasoning text that OpenAI-compatible servers return
+    calls. Gemini's thought summaries keep their thought signature here too,
+    when their part carried one. Reasoning text that OpenAI-compatible servers return
     (`reasoning_content`) has no signature: it is kept for people to read and
     is never sent back (the APIs refuse it, or do not read it).
 

@@ -582,7 +582,8 @@ def test_a_message_name_metadata_and_cache_control_are_kept_through_json() -> No
                 "tool_use_id": "t",
                 "content": [{"type": "text", "text": "", "xyz": 1}],
             },
-            "tool_result block.content[0]: unknown key 'xyz'; expected cache_control, text, type",
+            "tool_result block.content[0]: unknown key 'xyz'; "
+            "expected cache_control, signature, text, type",
         ),
     ],
 )

@@ -53,8 +53,14 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def test_the_module_exports_the_four_converters() -> None:
-    assert sorted(wire.__all__) == ["from_anthropic", "from_openai", "to_anthropic", "to_openai"]
+def test_the_module_exports_the_five_converters() -> None:
+    assert sorted(wire.__all__) == [
+        "from_anthropic",
+        "from_openai",
+        "to_anthropic",
+        "to_gemini",
+        "to_openai",
+    ]
 
 
 # ============================================================================ OpenAI

@@ -113,6 +113,7 @@ class GeminiModel:
     Raises:
         ImportError: The `google-genai` package is not installed.
         ValueError: `model` is empty.
+        TypeError: `client` is not a `google.genai.Client` (or its `.aio`).
     """
 
     def __init__(
@@ -135,8 +136,14 @@ class GeminiModel:
             if base_url is not None:
                 options["base_url"] = base_url
             client = genai.Client(api_key=api_key, http_options=options)
+        aio = getattr(client, "aio", client)
+        if not callable(getattr(getattr(aio, "models", None), "generate_content_stream", None)):
+            raise TypeError(
+                f"GeminiModel needs a google.genai.Client (or its .aio), "
+                f"not a {type(client).__name__}"
+            )
         self.client: Any = client
-        self._aio: Any = getattr(client, "aio", client)
+        self._aio: Any = aio
         self.model = model
         self.settings = ModelSettings().merged(settings)
 

@@ -1013,6 +1013,39 @@ def test_an_empty_model_name_is_refused() -> None:
         GeminiModel("", api_key="k")
 
 
+@pytest.mark.parametrize("async_part", [False, True], ids=["client", "client.aio"])
+async def test_a_client_of_your_own_is_used(api: FakeGemini, async_part: bool) -> None:
+    from google import genai
+
+    client = genai.Client(api_key="own-key", http_options={"base_url": api.url})
+    model = GeminiModel("gemini-test", client=client.aio if async_part else client)
+    api.script(json_reply(candidate_response(text("Mine."))))
+
+    assert (await model.complete(QUESTION)).message.text == "Mine."
+    assert api.requests[0].headers["x-goog-api-key"] == "own-key"
+
+
+def test_a_client_that_is_not_a_gemini_client_is_refused() -> None:
+    with pytest.raises(TypeError, match=r"needs a google\.genai\.Client .*not a dict"):
+        GeminiModel("gemini-test", client={})
+
+
+async def test_leaving_a_stream_early_closes_it(api: FakeGemini, model: GeminiModel) -> None:
+    api.script(
+        sse_reply(
+            stream_chunks(
+                chunk(text("One ")), chunk(text("two ")), candidate_response(text("three"))
+            )
+        ),
+        json_reply(candidate_response(text("Next."))),
+    )
+    stream = model.stream(QUESTION)
+    assert await anext(stream) == TextDelta("One ")
+    await stream.aclose()
+
+    assert (await model.complete(QUESTION)).message.text == "Next."
+
+
 def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "google.genai", None)
 

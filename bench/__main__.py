@@ -11,6 +11,9 @@ the served example instead (see `bench/service.py`), writing bench/out/service.j
 plays a long conversation through every context strategy instead (see
 `bench/context.py`: facts kept, orphans, prompt-cache share, cost, build time),
 writing bench/out/context.json and context.md.
+`python -m bench tokens [--quick]` measures the token estimates against the exact
+counts (see `bench/tokens.py`), writing bench/out/tokens.json; `python -m bench
+tokens --markdown` prints it.
 `python -m bench --scale` runs the vector stores at 100,000 x 384 beside numpy
 and sqlite-vec (see `bench/scale.py`), writing bench/out/scale.json.
 `python -m bench --peers` runs history and vectors beside the OpenAI Agents SDK's
@@ -202,6 +205,10 @@ def main() -> None:
         from bench import context
 
         sys.exit(context.main(sys.argv[2:]))
+    if sys.argv[1:2] == ["tokens"]:
+        from bench import tokens
+
+        sys.exit(tokens.main(sys.argv[2:]))
     if "--postgres" in sys.argv:
         postgres_scale.run(_about_this_run())
         return

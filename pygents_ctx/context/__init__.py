@@ -17,6 +17,7 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.pool import ContextPool
 from pygents_ctx.context.queue import ContextQueue
 from pygents_ctx.context.tokens import (
+    EstimatedTokenCounter,
     HeuristicTokenCounter,
     TiktokenCounter,
     TokenCounter,
@@ -30,6 +31,7 @@ __all__ = [
     "ContextItem",
     "ContextPool",
     "ContextQueue",
+    "EstimatedTokenCounter",
     "HeuristicTokenCounter",
     "ImageBlock",
     "Message",

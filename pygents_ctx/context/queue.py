@@ -93,7 +93,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         limit: The most items held (at least 1).
         tags: Tags that global hooks can filter on.
         max_tokens: The most tokens held, or None for no token budget.
-        counter: How to count an item's content (default: `HeuristicTokenCounter()`).
+        counter: How to count an item's content (default: `EstimatedTokenCounter()`).
             A `Message` is counted with `count_message_tokens`, a string as
             text, anything else through its JSON.
 

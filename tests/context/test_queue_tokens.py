@@ -14,6 +14,7 @@ from pygents_ctx import (
     AgentRegistry,
     ContextItem,
     ContextQueue,
+    EstimatedTokenCounter,
     HeuristicTokenCounter,
     Message,
     TiktokenCounter,
@@ -100,7 +101,7 @@ def test_a_queue_reports_its_budget_and_counter() -> None:
 
     assert (budgeted.max_tokens, budgeted.counter) == (100, len)
     assert plain.max_tokens is None
-    assert plain.counter == HeuristicTokenCounter()
+    assert plain.counter == EstimatedTokenCounter()
     assert repr(budgeted) == "ContextQueue(limit=5, len=0, tokens=0, max_tokens=100)"
 
 
@@ -371,8 +372,12 @@ async def test_a_failing_counter_leaves_the_queue_unchanged() -> None:
             {"max_tokens": 50, "counter": HeuristicTokenCounter()},
             {"max_tokens": 50, "counter": {"type": "heuristic", "chars_per_token": 4.0}},
         ),
+        (
+            {"counter": EstimatedTokenCounter(1.25)},
+            {"counter": {"type": "estimated", "scale": 1.25}},
+        ),
     ],
-    ids=["neither", "max_tokens", "counter", "both"],
+    ids=["neither", "max_tokens", "counter", "both", "estimated"],
 )
 async def test_to_dict_has_max_tokens_and_counter_only_when_set(
     kwargs: dict[str, Any], extra: dict[str, Any]
@@ -414,7 +419,10 @@ async def test_a_tiktoken_counter_is_saved_by_encoding_name(
 async def test_a_custom_counter_cannot_be_saved_and_the_error_names_the_fix() -> None:
     queue: ContextQueue[str] = ContextQueue(5, max_tokens=100, counter=len)
     agent = Agent("keeper", "Keeps notes", [], context_queue=queue)
-    fix = "use HeuristicTokenCounter or TiktokenCounter, or leave counter unset"
+    fix = (
+        "use EstimatedTokenCounter, HeuristicTokenCounter or TiktokenCounter, "
+        "or leave counter unset"
+    )
 
     for save in (queue.to_dict, queue.to_json, agent.to_dict, agent.to_json):
         with pytest.raises(TypeError, match=re.escape(fix)):
@@ -429,6 +437,7 @@ async def test_a_custom_counter_cannot_be_saved_and_the_error_names_the_fix() ->
         ({"counter": {"type": "words"}}, "is not a known counter"),
         ({"counter": "heuristic"}, "is not a known counter"),
         ({"counter": {"type": "heuristic", "chars_per_token": -1}}, "chars_per_token"),
+        ({"counter": {"type": "estimated", "scale": 0}}, "EstimatedTokenCounter.scale"),
     ],
 )
 async def test_a_badly_saved_budget_or_counter_is_a_value_error(

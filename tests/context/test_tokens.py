@@ -140,8 +140,8 @@ def test_a_message_counts_overhead_text_tool_name_and_input_results_and_images(
     assert total == overhead + sum(len(piece) for piece in counter.seen) + 2 * media
 
 
-def test_the_default_count_uses_four_characters_per_token_and_600_per_image() -> None:
-    assert count_message_tokens(Message("user", "hello world")) == 4 + 3
+def test_the_default_count_uses_the_estimate_and_600_per_image() -> None:
+    assert count_message_tokens(Message("user", "hello world")) == 4 + 2
     assert count_message_tokens(Message("user", [IMAGE])) == 4 + 600
     assert count_message_tokens(Message("system", [])) == 4
 

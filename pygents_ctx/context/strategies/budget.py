@@ -67,7 +67,7 @@ class FitTokens(_Budgeted):
     Args:
         max_tokens: The model's budget for the prompt.
         reserve_tokens: Tokens to leave free, e.g. for the reply.
-        counter: How to count text (default: `HeuristicTokenCounter()`).
+        counter: How to count text (default: `EstimatedTokenCounter()`).
         per_message_overhead: Tokens added per message.
         tokens_per_media: Tokens counted per image.
         on_overflow: When even the head, task and newest round exceed the
@@ -157,7 +157,7 @@ class MiddleOut(_Budgeted):
     Args:
         max_tokens: The model's budget for the prompt.
         reserve_tokens: Tokens to leave free, e.g. for the reply.
-        counter: How to count text (default: `HeuristicTokenCounter()`).
+        counter: How to count text (default: `EstimatedTokenCounter()`).
         per_message_overhead: Tokens added per message.
         tokens_per_media: Tokens counted per image.
         on_overflow: When even the head, task and newest round exceed the

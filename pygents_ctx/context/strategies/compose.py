@@ -224,7 +224,7 @@ class UntilFits:
     Args:
         max_tokens: The budget for the prompt.
         strategies: The strategies to try, in order; may be empty.
-        counter: How to count text (default: `HeuristicTokenCounter()`).
+        counter: How to count text (default: `EstimatedTokenCounter()`).
         per_message_overhead: Tokens added per message.
         tokens_per_media: Tokens counted per image.
         on_overflow: What to do when the last strategy's output is still over.

@@ -269,7 +269,7 @@ class ClearToolResults(OldMessageEditor):
         keep_tools: Names of tools whose results are never cleared.
         min_tokens: Results under this many tokens are kept (None: no
             minimum). A result holding an image is never under it.
-        counter: How `min_tokens` counts text (default: `HeuristicTokenCounter()`).
+        counter: How `min_tokens` counts text (default: `EstimatedTokenCounter()`).
 
     Raises:
         ValueError: `keep_recent` is negative, or `min_tokens` is below 1.

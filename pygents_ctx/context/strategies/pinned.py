@@ -160,7 +160,7 @@ class PinnedWindow:
     Args:
         strategy: The edits to apply up to the pin, e.g. `FitTokens` or `Summarize`.
         max_tokens: The budget that triggers a re-pin.
-        counter: How to count text (default: `HeuristicTokenCounter()`).
+        counter: How to count text (default: `EstimatedTokenCounter()`).
         per_message_overhead: Tokens added per message.
         tokens_per_media: Tokens counted per image.
 

@@ -307,7 +307,7 @@ class Summarize:
         max_tokens: The window's budget: while the whole conversation (head and
             task included) is within it, nothing is summarized. None: no
             budget, only `min_old_tokens` decides.
-        counter: How to count text (default: `HeuristicTokenCounter()`).
+        counter: How to count text (default: `EstimatedTokenCounter()`).
         per_message_overhead: Tokens added per message.
         tokens_per_media: Tokens counted per image.
         on_error: What a summarizer failure does: `"raise"` or `"log"`.

@@ -7,7 +7,7 @@
 - `code`: source files and snippets a tool reads or a model writes (Python,
   JavaScript, shell, SQL);
 - `json`: tool results as APIs return them: records with ids, timestamps,
-  URLs, numbers and free text, compact or indented;
+  URLs, numbers, base64 and free text, compact or indented;
 - `logs`: server logs, test runs, tracebacks, CSV and number tables.
 
 Texts run from a few words to a few KB, as messages do. The token counter's
@@ -17,6 +17,7 @@ tests (`tests/context/test_token_estimate.py`) and its benchmark
 
 from __future__ import annotations
 
+import base64
 import random
 
 KINDS = ("chat", "code", "json", "logs")
@@ -274,8 +275,11 @@ class _Writer:
             return self.r.choice([True, False, None])
         if roll < 0.6:
             return self.timestamp()
-        if roll < 0.67:
+        if roll < 0.64:
             return self.uuid()
+        if roll < 0.67:  # an opaque token, a signature, a small file: base64
+            data = bytes(self.r.randrange(256) for _ in range(self.r.randint(12, 96)))
+            return base64.b64encode(data).decode()
         if roll < 0.73:
             return self.url()
         if roll < 0.85:

@@ -83,8 +83,9 @@ class FitTokens(_Budgeted):
     Examples:
         >>> import asyncio
         >>> from pygents_ctx import Message
+        >>> text = "the quick brown fox jumps over the lazy dog"  # 10 tokens
         >>> history = [Message("user", "task")] + [
-        ...     Message("user" if i % 2 else "assistant", "x" * 40) for i in range(10)
+        ...     Message("user" if i % 2 else "assistant", text) for i in range(10)
         ... ]
         >>> window = asyncio.run(FitTokens(60).compact(history))
         >>> len(window)
@@ -174,8 +175,9 @@ class MiddleOut(_Budgeted):
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> history = [Message("user", "task")]
+        >>> answer = "the quick brown fox jumps over the lazy dog and then runs far away"
         >>> for i in range(1, 7):
-        ...     history += [Message("user", f"question {i}"), Message("assistant", "x" * 60)]
+        ...     history += [Message("user", f"question {i}"), Message("assistant", answer)]
         >>> window = asyncio.run(MiddleOut(120).compact(history))
         >>> [m.text for m in window if m.role == "user"]
         ['task', 'question 1', 'question 2', 'question 5', 'question 6']

@@ -240,8 +240,9 @@ class UntilFits:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds
+        >>> text = "the quick brown fox jumps over the lazy dog"  # 10 tokens
         >>> history = [Message("user", "task")] + [
-        ...     Message("assistant" if i % 2 else "user", "x" * 40) for i in range(20)
+        ...     Message("assistant" if i % 2 else "user", text) for i in range(20)
         ... ]
         >>> fit = UntilFits(200, [TrimRounds(8), TrimRounds(4), TrimRounds(1)])
         >>> len(asyncio.run(fit.compact(history)))  # TrimRounds(4) was enough

@@ -173,9 +173,10 @@ class PinnedWindow:
         >>> from pygents_ctx import Message
         >>> from pygents_ctx.context.strategies.budget import FitTokens
         >>> builder = PinnedWindow(FitTokens(50), max_tokens=80)
+        >>> text = "the quick brown fox jumps over the lazy dog"  # 10 tokens
         >>> history = [Message("user", "task")]
         >>> for step in range(6):
-        ...     history.append(Message("assistant" if step % 2 == 0 else "user", "x" * 40))
+        ...     history.append(Message("assistant" if step % 2 == 0 else "user", text))
         ...     window = asyncio.run(builder.build(history))
         ...     print(len(window.messages), window.tokens, window.repinned)
         2 19 True

@@ -315,8 +315,9 @@ class Summarize:
     Examples:
         >>> import asyncio
         >>> from pygents_ctx.testing import ScriptedSummarizer
+        >>> text = "the quick brown fox jumps over the lazy dog"
         >>> history = [Message("user", "Plan a trip.")] + [
-        ...     Message("assistant" if i % 2 == 0 else "user", f"step {i} " + "x" * 40)
+        ...     Message("assistant" if i % 2 == 0 else "user", f"step {i} {text}")
         ...     for i in range(9)
         ... ]
         >>> strategy = Summarize(

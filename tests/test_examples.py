@@ -64,7 +64,7 @@ def test_demo_persists_in_sqlite_and_the_second_run_continues(tmp_path: Path) ->
         "pygents_ctx.db",
     ]
     assert "starting a new session" in first
-    assert "step  1  window  59/250 tokens,  1 of  1 messages" in first
+    assert "step  1  window  48/250 tokens,  1 of  1 messages" in first
     assert "        -> search(query='tides power')\n        <- search: 41 chars" in first
     assert "answer: Tides come mostly from the Moon's gravity" in first
     assert "done: 8 messages stored, documents ['tides-101', 'tidal-power']" in first
@@ -73,7 +73,7 @@ def test_demo_persists_in_sqlite_and_the_second_run_continues(tmp_path: Path) ->
     assert "continuing the stored session: 8 messages, 2 documents in the pool" in second
     assert "answer: Offshore wind is cheaper today" in second
     # The history outgrew the budget: the window left older messages out.
-    assert "6 of 13 messages" in second
+    assert "9 of 13 messages" in second
     assert "done: 14 messages stored" in second
 
     fresh = _demo(tmp_path, "--fresh")
@@ -123,7 +123,7 @@ def test_demo_streams_live_in_a_terminal(tmp_path: Path) -> None:
         out = _read_all(leader)
         assert process.wait(timeout=60) == 0
     text = out.replace("\r\n", "\n")
-    assert "step  1  [#####...............] window  59/250 tokens" in text
+    assert "step  1  [####................] window  48/250 tokens" in text
     # The replies' text, written as it came, on its own line under its step.
     assert "        Let me search the library.\n        -> search(query='tides power')" in text
 

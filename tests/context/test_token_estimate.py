@@ -118,8 +118,9 @@ def test_joining_two_texts_costs_about_what_they_cost_apart(first: str, second: 
     counter = EstimatedTokenCounter()
     apart = counter(first) + counter(second)
 
-    # A word, a number or a run of symbols can join across the seam, as in a tokenizer.
-    assert apart - 2 <= counter(first + second) <= apart + 1
+    # A word, a number or a run of symbols can join across the seam, as in a tokenizer,
+    # or a line break and a space become an indent; each count is rounded on its own.
+    assert apart - 2 <= counter(first + second) <= apart + 2
 
 
 @settings(max_examples=100)

@@ -224,9 +224,10 @@ class StableWindow:
         >>> import asyncio
         >>> from pygents_ctx import Message
         >>> builder = StableWindow(max_tokens=100, low_water=0.5)
+        >>> text = "the quick brown fox jumps over the lazy dog"  # 10 tokens
         >>> history = [Message("system", "Be brief."), Message("user", "task")]
         >>> for step in range(8):
-        ...     history.append(Message("assistant" if step % 2 else "user", "x" * 40))
+        ...     history.append(Message("assistant" if step % 2 else "user", text))
         ...     window = asyncio.run(builder.build(history))
         ...     print(len(window.messages), window.tokens, window.repinned)
         3 26 True

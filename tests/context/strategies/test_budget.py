@@ -205,9 +205,10 @@ def test_budgeted_window_reserve_is_taken_off_the_budget(cls: Any) -> None:
 
 
 @pytest.mark.parametrize("cls", BUDGETED)
-def test_budgeted_window_counts_with_the_default_heuristic(cls: Any) -> None:
+def test_budgeted_window_counts_with_the_default_estimate(cls: Any) -> None:
+    text = "the quick brown fox jumps over the lazy dog"  # 10 tokens
     messages = [Message("user", "task")] + [
-        Message("user" if i % 2 else "assistant", "y" * 37) for i in range(30)
+        Message("user" if i % 2 else "assistant", text) for i in range(30)
     ]
 
     window = cls(200).fit(messages)

@@ -107,7 +107,7 @@ class EstimatedTokenCounter:
     """An estimate of a text's o200k tokens (GPT-4o and later) from what the text is made of.
 
     The default counter: no dependency, a few passes over the text's bytes in C
-    (a third of the time tiktoken takes; each message is counted once), and
+    (a quarter of the time tiktoken takes; each message is counted once), and
     close to the real count whatever the content, where characters divided by
     four (`HeuristicTokenCounter`) overestimates prose by a fifth and
     underestimates JSON and logs by a sixth to a third. Each kind of content
@@ -126,7 +126,7 @@ class EstimatedTokenCounter:
     `python -m bench tokens` measures the error per kind of content (the guide
     "Messages" shows its table): the mean absolute error is within 5% on chat,
     code, JSON and logs; a single short text can be off by a fifth or more, and
-    text in other languages than English by a third. Other providers'
+    text in other languages than English by a half. Other providers'
     tokenizers differ: `scale` multiplies the estimate (for example by the
     ratio of a provider's reported `input_tokens` to this estimate over your
     own traffic).

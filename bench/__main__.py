@@ -24,6 +24,9 @@ sessions, axio-context-sqlite, langgraph-checkpoint-sqlite, numpy and sqlite-vec
 100,000 sessions beside an empty database (see `bench/postgres_scale.py`).
 `python -m bench --forks` times a fork at message 50,000 of 100,000 and the
 storage it adds, on SQLite and PostgreSQL (see `bench/forks.py`).
+`python -m bench --search` times `ContextStore.search` over 100,000 archived
+messages on SQLite and PostgreSQL, with recall@5 on planted facts (see
+`bench/search.py`), writing bench/out/search.json.
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -52,6 +55,7 @@ from bench import (
     postgres_scale,
     runtime,
     scale,
+    search,
     stores,
     strategies,
     tracing,
@@ -214,6 +218,9 @@ def main() -> None:
         return
     if "--forks" in sys.argv:
         forks.run(_about_this_run())
+        return
+    if "--search" in sys.argv:
+        search.run(_about_this_run())
         return
     if "--peers" in sys.argv:
         sys.exit(run_peers())

@@ -40,8 +40,11 @@ from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.selection import SelectionIndex, Selector
 from pygents_ctx.context.stores import (
     MAX_MESSAGE_BYTES,
+    MAX_SEARCH_LIMIT,
+    MAX_SEARCH_QUERY,
     AutoCompactStore,
     ContextStore,
+    HistoryHit,
     HistoryRetention,
     MemoryContextStore,
     PostgresConnection,
@@ -55,6 +58,7 @@ from pygents_ctx.context.stores import (
     compact_context,
     connect,
     connect_postgres,
+    search_text,
 )
 from pygents_ctx.context.strategies import (
     MODEL_CONTEXT_WINDOWS,
@@ -82,7 +86,9 @@ from pygents_ctx.context.strategies import (
     model_context_window,
     register_model,
     render_transcript,
+    summary_covers,
     summary_message,
+    summary_ranges,
     summary_text,
 )
 from pygents_ctx.context.usage import Usage, UsageRecord
@@ -168,6 +174,7 @@ from pygents_ctx.memory import (
 )
 from pygents_ctx.model import (
     MAX_BREAKPOINTS,
+    SEARCH_HISTORY_LIMIT,
     AgentValue,
     AnthropicModel,
     FallbackModel,
@@ -195,6 +202,7 @@ from pygents_ctx.model import (
     ToolCallFinished,
     ToolCallStarted,
     ToolResultOffload,
+    search_history,
     to_anthropic_tools,
     to_gemini_tools,
     to_openai_tools,
@@ -206,7 +214,10 @@ from pygents_ctx.turns import StopReason, Turn, TurnMetadata
 __all__ = [
     "MAX_BREAKPOINTS",
     "MAX_MESSAGE_BYTES",
+    "MAX_SEARCH_LIMIT",
+    "MAX_SEARCH_QUERY",
     "MODEL_CONTEXT_WINDOWS",
+    "SEARCH_HISTORY_LIMIT",
     "SUMMARY_PREFIX",
     "Agent",
     "AgentHook",
@@ -249,6 +260,7 @@ __all__ = [
     "GraphStore",
     "HashingEmbedder",
     "HeuristicTokenCounter",
+    "HistoryHit",
     "HistoryRetention",
     "Hook",
     "HookKind",
@@ -389,7 +401,11 @@ __all__ = [
     "model_context_window",
     "register_model",
     "render_transcript",
+    "search_history",
+    "search_text",
+    "summary_covers",
     "summary_message",
+    "summary_ranges",
     "summary_text",
     "to_anthropic",
     "to_anthropic_tools",

@@ -401,6 +401,9 @@ class Agent(JsonSerializable):
             conversation = self.name if self.context is None else self.context.session_id
             scope = RunScope(self.name, conversation, run_id)
             opened = open_resources(resources, scope)
+        if self.context is not None and ContextConfig not in opened:
+            # A parameter annotated ContextConfig receives the agent's conversation.
+            opened = {**opened, ContextConfig: self.context}
         context = (self.context_queue, self.context_pool, opened)
         turns, tags = self._turns, self.tags
         token = None  # while CURRENT_CONTEXT holds this agent's context

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pygents_ctx._resources import injectable
 from pygents_ctx.context.stores._common import new_session_id
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.context.stores.memory import MemoryContextStore
@@ -47,6 +48,7 @@ class PromptWindow:
     stable_prefix: int | None = None
 
 
+@injectable
 class ContextConfig:
     """Where an agent keeps its conversation, how it is cut for the model, how long it lives.
 
@@ -54,6 +56,10 @@ class ContextConfig:
     Each message a tool returns as `ContextItem(content=Message(...))` then goes
     to the agent's queue *and* to `store`, tagged with the run's id, and
     `await agent.prompt_window()` builds the window for the next model call.
+    A tool or hook parameter annotated `ContextConfig` (or `ContextConfig |
+    None = None`) receives the `context` of the agent running it (`await
+    context.ready()` is its store); that is how `search_history` searches the
+    right conversation.
 
     Args:
         store: The durable transcript.

@@ -31,6 +31,7 @@ from pygents_ctx.model.events import (
 )
 from pygents_ctx.model.fallback import FallbackModel
 from pygents_ctx.model.gemini_model import GeminiModel
+from pygents_ctx.model.history_search import SEARCH_HISTORY_LIMIT, search_history
 from pygents_ctx.model.loop import ModelLoop
 from pygents_ctx.model.offload import ToolResultOffload
 from pygents_ctx.model.openai_model import OpenAIModel
@@ -39,6 +40,7 @@ from pygents_ctx.model.retry import RetryPolicy
 
 __all__ = [
     "MAX_BREAKPOINTS",
+    "SEARCH_HISTORY_LIMIT",
     "AgentValue",
     "AnthropicModel",
     "FallbackModel",
@@ -66,6 +68,7 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolResultOffload",
+    "search_history",
     "to_anthropic_tools",
     "to_gemini_tools",
     "to_openai_tools",

@@ -21,6 +21,12 @@ from pygents_ctx.context.stores.postgres import (
     PostgresContextStore,
     connect_postgres,
 )
+from pygents_ctx.context.stores.search import (
+    MAX_SEARCH_LIMIT,
+    MAX_SEARCH_QUERY,
+    HistoryHit,
+    search_text,
+)
 from pygents_ctx.context.stores.sqlite import SQLiteConnection, SQLiteContextStore, connect
 from pygents_ctx.errors import (
     ConcurrentModificationError,
@@ -33,9 +39,12 @@ from pygents_ctx.errors import (
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
+    "MAX_SEARCH_LIMIT",
+    "MAX_SEARCH_QUERY",
     "AutoCompactStore",
     "ConcurrentModificationError",
     "ContextStore",
+    "HistoryHit",
     "HistoryRetention",
     "LeaseLostError",
     "MemoryContextStore",
@@ -54,4 +63,5 @@ __all__ = [
     "compact_context",
     "connect",
     "connect_postgres",
+    "search_text",
 ]

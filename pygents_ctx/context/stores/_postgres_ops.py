@@ -35,6 +35,7 @@ from pygents_ctx.context.stores._lineage import (
     check_at,
     postgres_segments,
 )
+from pygents_ctx.context.stores._search_sql import indexed_words
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
@@ -82,6 +83,7 @@ class Batch(NamedTuple):
     tokens: list[int]
     previews: list[bytes | None]
     data: list[bytes]
+    words: list[str]  # what `search` indexes (`indexed_words`)
 
     @property
     def total(self) -> int:
@@ -99,9 +101,10 @@ def encode(messages: list[Message]) -> Batch:
     Raises:
         TypeError: A message holds a value JSON cannot hold.
     """
-    batch = Batch([], [], [])
+    batch = Batch([], [], [], [])
     for message in messages:
         batch.data.append(encode_message(message))
+        batch.words.append(indexed_words(message))
         preview = preview_of(message)
         batch.previews.append(None if preview is None else preview.encode())
         batch.tokens.append(count_message_tokens(message))
@@ -147,26 +150,32 @@ APPEND: Final = """
             preview = CASE WHEN s.preview = '' THEN excluded.preview ELSE s.preview END
         RETURNING s.next_position - %(n)s AS start, s.running_end - %(total)s AS base
     )
-    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data, running)
+    INSERT INTO pygents_messages
+        (session_id, position, run_id, tokens, preview, data, running, search)
     SELECT %(session)s, reserved.start + batch.ord - 1, %(run)s,
            batch.tokens, batch.preview, batch.data,
-           reserved.base + sum(batch.tokens) OVER (ORDER BY batch.ord)
+           reserved.base + sum(batch.tokens) OVER (ORDER BY batch.ord),
+           to_tsvector('simple', batch.words)
     FROM reserved,
-         unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[])
-             WITH ORDINALITY AS batch (tokens, preview, data, ord)
+         unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[],
+                %(words)s::text[])
+             WITH ORDINALITY AS batch (tokens, preview, data, words, ord)
 """
 
 # Messages put in at `start`: their running counts end at `end`, where the running
 # count of the row after them begins.
 INSERT_AT: Final = """
-    INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data, running)
+    INSERT INTO pygents_messages
+        (session_id, position, run_id, tokens, preview, data, running, search)
     SELECT %(session)s, %(start)s + batch.ord - 1, %(run)s,
            batch.tokens, batch.preview, batch.data,
            %(end)s - coalesce(sum(batch.tokens) OVER (
                ORDER BY batch.ord DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-           ), 0)
-    FROM unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[])
-        WITH ORDINALITY AS batch (tokens, preview, data, ord)
+           ), 0),
+           to_tsvector('simple', batch.words)
+    FROM unnest(%(tokens)s::integer[], %(previews)s::bytea[], %(data)s::bytea[],
+                %(words)s::text[])
+        WITH ORDINALITY AS batch (tokens, preview, data, words, ord)
 """
 
 
@@ -180,6 +189,7 @@ def _batch_params(session_id: str, run_id: str | None, batch: Batch) -> dict[str
         "tokens": batch.tokens,
         "previews": batch.previews,
         "data": batch.data,
+        "words": batch.words,
     }
 
 
@@ -432,10 +442,11 @@ async def replace_prefix(
             cursor = await conn.execute(
                 "WITH moved AS (DELETE FROM pygents_messages "
                 "  WHERE session_id = %(session)s AND position < %(boundary)s "
-                "  RETURNING position, run_id, tokens, preview, data), "
+                "  RETURNING position, run_id, tokens, preview, data, message_id, search), "
                 "archived AS (INSERT INTO pygents_archive "
-                "  (session_id, run_id, tokens, preview, data) "
-                "  SELECT %(session)s, run_id, tokens, preview, data FROM moved "
+                "  (session_id, run_id, tokens, preview, data, message_id, search) "
+                "  SELECT %(session)s, run_id, tokens, preview, data, message_id, search "
+                "  FROM moved "
                 "  ORDER BY position RETURNING tokens) "
                 "SELECT coalesce(sum(tokens), 0) FROM archived",
                 {"session": session_id, "boundary": boundary},
@@ -677,14 +688,17 @@ async def detach(session_id: str, conn: AsyncConnection[Any]) -> None:
     *inherited, _ = await postgres_segments(conn, session_id)
     for source, low, high, top in inherited:
         await conn.execute(
-            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
-            "SELECT %s, run_id, tokens, preview, data FROM pygents_archive "
+            "INSERT INTO pygents_archive "
+            "(session_id, run_id, tokens, preview, data, message_id, search) "
+            "SELECT %s, run_id, tokens, preview, data, message_id, search FROM pygents_archive "
             "WHERE session_id = %s AND id <= %s ORDER BY id",
             (session_id, source, top),
         )
         await conn.execute(
-            "INSERT INTO pygents_messages (session_id, position, run_id, tokens, preview, data) "
-            "SELECT %s, position, run_id, tokens, preview, data FROM pygents_messages "
+            "INSERT INTO pygents_messages "
+            "(session_id, position, run_id, tokens, preview, data, message_id, search) "
+            "SELECT %s, position, run_id, tokens, preview, data, message_id, search "
+            "FROM pygents_messages "
             "WHERE session_id = %s AND position >= %s AND position < %s",
             (session_id, source, low, high),
         )
@@ -839,10 +853,12 @@ async def restore(
         await detach_readers(session_id, LOWEST, conn)
         await conn.execute("DELETE FROM pygents_forks WHERE session_id = %s", (session_id,))
         await conn.execute(
-            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data) "
-            "SELECT %(session)s, b.run_id, b.tokens, b.preview, b.data "
+            "INSERT INTO pygents_archive (session_id, run_id, tokens, preview, data, search) "
+            "SELECT %(session)s, b.run_id, b.tokens, b.preview, b.data, "
+            "to_tsvector('simple', b.words) "
             "FROM unnest(%(runs)s::text[], %(tokens)s::integer[], %(previews)s::bytea[], "
-            "%(data)s::bytea[]) WITH ORDINALITY AS b (run_id, tokens, preview, data, ord) "
+            "%(data)s::bytea[], %(words)s::text[]) "
+            "WITH ORDINALITY AS b (run_id, tokens, preview, data, words, ord) "
             "ORDER BY b.ord",
             {
                 "session": session_id,
@@ -850,15 +866,17 @@ async def restore(
                 "tokens": old.tokens,
                 "previews": old.previews,
                 "data": old.data,
+                "words": old.words,
             },
         )
         await conn.execute(
             "INSERT INTO pygents_messages "
-            "(session_id, position, run_id, tokens, preview, data, running) "
+            "(session_id, position, run_id, tokens, preview, data, running, search) "
             "SELECT %(session)s, %(start)s + b.ord - 1, b.run_id, b.tokens, b.preview, b.data, "
-            "sum(b.tokens) OVER (ORDER BY b.ord) "
+            "sum(b.tokens) OVER (ORDER BY b.ord), to_tsvector('simple', b.words) "
             "FROM unnest(%(runs)s::text[], %(tokens)s::integer[], %(previews)s::bytea[], "
-            "%(data)s::bytea[]) WITH ORDINALITY AS b (run_id, tokens, preview, data, ord)",
+            "%(data)s::bytea[], %(words)s::text[]) "
+            "WITH ORDINALITY AS b (run_id, tokens, preview, data, words, ord)",
             {
                 "session": session_id,
                 "start": start,
@@ -866,6 +884,7 @@ async def restore(
                 "tokens": batch.tokens,
                 "previews": batch.previews,
                 "data": batch.data,
+                "words": batch.words,
             },
         )
         await usage_sql.insert_postgres(session_id, usage, conn)

@@ -21,6 +21,9 @@ picks another).
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
+- Version 6 adds to the live history and the archive `message_id` (from the
+  sequence `pygents_message_ids`, kept when a message is archived) and
+  `search`, the `tsvector` that `search` looks in (see `_search_sql`).
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
 - `pygents_forks` (version 4): what a forked session reads of other sessions'
@@ -35,10 +38,11 @@ NUL character, which a message may contain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from pygents_ctx.context.stores import _lease_sql as lease_sql
+from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
 from pygents_ctx.context.stores._usage_sql import POSTGRES_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
@@ -138,13 +142,20 @@ _V5: Final = (
     """,
 )
 
+# A step of a migration: a statement, or a coroutine function that runs on the
+# connection in the migration's transaction (what SQL alone cannot compute).
+Step: TypeAlias = "str | Callable[[AsyncConnection[Any]], Awaitable[None]]"
+
 # Version 2: usage records, one row per model call. Version 3: session leases.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+# Version 4: forks share rows. Version 5: running token counts. Version 6: the
+# full-text index of `search` (see `_search_sql`).
+MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
     lease_sql.POSTGRES_TABLE,
     _V4,
     _V5,
+    POSTGRES_INDEX,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
@@ -164,7 +175,7 @@ async def _version(conn: AsyncConnection[Any], table: str) -> int:
 
 async def migrate(
     conn: AsyncConnection[Any],
-    migrations: Sequence[Sequence[str]] = MIGRATIONS,
+    migrations: Sequence[Sequence[Step]] = MIGRATIONS,
     *,
     table: str = "pygents_schema",
     label: str = "context store",
@@ -198,9 +209,12 @@ async def migrate(
                 f"CREATE TABLE IF NOT EXISTS {table} "
                 "(id integer PRIMARY KEY CHECK (id = 1), version integer NOT NULL)"
             )
-            for step in migrations[version:]:
-                for statement in step:
-                    await conn.execute(statement)
+            for migration in migrations[version:]:
+                for step in migration:
+                    if isinstance(step, str):
+                        await conn.execute(step)
+                    else:
+                        await step(conn)
             await conn.execute(
                 f"INSERT INTO {table} (id, version) VALUES (1, %s) "
                 "ON CONFLICT (id) DO UPDATE SET version = excluded.version",

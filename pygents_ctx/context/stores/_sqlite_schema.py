@@ -31,6 +31,8 @@ Tables (schema version 7):
   the tables underneath, so SQL written against version 4 (the command line's
   viewer, export and import) works unchanged. The stores read through them
   and write the tables directly where it saves work.
+- `pygents_search` (version 8): the FTS5 index of every message's text, live
+  or archived, kept by triggers on `pygents_message_data` (see `_search_sql`).
 - `pygents_usage`: one row per model call whose usage was recorded, in order.
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
@@ -55,6 +57,7 @@ from pathlib import Path
 from typing import Final
 
 from pygents_ctx.context.stores import _lease_sql as lease_sql
+from pygents_ctx.context.stores._search_sql import SQLITE_INDEX
 from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
@@ -406,6 +409,8 @@ _V7: Final = (
 )
 
 # Version 3: usage records, one row per model call. Version 4: session leases.
+# Version 6: forks share rows. Version 7: running token counts. Version 8: the
+# full-text index of `search` (see `_search_sql`).
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -414,6 +419,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V5,
     _V6,
     _V7,
+    SQLITE_INDEX,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -10,7 +10,7 @@ every stored message, so `token_count()` never re-tokenizes.
 
 Messages taken out of the live history by `replace_prefix` (what compaction
 uses) are not deleted: they move to the session's *archive*, readable with
-`get_history(include_archived=True)`.
+`get_history(include_archived=True)` and found by `search`.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores._paged import check_batch, iter_windows
 from pygents_ctx.context.stores.lease import Fence, InProcessLeases, SessionLease, current_fence
+from pygents_ctx.context.stores.search import HistoryHit, candidate, check_search, rank
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import UsageRecord
 
@@ -334,6 +335,63 @@ class ContextStore(ClosesOnExit, ABC):
         """
         async for message in iter_windows(self, check_batch(batch), include_archived):
             yield message
+
+    async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
+        """The messages of the session that best match `query`, live or archived, best first.
+
+        What compaction archived or a strategy left out of the window is
+        found here as well as the live history. `query` is plain text: its
+        words are looked up, any of them may match, and no character is
+        syntax. Hits are ranked by relevance (BM25; `ts_rank` in PostgreSQL),
+        ties newest first. See `pygents_ctx.context.stores.search` for what is
+        searched and how words are split.
+
+        SQLite searches its FTS5 index and PostgreSQL its full-text index;
+        the memory store and this default (for stores of your own) scan the
+        session, this default reading it with `get_history` and knowing no
+        ids or run ids.
+
+        Args:
+            query: The words to look for, at most `MAX_SEARCH_QUERY` (1,000)
+                characters.
+            limit: The most hits to return, 1 to `MAX_SEARCH_LIMIT` (100).
+
+        Returns:
+            Up to `limit` hits; none when no word of the query is in the session.
+
+        Raises:
+            TypeError: `query` is not a str or `limit` is not an int.
+            ValueError: `query` is empty, whitespace or too long, or `limit`
+                is out of range; nothing is read.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx.context.stores import MemoryContextStore
+            >>> async def main():
+            ...     store = MemoryContextStore([Message("user", "The gate code is 4417.")])
+            ...     await store.replace_prefix(1, [Message("user", "(summary)")])
+            ...     hits = await store.search("what is the gate code?")
+            ...     return [(hit.archived, hit.message.text) for hit in hits]
+            >>> asyncio.run(main())
+            [(True, 'The gate code is 4417.')]
+        """
+        query, limit = check_search(query, limit)
+        live = await self.get_history()
+        archived: list[Message] = []
+        if takes_keyword(self.get_history, "include_archived"):
+            everything = await self.get_history(include_archived=True)
+            archived = everything[: max(len(everything) - len(live), 0)]
+        candidates = [
+            candidate(message, archived=part is archived, position=index, id=None, run_id=None)
+            for part in (archived, live)
+            for index, message in enumerate(part)
+        ]
+        return rank(candidates, query, limit)
+
+    async def _live_ids(self, count: int) -> list[int] | None:
+        """The ids of the oldest `count` live messages (what a summary of them records);
+        None for a store that keeps no ids (this default)."""
+        return None
 
     async def count(self) -> int:
         """The number of messages in the live history."""

@@ -28,12 +28,14 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
     can_replace_prefix,
 )
+from pygents_ctx.context.stores.search import HistoryHit
 from pygents_ctx.context.strategies.summarize import (
     Summarizer,
     bridge_message,
     is_bridge,
     is_summary,
     summary_message,
+    summary_ranges,
     summary_text,
 )
 from pygents_ctx.context.tokens import count_tokens
@@ -55,23 +57,35 @@ class _Plan:
         self.head = list(history[:head])
         start = head
         self.previous: str | None = None
+        # What the summary stands for: the ids the previous one named, then the old ones'.
+        self.covered: list[int | tuple[int, int]] = []
         if start < len(history) and is_summary(history[start]):
             self.previous = summary_text(history[start])
+            self.covered.extend(summary_ranges(history[start]))
             start += 1
             if start < len(history) and is_bridge(history[start]):
                 start += 1
         split = _safe_split(history, start, len(history) - keep_recent)
+        self.start = start
         self.old = list(history[start:split])
         self.recent = list(history[split:])
         self.replaced = list(history[:split])  # the oldest live messages, rewritten
 
+    async def read_ids(self, store: ContextStore) -> None:
+        """Note the store ids of the old messages, for the summary to name (when it has ids)."""
+        ids = await store._live_ids(len(self.replaced))
+        if ids is not None and len(ids) == len(self.replaced):
+            self.covered.extend(ids[self.start :])
+
     def compacted_prefix(self, summary: str) -> list[Message] | None:
         """Head, the summary and, when the recent part opens with a user message, a bridge.
 
-        None when that is no smaller than what it replaces: compaction never
-        grows the history (a long summary of a few short messages would).
+        The summary names the ids of the messages it replaces (`summary_of`),
+        with those its predecessor named. None when that is no smaller than
+        what it replaces: compaction never grows the history (a long summary
+        of a few short messages would).
         """
-        prefix = [*self.head, summary_message(summary)]
+        prefix = [*self.head, summary_message(summary, summary_of=self.covered)]
         if self.recent and self.recent[0].role == "user":
             prefix.append(bridge_message("assistant"))  # keep user/assistant alternating
         if count_tokens(prefix) >= count_tokens(self.replaced):
@@ -158,6 +172,7 @@ async def compact_context(
     plan = _Plan(await store.get_history(), keep_recent)
     if not plan.old:
         return None
+    await plan.read_ids(store)
     prefix = plan.compacted_prefix(await _summarize(plan, summarizer))
     return None if prefix is None else [*prefix, *plan.recent]
 
@@ -183,8 +198,10 @@ class AutoCompactStore(ContextStore):
       (`replace_prefix`), so a message appended while the summarizer runs is
       kept, after the compacted ones;
     - the replaced messages stay in the archive
-      (`get_history(include_archived=True)`), and the summary is a checkpoint
-      that the next compaction updates;
+      (`get_history(include_archived=True)`, `search`), and the summary is a
+      checkpoint that the next compaction updates; it names the store ids of
+      the messages it replaced in its metadata (`summary_of`, read with
+      `summary_covers`), where the store keeps ids;
     - it creates no extra session;
     - if the summarizer fails, the store is left exactly as it was and
       `SummarizationError` is raised;
@@ -300,6 +317,7 @@ class AutoCompactStore(ContextStore):
             plan = _Plan(await self.inner.get_history(), self.keep_recent)
             if not plan.old:
                 return False
+            await plan.read_ids(self.inner)
             prefix = plan.compacted_prefix(await _summarize(plan, self.summarizer))
             if prefix is None:
                 return False
@@ -352,6 +370,13 @@ class AutoCompactStore(ContextStore):
     async def count(self) -> int:
         """The inner store's live message count."""
         return await self.inner.count()
+
+    async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
+        """Search the inner store (see `ContextStore.search`)."""
+        return await self.inner.search(query, limit=limit)
+
+    async def _live_ids(self, count: int) -> list[int] | None:
+        return await self.inner._live_ids(count)
 
     async def token_count(self) -> int:
         """The inner store's live token count."""

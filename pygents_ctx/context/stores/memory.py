@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
@@ -30,6 +32,14 @@ from pygents_ctx.context.stores.base import (
     check_snapshot,
     fork_into,
 )
+from pygents_ctx.context.stores.search import (
+    HistoryHit,
+    candidate,
+    check_search,
+    rank,
+    search_text,
+    words,
+)
 from pygents_ctx.context.tokens import count_message_tokens
 
 __all__ = ["MemoryContextStore"]
@@ -39,6 +49,7 @@ class _Archived(NamedTuple):
     message: Message
     run_id: str | None
     tokens: int
+    id: int
 
 
 class MemoryContextStore(ContextStore):
@@ -76,10 +87,16 @@ class MemoryContextStore(ContextStore):
         batch = check_messages(() if messages is None else messages)
         self._session_id = None if session_id is None else check_session_id(session_id)
         self._created_at = now_iso()
-        # Three parallel lists: reading the history is one list copy.
+        # Parallel lists: reading the history is one list copy.
         self._messages: list[Message] = []
         self._runs: list[str | None] = []
         self._counts: list[int] = []
+        # Each message's id: numbered in the order the store took them, kept when
+        # archived, copied by `fork` (so a fork's summaries name the same ids).
+        self._ids: list[int] = []
+        self._new_ids = itertools.count(1)
+        # The words of each message, by id, counted on its first search.
+        self._words: dict[int, Counter[str]] = {}
         self._total = 0
         self._archive: list[_Archived] = []
         self._preview = ""
@@ -93,6 +110,7 @@ class MemoryContextStore(ContextStore):
         counts = [count_message_tokens(message) for message in batch]
         self._messages.extend(batch)
         self._runs.extend([run_id] * len(batch))
+        self._ids.extend(itertools.islice(self._new_ids, len(batch)))
         self._counts.extend(counts)
         self._total += sum(counts)
         self._note_preview(batch)
@@ -151,6 +169,40 @@ class MemoryContextStore(ContextStore):
         """The number of messages in the live history."""
         return len(self._messages)
 
+    async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
+        """The best matches for `query` in the archive and the live history (see
+        `ContextStore.search`): a scan ranked by BM25 over the session, with ids.
+
+        Each message's words are counted on its first search and kept.
+        """
+        query, limit = check_search(query, limit)
+        parts = (
+            [(entry.message, entry.run_id, entry.id) for entry in self._archive],
+            list(zip(self._messages, self._runs, self._ids, strict=True)),
+        )
+        candidates = [
+            candidate(
+                message,
+                archived=part is parts[0],
+                position=index,
+                id=message_id,
+                run_id=run_id,
+                counts=self._counted(message_id, message),
+            )
+            for part in parts
+            for index, (message, run_id, message_id) in enumerate(part)
+        ]
+        return rank(candidates, query, limit)
+
+    def _counted(self, message_id: int, message: Message) -> Counter[str]:
+        found = self._words.get(message_id)
+        if found is None:
+            found = self._words[message_id] = Counter(words(search_text(message)))
+        return found
+
+    async def _live_ids(self, count: int) -> list[int] | None:
+        return self._ids[:count]
+
     async def token_count(self) -> int:
         """The total token count of the live history (a running sum)."""
         return self._total
@@ -158,10 +210,11 @@ class MemoryContextStore(ContextStore):
     async def clear(self) -> None:
         """Remove every message, live and archived; token usage stays."""
         self._check_fence()
-        self._messages, self._runs, self._counts = [], [], []
+        self._messages, self._runs, self._counts, self._ids = [], [], [], []
         self._total = 0
         self._archive = []
         self._preview = ""
+        self._words = {}
 
     async def clear_run(self, run_id: str) -> None:
         """Remove the messages appended with `run_id`, live and archived.
@@ -175,14 +228,17 @@ class MemoryContextStore(ContextStore):
             return  # nothing of that run: the preview stays, as in SQLite
         kept = [
             entry
-            for entry in zip(self._messages, self._runs, self._counts, strict=True)
+            for entry in zip(self._messages, self._runs, self._counts, self._ids, strict=True)
             if entry[1] != target
         ]
-        self._messages = [message for message, _, _ in kept]
-        self._runs = [run for _, run, _ in kept]
-        self._counts = [count for _, _, count in kept]
+        self._messages = [message for message, _, _, _ in kept]
+        self._runs = [run for _, run, _, _ in kept]
+        self._counts = [count for _, _, count, _ in kept]
+        self._ids = [message_id for _, _, _, message_id in kept]
         self._total = sum(self._counts)
         self._archive = [entry for entry in self._archive if entry.run_id != target]
+        held = {*self._ids, *(entry.id for entry in self._archive)}
+        self._words = {key: value for key, value in self._words.items() if key in held}
         self._preview = ""
         self._note_preview(entry.message for entry in self._archive)
         self._note_preview(self._messages)
@@ -222,12 +278,17 @@ class MemoryContextStore(ContextStore):
         self._archive.extend(
             _Archived(*entry)
             for entry in zip(
-                self._messages[:count], self._runs[:count], self._counts[:count], strict=True
+                self._messages[:count],
+                self._runs[:count],
+                self._counts[:count],
+                self._ids[:count],
+                strict=True,
             )
         )
         counts = [count_message_tokens(message) for message in batch]
         self._messages = batch + self._messages[count:]
         self._runs = [run_id] * len(batch) + self._runs[count:]
+        self._ids = list(itertools.islice(self._new_ids, len(batch))) + self._ids[count:]
         self._counts = counts + self._counts[count:]
         self._total = sum(self._counts)
         self._note_preview(batch)
@@ -249,6 +310,8 @@ class MemoryContextStore(ContextStore):
         clone = MemoryContextStore(session_id=session_id)
         clone._messages, clone._runs = self._messages[:keep], self._runs[:keep]
         clone._counts = self._counts[:keep]
+        clone._ids, clone._words = self._ids[:keep], dict(self._words)
+        clone._new_ids = itertools.count(max([0, *self._ids, *(e.id for e in self._archive)]) + 1)
         clone._total = self._total if keep == held else sum(clone._counts)
         clone._archive = list(self._archive)
         if keep == held:
@@ -272,7 +335,9 @@ class MemoryContextStore(ContextStore):
         held = len(self._messages)
         keep = check_at(to, held, self.session_id, "rewind(to=...)")
         self._check_fence()
-        del self._messages[keep:], self._runs[keep:], self._counts[keep:]
+        for gone in self._ids[keep:]:
+            self._words.pop(gone, None)
+        del self._messages[keep:], self._runs[keep:], self._counts[keep:], self._ids[keep:]
         self._total = sum(self._counts)
         self._preview = ""
         self._note_preview(entry.message for entry in self._archive)
@@ -303,7 +368,12 @@ class MemoryContextStore(ContextStore):
             raise session_not_empty(self.session_id)
         _storable(stored.message for stored in (*snapshot.archived, *snapshot.messages))
         self._archive = [
-            _Archived(stored.message, stored.run_id, count_message_tokens(stored.message))
+            _Archived(
+                stored.message,
+                stored.run_id,
+                count_message_tokens(stored.message),
+                next(self._new_ids),
+            )
             for stored in snapshot.archived
         ]
         self._note_preview(entry.message for entry in self._archive)

@@ -21,6 +21,7 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _postgres_ops as ops
+from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     ClosesOnExit,
@@ -45,6 +46,7 @@ from pygents_ctx.context.stores.base import (
     check_snapshot,
 )
 from pygents_ctx.context.stores.lease import fenced
+from pygents_ctx.context.stores.search import HistoryHit, check_search
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import StoreClosedError
 
@@ -371,6 +373,18 @@ class PostgresContextStore(ContextStore):
         return self._conn.run(
             partial(paged.postgres_page, self.session_id, table, key, after, limit)
         )
+
+    async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
+        """The best matches for `query` in the archive and the live history, from the
+        full-text index (see `ContextStore.search`); a hit's `id` is its `message_id`.
+        """
+        query, limit = check_search(query, limit)
+        return await self._conn.run(
+            partial(search_sql.search_postgres, self.session_id, query, limit)
+        )
+
+    async def _live_ids(self, count: int) -> list[int] | None:
+        return await self._conn.run(partial(search_sql.live_ids_postgres, self.session_id, count))
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _paged as paged
+from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
@@ -50,6 +51,7 @@ from pygents_ctx.context.stores.base import (
     check_snapshot,
 )
 from pygents_ctx.context.stores.lease import fenced
+from pygents_ctx.context.stores.search import HistoryHit, check_search
 from pygents_ctx.context.usage import UsageRecord
 
 if TYPE_CHECKING:
@@ -281,6 +283,17 @@ class SQLiteContextStore(ContextStore):
 
     def _page(self, table: str, key: str, after: int | None, limit: int) -> Awaitable[list[Any]]:
         return self._conn.run(partial(paged.sqlite_page, self.session_id, table, key, after, limit))
+
+    async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
+        """The best matches for `query` in the archive and the live history, from the
+        FTS5 index (see `ContextStore.search`); a hit's `id` is its data row's id.
+        """
+        query, limit = check_search(query, limit)
+        read = partial(search_sql.search_sqlite, self.session_id, query, limit)
+        return await self._conn.run(partial(ops.in_transaction, work=read, begin="BEGIN"))
+
+    async def _live_ids(self, count: int) -> list[int] | None:
+        return await self._conn.run(partial(search_sql.live_ids_sqlite, self.session_id, count))
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""

@@ -30,7 +30,9 @@ from pygents_ctx.context.strategies.summarize import (
     is_bridge,
     is_summary,
     render_transcript,
+    summary_covers,
     summary_message,
+    summary_ranges,
     summary_text,
 )
 from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Truncate
@@ -61,6 +63,8 @@ __all__ = [
     "model_context_window",
     "register_model",
     "render_transcript",
+    "summary_covers",
     "summary_message",
+    "summary_ranges",
     "summary_text",
 ]

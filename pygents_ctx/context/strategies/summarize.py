@@ -5,6 +5,11 @@ A summary message is an ordinary message whose (one) text block starts with
 formats; `is_summary` recognises it and `summary_text` reads it back. A later
 `Summarize` finds it and *updates* it: the summarizer gets the previous summary
 and only the messages that became old since, and the window keeps one summary.
+
+A summary a store's compaction writes also names the store ids of the
+messages it replaced, in its metadata (`{"summary_of": [[first, last], ...]}`,
+see `summary_message`): `summary_covers` tells whether it stands for a given
+message, so a message found by `ContextStore.search` can be shown in its place.
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ __all__ = [
     "is_bridge",
     "is_summary",
     "render_transcript",
+    "summary_covers",
     "summary_message",
+    "summary_ranges",
     "summary_text",
 ]
 
@@ -61,6 +68,8 @@ _BRIDGE_TEXT: Final[dict[str, str]] = {
 # Summaries remembered per instance. Each holds references to the messages it
 # covers; a few are enough for one conversation and a branch or two.
 _CACHE_SIZE: Final = 8
+# The most id ranges a summary's `summary_of` holds: a summary stays small.
+MAX_SUMMARY_RANGES: Final = 32
 
 
 @runtime_checkable
@@ -78,21 +87,104 @@ class Summarizer(Protocol):
     async def __call__(self, messages: list[Message], previous_summary: str | None, /) -> str: ...
 
 
-def summary_message(text: str, *, role: SummaryRole = "user") -> Message:
+def summary_message(
+    text: str,
+    *,
+    role: SummaryRole = "user",
+    summary_of: Iterable[int | tuple[int, int]] = (),
+) -> Message:
     """A summary message: one text block, `SUMMARY_PREFIX` followed by `text`.
 
+    With `summary_of`, the store ids of the messages it replaces (ids, or
+    inclusive `(first, last)` ranges of them), its metadata records them as
+    `{"summary_of": [[first, last], ...]}`: sorted, inclusive ranges,
+    consecutive ids folded into one. At most `MAX_SUMMARY_RANGES` (32)
+    ranges are kept: beyond that the closest ranges are joined, so a range may
+    then span ids of messages the summary did not replace (in a database store,
+    those of other sessions too). Read it with `summary_covers`.
+
     Raises:
-        ValueError: `text` is not a non-empty string, or `role` is not "user" or "assistant".
+        ValueError: `text` is not a non-empty string, `role` is not "user" or
+            "assistant", or `summary_of` holds something other than ints and
+            pairs of ints.
 
     Examples:
         >>> is_summary(summary_message("The user asked for a haiku."))
         True
+        >>> summary_message("Ten messages.", summary_of=[3, 4, 5, 9]).metadata
+        {'summary_of': [[3, 5], [9, 9]]}
     """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"summary_message text must be a non-empty string, not {text!r}")
     if role != "user" and role != "assistant":
         raise ValueError(f"summary_message role must be 'user' or 'assistant', not {role!r}")
-    return Message(role, [TextBlock(SUMMARY_PREFIX + text)])
+    ranges = _ranges(summary_of)
+    metadata = {"summary_of": ranges} if ranges else None
+    return Message(role, [TextBlock(SUMMARY_PREFIX + text)], metadata=metadata)
+
+
+def _ranges(ids: Iterable[int | tuple[int, int]]) -> list[list[int]]:
+    """Sorted inclusive ranges of `ids`, at most `MAX_SUMMARY_RANGES` (the closest joined)."""
+    spans: list[tuple[int, int]] = []
+    for value in ids:
+        span = (value, value) if isinstance(value, int) else value
+        if (
+            not isinstance(span, tuple)
+            or len(span) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in span)
+            or span[0] > span[1]
+        ):
+            raise ValueError(
+                f"summary_of must hold message ids (ints) or (first, last) ranges, not {value!r}"
+            )
+        spans.append(span)
+    ranges: list[list[int]] = []
+    for first, last in sorted(spans):
+        if ranges and first <= ranges[-1][1] + 1:
+            ranges[-1][1] = max(ranges[-1][1], last)
+        else:
+            ranges.append([first, last])
+    if len(ranges) > MAX_SUMMARY_RANGES:
+        gaps = sorted(range(1, len(ranges)), key=lambda i: ranges[i][0] - ranges[i - 1][1])
+        joined = set(gaps[: len(ranges) - MAX_SUMMARY_RANGES])
+        merged: list[list[int]] = []
+        for index, (first, last) in enumerate(ranges):
+            if index in joined:
+                merged[-1][1] = last
+            else:
+                merged.append([first, last])
+        ranges = merged
+    return ranges
+
+
+def summary_ranges(message: Message) -> list[tuple[int, int]]:
+    """The `(first, last)` id ranges a summary's `summary_of` names; [] for other messages."""
+    metadata = message.metadata
+    found = metadata.get("summary_of") if metadata else None
+    if not isinstance(found, list):
+        return []
+    return [
+        (span[0], span[1])
+        for span in found
+        if isinstance(span, list)
+        and len(span) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in span)
+    ]
+
+
+def summary_covers(summary: Message, message_id: int) -> bool:
+    """True if `summary` replaced the message with id `message_id` (its `summary_of` says so).
+
+    Use it to show a `ContextStore.search` hit from the archive in its place:
+    the live summary that covers the hit's `id` is where it was.
+
+    Examples:
+        >>> summary_covers(summary_message("Old talk.", summary_of=[7, 8]), 8)
+        True
+        >>> summary_covers(summary_message("Old talk."), 8)
+        False
+    """
+    return any(first <= message_id <= last for first, last in summary_ranges(summary))
 
 
 def is_summary(message: Message) -> bool:

@@ -32,6 +32,7 @@ from pygents_ctx.context.strategies.summarize import (
     bridge_message,
     is_bridge,
     is_summary,
+    summary_covers,
     summary_message,
     summary_text,
 )
@@ -358,12 +359,19 @@ async def test_a_store_too_short_to_compact_is_left_alone(make_store: MakeStore)
 async def test_compact_replaces_the_old_part_with_a_summary(make_store: MakeStore) -> None:
     history = words(10)
     store = AutoCompactStore(await make_store(*history), ScriptedSummarizer(["short"]))
+    ids = await store._live_ids(10)
+    assert ids is not None
+    assert len(set(ids)) == 10  # every built-in store keeps ids
 
     assert await store.compact() is True
 
     live = await store.get_history()
     # The recent part starts with a user message: a bridge keeps the roles alternating.
-    assert live == [summary_message("short"), bridge_message("assistant"), *history[4:]]
+    # The summary names the ids of the four messages it replaced.
+    summary = summary_message("short", summary_of=ids[:4])
+    assert live == [summary, bridge_message("assistant"), *history[4:]]
+    assert all(summary_covers(live[0], i) for i in ids[:4])
+    assert not any(summary_covers(live[0], i) for i in ids[4:])
     assert await store.count() == 8
     assert await store.token_count() == count_tokens(live)
     assert await store.token_count() < count_tokens(history)
@@ -381,6 +389,8 @@ async def test_messages_written_while_the_summarizer_runs_are_kept_after_it(
         return "short"
 
     store = AutoCompactStore(await make_store(*history), ScriptedSummarizer(slow), max_tokens=100)
+    ids = await store._live_ids(4)
+    assert ids is not None
     compacting = asyncio.create_task(store.add_context_tokens(1_000, 0))
     await started.wait()
     late = [Message("user", "late 1"), Message("assistant", "late 2"), Message("user", "late 3")]
@@ -390,7 +400,8 @@ async def test_messages_written_while_the_summarizer_runs_are_kept_after_it(
     await compacting
 
     live = await store.get_history()
-    assert live == [summary_message("short"), bridge_message("assistant"), *history[4:], *late]
+    summary = summary_message("short", summary_of=ids)
+    assert live == [summary, bridge_message("assistant"), *history[4:], *late]
     assert await store.count() == len(live)
     assert await store.token_count() == count_tokens(live)
 
@@ -492,23 +503,29 @@ async def test_two_compactions_leave_one_updated_summary_and_archive_everything(
     first, second = words(8, "a"), words(4, "b")
     summarizer = ScriptedSummarizer(["First summary.", "Updated summary."])
     store = AutoCompactStore(await make_store(*first), summarizer, keep_recent=2)
+    first_ids = await store._live_ids(8)
+    assert first_ids is not None
 
     assert await store.compact() is True
     await store.append_many(second)
+    second_ids = await store._live_ids(6)  # the summary, its bridge, b0, b1, ...
+    assert second_ids is not None
     assert await store.compact() is True
 
     bridge = bridge_message("assistant")  # both recent parts start with a user message
     live = await store.get_history()
-    assert live == [summary_message("Updated summary."), bridge, *second[2:]]
+    # The updated summary stands for what the first did, and what it folded in since.
+    updated = summary_message("Updated summary.", summary_of=[*first_ids, *second_ids[4:]])
+    assert live == [updated, bridge, *second[2:]]
     assert [c.previous_summary for c in summarizer.calls] == [None, "First summary."]
     assert list(summarizer.calls[1].messages) == first[6:] + second[:2]
     assert await store.get_history(include_archived=True) == [
         *first[:6],
-        summary_message("First summary."),
+        summary_message("First summary.", summary_of=first_ids[:6]),
         bridge,
         *first[6:],
         *second[:2],
-        summary_message("Updated summary."),
+        updated,
         bridge,
         *second[2:],
     ]
@@ -526,7 +543,8 @@ async def test_the_bridge_is_replaced_not_summarized(make_store: MakeStore) -> N
 
     live = await store.get_history()
     assert [is_bridge(m) for m in live].count(True) == 1
-    assert live[:2] == [summary_message("Updated summary."), bridge_message("assistant")]
+    assert summary_text(live[0]) == "Updated summary."
+    assert live[1] == bridge_message("assistant")
     assert not any(is_bridge(m) or is_summary(m) for m in summarizer.calls[1].messages)
 
 

@@ -33,8 +33,13 @@ TABLES = [
     "pygents_sessions",
     "pygents_usage",
 ]
+# FTS5 keeps the search index in tables of its own, named after it.
+SEARCH_TABLES = {
+    "pygents_search",
+    *(f"pygents_search_{part}" for part in ("config", "data", "docsize", "idx")),
+}
 SQLITE_TABLES = sorted(
-    {*TABLES, "pygents_archive_rows", "pygents_live_rows", "pygents_message_data"}
+    {*TABLES, "pygents_archive_rows", "pygents_live_rows", "pygents_message_data", *SEARCH_TABLES}
     - {"pygents_archive", "pygents_messages"}
 )
 
@@ -297,7 +302,7 @@ async def test_a_new_database_gets_the_current_schema_version(
     tables = raw(db_path, "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
     assert [name for (name,) in tables] == SQLITE_TABLES
     views = raw(db_path, "SELECT name FROM sqlite_master WHERE type = 'view' ORDER BY name")
-    assert views == [("pygents_archive",), ("pygents_messages",)]
+    assert views == [("pygents_archive",), ("pygents_messages",), ("pygents_search_source",)]
 
 
 async def test_a_newer_schema_is_refused_with_a_clear_error(db_path: Path) -> None:

@@ -250,6 +250,16 @@ async def test_a_fork_searches_its_own_copy(make_store: MakeStore) -> None:
     assert sorted(found(await fork.search("walrus"))) == ["walrus facts", "walrus news"]
     assert [hit.archived for hit in await fork.search("facts")] == [True]
 
+    # A fork of the oldest messages only reads what it was cut at.
+    await store.append(Message("user", "walrus later"))
+    early = await store.fork(at=1)
+    assert found(await early.search("walrus")) == ["walrus facts"]
+    assert sorted(found(await store.search("walrus"))) == ["walrus facts", "walrus later"]
+    # The parent compacting (its forks then copy what they read) changes no fork's search.
+    await store.replace_prefix(2, [Message("user", "(walrus summary)")])
+    assert sorted(found(await fork.search("walrus"))) == ["walrus facts", "walrus news"]
+    assert found(await early.search("walrus")) == ["walrus facts"]
+
 
 async def test_an_archived_hit_is_shown_in_place_of_the_summary_that_replaced_it(
     make_store: MakeStore,

@@ -42,6 +42,7 @@ from pygents_ctx.context.stores import (
     MAX_MESSAGE_BYTES,
     MAX_SEARCH_LIMIT,
     MAX_SEARCH_QUERY,
+    ApprovalDecision,
     AutoCompactStore,
     ContextStore,
     HistoryHit,
@@ -93,6 +94,7 @@ from pygents_ctx.context.strategies import (
 )
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import (
+    ApprovalError,
     ArgumentProblem,
     BlobNotFoundError,
     CollectionNotFoundError,
@@ -225,6 +227,8 @@ __all__ = [
     "AgentScope",
     "AgentValue",
     "AnthropicModel",
+    "ApprovalDecision",
+    "ApprovalError",
     "ArgumentProblem",
     "AutoCompactStore",
     "BM25Selector",

@@ -28,6 +28,7 @@ PygentsError
 ├── BlobNotFoundError (KeyError)       no blob under that name
 ├── ToolResultNotFoundError (KeyError) no offloaded tool result under that handle in the session
 ├── TaskNotFoundError (KeyError)       no task with that id on the board
+├── ApprovalError (ValueError)         a decision on a tool call that does not wait for one
 ├── TaskTransitionError (ValueError)   a task status change the board does not allow
 │   └── RetryLimitError                a task has used all of its attempts
 ├── MissingExtensionError (RuntimeError) a database extension a store needs is missing
@@ -349,6 +350,25 @@ class ToolResultNotFoundError(_UnregisteredError):
 
 class TaskNotFoundError(_UnregisteredError):
     """A task board has no task with the id asked for."""
+
+
+class ApprovalError(PygentsError, ValueError):
+    """A decision (`ModelLoop.approve` / `reject`) on a tool call that does not wait for one.
+
+    The call is unknown, needs no approval, was decided the other way
+    already, or no longer waits: a newer message answered it. Nothing was
+    changed. `loop.pending_approvals()` lists the calls that do wait.
+
+    Attributes:
+        call_id: The call the decision named.
+        pending: The ids of the calls waiting for a decision now, in the
+            order the model made them (empty when none waits).
+    """
+
+    def __init__(self, message: str, *, call_id: str, pending: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.pending = pending
 
 
 class TaskTransitionError(PygentsError, ValueError):

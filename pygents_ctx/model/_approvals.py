@@ -1,16 +1,22 @@
 """A person's approval of a model's tool calls: which calls need it, the decisions, the results.
 
-A `model_act` step that finds calls needing approval stops the run and waits
-on the agent's queue. Its kwargs hold the reply's calls and `approvals`: each
-call that needs a decision, mapped to None while undecided, then to
-`{"approved": True}` or `{"approved": False, "reason": ...}`. Being kwargs of
-a queued turn, they are saved with the agent and loaded with it.
+The store is the truth (`approval_state`): the calls waiting are the newest
+assistant message's calls that no later message answers and whose tool
+`needs_approval`, and the decisions are kept on the session
+(`ContextStore.record_decision`). So a loop made in another request or
+process, over the same store, lists and decides them with nothing else saved.
+
+A `model_act` step that finds a call undecided stops the run, and stays
+queued on the agent (its `approvals` kwarg marks it) so a stream stopped
+there does not answer the calls as cancelled, and a new prompt drops it
+(`ModelLoop`); `model_ask` then answers its calls as not run. In agents
+saved by older versions the kwarg also holds decisions: they are recorded in
+the store on the first look.
 
 None of the reply's calls runs until every waiting one is decided; then the
 approved calls and those that needed no approval run, and each rejected call
 is answered with an error result carrying the reason, all in one results
-message in the calls' order (`run_decided`). A new prompt drops the waiting
-step (`ModelLoop`), and `model_ask` answers its calls as not run.
+message in the calls' order (`run_decided`).
 """
 
 from __future__ import annotations
@@ -22,19 +28,23 @@ from typing import Any, Final
 
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.items import ContextItem
-from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock, from_dict
+from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.stores.base import ApprovalDecision, ContextStore
+from pygents_ctx.errors import ApprovalError
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
-from pygents_ctx.model._tool_calls import tool_arguments
+from pygents_ctx.model._tool_calls import tool_arguments, unanswered_calls
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
 __all__ = [
     "REJECTED",
+    "approval_state",
     "approvals_needed",
-    "decide",
+    "check_decision",
+    "decisions_of",
     "needs_approval",
+    "pending_of",
     "run_decided",
-    "waiting_calls",
     "waiting_step",
 ]
 
@@ -75,78 +85,112 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
 
 async def approvals_needed(
     calls: list[ToolUseBlock], tools: Mapping[str, Tool[..., Any]]
-) -> dict[str, Any]:
+) -> dict[str, None]:
     """The calls a person must approve, each undecided (None), for a step's `approvals`."""
     return {call.id: None for call in calls if await needs_approval(call, tools)}
 
 
-def _step_state(step: Turn) -> tuple[list[ToolUseBlock], dict[str, Any]]:
-    kwargs = step.kwargs
-    calls = [call for call in map(from_dict, kwargs["calls"]) if isinstance(call, ToolUseBlock)]
-    return calls, dict(kwargs["approvals"])
-
-
-def waiting_calls(step: Turn) -> list[ToolUseBlock]:
-    """The calls of a waiting `model_act` step that no one has decided yet, in the reply's order."""
-    calls, approvals = _step_state(step)
-    return [call for call in calls if call.id in approvals and not approvals[call.id]]
-
-
-def waiting_step(agent: Agent, stopped: Turn | None) -> Turn | None:
-    """The `model_act` step holding calls to decide: `stopped` (by this run), or the queued one."""
-    if stopped is not None:
-        return stopped
+def waiting_step(agent: Agent) -> Turn | None:
+    """The `model_act` step a run that stopped for approvals left queued on `agent`, if any."""
     for turn in agent.queue:
-        if turn.tool_name == "model_act" and turn.kwargs.get("approvals"):
+        if turn.tool_name == "model_act" and "approvals" in turn.kwargs:
             return turn
     return None
 
 
-def decide(agent: Agent, step: Turn | None, call_id: object, decision: dict[str, Any]) -> None:
-    """Record `decision` for `call_id` on the waiting `step`; an error changes nothing.
+async def approval_state(
+    history: list[Message], tools: Mapping[str, Tool[..., Any]], store: ContextStore
+) -> tuple[list[ToolUseBlock], dict[str, ApprovalDecision | None]]:
+    """The stored calls without results, and those that need approval mapped to their decisions.
+
+    The truth is the store: the newest assistant message's calls that no
+    later message answers, the tools' `needs_approval`, and the decisions
+    recorded on the session (`ContextStore.record_decision`). A call mapped
+    to None waits.
+    """
+    calls = unanswered_calls(history)
+    return calls, await decisions_of(calls, tools, store)
+
+
+async def decisions_of(
+    calls: list[ToolUseBlock], tools: Mapping[str, Tool[..., Any]], store: ContextStore
+) -> dict[str, ApprovalDecision | None]:
+    """Each of `calls` that needs approval, mapped to its recorded decision (None: waits)."""
+    needed = await approvals_needed(calls, tools)
+    if not needed:
+        return {}
+    decisions = await store.get_decisions()
+    return {call_id: decisions.get(call_id) for call_id in needed}
+
+
+def pending_of(
+    calls: list[ToolUseBlock], approvals: Mapping[str, ApprovalDecision | None]
+) -> list[ToolUseBlock]:
+    """The calls no one has decided yet, in the reply's order."""
+    return [call for call in calls if call.id in approvals and approvals[call.id] is None]
+
+
+def check_decision(
+    agent: Agent,
+    history: list[Message],
+    calls: list[ToolUseBlock],
+    approvals: Mapping[str, ApprovalDecision | None],
+    call_id: object,
+    decision: ApprovalDecision,
+) -> bool:
+    """Whether `decision` on `call_id` is still to record (False: it is already).
 
     Raises:
         TypeError: `call_id` is not a str.
-        ValueError: There is no waiting step, it holds no call `call_id` that
-            needs a decision, or the call was decided otherwise already.
+        ApprovalError: The call does not wait for a decision: unknown, needs
+            none, answered by a newer message, or decided the other way.
     """
     if not isinstance(call_id, str):
         raise TypeError(f"a tool call id is a str (ToolUseBlock.id), not {call_id!r}")
-    if step is None:
-        raise ValueError(
-            f"no tool call of agent {agent.name!r} waits for approval, so {call_id!r} "
-            "cannot be decided; decide after a run ends with LoopStop.APPROVAL"
-        )
-    calls, approvals = _step_state(step)
+    waiting = pending_of(calls, approvals)
+    ids = tuple(call.id for call in waiting)
+    listed = ", ".join(f"{call.id!r} ({call.name})" for call in waiting)
+    now = (
+        f"the calls waiting now are {listed} (loop.pending_approvals())"
+        if waiting
+        else "no call waits now; decide after a run ends with LoopStop.APPROVAL"
+    )
     if call_id not in approvals:
         names = {call.id: call.name for call in calls}
         if call_id in names:
             problem = f"call {call_id!r} ({names[call_id]}) needs no approval: it runs as it is"
+        elif any(call.id == call_id for message in history for call in message.tool_uses):
+            problem = (
+                f"call {call_id!r} of agent {agent.name!r} no longer waits for approval: a "
+                "newer message answered it (the conversation moved on), so a decision would "
+                "run nothing; to have it run, ask the model again"
+            )
         else:
-            problem = f"there is no waiting call {call_id!r}"
-        waiting = ", ".join(f"{c.id!r} ({c.name})" for c in calls if c.id in approvals)
-        raise ValueError(f"{problem}; the calls to decide are {waiting} (loop.pending_approvals)")
+            problem = f"agent {agent.name!r} has no tool call {call_id!r} waiting for approval"
+        raise ApprovalError(f"{problem}; {now}", call_id=call_id, pending=ids)
     held = approvals[call_id]
-    if held == decision:
-        return
-    if held:
-        was = "approved" if held["approved"] else f"rejected (reason {held['reason']!r})"
-        raise ValueError(
+    if held is None:
+        return True
+    if held != decision:
+        was = "approved" if held.approved else f"rejected (reason {held.reason!r})"
+        raise ApprovalError(
             f"call {call_id!r} was already {was}, and a decision is final; to drop the "
-            "waiting calls instead, give the loop a new prompt"
+            f"waiting calls instead, give the loop a new prompt; {now}",
+            call_id=call_id,
+            pending=ids,
         )
-    step.kwargs = {**step.kwargs, "approvals": {**approvals, call_id: decision}}
+    return False
 
 
 def _refused_results(
-    calls: list[ToolUseBlock], approvals: Mapping[str, Any]
+    calls: list[ToolUseBlock], approvals: Mapping[str, ApprovalDecision | None]
 ) -> dict[str, ToolResultBlock]:
     """The results the model reads for the rejected calls: an error with the person's reason."""
     refused: dict[str, ToolResultBlock] = {}
     for call in calls:
         decision = approvals.get(call.id)
-        if decision and not decision["approved"]:
-            reason = decision.get("reason")
+        if decision is not None and not decision.approved:
+            reason = decision.reason
             text = f"{REJECTED}: {reason}" if reason else REJECTED
             refused[call.id] = ToolResultBlock(call.id, text, is_error=True)
     return refused
@@ -154,7 +198,7 @@ def _refused_results(
 
 async def run_decided(
     calls: list[ToolUseBlock],
-    approvals: Mapping[str, Any],
+    approvals: Mapping[str, ApprovalDecision | None],
     run: Callable[[list[ToolUseBlock]], AsyncIterator[Any]],
     route: Callable[[ContextItem[Any]], Awaitable[None]],
 ) -> AsyncGenerator[Any, None]:

@@ -63,15 +63,18 @@ from pygents_ctx.context.messages import (
     from_dict,
     to_dict,
 )
-from pygents_ctx.context.stores.lease import SessionLease, check_lease_options
+from pygents_ctx.context.stores.base import ApprovalDecision
+from pygents_ctx.context.stores.base import check_decision as check_storable
+from pygents_ctx.context.stores.lease import SessionLease, check_lease_options, current_fence
 from pygents_ctx.context.usage import Usage, UsageRecord
 from pygents_ctx.errors import OutputValidationError, SafeExecutionError, ToolResultNotFoundError
 from pygents_ctx.model._acting import cancel_unanswered, run_calls
 from pygents_ctx.model._approvals import (
-    approvals_needed,
-    decide,
+    approval_state,
+    check_decision,
+    decisions_of,
+    pending_of,
     run_decided,
-    waiting_calls,
     waiting_step,
 )
 from pygents_ctx.model._loop_checks import check_options
@@ -358,46 +361,86 @@ class ModelLoop:
 
     # -- approvals (see pygents_ctx.model._approvals) -------------------------------
 
-    @property
-    def pending_approvals(self) -> list[ToolUseBlock]:
+    async def pending_approvals(self) -> list[ToolUseBlock]:
         """The tool calls waiting for a person's decision, in the order the model made them.
 
-        Read from the `model_act` step the agent holds, so an agent saved and
-        loaded in another process lists them too. Empty when none waits.
+        Read from the store: the newest reply's calls without results whose
+        tool `needs_approval`, less those decided. So a loop made in another
+        request or process over the same session lists them too. Empty when
+        none waits.
         """
-        step = self._approval_step()
-        return [] if step is None else waiting_calls(step)
+        _, calls, approvals = await self._approval_state()
+        return pending_of(calls, approvals)
 
-    def approve(self, call_id: str) -> None:
+    async def approve(self, call_id: str) -> None:
         """Let the waiting call `call_id` run when the loop runs again.
 
         The reply's calls run once every waiting call is decided: run the loop
-        again without a prompt. The decision is kept on the agent's queued
-        step (saved by `to_json()`); approving a call twice changes nothing.
+        again without a prompt. The decision is kept in the store with the
+        session (`ContextStore.record_decision`), so any loop over the session
+        continues from it; approving a call twice changes nothing. With
+        `lease=True` it is written under the session's lease (taken for the
+        write, unless this code holds it already).
 
         Raises:
-            ValueError: No call `call_id` waits for approval (no run stopped
-                for approval, the call needs none, or it was rejected).
+            TypeError: `call_id` is not a str.
+            ApprovalError: `call_id` does not wait for a decision: unknown,
+                needs no approval, rejected already, or answered by a newer
+                message. Nothing was changed.
+            SessionBusyError: A run holds the session's lease (after `lease_wait`).
         """
-        decide(self.agent, self._approval_step(), call_id, {"approved": True})
+        await self._decide(call_id, ApprovalDecision(True))
 
-    def reject(self, call_id: str, reason: str | None = None) -> None:
+    async def reject(self, call_id: str, reason: str | None = None) -> None:
         """Refuse the waiting call `call_id`: the model reads that, with `reason`, as its result.
 
         Kept and applied as `approve` says; rejecting a call twice with the
         same reason changes nothing.
 
         Raises:
-            TypeError: `reason` is not a str.
-            ValueError: As for `approve`, or the call was approved, or
+            TypeError: `call_id` or `reason` is not a str.
+            ValueError: `reason` holds a NUL character.
+            ApprovalError: As for `approve`, or the call was approved, or
                 rejected with another reason.
+            SessionBusyError: As for `approve`.
         """
         if reason is not None and not isinstance(reason, str):
             raise TypeError(f"reject() reason must be a str, not {reason!r}")
-        decide(self.agent, self._approval_step(), call_id, {"approved": False, "reason": reason})
+        await self._decide(call_id, ApprovalDecision(False, reason))
 
-    def _approval_step(self) -> Turn | None:
-        return waiting_step(self.agent, None if self._run is None else self._run.awaiting)
+    async def _approval_state(
+        self,
+    ) -> tuple[list[Message], list[ToolUseBlock], dict[str, ApprovalDecision | None]]:
+        context = self._context
+        history = await context.history()
+        calls, approvals = await approval_state(history, self._by_name, await context.ready())
+        return history, calls, approvals
+
+    async def _decide(self, call_id: str, decision: ApprovalDecision) -> None:
+        """Check that `call_id` waits, and record `decision` (under the lease, with `lease`)."""
+        call_id, decision = check_storable(call_id, decision)
+        store = await self._context.ready()
+        checked = await self._approval_state()
+        if not check_decision(self.agent, *checked, call_id, decision):
+            return
+        lease = None
+        if self.lease and current_fence(store) is None:
+            taking = store.lease(ttl=self.lease_ttl, wait=self.lease_wait)
+            lease = await taking.acquire()
+        try:
+            if lease is not None:  # checked again: a run may have moved on meanwhile
+                checked = await self._approval_state()
+                if not check_decision(self.agent, *checked, call_id, decision):
+                    return
+            held = await store.record_decision(call_id, decision)
+            if held != decision:  # another person decided it the other way meanwhile
+                history, calls, approvals = checked
+                check_decision(
+                    self.agent, history, calls, {**approvals, call_id: held}, call_id, decision
+                )
+        finally:
+            if lease is not None:
+                await lease.release()
 
     # -- offloaded tool results (see pygents_ctx.model.offload) --------------------
 
@@ -559,7 +602,7 @@ class ModelLoop:
         agent = self.agent
         pending = [agent.current_turn, *agent.queue]
         if message is not None:
-            waiting = self._approval_step()
+            waiting = waiting_step(agent)
             if waiting is not None:  # the new message moves on: `model_ask` answers them
                 agent._turns.remove(waiting)
             await agent.put(Turn(ASK, kwargs={"message": to_dict(message)}))
@@ -777,18 +820,26 @@ class ModelLoop:
             still_open = {call.id for call in unanswered_calls(await self._context.history())}
             todo = [call for call in calls if call.id in still_open]
         run.fresh_calls = frozenset()
-        if approvals is None:  # first look: which calls a person must approve
-            approvals = await approvals_needed(todo, self._by_name)
-        undecided = tuple(call for call in todo if call.id in approvals and not approvals[call.id])
+        store = await self._context.ready()
+        for call_id, held in (approvals or {}).items():  # decisions an older version saved
+            if held and any(call.id == call_id for call in todo):
+                legacy = ApprovalDecision(bool(held["approved"]), held.get("reason"))
+                await store.record_decision(call_id, legacy)
+        decided = await decisions_of(todo, self._by_name, store)
+        undecided = tuple(pending_of(todo, decided))
         if undecided:  # none of the reply's calls runs until every one is decided
-            run.awaiting = Turn(
+            run.awaiting = Turn(  # kept on the agent: the calls wait, no one has to answer them
                 ACT,
-                kwargs={"calls": [to_dict(call) for call in todo], "approvals": approvals},
+                kwargs={
+                    "calls": [to_dict(call) for call in todo],
+                    "approvals": dict.fromkeys(decided),
+                },
                 timeout=self.step_timeout,
             )
             for call in undecided:
                 yield ToolApprovalRequired(run.steps, call)
-            yield self._finish(run, LoopStop.APPROVAL, None, pending=undecided)
+            reply = _reply_of(await self._context.history(), undecided[0])
+            yield self._finish(run, LoopStop.APPROVAL, reply, pending=undecided)
             return
         by_name = self._by_name
         if self._read_tool is not None and any(call.name == READ_TOOL_RESULT for call in todo):
@@ -802,10 +853,18 @@ class ModelLoop:
             seconds=self.tool_timeout,
             finish=self._finish_result,
         )
-        async with closing(run_decided(todo, approvals, step, self.agent._route)) as values:
+        async with closing(run_decided(todo, decided, step, self.agent._route)) as values:
             async for value in values:
                 yield value
         yield self._think_turn()
+
+
+def _reply_of(history: list[Message], call: ToolUseBlock) -> Message | None:
+    """The assistant message that made `call` (the text the model wrote beside it)."""
+    for message in reversed(history):
+        if message.role == "assistant" and any(c.id == call.id for c in message.tool_uses):
+            return message
+    return None
 
 
 def _user_message(prompt: object) -> Message:

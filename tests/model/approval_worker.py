@@ -1,11 +1,14 @@
-"""A process that runs a model loop until it waits for approval, or continues one a file holds.
+"""A process that runs a model loop until it waits for approval, or continues one the store holds.
 
-Usage: python approval_worker.py DATABASE STATE_FILE RAN_FILE PHASE [DECISION ...]
+Usage: python approval_worker.py DATABASE SESSION RAN_FILE PHASE [DECISION ...]
+
+DATABASE is `sqlite:` and a SQLite file, or `postgres:` and a DSN; SESSION
+the session's id in it.
 
 - `start`: ask the model (scripted: two deletes and a listing), run until the
-  loop waits for approval, make the DECISIONs, save the agent to STATE_FILE.
-- `finish`: load the agent from STATE_FILE, make the DECISIONs, run the loop
-  again (the model then answers), save the agent again.
+  loop waits for approval, make the DECISIONs.
+- `finish`: a new agent and loop over the same session (nothing else saved),
+  make the DECISIONs, run the loop again (the model then answers).
 
 A DECISION is `approve:CALL_ID` or `reject:CALL_ID:REASON`. Each phase prints
 one JSON line: how the run ended, the calls still waiting, and the tool
@@ -17,15 +20,23 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import orjson
 
 from pygents_ctx import Agent, ContextConfig, ModelLoop, ToolUseBlock, tool
-from pygents_ctx.context.stores import SQLiteContextStore, connect
+from pygents_ctx.context.stores import (
+    ContextStore,
+    PostgresContextStore,
+    SQLiteContextStore,
+    connect,
+    connect_postgres,
+)
 from pygents_ctx.testing import ScriptedModel, assistant
 
-DATABASE, STATE, RAN = (Path(arg) for arg in sys.argv[1:4])
+DATABASE, SESSION, RAN = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 PHASE, DECISIONS = sys.argv[4], sys.argv[5:]
 
 CALLS = [
@@ -54,32 +65,40 @@ async def list_files() -> str:
     return "a.txt b.txt"
 
 
-def decide(loop: ModelLoop) -> None:
+async def decide(loop: ModelLoop) -> None:
     for decision in DECISIONS:
         kind, call_id, *reason = decision.split(":", 2)
         if kind == "approve":
-            loop.approve(call_id)
+            await loop.approve(call_id)
         else:
-            loop.reject(call_id, *reason)
+            await loop.reject(call_id, *reason)
+
+
+@asynccontextmanager
+async def session_store() -> AsyncIterator[ContextStore]:
+    kind, _, where = DATABASE.partition(":")
+    if kind == "postgres":
+        async with connect_postgres(where) as conn:
+            yield PostgresContextStore(conn, session_id=SESSION)
+    else:
+        async with connect(where) as conn:
+            yield SQLiteContextStore(conn, session_id=SESSION)
 
 
 async def main() -> None:
-    async with connect(DATABASE) as conn:
-        context = ContextConfig(SQLiteContextStore(conn, session_id="cleanup"))
+    async with session_store() as store:
+        context = ContextConfig(store)
+        agent = Agent("janitor", "Cleans up", [delete, list_files], context=context)
         if PHASE == "start":
-            agent = Agent("janitor", "Cleans up", [delete, list_files], context=context)
             model = ScriptedModel([assistant("Cleaning up.", *CALLS)])
             loop = ModelLoop(agent, model)
             finished = await loop.run("Delete a.txt and b.txt")
+            await decide(loop)
         else:
-            agent = Agent.from_json(STATE.read_bytes(), context=context)
             model = ScriptedModel(["Deleted a.txt; b.txt was kept."])
             loop = ModelLoop(agent, model)
-            decide(loop)
+            await decide(loop)
             finished = await loop.run()
-        if PHASE == "start":
-            decide(loop)
-        STATE.write_bytes(agent.to_json())
         shown = [
             {"id": result.tool_use_id, "content": result.content, "is_error": result.is_error}
             for call in model.calls
@@ -90,7 +109,7 @@ async def main() -> None:
             "reason": finished.reason.value,
             "text": finished.text,
             "pending": [call.id for call in finished.pending],
-            "listed": [call.id for call in loop.pending_approvals],
+            "listed": [call.id for call in await loop.pending_approvals()],
             "shown": shown,
         }
         print(orjson.dumps(report).decode())

@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from contextlib import aclosing
+from contextlib import AsyncExitStack, aclosing
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from pygents_ctx import (
     Agent,
     AgentRegistry,
     AnthropicModel,
+    ApprovalDecision,
+    ApprovalError,
     ContextConfig,
     LoopFinished,
     LoopStop,
@@ -32,6 +34,12 @@ from pygents_ctx import (
     ToolCallStarted,
     ToolUseBlock,
     tool,
+)
+from pygents_ctx.context.stores import (
+    PostgresContextStore,
+    SQLiteContextStore,
+    connect,
+    connect_postgres,
 )
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
@@ -115,13 +123,16 @@ async def test_a_call_needing_approval_stops_the_run_before_any_call_runs(
 
     assert finished.reason is LoopStop.APPROVAL
     assert finished.pending == (delete,)
-    assert (finished.message, finished.text, finished.steps) == (None, "", 1)
+    # The stop carries the reply the calls came in, with the text the model wrote beside them.
+    assert finished.message is not None
+    assert finished.message.tool_uses == (delete, look)
+    assert (finished.text, finished.steps) == ("Cleaning.", 1)
     assert ran == []  # the call that needs no approval waits with the rest
-    assert loop.pending_approvals == [delete]
+    assert (await loop.pending_approvals()) == [delete]
     assert [turn.tool_name for turn in loop.agent.queue] == ["model_act"]
     assert len(await history(loop)) == 2  # the question and the reply; no result yet
 
-    loop.approve(delete.id)
+    await loop.approve(delete.id)
     finished = await loop.run()
 
     assert (finished.reason, finished.text) == (LoopStop.ANSWER, "Done.")
@@ -130,7 +141,7 @@ async def test_a_call_needing_approval_stops_the_run_before_any_call_runs(
         (delete.id, "deleted a.txt", False),
         (look.id, "b.txt is there", False),
     ]
-    assert loop.pending_approvals == []
+    assert (await loop.pending_approvals()) == []
     assert loop.agent.queue == []
 
 
@@ -142,9 +153,9 @@ async def test_a_rejection_reaches_the_model_as_that_calls_error_result(
     loop = make_loop(tools, [assistant(first, look, second), "Kept b.txt."])
     await loop.run("Clean up")
 
-    loop.reject(second.id, "b.txt holds the tax records")
-    assert loop.pending_approvals == [first]
-    loop.reject(first.id)
+    await loop.reject(second.id, "b.txt holds the tax records")
+    assert (await loop.pending_approvals()) == [first]
+    await loop.reject(first.id)
     finished = await loop.run()
 
     assert finished.text == "Kept b.txt."
@@ -170,14 +181,14 @@ async def test_running_before_every_call_is_decided_stops_again_without_a_model_
     first, second = tool_call("delete", path="a.txt"), tool_call("delete", path="b.txt")
     loop = make_loop(tools, [assistant(first, second), "Done."])
     await loop.run("Clean up")
-    loop.approve(first.id)
+    await loop.approve(first.id)
 
     again = await loop.run()
 
     assert (again.reason, again.pending, again.steps) == (LoopStop.APPROVAL, (second,), 0)
     assert ran == []
-    assert loop.pending_approvals == [second]
-    loop.approve(second.id)
+    assert (await loop.pending_approvals()) == [second]
+    await loop.approve(second.id)
     assert (await loop.run()).text == "Done."
     assert ran == ["delete a.txt", "delete b.txt"]
 
@@ -193,8 +204,8 @@ async def test_a_rule_over_the_arguments_decides_which_calls_wait(
     finished = await loop.run("Pay and write")
 
     assert finished.pending == (large, outside)  # the sync rule and the async one
-    loop.approve(large.id)
-    loop.reject(outside.id, "not there")
+    await loop.approve(large.id)
+    await loop.reject(outside.id, "not there")
     await loop.run()
     assert ran == ["pay 20", "pay 5000", "write /sandbox/notes.txt"]
 
@@ -227,7 +238,7 @@ async def test_a_rule_that_raises_asks_a_person(
 
     assert (await loop.run("Go")).pending == (call,)
     assert "needs_approval rule of tool 'launch' raised" in caplog.text
-    loop.approve(call.id)
+    await loop.approve(call.id)
     assert (await loop.run()).text == "Launched."
     assert ran == ["moon"]
 
@@ -250,7 +261,7 @@ async def test_a_new_prompt_drops_the_waiting_calls_as_not_run(
     delete, look = tool_call("delete", path="a.txt"), tool_call("look", path="b.txt")
     loop = make_loop(tools, [assistant(delete, look), "Nothing deleted; what now?"])
     await loop.run("Clean up")
-    loop.approve(delete.id)  # decided, then overtaken by a new message
+    await loop.approve(delete.id)  # decided, then overtaken by a new message
 
     finished = await loop.run("Stop, leave everything as it is")
 
@@ -260,7 +271,7 @@ async def test_a_new_prompt_drops_the_waiting_calls_as_not_run(
     assert [r.tool_use_id for r in stored[2].tool_results] == [delete.id, look.id]
     assert all(str(r.content).startswith("not run") for r in stored[2].tool_results)
     assert stored[3].text == "Stop, leave everything as it is"
-    assert loop.pending_approvals == []
+    assert (await loop.pending_approvals()) == []
     assert loop.agent.queue == []
 
 
@@ -282,8 +293,8 @@ async def test_the_stream_reports_each_waiting_call_then_finishes(
     assert events[-1].pending == (first, second)
     assert not any(isinstance(e, ToolCallStarted | ToolCallFinished) for e in events)
 
-    loop.approve(first.id)
-    loop.approve(second.id)
+    await loop.approve(first.id)
+    await loop.approve(second.id)
     events = [event async for event in loop.stream()]
     started = [e.call.id for e in events if isinstance(e, ToolCallStarted)]
     assert sorted(started) == sorted([first.id, look.id, second.id])
@@ -296,9 +307,9 @@ async def test_deciding_while_the_stream_reports_the_call(tools: list[Any], ran:
 
     async for event in loop.stream("Clean up"):
         if isinstance(event, ToolApprovalRequired):
-            loop.reject(event.call.id, "no")
+            await loop.reject(event.call.id, "no")
 
-    assert loop.pending_approvals == []
+    assert (await loop.pending_approvals()) == []
     assert (await loop.run()).text == "Done."
     assert ran == []
 
@@ -314,9 +325,9 @@ async def test_leaving_the_stream_at_the_request_keeps_the_calls_waiting(
             if isinstance(event, ToolApprovalRequired):
                 break
 
-    assert loop.pending_approvals == [delete]
+    assert (await loop.pending_approvals()) == [delete]
     assert len(await history(loop)) == 2  # nothing answered as cancelled
-    loop.approve(delete.id)
+    await loop.approve(delete.id)
     assert (await loop.run()).text == "Done."
     assert ran == ["delete a.txt", "look b.txt"]
 
@@ -335,8 +346,8 @@ async def test_cancelled_while_approved_calls_run_keeps_the_rejections(ran: list
     slow, refused = tool_call("deploy", target="staging"), tool_call("deploy", target="prod")
     loop = make_loop([deploy], [assistant(slow, refused), "Staging only."])
     await loop.run("Deploy everywhere")
-    loop.approve(slow.id)
-    loop.reject(refused.id, "not on a Friday")
+    await loop.approve(slow.id)
+    await loop.reject(refused.id, "not on a Friday")
 
     task = asyncio.create_task(loop.run())
     await started.wait()
@@ -349,7 +360,7 @@ async def test_cancelled_while_approved_calls_run_keeps_the_rejections(ran: list
     assert str(answers[slow.id].content).startswith("cancelled")
     assert (await loop.run()).text == "Staging only."
     assert ran == []
-    assert loop.pending_approvals == []
+    assert (await loop.pending_approvals()) == []
 
 
 async def test_leaving_the_stream_while_approved_calls_run_keeps_every_answer(
@@ -366,9 +377,9 @@ async def test_leaving_the_stream_while_approved_calls_run_keeps_every_answer(
     calls = [tool_call("deploy", target=t) for t in ("docs", "staging", "prod")]
     loop = make_loop([deploy], [assistant(*calls), "Docs only."])
     await loop.run("Deploy everything")
-    loop.approve(calls[0].id)
-    loop.approve(calls[1].id)
-    loop.reject(calls[2].id, "not on a Friday")
+    await loop.approve(calls[0].id)
+    await loop.approve(calls[1].id)
+    await loop.reject(calls[2].id, "not on a Friday")
 
     async with aclosing(loop.stream()) as events:
         async for event in events:
@@ -390,30 +401,135 @@ async def test_leaving_the_stream_while_approved_calls_run_keeps_every_answer(
 
 
 async def test_bad_decisions_are_refused_and_change_nothing(tools: list[Any]) -> None:
+    store = MemoryContextStore()
     delete, look = tool_call("delete", path="a.txt"), tool_call("look", path="b.txt")
-    loop = make_loop(tools, [assistant(delete, look), "Done."])
+    loop = make_loop(tools, [assistant(delete, look), "Done."], store=store)
 
-    with pytest.raises(ValueError, match="no tool call of agent 'janitor' waits for approval"):
-        loop.approve("call_1")
+    with pytest.raises(ApprovalError, match="no call waits now; decide after a run ends"):
+        await loop.approve("call_1")
     await loop.run("Clean up")
-    before = loop.agent.queue[0].kwargs
 
-    with pytest.raises(ValueError, match=r"no waiting call 'call_nope'.*'call_\w+' \(delete\)"):
-        loop.approve("call_nope")
-    with pytest.raises(ValueError, match=r"\(look\) needs no approval"):
-        loop.reject(look.id, "no")
+    with pytest.raises(
+        ApprovalError, match=r"no tool call 'call_nope'.*'call_\w+' \(delete\)"
+    ) as error:
+        await loop.approve("call_nope")
+    assert (error.value.call_id, error.value.pending) == ("call_nope", (delete.id,))
+    with pytest.raises(ApprovalError, match=r"\(look\) needs no approval"):
+        await loop.reject(look.id, "no")
     with pytest.raises(TypeError, match="call id is a str"):
-        loop.approve(7)  # type: ignore[arg-type]
+        await loop.approve(7)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="reason must be a str"):
-        loop.reject(delete.id, 42)  # type: ignore[arg-type]
-    assert loop.agent.queue[0].kwargs == before
+        await loop.reject(delete.id, 42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="NUL"):
+        await loop.reject(delete.id, "no\x00")
+    assert await store.get_decisions() == {}
 
-    loop.approve(delete.id)
-    loop.approve(delete.id)  # the same decision again: nothing to do
-    decided = loop.agent.queue[0].kwargs
-    with pytest.raises(ValueError, match="already approved, and a decision is final"):
-        loop.reject(delete.id, "changed my mind")
-    assert loop.agent.queue[0].kwargs == decided
+    await loop.approve(delete.id)
+    await loop.approve(delete.id)  # the same decision again: nothing to do
+    with pytest.raises(ApprovalError, match="already approved, and a decision is final"):
+        await loop.reject(delete.id, "changed my mind")
+    assert await store.get_decisions() == {delete.id: ApprovalDecision(True)}
+
+
+async def test_a_call_a_newer_message_answered_cannot_be_decided(
+    tools: list[Any], ran: list[str]
+) -> None:
+    store = MemoryContextStore(session_id="s")
+    delete = tool_call("delete", path="a.txt")
+    loop = make_loop(tools, [assistant(delete), "Nothing deleted."], store=store, name="stale")
+    await loop.run("Delete a.txt")
+    saved = loop.agent.to_json()  # still holding the waiting step
+    assert (await loop.run("Never mind")).text == "Nothing deleted."
+    AgentRegistry.unregister("stale")
+    stale = ModelLoop(Agent.from_json(saved, context=ContextConfig(store)), ScriptedModel([]))
+    before = await store.get_history()
+
+    for decide in (stale.approve(delete.id), loop.reject(delete.id, "no")):
+        with pytest.raises(ApprovalError, match=r"no longer waits.*a newer message answered it"):
+            await decide
+    assert await stale.pending_approvals() == []
+    assert (await store.get_history(), await store.get_decisions()) == (before, {})
+    assert ran == []
+
+
+async def test_a_loop_made_from_the_store_alone_lists_decides_and_continues(
+    tools: list[Any], ran: list[str]
+) -> None:
+    store = MemoryContextStore(session_id="s")
+    delete, look = tool_call("delete", path="a.txt"), tool_call("look", path="b.txt")
+    first = make_loop(tools, [assistant("Deleting a.txt.", delete, look)], store=store, name="a")
+    stopped = await first.run("Clean up")
+    assert (stopped.reason, stopped.text) == (LoopStop.APPROVAL, "Deleting a.txt.")
+
+    # Another request: a new agent and loop over the session, nothing else kept.
+    second = make_loop(tools, ["Deleted a.txt."], store=store, name="b")
+    assert await second.pending_approvals() == [delete]
+    await second.approve(delete.id)
+    finished = await second.run()
+
+    assert (finished.reason, finished.text) == (LoopStop.ANSWER, "Deleted a.txt.")
+    assert ran == ["delete a.txt", "look b.txt"]
+    assert await first.pending_approvals() == []
+
+
+async def test_two_people_deciding_a_call_at_once_one_decision_is_kept(
+    tools: list[Any], ran: list[str], tmp_path: Path
+) -> None:
+    delete = tool_call("delete", path="a.txt")
+    async with connect(tmp_path / "chat.db") as conn:
+        first = make_loop(
+            tools, [assistant(delete)], store=SQLiteContextStore(conn, session_id="s")
+        )
+        await first.run("Delete a.txt")
+        loops = [
+            make_loop(
+                tools,
+                ["Done."],
+                store=SQLiteContextStore(conn, session_id="s"),
+                name=name,
+                lease_wait=10,  # the second waits for the first's lease, then sees its decision
+            )
+            for name in ("alice", "bob")
+        ]
+        decided = await asyncio.gather(
+            loops[0].approve(delete.id),
+            loops[1].reject(delete.id, "keep it"),
+            return_exceptions=True,
+        )
+        refused = [outcome for outcome in decided if isinstance(outcome, ApprovalError)]
+        assert len(refused) == 1
+        assert decided.count(None) == 1
+        kept = await SQLiteContextStore(conn, session_id="s").get_decisions()
+        assert kept[delete.id] == (
+            ApprovalDecision(True) if decided[0] is None else ApprovalDecision(False, "keep it")
+        )
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite", "postgres"])
+async def test_a_store_keeps_the_first_decision_on_a_call(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    async with AsyncExitStack() as stack:
+        if backend == "memory":
+            store: Any = MemoryContextStore()
+        elif backend == "sqlite":
+            conn = await stack.enter_async_context(connect(tmp_path / "chat.db"))
+            store = SQLiteContextStore(conn, session_id="s")
+        else:
+            dsn = request.getfixturevalue("postgres").dsn
+            conn = await stack.enter_async_context(connect_postgres(dsn))
+            store = PostgresContextStore(conn, session_id=f"decisions-{tmp_path.name}")
+        assert await store.get_decisions() == {}
+        no = ApprovalDecision(False, "keep it")
+        assert await store.record_decision("call_a", no) == no
+        assert await store.record_decision("call_a", ApprovalDecision(True)) == no  # first stays
+        assert await store.record_decision("call_b", ApprovalDecision(True)) == (True, None)
+        assert await store.get_decisions() == {"call_a": no, "call_b": ApprovalDecision(True)}
+        with pytest.raises(TypeError, match="ApprovalDecision"):
+            await store.record_decision("call_c", {"approved": True})
+        with pytest.raises(ValueError, match="non-empty"):
+            await store.record_decision("", ApprovalDecision(True))
+        assert len(await store.get_decisions()) == 2
 
 
 def test_needs_approval_must_be_a_bool_or_a_function() -> None:
@@ -447,16 +563,16 @@ async def test_the_waiting_calls_are_saved_with_the_agent(
     loop = make_loop(tools, [assistant(delete, look)], store=store, name="saved")
     await loop.run("Clean up")
     if decided_before_saving:
-        loop.reject(delete.id, "keep it")
+        await loop.reject(delete.id, "keep it")
     saved = loop.agent.to_json()
     AgentRegistry.unregister("saved")
 
     restored = ModelLoop(
         Agent.from_json(saved, context=ContextConfig(store)), ScriptedModel(["Kept it."])
     )
-    assert restored.pending_approvals == ([] if decided_before_saving else [delete])
+    assert (await restored.pending_approvals()) == ([] if decided_before_saving else [delete])
     if not decided_before_saving:
-        restored.reject(delete.id, "keep it")
+        await restored.reject(delete.id, "keep it")
     finished = await restored.run()
 
     assert finished.text == "Kept it."
@@ -469,15 +585,24 @@ async def test_the_waiting_calls_are_saved_with_the_agent(
     )
 
 
-def run_worker(tmp_path: Path, phase: str, *decisions: str) -> dict[str, Any]:
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where the worker processes keep the session: a SQLite file, or the test PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'chat.db'}"
+    return f"postgres:{request.getfixturevalue('postgres').dsn}"
+
+
+def run_worker(database: str, tmp_path: Path, phase: str, *decisions: str) -> dict[str, Any]:
     root = Path(pygents_ctx.__file__).parents[1]  # the child imports the package the tests do
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
     }
-    paths = [tmp_path / name for name in ("chat.db", "agent.json", "ran.txt")]
+    session = f"cleanup-{tmp_path.name}"  # one session per test in the shared PostgreSQL
+    args = [database, session, str(tmp_path / "ran.txt"), phase, *decisions]
     done = subprocess.run(
-        [sys.executable, str(WORKER), *map(str, paths), phase, *decisions],
+        [sys.executable, str(WORKER), *args],
         capture_output=True,
         text=True,
         env=env,
@@ -494,15 +619,18 @@ def ran_in(tmp_path: Path) -> list[str]:
     return file.read_text().splitlines() if file.exists() else []
 
 
-def test_decided_in_one_process_and_in_the_next(tmp_path: Path) -> None:
-    started = run_worker(tmp_path, "start", "approve:call_del_a")
+def test_decided_in_one_process_and_in_the_next_with_only_the_store(
+    database: str, tmp_path: Path
+) -> None:
+    started = run_worker(database, tmp_path, "start", "approve:call_del_a")
 
     assert started["reason"] == "approval"
+    assert started["text"] == "Cleaning up."  # what the model wrote beside its calls
     assert started["pending"] == ["call_del_a", "call_del_b"]
-    assert started["listed"] == ["call_del_b"]  # call_del_a approved before saving
+    assert started["listed"] == ["call_del_b"]  # call_del_a approved, kept in the store
     assert ran_in(tmp_path) == []
 
-    finished = run_worker(tmp_path, "finish", "reject:call_del_b:b.txt is still needed")
+    finished = run_worker(database, tmp_path, "finish", "reject:call_del_b:b.txt is still needed")
 
     assert (finished["reason"], finished["text"]) == ("answer", "Deleted a.txt; b.txt was kept.")
     assert finished["listed"] == []
@@ -518,18 +646,18 @@ def test_decided_in_one_process_and_in_the_next(tmp_path: Path) -> None:
     ]
 
 
-def test_a_new_process_lists_the_calls_and_runs_none_twice(tmp_path: Path) -> None:
-    run_worker(tmp_path, "start")
-    listed = run_worker(tmp_path, "finish")  # no decision: it stops again, running nothing
+def test_a_new_process_lists_the_calls_and_runs_none_twice(database: str, tmp_path: Path) -> None:
+    run_worker(database, tmp_path, "start")
+    listed = run_worker(
+        database, tmp_path, "finish"
+    )  # no decision: it stops again, running nothing
 
     assert (listed["reason"], listed["listed"]) == ("approval", ["call_del_a", "call_del_b"])
+    assert listed["text"] == "Cleaning up."
     assert ran_in(tmp_path) == []
 
-    run_worker(tmp_path, "finish", "approve:call_del_a", "approve:call_del_b")
+    run_worker(database, tmp_path, "finish", "approve:call_del_a", "approve:call_del_b")
     assert ran_in(tmp_path) == ["delete a.txt", "list_files", "delete b.txt"]
-
-
-# -- the invariant ----------------------------------------------------------------------
 
 
 @pytest.fixture
@@ -568,7 +696,11 @@ def test_every_call_is_answered_once_in_order_and_only_approved_ones_run(
             assert ran == []
         for call, (needs, decision) in zip(calls, plan, strict=True):
             if needs:
-                (loop.approve(call.id) if decision == "approve" else loop.reject(call.id))
+                (
+                    await loop.approve(call.id)
+                    if decision == "approve"
+                    else await loop.reject(call.id)
+                )
         assert (await loop.run()).text == "Done."
         return await history(loop)
 
@@ -609,7 +741,7 @@ async def test_openai_a_rejected_call_goes_back_as_its_tool_message(
     assert [call.id for call in first.pending] == ["call_1"]
     assert len(api.requests) == 1
 
-    loop.reject("call_1", "a.txt is the only copy")
+    await loop.reject("call_1", "a.txt is the only copy")
     finished = await loop.run()
 
     assert finished.text == "I left a.txt alone."
@@ -646,7 +778,7 @@ async def test_anthropic_streamed_calls_wait_then_go_back_as_one_user_turn(
     assert [e.call.id for e in events if isinstance(e, ToolApprovalRequired)] == ["toolu_1"]
     assert ran == []
 
-    loop.approve("toolu_1")
+    await loop.approve("toolu_1")
     finished = await loop.run()
 
     assert finished.text == "Paid 9000 and 12."

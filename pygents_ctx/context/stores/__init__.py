@@ -7,6 +7,7 @@ and `compact_context` summarize the old part of a stored history.
 
 from pygents_ctx.context.stores._common import MAX_MESSAGE_BYTES
 from pygents_ctx.context.stores.base import (
+    ApprovalDecision,
     ContextStore,
     HistoryRetention,
     SessionInfo,
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "MAX_SEARCH_LIMIT",
     "MAX_SEARCH_QUERY",
+    "ApprovalDecision",
     "AutoCompactStore",
     "ConcurrentModificationError",
     "ContextStore",

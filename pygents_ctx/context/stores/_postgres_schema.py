@@ -30,6 +30,9 @@ picks another).
   rows instead of copying them (see `_lineage`).
 - Version 5: `running` on each live message and `running_end` on each session,
   the running token count that makes summing a stretch of history two lookups.
+- `pygents_decisions` (version 7): a person's decision on each tool call of
+  the session that waited for approval (see `_decisions_sql`); a session's
+  rows go with the session.
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -41,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
 from pygents_ctx.context.stores._usage_sql import POSTGRES_TABLE
@@ -156,6 +160,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V4,
     _V5,
     POSTGRES_INDEX,
+    decisions_sql.POSTGRES_TABLE,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

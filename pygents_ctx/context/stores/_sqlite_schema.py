@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables (schema version 7):
+Tables (schema version 9):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -41,6 +41,9 @@ Tables (schema version 7):
   sessions' rows instead of copying them (see `_lineage`).
 - Version 7: `running` on each live row and `running_end` on each session,
   the running token count that makes summing a stretch of history two lookups.
+- `pygents_decisions` (version 9): a person's decision on each tool call of
+  the session that waited for approval (see `_decisions_sql`); a session's
+  rows go with the session.
 
 Every message's data is pointed at by exactly one live or archive row: the
 stores delete a row and its data in the same transaction (no foreign key from
@@ -56,6 +59,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import SQLITE_INDEX
 from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
@@ -411,6 +415,7 @@ _V7: Final = (
 # Version 3: usage records, one row per model call. Version 4: session leases.
 # Version 6: forks share rows. Version 7: running token counts. Version 8: the
 # full-text index of `search` (see `_search_sql`).
+# Version 9: approval decisions, one row per decided tool call.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -420,6 +425,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V6,
     _V7,
     SQLITE_INDEX,
+    decisions_sql.SQLITE_TABLE,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

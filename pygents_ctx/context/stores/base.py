@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import (
@@ -31,6 +31,7 @@ from pygents_ctx.context.stores._common import (
     check_messages,
     check_run_id,
     check_session_id,
+    check_text,
     check_tokens,
     check_usage_record,
     new_session_id,
@@ -47,7 +48,52 @@ from pygents_ctx.context.stores.search import HistoryHit, candidate, check_searc
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import UsageRecord
 
-__all__ = ["ContextStore", "HistoryRetention", "SessionInfo", "SessionSnapshot", "StoredMessage"]
+__all__ = [
+    "ApprovalDecision",
+    "ContextStore",
+    "HistoryRetention",
+    "SessionInfo",
+    "SessionSnapshot",
+    "StoredMessage",
+]
+
+
+class ApprovalDecision(NamedTuple):
+    """A person's decision on a tool call that waited for approval (`ContextStore.record_decision`).
+
+    Attributes:
+        approved: True: the call runs. False: it does not, and the model
+            reads `reason` as its error result.
+        reason: Why it was rejected (None for an approval, or no reason given).
+    """
+
+    approved: bool
+    reason: str | None = None
+
+
+def check_decision(call_id: object, decision: object) -> tuple[str, ApprovalDecision]:
+    """`call_id` and `decision` if a store can keep them (see `ContextStore.record_decision`).
+
+    Raises:
+        TypeError, ValueError: As `record_decision` says.
+    """
+    if not isinstance(call_id, str):
+        raise TypeError(f"a tool call id is a str (ToolUseBlock.id), not {call_id!r}")
+    if not call_id:
+        raise ValueError("a tool call id is a non-empty str (ToolUseBlock.id), not ''")
+    if not (
+        isinstance(decision, ApprovalDecision)
+        and isinstance(decision.approved, bool)
+        and (decision.reason is None or isinstance(decision.reason, str))
+    ):
+        raise TypeError(
+            "record_decision needs ApprovalDecision(approved: bool, reason: str | None), "
+            f"not {decision!r}"
+        )
+    check_text("tool call id", call_id)
+    if decision.reason is not None:
+        check_text("rejection reason", decision.reason)
+    return call_id, decision
 
 
 class HistoryRetention(Enum):
@@ -251,6 +297,7 @@ class ContextStore(ClosesOnExit, ABC):
     _input_tokens: int = 0
     _output_tokens: int = 0
     _usage_records: list[UsageRecord] | None = None
+    _decisions: dict[str, ApprovalDecision] | None = None
     _leases: InProcessLeases | None = None
 
     @property
@@ -714,6 +761,38 @@ class ContextStore(ClosesOnExit, ABC):
             for record in self._usage_records or ()
             if target is None or record.run_id == target
         ]
+
+    # -- approval decisions -------------------------------------------------------
+
+    async def record_decision(self, call_id: str, decision: ApprovalDecision) -> ApprovalDecision:
+        """Keep a person's decision on tool call `call_id`, unless the call has one; the one kept.
+
+        A decision is final: the first one recorded for a call stays, and a
+        later one changes nothing (compare the returned decision with yours).
+        `ModelLoop.approve()` / `reject()` record here, after checking that
+        the call waits; a decision on a call that is no longer waiting is
+        never read. Decisions stay through `clear()` and are not copied by
+        `fork()`; they go with the session.
+
+        This default keeps them on the instance.
+
+        Raises:
+            TypeError: `call_id` is not a str, or `decision` is not an
+                `ApprovalDecision` of a bool and a str or None.
+            ValueError: `call_id` is empty, or it or the reason holds a NUL
+                character or a lone surrogate.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out (see `lease()`); nothing was changed.
+        """
+        call_id, decision = check_decision(call_id, decision)
+        self._check_fence()
+        if self._decisions is None:
+            self._decisions = {}
+        return self._decisions.setdefault(call_id, decision)
+
+    async def get_decisions(self) -> dict[str, ApprovalDecision]:
+        """Every decision recorded on this session's tool calls, by call id."""
+        return dict(self._decisions or {})
 
     # -- one writer per session -------------------------------------------------
 

@@ -17,6 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _search_sql as search_sql
@@ -45,9 +46,11 @@ from pygents_ctx.context.stores._sqlite_schema import (
 )
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.context.stores.base import (
+    ApprovalDecision,
     ContextStore,
     SessionInfo,
     SessionSnapshot,
+    check_decision,
     check_snapshot,
 )
 from pygents_ctx.context.stores.lease import fenced
@@ -511,6 +514,24 @@ class SQLiteContextStore(ContextStore):
         """
         target = None if run_id is None else require_run_id(run_id)
         return await self._conn.run(partial(usage_sql.read_sqlite, self.session_id, target))
+
+    # -- approval decisions (see `ContextStore.record_decision`) -----------------
+
+    async def record_decision(self, call_id: str, decision: ApprovalDecision) -> ApprovalDecision:
+        """Keep the decision on `call_id` unless it has one (one transaction); the one kept.
+
+        See `ContextStore.record_decision`.
+
+        Raises:
+            TypeError, ValueError, LeaseLostError: As `ContextStore.record_decision` says.
+        """
+        call_id, decision = check_decision(call_id, decision)
+        work = partial(decisions_sql.record_sqlite, self.session_id, now_iso(), call_id, decision)
+        return await self._write(work, ensures=True)
+
+    async def get_decisions(self) -> dict[str, ApprovalDecision]:
+        """Every decision recorded on this session's tool calls, by call id."""
+        return await self._conn.run(partial(decisions_sql.read_sqlite, self.session_id))
 
     # -- the lease (see `ContextStore.lease`) ------------------------------------
 

@@ -26,6 +26,7 @@ NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
 # schema version 4; from version 5 SQLite's messages and archive are views over others.
 TABLES = [
     "pygents_archive",
+    "pygents_decisions",
     "pygents_forks",
     "pygents_leases",
     "pygents_messages",

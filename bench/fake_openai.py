@@ -3,8 +3,9 @@
 Every `POST .../chat/completions` is answered by one rule, whatever came before:
 
 - the conversation ends with a user message: the reply calls the first tool
-  the request offers, each required argument filled from the user's text (a
-  string gets the text, an integer or a number its length, a boolean `true`);
+  the request offers whose name the user's text contains, else the first tool
+  it offers, each required argument filled from the user's text (a string
+  gets the text, an integer or a number its length, a boolean `true`);
 - it ends with tool results: the reply is the final text
   `answer to <user text>: <tool result>`, which names the question it answers;
 - the user's text contains `[fail]`: an HTTP 400 `invalid_request_error`
@@ -95,7 +96,8 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any] | None:
     tools = body.get("tools") or []
     if not tools:
         raise ValueError("the conversation ends with a user message and the request offers no tool")
-    function = tools[0]["function"]
+    named = [t for t in tools if t["function"]["name"] in question]
+    function = (named or tools)[0]["function"]
     schema = function.get("parameters") or {}
     properties = schema.get("properties") or {}
     arguments = {

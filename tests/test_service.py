@@ -4,6 +4,7 @@ load in real processes (`python -m bench service`), on SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import subprocess
 import sys
@@ -404,3 +405,151 @@ def test_service_tokens_are_read_from_the_environment(monkeypatch: pytest.Monkey
     monkeypatch.setenv("SERVICE_TOKENS", "t1=ann,t2")
     with pytest.raises(ValueError, match="token=owner pairs"):
         Settings.from_env()
+
+
+# -- approvals over HTTP ------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def two_workers(
+    request: pytest.FixtureRequest, model: FakeOpenAI, tmp_path: Path
+) -> AsyncIterator[tuple[httpx2.AsyncClient, httpx2.AsyncClient]]:
+    """Two apps (as two worker processes would be) on one database of each backend."""
+    where: dict[str, Any] = {"db_path": str(tmp_path / "service.db")}
+    if request.param == "postgres":
+        where = {"database_url": request.getfixturevalue("postgres").dsn, "pg_connections": 1}
+    settings = Settings(base_url=model.url, api_key="unused", model="fake", **where)
+    apps = [create_app(settings), create_app(settings)]
+    async with contextlib.AsyncExitStack() as stack:
+        clients = []
+        for app in apps:
+            await stack.enter_async_context(app.router.lifespan_context(app))
+            transport = httpx2.ASGITransport(app=app)
+            clients.append(
+                await stack.enter_async_context(
+                    httpx2.AsyncClient(transport=transport, base_url="http://app")
+                )
+            )
+        yield clients[0], clients[1]
+
+
+async def ask_for_a_refund(client: httpx2.AsyncClient, session: str) -> dict[str, Any]:
+    """Ask for a refund: the run stops at the refund call; its `approval` event."""
+    response = await client.post(f"/sessions/{session}/messages", json={"content": "refund A-1"})
+    assert response.status_code == 200
+    events = events_of(response.text)
+    assert [name for name, _ in events] == ["step", "approval", "done"]
+    data = dict(events)
+    assert data["approval"]["name"] == "refund"
+    assert data["done"]["reason"] == "approval"
+    assert data["done"]["pending"] == [data["approval"]["id"]]
+    return data["approval"]
+
+
+async def test_a_refund_waits_and_another_worker_approves_it_and_the_run_goes_on(
+    two_workers: tuple[httpx2.AsyncClient, httpx2.AsyncClient], tmp_path: Path
+) -> None:
+    first, second = two_workers
+    session = f"s-{tmp_path.name}"  # its own in the shared PostgreSQL
+    call = await ask_for_a_refund(first, session)
+
+    listed = await second.get(f"/sessions/{session}/approvals")
+    assert listed.status_code == 200
+    assert listed.json() == {"session_id": session, "pending": [call]}
+
+    response = await second.post(
+        f"/sessions/{session}/approvals/{call['id']}", json={"approve": True}
+    )
+    assert response.status_code == 200
+    events = events_of(response.text)
+    data = dict(events)
+    refunded = "order refund A-1 refunded; the money is back within 5 days"
+    assert data["tool_result"] == {
+        "id": call["id"],
+        "name": "refund",
+        "content": refunded,
+        "is_error": False,
+    }
+    assert data["done"]["reason"] == "answer"
+    assert data["done"]["text"] == f"answer to refund A-1: {refunded}"
+    assert data["done"]["pending"] == []
+    assert (await first.get(f"/sessions/{session}/approvals")).json()["pending"] == []
+    wire = (await first.get(f"/sessions/{session}", params={"format": "openai"})).json()
+    assert [m["role"] for m in wire["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert transcript_problems(wire["messages"], ["refund A-1"]) == []
+
+    # Decided and done: deciding it again is a 409, whichever way, and changes nothing.
+    again = await first.post(
+        f"/sessions/{session}/approvals/{call['id']}", json={"approve": False, "reason": "no"}
+    )
+    assert again.status_code == 409
+    assert "no longer waits" in again.json()["error"]
+    assert again.json()["pending"] == []
+    assert (await first.get(f"/sessions/{session}", params={"format": "openai"})).json() == wire
+
+
+async def test_a_rejected_refund_reaches_the_model_with_the_reason(
+    client: httpx2.AsyncClient,
+) -> None:
+    call = await ask_for_a_refund(client, "s1")
+    response = await client.post(
+        f"/sessions/s1/approvals/{call['id']}",
+        json={"approve": False, "reason": "bought 40 days ago"},
+    )
+    assert response.status_code == 200
+    data = dict(events_of(response.text))
+    rejected = "rejected: a person did not approve this call: bought 40 days ago"
+    assert "tool_result" not in data  # it did not run
+    assert data["done"]["reason"] == "answer"
+    # The model read why (an error result goes to OpenAI as "Error: ...").
+    assert data["done"]["text"] == f"answer to refund A-1: Error: {rejected}"
+    wire = (await client.get("/sessions/s1", params={"format": "openai"})).json()["messages"]
+    assert wire[2] == {"role": "tool", "tool_call_id": call["id"], "content": f"Error: {rejected}"}
+
+
+async def test_a_call_that_does_not_wait_is_409_and_an_unknown_session_404(
+    client: httpx2.AsyncClient, model: FakeOpenAI
+) -> None:
+    for response in (
+        await client.get("/sessions/nobody/approvals"),
+        await client.post("/sessions/nobody/approvals/call_1", json={"approve": True}),
+    ):
+        assert response.status_code == 404
+        assert "no session 'nobody'" in response.json()["error"]
+
+    call = await ask_for_a_refund(client, "s1")
+    unknown = await client.post("/sessions/s1/approvals/call_nope", json={"approve": True})
+    assert unknown.status_code == 409
+    assert unknown.json()["pending"] == [call["id"]]
+    assert "no tool call 'call_nope'" in unknown.json()["error"]
+
+    # A newer message answers the waiting call as not run: deciding it then is a 409.
+    assert (await client.post("/sessions/s1/messages", json={"content": "shipping?"})).is_success
+    completions = model.completions
+    stale = await client.post(f"/sessions/s1/approvals/{call['id']}", json={"approve": True})
+    assert stale.status_code == 409
+    assert "a newer message answered it" in stale.json()["error"]
+    assert model.completions == completions  # nothing ran, no model call
+    assert (await client.get("/sessions/s1/approvals")).json()["pending"] == []
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b"{not json", "the body must be JSON"),
+        (b"[true]", "the body must be a JSON object"),
+        (b"{}", '"approve" must be true or false'),
+        (b'{"approve": "yes"}', '"approve" must be true or false'),
+        (b'{"approve": true, "reason": "ok"}', '"reason" goes with "approve": false only'),
+        (b'{"approve": false, "reason": 3}', '"reason" goes with "approve": false only'),
+        (b'{"approve": true, "by": "ann"}', "unknown field(s) ['by']"),
+    ],
+)
+async def test_a_bad_decision_body_is_400_and_decides_nothing(
+    client: httpx2.AsyncClient, body: bytes, says: str
+) -> None:
+    call = await ask_for_a_refund(client, "s1")
+    response = await client.post(f"/sessions/s1/approvals/{call['id']}", content=body)
+    assert response.status_code == 400
+    assert says in response.json()["error"]
+    assert (await client.get("/sessions/s1/approvals")).json()["pending"] == [call]

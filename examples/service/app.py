@@ -2,7 +2,16 @@
 
     POST /sessions/{id}/messages   {"content": "..."}  -> the loop's events, as server-sent events
     GET  /sessions/{id}                                -> the transcript, as JSON
+    GET  /sessions/{id}/approvals                      -> the tool calls waiting for a decision
+    POST /sessions/{id}/approvals/{call_id}  {"approve": true}
+                                   or {"approve": false, "reason": "..."}
+                                                       -> decides, then the run's events
     GET  /health                                       -> {"status": "ok"}
+
+A refund (the `refund` tool) needs a person's approval: the run stops with
+an `approval` event and `done` (reason `approval`); the decision comes in its
+own request, maybe in another worker, and continues the run. The waiting
+calls and the decisions live in the store with the session, nothing else.
 
 Who may call it: with `SERVICE_TOKENS` set (`token=owner,token=owner`),
 each request needs `Authorization: Bearer <token>`, and an owner sees only
@@ -40,6 +49,7 @@ from starlette.routing import Route
 from pygents_ctx import (
     Agent,
     AgentScope,
+    ApprovalError,
     ContextConfig,
     ContextStore,
     LoopFinished,
@@ -52,6 +62,7 @@ from pygents_ctx import (
     StepStarted,
     TextDelta,
     Tool,
+    ToolApprovalRequired,
     ToolCallFinished,
     ToolCallStarted,
     ToolRegistry,
@@ -66,7 +77,8 @@ __all__ = ["Settings", "app", "create_app"]
 
 INSTRUCTIONS = (
     "You are the support assistant of a small web shop. Look questions up with "
-    "search_faq, order questions with order_status, then answer in one or two sentences."
+    "search_faq, order questions with order_status, refund orders with refund (a person "
+    "approves each refund), then answer in one or two sentences."
 )
 MAX_SESSION_ID = 200
 MAX_BODY = 100_000  # bytes of a message's JSON body
@@ -97,7 +109,13 @@ async def order_status(order_id: str) -> str:
     return f"order {order_id.upper()} shipped yesterday; it arrives within 3 days"
 
 
-TOOLS: list[Tool[..., Any]] = [search_faq, order_status]
+@tool(needs_approval=True)
+async def refund(order_id: str) -> str:
+    """Refund an order in full, by its id (e.g. "A-1001"); a person approves it first."""
+    return f"order {order_id} refunded; the money is back within 5 days"
+
+
+TOOLS: list[Tool[..., Any]] = [search_faq, order_status, refund]
 
 # -- settings -------------------------------------------------------------------------
 
@@ -284,12 +302,20 @@ async def post_message(request: Request) -> Response:
     content = await _content(request)
     if isinstance(content, JSONResponse):
         return content
+    return await _stream(request, session_id, content, None)
+
+
+async def _stream(
+    request: Request, session_id: str, content: str | None, decision: Decision | None
+) -> Response:
+    """The run's events as they come, or the 409 when it cannot start."""
     worker: Worker = request.app.state.worker
     events: asyncio.Queue[bytes | None] = asyncio.Queue()
     started = asyncio.get_running_loop().create_future()
     # The answer runs in a task of its own: a client that goes away does not cut it off
     # half-stored; it finishes, and GET /sessions/{id} shows it.
-    task = asyncio.create_task(_answer(worker, session_id, content, events, started))
+    work = _answer(worker, session_id, content, decision, events, started)
+    task = asyncio.create_task(work)
     worker.answering.add(task)
     task.add_done_callback(worker.answering.discard)
     try:
@@ -301,6 +327,8 @@ async def post_message(request: Request) -> Response:
             "is being answered; "
             "send this one when that answer is done",
         )
+    except ApprovalError as exc:  # nothing was changed
+        return JSONResponse({"error": str(exc), "pending": list(exc.pending)}, status_code=409)
     return StreamingResponse(
         _relay(events), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
     )
@@ -319,15 +347,18 @@ def new_agent(store: ContextStore) -> Agent:
 async def _answer(
     worker: Worker,
     session_id: str,
-    content: str,
+    content: str | None,
+    decision: Decision | None,
     events: asyncio.Queue[bytes | None],
     started: asyncio.Future[None],
 ) -> None:
-    """Run the loop for one message; `started` says whether it got the session's lease.
+    """Run the loop for one message, or a decision; `started` says whether it could start.
 
     `ModelLoop` takes the session's lease in the store before its first event
     (`SessionBusyError` at once if another run, in any worker, holds it), so
     the first event, or the busy error, decides between the stream and a 409.
+    A decision is made first (`ApprovalError`, a 409, if the call does not
+    wait), then the loop runs on without a prompt.
     """
     try:
         async with AgentScope():  # the agent's name is this request's alone
@@ -337,6 +368,11 @@ async def _answer(
                 instructions=INSTRUCTIONS,
                 max_steps=worker.settings.max_steps,
             )
+            if decision is not None:
+                if decision.approve:
+                    await loop.approve(decision.call_id)
+                else:
+                    await loop.reject(decision.call_id, decision.reason)
             async with contextlib.aclosing(loop.stream(content)) as stream:
                 async for event in stream:
                     if not started.done():
@@ -344,7 +380,7 @@ async def _answer(
                     shaped = sse_event(event)
                     if shaped is not None:
                         events.put_nowait(shaped)
-    except SessionBusyError as exc:
+    except (SessionBusyError, ApprovalError) as exc:
         if not started.done():
             started.set_exception(exc)
     except Exception as exc:  # the client hears of it; the stream ends cleanly
@@ -379,6 +415,9 @@ def sse_event(event: object) -> bytes | None:
                 "is_error": result.is_error,
             },
         )
+    if isinstance(event, ToolApprovalRequired):
+        call = event.call
+        return _sse("approval", {"id": call.id, "name": call.name, "input": call.input})
     if isinstance(event, ModelRetry):
         return _sse("retry", {"attempt": event.attempt, "delay": event.delay})
     if isinstance(event, LoopFinished):
@@ -389,6 +428,7 @@ def sse_event(event: object) -> bytes | None:
                 "reason": event.reason.value,
                 "text": event.text,
                 "steps": event.steps,
+                "pending": [call.id for call in event.pending],
                 "usage": {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens},
             },
         )
@@ -413,6 +453,84 @@ async def get_session(request: Request) -> Response:
     return JSONResponse({"session_id": request.path_params["session_id"], "messages": messages})
 
 
+@dataclass(frozen=True)
+class Decision:
+    """A person's decision on one waiting tool call, from `POST .../approvals/{call_id}`."""
+
+    call_id: str
+    approve: bool
+    reason: str | None = None
+
+
+_DECISION_SHAPE = '{"approve": true} or {"approve": false, "reason": "..."}'
+
+
+async def _decision(request: Request) -> Decision | JSONResponse:
+    """The decision of the request's body, or the 400 (413) saying what is wrong."""
+    call_id: str = request.path_params["call_id"]
+    if len(call_id) > MAX_SESSION_ID or "\x00" in call_id:
+        return _error(400, f"a call id has at most {MAX_SESSION_ID} characters, none of them NUL")
+    raw = await _body(request)
+    if raw is None:
+        return _error(413, f"the body has at most {MAX_BODY:,} bytes")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return _error(400, f"the body must be JSON like {_DECISION_SHAPE}: {exc}")
+    if not isinstance(body, dict):
+        return _error(400, f"the body must be a JSON object like {_DECISION_SHAPE}, not {body!r}")
+    unknown = sorted(set(body) - {"approve", "reason"})
+    if unknown:
+        return _error(400, f'unknown field(s) {unknown}: the body has "approve" and "reason"')
+    approve, reason = body.get("approve"), body.get("reason")
+    if not isinstance(approve, bool):
+        return _error(400, f'"approve" must be true or false, not {approve!r}: {_DECISION_SHAPE}')
+    if reason is not None and (approve or not isinstance(reason, str) or "\x00" in reason):
+        return _error(
+            400,
+            f'"reason" goes with "approve": false only, as a string without NUL, not {reason!r}',
+        )
+    return Decision(call_id, approve, reason)
+
+
+async def _session_exists(worker: Worker, session_id: str, request: Request) -> Response | None:
+    """None, or the 404 of a session with no messages."""
+    if await worker.store(session_id).count():
+        return None
+    asked = request.path_params["session_id"]
+    return _error(
+        404, f"no session {asked!r}: POST a message to /sessions/{asked}/messages to start it"
+    )
+
+
+async def get_approvals(request: Request) -> Response:
+    session_id = _session_id(request)
+    if isinstance(session_id, JSONResponse):
+        return session_id
+    worker: Worker = request.app.state.worker
+    missing = await _session_exists(worker, session_id, request)
+    if missing is not None:
+        return missing
+    async with AgentScope():
+        loop = ModelLoop(new_agent(worker.store(session_id)), worker.model)
+        pending = await loop.pending_approvals()
+    calls = [{"id": call.id, "name": call.name, "input": call.input} for call in pending]
+    return JSONResponse({"session_id": request.path_params["session_id"], "pending": calls})
+
+
+async def post_approval(request: Request) -> Response:
+    session_id = _session_id(request)
+    if isinstance(session_id, JSONResponse):
+        return session_id
+    decision = await _decision(request)
+    if isinstance(decision, JSONResponse):
+        return decision
+    missing = await _session_exists(request.app.state.worker, session_id, request)
+    if missing is not None:
+        return missing
+    return await _stream(request, session_id, None, decision)
+
+
 async def health(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
@@ -425,6 +543,8 @@ def create_app(settings: Settings | None = None) -> Starlette:
         routes=[
             Route("/sessions/{session_id}/messages", post_message, methods=["POST"]),
             Route("/sessions/{session_id}", get_session, methods=["GET"]),
+            Route("/sessions/{session_id}/approvals", get_approvals, methods=["GET"]),
+            Route("/sessions/{session_id}/approvals/{call_id}", post_approval, methods=["POST"]),
             Route("/health", health, methods=["GET"]),
         ],
         lifespan=_lifespan,

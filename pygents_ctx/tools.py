@@ -695,7 +695,7 @@ def tool(
             exception is the turn's value and the run goes on), or None (the
             default) to follow the agent's `on_tool_error`.
         needs_approval: Whether a `ModelLoop` stops for a person's approval
-            before it runs a model's call of this tool (`loop.approve()` /
+            before it runs a model's call of this tool (`await loop.approve()` /
             `loop.reject()`, then run the loop again). True: every call;
             a function: the calls for which it returns True, given the call's
             arguments as one dict (sync or async; one that raises counts as

@@ -134,7 +134,7 @@ class ToolCallFinished:
 class ToolApprovalRequired:
     """A tool call of the model's waits for a person's decision; the run ends after these.
 
-    Decide with `loop.approve(call.id)` or `loop.reject(call.id, reason)`,
+    Decide with `await loop.approve(call.id)` or `await loop.reject(call.id, reason)`,
     then run the loop again. `step` is the run's step count: 0 when a run
     that continues stops again before calling the model.
     """
@@ -151,7 +151,9 @@ class LoopFinished:
         reason: Why it ended.
         message: The answer (`reason` is `ANSWER`), the stored part of a reply
             its token limit cut (`LENGTH`; None when it had no text), the
-            stored refusal (`REFUSAL`), or None.
+            stored refusal (`REFUSAL`), the reply whose tool calls wait for a
+            person (`APPROVAL`: its text is what the model wrote beside
+            them), or None.
         steps: The model calls this run made.
         usage: The tokens they used, as the provider reported them.
         pending: The tool calls waiting for a person's decision (`reason`
@@ -172,7 +174,7 @@ class LoopFinished:
 
     @property
     def text(self) -> str:
-        """The message's text: the answer, the refusal; `""` when the run ended at a limit."""
+        """The message's text: the answer, the refusal, the text beside waiting calls; else `""`."""
         return "" if self.message is None else self.message.text
 
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable, Sequence
+from collections.abc import (
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+    Iterable,
+    Iterator,
+    Sequence,
+)
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeAlias, TypeVar
 
@@ -21,6 +29,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 __all__ = [
+    "APPEND_CHUNK",
     "LARGEST",
     "MAX_MESSAGE_BYTES",
     "PREVIEW_LENGTH",
@@ -36,6 +45,7 @@ __all__ = [
     "check_tokens",
     "check_usage_record",
     "check_window",
+    "checked_messages",
     "decode",
     "decode_rows",
     "encode_message",
@@ -281,6 +291,29 @@ def check_messages(messages: Iterable[Message], owner: str = "messages") -> list
         if not isinstance(message, Message):
             raise TypeError(f"{owner}[{index}] must be a Message, not {type(message).__name__}")
     return batch
+
+
+# Messages a PostgreSQL append sends in one statement, at most: memory holds one such batch.
+APPEND_CHUNK: Final = 1_000
+
+
+def checked_messages(messages: Iterable[Message], owner: str = "messages") -> Iterator[Message]:
+    """The messages of `messages`, each checked as it is reached (for a streamed append).
+
+    Raises:
+        TypeError: `messages` is not iterable or is a single message (at once);
+            an item is not a `Message` (when reached, naming its index).
+    """
+    if isinstance(messages, Message) or not isinstance(messages, Iterable):
+        raise TypeError(f"{owner} must be an iterable of Message, not {type(messages).__name__}")
+    return _checked(messages, owner)
+
+
+def _checked(messages: Iterable[Message], owner: str) -> Iterator[Message]:
+    for index, message in enumerate(messages):
+        if not isinstance(message, Message):
+            raise TypeError(f"{owner}[{index}] must be a Message, not {type(message).__name__}")
+        yield message
 
 
 LARGEST: Final = 2**63 - 1  # the largest integer SQLite and PostgreSQL (bigint) hold

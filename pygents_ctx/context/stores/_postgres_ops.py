@@ -13,6 +13,7 @@ without every message before it.
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
@@ -20,6 +21,7 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
+    APPEND_CHUNK,
     changed_prefix,
     decode,
     decode_rows,
@@ -41,7 +43,7 @@ from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterable, Iterator
     from datetime import datetime
 
     from psycopg import AsyncConnection
@@ -56,6 +58,7 @@ __all__ = [
     "Read",
     "Version",
     "append_rows",
+    "batches",
     "clear",
     "clear_run",
     "encode",
@@ -74,6 +77,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+# A streamed append's statements carry at most this much message data each: psycopg
+# dumps a bytea array as escaped text, some twelve times the data at its peak.
+BATCH_BYTES: Final = 1_000_000
 MISSING: Final = (-1, -1)  # the version of a session that has no row yet
 
 
@@ -95,7 +101,7 @@ class Batch(NamedTuple):
         return next((p for p in self.previews if p is not None), b"")
 
 
-def encode(messages: list[Message]) -> Batch:
+def encode(messages: Iterable[Message]) -> Batch:
     """The batch for `messages`.
 
     Raises:
@@ -103,12 +109,32 @@ def encode(messages: list[Message]) -> Batch:
     """
     batch = Batch([], [], [], [])
     for message in messages:
-        batch.data.append(encode_message(message))
-        batch.words.append(indexed_words(message))
-        preview = preview_of(message)
-        batch.previews.append(None if preview is None else preview.encode())
-        batch.tokens.append(count_message_tokens(message))
+        _add(batch, message)
     return batch
+
+
+def batches(messages: Iterable[Message]) -> Iterator[Batch]:
+    """`messages` encoded into batches of at most `APPEND_CHUNK` messages or
+    `BATCH_BYTES` bytes, each made when the one before has been sent."""
+    batch = Batch([], [], [], [])
+    size = 0
+    for message in messages:
+        size += _add(batch, message)
+        if len(batch.data) >= APPEND_CHUNK or size >= BATCH_BYTES:
+            yield batch
+            batch, size = Batch([], [], [], []), 0
+    if batch.data:
+        yield batch
+
+
+def _add(batch: Batch, message: Message) -> int:
+    data = encode_message(message)
+    preview = preview_of(message)
+    batch.data.append(data)
+    batch.words.append(indexed_words(message))
+    batch.previews.append(None if preview is None else preview.encode())
+    batch.tokens.append(count_message_tokens(message))
+    return len(data)
 
 
 async def fenced(
@@ -194,9 +220,23 @@ def _batch_params(session_id: str, run_id: str | None, batch: Batch) -> dict[str
 
 
 async def append_rows(
-    session_id: str, run_id: str | None, batch: Batch, conn: AsyncConnection[Any]
+    session_id: str,
+    run_id: str | None,
+    first: Batch,
+    rest: Iterator[Batch],
+    conn: AsyncConnection[Any],
 ) -> None:
-    await conn.execute(APPEND, _batch_params(session_id, run_id, batch))
+    """Append `first`, then each batch of `rest` as it is made: one transaction.
+
+    A single batch is one statement (its own transaction).
+    """
+    second = next(rest, None)
+    if second is None:
+        await conn.execute(APPEND, _batch_params(session_id, run_id, first))
+        return
+    async with conn.transaction():
+        for batch in itertools.chain((first, second), rest):
+            await conn.execute(APPEND, _batch_params(session_id, run_id, batch))
 
 
 # -- reads ------------------------------------------------------------------------

@@ -6,8 +6,9 @@ arguments with `functools.partial` and hands the result to `SQLiteConnection.run
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
@@ -209,29 +210,41 @@ def append_rows(
     session_id: str,
     ensure: str | None,
     run_id: str | None,
-    rows: list[Encoded],
+    messages: Iterable[Message],
     fence: int | None,
     db: Db,
-) -> None:
-    params = [(session_id, session_id, run_id, *row) for row in rows]
-    if ensure is None and len(params) == 1 and fence is None:
+) -> bool:
+    """Append `messages`, encoded one at a time as they are read; whether any were.
+
+    One message alone is one statement (its own transaction); more are one
+    transaction, so a message that cannot be encoded, or is not a message,
+    leaves nothing added.
+    """
+    params = ((session_id, session_id, run_id, *encode(message)) for message in messages)
+    first = next(params, None)
+    if first is None:
+        return False
+    second = next(params, None)
+    if ensure is None and second is None and fence is None:
         try:
-            db.execute(APPEND, params[0])  # one statement: its own transaction
+            db.execute(APPEND, first)  # one statement: its own transaction
         except sqlite3.IntegrityError:  # the session row is gone: recreate it below
             pass
         else:
-            return
+            return True
     # Within a transaction the row is made sure of every time: someone may have
     # deleted it since this store last wrote. Under a lease it is there: the
     # lease's row, which the check found, refers to it.
     created_at = ensure or now_iso()
+    head = [first] if second is None else [first, second]
 
     def work(db: Db) -> None:
         if fence is None:
             db.execute(ENSURE, (session_id, created_at))
-        db.executemany(APPEND, params)
+        db.executemany(APPEND, itertools.chain(head, params))
 
     write(session_id, fence, work, False, db)
+    return True
 
 
 def scalar(db: Db, sql: str, session_id: str, default: int = 0) -> int:

@@ -35,6 +35,7 @@ from pygents_ctx.context.stores._common import (
     check_session_id,
     check_tokens,
     check_usage_record,
+    checked_messages,
     new_session_id,
     require_run_id,
 )
@@ -317,22 +318,27 @@ class PostgresContextStore(ContextStore):
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")
-        await self._append_batch([message], _check_run(run_id))
+        await self._append([message], _check_run(run_id))
 
     async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
-        """Add `messages` at the end, in order: one statement, so one transaction.
+        """Add `messages` at the end, in order, in one transaction.
+
+        They are encoded and sent as they are read, up to 1,000 messages or
+        1 MB a statement, so memory holds one such batch however many there
+        are; a single batch is a single statement.
 
         Raises:
             TypeError: Something in `messages` is not a `Message`, or holds a
                 value JSON cannot hold (nothing is added).
         """
-        batch = check_messages(messages)
-        await self._append_batch(batch, _check_run(run_id))
+        run = _check_run(run_id)
+        await self._append(checked_messages(messages), run)
 
-    async def _append_batch(self, messages: list[Message], run_id: str | None) -> None:
-        if messages:
-            batch = ops.encode(messages)
-            await self._write(partial(ops.append_rows, self.session_id, run_id, batch))
+    async def _append(self, messages: Iterable[Message], run_id: str | None) -> None:
+        batches = ops.batches(messages)
+        first = next(batches, None)
+        if first is not None:
+            await self._write(partial(ops.append_rows, self.session_id, run_id, first, batches))
 
     async def get_history(
         self,

@@ -33,6 +33,7 @@ from pygents_ctx.context.stores._common import (
     check_session_id,
     check_tokens,
     check_usage_record,
+    checked_messages,
     new_session_id,
     now_iso,
     require_run_id,
@@ -223,28 +224,29 @@ class SQLiteContextStore(ContextStore):
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")
-        await self._append_batch([message], check_run_id(run_id))
+        await self._append([message], check_run_id(run_id))
 
     async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
         """Add `messages` at the end, in order, in one transaction.
+
+        The messages are encoded and inserted as they are read, on the
+        database's thread, so memory holds one at a time however many there
+        are (an iterator is read there too).
 
         Raises:
             TypeError: Something in `messages` is not a `Message`, or holds a
                 value JSON cannot hold (nothing is added).
         """
-        batch = check_messages(messages)
-        await self._append_batch(batch, check_run_id(run_id))
+        run = check_run_id(run_id)
+        await self._append(checked_messages(messages), run)
 
-    async def _append_batch(self, batch: list[Message], run_id: str | None) -> None:
-        if not batch:
-            return
-        rows = [ops.encode(message) for message in batch]
+    async def _append(self, messages: Iterable[Message], run_id: str | None) -> None:
         fence = self._fence()
         work = partial(
-            ops.append_rows, self.session_id, self._ensure(), run_id, rows, _token(fence)
+            ops.append_rows, self.session_id, self._ensure(), run_id, messages, _token(fence)
         )
-        await self._run_write(fence, work)
-        self._ready = True
+        if await self._run_write(fence, work):
+            self._ready = True
 
     async def get_history(
         self,

@@ -39,6 +39,7 @@ Write = Callable[[ContextStore], Awaitable[None]]
 WRITES: dict[str, Write] = {
     "append": lambda s: s.append(Message("user", "stale"), run_id="r"),
     "append_many": lambda s: s.append_many([Message("user", "a"), Message("assistant", "b")]),
+    "append_many_streamed": lambda s: s.append_many(Message("user", str(i)) for i in range(2_500)),
     "replace_prefix": lambda s: s.replace_prefix(1, [Message("user", "summary")]),
     "rewind": lambda s: s.rewind(1),
     "clear": lambda s: s.clear(),

@@ -171,6 +171,21 @@ class ContextConfig:
             child._pending = _PendingFork(self, new_session_id())
         return child
 
+    async def unsaved_branch(self) -> ContextConfig:
+        """A branch's context that never writes: a copy of the conversation, kept in memory.
+
+        The same strategy, with `HistoryRetention.NONE` over a copy of this
+        context's history: what the branch says is its own and goes when it
+        does, and no session is made for it (`ModelLoop.as_tool(keep="none")`).
+        """
+        strategy = self.strategy
+        if isinstance(strategy, PinnedWindow | StableWindow):  # each follows one conversation
+            strategy = copy.copy(strategy)
+        history = await self.history()
+        child = ContextConfig(await self.ready(), strategy, retention=HistoryRetention.NONE)
+        child._unsaved = history
+        return child
+
     async def ready(self) -> ContextStore:
         """The store, once a branch's fork is made (at once for any other context)."""
         pending = self._pending

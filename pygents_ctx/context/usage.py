@@ -17,7 +17,17 @@ from typing import Any
 __all__ = ["Usage", "UsageRecord"]
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
-_RECORD_FIELDS = ("usage", "run_id", "model", "estimated_input_tokens", "created_at")
+_RECORD_FIELDS = (
+    "usage",
+    "run_id",
+    "model",
+    "estimated_input_tokens",
+    "created_at",
+    "parent_session",
+    "call_id",
+    "subagent_session",
+)
+_LINK_FIELDS = ("parent_session", "call_id", "subagent_session")
 
 
 def _now() -> str:
@@ -113,9 +123,22 @@ class UsageRecord:
             before the call (the window's `tokens`), to compare with
             `usage.input_tokens`; None when not estimated.
         created_at: When the call ended: ISO 8601 in UTC with microseconds.
+        parent_session: For a sub-agent's model call (`ModelLoop.as_tool`),
+            the session whose transcript holds the tool call that ran the
+            sub-agent; None for a session's own calls.
+        call_id: For a sub-agent's model call, the id of that tool call.
+        subagent_session: For a sub-agent's model call, the session of the
+            sub-agent's own transcript (None when it was not kept:
+            `as_tool(keep="none")`).
+
+    A sub-agent's records are kept once, in the session its caller records
+    its own calls in, so the spend of a conversation and of every sub-agent
+    it called adds up in that one session; the three fields say where each
+    call came from.
 
     Raises:
-        TypeError, ValueError: A field has the wrong type or a negative amount.
+        TypeError, ValueError: A field has the wrong type or a negative amount,
+            or `subagent_session` or `parent_session` is given without `call_id`.
 
     Examples:
         >>> record = UsageRecord(Usage(120, 30), run_id="run-1", model="gpt-4o")
@@ -128,6 +151,9 @@ class UsageRecord:
     model: str = field(default="", kw_only=True)
     estimated_input_tokens: int | None = field(default=None, kw_only=True)
     created_at: str = field(default_factory=_now, kw_only=True)
+    parent_session: str | None = field(default=None, kw_only=True)
+    call_id: str | None = field(default=None, kw_only=True)
+    subagent_session: str | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         if not isinstance(self.usage, Usage):
@@ -143,19 +169,34 @@ class UsageRecord:
                 )
         if self.estimated_input_tokens is not None:
             _check_amount("UsageRecord", "estimated_input_tokens", self.estimated_input_tokens)
+        for name in _LINK_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(
+                    f"UsageRecord.{name} must be a str or None, not {type(value).__name__}"
+                )
+        if self.call_id is None and (self.parent_session or self.subagent_session) is not None:
+            raise ValueError(
+                "UsageRecord.parent_session and subagent_session describe a sub-agent's call: "
+                "give its call_id too (the id of the tool call that ran the sub-agent)"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """`{"usage", "run_id", "model", "estimated_input_tokens", "created_at"}`.
 
-        `usage` is `Usage.to_dict()`.
+        `usage` is `Usage.to_dict()`; a sub-agent's record also has
+        `parent_session`, `call_id` and `subagent_session`.
         """
-        return {
+        data: dict[str, Any] = {
             "usage": self.usage.to_dict(),
             "run_id": self.run_id,
             "model": self.model,
             "estimated_input_tokens": self.estimated_input_tokens,
             "created_at": self.created_at,
         }
+        if self.call_id is not None:
+            data.update({name: getattr(self, name) for name in _LINK_FIELDS})
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:

@@ -1,43 +1,85 @@
 """A model loop offered as a tool to another loop's model: a sub-agent.
 
-Each call runs on a branch of the loop's agent (its own name, its own fork of
-the transcript, so calls of one reply run at once without touching each
-other or the agent), answers with the run's text (or its `output`, with an
+Each call runs on a branch of the loop's agent (its own name and its own
+conversation, so calls of one reply run at once without touching each other
+or the agent), answers with the run's text (or its `output`, with an
 `output_type`), and, unless told otherwise, merges the branch back: what it
-added to the pool and queue, and its usage records, so the spend shows on
-the agent.
+added to the pool and queue.
+
+Its model calls' usage is recorded once, where the calling loop records its
+own (the caller's session, or, for a sub-agent's sub-agent, wherever that
+sub-agent's calls go), each record linked to the call that ran it
+(`parent_session`, `call_id`) and to the sub-agent's transcript
+(`subagent_session`): a fork of the agent's transcript with `keep="transcript"`,
+none with `keep="none"` (the branch then talks in memory only).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Final, Protocol
+from dataclasses import dataclass
+from typing import Any, Final, Literal, Protocol, cast
 
 from pygents_ctx.agent import Agent
+from pygents_ctx.context.config import ContextConfig
+from pygents_ctx.context.stores import ContextStore
+from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import SubagentError
+from pygents_ctx.model._steps import RUNNING
+from pygents_ctx.model._tool_calls import CURRENT_CALL
 from pygents_ctx.model.events import LoopFinished, LoopStop
 from pygents_ctx.tools import Tool
 
-__all__ = ["subagent_tool"]
+__all__ = ["KEEP", "Keep", "UsageSink", "subagent_tool"]
+
+Keep = Literal["transcript", "none"]
+KEEP: Final[tuple[Keep, ...]] = ("transcript", "none")
 
 _NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSink:
+    """Where a sub-agent's loop records its model calls, and the link each record carries."""
+
+    store: ContextStore
+    parent_session: str | None
+    call_id: str
+    subagent_session: str | None
+
+    async def record(self, record: UsageRecord) -> None:
+        linked = dataclasses.replace(
+            record,
+            parent_session=self.parent_session,
+            call_id=self.call_id,
+            subagent_session=self.subagent_session,
+        )
+        await self.store.record_usage(linked)
 
 
 class _Loop(Protocol):
     agent: Agent
     output_type: type[Any] | None
+    _usage_into: UsageSink | None
 
-    def _for(self, agent: Agent) -> _Loop: ...
+    @property
+    def _context(self) -> ContextConfig: ...
+
+    def _for(self, agent: Agent, usage_into: UsageSink | None) -> _Loop: ...
 
     async def run(self, prompt: str) -> LoopFinished: ...
 
 
-def subagent_tool(loop: _Loop, name: str, description: str, *, merge: bool) -> Tool[..., Any]:
+def subagent_tool(
+    loop: _Loop, name: str, description: str, *, merge: bool, keep: Keep
+) -> Tool[..., Any]:
     """`loop` as a tool called `name`: each call a run on a branch of `loop.agent`.
 
     Raises:
-        ValueError: `name` is not 1-64 letters, digits, `_` or `-`, or
-            `description` is empty.
+        ValueError: `name` is not 1-64 letters, digits, `_` or `-`,
+            `description` is empty, or `keep` is not one of `KEEP`.
+        TypeError: `merge` is not a bool.
     """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
@@ -51,10 +93,19 @@ def subagent_tool(loop: _Loop, name: str, description: str, *, merge: bool) -> T
         )
     if not isinstance(merge, bool):
         raise TypeError(f"ModelLoop.as_tool merge must be a bool, not {merge!r}")
+    if keep not in KEEP:
+        raise ValueError(
+            f"ModelLoop.as_tool keep must be 'transcript' (keep each call's transcript, "
+            f"linked from the call) or 'none' (keep nothing but its usage), not {keep!r}"
+        )
 
     async def subagent(task: str) -> Any:
-        async with loop.agent.branch() as branch:
-            finished = await loop._for(branch).run(task)
+        branch = loop.agent.branch()
+        if keep == "none" and branch.context is not None:
+            branch.context = await loop._context.unsaved_branch()
+        async with branch:  # a kept transcript is forked now: its session is known
+            sink = await _sink(branch, keep)
+            finished = await loop._for(branch, sink).run(task)
             if merge:  # the later of two calls adding one id wins, as in the pool
                 await loop.agent.merge(branch, on_conflict="branch")
         if finished.reason is LoopStop.REFUSAL:
@@ -74,3 +125,24 @@ def subagent_tool(loop: _Loop, name: str, description: str, *, merge: bool) -> T
         "it sees nothing else of this conversation.\n"
     )
     return Tool(subagent)
+
+
+async def _sink(branch: Agent, keep: Keep) -> UsageSink | None:
+    """Where the sub-agent's usage goes: where its caller's goes, linked to the call.
+
+    None outside a model loop's tool call (the tool called some other way): the
+    sub-agent's loop then records in its own conversation's store, as any loop.
+    """
+    caller, call = RUNNING.get(), CURRENT_CALL.get()
+    if caller is None or call is None:
+        return None
+    calling = cast("_Loop", caller)  # RUNNING holds the ModelLoop running this call
+    kept = None
+    if keep == "transcript" and branch.context is not None:
+        kept = branch.context.session_id
+    above = calling._usage_into
+    if above is not None and above.subagent_session is None:
+        # The caller's own transcript is not kept: credit the call that ran the caller.
+        return UsageSink(above.store, above.parent_session, above.call_id, kept)
+    store = above.store if above is not None else await calling._context.ready()
+    return UsageSink(store, calling._context.session_id, call.id, kept)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
 from typing import Any, Final
 
 import orjson
@@ -23,12 +24,23 @@ from pygents_ctx.model.definitions import accepts_null, input_schema
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
-__all__ = ["CANCELLED", "NOT_RUN", "run_call", "tool_arguments", "unanswered_calls"]
+__all__ = [
+    "CANCELLED",
+    "CURRENT_CALL",
+    "NOT_RUN",
+    "run_call",
+    "tool_arguments",
+    "unanswered_calls",
+]
 
 CANCELLED: Final = (
     "cancelled: the run stopped before this call finished; call the tool again if still needed"
 )
 NOT_RUN: Final = "not run: a new message came before this call ran; call the tool again if needed"
+
+# The model's tool call whose tool is running (in its task and the tasks it starts):
+# a sub-agent's tool reads it to link its model calls to the call that ran it.
+CURRENT_CALL: ContextVar[ToolUseBlock | None] = ContextVar("pygents_ctx_tool_call", default=None)
 
 
 def unanswered_calls(history: Sequence[Message]) -> list[ToolUseBlock]:
@@ -73,16 +85,20 @@ async def run_call(
     seconds: float,
 ) -> tuple[ToolResultBlock, list[Any]]:
     """Run `call` as a `Turn`: the result the model reads, and the values to route (see `_run`)."""
-    if not OBSERVERS:
-        return await _run(call, tools, hooks, seconds, None)
-    watch = watch_tool_call(call, tools.get(call.name))  # tracing: current while the tool runs
+    token = CURRENT_CALL.set(call)
     try:
-        result, routed = await _run(call, tools, hooks, seconds, watch)
-    except BaseException as error:
-        watch.end(None, error)
-        raise
-    watch.end(result, None)
-    return result, routed
+        if not OBSERVERS:
+            return await _run(call, tools, hooks, seconds, None)
+        watch = watch_tool_call(call, tools.get(call.name))  # tracing: current while it runs
+        try:
+            result, routed = await _run(call, tools, hooks, seconds, watch)
+        except BaseException as error:
+            watch.end(None, error)
+            raise
+        watch.end(result, None)
+        return result, routed
+    finally:
+        CURRENT_CALL.reset(token)
 
 
 async def _run(

@@ -88,7 +88,7 @@ from pygents_ctx.model._replies import (
     stored_refusal,
 )
 from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
-from pygents_ctx.model._subagent import subagent_tool
+from pygents_ctx.model._subagent import Keep, UsageSink, subagent_tool
 from pygents_ctx.model._tool_calls import NOT_RUN, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
@@ -335,6 +335,8 @@ class ModelLoop:
         self._by_name = {t.metadata.name: t for t in chosen}
         self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
+        # A sub-agent's loop (`as_tool`): where its usage goes, linked to its call.
+        self._usage_into: UsageSink | None = None
 
     def __repr__(self) -> str:
         return f"<ModelLoop {self.agent.name} model={self.model!r}>"
@@ -493,23 +495,42 @@ class ModelLoop:
 
     # -- as a tool -------------------------------------------------------------
 
-    def as_tool(self, name: str, description: str, *, merge: bool = True) -> Tool[..., Any]:
+    def as_tool(
+        self, name: str, description: str, *, merge: bool = True, keep: Keep = "transcript"
+    ) -> Tool[..., Any]:
         """This loop as a tool another loop's model can call: a sub-agent.
 
         The tool takes one argument, `task` (the whole task, as the sub-agent
         sees nothing else), and each call runs this loop on a branch of its
-        agent (`async with agent.branch()`): its own name and its own fork of
-        the transcript, so the calls of one reply run at once. It answers
-        with the run's text, or its `output` with an `output_type`; a run
-        that ends without an answer raises `SubagentError`, which the calling
-        model reads as the call's error. With `merge`, each branch is merged
-        back (`agent.merge(branch, on_conflict="branch")`): its pool and queue
-        items and its usage records. The calling loop's `tool_timeout` bounds
-        each call.
+        agent (`async with agent.branch()`): its own name and its own
+        conversation, so the calls of one reply run at once. It answers with
+        the run's text, or its `output` with an `output_type`; a run that ends
+        without an answer raises `SubagentError`, which the calling model
+        reads as the call's error. With `merge`, each branch is merged back
+        (`agent.merge(branch, on_conflict="branch")`): its pool and queue
+        items. The calling loop's `tool_timeout` bounds each call.
+
+        The sub-agent's model calls are recorded once, where the calling loop
+        records its own (the caller's session), each `UsageRecord` carrying
+        `parent_session` and `call_id` (the call that ran it) and
+        `subagent_session` (its transcript). The sub-agent takes no lease of
+        its own: nothing else writes its transcript, and its records in the
+        caller's session are fenced by the caller's lease.
+
+        Args:
+            name: The tool's name, as the calling model calls it.
+            description: When to use it, as the calling model reads it.
+            merge: Merge each branch's pool and queue items back into the agent.
+            keep: `"transcript"` keeps each call's conversation, a fork of the
+                agent's transcript, in a session of its own (its id is the
+                records' `subagent_session`); `"none"` keeps it in memory
+                only, for the run: no session is made, and only the usage
+                records remain.
 
         Raises:
-            ValueError: `name` is not 1-64 letters, digits, `_` or `-`, or
-                `description` is empty.
+            ValueError: `name` is not 1-64 letters, digits, `_` or `-`,
+                `description` is empty, or `keep` is not `"transcript"` or
+                `"none"`.
             TypeError: `merge` is not a bool.
 
         Examples:
@@ -520,11 +541,18 @@ class ModelLoop:
             >>> loop.as_tool("research", "Find out one fact").metadata.input_schema["required"]
             ['task']
         """
-        return subagent_tool(self, name, description, merge=merge)
+        return subagent_tool(self, name, description, merge=merge, keep=keep)
 
-    def _for(self, agent: Agent) -> ModelLoop:
-        """A loop like this one (model, tools, limits, ...) for `agent`."""
-        return ModelLoop(agent, self.model, **{name: getattr(self, name) for name in _OPTIONS})
+    def _for(self, agent: Agent, usage_into: UsageSink | None) -> ModelLoop:
+        """A loop like this one (model, tools, limits, ...) for `agent`, a sub-agent's.
+
+        It takes no lease (the branch's conversation is its own), and with
+        `usage_into` records its usage there (see `as_tool`).
+        """
+        options: dict[str, Any] = {name: getattr(self, name) for name in _OPTIONS}
+        loop = ModelLoop(agent, self.model, **{**options, "lease": False})
+        loop._usage_into = usage_into
+        return loop
 
     # -- running ---------------------------------------------------------------
 
@@ -737,7 +765,10 @@ class ModelLoop:
             model=response.model,
             estimated_input_tokens=window.tokens,
         )
-        await context.store.record_usage(record)
+        if self._usage_into is None:
+            await context.store.record_usage(record)
+        else:  # a sub-agent's call: recorded once, in its caller's session, linked
+            await self._usage_into.record(record)
         run.usage += response.usage
         yield ModelReplied(step, response, window.tokens)
         if response.refusal is not None:

@@ -20,7 +20,9 @@ picks another).
   and is unique within it. Appends take `next_position`; `replace_prefix` puts
   its messages just before the first one it keeps (positions may go negative).
 - `pygents_archive`: messages `replace_prefix` took out, in the order they left.
-- `pygents_usage`: one row per model call whose usage was recorded, in order.
+- `pygents_usage`: one row per model call whose usage was recorded, in order;
+  a sub-agent's call says where it came from (version 8: `parent_session`,
+  `call_id`, `subagent_session`, indexed by the calling session and call).
 - Version 6 adds to the live history and the archive `message_id` (from the
   sequence `pygents_message_ids`, kept when a message is archived) and
   `search`, the `tsvector` that `search` looks in (see `_search_sql`).
@@ -47,7 +49,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
-from pygents_ctx.context.stores._usage_sql import POSTGRES_TABLE
+from pygents_ctx.context.stores._usage_sql import POSTGRES_LINKS, POSTGRES_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
 if TYPE_CHECKING:
@@ -152,7 +154,8 @@ Step: TypeAlias = "str | Callable[[AsyncConnection[Any]], Awaitable[None]]"
 
 # Version 2: usage records, one row per model call. Version 3: session leases.
 # Version 4: forks share rows. Version 5: running token counts. Version 6: the
-# full-text index of `search` (see `_search_sql`).
+# full-text index of `search` (see `_search_sql`). Version 7: approval decisions.
+# Version 8: a sub-agent call's links on its usage records.
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
@@ -161,6 +164,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V5,
     POSTGRES_INDEX,
     decisions_sql.POSTGRES_TABLE,
+    POSTGRES_LINKS,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables (schema version 9):
+Tables (schema version 10):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -33,7 +33,9 @@ Tables (schema version 9):
   and write the tables directly where it saves work.
 - `pygents_search` (version 8): the FTS5 index of every message's text, live
   or archived, kept by triggers on `pygents_message_data` (see `_search_sql`).
-- `pygents_usage`: one row per model call whose usage was recorded, in order.
+- `pygents_usage`: one row per model call whose usage was recorded, in order;
+  a sub-agent's call says where it came from (version 10: `parent_session`,
+  `call_id`, `subagent_session`, indexed by the calling session and call).
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
 
@@ -62,7 +64,7 @@ from typing import Final
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import SQLITE_INDEX
-from pygents_ctx.context.stores._usage_sql import SQLITE_TABLE
+from pygents_ctx.context.stores._usage_sql import SQLITE_LINKS, SQLITE_TABLE
 from pygents_ctx.errors import StoreSchemaError
 
 __all__ = [
@@ -415,7 +417,8 @@ _V7: Final = (
 # Version 3: usage records, one row per model call. Version 4: session leases.
 # Version 6: forks share rows. Version 7: running token counts. Version 8: the
 # full-text index of `search` (see `_search_sql`).
-# Version 9: approval decisions, one row per decided tool call.
+# Version 9: approval decisions, one row per decided tool call. Version 10: a
+# sub-agent call's links on its usage records.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -426,6 +429,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V7,
     SQLITE_INDEX,
     decisions_sql.SQLITE_TABLE,
+    SQLITE_LINKS,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -1,8 +1,9 @@
 """The SQL of usage records, for the SQLite and PostgreSQL stores.
 
 Both keep one row per model call in `pygents_usage` (created by the stores'
-second migration), and add the call's tokens to the session's counters in the
-same transaction, so the records and the totals never disagree.
+second migration; a later one adds a sub-agent call's link columns), and add
+the call's tokens to the session's counters in the same transaction, so the
+records and the totals never disagree.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 __all__ = [
+    "POSTGRES_LINKS",
     "POSTGRES_TABLE",
+    "SQLITE_LINKS",
     "SQLITE_TABLE",
     "copy_postgres",
     "copy_sqlite",
@@ -65,9 +68,31 @@ POSTGRES_TABLE: Final = (
     "CREATE INDEX pygents_usage_by_session ON pygents_usage (session_id, run_id)",
 )
 
+# A sub-agent's call: the session and the tool call that ran it, and its own transcript.
+# Indexed by the calling session and call, so a transcript's call finds its sub-agent.
+SQLITE_LINKS: Final = (
+    "ALTER TABLE pygents_usage ADD COLUMN parent_session TEXT",
+    "ALTER TABLE pygents_usage ADD COLUMN call_id TEXT",
+    "ALTER TABLE pygents_usage ADD COLUMN subagent_session TEXT",
+    """
+    CREATE INDEX pygents_usage_by_call ON pygents_usage (parent_session, call_id)
+    WHERE parent_session IS NOT NULL
+    """,
+)
+
+POSTGRES_LINKS: Final = (
+    "ALTER TABLE pygents_usage ADD COLUMN parent_session text",
+    "ALTER TABLE pygents_usage ADD COLUMN call_id text",
+    "ALTER TABLE pygents_usage ADD COLUMN subagent_session text",
+    """
+    CREATE INDEX pygents_usage_by_call ON pygents_usage (parent_session, call_id)
+    WHERE parent_session IS NOT NULL
+    """,
+)
+
 _COLUMNS: Final = (
     "run_id, model, input_tokens, output_tokens, cached_tokens, cache_write_tokens, "
-    "estimated_input_tokens, created_at"
+    "estimated_input_tokens, created_at, parent_session, call_id, subagent_session"
 )
 
 
@@ -82,17 +107,24 @@ def _row(record: UsageRecord) -> tuple[Any, ...]:
         usage.cache_write_tokens,
         record.estimated_input_tokens,
         record.created_at,
+        record.parent_session,
+        record.call_id,
+        record.subagent_session,
     )
 
 
 def _record(row: tuple[Any, ...]) -> UsageRecord:
-    run_id, model, input_tokens, output_tokens, cached, written, estimated, created_at = row
+    run_id, model, input_tokens, output_tokens, cached, written, estimated, created_at = row[:8]
+    parent_session, call_id, subagent_session = row[8:]
     return UsageRecord(
         Usage(int(input_tokens), int(output_tokens), int(cached), int(written)),
         run_id=run_id,
         model=model,
         estimated_input_tokens=None if estimated is None else int(estimated),
         created_at=created_at,
+        parent_session=parent_session,
+        call_id=call_id,
+        subagent_session=subagent_session,
     )
 
 
@@ -106,7 +138,8 @@ def _select(placeholder: str, run_id: str | None) -> str:
 # ----------------------------------------------------------------------------- SQLite
 
 _SQLITE_INSERT: Final = (
-    f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQLITE_ADD: Final = """
     INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens)
@@ -150,7 +183,7 @@ def copy_sqlite(session_id: str, new_id: str, db: sqlite3.Connection) -> None:
 
 _POSTGRES_INSERT: Final = (
     f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _POSTGRES_ADD: Final = """
     INSERT INTO pygents_sessions AS s (session_id, input_tokens, output_tokens)

@@ -337,9 +337,13 @@ class AutoCompactStore(ContextStore):
             await self.compact()
 
     async def record_usage(self, record: UsageRecord) -> None:
-        """Keep a model call's usage in the inner store; compact when its input was over `limit`."""
+        """Keep a model call's usage in the inner store; compact when its input was over `limit`.
+
+        A sub-agent's call (`record.call_id` set) is kept and never compacts:
+        its input was the sub-agent's conversation, not this one.
+        """
         await self.inner.record_usage(record)
-        if record.usage.input_tokens > self.limit:
+        if record.call_id is None and record.usage.input_tokens > self.limit:
             await self.compact()
 
     async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:

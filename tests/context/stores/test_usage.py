@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -143,6 +144,10 @@ def test_usage_adds_up_and_checks_its_parts() -> None:
         ({"run_id": 5}, TypeError),
         ({"model": None}, TypeError),
         ({"estimated_input_tokens": -3}, ValueError),
+        ({"call_id": 7}, TypeError),
+        ({"parent_session": b"chat", "call_id": "c"}, TypeError),
+        ({"subagent_session": "s"}, ValueError),  # a link without its call
+        ({"parent_session": "chat"}, ValueError),
     ],
 )
 def test_a_record_checks_its_fields(fields: dict[str, Any], error: type[Exception]) -> None:
@@ -221,3 +226,77 @@ def test_a_record_round_trips_through_its_dict_and_refuses_unknown_fields() -> N
         UsageRecord.from_dict({"model": "m"})
     with pytest.raises(TypeError, match=r"UsageRecord\.run_id must be a str or None"):
         UsageRecord.from_dict({"usage": {}, "run_id": 5})
+
+
+SUB_AGENT_CALL = UsageRecord(
+    Usage(300, 20),
+    run_id="sub-run",
+    model="m",
+    parent_session="chat",
+    call_id="call_1",
+    subagent_session="sub-1",
+)
+
+
+async def test_a_sub_agents_link_is_kept_read_back_and_forked(make_store: MakeStore) -> None:
+    store = await make_store(session_id="chat")
+    await store.record_usage(record(100, 10))
+    await store.record_usage(SUB_AGENT_CALL)
+    await store.record_usage(replace(SUB_AGENT_CALL, subagent_session=None))
+
+    records = await store.get_usage()
+    assert records[1:] == [SUB_AGENT_CALL, replace(SUB_AGENT_CALL, subagent_session=None)]
+    assert (records[0].parent_session, records[0].call_id, records[0].subagent_session) == (
+        None,
+        None,
+        None,
+    )
+    assert await store.get_context_tokens() == (700, 50)  # the sub-agent's spend counts here
+    assert await (await store.fork()).get_usage() == records
+
+
+def test_a_linked_record_round_trips_through_its_dict() -> None:
+    data = SUB_AGENT_CALL.to_dict()
+
+    assert (data["parent_session"], data["call_id"], data["subagent_session"]) == (
+        "chat",
+        "call_1",
+        "sub-1",
+    )
+    assert UsageRecord.from_dict(data) == SUB_AGENT_CALL
+    assert "call_id" not in record(1, 1).to_dict()  # a session's own call: the fields of before
+
+
+async def test_a_version_6_sqlite_file_gains_the_link_columns(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    _sqlite_schema.migrate(db, _sqlite_schema.MIGRATIONS[:6])
+    db.execute(
+        "INSERT INTO pygents_sessions (session_id, created_at) "
+        "VALUES ('old', '2025-01-01T00:00:00.000000+00:00')"
+    )
+    db.execute(
+        "INSERT INTO pygents_usage (session_id, model, input_tokens, output_tokens, created_at) "
+        "VALUES ('old', 'm', 5, 1, '2025-01-01T00:00:00.000000+00:00')"
+    )
+    db.close()
+
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="old")
+        await store.record_usage(SUB_AGENT_CALL)
+
+        old, new = await store.get_usage()
+        assert (old.usage, old.call_id) == (Usage(5, 1), None)
+        assert new == SUB_AGENT_CALL
+
+
+async def test_a_sub_agents_large_call_does_not_compact_its_callers_conversation() -> None:
+    inner = MemoryContextStore(
+        [Message("user" if i % 2 == 0 else "assistant", f"message {i} " * 20) for i in range(6)]
+    )
+    store = AutoCompactStore(inner, ScriptedSummarizer(["summary"]), keep_recent=2, max_tokens=500)
+
+    await store.record_usage(replace(SUB_AGENT_CALL, usage=Usage(5_000, 10)))
+
+    assert await store.count() == 6  # its input was the sub-agent's conversation, not this one
+    assert len(await store.get_usage()) == 1

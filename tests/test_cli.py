@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -46,6 +47,7 @@ from pygents_ctx.context.stores import (
 from pygents_ctx.context.strategies.budget import FitTokens
 from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.edits import ClearToolResults
+from tests.viewer.store import calls_two_sub_agents
 
 # -- the database the commands look at ------------------------------------------------------
 
@@ -1046,3 +1048,34 @@ def test_a_session_written_to_a_file_and_read_into_a_store_comes_back_the_same(
     loaded = asyncio.run(through_a_store())
     assert (loaded.messages, loaded.archived) == (file.messages, file.archived)
     assert (loaded.input_tokens, loaded.output_tokens) == (file.input_tokens, file.output_tokens)
+
+
+# -- sub-agents ---------------------------------------------------------------------------
+
+
+def test_show_marks_a_sub_agents_call_with_its_transcript_and_follows_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "sub.db"
+
+    async def fill() -> list[str]:
+        async with connect(path) as conn:
+            return await calls_two_sub_agents(lambda s: SQLiteContextStore(conn, session_id=s))
+
+    kept_call, dropped_call = asyncio.run(fill())
+
+    code, out, _ = run_main(capsys, "--db", path, "show", "chat")
+    assert code == 0
+    (results,) = [line for line in out.splitlines() if f"result id={kept_call}" in line]
+    found = re.search(r"\[sub-agent: ([0-9a-f]+)\]", results)
+    assert found is not None
+    assert "[sub-agent: transcript not kept]" in results  # the second call's result, same row
+    code, out, _ = run_main(capsys, "--db", path, "show", found.group(1))
+    assert code == 0
+    assert "Why tides?" in out
+    assert "The Moon pulls." in out
+    code, out, _ = run_main(capsys, "--db", path, "--json", "show", "chat")
+    assert orjson.loads(out)["subagents"] == {kept_call: found.group(1), dropped_call: None}
+    code, out, _ = run_main(capsys, "--db", path, "sessions")
+    shown = {line.split()[0] for line in out.splitlines()[1:]}
+    assert shown == {"chat", found.group(1)}  # no session for the idle agents

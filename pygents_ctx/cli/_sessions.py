@@ -1,5 +1,9 @@
 """The commands that read sessions: `sessions` lists them, `show` prints one's messages.
 
+`show` marks the result of a call that ran a sub-agent with the session of the
+sub-agent's transcript (`show` that session to read it), found as the viewer
+finds it (`viewer._queries.subagent_calls`).
+
 Each command takes the parsed arguments and an `Output`.
 """
 
@@ -17,7 +21,9 @@ from pygents_ctx.cli._render import (
     render_message,
     shown_role,
 )
-from pygents_ctx.context.messages import Message, to_dict
+from pygents_ctx.cli.viewer import SQLiteSource
+from pygents_ctx.cli.viewer._queries import subagent_calls
+from pygents_ctx.context.messages import Message, ToolResultBlock, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore
 from pygents_ctx.context.tokens import count_message_tokens
 
@@ -95,6 +101,31 @@ def _summary(shown: int, total: int, tokens: int, archived: int | None) -> str:
     return f"{counted}, {plural(tokens, 'token')}"
 
 
+def _subagent_calls(path: str, session_id: str, entries: list[_Entry]) -> dict[str, str | None]:
+    """The shown results whose call ran a sub-agent, and its transcript's session (or None)."""
+    results = {
+        block.tool_use_id
+        for entry in entries
+        for block in entry.message.content
+        if isinstance(block, ToolResultBlock)
+    }
+    if not results:
+        return {}
+    source = SQLiteSource(path)
+    with source.reading() as reading:
+        return subagent_calls(reading, session_id, results)
+
+
+def _subagent_notes(message: Message, subagents: dict[str, str | None]) -> str:
+    """` [sub-agent: SESSION]` for each result of `message` whose call ran a sub-agent."""
+    notes = [
+        subagents[block.tool_use_id] or "transcript not kept"
+        for block in message.content
+        if isinstance(block, ToolResultBlock) and block.tool_use_id in subagents
+    ]
+    return "".join(f" [sub-agent: {note}]" for note in notes)
+
+
 def show(args: argparse.Namespace, out: Output) -> None:
     """`show`: a session's messages, one per row, and their token total."""
 
@@ -105,12 +136,14 @@ def show(args: argparse.Namespace, out: Output) -> None:
 
     info, entries, total = with_session(args.db, args.session, read)
     counts = [count_message_tokens(entry.message) for entry in entries]
+    subagents = _subagent_calls(args.db, info.session_id, entries)
     if out.as_json:
         out.json(
             {
                 **asdict(info),
                 "total": total,
                 "tokens": sum(counts),
+                "subagents": subagents,
                 "messages": [
                     {
                         "index": entry.index,
@@ -124,7 +157,12 @@ def show(args: argparse.Namespace, out: Output) -> None:
         )
         return
     rows = [
-        [entry.label, shown_role(entry.message), str(tokens), render_message(entry.message)]
+        [
+            entry.label,
+            shown_role(entry.message),
+            str(tokens),
+            render_message(entry.message) + _subagent_notes(entry.message, subagents),
+        ]
         for entry, tokens in zip(entries, counts, strict=True)
     ]
     out.table(["#", "role", "tokens", "content"], rows, right={0, 2})

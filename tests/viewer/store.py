@@ -3,7 +3,8 @@
 `fill(store)` writes the session `trip` (two ModelLoop runs with tool calls,
 an image, two compactions, usage rows from the loop), a session `xss` whose
 messages hold markup, and `empty`; `fill_memory(conn)` adds a graph, blobs and
-a task board and a vector collection beside them.
+a task board and a vector collection beside them. `calls_two_sub_agents(make)`
+writes a session `chat` whose model called two sub-agents, one kept.
 """
 
 from __future__ import annotations
@@ -166,3 +167,19 @@ async def saved_agent() -> bytes:
         return agent.to_json()
     finally:
         AgentRegistry.unregister(agent.name)
+
+
+async def calls_two_sub_agents(make: Any) -> list[str]:
+    """Session `chat`: the lead asks a kept and a dropped sub-agent; the two call ids."""
+    researcher = Agent("researcher", "Finds", [], context=ContextConfig(make("research")))
+    kept = ModelLoop(researcher, ScriptedModel(["The Moon pulls."])).as_tool("research", "Find")
+    quick = Agent("quick", "Guesses", [], context=ContextConfig(make("quick")))
+    dropped = ModelLoop(quick, ScriptedModel(["A guess."])).as_tool("guess", "Guess", keep="none")
+    calls = [tool_call("research", task="Why tides?"), tool_call("guess", task="How high?")]
+    lead = ModelLoop(
+        Agent("lead", "Plans", [], context=ContextConfig(make("chat"))),
+        ScriptedModel([assistant(*calls), "Tides follow the Moon."]),
+        tools=[kept, dropped],
+    )
+    await lead.run("Explain tides")
+    return [call.id for call in calls]

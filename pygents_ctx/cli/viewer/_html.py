@@ -237,7 +237,9 @@ def _text_html(text: str) -> str:
 ToolLink = Callable[[str, bool], str]
 
 
-def _block_html(block: ContentBlock, link: ToolLink, ids: bool) -> str:
+def _block_html(
+    block: ContentBlock, link: ToolLink, ids: bool, subagents: Mapping[str, str | None]
+) -> str:
     if isinstance(block, TextBlock):
         return f"<div class='block text'>{_text_html(block.text)}</div>"
     if isinstance(block, ImageBlock):
@@ -263,16 +265,20 @@ def _block_html(block: ContentBlock, link: ToolLink, ids: bool) -> str:
             "<div class='block thinking'><span class=tag>redacted thinking</span>"
             f"<span class=muted>{number(len(block.data))} characters, encrypted</span></div>"
         )
-    return _result_html(block, link, ids)
+    return _result_html(block, link, ids, subagents)
 
 
 def _id(anchor: str, ids: bool) -> str:
     return f' id="{esc(anchor)}"' if ids else ""
 
 
-def _result_html(block: ToolResultBlock, link: ToolLink, ids: bool) -> str:
+def _result_html(
+    block: ToolResultBlock, link: ToolLink, ids: bool, subagents: Mapping[str, str | None]
+) -> str:
     target = link(block.tool_use_id, False)
     to_call = f' <a class=to-call href="{target}">call ↑</a>' if target else ""
+    if block.tool_use_id in subagents:
+        to_call += _subagent_html(subagents[block.tool_use_id])
     error = " error" if block.is_error else ""
     parts = [TextBlock(block.content)] if isinstance(block.content, str) else list(block.content)
     inner = "".join(
@@ -285,6 +291,16 @@ def _result_html(block: ToolResultBlock, link: ToolLink, ids: bool) -> str:
         f"<div class='block result{error}'{_id('result-' + block.tool_use_id, ids)}>"
         f"<span class=tag>result{error}</span><span class=muted>for {esc(block.tool_use_id)}"
         f"</span>{to_call}{_offloaded_html(block.offloaded)}{inner}</div>"
+    )
+
+
+def _subagent_html(session: str | None) -> str:
+    """A sub-agent call's link to the sub-agent's transcript (or why there is none)."""
+    if session is None:
+        return " <span class=tag>sub-agent</span><span class=muted>transcript not kept</span>"
+    return (
+        f' <span class=tag>sub-agent</span><a class=subagent href="{href(["session", session])}">'
+        f"its transcript &rarr;</a>"
     )
 
 
@@ -310,14 +326,17 @@ def message_html(
     badges: str = "",
     summary: bool = False,
     ids: bool = True,
+    subagents: Mapping[str, str | None] | None = None,
 ) -> str:
     """A message as a card: its role, its place and tokens, `badges`, then each typed block.
 
     With `ids`, the card and its calls and results carry ids (`anchor`,
     `call-ID`, `result-ID`) that links point at; a second copy of a message on
-    the same page (the window's) leaves them out.
+    the same page (the window's) leaves them out. The result of a call that ran
+    a sub-agent (a key of `subagents`) links to the sub-agent's transcript.
     """
-    blocks = "".join(_block_html(block, link, ids) for block in message.content) or (
+    ran = subagents or {}
+    blocks = "".join(_block_html(block, link, ids, ran) for block in message.content) or (
         "<div class='block muted'>(empty)</div>"
     )
     role = shown_role(message)

@@ -31,6 +31,7 @@ from pygents_ctx.cli.viewer._html import (
 from pygents_ctx.cli.viewer._source import Reading, Source
 from pygents_ctx.context.messages import ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.strategies.compose import model_context_window
+from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import UnknownModelError
 
 __all__ = [
@@ -311,6 +312,13 @@ def transcript(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str
     # A compaction's summary sits at the head of the history: only the first page can hold it.
     found = q.summaries(reading, row.session_id) if offset < q.SUMMARY_HEAD else None
     link = tool_links(row.session_id, entries, size=size)
+    results = {
+        block.tool_use_id
+        for entry in entries
+        for block in entry.message.content
+        if isinstance(block, ToolResultBlock)
+    }
+    subagents = q.subagent_calls(reading, row.session_id, results)
     previous_run = before[0].run_id if before else object()
     parts = []
     for entry in entries:
@@ -330,6 +338,7 @@ def transcript(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str
                 link=link,
                 badges=badges,
                 summary=covered is not None,
+                subagents=subagents,
             )
         )
     archived_note = ""
@@ -467,6 +476,20 @@ def _budget(viewer: Viewer, query: Mapping[str, str], model: str) -> tuple[int |
         return None, ""
 
 
+def _subagent_cell(record: UsageRecord) -> str:
+    """A sub-agent's call: the call that ran it (at its result), and its transcript (if kept)."""
+    if record.call_id is None or record.parent_session is None:
+        return "-"
+    call = href(
+        ["session", record.parent_session, "tool", record.call_id], {"to": "result", "near": 0}
+    )
+    cell = f'<a class=subagent-call href="{call}">call {esc(record.call_id)}</a>'
+    if record.subagent_session is None:
+        return cell + " <span class=muted>(transcript not kept)</span>"
+    transcript = href(["session", record.subagent_session])
+    return cell + f' &middot; <a class=subagent href="{transcript}">transcript</a>'
+
+
 def spend(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, str]) -> str:
     """`/session/ID/spend`: tokens per model call, the window against the budget, the calls."""
     row = find_row(reading, viewer, wanted)
@@ -501,6 +524,9 @@ def spend(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, str
     current, pages = page_number(query, len(records), CALLS_PER_PAGE)
     first = (current - 1) * CALLS_PER_PAGE
     headers = ["call", "run", "model", "input", "cached", "output", "window (est.)", "time (UTC)"]
+    linked = any(record.call_id is not None for record in records)
+    if linked:
+        headers.append("sub-agent")
     if viewer.prices:
         headers.append("cost")
     cells = []
@@ -516,6 +542,8 @@ def spend(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, str
             "-" if record.estimated_input_tokens is None else number(record.estimated_input_tokens),
             when(record.created_at),
         ]
+        if linked:
+            cell.append(_subagent_cell(record))
         if viewer.prices:
             pricing = viewer.prices.for_model(record.model)
             cell.append("?" if pricing is None else f"${pricing.cost(usage):,.4f}")

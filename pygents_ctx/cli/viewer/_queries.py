@@ -9,7 +9,7 @@ SQL over the stores' tables (`pygents_sessions`, `pygents_messages`,
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -39,6 +39,7 @@ __all__ = [
     "messages_page",
     "session_row",
     "sessions_page",
+    "subagent_calls",
     "summaries",
     "usage_records",
 ]
@@ -376,10 +377,19 @@ def find_tool_block(
     return None
 
 
+_LINKS: Final = ("parent_session", "call_id", "subagent_session")
+
+
+def _has_links(reading: Reading) -> bool:
+    """Whether usage records say which sub-agent call they came from (schema 7, PostgreSQL 5)."""
+    return set(_LINKS) <= reading.columns("pygents_usage")
+
+
 def usage_records(reading: Reading, session_id: str) -> list[UsageRecord]:
     """The session's usage records, one per model call, in order (none before schema 3)."""
     if "pygents_usage" not in reading.tables():
         return []
+    links = ", ".join(_LINKS) if _has_links(reading) else "NULL, NULL, NULL"
     return [
         UsageRecord(
             Usage(int(tokens_in), int(tokens_out), int(cached), int(written)),
@@ -387,13 +397,51 @@ def usage_records(reading: Reading, session_id: str) -> list[UsageRecord]:
             model=str(model),
             estimated_input_tokens=None if estimated is None else int(estimated),
             created_at=as_text(created),
+            parent_session=parent,
+            call_id=call_id,
+            subagent_session=subagent,
         )
-        for run_id, model, tokens_in, tokens_out, cached, written, estimated, created in (
-            reading.rows(
-                "SELECT run_id, model, input_tokens, output_tokens, cached_tokens, "
-                "cache_write_tokens, estimated_input_tokens, created_at FROM pygents_usage "
-                "WHERE session_id = ? ORDER BY id",
-                [session_id],
-            )
+        for (
+            run_id,
+            model,
+            tokens_in,
+            tokens_out,
+            cached,
+            written,
+            estimated,
+            created,
+            parent,
+            call_id,
+            subagent,
+        ) in reading.rows(
+            "SELECT run_id, model, input_tokens, output_tokens, cached_tokens, "
+            f"cache_write_tokens, estimated_input_tokens, created_at, {links} FROM pygents_usage "
+            "WHERE session_id = ? ORDER BY id",
+            [session_id],
         )
     ]
+
+
+def subagent_calls(
+    reading: Reading, session_id: str, call_ids: Collection[str]
+) -> dict[str, str | None]:
+    """Which of `call_ids` (calls in `session_id`'s transcript) ran a sub-agent, and its transcript.
+
+    Each maps to the session of the sub-agent's transcript, or None when it
+    was not kept (`as_tool(keep="none")`). The records may be in any session
+    (a sub-agent's sub-agent is counted in the first caller's): they are
+    found by their `parent_session`, which is indexed.
+    """
+    if not call_ids or "pygents_usage" not in reading.tables() or not _has_links(reading):
+        return {}
+    wanted = sorted(call_ids)
+    marks = ", ".join("?" * len(wanted))
+    rows = reading.rows(
+        "SELECT call_id, subagent_session FROM pygents_usage "
+        f"WHERE parent_session = ? AND call_id IN ({marks}) ORDER BY id",
+        [session_id, *wanted],
+    )
+    found: dict[str, str | None] = {}
+    for call_id, subagent in rows:  # a call's first record is its own sub-agent's first call
+        found.setdefault(str(call_id), None if subagent is None else str(subagent))
+    return found

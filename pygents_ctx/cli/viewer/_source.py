@@ -71,6 +71,10 @@ class Reading(Protocol):
         """The names of the tables the database has."""
         ...
 
+    def columns(self, table: str) -> set[str]:
+        """The names of the columns of `table` (none when there is no such table)."""
+        ...
+
 
 class Source(Protocol):
     """A database the viewer reads, and the name to show for it."""
@@ -100,6 +104,9 @@ class _SQLiteReading:
         return {
             name for (name,) in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
         }
+
+    def columns(self, table: str) -> set[str]:
+        return {name for (name,) in self.rows("SELECT name FROM pragma_table_info(?)", [table])}
 
 
 class SQLiteSource:
@@ -142,6 +149,14 @@ class _PostgresReading:
             "SELECT tablename FROM pg_tables WHERE schemaname = ANY (current_schemas(false))"
         )
         return {name for (name,) in found}
+
+    def columns(self, table: str) -> set[str]:
+        found = self.rows(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "AND table_schema = ANY (current_schemas(false))",
+            [table],
+        )
+        return {str(name) for (name,) in found}
 
 
 class PostgresSource:

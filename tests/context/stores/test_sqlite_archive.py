@@ -123,7 +123,9 @@ DUMP = (
     "ORDER BY session_id, position",
     "SELECT session_id, id, run_id, tokens, preview, data FROM pygents_archive "
     "ORDER BY session_id, id",
-    "SELECT * FROM pygents_usage ORDER BY id",
+    # The columns a version 4 file has (a later version adds a sub-agent call's links, NULL).
+    "SELECT id, session_id, run_id, model, input_tokens, output_tokens, cached_tokens, "
+    "cache_write_tokens, estimated_input_tokens, created_at FROM pygents_usage ORDER BY id",
     "SELECT * FROM pygents_leases ORDER BY session_id",
 )
 
@@ -285,7 +287,7 @@ def test_a_new_file_and_a_migrated_one_have_the_same_schema(tmp_path: Path) -> N
     for path in (fresh, migrated):
         db = sqlite3.connect(path, isolation_level=None)
         db.execute("PRAGMA foreign_keys = ON")
-        assert migrate(db) == SCHEMA_VERSION == 8
+        assert migrate(db) == SCHEMA_VERSION == 10
         db.close()
 
     def schema(path: Path) -> list[Any]:

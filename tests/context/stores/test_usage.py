@@ -267,7 +267,7 @@ def test_a_linked_record_round_trips_through_its_dict() -> None:
     assert "call_id" not in record(1, 1).to_dict()  # a session's own call: the fields of before
 
 
-async def test_a_version_6_sqlite_file_gains_the_link_columns(tmp_path: Path) -> None:
+async def test_an_older_sqlite_file_gains_the_link_columns(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     db = sqlite3.connect(path, isolation_level=None)
     _sqlite_schema.migrate(db, _sqlite_schema.MIGRATIONS[:6])

@@ -14,6 +14,7 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -111,7 +112,16 @@ def render_block(block: ContentBlock) -> str:
         return f"thinking: {one_line(block.thinking)}"
     if isinstance(block, RedactedThinkingBlock):
         return "thinking (redacted)"
+    if isinstance(block, ReasoningBlock):
+        return _reasoning(block)
     return _image(block)
+
+
+def _reasoning(block: ReasoningBlock) -> str:
+    sealed = "encrypted" if block.encrypted_content is not None else "not encrypted"
+    made = f", {block.model}" if block.model else ""
+    summary = one_line(" ".join(block.summary))
+    return f"reasoning ({sealed}{made}){': ' + summary if summary else ''} id={block.id}"
 
 
 def shown_role(message: Message) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "ImageBlock",
     "Message",
     "OffloadedResult",
+    "ReasoningBlock",
     "RedactedThinkingBlock",
     "TextBlock",
     "ThinkingBlock",
@@ -332,8 +333,71 @@ class RedactedThinkingBlock:
         return f"RedactedThinkingBlock(data=<{len(self.data)} chars>)"
 
 
+@dataclass(frozen=True, slots=True)
+class ReasoningBlock:
+    """A reasoning item of OpenAI's Responses API: the model's thinking, kept to send back.
+
+    A reasoning model thinks before it calls tools; with `store=False` the
+    API keeps nothing, so the next request carries the thinking back as this
+    item, encrypted (`encrypted_content`), in its place before the calls it
+    led to. Only `OpenAIResponsesModel` sends it, and only to the model that
+    wrote it (`model`); every other encoder leaves it out, as it leaves out
+    unsigned thinking.
+
+    Attributes:
+        id: The item's id (`rs_...`).
+        summary: The readable summaries of the thinking, in order (often none).
+        encrypted_content: The thinking, encrypted by OpenAI (None: not asked
+            for, so it cannot be sent back to a server that stores nothing).
+        model: The model the request that produced it named; the item is sent
+            back only in a request to that same model.
+
+    Examples:
+        >>> block = ReasoningBlock("rs_1", ("Checked both cities.",), "gAAA...", model="o4-mini")
+        >>> block.summary, block.model
+        (('Checked both cities.',), 'o4-mini')
+    """
+
+    id: str
+    summary: Sequence[str] = ()
+    encrypted_content: str | None = None
+    model: str = field(default="", kw_only=True)
+    type: ClassVar[str] = "reasoning"
+
+    def __post_init__(self) -> None:
+        _require("ReasoningBlock", "id", self.id, str)
+        _require("ReasoningBlock", "summary", self.summary, (list, tuple))
+        summary = tuple(self.summary)
+        for index, text in enumerate(summary):
+            if not isinstance(text, str):
+                raise TypeError(
+                    f"ReasoningBlock.summary[{index}] must be str, not {type(text).__name__}"
+                )
+        object.__setattr__(self, "summary", summary)
+        if self.encrypted_content is not None:
+            _require("ReasoningBlock", "encrypted_content", self.encrypted_content, str)
+        _require("ReasoningBlock", "model", self.model, str)
+        if not self.id:
+            raise ValueError("ReasoningBlock.id must not be empty: the API names the item by it")
+
+    def __repr__(self) -> str:  # the encrypted content is opaque, and long
+        encrypted = (
+            "None" if self.encrypted_content is None else f"<{len(self.encrypted_content)} chars>"
+        )
+        return (
+            f"ReasoningBlock(id={self.id!r}, summary={self.summary!r}, "
+            f"encrypted_content={encrypted}, model={self.model!r})"
+        )
+
+
 ContentBlock: TypeAlias = (
-    TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock
+    TextBlock
+    | ImageBlock
+    | ToolUseBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ReasoningBlock
 )
 _REPR_FIELDS: Final[dict[type, tuple[str, ...]]] = {
     TextBlock: ("text",),
@@ -347,6 +411,7 @@ _BLOCK_TYPES: Final = (
     ToolResultBlock,
     ThinkingBlock,
     RedactedThinkingBlock,
+    ReasoningBlock,
 )
 
 
@@ -553,6 +618,14 @@ def _block_dict(value: object) -> dict[str, Any]:
         return thinking if value.signature is None else {**thinking, "signature": value.signature}
     if isinstance(value, RedactedThinkingBlock):
         return {"type": "redacted_thinking", "data": value.data}
+    if isinstance(value, ReasoningBlock):
+        return {
+            "type": "reasoning",
+            "id": value.id,
+            "summary": list(value.summary),
+            "encrypted_content": value.encrypted_content,
+            "model": value.model,
+        }
     raise TypeError(f"to_dict takes a content block or a Message, not {type(value).__name__}")
 
 
@@ -751,10 +824,20 @@ def _read_redacted_thinking(data: Mapping[str, Any], path: str) -> RedactedThink
     return RedactedThinkingBlock(data["data"])
 
 
+def _read_reasoning(data: Mapping[str, Any], path: str) -> ReasoningBlock:
+    return ReasoningBlock(
+        data["id"],
+        data.get("summary", ()),
+        data.get("encrypted_content"),
+        model=data.get("model", ""),
+    )
+
+
 _BLOCK_KEYS: Final = {
     "text": frozenset({"type", "text", "cache_control", "signature"}),
     "thinking": frozenset({"type", "thinking", "signature"}),
     "redacted_thinking": frozenset({"type", "data"}),
+    "reasoning": frozenset({"type", "id", "summary", "encrypted_content", "model"}),
     "image": frozenset({"type", "media_type", "data", "cache_control"}),
     "tool_use": frozenset({"type", "id", "name", "input", "cache_control", "signature"}),
     "tool_result": frozenset(
@@ -765,6 +848,7 @@ _BLOCK_READERS: Final = {
     "text": _read_text,
     "thinking": _read_thinking,
     "redacted_thinking": _read_redacted_thinking,
+    "reasoning": _read_reasoning,
     "image": _read_image,
     "tool_use": _read_tool_use,
     "tool_result": _read_tool_result,

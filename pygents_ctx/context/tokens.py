@@ -23,6 +23,7 @@ import orjson
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -457,6 +458,11 @@ def _count_blocks(message: Message, counter: TokenCounter, tokens_per_media: int
             # Opaque: the provider counts the thinking it encrypted, not this text;
             # the text's length is the nearest measure there is.
             total += counter(block.data)
+        elif isinstance(block, ReasoningBlock):
+            # Sent back only to the model that wrote it, which bills it as input;
+            # the encrypted text's length is the nearest measure, as above.
+            total += sum(counter(text) for text in block.summary)
+            total += counter(block.encrypted_content or "")
     return total
 
 

@@ -16,7 +16,13 @@ from typing import Any
 
 __all__ = ["Usage", "UsageRecord"]
 
-_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens")
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 _RECORD_FIELDS = (
     "usage",
     "run_id",
@@ -52,11 +58,15 @@ class Usage:
         cached_tokens: The part of `input_tokens` read from the provider's prompt cache.
         cache_write_tokens: The part of `input_tokens` written to the prompt
             cache (Anthropic reports it; OpenAI caches without saying).
+        reasoning_tokens: The part of `output_tokens` a reasoning model spent
+            thinking (OpenAI's `output_tokens_details.reasoning_tokens`; 0
+            where the provider does not say).
 
     Raises:
         TypeError: An amount is not an int.
-        ValueError: An amount is negative, or the cached and cache-write
-            tokens add up to more than `input_tokens`.
+        ValueError: An amount is negative, the cached and cache-write
+            tokens add up to more than `input_tokens`, or `reasoning_tokens`
+            is more than `output_tokens`.
 
     Examples:
         >>> total = Usage(1_000, 50, cached_tokens=800) + Usage(1_200, 40, cached_tokens=1_000)
@@ -68,6 +78,7 @@ class Usage:
     output_tokens: int = 0
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         for name in _USAGE_FIELDS:
@@ -78,6 +89,11 @@ class Usage:
                 f"({self.cache_write_tokens}) are parts of input_tokens ({self.input_tokens}) "
                 "and cannot add up to more; give input_tokens as the whole prompt"
             )
+        if self.reasoning_tokens > self.output_tokens:
+            raise ValueError(
+                f"Usage.reasoning_tokens ({self.reasoning_tokens}) is a part of output_tokens "
+                f"({self.output_tokens}) and cannot be more; give output_tokens as the whole reply"
+            )
 
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
@@ -87,6 +103,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cached_tokens + other.cached_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
     @property
@@ -95,7 +112,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, int]:
-        """The four amounts by name."""
+        """The five amounts by name."""
         return {name: getattr(self, name) for name in _USAGE_FIELDS}
 
     @classmethod

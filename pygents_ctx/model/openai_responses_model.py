@@ -19,8 +19,24 @@ How a window travels:
   blocks of other providers' reasoning in an assistant message are not sent
   (the Responses API has no place for them).
 
-Reasoning items in a reply (`type: "reasoning"`) are skipped: their summaries
-are not kept, and nothing of them is sent back.
+Reasoning round trip. As nothing is stored on OpenAI's side, every request
+asks for `include=["reasoning.encrypted_content"]` (unless `extra_body` sets
+`store` true). A reasoning item of the reply becomes a `ReasoningBlock` in
+place (its id, summaries, encrypted content, and the model the request
+named), and goes back as a `reasoning` item in the same place, before the
+function calls or message it led to, so a reasoning model does not think
+again at every tool round. A `ReasoningBlock` is sent back only when:
+
+- its `model` is this adapter's `model`: reasoning from another model (a
+  transcript restored under another model or provider) is left out, as the
+  API cannot read another model's encrypted reasoning;
+- it has `encrypted_content`: without it the API would look the item up by
+  id, and nothing is stored;
+- an item follows it in its message (a function call or text): the API
+  refuses a reasoning item without the item it led to (a reply cut by
+  `max_output_tokens` may hold only reasoning).
+
+Otherwise it stays in the transcript, shown and saved, and is not sent.
 """
 
 from __future__ import annotations
@@ -28,6 +44,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx._json import dumps
@@ -36,6 +53,7 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -55,6 +73,7 @@ from pygents_ctx.model.base import (
     ModelSettings,
     ModelStreamEvent,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     window_parts,
 )
@@ -74,6 +93,7 @@ _ERROR_PREFIX: Final = "Error: "
 # Why an incomplete response stopped, in the words the other adapters use.
 _INCOMPLETE: Final = {"max_output_tokens": "length", "content_filter": "content_filter"}
 _TERMINAL: Final = ("response.completed", "response.incomplete")
+_ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
 
 
 class OpenAIResponsesModel:
@@ -92,6 +112,11 @@ class OpenAIResponsesModel:
     A `refusal` content part (streamed as `response.refusal.delta` events,
     shown as `TextDelta`s) is the message's text and `ModelResponse.refusal`,
     which ends a `ModelLoop` run with `LoopStop.REFUSAL`.
+
+    A reasoning item is a `ReasoningBlock` in place (its summaries streamed as
+    `ThinkingDelta`s), sent back encrypted on the next request to the same
+    model (see the module docstring for when it is left out); the reply's
+    `output_tokens_details.reasoning_tokens` is `Usage.reasoning_tokens`.
 
     Args:
         model: The model's name, e.g. `"gpt-4.1"`.
@@ -180,8 +205,14 @@ class OpenAIResponsesModel:
                 "ModelSettings.stop: the Responses API has no stop sequences; leave stop unset "
                 "for OpenAIResponsesModel, or use OpenAIModel (Chat Completions)"
             )
-        instructions, items = to_responses_input(messages)
+        extra = dict(chosen.extra_body or {})
+        stored = extra.get("store") is True
+        instructions, items = to_responses_input(
+            messages, model=self.model, encrypted_only=not stored
+        )
         request: dict[str, Any] = {"model": self.model, "input": items, "store": False}
+        if not stored:  # the reasoning comes back encrypted, to be sent again
+            request["include"] = [_ENCRYPTED_REASONING]
         if instructions is not None:
             request["instructions"] = instructions
         if tools:
@@ -203,6 +234,10 @@ class OpenAIResponsesModel:
             spec = output_json_schema(chosen.output_schema)
             request["text"] = {"format": {"type": "json_schema", **spec}}
         add_sampling_and_extras(request, chosen)
+        given = extra.get("include")
+        if not stored and isinstance(given, list | tuple) and _ENCRYPTED_REASONING not in given:
+            # extra_body's fields replace the request's: keep both lists.
+            request["extra_body"]["include"] = [*given, _ENCRYPTED_REASONING]
         return request
 
     async def complete(
@@ -276,8 +311,14 @@ class OpenAIResponsesModel:
 # ----------------------------------------------------------------------------- the window
 
 
-def to_responses_input(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+def to_responses_input(
+    messages: Sequence[Message], *, model: str = "", encrypted_only: bool = True
+) -> tuple[str | None, list[dict[str, Any]]]:
     """The `instructions` and `input` items for `messages` (see the module docstring).
+
+    A `ReasoningBlock` is sent only when its `model` is `model`, it has
+    encrypted content (or `encrypted_only` is False: the server stores
+    items and finds one by its id), and an item follows it in its message.
 
     Raises:
         ValueError: `messages` is empty, or a block the Responses API cannot carry.
@@ -287,14 +328,15 @@ def to_responses_input(messages: Sequence[Message]) -> tuple[str | None, list[di
     leading = 0
     while leading < len(messages) and messages[leading].role == "system":
         leading += 1
+    reasoning = _Reasoning(model, encrypted_only)
     items: list[dict[str, Any]] = []
     for index, message in enumerate(messages[leading:], start=leading):
-        items.extend(_items(message, f"messages[{index}]"))
+        items.extend(_items(message, f"messages[{index}]", reasoning))
     if not items:  # only instructions: send them as the input the API needs
         items = [
             item
             for index, message in enumerate(messages)
-            for item in _items(message, f"messages[{index}]")
+            for item in _items(message, f"messages[{index}]", reasoning)
         ]
         if not items:
             raise ValueError("the window has no text to send; a model needs something to answer")
@@ -318,12 +360,35 @@ def _only_text(message: Message, path: str) -> list[TextBlock]:
     return [block for block in message.content if isinstance(block, TextBlock)]
 
 
-def _items(message: Message, path: str) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class _Reasoning:
+    """Which `ReasoningBlock`s a request may carry: the model's own, and how."""
+
+    model: str
+    encrypted_only: bool
+
+    def item(self, block: ReasoningBlock) -> dict[str, Any] | None:
+        """The block's `reasoning` item, or None when it is not to be sent."""
+        if block.model != self.model:
+            return None
+        if block.encrypted_content is None and self.encrypted_only:
+            return None
+        item: dict[str, Any] = {
+            "type": "reasoning",
+            "id": block.id,
+            "summary": [{"type": "summary_text", "text": text} for text in block.summary],
+        }
+        if block.encrypted_content is not None:
+            item["encrypted_content"] = block.encrypted_content
+        return item
+
+
+def _items(message: Message, path: str, reasoning: _Reasoning) -> list[dict[str, Any]]:
     if message.role == "system":
         text = "\n\n".join(b.text for b in _only_text(message, path) if b.text)
         return [_message("system", text)] if text else []
     if message.role == "assistant":
-        return _assistant_items(message, path)
+        return _assistant_items(message, path, reasoning)
     items: list[dict[str, Any]] = []
     parts: list[dict[str, Any]] = []
     for index, block in enumerate(message.content):
@@ -339,9 +404,10 @@ def _items(message: Message, path: str) -> list[dict[str, Any]]:
             if not isinstance(block, TextBlock) or block.text:
                 parts.append(_input_part(block))
         else:
+            what = "a tool call" if isinstance(block, ToolUseBlock) else type(block).__name__
             raise ValueError(
-                f"{path}.content[{index}] is a tool call in a user message; "
-                "put tool calls in an assistant message"
+                f"{path}.content[{index}] is {what} in a {message.role} message; "
+                "put tool calls and reasoning in an assistant message"
             )
     if parts:
         only_text = len(parts) == 1 and parts[0]["type"] == "input_text"
@@ -349,7 +415,7 @@ def _items(message: Message, path: str) -> list[dict[str, Any]]:
     return items
 
 
-def _assistant_items(message: Message, path: str) -> list[dict[str, Any]]:
+def _assistant_items(message: Message, path: str, reasoning: _Reasoning) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     texts: list[str] = []
 
@@ -373,6 +439,11 @@ def _assistant_items(message: Message, path: str) -> list[dict[str, Any]]:
                     "arguments": _arguments(block, f"{path}.content[{index}].input"),
                 }
             )
+        elif isinstance(block, ReasoningBlock):
+            flush()
+            item = reasoning.item(block)
+            if item is not None:
+                items.append(item)
         elif isinstance(block, ImageBlock | ToolResultBlock):
             raise ValueError(
                 f"{path}.content[{index}] is {type(block).__name__}, which an assistant "
@@ -380,7 +451,13 @@ def _assistant_items(message: Message, path: str) -> list[dict[str, Any]]:
             )
         # Any other block is another provider's reasoning: the Responses API has no place for it.
     flush()
-    return items
+    # The API refuses a reasoning item that is not followed by the item it led to.
+    return [
+        item
+        for index, item in enumerate(items)
+        if item["type"] != "reasoning"
+        or (index + 1 < len(items) and items[index + 1]["type"] != "reasoning")
+    ]
 
 
 def _arguments(call: ToolUseBlock, path: str) -> str:
@@ -437,7 +514,11 @@ def _failure(error: Any, what: str) -> ModelAPIError:
 
 
 def _read_response(response: Any, output: Sequence[Any], default_model: str) -> ModelResponse:
-    """The `ModelResponse` for a response object whose output items are `output`."""
+    """The `ModelResponse` for a response object whose output items are `output`.
+
+    `default_model` is the model the request named: the reply's model when
+    the response names none, and the model its `ReasoningBlock`s go back to.
+    """
     status = field(response, "status")
     if status == "failed":
         raise _failure(field(response, "error"), "the response failed")
@@ -461,7 +542,11 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
             blocks.append(
                 ToolUseBlock(call_id, name, parse_arguments(field(item, "arguments") or ""))
             )
-        elif kind != "reasoning":  # reasoning is skipped: nothing of it is kept or sent back
+        elif kind == "reasoning":
+            block = _reasoning_block(item, default_model)
+            if block is not None:
+                blocks.append(block)
+        else:
             raise ModelResponseError(
                 f"{_PROVIDER}: output[{index}] is a {kind!r} item, which a Message cannot carry; "
                 "only messages, function calls and reasoning are read"
@@ -472,7 +557,7 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
         finish = _INCOMPLETE.get(reason, reason)
     else:
         finish = "tool_calls" if any(isinstance(b, ToolUseBlock) for b in blocks) else "stop"
-    if not blocks and status != "incomplete":
+    if status != "incomplete" and not any(isinstance(b, TextBlock | ToolUseBlock) for b in blocks):
         raise ModelResponseError(
             f"{_PROVIDER}: the reply has no text and no tool call; nothing to keep"
         )
@@ -482,6 +567,21 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
         model=field(response, "model") or default_model,
         finish_reason=finish,
         refusal="".join(refusals) or None,
+    )
+
+
+def _reasoning_block(item: Any, model: str) -> ReasoningBlock | None:
+    """A reasoning item as a block; None for one with no id (it could never go back)."""
+    item_id = field(item, "id")
+    if not item_id:
+        return None
+    summary = [str(field(part, "text") or "") for part in field(item, "summary") or []]
+    encrypted = field(item, "encrypted_content")
+    return ReasoningBlock(
+        str(item_id),
+        [text for text in summary if text],
+        None if encrypted is None else str(encrypted),
+        model=model,
     )
 
 
@@ -519,6 +619,9 @@ class _StreamedReply:
             return [TextDelta(delta)] if delta else []
         if kind == "response.output_item.added":
             return self._added(index, field(event, "item"))
+        if kind == "response.reasoning_summary_text.delta":
+            delta = field(event, "delta") or ""
+            return [ThinkingDelta(delta)] if delta else []
         if kind == "response.function_call_arguments.delta":
             delta = field(event, "delta") or ""
             if index not in self.calls:
@@ -552,6 +655,8 @@ class _StreamedReply:
             return [ToolCallDelta(self.calls[index], call_id, name, arguments)]
         if kind == "message":
             self.parts.setdefault(index, _streamed_message())
+        elif kind == "reasoning":
+            self.parts[index] = {"type": "reasoning", "item": item}
         return []
 
     def _done(self, index: int, item: Any) -> None:
@@ -567,6 +672,8 @@ class _StreamedReply:
                 for part in field(item, "content") or []
             ]
             self.parts[index] = {"type": "message", "content": content}
+        elif kind == "reasoning":
+            self.parts[index] = {"type": "reasoning", "item": item}
 
     def items(self) -> list[dict[str, Any]]:
         """The output items as built from the events (for a final response that lists none)."""
@@ -580,6 +687,8 @@ class _StreamedReply:
                     for kind, piece in part["content"]
                 ]
                 built.append({"type": "message", "content": content})
+            elif part["type"] == "reasoning":
+                built.append(part["item"])
             else:
                 built.append({**part, "arguments": "".join(part["arguments"])})
         return built
@@ -591,4 +700,7 @@ def _usage(usage: Any) -> Usage:
     given = int(field(usage, "input_tokens") or 0)
     details = field(usage, "input_tokens_details")
     cached = int(field(details, "cached_tokens") or 0) if details is not None else 0
-    return Usage(given, int(field(usage, "output_tokens") or 0), min(cached, given))
+    written = int(field(usage, "output_tokens") or 0)
+    output_details = field(usage, "output_tokens_details")
+    reasoning = int(field(output_details, "reasoning_tokens") or 0) if output_details else 0
+    return Usage(given, written, min(cached, given), reasoning_tokens=min(reasoning, written))

@@ -15,6 +15,8 @@ errors (`responses_error`, `error_event`, `failed_events`).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import json
 import re
 from dataclasses import dataclass
@@ -95,6 +97,16 @@ _KNOWN = {
     "prompt_cache_key",
     "seed",  # not OpenAI's; sent by tests as an extra field a compatible server reads
 }
+# The values `include` takes, as documented.
+_INCLUDABLE = {
+    "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url",
+    "file_search_call.results",
+    "message.input_image.image_url",
+    "message.output_text.logprobs",
+    "reasoning.encrypted_content",
+    "web_search_call.action.sources",
+}
 
 
 def responses_problems(body: dict[str, Any]) -> list[str]:
@@ -105,7 +117,8 @@ def responses_problems(body: dict[str, Any]) -> list[str]:
     instructions = body.get("instructions")
     if instructions is not None and not isinstance(instructions, str):
         problems.append("Invalid type for 'instructions': expected a string.")
-    problems += _input_problems(body.get("input"), body.get("store", True))
+    problems += _include_problems(body.get("include"))
+    problems += _input_problems(body.get("input"), body.get("store", True), body.get("model"))
     problems += _tool_problems(body.get("tools"), body.get("tool_choice"))
     tokens = body.get("max_output_tokens")
     if tokens is not None and (not isinstance(tokens, int) or tokens < 16):
@@ -114,7 +127,78 @@ def responses_problems(body: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _input_problems(given: Any, store: bool) -> list[str]:
+def _include_problems(include: Any) -> list[str]:
+    if include is None:
+        return []
+    if not isinstance(include, list):
+        return ["Invalid type for 'include': expected an array of strings."]
+    return [
+        f"Invalid value: '{value}' for 'include[{index}]'. "
+        f"Supported values are: {', '.join(sorted(_INCLUDABLE))}."
+        for index, value in enumerate(include)
+        if value not in _INCLUDABLE
+    ]
+
+
+def sealed(model: str, item_id: str) -> str:
+    """The `encrypted_content` this server writes for reasoning item `item_id` of `model`."""
+    plain = json.dumps({"model": model, "id": item_id}).encode()
+    return "gAAAA" + base64.b64encode(plain).decode()
+
+
+def _unsealed(encrypted: str) -> dict[str, Any] | None:
+    if not encrypted.startswith("gAAAA"):
+        return None
+    try:
+        opened = json.loads(base64.b64decode(encrypted[5:], validate=True))
+    except (binascii.Error, ValueError):
+        return None
+    return opened if isinstance(opened, dict) else None
+
+
+def _reasoning_problems(given: list[Any], index: int, store: bool, model: Any) -> list[str]:
+    item, where = given[index], f"input[{index}]"
+    item_id = item.get("id")
+    if not isinstance(item_id, str) or not item_id:
+        return [f"Missing required parameter: '{where}.id'."]
+    summary = item.get("summary")
+    if not isinstance(summary, list) or any(
+        not isinstance(part, dict)
+        or part.get("type") != "summary_text"
+        or not isinstance(part.get("text"), str)
+        for part in summary
+    ):
+        return [f"Missing required parameter: '{where}.summary'."]
+    encrypted = item.get("encrypted_content")
+    if encrypted is None:
+        if store:
+            return []
+        return [
+            f"Item with id '{item_id}' not found. Items are not persisted when `store` is set "
+            "to false. Try again with `store` set to true, or pass the item's encrypted content "
+            "(include 'reasoning.encrypted_content')."
+        ]
+    opened = _unsealed(encrypted) if isinstance(encrypted, str) else None
+    if opened is None or opened.get("id") != item_id or opened.get("model") != model:
+        # The real API cannot decrypt another model's (or a changed) reasoning.
+        return [f"The encrypted content for item {item_id} could not be verified."]
+    following = given[index + 1] if index + 1 < len(given) else None
+    follows = isinstance(following, dict) and (
+        following.get("type") == "function_call"
+        or (
+            following.get("type", "message" if "role" in following else None) == "message"
+            and following.get("role") == "assistant"
+        )
+    )
+    if not follows:
+        return [
+            f"Item '{item_id}' of type 'reasoning' was provided without its required "
+            "following item."
+        ]
+    return []
+
+
+def _input_problems(given: Any, store: bool, model: Any = None) -> list[str]:
     if isinstance(given, str):
         return [] if given else ["Invalid 'input': empty string."]
     if not isinstance(given, list) or not given:
@@ -128,7 +212,7 @@ def _input_problems(given: Any, store: bool) -> list[str]:
             problems.append(f"Invalid type for '{where}': expected an object.")
             continue
         kind = item.get("type", "message" if "role" in item else None)
-        if "id" in item and not store:
+        if "id" in item and not store and kind != "reasoning":
             problems.append(
                 f"Item with id '{item['id']}' not found. Items are not persisted when "
                 "`store` is set to false."
@@ -154,9 +238,7 @@ def _input_problems(given: Any, store: bool) -> list[str]:
             elif isinstance(output, list):
                 problems += _parts_problems(output, f"{where}.output", _INPUT_PARTS)
         elif kind == "reasoning":
-            problems.append(
-                f"'{where}': a reasoning item needs its encrypted content when not stored."
-            )
+            problems += _reasoning_problems(given, index, store, model)
         else:
             problems.append(f"Invalid value: '{kind}' for '{where}.type'.")
     for call_id in called:
@@ -289,24 +371,33 @@ def call_item(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     }
 
 
-def reasoning_item(summary: str = "Thinking it over.") -> dict[str, Any]:
-    """A `reasoning` output item with a summary."""
-    return {
+def reasoning_item(
+    summary: str = "Thinking it over.", item_id: str = "rs_1", sealed_for: str | None = None
+) -> dict[str, Any]:
+    """A `reasoning` output item with a summary (none if empty).
+
+    `sealed_for`: the model whose encrypted content it carries (what the API
+    writes when asked with `include=["reasoning.encrypted_content"]`).
+    """
+    item: dict[str, Any] = {
         "type": "reasoning",
-        "id": "rs_1",
-        "summary": [{"type": "summary_text", "text": summary}],
+        "id": item_id,
+        "summary": [{"type": "summary_text", "text": summary}] if summary else [],
     }
+    if sealed_for is not None:
+        item["encrypted_content"] = sealed(sealed_for, item_id)
+    return item
 
 
 def response(
     *output: dict[str, Any],
-    usage: tuple[int, int] | tuple[int, int, int] | None = (10, 5),
+    usage: tuple[int, ...] | None = (10, 5),
     status: str = "completed",
     incomplete_reason: str | None = None,
     error: dict[str, Any] | None = None,
     model: str = "gpt-test",
 ) -> dict[str, Any]:
-    """A `response` object: its output items, usage (input, output[, cached]) and status."""
+    """A `response` object: its output items, usage (input, output[, cached[, reasoning]])."""
     body: dict[str, Any] = {
         "id": "resp_1",
         "object": "response",
@@ -326,25 +417,27 @@ def response(
 
 
 def _usage(usage: tuple[int, ...]) -> dict[str, Any]:
-    given, written, *cached = usage
+    given, written, *rest = usage
+    cached, reasoning = (*rest, 0, 0)[:2]
     return {
         "input_tokens": given,
-        "input_tokens_details": {"cached_tokens": cached[0] if cached else 0},
+        "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": written,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": given + written,
     }
 
 
 # -- event streams ---------------------------------------------------------------------------
 
-# ("text", [pieces]) | ("refusal", [pieces]) | ("call", (id, name, [pieces])) | ("reasoning", s)
+# ("text", [pieces]) | ("refusal", [pieces]) | ("call", (id, name, [pieces]))
+# | ("reasoning", summary) | ("reasoning", reasoning_item(...))
 Streamed = tuple[str, Any]
 
 
 def response_events(
     *items: Streamed,
-    usage: tuple[int, int] | tuple[int, int, int] | None = (10, 5),
+    usage: tuple[int, ...] | None = (10, 5),
     status: str = "completed",
     incomplete_reason: str | None = None,
     model: str = "gpt-test",
@@ -418,8 +511,16 @@ def response_events(
                 arguments=item["arguments"],
             )
         else:
-            item = reasoning_item(content)
+            item = content if isinstance(content, dict) else reasoning_item(content)
             emit("response.output_item.added", output_index=index, item={**item, "summary": []})
+            for number, part in enumerate(item["summary"]):
+                where = {"item_id": item["id"], "output_index": index, "summary_index": number}
+                emit("response.reasoning_summary_part.added", **where, part={**part, "text": ""})
+                text = part["text"]
+                for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
+                    emit("response.reasoning_summary_text.delta", **where, delta=piece)
+                emit("response.reasoning_summary_text.done", **where, text=text)
+                emit("response.reasoning_summary_part.done", **where, part=part)
         emit("response.output_item.done", output_index=index, item=item)
         done.append(item)
     final = response(

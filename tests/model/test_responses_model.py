@@ -24,8 +24,10 @@ from pygents_ctx import (
     ModelSettings,
     OpenAIResponsesModel,
     OutputSchema,
+    ReasoningBlock,
     TextBlock,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     ToolResultBlock,
     ToolUseBlock,
@@ -114,6 +116,7 @@ async def test_a_reply_with_text_parallel_calls_and_cached_usage(
     assert reply.message == Message(
         "assistant",
         [
+            ReasoningBlock("rs_1", ["Thinking it over."], model="gpt-test"),
             TextBlock("Searching."),
             ToolUseBlock("call_1", "search", {"query": "tides"}),
             ToolUseBlock("call_2", "search", {"query": "moon"}),
@@ -128,6 +131,7 @@ async def test_a_reply_with_text_parallel_calls_and_cached_usage(
     assert body["instructions"] == "Be brief."
     assert body["input"] == [{"type": "message", "role": "user", "content": "Tides?"}]
     assert body["store"] is False  # stateless: our store is the truth
+    assert body["include"] == ["reasoning.encrypted_content"]  # so reasoning can go back
     assert body["max_output_tokens"] == 50
     [definition] = body["tools"]
     assert (definition["type"], definition["name"]) == ("function", "search")
@@ -332,6 +336,8 @@ async def test_a_stream_yields_pieces_then_the_whole_reply(
     events = await collect(model.stream(QUESTION, [search]))
 
     assert events[:-1] == [
+        ThinkingDelta("Hm"),  # the reasoning's summary, as it streams
+        ThinkingDelta("m."),
         TextDelta("Let me "),
         TextDelta("look."),
         ToolCallDelta(0, "call_1", "search", ""),
@@ -345,6 +351,7 @@ async def test_a_stream_yields_pieces_then_the_whole_reply(
     assert final.message == Message(
         "assistant",
         [
+            ReasoningBlock("rs_1", ["Hmm."], model="gpt-test"),
             TextBlock("Let me look."),
             ToolUseBlock("call_1", "search", {"query": "tides"}),
             ToolUseBlock("call_2", "search", {"query": "moon"}),
@@ -403,7 +410,11 @@ async def test_an_incomplete_reply_with_nothing_written_is_still_a_length_stop(
 
     final = await model.complete(QUESTION)
 
-    assert (final.message.content, final.finish_reason) == ((), "length")
+    # The thinking is kept (it is shown and saved); with nothing after it, it is never sent back.
+    reasoning = ReasoningBlock("rs_1", ["Thinking it over."], model="gpt-test")
+    assert (final.message.content, final.finish_reason) == ((reasoning,), "length")
+    request = model.request([*QUESTION, final.message, Message("user", "Go on.")])
+    assert [item["type"] for item in request["input"]] == ["message", "message"]
 
 
 @pytest.mark.parametrize("streaming", [False, True])

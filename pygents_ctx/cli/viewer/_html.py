@@ -23,6 +23,7 @@ from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
     OffloadedResult,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -265,7 +266,23 @@ def _block_html(
             "<div class='block thinking'><span class=tag>redacted thinking</span>"
             f"<span class=muted>{number(len(block.data))} characters, encrypted</span></div>"
         )
+    if isinstance(block, ReasoningBlock):
+        return _reasoning_html(block)
     return _result_html(block, link, ids, subagents)
+
+
+def _reasoning_html(block: ReasoningBlock) -> str:
+    sealed = (
+        "not encrypted"
+        if block.encrypted_content is None
+        else f"{number(len(block.encrypted_content))} characters, encrypted"
+    )
+    made = f" by {esc(block.model)}" if block.model else ""
+    summary = "".join(f"<div class=text>{_text_html(text)}</div>" for text in block.summary)
+    return (
+        f"<div class='block thinking'><span class=tag>reasoning</span>"
+        f"<span class=muted>id {esc(block.id)}{made}, {sealed}</span>{summary}</div>"
+    )
 
 
 def _id(anchor: str, ids: bool) -> str:

@@ -27,6 +27,7 @@ import orjson
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -287,6 +288,8 @@ def _render_block(block: object, names: dict[str, str]) -> str:
         return "[image]"
     if isinstance(block, ThinkingBlock):
         return f"[thinking: {block.thinking}]"
+    if isinstance(block, ReasoningBlock) and block.summary:
+        return f"[thinking: {' '.join(block.summary)}]"
     return "[thinking (redacted)]"
 
 

@@ -14,6 +14,7 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -58,8 +59,9 @@ def to_anthropic(
     `thinking` block with its signature and a `RedactedThinkingBlock` as a
     `redacted_thinking` block, unchanged and in their place. Never sent: an
     unsigned `ThinkingBlock` (reasoning text from another provider, which the
-    API would refuse), blank text blocks (empty or only whitespace, which the
-    API refuses), and a message left with nothing to send by that.
+    API would refuse), a `ReasoningBlock` (OpenAI's encrypted reasoning),
+    blank text blocks (empty or only whitespace, which the API refuses), and
+    a message left with nothing to send by that.
 
     Anthropic carries every other block kind, so the limits are on system
     messages (one after a user or assistant message, or one holding anything
@@ -115,9 +117,15 @@ def to_anthropic(
 def _anthropic_content(message: Message, path: str) -> str | list[dict[str, Any]]:
     sent: list[tuple[int, ContentBlock]] = []
     for index, block in enumerate(message.content):
-        if isinstance(block, ThinkingBlock | RedactedThinkingBlock) and message.role != "assistant":
+        thinking = isinstance(block, ThinkingBlock | RedactedThinkingBlock | ReasoningBlock)
+        if thinking and message.role != "assistant":
             raise _cannot_carry(f"{path}.content[{index}]", block, f"a {message.role} message")
-        if _is_blank(block) or (isinstance(block, ThinkingBlock) and block.signature is None):
+        # Unsigned thinking and OpenAI's reasoning items: Anthropic can read neither.
+        if (
+            _is_blank(block)
+            or isinstance(block, ReasoningBlock)
+            or (isinstance(block, ThinkingBlock) and block.signature is None)
+        ):
             continue
         sent.append((index, block))
     if len(sent) == 1 and isinstance(sent[0][1], TextBlock) and sent[0][1].cache_control is None:
@@ -146,6 +154,8 @@ def _anthropic_block_fields(block: ContentBlock, path: str) -> dict[str, Any]:
     if isinstance(block, ToolUseBlock):
         tool_input = _json_copy(block.input, f"{path}.input")
         return {"type": "tool_use", "id": block.id, "name": block.name, "input": tool_input}
+    if isinstance(block, ReasoningBlock):  # left out by the caller: Anthropic cannot read it
+        raise _cannot_carry(path, block, "the Anthropic API", "it is OpenAI's; leave it out")
     content = block.content
     wire: dict[str, Any] = {
         "type": "tool_result",
@@ -238,7 +248,7 @@ def _read_anthropic_block(block: object, path: str, allowed: tuple[str, ...]) ->
     read = _read_anthropic_block_fields(block, path, allowed)
     fields = _mapping(block, path)
     if fields.get("cache_control") is None or isinstance(
-        read, ThinkingBlock | RedactedThinkingBlock
+        read, ThinkingBlock | RedactedThinkingBlock | ReasoningBlock
     ):
         return read
     cache_control = _get(fields, "cache_control", path, Mapping, "a dict")

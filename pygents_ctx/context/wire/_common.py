@@ -122,6 +122,7 @@ _BLOCK_NAMES: Final = {
     "tool_result": "a tool result (tool_result block)",
     "thinking": "a thinking block",
     "redacted_thinking": "a redacted thinking block",
+    "reasoning": "a reasoning item (ReasoningBlock)",
 }
 _WHERE_IT_GOES: Final = {
     "image": "put images in a user message",
@@ -129,6 +130,7 @@ _WHERE_IT_GOES: Final = {
     "tool_result": "put tool results in a user message",
     "thinking": "thinking belongs in an assistant message",
     "redacted_thinking": "thinking belongs in an assistant message",
+    "reasoning": "reasoning belongs in an assistant message",
 }
 
 

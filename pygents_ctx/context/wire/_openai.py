@@ -17,6 +17,7 @@ from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -63,7 +64,8 @@ def to_openai(messages: Iterable[Message]) -> list[dict[str, Any]]:
     order, followed by a user message with its other blocks, if it has any.
 
     Never sent: blank text blocks (empty or only whitespace), thinking
-    blocks (the Chat Completions API takes no reasoning back), and a message
+    blocks and `ReasoningBlock`s (the Chat Completions API takes no reasoning
+    back), and a message
     left with nothing to send by that.
 
     What OpenAI cannot carry: `is_error` (the tool message's content becomes
@@ -134,7 +136,9 @@ def _openai_assistant(message: Message, path: str) -> dict[str, Any] | None:
     calls: list[dict[str, Any]] = []
     for index, block in enumerate(message.content):
         where = f"{path}.content[{index}]"
-        if _is_blank(block) or isinstance(block, ThinkingBlock | RedactedThinkingBlock):
+        if _is_blank(block) or isinstance(
+            block, ThinkingBlock | RedactedThinkingBlock | ReasoningBlock
+        ):
             continue
         if isinstance(block, TextBlock):
             texts.append(block)
@@ -166,7 +170,9 @@ def _openai_user(message: Message, path: str) -> list[dict[str, Any]]:
         if isinstance(block, ToolResultBlock):
             content = _openai_tool_content(block, where)
             wire.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
-        elif isinstance(block, ToolUseBlock | ThinkingBlock | RedactedThinkingBlock):
+        elif isinstance(
+            block, ToolUseBlock | ThinkingBlock | RedactedThinkingBlock | ReasoningBlock
+        ):
             raise _cannot_carry(where, block, "an OpenAI user message")
         elif not _is_blank(block):
             rest.append(block)

@@ -12,6 +12,7 @@ from pygents_ctx import (
     HeuristicTokenCounter,
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -65,8 +66,16 @@ tool_result_blocks = st.builds(
     st.booleans(),
     cache_control=json_objects,
 )
-thinking_blocks = st.builds(ThinkingBlock, texts, st.none() | texts) | st.builds(
-    RedactedThinkingBlock, texts
+thinking_blocks = (
+    st.builds(ThinkingBlock, texts, st.none() | texts)
+    | st.builds(RedactedThinkingBlock, texts)
+    | st.builds(
+        ReasoningBlock,
+        st.text(min_size=1, max_size=8),
+        st.lists(texts, max_size=2),
+        st.none() | texts,
+        model=texts,
+    )
 )
 blocks = text_blocks | image_blocks | tool_use_blocks | tool_result_blocks | thinking_blocks
 messages = st.builds(

@@ -420,6 +420,7 @@ class _Reply:
 
 def _usage(usage: Any) -> Usage:
     prompt = int(usage.prompt_token_count or 0) + int(usage.tool_use_prompt_token_count or 0)
-    output = int(usage.candidates_token_count or 0) + int(usage.thoughts_token_count or 0)
+    thoughts = int(usage.thoughts_token_count or 0)
+    output = int(usage.candidates_token_count or 0) + thoughts
     cached = min(int(usage.cached_content_token_count or 0), prompt)
-    return Usage(prompt, output, cached)
+    return Usage(prompt, output, cached, reasoning_tokens=thoughts)

@@ -462,7 +462,7 @@ async def test_thought_summaries_become_thinking_blocks_and_thought_tokens_count
         ThinkingBlock("Tides follow the Moon."),
         TextBlock("The Moon."),
     )
-    assert reply.usage == Usage(40, 31)
+    assert reply.usage == Usage(40, 31, reasoning_tokens=25)  # the thoughts are output too
     if streaming:
         assert deltas == [
             ThinkingDelta("Tides follow "),

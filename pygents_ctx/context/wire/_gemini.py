@@ -7,6 +7,7 @@ from typing import Any, Final
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -39,8 +40,9 @@ def to_gemini(messages: list[Message]) -> tuple[dict[str, Any] | None, list[dict
     for a failed call). A call's id is sent when Gemini gave it (ids the
     adapter made, starting `GEMINI_MADE_ID`, are not). Gemini's thought
     signatures (`TextBlock.signature`, `ToolUseBlock.signature`, a signed
-    `ThinkingBlock`) go back on their parts, in place; unsigned thinking and
-    redacted thinking (other providers') and blank text are left out, and
+    `ThinkingBlock`) go back on their parts, in place; unsigned thinking,
+    redacted thinking and `ReasoningBlock`s (other providers') and blank text
+    are left out, and
     so is a message left with no parts (a reply blocked before it began).
 
     Raises:
@@ -108,7 +110,7 @@ def _model_parts(message: Message, path: str, names: dict[str, str]) -> list[dic
                 )
         elif isinstance(block, ImageBlock):
             parts.append(_image(block))
-        elif not isinstance(block, RedactedThinkingBlock):
+        elif not isinstance(block, RedactedThinkingBlock | ReasoningBlock):
             raise _cannot_carry(f"{path}.content[{number}]", block, "a Gemini model turn")
     return parts
 

@@ -99,6 +99,8 @@ def render_block(block: ContentBlock) -> str:
         'result id=c1 error: boom'
         >>> render_block(ThinkingBlock("Oslo is the capital.", signature="sig"))
         'thinking: Oslo is the capital.'
+        >>> render_block(ReasoningBlock("rs_1", ["Check the map."], "gAAAA...", model="o3"))
+        'reasoning (encrypted, o3): Check the map. id=rs_1'
     """
     if isinstance(block, TextBlock):
         return one_line(block.text)

@@ -19,6 +19,7 @@ from pygents_ctx import (
     HeuristicTokenCounter,
     ImageBlock,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -112,6 +113,16 @@ DICT_FORMS: list[tuple[Any, dict[str, Any]]] = [
     (ThinkingBlock("local reasoning"), {"type": "thinking", "thinking": "local reasoning"}),
     (RedactedThinkingBlock("ENCRYPTED=="), {"type": "redacted_thinking", "data": "ENCRYPTED=="}),
     (
+        ReasoningBlock("rs_1", ["Plan."], "gAAAA", model="o3"),
+        {
+            "type": "reasoning",
+            "id": "rs_1",
+            "summary": ["Plan."],
+            "encrypted_content": "gAAAA",
+            "model": "o3",
+        },
+    ),
+    (
         Message(
             "assistant", [ThinkingBlock("look it up", "sig-2"), RedactedThinkingBlock("x"), CALL]
         ),
@@ -163,6 +174,10 @@ CONSTRUCTION_ERRORS: list[tuple[Any, Any, str]] = [
     (lambda: ThinkingBlock(None), TypeError, "ThinkingBlock.thinking must be str"),
     (lambda: ThinkingBlock("t", b"sig"), TypeError, "ThinkingBlock.signature must be str"),
     (lambda: RedactedThinkingBlock(3), TypeError, "RedactedThinkingBlock.data must be str"),
+    (lambda: ReasoningBlock("", model="o3"), ValueError, "ReasoningBlock.id must not be empty"),
+    (lambda: ReasoningBlock("rs", "Plan."), TypeError, "ReasoningBlock.summary must be list"),
+    (lambda: ReasoningBlock("rs", [1]), TypeError, "ReasoningBlock.summary[0] must be str"),
+    (lambda: ReasoningBlock("rs", (), b"x"), TypeError, "ReasoningBlock.encrypted_content"),
     (lambda: Message("bot", "hi"), ValueError, "Message.role must be 'user', 'assistant'"),
     (lambda: Message(None, "hi"), ValueError, "Message.role"),
     (lambda: Message("User", "hi"), ValueError, "not 'User'"),
@@ -522,6 +537,7 @@ def test_thinking_counts_toward_the_window_and_compares_by_value() -> None:
     assert ThinkingBlock("a", "s") == ThinkingBlock("a", "s") != ThinkingBlock("a")
     assert hash(RedactedThinkingBlock("x")) == hash(RedactedThinkingBlock("x"))
     assert "ENCRYPTED" not in repr(RedactedThinkingBlock("ENCRYPTED"))
+    assert "ENCRYPTED" not in repr(ReasoningBlock("rs_1", (), "ENCRYPTED", model="o3"))
     assert thought.text == "The answer is 4."  # thinking is not the answer's text
 
 

@@ -25,6 +25,7 @@ from pygents_ctx import (
     OpenAIResponsesModel,
     OutputSchema,
     ReasoningBlock,
+    SQLiteContextStore,
     TextBlock,
     TextDelta,
     ThinkingDelta,
@@ -32,6 +33,9 @@ from pygents_ctx import (
     ToolResultBlock,
     ToolUseBlock,
     Usage,
+    connect,
+    to_anthropic,
+    to_openai,
     tool,
 )
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
@@ -49,6 +53,7 @@ from .fake_responses import (
     response_events,
     responses_error,
     responses_problems,
+    sealed,
 )
 
 QUESTION = [Message("system", "Be brief."), Message("user", "Tides?")]
@@ -618,7 +623,17 @@ def conversations(draw: st.DrawFn) -> list[Message]:
             ToolUseBlock(f"call_{turn}_{n}", "search", {"query": draw(_texts)})
             for n in range(draw(st.integers(0, 3)))
         ]
-        window.append(Message("assistant", [*texts, *calls]))
+        # Reasoning: this model's (sealed or not), another model's, before anything or alone.
+        thoughts = [
+            ReasoningBlock(
+                f"rs_{turn}_{n}",
+                [draw(_texts)],
+                sealed(made_by, f"rs_{turn}_{n}") if draw(st.booleans()) else None,
+                model=made_by,
+            )
+            for n, made_by in enumerate(draw(st.lists(st.sampled_from(["gpt-test", "o3"]))))
+        ]
+        window.append(Message("assistant", draw(st.permutations([*thoughts, *texts])) + calls))
         if calls:
             answered = draw(st.permutations(calls))
             results = [
@@ -648,3 +663,227 @@ def test_any_stored_conversation_is_a_request_the_api_accepts(window: list[Messa
     assert sent_results == [r.tool_use_id for m in window for r in m.tool_results]
     contents = [i["content"] for i in items if i["type"] == "message"]
     assert all(content for content in contents)  # no empty text, no empty message
+    sent = [i["id"] for i in items if i["type"] == "reasoning"]
+    mine = [
+        b.id
+        for m in window
+        for b in m.content
+        if isinstance(b, ReasoningBlock) and b.model == "gpt-test" and b.encrypted_content
+    ]
+    assert set(sent) <= set(mine)  # only this model's sealed reasoning, each once
+    assert len(sent) == len(set(sent))
+
+
+# -- reasoning round trip ---------------------------------------------------------------------
+
+
+def thinking_then_call(streaming: bool, model: str = "gpt-test") -> Reply:
+    """A reasoning model's first reply: encrypted reasoning, then a call it led to."""
+    reasoning = reasoning_item("Tides: ask the library.", "rs_7", sealed_for=model)
+    call = ("call_1", "search", ['{"query": "tides"}'])
+    if streaming:
+        return sse_reply(
+            response_events(("reasoning", reasoning), ("call", call), usage=(50, 40, 0, 31))
+        )
+    return json_reply(response(reasoning, call_item(*call[:2], call[2][0]), usage=(50, 40, 0, 31)))
+
+
+def final_answer(streaming: bool) -> Reply:
+    if streaming:
+        return sse_reply(response_events(("text", ["From the Moon."]), usage=(90, 7, 48, 2)))
+    return json_reply(response(message_item("From the Moon."), usage=(90, 7, 48, 2)))
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+async def test_a_tool_round_sends_the_encrypted_reasoning_back_before_its_call(
+    api: FakeResponsesAPI, model: OpenAIResponsesModel, search: Any, streaming: bool
+) -> None:
+    api.script(thinking_then_call(streaming), final_answer(streaming))
+    agent = Agent("researcher", "Researches", [search], context=ContextConfig(MemoryContextStore()))
+    loop = ModelLoop(agent, model)
+
+    if streaming:
+        events = await collect(loop.stream("What causes tides?"))
+        finished = events[-1]
+        thought = "".join(e.thinking for e in events if isinstance(e, ThinkingDelta))
+        assert thought == "Tides: ask the library."
+    else:
+        finished = await loop.run("What causes tides?")
+
+    assert isinstance(finished, LoopFinished)
+    assert finished.text == "From the Moon."
+    # Reasoning tokens are counted, as a part of the output tokens.
+    assert finished.usage == Usage(140, 47, cached_tokens=48, reasoning_tokens=33)
+    assert api.refused == []
+    first, second = (request.body for request in api.requests)
+    assert first["include"] == second["include"] == ["reasoning.encrypted_content"]
+    assert second["input"][1:] == [
+        {
+            "type": "reasoning",
+            "id": "rs_7",
+            "summary": [{"type": "summary_text", "text": "Tides: ask the library."}],
+            "encrypted_content": sealed("gpt-test", "rs_7"),
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "search",
+            "arguments": '{"query":"tides"}',
+        },
+        {"type": "function_call_output", "call_id": "call_1", "output": "3 documents about tides"},
+    ]
+    store = agent.context.store
+    assert store is not None
+    stored = await store.get_history()
+    assert stored[1].content[0] == ReasoningBlock(
+        "rs_7",
+        ["Tides: ask the library."],
+        sealed("gpt-test", "rs_7"),
+        model="gpt-test",
+    )
+
+
+async def test_reasoning_survives_a_saved_session_and_goes_back_in_place(
+    api: FakeResponsesAPI, model: OpenAIResponsesModel, search: Any, tmp_path: Any
+) -> None:
+    api.script(
+        thinking_then_call(False),
+        final_answer(False),
+        json_reply(response(message_item("You're welcome."))),
+    )
+    path = tmp_path / "s.db"
+    async with connect(path) as conn:
+        context = ContextConfig(SQLiteContextStore(conn, session_id="s"))
+        agent = Agent("first", "Researches", [search], context=context)
+        assert (await ModelLoop(agent, model).run("Tides?")).text == "From the Moon."
+    async with connect(path) as conn:  # a new process, say: the transcript comes from disk
+        context = ContextConfig(SQLiteContextStore(conn, session_id="s"))
+        agent = Agent("later", "Researches", [search], context=context)
+        later = await ModelLoop(agent, model).run("Thanks!")
+
+    assert later.text == "You're welcome."
+    assert api.refused == []
+    kinds = [item["type"] for item in api.requests[2].body["input"]]
+    assert kinds == [
+        "message",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+        "message",
+    ]
+    assert api.requests[2].body["input"][1]["encrypted_content"] == sealed("gpt-test", "rs_7")
+
+
+def test_reasoning_from_another_model_is_left_out_so_the_request_stays_valid() -> None:
+    # A transcript restored from a session run with o3: its reasoning is sealed for o3.
+    theirs = ReasoningBlock("rs_o3", ["Plan."], sealed("o3", "rs_o3"), model="o3")
+    mine = ReasoningBlock("rs_me", [], sealed("gpt-test", "rs_me"), model="gpt-test")
+    call = ToolUseBlock("call_1", "search", {"query": "tides"})
+    later = ToolUseBlock("call_2", "search", {"query": "moon"})
+    window = [
+        Message("user", "Tides?"),
+        Message("assistant", [theirs, call]),
+        Message("user", [ToolResultBlock("call_1", "3 documents")]),
+        Message("assistant", [mine, later]),
+        Message("user", [ToolResultBlock("call_2", "2 documents")]),
+    ]
+
+    request = OFFLINE.request(window)
+
+    assert responses_problems(request) == []
+    kinds = [(item["type"], item.get("id")) for item in request["input"]]
+    assert kinds == [
+        ("message", None),
+        ("function_call", None),
+        ("function_call_output", None),
+        ("reasoning", "rs_me"),
+        ("function_call", None),
+        ("function_call_output", None),
+    ]
+    # The same rule the other way: o3 gets its own reasoning back, and not gpt-test's.
+    as_o3 = OpenAIResponsesModel("o3", api_key="k").request(window)
+    assert responses_problems(as_o3) == []
+    assert [i["id"] for i in as_o3["input"] if i["type"] == "reasoning"] == ["rs_o3"]
+    # Sent to gpt-test, o3's encrypted reasoning is what the API refuses.
+    relabelled = ReasoningBlock(
+        theirs.id, theirs.summary, theirs.encrypted_content, model="gpt-test"
+    )
+    forged = [window[0], Message("assistant", [relabelled, call]), *window[2:]]
+    assert any("could not be verified" in p for p in responses_problems(OFFLINE.request(forged)))
+
+
+def test_reasoning_is_not_sent_to_chat_completions_anthropic_or_gemini() -> None:
+    sealed_block = ReasoningBlock("rs_1", ["Plan."], sealed("gpt-test", "rs_1"), model="gpt-test")
+    turn = Message("assistant", [sealed_block, TextBlock("Hi.")])
+    window = [Message("user", "Hi"), turn, Message("user", "And?")]
+
+    assert to_openai(window)[1] == {"role": "assistant", "content": "Hi."}
+    assert to_anthropic(window)[1][1] == {"role": "assistant", "content": "Hi."}
+    with pytest.raises(ValueError, match=r"messages\[0\].content\[0\] is a reasoning item"):
+        to_openai([Message("user", [sealed_block])])
+
+
+def test_reasoning_without_encrypted_content_or_a_following_item_is_not_sent() -> None:
+    unsealed = ReasoningBlock("rs_1", ["Plan."], model="gpt-test")
+    alone = ReasoningBlock("rs_2", [], sealed("gpt-test", "rs_2"), model="gpt-test")
+    window = [
+        Message("user", "Tides?"),
+        Message("assistant", [unsealed, TextBlock("Maybe.")]),
+        Message("user", "Go on."),
+        Message("assistant", [alone]),  # a reply cut while thinking
+        Message("user", "Well?"),
+    ]
+
+    request = OFFLINE.request(window)
+
+    assert responses_problems(request) == []
+    assert "reasoning" not in [item["type"] for item in request["input"]]
+    # With store=true the server finds an item by its id, so it goes back unencrypted.
+    stored = OFFLINE.request(window, settings=ModelSettings(extra_body={"store": True}))
+    assert "include" not in stored
+    assert [i["id"] for i in stored["input"] if i["type"] == "reasoning"] == ["rs_1"]
+
+
+def test_a_caller_include_is_kept_beside_the_encrypted_reasoning() -> None:
+    settings = ModelSettings(extra_body={"include": ["message.output_text.logprobs"]})
+
+    request = OFFLINE.request(QUESTION, settings=settings)
+
+    assert request["extra_body"]["include"] == [
+        "message.output_text.logprobs",
+        "reasoning.encrypted_content",
+    ]
+
+
+def test_the_strict_server_refuses_what_the_real_api_refuses_about_reasoning() -> None:
+    good = {"model": "m", "store": False, "input": [{"role": "user", "content": "hi"}]}
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": ""}
+    call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+    answer_ = {"type": "function_call_output", "call_id": "c", "output": "x"}
+
+    def problems(item: dict[str, Any], *rest: dict[str, Any], model: str = "m") -> str:
+        body = {**good, "model": model, "input": [*good["input"], item, *rest]}
+        return " ".join(responses_problems(body))
+
+    sealed_item = {**reasoning, "encrypted_content": sealed("m", "rs_1")}
+    assert problems(sealed_item, call, answer_) == ""
+    assert "without its required following item" in problems(sealed_item)
+    assert "without its required following item" in problems(
+        sealed_item, {"role": "user", "content": "x"}
+    )
+    assert "could not be verified" in problems(sealed_item, call, answer_, model="o3")
+    assert "not found" in problems({**reasoning, "encrypted_content": None}, call, answer_)
+    assert "Invalid value: 'reasoning.everything'" in " ".join(
+        responses_problems({**good, "include": ["reasoning.everything"]})
+    )
+
+
+async def test_reasoning_tokens_are_read_from_the_usage_details(
+    api: FakeResponsesAPI, model: OpenAIResponsesModel
+) -> None:
+    api.script(json_reply(response(message_item("Yes."), usage=(12, 30, 0, 26))))
+
+    reply = await model.complete(QUESTION)
+
+    assert reply.usage == Usage(12, 30, reasoning_tokens=26)

@@ -19,6 +19,7 @@ from pygents_ctx import (
     ContextConfig,
     ContextItem,
     Message,
+    ReasoningBlock,
     RedactedThinkingBlock,
     ThinkingBlock,
     ToolRegistry,
@@ -115,7 +116,11 @@ async def fill(make: Any) -> None:
     await fill_trip(make("trip"))
     xss = make("xss")
     await xss.append(Message("user", XSS))
-    thinking = [ThinkingBlock(XSS, signature="sig"), RedactedThinkingBlock("c2VjcmV0")]
+    thinking = [
+        ThinkingBlock(XSS, signature="sig"),
+        RedactedThinkingBlock("c2VjcmV0"),
+        ReasoningBlock("rs_<1>", [XSS], "gAAAA-sealed", model="o<3>"),
+    ]
     await xss.append(Message("assistant", [*thinking, ToolUseBlock("c<1>", "t<b>", {"html": XSS})]))
     await xss.append(Message("user", [ToolResultBlock("c<1>", XSS)]))
     await make("empty").set_context_tokens(0, 0)

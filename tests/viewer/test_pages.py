@@ -62,6 +62,10 @@ def test_markup_in_a_message_is_shown_as_text_and_never_runs(server: ViewerServe
     assert "<b>t&lt;b&gt;</b>" in transcript
     assert "<span class=tag>thinking</span><span class=muted>signed</span>" in transcript
     assert "<span class=tag>redacted thinking</span>" in transcript
+    assert (
+        "<span class=tag>reasoning</span><span class=muted>id rs_&lt;1&gt; by o&lt;3&gt;, "
+        "12 characters, encrypted</span>"
+    ) in transcript
     policy = get(server, "/session/xss").headers["Content-Security-Policy"]
     assert "default-src 'none'" in policy
     assert "script-src" not in policy

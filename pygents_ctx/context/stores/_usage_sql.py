@@ -1,8 +1,8 @@
 """The SQL of usage records, for the SQLite and PostgreSQL stores.
 
 Both keep one row per model call in `pygents_usage` (created by the stores'
-second migration; a later one adds a sub-agent call's link columns), and add
-the call's tokens to the session's counters in the same transaction, so the
+second migration; later ones add a sub-agent call's link columns and
+`reasoning_tokens`), and add the call's tokens to the session's counters in the same transaction, so the
 records and the totals never disagree.
 """
 
@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 __all__ = [
+    "POSTGRES_REASONING",
+    "SQLITE_REASONING",
     "POSTGRES_LINKS",
     "POSTGRES_TABLE",
     "SQLITE_LINKS",
@@ -90,9 +92,18 @@ POSTGRES_LINKS: Final = (
     """,
 )
 
+# What a reasoning model spent thinking, a part of output_tokens (0 for older rows).
+SQLITE_REASONING: Final = (
+    "ALTER TABLE pygents_usage ADD COLUMN reasoning_tokens INTEGER NOT NULL DEFAULT 0",
+)
+POSTGRES_REASONING: Final = (
+    "ALTER TABLE pygents_usage ADD COLUMN reasoning_tokens bigint NOT NULL DEFAULT 0",
+)
+
 _COLUMNS: Final = (
     "run_id, model, input_tokens, output_tokens, cached_tokens, cache_write_tokens, "
-    "estimated_input_tokens, created_at, parent_session, call_id, subagent_session"
+    "estimated_input_tokens, created_at, parent_session, call_id, subagent_session, "
+    "reasoning_tokens"
 )
 
 
@@ -110,14 +121,15 @@ def _row(record: UsageRecord) -> tuple[Any, ...]:
         record.parent_session,
         record.call_id,
         record.subagent_session,
+        usage.reasoning_tokens,
     )
 
 
 def _record(row: tuple[Any, ...]) -> UsageRecord:
     run_id, model, input_tokens, output_tokens, cached, written, estimated, created_at = row[:8]
-    parent_session, call_id, subagent_session = row[8:]
+    parent_session, call_id, subagent_session, reasoning = row[8:]
     return UsageRecord(
-        Usage(int(input_tokens), int(output_tokens), int(cached), int(written)),
+        Usage(int(input_tokens), int(output_tokens), int(cached), int(written), int(reasoning)),
         run_id=run_id,
         model=model,
         estimated_input_tokens=None if estimated is None else int(estimated),
@@ -139,7 +151,7 @@ def _select(placeholder: str, run_id: str | None) -> str:
 
 _SQLITE_INSERT: Final = (
     f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQLITE_ADD: Final = """
     INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens)
@@ -183,7 +195,7 @@ def copy_sqlite(session_id: str, new_id: str, db: sqlite3.Connection) -> None:
 
 _POSTGRES_INSERT: Final = (
     f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _POSTGRES_ADD: Final = """
     INSERT INTO pygents_sessions AS s (session_id, input_tokens, output_tokens)

@@ -33,7 +33,7 @@ def record(input_tokens: int, output_tokens: int, **fields: Any) -> UsageRecord:
 async def test_records_come_back_in_order_with_every_field(make_store: MakeStore) -> None:
     store = await make_store()
     first = UsageRecord(
-        Usage(1_000, 40, cached_tokens=600, cache_write_tokens=300),
+        Usage(1_000, 40, cached_tokens=600, cache_write_tokens=300, reasoning_tokens=25),
         run_id="run-1",
         model="claude-x",
         estimated_input_tokens=950,
@@ -135,6 +135,39 @@ def test_usage_adds_up_and_checks_its_parts() -> None:
         Usage(True)
     with pytest.raises(ValueError, match="no field 'tokens'"):
         Usage.from_dict({"tokens": 3})
+
+
+def test_reasoning_tokens_are_a_part_of_the_output_and_older_dicts_still_read() -> None:
+    total = Usage(10, 8, reasoning_tokens=6) + Usage(5, 4, reasoning_tokens=1)
+
+    assert total == Usage(15, 12, reasoning_tokens=7)
+    assert Usage.from_dict(total.to_dict()) == total
+    older = {"input_tokens": 15, "output_tokens": 12, "cached_tokens": 0, "cache_write_tokens": 0}
+    assert Usage.from_dict(older) == Usage(15, 12)
+    with pytest.raises(ValueError, match="reasoning_tokens .* part of output_tokens"):
+        Usage(10, 3, reasoning_tokens=4)
+
+
+async def test_an_older_sqlite_file_keeps_its_records_and_gains_reasoning_tokens(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    _sqlite_schema.migrate(db, _sqlite_schema.MIGRATIONS[:7])
+    db.execute(
+        "INSERT INTO pygents_usage (session_id, model, input_tokens, output_tokens, created_at) "
+        "VALUES ('old', 'o3', 9, 4, '2025-01-01T00:00:00.000000+00:00')"
+    )
+    db.close()
+
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="old")
+        await store.record_usage(UsageRecord(Usage(5, 3, reasoning_tokens=2), model="o3"))
+
+        assert [r.usage for r in await store.get_usage()] == [
+            Usage(9, 4),
+            Usage(5, 3, reasoning_tokens=2),
+        ]
 
 
 @pytest.mark.parametrize(

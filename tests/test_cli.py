@@ -26,6 +26,7 @@ from pygents_ctx import (
     ContextConfig,
     ImageBlock,
     Message,
+    ReasoningBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -345,6 +346,45 @@ def test_export_then_import_recreates_the_session_exactly(db: Path, tmp_path: Pa
         run_ids(db, "weather-archive")
     )
     assert asyncio.run(usage_records(copy, "weather-archive")) == [ARCHIVE_USAGE]
+
+
+THINKING = Message(
+    "assistant",
+    [
+        ReasoningBlock("rs_1", ["Check the tide table."], "gAAAA" + "x" * 40, model="o3"),
+        ToolUseBlock("c1", "tides", {"port": "Brest"}),
+    ],
+)
+
+
+async def _fill_reasoning(path: Path) -> None:
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="thought")
+        await store.append_many(
+            [Message("user", "Tides?"), THINKING, Message("user", [ToolResultBlock("c1", "6 m")])]
+        )
+        await store.record_usage(UsageRecord(Usage(300, 90, reasoning_tokens=64), model="o3"))
+
+
+def test_reasoning_and_its_tokens_survive_export_import_and_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, copy = tmp_path / "source.db", tmp_path / "copy.db"
+    asyncio.run(_fill_reasoning(source))
+
+    code, exported, err = run_main(capsys, "--db", source, "export", "thought")
+    assert code == 0, err
+    (tmp_path / "thought.json").write_text(exported)
+    code, _, err = run_main(capsys, "--db", copy, "import", tmp_path / "thought.json")
+    assert code == 0, err
+
+    everything, _, _ = asyncio.run(_read(copy, "thought"))
+    assert everything[1] == THINKING
+    [record] = asyncio.run(usage_records(copy, "thought"))
+    assert record.usage == Usage(300, 90, reasoning_tokens=64)
+    code, shown, err = run_main(capsys, "--db", copy, "show", "thought")
+    assert code == 0, err
+    assert "reasoning (encrypted, o3): Check the tide table. id=rs_1" in shown
 
 
 async def run_ids(path: Path, session_id: str) -> list[str | None]:

@@ -26,6 +26,7 @@ from pygents_ctx.context.stores import (
 )
 from pygents_ctx.context.stores._common import encode_message
 from pygents_ctx.context.stores._postgres_schema import MIGRATIONS, migrate
+from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
 from pygents_ctx.context.stores.search import MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, words
 from pygents_ctx.context.strategies.summarize import is_summary, summary_covers
@@ -331,7 +332,8 @@ def fresh_dsn(postgres: postgres_server.PostgresServer) -> Iterator[str]:
 
 async def test_an_older_postgres_database_is_indexed_when_opened(fresh_dsn: str) -> None:
     async with await psycopg.AsyncConnection.connect(fresh_dsn, autocommit=True) as db:
-        await migrate(db, MIGRATIONS[:-1])  # what pygents_ctx wrote before search
+        # What pygents_ctx wrote before search (later migrations come after it).
+        await migrate(db, MIGRATIONS[: MIGRATIONS.index(POSTGRES_INDEX)])
         await db.execute("INSERT INTO pygents_sessions (session_id) VALUES ('old')")
         for table, key, text in (
             ("pygents_archive", "", "an archived heron"),

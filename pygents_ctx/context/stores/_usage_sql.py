@@ -2,8 +2,8 @@
 
 Both keep one row per model call in `pygents_usage` (created by the stores'
 second migration; later ones add a sub-agent call's link columns and
-`reasoning_tokens`), and add the call's tokens to the session's counters in the same transaction, so the
-records and the totals never disagree.
+`reasoning_tokens`), and add the call's tokens to the session's counters in
+the same transaction, so the records and the totals never disagree.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 __all__ = [
-    "POSTGRES_REASONING",
-    "SQLITE_REASONING",
     "POSTGRES_LINKS",
+    "POSTGRES_REASONING",
     "POSTGRES_TABLE",
     "SQLITE_LINKS",
+    "SQLITE_REASONING",
     "SQLITE_TABLE",
     "copy_postgres",
     "copy_sqlite",

@@ -233,9 +233,13 @@ def contenders() -> list[Contender]:
             inner = int(budget * 0.6) if pinned else budget
             pipeline = Pipeline(
                 [
-                    # The guide's settings at a 4,000-token budget, scaled to this one.
+                    # The guide's settings at a 4,000-token budget, scaled to this one,
+                    # with the window's budget, as the strategies page says to give it.
                     Summarize(
-                        summarizer, keep_recent_tokens=budget // 4, min_old_tokens=budget * 3 // 4
+                        summarizer,
+                        keep_recent_tokens=budget // 4,
+                        min_old_tokens=budget * 3 // 4,
+                        max_tokens=inner,
                     ),
                     ClearToolResults(keep_recent=5),
                     FitTokens(inner),

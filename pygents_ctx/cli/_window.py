@@ -38,6 +38,7 @@ from pygents_ctx.context.strategies.edits import (
 from pygents_ctx.context.strategies.stable import StableWindow
 from pygents_ctx.context.strategies.window import SlidingWindow, TrimRounds, Truncate
 from pygents_ctx.context.tokens import count_message_tokens
+from pygents_ctx.context.usage import history_indexes
 
 __all__ = [
     "DEFAULT_SPEC",
@@ -232,28 +233,6 @@ def spec_help() -> str:
 # -- the window command -----------------------------------------------------------
 
 
-def _history_indexes(history: list[Message], window: list[Message]) -> list[int | None]:
-    """Where each window message sits in the history, None where it cannot be told.
-
-    A message the strategy kept is the history's own object. An edited one is a
-    new object; strategies keep the order, so a run of edited messages between
-    two kept ones maps one to one when the history has exactly as many there.
-    """
-    where = {id(message): index for index, message in enumerate(history)}
-    found = [where.get(id(message)) for message in window]
-    indexes = list(found)
-    before, run = -1, []  # the last known history index, and the unknown positions since
-    for position, index in enumerate([*found, len(history)]):
-        if index is None:
-            run.append(position)
-            continue
-        if run and index - before - 1 == len(run):
-            for offset, at in enumerate(run, start=1):
-                indexes[at] = before + offset
-        before, run = index, []
-    return indexes
-
-
 def _budget_note(tokens: int, budget: int | None) -> str:
     if budget is None:
         return ""
@@ -276,7 +255,7 @@ def window(args: argparse.Namespace, out: Output) -> None:
     info, history, built = with_session(args.db, args.session, build)
     budget = args.budget if args.budget is not None else spec.budget
     kept = {id(message) for message in history}
-    indexes = _history_indexes(history, built)
+    indexes = history_indexes(history, built)
     counts = [count_message_tokens(message) for message in built]
     tokens, history_tokens = sum(counts), sum(map(count_message_tokens, history))
     if out.as_json:

@@ -9,12 +9,12 @@ tokens read from and written to its cache. A `Usage` always means the same:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Usage", "UsageRecord"]
+__all__ = ["Usage", "UsageRecord", "WindowRecord", "history_indexes"]
 
 _USAGE_FIELDS = (
     "input_tokens",
@@ -32,8 +32,10 @@ _RECORD_FIELDS = (
     "parent_session",
     "call_id",
     "subagent_session",
+    "window",
 )
 _LINK_FIELDS = ("parent_session", "call_id", "subagent_session")
+_WINDOW_FIELDS = ("strategy", "history", "positions", "edited", "added", "summary")
 
 
 def _now() -> str:
@@ -128,6 +130,173 @@ class Usage:
         return cls(**data)
 
 
+def history_indexes(history: Sequence[object], window: Sequence[object]) -> list[int | None]:
+    """Where each window message sits in the history, None where it cannot be told.
+
+    A message the strategy kept is the history's own object. An edited one is a
+    new object; strategies keep the order, so a run of edited messages between
+    two kept ones maps one to one when the history has exactly as many there.
+    """
+    where = {id(message): index for index, message in enumerate(history)}
+    found = [where.get(id(message)) for message in window]
+    indexes = list(found)
+    before, run = -1, []  # the last known history index, and the unknown positions since
+    for position, index in enumerate([*found, len(history)]):
+        if index is None:
+            run.append(position)
+            continue
+        if run and index - before - 1 == len(run):
+            for offset, at in enumerate(run, start=1):
+                indexes[at] = before + offset
+        before, run = index, []
+    return indexes
+
+
+def _runs(positions: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Increasing positions as `(start, stop)` runs: `[0, 1, 5, 6, 7]` is `((0, 2), (5, 8))`."""
+    runs: list[tuple[int, int]] = []
+    for position in positions:
+        if runs and runs[-1][1] == position:
+            runs[-1] = (runs[-1][0], position + 1)
+        else:
+            runs.append((position, position + 1))
+    return tuple(runs)
+
+
+def _check_runs(name: str, runs: object, history: int) -> tuple[tuple[int, int], ...]:
+    if not isinstance(runs, list | tuple):
+        raise TypeError(f"WindowRecord.{name} must be a list of [start, stop] runs, not {runs!r}")
+    checked: list[tuple[int, int]] = []
+    end = 0
+    for run in runs:
+        if not (isinstance(run, list | tuple) and len(run) == 2):
+            raise TypeError(f"WindowRecord.{name} must hold [start, stop] pairs, not {run!r}")
+        start = _check_amount("WindowRecord", name, run[0])
+        stop = _check_amount("WindowRecord", name, run[1])
+        if not end <= start < stop <= history:
+            raise ValueError(
+                f"WindowRecord.{name} runs must be increasing, non-empty and within the "
+                f"history's {history} messages, not {run!r}"
+            )
+        checked.append((start, stop))
+        end = stop
+    return tuple(checked)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowRecord:
+    """Which messages one model call was sent, and which strategy chose them.
+
+    Positions index the live history as the store's `get_history()` returned it
+    for the call (in a fork, the fork's own history), kept as `(start, stop)`
+    runs: a window is mostly a head and a contiguous tail, so a few pairs.
+
+    Attributes:
+        strategy: The strategy's `repr()`: its name and parameters, e.g.
+            `"FitTokens(4000)"` or `"StableWindow(max_tokens=64000, low_water=0.5)"`.
+        history: How many messages the live history held at the call.
+        positions: The history messages the window holds, as runs, in order.
+        edited: The part of `positions` the strategy sent edited (results
+            cleared or cut); the history keeps the original.
+        added: Window messages that are in no history position (the loop's
+            instructions, a strategy's own notes).
+        summary: `summary_mark()` of the history: which compaction's summary
+            it held (None: none yet). A later compaction changes the live
+            history's positions, and its new summary tells a reader so.
+
+    Raises:
+        TypeError, ValueError: A field has the wrong type, or a run is empty,
+            out of order or beyond `history`.
+
+    Examples:
+        >>> history = ["a", "b", "c", "d", "e"]
+        >>> record = WindowRecord.of("SlidingWindow(max_messages=3)", history, history[2:])
+        >>> record.positions, list(record.indexes())
+        (((2, 5),), [2, 3, 4])
+    """
+
+    strategy: str
+    history: int
+    positions: tuple[tuple[int, int], ...] = ()
+    edited: tuple[tuple[int, int], ...] = ()
+    added: int = 0
+    summary: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.summary is not None and not isinstance(self.summary, str):
+            raise TypeError(
+                f"WindowRecord.summary must be a str or None, not {type(self.summary).__name__}"
+            )
+        if not isinstance(self.strategy, str):
+            raise TypeError(
+                f"WindowRecord.strategy must be a str, not {type(self.strategy).__name__}"
+            )
+        _check_amount("WindowRecord", "history", self.history)
+        _check_amount("WindowRecord", "added", self.added)
+        for name in ("positions", "edited"):
+            runs = _check_runs(name, getattr(self, name), self.history)
+            object.__setattr__(self, name, runs)
+        kept = set(self.indexes())
+        if any(index not in kept for index in _indexes(self.edited)):
+            raise ValueError("WindowRecord.edited must be a part of positions")
+
+    @classmethod
+    def of(
+        cls,
+        strategy: str,
+        history: Sequence[object],
+        window: Sequence[object],
+        *,
+        summary: str | None = None,
+    ) -> WindowRecord:
+        """The record of `window`, built from `history` by the strategy `strategy` describes."""
+        indexes = history_indexes(history, window)
+        placed = [index for index in indexes if index is not None]
+        edited = [
+            index
+            for index, message in zip(indexes, window, strict=True)
+            if index is not None and message is not history[index]
+        ]
+        added = len(window) - len(placed)
+        return cls(strategy, len(history), _runs(placed), _runs(edited), added, summary)
+
+    def indexes(self) -> list[int]:
+        """Every history position the window holds, in order."""
+        return _indexes(self.positions)
+
+    def to_dict(self) -> dict[str, Any]:
+        """`{"strategy", "history", "positions", "edited", "added", "summary"}`.
+
+        Runs are `[start, stop]` lists.
+        """
+        return {
+            "strategy": self.strategy,
+            "history": self.history,
+            "positions": [list(run) for run in self.positions],
+            "edited": [list(run) for run in self.edited],
+            "added": self.added,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WindowRecord:
+        """A `WindowRecord` from `to_dict()` output.
+
+        Raises:
+            TypeError, ValueError: As for the constructor, a field is missing, or a key is unknown.
+        """
+        unknown = sorted(set(data) - set(_WINDOW_FIELDS))
+        if unknown:
+            raise ValueError(f"WindowRecord has no field {unknown[0]!r}; expected {_WINDOW_FIELDS}")
+        if "strategy" not in data or "history" not in data:
+            raise ValueError("WindowRecord needs 'strategy' and 'history'")
+        return cls(**data)
+
+
+def _indexes(runs: Sequence[tuple[int, int]]) -> list[int]:
+    return [index for start, stop in runs for index in range(start, stop)]
+
+
 @dataclass(frozen=True, slots=True)
 class UsageRecord:
     """One model call's usage as a store keeps it: what the provider counted, and our estimate.
@@ -152,6 +321,8 @@ class UsageRecord:
     its own calls in, so the spend of a conversation and of every sub-agent
     it called adds up in that one session; the three fields say where each
     call came from.
+        window: Which history messages the call was sent and which strategy
+            chose them; None when not recorded (records made before it was).
 
     Raises:
         TypeError, ValueError: A field has the wrong type or a negative amount,
@@ -171,8 +342,14 @@ class UsageRecord:
     parent_session: str | None = field(default=None, kw_only=True)
     call_id: str | None = field(default=None, kw_only=True)
     subagent_session: str | None = field(default=None, kw_only=True)
+    window: WindowRecord | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
+        if self.window is not None and not isinstance(self.window, WindowRecord):
+            raise TypeError(
+                "UsageRecord.window must be a WindowRecord or None, "
+                f"not {type(self.window).__name__}"
+            )
         if not isinstance(self.usage, Usage):
             raise TypeError(f"UsageRecord.usage must be a Usage, not {type(self.usage).__name__}")
         if self.run_id is not None and not isinstance(self.run_id, str):
@@ -202,7 +379,8 @@ class UsageRecord:
         """`{"usage", "run_id", "model", "estimated_input_tokens", "created_at"}`.
 
         `usage` is `Usage.to_dict()`; a sub-agent's record also has
-        `parent_session`, `call_id` and `subagent_session`.
+        `parent_session`, `call_id` and `subagent_session`, and a record of
+        the window sent `window` (`WindowRecord.to_dict()`).
         """
         data: dict[str, Any] = {
             "usage": self.usage.to_dict(),
@@ -213,6 +391,8 @@ class UsageRecord:
         }
         if self.call_id is not None:
             data.update({name: getattr(self, name) for name in _LINK_FIELDS})
+        if self.window is not None:
+            data["window"] = self.window.to_dict()
         return data
 
     @classmethod
@@ -229,4 +409,12 @@ class UsageRecord:
         usage = data.get("usage")
         if not isinstance(usage, Mapping):
             raise TypeError(f"UsageRecord.usage must be a dict of amounts, not {usage!r}")
-        return cls(Usage.from_dict(usage), **{k: v for k, v in data.items() if k != "usage"})
+        window = data.get("window")
+        if window is not None and not isinstance(window, Mapping):
+            raise TypeError(f"UsageRecord.window must be a dict or None, not {window!r}")
+        rest = {k: v for k, v in data.items() if k not in ("usage", "window")}
+        return cls(
+            Usage.from_dict(usage),
+            window=None if window is None else WindowRecord.from_dict(window),
+            **rest,
+        )

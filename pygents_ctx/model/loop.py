@@ -66,7 +66,8 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.stores.base import ApprovalDecision
 from pygents_ctx.context.stores.base import check_decision as check_storable
 from pygents_ctx.context.stores.lease import SessionLease, check_lease_options, current_fence
-from pygents_ctx.context.usage import Usage, UsageRecord
+from pygents_ctx.context.strategies.summarize import summary_mark
+from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 from pygents_ctx.errors import OutputValidationError, SafeExecutionError, ToolResultNotFoundError
 from pygents_ctx.model._acting import cancel_unanswered, run_calls
 from pygents_ctx.model._approvals import (
@@ -764,6 +765,12 @@ class ModelLoop:
             run_id=self.agent.run_id,
             model=response.model,
             estimated_input_tokens=window.tokens,
+            window=WindowRecord.of(
+                repr(context.strategy),
+                history,
+                window.messages,
+                summary=summary_mark(history),
+            ),
         )
         if self._usage_into is None:
             await context.store.record_usage(record)

@@ -21,7 +21,7 @@ from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores._common import decode
 from pygents_ctx.context.stores._lineage import archive_of, live_of
 from pygents_ctx.context.strategies.summarize import SUMMARY_PREFIX, is_bridge, is_summary
-from pygents_ctx.context.usage import Usage, UsageRecord
+from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 from pygents_ctx.model.base import Pricing
 
 __all__ = [
@@ -386,10 +386,15 @@ def _has_links(reading: Reading) -> bool:
 
 
 def usage_records(reading: Reading, session_id: str) -> list[UsageRecord]:
-    """The session's usage records, one per model call, in order (none before schema 3)."""
+    """The session's usage records, one per model call, in order (none before schema 3).
+
+    Each holds its `WindowRecord` when the database has them (SQLite schema 12,
+    PostgreSQL 10) and the call recorded one.
+    """
     if "pygents_usage" not in reading.tables():
         return []
     links = ", ".join(_LINKS) if _has_links(reading) else "NULL, NULL, NULL"
+    window = "window_record" if "window_record" in reading.columns("pygents_usage") else "NULL"
     return [
         UsageRecord(
             Usage(int(tokens_in), int(tokens_out), int(cached), int(written)),
@@ -400,6 +405,7 @@ def usage_records(reading: Reading, session_id: str) -> list[UsageRecord]:
             parent_session=parent,
             call_id=call_id,
             subagent_session=subagent,
+            window=None if sent is None else WindowRecord.from_dict(orjson.loads(as_text(sent))),
         )
         for (
             run_id,
@@ -413,10 +419,11 @@ def usage_records(reading: Reading, session_id: str) -> list[UsageRecord]:
             parent,
             call_id,
             subagent,
+            sent,
         ) in reading.rows(
             "SELECT run_id, model, input_tokens, output_tokens, cached_tokens, "
-            f"cache_write_tokens, estimated_input_tokens, created_at, {links} FROM pygents_usage "
-            "WHERE session_id = ? ORDER BY id",
+            f"cache_write_tokens, estimated_input_tokens, created_at, {links}, {window} "
+            "FROM pygents_usage WHERE session_id = ? ORDER BY id",
             [session_id],
         )
     ]

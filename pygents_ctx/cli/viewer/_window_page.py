@@ -1,10 +1,14 @@
-"""The window page: what a strategy sends the model at a step, beside the history it came from.
+"""The window page: what the model was sent at a step, beside the history it came from.
 
-A step is a model call: step N's window is built from the live history as it
-stood before the N-th assistant message, and the step after the last one is
-the next call (the whole history). The strategy is any the command line's
-`--strategy` accepts; with a pin budget it runs inside a `PinnedWindow`,
-replayed over every step up to N, as an agent would have built it.
+A step is a model call: step N's window is from the live history as it stood
+before the N-th assistant message, and the step after the last one is the next
+call (the whole history). When the call's usage record holds its window (a
+`WindowRecord`, written by `ModelLoop`), the page shows exactly those history
+messages and names the strategy that chose them. Otherwise (older sessions,
+the next call, a call made before a later compaction), or when the address
+names a strategy, the window is rebuilt: with any strategy the command line's
+`--strategy` accepts; with a pin budget inside a `PinnedWindow`, replayed over
+every step up to N, as an agent would have built it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from dataclasses import dataclass
 from typing import Final
 
 from pygents_ctx.cli._window import STAGES, SpecError, StrategySpec, parse_strategy, spec_help
-from pygents_ctx.cli._window import _history_indexes as history_indexes
 from pygents_ctx.cli.viewer import _queries as q
 from pygents_ctx.cli.viewer._html import ToolLink, esc, href, message_html, number, pager
 from pygents_ctx.cli.viewer._pages import (
@@ -30,7 +33,9 @@ from pygents_ctx.cli.viewer._pages import (
 from pygents_ctx.cli.viewer._source import Reading
 from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.strategies.pinned import PinnedWindow, Window
+from pygents_ctx.context.strategies.summarize import summary_mark
 from pygents_ctx.context.tokens import count_message_tokens
+from pygents_ctx.context.usage import UsageRecord, WindowRecord, history_indexes
 
 __all__ = ["Built", "build_window", "window"]
 
@@ -46,6 +51,39 @@ class Built:
     messages: list[Message]
     indexes: list[int | None]
     pinned: Window | None  # the PinnedWindow's last build, when pinned
+    edited: frozenset[int] = frozenset()  # recorded: history indexes sent edited
+
+
+def _recorded(history: list[Message], record: WindowRecord) -> Built:
+    """The window a call recorded: the history messages at its positions."""
+    prefix = history[: record.history]
+    indexes = record.indexes()
+    edited = frozenset(index for start, stop in record.edited for index in range(start, stop))
+    return Built(prefix, [prefix[i] for i in indexes], list[int | None](indexes), None, edited)
+
+
+def _record_of(
+    records: list[UsageRecord], history: list[Message], cut: int
+) -> tuple[UsageRecord | None, str]:
+    """The latest record of a call made with the history's first `cut` messages, or why none.
+
+    A record counts only if no compaction came after it (its summary mark is
+    the history's): a compaction moves the live history's positions.
+    """
+    windows = [record for record in records if record.window is not None]
+    if not windows:
+        return None, "this session's calls recorded no windows (made before they were recorded)"
+    mark = summary_mark(history)
+    for record in reversed(windows):
+        assert record.window is not None
+        if record.window.history == cut and record.window.summary == mark:
+            return record, ""
+    if any(record.window is not None and record.window.summary != mark for record in windows):
+        return None, (
+            "no window recorded for this call since the last compaction (a compaction moves "
+            "the history, so windows recorded before it cannot be placed in it)"
+        )
+    return None, "no window was recorded for this call"
 
 
 def _cuts(history: list[Message]) -> list[int]:
@@ -110,7 +148,8 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
     spec = _spec(viewer, query)
     entries = q.live_history(reading, row.session_id)
     history = [entry.message for entry in entries]
-    steps = len(_cuts(history))
+    cuts = _cuts(history)
+    steps = len(cuts)
     step = whole_number(query, "step", steps)
     if step > steps:
         raise BadRequest(
@@ -118,7 +157,17 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
         )
     pin = whole_number(query, "pin", 0) or None
     budget = whole_number(query, "budget", 0) or viewer.budget or spec.budget or pin
-    built = build_window(history, step, spec, pin)
+    asked = bool(query.get("strategy", "").strip()) or pin is not None
+    record: UsageRecord | None = None
+    why = "the address names the strategy"
+    if not asked and step < steps:
+        record, why = _record_of(q.usage_records(reading, row.session_id), history, cuts[step - 1])
+    elif not asked:
+        why = "the next call has not been made"
+    if record is not None and record.window is not None:
+        built = _recorded(history, record.window)
+    else:
+        built = build_window(history, step, spec, pin)
     tokens = [count_message_tokens(message) for message in built.messages]
     total = sum(tokens)
     rows = _rows(entries, built, tokens)
@@ -138,8 +187,9 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
     nav = pager(["session", row.session_id, "window"], kept_query, current, pages)
     body = (
         session_header(viewer, row, "window")
-        + _form(row.session_id, spec, step, steps, pin, query.get("budget", ""))
-        + _cards(built, total, budget, spec, step, steps)
+        + _form(row.session_id, spec, asked, step, steps, pin, query.get("budget", ""))
+        + _cards(built, total, budget, step, steps)
+        + _source(record, spec, why)
         + summarized
         + nav
         + "<table class=window><thead><tr><th class=n>#</th><th>state</th>"
@@ -184,7 +234,10 @@ def _rows(entries: list[q.Entry], built: Built, tokens: list[int]) -> list[Row]:
         placed = at
         message = built.messages[at]
         original = built.history[index]
-        state = "kept" if message is original else _change(original, message)
+        if index in built.edited:
+            state = "edited"
+        else:
+            state = "kept" if message is original else _change(original, message)
         rows.append(_Pair(entries[index], message, tokens[at], state))
     flush()
     added_until(len(built.messages))
@@ -217,6 +270,11 @@ class _Pair:
             )
         if self.message is not None and self.state == "kept":
             right = f"<span class=muted>as in the history, {number(self.tokens or 0)} tokens</span>"
+        elif self.message is not None and self.entry is not None and self.state == "edited":
+            right = (
+                "<span class=muted>sent edited by the strategy (results cleared or cut); the "
+                "call recorded which message, not the edit</span>"
+            )
         elif self.message is not None:
             right = message_html(
                 self.message,
@@ -265,9 +323,29 @@ class _Pin:
 Row = _Pair | _Gap | _Pin
 
 
-def _cards(
-    built: Built, total: int, budget: int | None, spec: StrategySpec, step: int, steps: int
-) -> str:
+def _source(record: UsageRecord | None, spec: StrategySpec, why: str) -> str:
+    """Where the window comes from: the call's record, or a rebuild (and why)."""
+    if record is not None and record.window is not None:
+        sent = record.window
+        added = (
+            f"; plus {number(sent.added)} message{'s' if sent.added != 1 else ''} in no history "
+            "position (the loop's instructions, a strategy's notes), not shown"
+            if sent.added
+            else ""
+        )
+        estimated = record.estimated_input_tokens
+        counted = "" if estimated is None else f", {number(estimated)} tokens as it counted them"
+        return (
+            "<p class=note><b>As sent</b>: the window this call recorded, built by "
+            f"<code>{esc(sent.strategy)}</code>{counted}{added}.</p>"
+        )
+    return (
+        f"<p class=note><b>Rebuilt</b> with <code>{esc(spec.text)}</code> "
+        f"({esc(repr(spec.strategy))}): {esc(why)}.</p>"
+    )
+
+
+def _cards(built: Built, total: int, budget: int | None, step: int, steps: int) -> str:
     if budget is None:
         against = "no budget"
     elif total <= budget:
@@ -289,18 +367,25 @@ def _cards(
             f"<div class=card><b>{esc(value)}</b><span class=muted>{name}</span></div>"
             for name, value in cards
         )
-        + f"</div><p class=muted>strategy <code>{esc(spec.text)}</code>: "
-        + f"{esc(repr(spec.strategy))}</p>"
+        + "</div>"
     )
 
 
 def _form(
-    session_id: str, spec: StrategySpec, step: int, steps: int, pin: int | None, budget: str
+    session_id: str,
+    spec: StrategySpec,
+    asked: bool,
+    step: int,
+    steps: int,
+    pin: int | None,
+    budget: str,
 ) -> str:
     options = "".join(f"<option value='{esc(name)}'>" for name in STAGES)
+    value = esc(spec.text) if asked else ""
     return (
         f'<form class=bar method=get action="{href(["session", session_id, "window"])}">'
-        f"<label>strategy (as --strategy)<input name=strategy list=stages value='{esc(spec.text)}'>"
+        f"<label>strategy (as --strategy)<input name=strategy list=stages value='{value}' "
+        "placeholder='as recorded'>"
         f"</label><datalist id=stages>{options}</datalist>"
         f"<label>step (1&ndash;{steps}; {steps} is the next call)"
         "<input name=step type=number min=1 "

@@ -23,7 +23,8 @@ picks another).
 - `pygents_usage`: one row per model call whose usage was recorded, in order;
   a sub-agent's call says where it came from (version 8: `parent_session`,
   `call_id`, `subagent_session`, indexed by the calling session and call),
-  and what a reasoning model spent thinking (version 9: `reasoning_tokens`).
+  and what a reasoning model spent thinking (version 9: `reasoning_tokens`),
+  and the window it was sent (version 10: `window_record`, see `_usage_sql`).
 - Version 6 adds to the live history and the archive `message_id` (from the
   sequence `pygents_message_ids`, kept when a message is archived) and
   `search`, the `tsvector` that `search` looks in (see `_search_sql`).
@@ -50,7 +51,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
-from pygents_ctx.context.stores._usage_sql import POSTGRES_LINKS, POSTGRES_REASONING, POSTGRES_TABLE
+from pygents_ctx.context.stores._usage_sql import (
+    POSTGRES_LINKS,
+    POSTGRES_REASONING,
+    POSTGRES_TABLE,
+    POSTGRES_WINDOW,
+)
 from pygents_ctx.errors import StoreSchemaError
 
 if TYPE_CHECKING:
@@ -157,7 +163,7 @@ Step: TypeAlias = "str | Callable[[AsyncConnection[Any]], Awaitable[None]]"
 # Version 4: forks share rows. Version 5: running token counts. Version 6: the
 # full-text index of `search` (see `_search_sql`). Version 7: approval decisions.
 # Version 8: a sub-agent call's links on its usage records. Version 9: the
-# reasoning tokens of each usage record.
+# reasoning tokens of each usage record. Version 10: the window each call was sent.
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
@@ -168,6 +174,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     decisions_sql.POSTGRES_TABLE,
     POSTGRES_LINKS,
     POSTGRES_REASONING,
+    POSTGRES_WINDOW,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -5,7 +5,7 @@ version lives in the one-row table `pygents_schema`. Opening runs the missing
 steps in one transaction, so a crash mid-upgrade leaves the old version. A
 database newer than this code is refused rather than misread.
 
-Tables (schema version 11):
+Tables (schema version 12):
 
 - `pygents_sessions`: one row per session, with its counters kept by triggers
   (`message_count`, `live_tokens`, `next_position`, `preview`), the provider's
@@ -36,7 +36,8 @@ Tables (schema version 11):
 - `pygents_usage`: one row per model call whose usage was recorded, in order;
   a sub-agent's call says where it came from (version 10: `parent_session`,
   `call_id`, `subagent_session`, indexed by the calling session and call),
-  and what a reasoning model spent thinking (version 11: `reasoning_tokens`).
+  and what a reasoning model spent thinking (version 11: `reasoning_tokens`),
+  and the window it was sent (version 12: `window_record`, see `_usage_sql`).
 - `pygents_leases`: who holds each session's lease and until when (see
   `_lease_sql`); a session's row goes with the session.
 
@@ -65,7 +66,12 @@ from typing import Final
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import SQLITE_INDEX
-from pygents_ctx.context.stores._usage_sql import SQLITE_LINKS, SQLITE_REASONING, SQLITE_TABLE
+from pygents_ctx.context.stores._usage_sql import (
+    SQLITE_LINKS,
+    SQLITE_REASONING,
+    SQLITE_TABLE,
+    SQLITE_WINDOW,
+)
 from pygents_ctx.errors import StoreSchemaError
 
 __all__ = [
@@ -420,7 +426,7 @@ _V7: Final = (
 # full-text index of `search` (see `_search_sql`).
 # Version 9: approval decisions, one row per decided tool call. Version 10: a
 # sub-agent call's links on its usage records. Version 11: the reasoning tokens of
-# each usage record.
+# each usage record. Version 12: the window each call was sent.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -433,6 +439,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     decisions_sql.SQLITE_TABLE,
     SQLITE_LINKS,
     SQLITE_REASONING,
+    SQLITE_WINDOW,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

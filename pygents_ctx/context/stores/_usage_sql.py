@@ -1,8 +1,9 @@
 """The SQL of usage records, for the SQLite and PostgreSQL stores.
 
 Both keep one row per model call in `pygents_usage` (created by the stores'
-second migration; later ones add a sub-agent call's link columns and
-`reasoning_tokens`), and add the call's tokens to the session's counters in
+second migration; later ones add a sub-agent call's link columns,
+`reasoning_tokens` and `window_record`, the call's `WindowRecord` as JSON text,
+NULL when not recorded), and add the call's tokens to the session's counters in
 the same transaction, so the records and the totals never disagree.
 """
 
@@ -12,7 +13,9 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from pygents_ctx.context.usage import Usage, UsageRecord
+import orjson
+
+from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -21,9 +24,11 @@ __all__ = [
     "POSTGRES_LINKS",
     "POSTGRES_REASONING",
     "POSTGRES_TABLE",
+    "POSTGRES_WINDOW",
     "SQLITE_LINKS",
     "SQLITE_REASONING",
     "SQLITE_TABLE",
+    "SQLITE_WINDOW",
     "copy_postgres",
     "copy_sqlite",
     "read_postgres",
@@ -100,10 +105,15 @@ POSTGRES_REASONING: Final = (
     "ALTER TABLE pygents_usage ADD COLUMN reasoning_tokens bigint NOT NULL DEFAULT 0",
 )
 
+# The window each call was sent (`WindowRecord.to_dict()` as JSON text: PostgreSQL's
+# jsonb would refuse a NUL escaped in a strategy's description).
+SQLITE_WINDOW: Final = ("ALTER TABLE pygents_usage ADD COLUMN window_record TEXT",)
+POSTGRES_WINDOW: Final = ("ALTER TABLE pygents_usage ADD COLUMN window_record text",)
+
 _COLUMNS: Final = (
     "run_id, model, input_tokens, output_tokens, cached_tokens, cache_write_tokens, "
     "estimated_input_tokens, created_at, parent_session, call_id, subagent_session, "
-    "reasoning_tokens"
+    "reasoning_tokens, window_record"
 )
 
 
@@ -122,12 +132,13 @@ def _row(record: UsageRecord) -> tuple[Any, ...]:
         record.call_id,
         record.subagent_session,
         usage.reasoning_tokens,
+        None if record.window is None else orjson.dumps(record.window.to_dict()).decode(),
     )
 
 
 def _record(row: tuple[Any, ...]) -> UsageRecord:
     run_id, model, input_tokens, output_tokens, cached, written, estimated, created_at = row[:8]
-    parent_session, call_id, subagent_session, reasoning = row[8:]
+    parent_session, call_id, subagent_session, reasoning, window = row[8:]
     return UsageRecord(
         Usage(int(input_tokens), int(output_tokens), int(cached), int(written), int(reasoning)),
         run_id=run_id,
@@ -137,6 +148,7 @@ def _record(row: tuple[Any, ...]) -> UsageRecord:
         parent_session=parent_session,
         call_id=call_id,
         subagent_session=subagent_session,
+        window=None if window is None else WindowRecord.from_dict(orjson.loads(window)),
     )
 
 
@@ -151,7 +163,7 @@ def _select(placeholder: str, run_id: str | None) -> str:
 
 _SQLITE_INSERT: Final = (
     f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQLITE_ADD: Final = """
     INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens)
@@ -195,7 +207,7 @@ def copy_sqlite(session_id: str, new_id: str, db: sqlite3.Connection) -> None:
 
 _POSTGRES_INSERT: Final = (
     f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _POSTGRES_ADD: Final = """
     INSERT INTO pygents_sessions AS s (session_id, input_tokens, output_tokens)

@@ -15,6 +15,7 @@ message, so a message found by `ContextStore.search` can be shown in its place.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 import json
 import logging
@@ -32,6 +33,7 @@ from pygents_ctx.context.messages import (
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    to_dict,
 )
 from pygents_ctx.context.strategies._rounds import head_end, rounds_newest_first
 from pygents_ctx.context.strategies.base import Measure, check_count
@@ -39,6 +41,7 @@ from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 from pygents_ctx.errors import SummarizationError
 
 __all__ = [
+    "SUMMARY_HEAD",
     "SUMMARY_PREFIX",
     "Summarize",
     "Summarizer",
@@ -47,6 +50,7 @@ __all__ = [
     "is_summary",
     "render_transcript",
     "summary_covers",
+    "summary_mark",
     "summary_message",
     "summary_ranges",
     "summary_text",
@@ -200,6 +204,29 @@ def is_summary(message: Message) -> bool:
         return False
     first = content[0]
     return type(first) is TextBlock and first.text.startswith(SUMMARY_PREFIX)
+
+
+SUMMARY_HEAD: Final = 8
+"""How many messages at the head of a live history a compaction's summary may sit among."""
+
+
+def summary_mark(history: Sequence[Message]) -> str | None:
+    """A short digest of the live summary at the head of `history`; None when it has none.
+
+    Each compaction writes a new summary, so two histories with the same mark
+    have had the same compactions: positions counted in one hold in the other.
+
+    Examples:
+        >>> summary_mark([Message("user", "hi")]) is None
+        True
+        >>> len(summary_mark([summary_message("Two files were renamed.")]))
+        16
+    """
+    for message in history[:SUMMARY_HEAD]:
+        if is_summary(message):
+            data = orjson.dumps(to_dict(message))
+            return hashlib.blake2b(data, digest_size=8).hexdigest()
+    return None
 
 
 def summary_text(message: Message) -> str | None:

@@ -247,18 +247,23 @@ class WindowRecord:
         history: Sequence[object],
         window: Sequence[object],
         *,
+        unstored: int = 0,
         summary: str | None = None,
     ) -> WindowRecord:
-        """The record of `window`, built from `history` by the strategy `strategy` describes."""
+        """The record of `window`, built from `history` by the strategy `strategy` describes.
+
+        `history`'s first `unstored` messages are not the store's (a loop's
+        instructions): window messages from them count as `added`.
+        """
         indexes = history_indexes(history, window)
-        placed = [index for index in indexes if index is not None]
+        placed = [index - unstored for index in indexes if index is not None and index >= unstored]
         edited = [
-            index
+            index - unstored
             for index, message in zip(indexes, window, strict=True)
-            if index is not None and message is not history[index]
+            if index is not None and index >= unstored and message is not history[index]
         ]
         added = len(window) - len(placed)
-        return cls(strategy, len(history), _runs(placed), _runs(edited), added, summary)
+        return cls(strategy, len(history) - unstored, _runs(placed), _runs(edited), added, summary)
 
     def indexes(self) -> list[int]:
         """Every history position the window holds, in order."""

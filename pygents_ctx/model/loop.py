@@ -723,7 +723,8 @@ class ModelLoop:
             for value in self._answer(run, history[-1]):
                 yield value
             return
-        window = await context.window_of(self._with_instructions(history))
+        sent = self._with_instructions(history)
+        window = await context.window_of(sent)
         stop = self._limit(run, window.tokens)
         if stop is not None:
             yield self._finish(run, stop, None)
@@ -767,8 +768,9 @@ class ModelLoop:
             estimated_input_tokens=window.tokens,
             window=WindowRecord.of(
                 repr(context.strategy),
-                history,
+                sent,
                 window.messages,
+                unstored=len(sent) - len(history),
                 summary=summary_mark(history),
             ),
         )

@@ -93,7 +93,7 @@ from pygents_ctx.context.strategies import (
     summary_ranges,
     summary_text,
 )
-from pygents_ctx.context.usage import Usage, UsageRecord
+from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 from pygents_ctx.errors import (
     ApprovalError,
     ArgumentProblem,
@@ -389,6 +389,7 @@ __all__ = [
     "VectorDocument",
     "VectorStore",
     "Window",
+    "WindowRecord",
     "WrongRunMethodError",
     "bridge_message",
     "compact_context",

@@ -42,6 +42,11 @@ async def _fill(path: Path) -> list[WindowRecord]:
         old = SQLiteContextStore(conn, session_id="old")
         await old.append_many(_chat(4))
         await old.record_usage(UsageRecord(Usage(100, 10), model="m"))  # as before windows
+        # A sub-agent's call, recorded in its caller's session: its window is of its own history.
+        sub = WindowRecord("SubStrategy()", 1, ((0, 1),))
+        await old.record_usage(
+            UsageRecord(Usage(5, 1), call_id="c1", subagent_session="sub-1", window=sub)
+        )
 
         compacted = SQLiteContextStore(conn, session_id="compacted")
         await compacted.append_many(_chat(6))
@@ -102,7 +107,10 @@ def test_a_session_without_records_says_so_and_names_the_strategy_used(tmp_path:
     asyncio.run(_fill(path))
     with _serve(path) as server:
         shown = text_of(get(server, "/session/old/window?step=2").body)
+        first = text_of(get(server, "/session/old/window?step=1").body)
     assert "As sent" not in shown
+    assert "SubStrategy" not in first
+    assert "this session's calls recorded no windows" in first
     assert "this session's calls recorded no windows" in shown
     assert "Rebuilt with stable (StableWindow(max_tokens=64000, low_water=0.5))" in shown
 

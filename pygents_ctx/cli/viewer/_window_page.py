@@ -68,9 +68,12 @@ def _record_of(
     """The latest record of a call made with the history's first `cut` messages, or why none.
 
     A record counts only if no compaction came after it (its summary mark is
-    the history's): a compaction moves the live history's positions.
+    the history's): a compaction moves the live history's positions. A
+    sub-agent's calls, recorded in its caller's session, never count.
     """
-    windows = [record for record in records if record.window is not None]
+    # A sub-agent's calls are recorded here too (linked by call_id): their windows count
+    # the sub-agent's own history, not this one.
+    windows = [r for r in records if r.window is not None and r.call_id is None]
     if not windows:
         return None, "this session's calls recorded no windows (made before they were recorded)"
     mark = summary_mark(history)

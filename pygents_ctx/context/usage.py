@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Usage", "UsageRecord", "WindowRecord", "history_indexes"]
+__all__ = ["Usage", "UsageRecord", "WindowRecord"]
 
 _USAGE_FIELDS = (
     "input_tokens",

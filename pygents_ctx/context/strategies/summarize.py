@@ -41,7 +41,6 @@ from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 from pygents_ctx.errors import SummarizationError
 
 __all__ = [
-    "SUMMARY_HEAD",
     "SUMMARY_PREFIX",
     "Summarize",
     "Summarizer",
@@ -50,7 +49,6 @@ __all__ = [
     "is_summary",
     "render_transcript",
     "summary_covers",
-    "summary_mark",
     "summary_message",
     "summary_ranges",
     "summary_text",

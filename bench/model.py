@@ -22,6 +22,7 @@ from pygents_ctx import (
     Agent,
     AgentRegistry,
     ContextConfig,
+    LoopFinished,
     MemoryContextStore,
     Message,
     ModelLoop,
@@ -149,29 +150,39 @@ class _SDKLoops:
             finished = await self.loop.run(f"question {turn}")
             assert finished.text.startswith("answer to question")
 
+    async def stream(self, calls: int) -> None:
+        assert self.loop is not None
+        for turn in range(calls // 2):
+            async for event in self.loop.stream(f"question {turn}"):
+                finished = event
+            assert isinstance(finished, LoopFinished)
+            assert finished.text.startswith("answer to question")
+
+
+_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look the question up.",
+            "parameters": {
+                "type": "object",
+                "properties": {"question": {"type": "string"}},
+                "required": ["question"],
+            },
+        },
+    }
+]
+
 
 async def _hand_written(client: Any, calls: int) -> None:
     """What a user writes without a library: a list of messages, the SDK, the tool called."""
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": "lookup",
-                "description": "Look the question up.",
-                "parameters": {
-                    "type": "object",
-                    "properties": {"question": {"type": "string"}},
-                    "required": ["question"],
-                },
-            },
-        }
-    ]
     messages: list[dict[str, Any]] = []
     for turn in range(calls // 2):
         messages.append({"role": "user", "content": f"question {turn}"})
         while True:
             reply = await client.chat.completions.create(
-                model="fake", messages=messages, tools=tools
+                model="fake", messages=messages, tools=_TOOLS
             )
             message = reply.choices[0].message
             messages.append(message.model_dump(exclude_none=True))
@@ -180,6 +191,53 @@ async def _hand_written(client: Any, calls: int) -> None:
             for call in message.tool_calls:
                 result = await lookup(**json.loads(call.function.arguments))
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+
+async def _hand_streamed(client: Any, calls: int) -> None:
+    """The same by hand with `stream=True`: text and calls put together from the chunks."""
+    messages: list[dict[str, Any]] = []
+    for turn in range(calls // 2):
+        messages.append({"role": "user", "content": f"question {turn}"})
+        while True:
+            chunks = await client.chat.completions.create(
+                model="fake",
+                messages=messages,
+                tools=_TOOLS,
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            text: list[str] = []
+            calls_by_index: dict[int, dict[str, Any]] = {}
+            async for chunk in chunks:
+                if not chunk.choices:
+                    continue
+                delta = chunk.choices[0].delta
+                if delta.content:
+                    text.append(delta.content)
+                for part in delta.tool_calls or []:
+                    call = calls_by_index.setdefault(
+                        part.index,
+                        {
+                            "id": part.id,
+                            "type": "function",
+                            "function": {"name": "", "arguments": ""},
+                        },
+                    )
+                    if part.function and part.function.name:
+                        call["function"]["name"] += part.function.name
+                    if part.function and part.function.arguments:
+                        call["function"]["arguments"] += part.function.arguments
+            message: dict[str, Any] = {"role": "assistant"}
+            if text:
+                message["content"] = "".join(text)
+            if calls_by_index:
+                message["tool_calls"] = list(calls_by_index.values())
+            messages.append(message)
+            if not calls_by_index:
+                break
+            for call in calls_by_index.values():
+                result = await lookup(**json.loads(call["function"]["arguments"]))
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
 
 
 async def model_loop_sdk(calls: int) -> list[Result]:
@@ -208,18 +266,20 @@ async def model_loop_sdk(calls: int) -> list[Result]:
         async def floor(ops: int) -> None:
             await _hand_written(client, ops)
 
-        name = "model loop + OpenAI SDK, per call"
-        return [
-            await compare(
-                name,
-                loops.run,
-                floor,
-                calls,
-                None,
-                prepare=loops.prepare,
-                clock=time.process_time_ns,
+        async def floor_streamed(ops: int) -> None:
+            await _hand_streamed(client, ops)
+
+        rows = []
+        for name, ours, hand in (
+            ("model loop + OpenAI SDK, per call", loops.run, floor),
+            ("model loop + OpenAI SDK, per streamed call", loops.stream, floor_streamed),
+        ):
+            rows.append(
+                await compare(
+                    name, ours, hand, calls, None, prepare=loops.prepare, clock=time.process_time_ns
+                )
             )
-        ]
+        return rows
     finally:
         await client.close()
         await server.close()

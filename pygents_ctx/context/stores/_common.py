@@ -4,6 +4,7 @@ the history cache of the database backends, and how their connections open."""
 from __future__ import annotations
 
 import inspect
+import re
 import uuid
 from collections.abc import (
     Awaitable,
@@ -14,8 +15,18 @@ from collections.abc import (
     Iterator,
     Sequence,
 )
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeAlias, TypeVar
+from datetime import UTC, datetime, timedelta
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Generic,
+    NamedTuple,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypeVar,
+)
 
 import orjson
 
@@ -30,16 +41,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPEND_CHUNK",
+    "BLOB_HANDLE",
     "LARGEST",
     "MAX_MESSAGE_BYTES",
     "PREVIEW_LENGTH",
     "ClosesOnExit",
     "Connecting",
+    "Erasure",
     "HistoryCache",
+    "blob_handles",
     "changed_prefix",
     "check_count",
+    "check_erase",
     "check_expected",
     "check_messages",
+    "check_owner",
     "check_run_id",
     "check_session_id",
     "check_tokens",
@@ -147,6 +163,68 @@ def preview_of(message: Message) -> str | None:
 def now_iso() -> str:
     """The current UTC time, ISO 8601 with microseconds (sorts as text)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def check_owner(owner: object) -> str | None:
+    """Return `owner` (a user or tenant id) if it is None or a non-empty str every store can hold.
+
+    Raises:
+        TypeError: It is not a str or None.
+        ValueError: It is empty, or holds a NUL or a lone surrogate.
+    """
+    if owner is None:
+        return None
+    if not isinstance(owner, str):
+        raise TypeError(
+            f"owner must be a str (a user or tenant id) or None, not {type(owner).__name__}"
+        )
+    if not owner:
+        raise ValueError("owner must not be empty; pass None for a session without an owner")
+    return check_text("owner", owner)
+
+
+class Erasure(NamedTuple):
+    """Which sessions `erase` removes: all of the given conditions hold."""
+
+    owner: str | None
+    session: str | None
+    before: str | None  # created before this moment (ISO 8601, UTC), or any time
+
+
+def check_erase(owner: object, session: object, older_than: object) -> Erasure:
+    """The checked arguments of `erase`, before anything is touched.
+
+    Raises:
+        TypeError: An argument has the wrong type.
+        ValueError: Neither `owner` nor `session` is given (an erase never means
+            "every session"), or `older_than` is negative.
+    """
+    if owner is None and session is None:
+        raise ValueError(
+            "erase needs owner=... (every session of that user or tenant) or session=... "
+            "(one session id); with neither it would erase every session, so nothing was erased"
+        )
+    checked_owner = check_owner(owner)
+    checked_session = None if session is None else check_session_id(session)
+    before = None
+    if older_than is not None:
+        if not isinstance(older_than, timedelta):
+            raise TypeError(
+                f"older_than must be a datetime.timedelta or None, not {type(older_than).__name__}"
+            )
+        if older_than < timedelta(0):
+            raise ValueError(f"older_than must not be negative, got {older_than}")
+        before = (datetime.now(UTC) - older_than).isoformat(timespec="microseconds")
+    return Erasure(checked_owner, checked_session, before)
+
+
+# The blob handles of offloaded tool results that a stored message names.
+BLOB_HANDLE: Final = re.compile(rb"tool-results/[0-9a-f]{64}")
+
+
+def blob_handles(data: Iterable[bytes]) -> set[str]:
+    """The `tool-results/<sha256>` handles named in these stored messages' bytes."""
+    return {match.decode() for item in data for match in BLOB_HANDLE.findall(item)}
 
 
 def new_session_id() -> str:

@@ -22,6 +22,8 @@ from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
     APPEND_CHUNK,
+    Erasure,
+    blob_handles,
     changed_prefix,
     decode,
     decode_rows,
@@ -59,13 +61,16 @@ __all__ = [
     "Version",
     "append_rows",
     "batches",
+    "claim",
     "clear",
     "clear_run",
     "encode",
+    "erase",
     "fenced",
     "fork",
     "get_tokens",
     "list_sessions",
+    "own_fork",
     "read_newest",
     "read_since",
     "replace_prefix",
@@ -979,12 +984,114 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-async def list_sessions(conn: AsyncConnection[Any]) -> list[SessionInfo]:
-    cursor = await conn.execute(
-        "SELECT session_id, message_count, preview, created_at, input_tokens, output_tokens "
-        "FROM pygents_sessions ORDER BY created_at DESC, id DESC"
+async def list_sessions(owner: str | None, conn: AsyncConnection[Any]) -> list[SessionInfo]:
+    columns = (
+        "SELECT session_id, message_count, preview, created_at, input_tokens, output_tokens, "
+        "owner FROM pygents_sessions"
     )
+    order = "ORDER BY created_at DESC, id DESC"
+    if owner is None:
+        cursor = await conn.execute(f"{columns} {order}")
+    else:  # a range of pygents_sessions_by_owner
+        cursor = await conn.execute(f"{columns} WHERE owner = %s {order}", (owner,))
     return [
-        SessionInfo(session, count, preview.decode(), _iso(created), tokens_in, tokens_out)
-        for session, count, preview, created, tokens_in, tokens_out in await cursor.fetchall()
+        SessionInfo(session, count, preview.decode(), _iso(created), tokens_in, tokens_out, who)
+        for session, count, preview, created, tokens_in, tokens_out, who in await cursor.fetchall()
     ]
+
+
+async def claim(session_id: str, owner: str, conn: AsyncConnection[Any]) -> str:
+    """Make the session `owner`'s: create its row owned, or take an existing row
+    without an owner. Returns the session's owner (another's stays as it was)."""
+    return str(
+        await _one(
+            "INSERT INTO pygents_sessions (session_id, owner) VALUES (%s, %s) "
+            "ON CONFLICT (session_id) DO UPDATE "
+            "SET owner = coalesce(pygents_sessions.owner, excluded.owner) RETURNING owner",
+            (session_id, owner),
+            conn,
+        )
+    )
+
+
+async def own_fork(
+    session_id: str, new_id: str, owner: str | None, conn: AsyncConnection[Any]
+) -> None:
+    """Give the fork `new_id` its owner: `owner`, or its source's when None."""
+    await conn.execute(
+        "UPDATE pygents_sessions SET owner = coalesce(%s, "
+        "(SELECT owner FROM pygents_sessions WHERE session_id = %s)) WHERE session_id = %s",
+        (owner, session_id, new_id),
+    )
+
+
+_NAMED_IN: Final = (
+    "SELECT data FROM pygents_messages WHERE session_id = %(session)s AND {test} "
+    "UNION ALL SELECT data FROM pygents_archive WHERE session_id = %(session)s AND {test}"
+)
+
+
+async def erase(target: Erasure, conn: AsyncConnection[Any]) -> int:
+    """Delete the sessions `target` names and all that is theirs; returns how many.
+
+    One transaction. Forks of them that stay get their own rows first; the blobs
+    of offloaded tool results they named go unless a message of a session that
+    stays names them too.
+    """
+    conditions, params = [], []
+    for column, value in (("owner = %s", target.owner), ("session_id = %s", target.session)):
+        if value is not None:
+            conditions.append(column)
+            params.append(value)
+    if target.before is not None:
+        conditions.append("created_at < %s::timestamptz")
+        params.append(target.before)
+    async with conn.transaction():
+        # Locked in session order, before their forks: the order every writer keeps.
+        cursor = await conn.execute(
+            f"SELECT session_id FROM pygents_sessions WHERE {' AND '.join(conditions)} "
+            "ORDER BY session_id FOR UPDATE",
+            params,
+        )
+        doomed = [row[0] for row in await cursor.fetchall()]
+        if not doomed:
+            return 0
+        gone = set(doomed)
+        handles: set[str] = set()
+        for session_id in doomed:
+            cursor = await conn.execute(
+                "SELECT session_id FROM pygents_forks WHERE source_id = %s ORDER BY session_id",
+                (session_id,),
+            )
+            for (reader,) in await cursor.fetchall():
+                if reader not in gone and await _lock(reader, conn):
+                    await detach(reader, conn)
+            test = "position('tool-results/'::bytea in data) > 0"
+            cursor = await conn.execute(_NAMED_IN.format(test=test), {"session": session_id})
+            handles |= blob_handles(bytes(row[0]) for row in await cursor.fetchall())
+        # Everything else references the session row: its delete cascades to them
+        # (the search index is a column of the message rows).
+        await conn.execute("DELETE FROM pygents_sessions WHERE session_id = ANY(%s)", (doomed,))
+        if handles and await _one("SELECT to_regclass('pygents_blobs') IS NOT NULL", (), conn):
+            for handle in sorted(handles):
+                named = await _one(
+                    "SELECT EXISTS (SELECT 1 FROM pygents_messages WHERE "
+                    "position(%(name)s::bytea in data) > 0) OR EXISTS (SELECT 1 FROM "
+                    "pygents_archive WHERE position(%(name)s::bytea in data) > 0)",
+                    {"name": handle.encode()},
+                    conn,
+                )
+                if not named:
+                    await _delete_blob(handle, conn)
+    return len(doomed)
+
+
+async def _delete_blob(name: str, conn: AsyncConnection[Any]) -> None:
+    # The tables of `PostgresBlobStore` (pygents_ctx.memory.blobs.postgres), which
+    # this layer cannot import: the name's row, and its content (its chunks cascade).
+    cursor = await conn.execute(
+        "DELETE FROM pygents_blobs WHERE name = %s RETURNING content_id", (name,)
+    )
+    row = await cursor.fetchone()
+    if row is not None:
+        await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (row[0],))

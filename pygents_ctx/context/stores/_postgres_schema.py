@@ -164,6 +164,13 @@ Step: TypeAlias = "str | Callable[[AsyncConnection[Any]], Awaitable[None]]"
 # full-text index of `search` (see `_search_sql`). Version 7: approval decisions.
 # Version 8: a sub-agent call's links on its usage records. Version 9: the
 # reasoning tokens of each usage record. Version 10: the window each call was sent.
+# Version 11: each session's owner (a user or tenant id), and listing one owner's
+# sessions newest first as an index range.
+_V11: Final = (
+    "ALTER TABLE pygents_sessions ADD COLUMN owner text",
+    "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at, id) "
+    "WHERE owner IS NOT NULL",
+)
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
@@ -175,6 +182,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     POSTGRES_LINKS,
     POSTGRES_REASONING,
     POSTGRES_WINDOW,
+    _V11,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -15,6 +15,8 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
+    Erasure,
+    blob_handles,
     changed_prefix,
     decode,
     decode_rows,
@@ -42,9 +44,11 @@ __all__ = [
     "Encoded",
     "Read",
     "append_rows",
+    "claim",
     "clear",
     "clear_run",
     "encode",
+    "erase",
     "fork",
     "in_transaction",
     "list_sessions",
@@ -410,9 +414,21 @@ def replace_prefix(
     bump(db, session_id)
 
 
-def fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db) -> None:
+def fork(
+    session_id: str, new_id: str, created_at: str, at: int | None, owner: str | None, db: Db
+) -> None:
     """Make session `new_id` read the oldest `at` live messages (all when None) and the
-    archive of `session_id` where they are stored: a session row and a few lineage rows."""
+    archive of `session_id` where they are stored: a session row and a few lineage rows.
+    Its owner is `owner`, or the source's when None."""
+    _fork(session_id, new_id, created_at, at, db)
+    db.execute(
+        "UPDATE pygents_sessions SET owner = coalesce(?, "
+        "(SELECT owner FROM pygents_sessions WHERE session_id = ?)) WHERE session_id = ?",
+        (owner, session_id, new_id),
+    )
+
+
+def _fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db) -> None:
     if db.execute("SELECT 1 FROM pygents_sessions WHERE session_id = ?", (new_id,)).fetchone():
         raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
     source = db.execute(
@@ -727,12 +743,101 @@ ADD_TOKENS: Final = UPSERT_TOKENS.format(
 )
 
 
-def list_sessions(db: Db) -> list[SessionInfo]:
-    rows = db.execute(
-        "SELECT session_id, message_count, preview, created_at, input_tokens, output_tokens "
-        "FROM pygents_sessions ORDER BY created_at DESC, rowid DESC"
-    ).fetchall()
+def list_sessions(owner: str | None, db: Db) -> list[SessionInfo]:
+    columns = (
+        "SELECT session_id, message_count, preview, created_at, input_tokens, output_tokens, "
+        "owner FROM pygents_sessions"
+    )
+    if owner is None:
+        rows = db.execute(f"{columns} ORDER BY created_at DESC, rowid DESC").fetchall()
+    else:  # a range of pygents_sessions_by_owner
+        rows = db.execute(
+            f"{columns} WHERE owner = ? ORDER BY created_at DESC, rowid DESC", (owner,)
+        ).fetchall()
     return [SessionInfo(*row) for row in rows]
+
+
+def claim(session_id: str, owner: str, created_at: str, db: Db) -> str:
+    """Make the session `owner`'s: create its row owned, or take an existing row
+    without an owner. Returns the session's owner (another's stays as it was)."""
+    row = db.execute(
+        "INSERT INTO pygents_sessions (session_id, created_at, owner) VALUES (?, ?, ?) "
+        "ON CONFLICT (session_id) DO UPDATE SET owner = coalesce(owner, excluded.owner) "
+        "RETURNING owner",
+        (session_id, created_at, owner),
+    ).fetchone()
+    return str(row[0])
+
+
+def erase(target: Erasure, db: Db) -> int:
+    """Delete the sessions `target` names and all that is theirs; returns how many.
+
+    Runs in the caller's transaction. Forks of them that stay get their own rows
+    first; the blobs of offloaded tool results they named go unless a message of
+    a session that stays names them too; the search index is merged so no
+    deleted word stays in its pages.
+    """
+    conditions, params = [], []
+    for column, value in (("owner = ?", target.owner), ("session_id = ?", target.session)):
+        if value is not None:
+            conditions.append(column)
+            params.append(value)
+    if target.before is not None:
+        conditions.append("created_at < ?")
+        params.append(target.before)
+    doomed = [
+        row[0]
+        for row in db.execute(
+            f"SELECT session_id FROM pygents_sessions WHERE {' AND '.join(conditions)}", params
+        )
+    ]
+    if not doomed:
+        return 0
+    gone = set(doomed)
+    handles: set[str] = set()
+    for session_id in doomed:
+        for (reader,) in db.execute(
+            "SELECT session_id FROM pygents_forks WHERE source_id = ?", (session_id,)
+        ).fetchall():
+            if reader not in gone:
+                detach(db, reader)
+        handles |= blob_handles(
+            row[0]
+            for row in db.execute(
+                "SELECT data FROM pygents_message_data WHERE session_id = ? "
+                "AND instr(data, CAST('tool-results/' AS BLOB)) > 0",
+                (session_id,),
+            )
+        )
+    # Everything else references the session row: its delete cascades to them
+    # (the search index rows go with the message data, by trigger).
+    db.executemany("DELETE FROM pygents_sessions WHERE session_id = ?", [(s,) for s in doomed])
+    if (
+        handles
+        and db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_blobs'"
+        ).fetchone()
+    ):
+        for handle in sorted(handles):
+            still_named = db.execute(
+                "SELECT 1 FROM pygents_message_data WHERE instr(data, CAST(? AS BLOB)) > 0 LIMIT 1",
+                (handle,),
+            ).fetchone()
+            if still_named is None:
+                _delete_blob(handle, db)
+    # FTS5 keeps a deleted row's words in its segments until they are merged.
+    db.execute("INSERT INTO pygents_search (pygents_search) VALUES ('optimize')")
+    return len(doomed)
+
+
+def _delete_blob(name: str, db: Db) -> None:
+    # The tables of `SQLiteBlobStore` (pygents_ctx.memory.blobs.sqlite), which this
+    # layer cannot import: a blob is its name's row and its content's row.
+    row = db.execute(
+        "DELETE FROM pygents_blobs WHERE name = ? RETURNING content_id", (name,)
+    ).fetchone()
+    if row is not None:
+        db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (row[0],))
 
 
 def encode(message: Message) -> Encoded:

@@ -427,6 +427,13 @@ _V7: Final = (
 # Version 9: approval decisions, one row per decided tool call. Version 10: a
 # sub-agent call's links on its usage records. Version 11: the reasoning tokens of
 # each usage record. Version 12: the window each call was sent.
+# Version 13: each session's owner (a user or tenant id), and listing one owner's
+# sessions newest first as an index range.
+_V13: Final = (
+    "ALTER TABLE pygents_sessions ADD COLUMN owner TEXT",
+    "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at) "
+    "WHERE owner IS NOT NULL",
+)
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -440,6 +447,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     SQLITE_LINKS,
     SQLITE_REASONING,
     SQLITE_WINDOW,
+    _V13,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
@@ -501,13 +509,16 @@ def _cannot_open(name: str, exc: sqlite3.OperationalError) -> sqlite3.Operationa
     return sqlite3.OperationalError(f"cannot open the SQLite database {name!r} ({exc}): {why}")
 
 
-def configure(db: sqlite3.Connection, synchronous: str) -> None:
-    """Set the connection's pragmas: WAL, foreign keys, and the `synchronous` level."""
+def configure(db: sqlite3.Connection, synchronous: str, *, secure_delete: bool = False) -> None:
+    """Set the connection's pragmas: WAL, foreign keys, the `synchronous` level, and
+    `secure_delete` (deleted content overwritten with zeros) when asked."""
     # In WAL mode readers never block the writer, and NORMAL syncs only at checkpoints:
     # a killed process loses nothing committed; a power cut may lose the last commits.
     db.execute("PRAGMA journal_mode = WAL")
     db.execute(f"PRAGMA synchronous = {synchronous}")  # one of _SYNCHRONOUS, checked
     db.execute("PRAGMA foreign_keys = ON")
+    if secure_delete:
+        db.execute("PRAGMA secure_delete = ON")
 
 
 def check_synchronous(value: object) -> str:

@@ -19,6 +19,7 @@ import itertools
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import Enum
 from typing import Any, NamedTuple, Self
 
@@ -27,6 +28,7 @@ from pygents_ctx.context.stores._common import (
     ClosesOnExit,
     changed_prefix,
     check_count,
+    check_erase,
     check_expected,
     check_messages,
     check_run_id,
@@ -128,6 +130,8 @@ class SessionInfo:
             store that does not record it.
         input_tokens: Input tokens the provider reported for the session.
         output_tokens: Output tokens the provider reported for the session.
+        owner: The user or tenant id the session belongs to (set by the store
+            that made it, see `SQLiteContextStore`), or None.
 
     Examples:
         >>> info = SessionInfo("abc123", 10, "What is the capital of France?", "")
@@ -141,6 +145,7 @@ class SessionInfo:
     created_at: str
     input_tokens: int = 0
     output_tokens: int = 0
+    owner: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +304,7 @@ class ContextStore(ClosesOnExit, ABC):
     _usage_records: list[UsageRecord] | None = None
     _decisions: dict[str, ApprovalDecision] | None = None
     _leases: InProcessLeases | None = None
+    _owner: str | None = None
 
     @property
     def session_id(self) -> str:
@@ -306,6 +312,11 @@ class ContextStore(ClosesOnExit, ABC):
         if self._session_id is None:
             self._session_id = new_session_id()
         return self._session_id
+
+    @property
+    def owner(self) -> str | None:
+        """The user or tenant id this store's session is made for (`owner=`), or None."""
+        return self._owner
 
     # -- messages -----------------------------------------------------------
 
@@ -586,7 +597,7 @@ class ContextStore(ClosesOnExit, ABC):
             snapshot.output_tokens,
             usage=snapshot.usage,
         )
-        clone = _FORK_INTO[0](session_id=session_id)
+        clone = _FORK_INTO[0](session_id=session_id, owner=self.owner)
         await clone.restore(kept)
         return clone
 
@@ -901,16 +912,60 @@ class ContextStore(ClosesOnExit, ABC):
 
     # -- sessions -----------------------------------------------------------
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """The sessions this store can see, newest first. This default: this session only."""
+    async def list_sessions(self, *, owner: str | None = None) -> list[SessionInfo]:
+        """The sessions this store can see, newest first; only `owner`'s when given.
+
+        This default: this session only (none when `owner` is not this store's).
+        """
+        if owner is not None and owner != self.owner:
+            return []
         history = await self.get_history()
         preview = next((p for p in map(preview_of, history) if p is not None), "")
         input_tokens, output_tokens = await self.get_context_tokens()
         return [
             SessionInfo(
-                self.session_id, await self.count(), preview, "", input_tokens, output_tokens
+                self.session_id,
+                await self.count(),
+                preview,
+                "",
+                input_tokens,
+                output_tokens,
+                self.owner,
             )
         ]
+
+    async def erase(
+        self,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> int:
+        """Remove whole sessions for good: `owner`'s, the one named `session`, or both.
+
+        The conditions given all hold for an erased session: `owner` (its owner),
+        `session` (its id), `older_than` (created more than this long ago: the
+        retention rule). Everything stored with a session goes: messages, archive,
+        usage, lease, approval decisions, search index rows, and the blobs of its
+        offloaded tool results that no other session names. A fork of an erased
+        session keeps its history: it gets its own copy first. SQLite and
+        PostgreSQL do it in one transaction; see the stores guide for what else
+        makes erased bytes unreadable on disk (`secure_delete`, `VACUUM`).
+
+        Returns:
+            How many sessions were erased.
+
+        Raises:
+            ValueError: Neither `owner` nor `session` is given (nothing is erased),
+                either is empty or holds a NUL, or `older_than` is negative.
+            TypeError: An argument has the wrong type.
+            NotImplementedError: This store cannot erase (this default).
+        """
+        check_erase(owner, session, older_than)
+        raise NotImplementedError(
+            f"{type(self).__name__} cannot erase sessions; MemoryContextStore, "
+            "SQLiteContextStore and PostgresContextStore can"
+        )
 
     @classmethod
     async def from_history(cls, messages: Iterable[Message], /, **kwargs: Any) -> Self:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Hashable, Iterable, Sequence
+from datetime import timedelta
 from typing import Any, Final
 
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
@@ -468,9 +469,24 @@ class AutoCompactStore(ContextStore):
     async def _release_lease(self, owner: str, token: int) -> None:
         await self.inner._release_lease(owner, token)
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """The inner store's sessions."""
-        return await self.inner.list_sessions()
+    @property
+    def owner(self) -> str | None:
+        """The inner store's owner."""
+        return self.inner.owner
+
+    async def list_sessions(self, *, owner: str | None = None) -> list[SessionInfo]:
+        """The inner store's sessions (only `owner`'s when given)."""
+        return await self.inner.list_sessions(owner=owner)
+
+    async def erase(
+        self,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> int:
+        """Erase sessions in the inner store (see `ContextStore.erase`)."""
+        return await self.inner.erase(owner=owner, session=session, older_than=older_than)
 
     @classmethod
     async def from_history(cls, messages: Iterable[Message], /, **kwargs: Any) -> AutoCompactStore:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     check_count,
+    check_erase,
     check_expected,
     check_messages,
+    check_owner,
     check_run_id,
     check_session_id,
     check_window,
@@ -32,6 +35,7 @@ from pygents_ctx.context.stores.base import (
     check_snapshot,
     fork_into,
 )
+from pygents_ctx.context.stores.lease import InProcessLeases
 from pygents_ctx.context.stores.search import (
     HistoryHit,
     candidate,
@@ -64,9 +68,12 @@ class MemoryContextStore(ContextStore):
     Args:
         messages: The initial history (copied), oldest first.
         session_id: The session's id; a random one when None.
+        owner: The user or tenant id the session belongs to, or None.
 
     Raises:
-        TypeError: `messages` holds something that is not a `Message`.
+        TypeError: `messages` holds something that is not a `Message`, or
+            `owner` is not a str.
+        ValueError: `owner` is empty or holds a NUL.
 
     Examples:
         >>> import asyncio
@@ -82,10 +89,15 @@ class MemoryContextStore(ContextStore):
     """
 
     def __init__(
-        self, messages: Iterable[Message] | None = None, *, session_id: str | None = None
+        self,
+        messages: Iterable[Message] | None = None,
+        *,
+        session_id: str | None = None,
+        owner: str | None = None,
     ) -> None:
         batch = check_messages(() if messages is None else messages)
         self._session_id = None if session_id is None else check_session_id(session_id)
+        self._owner = check_owner(owner)
         self._created_at = now_iso()
         # Parallel lists: reading the history is one list copy.
         self._messages: list[Message] = []
@@ -385,8 +397,10 @@ class MemoryContextStore(ContextStore):
 
     # -- sessions -----------------------------------------------------------
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """This session only (a memory store knows no other)."""
+    async def list_sessions(self, *, owner: str | None = None) -> list[SessionInfo]:
+        """This session only (a memory store knows no other); none if `owner` is another's."""
+        if check_owner(owner) not in (None, self._owner):
+            return []
         return [
             SessionInfo(
                 self.session_id,
@@ -395,8 +409,41 @@ class MemoryContextStore(ContextStore):
                 self._created_at,
                 self._input_tokens,
                 self._output_tokens,
+                self._owner,
             )
         ]
+
+    async def erase(
+        self,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> int:
+        """Empty this session if it is the one named (a memory store knows no other):
+        messages, archive, usage, tokens, decisions and lease. Returns 1 if it did, else 0.
+
+        Raises:
+            ValueError: Neither `owner` nor `session` is given; nothing is erased.
+        """
+        target = check_erase(owner, session, older_than)
+        if (
+            target.owner not in (None, self._owner)
+            or target.session not in (None, self.session_id)
+            or (target.before is not None and self._created_at >= target.before)
+        ):
+            return 0
+        self._messages, self._runs, self._counts, self._ids = [], [], [], []
+        self._total = 0
+        self._archive = []
+        self._preview = ""
+        self._words = {}
+        self._usage_records = None
+        self._decisions = None
+        self._input_tokens = self._output_tokens = 0
+        if self._leases is not None:  # a holder's next write is refused: its lease is gone
+            self._leases = InProcessLeases()
+        return 1
 
 
 def _storable(messages: Iterable[Message]) -> list[Message]:

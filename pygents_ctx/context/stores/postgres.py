@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -29,8 +30,10 @@ from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
     check_count,
+    check_erase,
     check_expected,
     check_messages,
+    check_owner,
     check_run_id,
     check_session_id,
     check_tokens,
@@ -263,13 +266,18 @@ class PostgresContextStore(ContextStore):
     generation, which makes every store read the history afresh; a session row
     deleted and created again has a new row id, which does the same.
 
+    An `owner` (a user or tenant id) works as in `SQLiteContextStore`: the
+    store's first write makes the session that owner's, and a session another
+    owner holds is refused with `ValueError`, nothing written.
+
     Args:
         conn: An open connection, from `await connect_postgres(dsn)`.
         session_id: The session's id; a random one when None.
+        owner: The user or tenant id the session belongs to, or None.
 
     Raises:
-        TypeError: `conn` is not a `PostgresConnection`.
-        ValueError: `session_id` is empty or holds a NUL character.
+        TypeError: `conn` is not a `PostgresConnection`, or `owner` is not a str.
+        ValueError: `session_id` or `owner` is empty or holds a NUL character.
 
     Examples:
         >>> import asyncio
@@ -284,7 +292,9 @@ class PostgresContextStore(ContextStore):
         (2, True)
     """
 
-    def __init__(self, conn: PostgresConnection, *, session_id: str | None = None) -> None:
+    def __init__(
+        self, conn: PostgresConnection, *, session_id: str | None = None, owner: str | None = None
+    ) -> None:
         if not isinstance(conn, PostgresConnection):
             raise TypeError(
                 "PostgresContextStore needs the connection from `await connect_postgres(dsn)`, "
@@ -292,6 +302,8 @@ class PostgresContextStore(ContextStore):
             )
         self._conn = conn
         self._session_id = None if session_id is None else _check_id(session_id)
+        self._owner = check_owner(owner)
+        self._claimed = owner is None  # whether the session's row is known to be the owner's
         self._cache = HistoryCache(_STALE)
 
     def __repr__(self) -> str:
@@ -469,8 +481,10 @@ class PostgresContextStore(ContextStore):
                 `at` is not from 0 to the live message count; nothing is written.
         """
         new_id = new_session_id() if session_id is None else _check_id(session_id)
-        await self._conn.run(partial(_fork_with_usage, self.session_id, new_id, at))
-        return PostgresContextStore(self._conn, session_id=new_id)
+        await self._conn.run(partial(_fork_with_usage, self.session_id, new_id, at, self._owner))
+        fork = PostgresContextStore(self._conn, session_id=new_id, owner=self._owner)
+        fork._claimed = True
+        return fork
 
     async def rewind(self, to: int) -> int:
         """Keep the oldest `to` live messages and remove the rest, in one transaction.
@@ -515,8 +529,21 @@ class PostgresContextStore(ContextStore):
         """Drop this store's cached history. The shared connection stays open."""
         self._cache.forget()
 
+    async def _claim(self) -> None:
+        """Before the first write of a store with an owner: make the session that owner's."""
+        if self._claimed or self._owner is None:
+            return
+        held = await self._conn.run(partial(ops.claim, self.session_id, self._owner))
+        if held != self._owner:
+            raise ValueError(
+                f"session {self.session_id!r} belongs to owner {held!r}, not {self._owner!r}: "
+                f"open it with owner={held!r}, or use another session_id"
+            )
+        self._claimed = True
+
     async def _write(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """`work` as one write to the session, fenced by a lease held here (`ops.fenced`)."""
+        await self._claim()
         fence = self._fence()
         if fence is None:
             return await self._conn.run(work)
@@ -598,6 +625,8 @@ class PostgresContextStore(ContextStore):
     async def _acquire_lease(
         self, owner: str, ttl: float, create: bool
     ) -> tuple[bool, lease_sql.LeaseState]:
+        if create:
+            await self._claim()
         work = partial(lease_sql.acquire_postgres, self.session_id, owner, ttl, create)
         while True:
             answer = await self._conn.run(work)
@@ -613,15 +642,43 @@ class PostgresContextStore(ContextStore):
 
     # -- sessions -----------------------------------------------------------
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """Every session in the database, newest first (one query)."""
-        return await self._conn.run(ops.list_sessions)
+    async def list_sessions(self, *, owner: str | None = None) -> list[SessionInfo]:
+        """Every session in the database, newest first (one query); only `owner`'s
+        when given (an index range: milliseconds among a million sessions).
+
+        Raises:
+            TypeError: `owner` is not a str or None.
+            ValueError: `owner` is empty or holds a NUL.
+        """
+        return await self._conn.run(partial(ops.list_sessions, check_owner(owner)))
+
+    async def erase(
+        self,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> int:
+        """Remove sessions of this database for good, in one transaction (see
+        `ContextStore.erase`). Any session of the database can be named, not only
+        this store's. The deleted row versions stay in the table files until
+        `VACUUM` reclaims them (see the stores guide).
+
+        Raises:
+            ValueError: Neither `owner` nor `session` is given; nothing is erased.
+        """
+        target = check_erase(owner, session, older_than)
+        erased = await self._conn.run(partial(ops.erase, target))
+        if erased:
+            self._claimed = self._owner is None
+        return erased
 
 
 async def _fork_with_usage(
-    session_id: str, new_id: str, at: int | None, conn: AsyncConnection[Any]
+    session_id: str, new_id: str, at: int | None, owner: str | None, conn: AsyncConnection[Any]
 ) -> None:
     # The fork's own transaction nests as a savepoint: the copy of the records is in the same one.
     async with conn.transaction():
         await ops.fork(session_id, new_id, at, conn)
+        await ops.own_fork(session_id, new_id, owner, conn)
         await usage_sql.copy_postgres(session_id, new_id, conn)

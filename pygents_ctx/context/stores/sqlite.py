@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
@@ -27,8 +28,10 @@ from pygents_ctx.context.stores._common import (
     Connecting,
     HistoryCache,
     check_count,
+    check_erase,
     check_expected,
     check_messages,
+    check_owner,
     check_run_id,
     check_session_id,
     check_tokens,
@@ -75,6 +78,7 @@ def connect(
     *,
     timeout: float = 5.0,
     synchronous: str = "NORMAL",
+    secure_delete: bool = False,
 ) -> Connecting[SQLiteConnection]:
     """Open the SQLite database at `path` (created if missing), ready for context stores.
 
@@ -88,9 +92,12 @@ def connect(
         synchronous: `"NORMAL"` (default: nothing committed is lost if the
             process dies; a power cut may lose the last commits) or `"FULL"`
             (every commit is synced to disk: slower, survives power loss).
+        secure_delete: Overwrite deleted content with zeros (SQLite's
+            `secure_delete` pragma), so what `erase` removed cannot be read back
+            from the file's free pages; a little more writing per delete.
 
     Raises:
-        TypeError: `path` is not a str or path.
+        TypeError: `path` is not a str or path, or `secure_delete` is not a bool.
         ValueError: `timeout` is not a positive number, or `synchronous` is unknown.
         sqlite3.OperationalError: (when awaited) The file cannot be opened: its
             directory is missing, it is a directory, or permissions; the message
@@ -120,11 +127,13 @@ def connect(
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     level = check_synchronous(synchronous)
+    if not isinstance(secure_delete, bool):
+        raise TypeError(f"secure_delete must be a bool, not {type(secure_delete).__name__}")
 
     def opener() -> Db:
         db = open_database(name, timeout)
         try:
-            configure(db, level)
+            configure(db, level, secure_delete=secure_delete)
             migrate(db)
         except BaseException:
             db.close()
@@ -149,12 +158,20 @@ class SQLiteContextStore(ContextStore):
     every store read the history afresh; so does a session row deleted and
     created again, which starts at a new random generation.
 
+    A store given an `owner` (a user or tenant id) makes its session that
+    owner's: its first write creates the row with the owner, or takes a row
+    that has none. A session another owner holds is never changed over: that
+    first write raises `ValueError` and writes nothing. `fork` gives the fork
+    the same owner; `list_sessions(owner=...)` and `erase(owner=...)` find them.
+
     Args:
         conn: An open connection, from `await connect(path)`.
         session_id: The session's id; a random one when None.
+        owner: The user or tenant id the session belongs to, or None.
 
     Raises:
-        TypeError: `conn` is not a `SQLiteConnection`.
+        TypeError: `conn` is not a `SQLiteConnection`, or `owner` is not a str.
+        ValueError: `owner` is empty or holds a NUL.
 
     Examples:
         >>> import asyncio
@@ -169,7 +186,9 @@ class SQLiteContextStore(ContextStore):
         (1, True)
     """
 
-    def __init__(self, conn: SQLiteConnection, *, session_id: str | None = None) -> None:
+    def __init__(
+        self, conn: SQLiteConnection, *, session_id: str | None = None, owner: str | None = None
+    ) -> None:
         if not isinstance(conn, SQLiteConnection):
             raise TypeError(
                 "SQLiteContextStore needs the connection from `await connect(path)`, "
@@ -177,6 +196,8 @@ class SQLiteContextStore(ContextStore):
             )
         self._conn = conn
         self._session_id = None if session_id is None else check_session_id(session_id)
+        self._owner = check_owner(owner)
+        self._claimed = owner is None  # whether the session's row is known to be the owner's
         self._ready = False  # whether this store knows the session's row exists
         self._cache = HistoryCache(_STALE)
 
@@ -203,7 +224,20 @@ class SQLiteContextStore(ContextStore):
             self._ready = True
         return result
 
+    async def _claim(self) -> None:
+        """Before the first write of a store with an owner: make the session that owner's."""
+        if self._claimed or self._owner is None:
+            return
+        held = await self._conn.run(partial(ops.claim, self.session_id, self._owner, now_iso()))
+        if held != self._owner:
+            raise ValueError(
+                f"session {self.session_id!r} belongs to owner {held!r}, not {self._owner!r}: "
+                f"open it with owner={held!r}, or use another session_id"
+            )
+        self._claimed = self._ready = True
+
     async def _run_write(self, fence: Fence | None, call: Callable[[Db], T]) -> T:
+        await self._claim()
         if fence is None:
             return await self._conn.run(call)
         return await fenced(fence, self._conn.run(call))
@@ -401,13 +435,13 @@ class SQLiteContextStore(ContextStore):
         source, created_at = self.session_id, now_iso()
 
         def work(db: Db) -> None:
-            ops.fork(source, new_id, created_at, at, db)
+            ops.fork(source, new_id, created_at, at, self._owner, db)
             usage_sql.copy_sqlite(source, new_id, db)
 
         # Not fenced: it writes another session, and only reads this one.
         await self._conn.run(partial(ops.in_transaction, work=work))
-        fork = SQLiteContextStore(self._conn, session_id=new_id)
-        fork._ready = True
+        fork = SQLiteContextStore(self._conn, session_id=new_id, owner=self._owner)
+        fork._ready = fork._claimed = True
         return fork
 
     async def rewind(self, to: int) -> int:
@@ -544,6 +578,8 @@ class SQLiteContextStore(ContextStore):
     async def _acquire_lease(
         self, owner: str, ttl: float, create: bool
     ) -> tuple[bool, lease_sql.LeaseState]:
+        if create:
+            await self._claim()
         created_at = now_iso() if create else None
         work = partial(lease_sql.acquire_sqlite, self.session_id, owner, ttl, created_at)
         taken, state = await self._conn.run(work)
@@ -559,9 +595,41 @@ class SQLiteContextStore(ContextStore):
 
     # -- sessions -----------------------------------------------------------
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """Every session in the database, newest first (one query)."""
-        return await self._conn.run(ops.list_sessions)
+    async def list_sessions(self, *, owner: str | None = None) -> list[SessionInfo]:
+        """Every session in the database, newest first (one query); only `owner`'s
+        when given (an index range: milliseconds among a million sessions).
+
+        Raises:
+            TypeError: `owner` is not a str or None.
+            ValueError: `owner` is empty or holds a NUL.
+        """
+        return await self._conn.run(partial(ops.list_sessions, check_owner(owner)))
+
+    async def erase(
+        self,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> int:
+        """Remove sessions of this database for good, in one transaction (see
+        `ContextStore.erase`). Any session of the database can be named, not only
+        this store's; a store of an erased session reads an empty history after.
+
+        The full-text index is merged afterwards (FTS5 `optimize`), which
+        rewrites it: its cost grows with the whole database's messages. Freed
+        pages keep the erased bytes until overwritten unless `secure_delete` is
+        on, and the WAL file holds them until a checkpoint (see the stores guide).
+
+        Raises:
+            ValueError: Neither `owner` nor `session` is given; nothing is erased.
+        """
+        target = check_erase(owner, session, older_than)
+        erased = await self._conn.run(partial(ops.in_transaction, work=partial(ops.erase, target)))
+        if erased:
+            self._ready = False
+            self._claimed = self._owner is None
+        return erased
 
 
 def _token(fence: Fence | None) -> int | None:

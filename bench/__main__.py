@@ -27,6 +27,8 @@ storage it adds, on SQLite and PostgreSQL (see `bench/forks.py`).
 `python -m bench --search` times `ContextStore.search` over 100,000 archived
 messages on SQLite and PostgreSQL, with recall@5 on planted facts (see
 `bench/search.py`), writing bench/out/search.json.
+`python -m bench --owners` times `list_sessions(owner=...)` among 1,000,000 sessions
+on SQLite and PostgreSQL (see `bench/owners.py`), writing bench/out/owners.json.
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
 which the full run also does last, writing bench/out/memory.json; `--memory
 --markdown` prints it.
@@ -221,6 +223,11 @@ def main() -> None:
         return
     if "--search" in sys.argv:
         search.run(_about_this_run())
+        return
+    if "--owners" in sys.argv:
+        from bench import owners
+
+        owners.run(_about_this_run())
         return
     if "--peers" in sys.argv:
         sys.exit(run_peers())

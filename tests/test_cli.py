@@ -163,6 +163,7 @@ def test_sessions_lists_every_session_newest_first_in_an_aligned_table(db: Path)
         "(UTC)",
         "input",
         "output",
+        "owner",
         "preview",
     ]
     assert [row.split()[0] for row in rows] == ["idle", "weather-archive", "weather"]
@@ -1119,3 +1120,58 @@ def test_show_marks_a_sub_agents_call_with_its_transcript_and_follows_it(
     code, out, _ = run_main(capsys, "--db", path, "sessions")
     shown = {line.split()[0] for line in out.splitlines()[1:]}
     assert shown == {"chat", found.group(1)}  # no session for the idle agents
+
+
+# -- owners and erase ---------------------------------------------------------------
+
+
+async def _fill_owners(path: Path) -> None:
+    async with connect(path) as conn:
+        for session_id, owner in (("a-1", "alice"), ("a-2", "alice"), ("b-1", "bob")):
+            store = SQLiteContextStore(conn, session_id=session_id, owner=owner)
+            await store.append(Message("user", f"secret of {session_id}"))
+
+
+def test_sessions_owner_and_erase_owner_remove_only_that_owners_sessions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "owners.db"
+    asyncio.run(_fill_owners(path))
+
+    code, out, _ = run_main(capsys, "--db", path, "--json", "sessions", "--owner", "alice")
+    assert code == 0
+    assert sorted((s["session_id"], s["owner"]) for s in orjson.loads(out)) == [
+        ("a-1", "alice"),
+        ("a-2", "alice"),
+    ]
+    code, out, _ = run_main(capsys, "--db", path, "sessions", "--owner", "carol")
+    assert (code, out.strip()) == (0, f"no sessions of owner 'carol' in {path}")
+
+    code, out, _ = run_main(capsys, "--db", path, "erase", "--owner", "alice")
+    assert (code, out.strip()) == (0, f"erased 2 sessions from {path}")
+    code, out, _ = run_main(capsys, "--db", path, "--json", "sessions")
+    assert [(s["session_id"], s["owner"]) for s in orjson.loads(out)] == [("b-1", "bob")]
+    assert b"secret of a-" not in path.read_bytes()  # overwritten, and the WAL emptied
+    assert not Path(f"{path}-wal").exists() or Path(f"{path}-wal").stat().st_size == 0
+
+    code, out, _ = run_main(capsys, "--db", path, "--json", "erase", "--session", "b-1")
+    assert (code, orjson.loads(out)) == (0, {"erased": 1})
+
+
+def test_erase_without_owner_or_session_names_the_options_and_erases_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "owners.db"
+    asyncio.run(_fill_owners(path))
+
+    code, _, err = run_main(capsys, "--db", path, "erase", "--older-than-days", "1")
+    assert code == 1
+    assert "--owner OWNER" in err
+    assert "--session ID" in err
+    assert "nothing was erased" in err
+    assert len(asyncio.run(_list(path))) == 3
+
+
+async def _list(path: Path) -> list[Any]:
+    async with connect(path) as conn:
+        return await SQLiteContextStore(conn).list_sessions()

@@ -2,7 +2,8 @@
 
     pygents-ctx [--db PATH] [--json] COMMAND ...
 
-`sessions` lists the sessions, `show` prints one session's messages, `window`
+`sessions` lists the sessions (`--owner`: one owner's), `erase` removes an
+owner's sessions or one session for good, `show` prints one session's messages, `window`
 the window a strategy would build from it, `export` writes a session to a JSON
 file and `import` reads one back into a (new) session; `view` serves all of it
 as local web pages (`pygents_ctx.cli.viewer`). Run it as
@@ -12,7 +13,7 @@ Exit codes: 0 success, 1 a runtime error (no database, no such session, a bad
 import file), 2 a usage error (bad arguments, a bad `--strategy` spec).
 
 This module parses the arguments; each group of commands is a module of this
-package: `_sessions` (`sessions`, `show`), `_window` (`window` and its
+package: `_sessions` (`sessions`, `erase`, `show`), `_window` (`window` and its
 `--strategy` language), `_transfer` (`export`, `import` and the session file),
 `_view` (`view`, over the `viewer` package),
 `_mcp` (`mcp serve`: tools served to MCP clients),
@@ -135,6 +136,20 @@ def _session(text: str) -> str:
     return text
 
 
+def _owner(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty; `sessions` shows the owners")
+    return text
+
+
+_ERASE_EPILOG = """\
+Everything of an erased session goes: messages, archive, usage, lease,
+approval decisions, search index rows, and offloaded tool results no other
+session names. Forks of it keep their history. Deleted content is overwritten
+(secure_delete) and the WAL file emptied after. The options given all hold
+for an erased session; --owner or --session is needed.
+"""
+
 Command = Callable[[argparse.Namespace, Output], None]
 
 
@@ -174,6 +189,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     sessions = command("sessions", _sessions.sessions, both, help="list the sessions, newest first")
     sessions.add_argument("--limit", type=_positive, metavar="N", help="only the newest N")
+    sessions.add_argument("--owner", type=_owner, metavar="OWNER", help="only this owner's")
+
+    erase = command(
+        "erase",
+        _sessions.erase,
+        both,
+        help="remove an owner's sessions, or one session, for good",
+        epilog=_ERASE_EPILOG,
+    )
+    erase.add_argument("--owner", type=_owner, metavar="OWNER", help="every session of this owner")
+    erase.add_argument("--session", type=_session, metavar="ID", help="this session (its full id)")
+    erase.add_argument(
+        "--older-than-days",
+        type=_positive,
+        metavar="DAYS",
+        help="only the sessions created more than DAYS days ago",
+    )
 
     show = command("show", _sessions.show, both, help="print a session's messages")
     show.add_argument("session", type=_session, metavar="SESSION", help="a session id (or prefix)")

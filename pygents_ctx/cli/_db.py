@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -16,6 +17,7 @@ __all__ = [
     "PROG",
     "CliError",
     "check_database",
+    "erase_sessions",
     "find_session",
     "list_sessions",
     "pick_session",
@@ -59,15 +61,33 @@ def check_database(path: str) -> None:
         raise CliError(f"{path!r} is a SQLite database, but not a pygents_ctx store (no sessions)")
 
 
-def list_sessions(path: str) -> list[SessionInfo]:
-    """The sessions in the existing database at `path`, newest first."""
+def list_sessions(path: str, owner: str | None = None) -> list[SessionInfo]:
+    """The sessions in the existing database at `path` (only `owner`'s if given), newest first."""
     check_database(path)
 
     async def read() -> list[SessionInfo]:
         async with connect(path) as conn:
-            return await SQLiteContextStore(conn).list_sessions()
+            return await SQLiteContextStore(conn).list_sessions(owner=owner)
 
     return asyncio.run(read())
+
+
+def erase_sessions(
+    path: str, owner: str | None, session: str | None, older_than: timedelta | None
+) -> int:
+    """Erase sessions of the existing database at `path` (see `ContextStore.erase`), with
+    deleted content overwritten and the WAL emptied after; how many went."""
+    check_database(path)
+
+    async def erase() -> int:
+        async with connect(path, secure_delete=True) as conn:
+            erased = await SQLiteContextStore(conn).erase(
+                owner=owner, session=session, older_than=older_than
+            )
+            await conn.run(lambda db: db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+            return erased
+
+    return asyncio.run(erase())
 
 
 def with_session(

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 
-from pygents_ctx.cli._db import list_sessions, with_session
+from pygents_ctx.cli._db import CliError, erase_sessions, list_sessions, with_session
 from pygents_ctx.cli._render import (
     Output,
     one_line,
@@ -27,7 +28,7 @@ from pygents_ctx.context.messages import Message, ToolResultBlock, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore
 from pygents_ctx.context.tokens import count_message_tokens
 
-__all__ = ["sessions", "show"]
+__all__ = ["erase", "sessions", "show"]
 
 
 # -- sessions -----------------------------------------------------------------
@@ -35,14 +36,15 @@ __all__ = ["sessions", "show"]
 
 def sessions(args: argparse.Namespace, out: Output) -> None:
     """`sessions`: one row per session, newest first."""
-    found = list_sessions(args.db)
+    found = list_sessions(args.db, args.owner)
     if args.limit is not None:
         found = found[: args.limit]
     if out.as_json:
         out.json([asdict(info) for info in found])
         return
     if not found:
-        out.lines([f"no sessions in {args.db}"])
+        whose = "" if args.owner is None else f" of owner {args.owner!r}"
+        out.lines([f"no sessions{whose} in {args.db}"])
         return
     rows = [
         [
@@ -51,12 +53,31 @@ def sessions(args: argparse.Namespace, out: Output) -> None:
             render_created(info.created_at),
             str(info.input_tokens),
             str(info.output_tokens),
+            info.owner or "",
             one_line(info.preview),
         ]
         for info in found
     ]
-    headers = ["session", "messages", "created (UTC)", "input", "output", "preview"]
+    headers = ["session", "messages", "created (UTC)", "input", "output", "owner", "preview"]
     out.table(headers, rows, right={1, 3, 4})
+
+
+# -- erase --------------------------------------------------------------------
+
+
+def erase(args: argparse.Namespace, out: Output) -> None:
+    """`erase`: remove an owner's sessions, or one session, for good."""
+    if args.owner is None and args.session is None:
+        raise CliError(
+            "erase needs --owner OWNER (every session of that owner) or --session ID "
+            "(one session); nothing was erased"
+        )
+    older_than = None if args.older_than_days is None else timedelta(days=args.older_than_days)
+    erased = erase_sessions(args.db, args.owner, args.session, older_than)
+    if out.as_json:
+        out.json({"erased": erased})
+        return
+    out.lines([f"erased {plural(erased, 'session')} from {args.db}"])
 
 
 # -- show ---------------------------------------------------------------------

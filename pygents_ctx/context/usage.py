@@ -137,8 +137,21 @@ def history_indexes(history: Sequence[object], window: Sequence[object]) -> list
     new object; strategies keep the order, so a run of edited messages between
     two kept ones maps one to one when the history has exactly as many there.
     """
-    where = {id(message): index for index, message in enumerate(history)}
-    found = [where.get(id(message)) for message in window]
+    found: list[int | None] = [None] * len(window)
+    # Most windows are a head and a tail of the history's own objects: matched from
+    # both ends in the window's length; only what lies between is looked up.
+    end, stop = len(window), len(history)
+    while end and stop and window[end - 1] is history[stop - 1]:
+        end, stop = end - 1, stop - 1
+        found[end] = stop
+    start = 0
+    while start < end and start < stop and window[start] is history[start]:
+        found[start] = start
+        start += 1
+    if start < end:
+        where = {id(history[index]): index for index in range(start, stop)}
+        for position in range(start, end):
+            found[position] = where.get(id(window[position]))
     indexes = list(found)
     before, run = -1, []  # the last known history index, and the unknown positions since
     for position, index in enumerate([*found, len(history)]):
@@ -253,15 +266,20 @@ class WindowRecord:
         """The record of `window`, built from `history` by the strategy `strategy` describes.
 
         `history`'s first `unstored` messages are not the store's (a loop's
-        instructions): window messages from them count as `added`.
+        instructions): window messages from them count as `added`, and so do
+        messages a strategy repeated or moved before an earlier one (positions
+        are kept in history order).
         """
-        indexes = history_indexes(history, window)
-        placed = [index - unstored for index in indexes if index is not None and index >= unstored]
-        edited = [
-            index - unstored
-            for index, message in zip(indexes, window, strict=True)
-            if index is not None and index >= unstored and message is not history[index]
-        ]
+        placed: list[int] = []
+        edited: list[int] = []
+        last = unstored - 1
+        for index, message in zip(history_indexes(history, window), window, strict=True):
+            if index is None or index <= last:
+                continue
+            last = index
+            placed.append(index - unstored)
+            if message is not history[index]:
+                edited.append(index - unstored)
         added = len(window) - len(placed)
         return cls(strategy, len(history) - unstored, _runs(placed), _runs(edited), added, summary)
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from pygents_ctx import Agent, ContextConfig, Message, ModelLoop, Usage, UsageRecord
 from pygents_ctx.context.strategies.budget import FitTokens
 from pygents_ctx.context.strategies.summarize import summary_mark, summary_message
-from pygents_ctx.context.usage import WindowRecord
+from pygents_ctx.context.usage import WindowRecord, history_indexes
 from pygents_ctx.testing import ScriptedModel
 
 from .conftest import MakeStore
@@ -134,6 +134,31 @@ def test_positions_and_edits_come_back_as_chosen(case: tuple[int, list[Any], int
     assert len(record.positions) <= len(chosen)
 
 
+@given(
+    st.integers(0, 30).flatmap(
+        lambda size: st.tuples(
+            st.just(size),
+            st.lists(st.one_of(st.none(), st.integers(0, max(size - 1, 0))), max_size=40),
+        )
+    )
+)
+def test_any_window_a_strategy_returns_gives_a_valid_record(case: tuple[int, list[Any]]) -> None:
+    """Repeated, reordered or new messages never make the loop fail after its call."""
+    size, picks = case
+    history = [Message("user", f"m{n}") for n in range(size)]
+    window = [
+        Message("user", "new") if pick is None or not size else history[pick] for pick in picks
+    ]
+    record = WindowRecord.of("S()", history, window)
+    indexes = record.indexes()
+    assert indexes == sorted(set(indexes))
+    assert record.added == len(window) - len(indexes)
+    edited = {i for start, stop in record.edited for i in range(start, stop)}
+    # A kept position's message is in the window as itself; an edited one was guessed from
+    # a new message filling a gap of exactly its size.
+    assert all(any(m is history[i] for m in window) for i in indexes if i not in edited)
+
+
 @pytest.mark.parametrize(
     ("fields", "error", "message"),
     [
@@ -160,3 +185,13 @@ def test_an_unknown_or_missing_field_is_refused() -> None:
         WindowRecord.from_dict({"strategy": "S()"})
     with pytest.raises(TypeError, match=r"UsageRecord\.window must be a WindowRecord"):
         UsageRecord(Usage(), window={"strategy": "S()"})  # type: ignore[arg-type]
+
+
+@given(st.integers(0, 40), st.data())
+def test_positions_match_a_lookup_over_the_whole_history(size: int, data: st.DataObject) -> None:
+    """The ends-first matching finds what looking every message up would."""
+    history = [Message("user", f"m{n}") for n in range(size)]
+    chosen = sorted(data.draw(st.sets(st.integers(0, max(size - 1, 0)), max_size=size)))
+    window = [history[i] for i in chosen if size]
+    where = {id(message): index for index, message in enumerate(history)}
+    assert history_indexes(history, window) == [where[id(m)] for m in window]

@@ -951,6 +951,9 @@ class ContextStore(ClosesOnExit, ABC):
         session keeps its history: it gets its own copy first. SQLite and
         PostgreSQL do it in one transaction; see the stores guide for what else
         makes erased bytes unreadable on disk (`secure_delete`, `VACUUM`).
+        A store object of an erased session that writes again makes a new,
+        empty session of that id, as after `clear`; a store on another
+        connection does not check its owner again: make new stores after an erase.
 
         Returns:
             How many sessions were erased.

@@ -173,6 +173,12 @@ class OffloadedResult:
         head: Its first characters, as shown.
         tail: Its last characters, as shown (after the head: they never overlap).
         media_type: What the text is: `"application/json"` or `"text/plain"`.
+        words: The distinct words of the whole text, space-separated, that
+            `ContextStore.search` looks in (so a search finds what only the
+            blob holds); `ToolResultOffload` keeps the first
+            `INDEXED_CHARACTERS` (100,000) characters of them. Empty: the
+            search sees the stub text only (a stub made by hand, or stored
+            before the offload kept them).
 
     Raises:
         TypeError: A field has the wrong type.
@@ -193,9 +199,10 @@ class OffloadedResult:
     head: str
     tail: str
     media_type: str = "text/plain"
+    words: str = field(default="", kw_only=True, repr=False)
 
     def __post_init__(self) -> None:
-        for name in ("handle", "head", "tail", "media_type"):
+        for name in ("handle", "head", "tail", "media_type", "words"):
             _require("OffloadedResult", name, getattr(self, name), str)
         for name in ("chars", "tokens"):
             value = getattr(self, name)
@@ -637,6 +644,7 @@ def _offloaded_dict(stub: OffloadedResult) -> dict[str, Any]:
         "head": stub.head,
         "tail": stub.tail,
         "media_type": stub.media_type,
+        **({"words": stub.words} if stub.words else {}),
     }
 
 
@@ -794,7 +802,9 @@ def _read_tool_result(data: Mapping[str, Any], path: str) -> ToolResultBlock:
     )
 
 
-_OFFLOADED_KEYS: Final = frozenset({"handle", "chars", "tokens", "head", "tail", "media_type"})
+_OFFLOADED_KEYS: Final = frozenset(
+    {"handle", "chars", "tokens", "head", "tail", "media_type", "words"}
+)
 
 
 def _read_offloaded(data: object, path: str) -> OffloadedResult:
@@ -809,6 +819,7 @@ def _read_offloaded(data: object, path: str) -> OffloadedResult:
             head=data["head"],
             tail=data["tail"],
             media_type=data.get("media_type", "text/plain"),
+            words=data.get("words", ""),
         )
     except KeyError as exc:
         raise TypeError(f"{path} is missing the {exc.args[0]!r} field") from None

@@ -10,7 +10,9 @@ an agent that has a `context` (its store is what is searched) and run a
 The model calls `search_history(query, limit=5)` and reads the hits as JSON,
 `{"search_history": [hit, ...]}`, best first: each with the message's `id`,
 `position`, whether it is `archived`, its `role`, and its `text` (cut to
-`HIT_TEXT_CHARACTERS`). The model's own searching is left out of the hits:
+`HIT_TEXT_CHARACTERS`). A hit found inside an offloaded tool result (its
+whole text, not the stub the message shows) also has `offloaded`: the handles
+to read with `read_tool_result`. The model's own searching is left out of the hits:
 messages made only of `search_history` calls, and their results.
 """
 
@@ -21,7 +23,7 @@ from typing import Any, Final
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores.base import HistoryRetention
-from pygents_ctx.context.stores.search import MAX_SEARCH_LIMIT
+from pygents_ctx.context.stores.search import MAX_SEARCH_LIMIT, offloaded_matches
 from pygents_ctx.tools import Tool, ToolRegistry
 
 __all__ = ["SEARCH_HISTORY_LIMIT", "search_history"]
@@ -47,6 +49,9 @@ async def _search_history(
     code, decision or tool result) from earlier in the conversation. Returns
     `{"search_history": [...]}`, the best matches first, each with `id`,
     `position`, `archived` (true: no longer in view verbatim), `role` and `text`.
+    A match inside an offloaded tool result (too large to show, so `text` is
+    its stub) also has `offloaded`: read the result with
+    read_tool_result(handle=...).
 
     Args:
         query: The words to look for: the distinctive terms of what you need
@@ -81,6 +86,9 @@ async def _search_history(
             break
         entry = hit.to_dict()
         del entry["score"], entry["run_id"]
+        handles = offloaded_matches(hit.message, query)
+        if handles:
+            entry["offloaded"] = handles
         if len(entry["text"]) > HIT_TEXT_CHARACTERS:
             entry["text"] = entry["text"][:HIT_TEXT_CHARACTERS]
             entry["truncated"] = True

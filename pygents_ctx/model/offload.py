@@ -5,10 +5,12 @@ under a handle named by its content (`"tool-results/<sha256 of the text>"`:
 the same text is one blob, and a step run again after a crash writes nothing
 new), and the history keeps a `ToolResultBlock` whose content is the stub
 text (head, where the rest is, tail) and whose `offloaded` field is the
-`OffloadedResult`. The model reads the rest with the `read_tool_result` tool,
-which `ModelLoop` offers whenever the window it is shown holds a stub; offsets
-and lengths count characters of the whole text, and a handle must be one a
-stub of the session's history names.
+`OffloadedResult` (which also keeps the distinct words of the whole text, up
+to `INDEXED_CHARACTERS` characters, so `ContextStore.search` and the
+`search_history` tool find what only the blob holds). The model reads the
+rest with the `read_tool_result` tool, which `ModelLoop` offers whenever the
+window it is shown holds a stub; offsets and lengths count characters of the
+whole text, and a handle must be one a stub of the session's history names.
 
 Where the blobs go, unless a store is given: beside the conversation. A
 `SQLiteContextStore` or `PostgresContextStore` puts them in its own database
@@ -39,6 +41,7 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.stores.base import ContextStore
 from pygents_ctx.context.stores.compaction import AutoCompactStore
 from pygents_ctx.context.stores.postgres import PostgresContextStore
+from pygents_ctx.context.stores.search import offloaded_words
 from pygents_ctx.context.stores.sqlite import SQLiteContextStore
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 from pygents_ctx.errors import BlobNotFoundError, ToolResultNotFoundError
@@ -238,8 +241,10 @@ class ToolResultOffload:
         )
 
     def _stub(self, text: str, handle: str, tokens: int, media_type: str) -> OffloadedResult:
-        """The stub of `text`: head and tail as long as given, shortened until it fits."""
+        """The stub of `text`: head and tail as long as given, shortened until it fits, and
+        the words of `text` a search looks in (`offloaded_words`; the model never reads them)."""
         head, tail = self.head_chars, self.tail_chars
+        kept = offloaded_words(text)
         while True:
             head = min(head, len(text))
             tail = min(tail, len(text) - head)
@@ -250,6 +255,7 @@ class ToolResultOffload:
                 head=text[:head],
                 tail=text[len(text) - tail :],
                 media_type=media_type,
+                words=kept,
             )
             if (head == 0 and tail == 0) or self.counter(stub.stub_text()) <= self.max_tokens:
                 return stub

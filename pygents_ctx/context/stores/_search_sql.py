@@ -4,7 +4,7 @@ SQLite: an FTS5 table, `pygents_search`, indexes each row of
 `pygents_message_data` (live or archived: the data never moves, so compaction
 costs the index nothing). It is an external-content table over the view
 `pygents_search_source`, which reads a message's searchable text out of its
-JSON in SQL (the same parts as `search.search_text`), and triggers on
+JSON in SQL (the same parts as `search.indexed_text`), and triggers on
 `pygents_message_data` keep it in step with every insert, update and delete,
 whoever writes: the stores, the command line's import, SQL of your own.
 
@@ -25,7 +25,14 @@ import orjson
 
 from pygents_ctx.context.stores._common import decode
 from pygents_ctx.context.stores._lineage import Segment, postgres_segments, sqlite_segments
-from pygents_ctx.context.stores.search import HistoryHit, query_words, search_text, words
+from pygents_ctx.context.stores.search import (
+    INDEXED_CHARACTERS,
+    HistoryHit,
+    bounded,
+    indexed_text,
+    query_words,
+    words,
+)
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -36,6 +43,7 @@ __all__ = [
     "INDEXED_CHARACTERS",
     "POSTGRES_INDEX",
     "SQLITE_INDEX",
+    "SQLITE_OFFLOADED_WORDS",
     "indexed_words",
     "live_ids_postgres",
     "live_ids_sqlite",
@@ -43,11 +51,11 @@ __all__ = [
     "search_sqlite",
 ]
 
-# The searchable text of a message's JSON (`{data}`): the string leaves of its
-# content named `text` (text blocks, also inside tool results), `content` (a tool
-# result's string) and `name` (a tool call's), and every string in a tool call's input.
-# Data that is not JSON (written by other SQL) has none, and is still written.
-_SOURCE_TEXT: Final = """(
+# The searchable text of a message's JSON (`{data}`) as version 8 read it: the string
+# leaves of its content named `text` (text blocks, also inside tool results), `content`
+# (a tool result's string) and `name` (a tool call's), and every string in a tool
+# call's input. Data that is not JSON (written by other SQL) has none, and is still written.
+_SOURCE_TEXT_V8: Final = """(
     SELECT group_concat(part.value, char(10))
     FROM json_tree(
         CASE WHEN json_valid(CAST({data} AS TEXT)) THEN CAST({data} AS TEXT) ELSE '{{}}' END,
@@ -57,42 +65,81 @@ _SOURCE_TEXT: Final = """(
       AND (part.key IN ('text', 'content', 'name') OR instr(part.fullkey, '].input') > 0)
 )"""
 
+# Since version 14 (`search.indexed_text`): also the `words` an offloaded result's stub
+# keeps of its whole text. The rows written before hold none: their index stays valid.
+_SOURCE_TEXT: Final = """(
+    SELECT group_concat(part.value, char(10))
+    FROM json_tree(
+        CASE WHEN json_valid(CAST({data} AS TEXT)) THEN CAST({data} AS TEXT) ELSE '{{}}' END,
+        '$.content'
+    ) AS part
+    WHERE part.type = 'text'
+      AND (
+        part.key IN ('text', 'content', 'name') OR instr(part.fullkey, '].input') > 0
+        OR (part.key = 'words' AND substr(part.path, -10) = '.offloaded')
+      )
+)"""
+
+
+def _view(source: str) -> str:
+    """The view of each message's searchable text (the index's external content)."""
+    return f"""
+        CREATE VIEW pygents_search_source (id, text) AS
+        SELECT id, {source.format(data="data")} FROM pygents_message_data
+        """
+
+
+def _triggers(source: str) -> tuple[str, ...]:
+    """The triggers that keep the index in step with `pygents_message_data`."""
+    return (
+        f"""
+        CREATE TRIGGER pygents_message_data_indexed AFTER INSERT ON pygents_message_data BEGIN
+            INSERT INTO pygents_search (rowid, text)
+            VALUES (NEW.id, {source.format(data="NEW.data")});
+        END
+        """,
+        f"""
+        CREATE TRIGGER pygents_message_data_unindexed AFTER DELETE ON pygents_message_data BEGIN
+            INSERT INTO pygents_search (pygents_search, rowid, text)
+            VALUES ('delete', OLD.id, {source.format(data="OLD.data")});
+        END
+        """,
+        f"""
+        CREATE TRIGGER pygents_message_data_reindexed AFTER UPDATE OF data ON pygents_message_data
+        BEGIN
+            INSERT INTO pygents_search (pygents_search, rowid, text)
+            VALUES ('delete', OLD.id, {source.format(data="OLD.data")});
+            INSERT INTO pygents_search (rowid, text)
+            VALUES (NEW.id, {source.format(data="NEW.data")});
+        END
+        """,
+    )
+
+
 SQLITE_INDEX: Final = (
-    f"""
-    CREATE VIEW pygents_search_source (id, text) AS
-    SELECT id, {_SOURCE_TEXT.format(data="data")} FROM pygents_message_data
-    """,
+    _view(_SOURCE_TEXT_V8),
     """
     CREATE VIRTUAL TABLE pygents_search USING fts5 (
         text, content = 'pygents_search_source', content_rowid = 'id', tokenize = 'unicode61'
     )
     """,
-    f"""
-    CREATE TRIGGER pygents_message_data_indexed AFTER INSERT ON pygents_message_data BEGIN
-        INSERT INTO pygents_search (rowid, text)
-        VALUES (NEW.id, {_SOURCE_TEXT.format(data="NEW.data")});
-    END
-    """,
-    f"""
-    CREATE TRIGGER pygents_message_data_unindexed AFTER DELETE ON pygents_message_data BEGIN
-        INSERT INTO pygents_search (pygents_search, rowid, text)
-        VALUES ('delete', OLD.id, {_SOURCE_TEXT.format(data="OLD.data")});
-    END
-    """,
-    f"""
-    CREATE TRIGGER pygents_message_data_reindexed AFTER UPDATE OF data ON pygents_message_data
-    BEGIN
-        INSERT INTO pygents_search (pygents_search, rowid, text)
-        VALUES ('delete', OLD.id, {_SOURCE_TEXT.format(data="OLD.data")});
-        INSERT INTO pygents_search (rowid, text)
-        VALUES (NEW.id, {_SOURCE_TEXT.format(data="NEW.data")});
-    END
-    """,
+    *_triggers(_SOURCE_TEXT_V8),
     # Finding a hit's row from its data: without these, a scan of the session.
     "CREATE INDEX pygents_live_rows_by_data ON pygents_live_rows (data_id)",
     "CREATE INDEX pygents_archive_rows_by_data ON pygents_archive_rows (data_id)",
     # The messages written before this version.
     "INSERT INTO pygents_search (rowid, text) SELECT id, text FROM pygents_search_source",
+)
+
+SQLITE_OFFLOADED_WORDS: Final = (
+    # Version 14: the words offloaded results keep are indexed too. No row written
+    # before holds any, so what the index holds of them is still what the new view reads.
+    "DROP TRIGGER pygents_message_data_indexed",
+    "DROP TRIGGER pygents_message_data_unindexed",
+    "DROP TRIGGER pygents_message_data_reindexed",
+    "DROP VIEW pygents_search_source",
+    _view(_SOURCE_TEXT),
+    *_triggers(_SOURCE_TEXT),
 )
 
 # The best `limit` matches of the session (not among `:seen`, a JSON array of ids),
@@ -208,17 +255,12 @@ def _hit(
 
 # -- PostgreSQL -------------------------------------------------------------------
 
-INDEXED_CHARACTERS: Final = 100_000
-"""How much of a message's words PostgreSQL indexes: a `tsvector` holds at most 1 MB."""
-
 
 def indexed_words(message: Message) -> str:
-    """The words of `message` PostgreSQL indexes, joined by spaces (the first
-    `INDEXED_CHARACTERS` characters of them)."""
-    joined = " ".join(words(search_text(message)))
-    if len(joined) <= INDEXED_CHARACTERS:
-        return joined
-    return joined[: joined.rfind(" ", 0, INDEXED_CHARACTERS + 1)].rstrip()
+    """The words of `message` PostgreSQL indexes (`indexed_text`: its offloaded results'
+    kept words too), joined by spaces: the first `INDEXED_CHARACTERS` characters of them
+    (a `tsvector` holds at most 1 MB)."""
+    return bounded(" ".join(words(indexed_text(message))))
 
 
 async def _backfill(conn: AsyncConnection[Any]) -> None:

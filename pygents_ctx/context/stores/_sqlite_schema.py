@@ -65,7 +65,7 @@ from typing import Final
 
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
-from pygents_ctx.context.stores._search_sql import SQLITE_INDEX
+from pygents_ctx.context.stores._search_sql import SQLITE_INDEX, SQLITE_OFFLOADED_WORDS
 from pygents_ctx.context.stores._usage_sql import (
     SQLITE_LINKS,
     SQLITE_REASONING,
@@ -428,7 +428,8 @@ _V7: Final = (
 # sub-agent call's links on its usage records. Version 11: the reasoning tokens of
 # each usage record. Version 12: the window each call was sent.
 # Version 13: each session's owner (a user or tenant id), and listing one owner's
-# sessions newest first as an index range.
+# sessions newest first as an index range. Version 14: the words of offloaded tool
+# results in the search index.
 _V13: Final = (
     "ALTER TABLE pygents_sessions ADD COLUMN owner TEXT",
     "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at) "
@@ -448,6 +449,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     SQLITE_REASONING,
     SQLITE_WINDOW,
     _V13,
+    SQLITE_OFFLOADED_WORDS,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

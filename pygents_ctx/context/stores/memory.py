@@ -40,8 +40,8 @@ from pygents_ctx.context.stores.search import (
     HistoryHit,
     candidate,
     check_search,
+    indexed_text,
     rank,
-    search_text,
     words,
 )
 from pygents_ctx.context.tokens import count_message_tokens
@@ -209,7 +209,7 @@ class MemoryContextStore(ContextStore):
     def _counted(self, message_id: int, message: Message) -> Counter[str]:
         found = self._words.get(message_id)
         if found is None:
-            found = self._words[message_id] = Counter(words(search_text(message)))
+            found = self._words[message_id] = Counter(words(indexed_text(message)))
         return found
 
     async def _live_ids(self, count: int) -> list[int] | None:

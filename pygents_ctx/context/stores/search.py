@@ -4,9 +4,14 @@ A search looks at the whole session, the archive (what compaction took out)
 and the live history, so nothing a strategy dropped or a compaction archived
 is out of reach. Every store follows the same rules:
 
-- **What is searched** (`search_text`): the text of a message's text blocks,
+- **What is searched** (`indexed_text`): the text of a message's text blocks,
   the text of its tool results, and the name and the string values of the
-  input of its tool calls. Thinking, images, ids and metadata are not.
+  input of its tool calls (`search_text`, what a hit shows); and, for a tool
+  result offloaded to a blob store, the words of its whole text
+  (`OffloadedResult.words`, the first `INDEXED_CHARACTERS` characters of its
+  distinct words, kept in the stub when it is made), so a search finds what
+  only the blob holds and returns the message with the stub. Thinking,
+  images, ids and metadata are not searched.
 - **Words**: runs of letters and digits, lowercased, accents removed
   (`words`); everything else separates them. SQLite's FTS5 `unicode61`
   tokenizer splits text the same way; the PostgreSQL and memory stores use
@@ -36,6 +41,11 @@ from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, To
 
 # Public: these. The helpers below (`words`, `check_search`, `rank`, ...) serve the stores.
 __all__ = ["MAX_SEARCH_LIMIT", "MAX_SEARCH_QUERY", "HistoryHit", "search_text"]
+
+INDEXED_CHARACTERS: Final = 100_000
+"""How much of a text's words a search indexes, in characters: an offloaded result's
+distinct words (`offloaded_words`), a message's words in PostgreSQL (whose `tsvector`
+holds at most 1 MB)."""
 
 MAX_SEARCH_QUERY: Final = 1_000
 """The longest query `search` takes, in characters."""
@@ -294,6 +304,48 @@ def search_text(message: Message) -> str:
     return "\n".join(_parts(message))
 
 
+def indexed_text(message: Message) -> str:
+    """The text of `message` a search looks in: `search_text`, then the words kept
+    of its offloaded tool results' whole texts (`OffloadedResult.words`)."""
+    kept = [
+        block.offloaded.words
+        for block in message.content
+        if type(block) is ToolResultBlock and block.offloaded is not None and block.offloaded.words
+    ]
+    return "\n".join([search_text(message), *kept]) if kept else search_text(message)
+
+
+def offloaded_words(text: str) -> str:
+    """The distinct words of `text` in first-seen order, space-separated, the first
+    `INDEXED_CHARACTERS` characters of them: what an offloaded result's stub keeps.
+
+    Examples:
+        >>> offloaded_words("ERROR disk full; error: DISK at 91%")
+        'error disk full at 91'
+    """
+    return bounded(" ".join(dict.fromkeys(words(text))))
+
+
+def bounded(joined: str) -> str:
+    """Words joined by spaces, cut at a space to at most `INDEXED_CHARACTERS` characters."""
+    if len(joined) <= INDEXED_CHARACTERS:
+        return joined
+    return joined[: joined.rfind(" ", 0, INDEXED_CHARACTERS + 1)].rstrip()
+
+
+def offloaded_matches(message: Message, query: str) -> list[str]:
+    """The handles of `message`'s offloaded tool results whose whole text holds a word of
+    `query` (looked up as a search does) that the message's shown text does not."""
+    terms = set(query_words(query)) - set(words(search_text(message)))
+    return [
+        block.offloaded.handle
+        for block in message.content
+        if type(block) is ToolResultBlock
+        and block.offloaded is not None
+        and not terms.isdisjoint(block.offloaded.words.split())
+    ]
+
+
 def _parts(message: Message) -> Iterator[str]:
     for block in message.content:
         if type(block) is TextBlock:
@@ -374,7 +426,7 @@ def candidate(
 ) -> Candidate:
     """A `Candidate`, its words counted unless `counts` (cached) is given."""
     if counts is None:
-        counts = Counter(words(search_text(message)))
+        counts = Counter(words(indexed_text(message)))
     return Candidate(message, archived, position, id, run_id, counts)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,12 +11,17 @@ import psycopg
 import pytest
 
 from pygents_ctx import (
+    Agent,
+    ContextConfig,
     ImageBlock,
     Message,
+    ModelLoop,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
+    search_history,
+    tool,
 )
 from pygents_ctx.context.stores import (
     AutoCompactStore,
@@ -28,9 +34,16 @@ from pygents_ctx.context.stores._common import encode_message
 from pygents_ctx.context.stores._postgres_schema import MIGRATIONS, migrate
 from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
-from pygents_ctx.context.stores.search import MAX_SEARCH_LIMIT, MAX_SEARCH_QUERY, words
+from pygents_ctx.context.stores.search import (
+    INDEXED_CHARACTERS,
+    MAX_SEARCH_LIMIT,
+    MAX_SEARCH_QUERY,
+    offloaded_words,
+    search_text,
+    words,
+)
 from pygents_ctx.context.strategies.summarize import is_summary, summary_covers
-from pygents_ctx.testing import ScriptedSummarizer
+from pygents_ctx.testing import ScriptedModel, ScriptedSummarizer, assistant, tool_call
 from tests import postgres_server
 
 from .conftest import MakeStore
@@ -418,3 +431,75 @@ async def test_planted_facts_come_back_in_the_top_5_after_compactions(
         hits = await store.search(question)
         recalled += fact in found(hits)
     assert recalled / len(planted) >= 0.95, f"recall@5 {recalled}/{len(planted)}"
+
+
+# -- offloaded tool results: their whole text is searched, the stub's message is returned ----
+
+LOG_LINES = [f"{n:05d} GET /api/items/{n} 200 {n * 7 % 997}ms\n" for n in range(4000)]
+FACT = "backup checksum of vault Zephyr is QX93-7741\n"
+BIG_LOG = "".join([*LOG_LINES[:3000], FACT, *LOG_LINES[3000:]])  # the fact deep inside
+
+
+async def test_a_fact_deep_inside_an_offloaded_result_is_found_by_search_and_the_tool(
+    make_store: MakeStore,
+) -> None:
+    @tool
+    async def read_backup_log() -> str:
+        """Read the backup log."""
+        return BIG_LOG
+
+    store = await make_store()
+    model = ScriptedModel(
+        [
+            assistant(tool_call("read_backup_log")),
+            assistant(tool_call("search_history", query="vault Zephyr checksum")),
+            assistant(tool_call("search_history", query="GET api items")),
+            "It is QX93-7741.",
+        ]
+    )
+    agent = Agent(
+        "ops", "Reads logs", [read_backup_log, search_history], context=ContextConfig(store)
+    )
+    loop = ModelLoop(agent, model)
+    assert (await loop.run("Which checksum did the backup log?")).text == "It is QX93-7741."
+
+    # The history keeps the stub, which does not show the fact.
+    [stub_message] = [m for m in await store.get_history() if m.tool_results][:1]
+    stub = stub_message.tool_results[0].offloaded
+    assert stub is not None
+    stub_text = search_text(stub_message)
+    assert stub_text == stub.stub_text()
+    assert "Zephyr" not in stub_text
+    # The model's search found it, said it matched inside the offloaded result, and the
+    # model can read the fact there by the handle.
+    hits = json.loads(model.calls[2].messages[-1].tool_results[0].text)["search_history"]
+    assert hits[0]["offloaded"] == [stub.handle]
+    # (The text is the stub's, cut as any long hit: `offloaded` still names the handle.)
+    assert hits[0]["text"] == stub_text[: len(hits[0]["text"])]
+    start = BIG_LOG.index(FACT)
+    assert await loop.read_tool_result(stub.handle, start, len(FACT)) == FACT
+    # A match in what the stub shows is not marked as one inside the blob.
+    shown = json.loads(model.calls[3].messages[-1].tool_results[0].text)["search_history"]
+    assert stub_text.startswith(shown[0]["text"])
+    assert "offloaded" not in shown[0]
+
+    # Python's search returns the stub's message, live, then archived, and in a fork.
+    [live] = (await store.search("Zephyr QX93"))[:1]
+    assert (live.message, live.archived) == (stub_message, False)
+    await store.replace_prefix(await store.count() - 1, [Message("user", "(earlier: logs)")])
+    fork = await store.fork()
+    for searched in (store, fork):
+        [archived] = (await searched.search("Zephyr QX93"))[:1]
+        assert (archived.message, archived.archived) == (stub_message, True)
+    # Deleting the session removes it from the index with everything else.
+    await store.clear()
+    assert await store.search("Zephyr QX93") == []
+
+
+def test_an_offloaded_result_keeps_at_most_the_indexed_characters_of_its_distinct_words() -> None:
+    many = " ".join(f"w{n}" for n in range(40_000))  # 238,890 characters of distinct words
+    kept = offloaded_words(many + " " + many)
+
+    assert len(kept) <= INDEXED_CHARACTERS < len(kept) + 8
+    assert many.startswith(kept + " ")  # whole words, first seen first, each once
+    assert offloaded_words("Disk FULL; disk full at 91%") == "disk full at 91"

@@ -3,7 +3,9 @@
 For any history and any sequence of compactions (summaries of any length
 through `replace_prefix`, or `AutoCompactStore.compact`), each message ever
 appended is in the live history, or `search` returns it for its own
-distinctive word. On the memory, SQLite and PostgreSQL stores alike.
+distinctive word, even when that word is only in the whole text of an
+offloaded tool result (the stub does not show it). On the memory, SQLite and
+PostgreSQL stores alike.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pygents_ctx import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from pygents_ctx import Message, OffloadedResult, TextBlock, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores import (
     AutoCompactStore,
     ContextStore,
@@ -29,11 +31,12 @@ from pygents_ctx.context.stores import (
     connect,
 )
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
+from pygents_ctx.context.stores.search import offloaded_words
 from pygents_ctx.testing import ScriptedSummarizer
 from tests import postgres_server
 
 filler = st.lists(st.sampled_from(["the", "a", "note", "data", "ok", "Fine.", "(x)"]), max_size=6)
-kinds = st.sampled_from(["text", "tool_use", "tool_result"])
+kinds = st.sampled_from(["text", "tool_use", "tool_result", "offloaded"])
 steps = st.lists(
     st.one_of(
         st.tuples(st.just("append"), st.lists(st.tuples(kinds, filler), min_size=1, max_size=5)),
@@ -52,6 +55,17 @@ def planted(number: int, kind: str, words: list[str]) -> Message:
         return Message("assistant", [ToolUseBlock(f"c{number}", "lookup", {"q": text})])
     if kind == "tool_result":
         return Message("user", [ToolResultBlock(f"c{number}", [TextBlock(text)])])
+    if kind == "offloaded":  # the word is in the blob only: the stub keeps its words
+        whole = "log line\n" * 50 + text
+        stub = OffloadedResult(
+            f"tool-results/{number}",
+            chars=len(whole),
+            tokens=len(whole) // 4,
+            head="log line",
+            tail="",
+            words=offloaded_words(whole),
+        )
+        return Message("user", [ToolResultBlock(f"c{number}", stub.stub_text(), offloaded=stub)])
     return Message("user" if number % 2 else "assistant", text)
 
 

@@ -18,7 +18,9 @@ Per strategy:
   window (the one the questions are asked from) in a message that is not a
   summary, and the share recoverable: in that window, or among the top 5
   hits of the store's archive search for the fact's question (where the store
-  has `search`; without it, recoverable is in-window only);
+  has `search`; without it, recoverable is in-window only; a hit whose tool
+  result was offloaded counts by its whole text, which the model reads by its
+  handle with `read_tool_result`);
 - orphans: tool calls without their results and results without their calls,
   over every window built (a provider refuses such a window);
 - window tokens per step, as the strategy counts them (mean and largest);
@@ -141,6 +143,17 @@ def _text(message: Message) -> str:
     return "\n".join(
         block.text for block in message.content if isinstance(block, TextBlock | ToolResultBlock)
     )
+
+
+async def _readable(message: Message, offload: ToolResultOffload, store: ContextStore) -> str:
+    """What a model finds in a search hit: its text, and its offloaded results' whole text
+    (read by the handle, as the model does with `read_tool_result`)."""
+    whole = [
+        await offload.read(block.offloaded.handle, store)
+        for block in message.content
+        if isinstance(block, ToolResultBlock) and block.offloaded is not None
+    ]
+    return "\n".join([_text(message), *whole])
 
 
 Search = Callable[[str], Awaitable[list[Message]]]
@@ -495,7 +508,8 @@ async def run_one(
         seen = fact.sentence in shown
         hit = False
         if search is not None:
-            hit = any(fact.sentence in _text(m) for m in await search(fact.question))
+            hits = await search(fact.question)
+            hit = any([fact.sentence in await _readable(m, offload, kept) for m in hits])
         in_window += seen
         recoverable += seen or hit
         found += hit

@@ -105,6 +105,18 @@ def _own_search(message: Message) -> bool:
     )
 
 
+def names_offloaded(messages: list[Message]) -> bool:
+    """Whether a `search_history` result among `messages` names an offloaded result's handle
+    (a hit inside one): the model may read it with `read_tool_result`, even archived."""
+    return any(
+        block.text.startswith(_RESULT_START) and '"offloaded":' in block.text
+        for message in messages
+        if message.has_tool_results
+        for block in message.content
+        if type(block) is ToolResultBlock
+    )
+
+
 _search_history.__name__ = _search_history.__qualname__ = _NAME
 
 search_history: Final = Tool(_search_history)

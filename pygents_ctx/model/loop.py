@@ -63,7 +63,7 @@ from pygents_ctx.context.messages import (
     from_dict,
     to_dict,
 )
-from pygents_ctx.context.stores.base import ApprovalDecision
+from pygents_ctx.context.stores.base import ApprovalDecision, HistoryRetention
 from pygents_ctx.context.stores.base import check_decision as check_storable
 from pygents_ctx.context.stores.lease import SessionLease, check_lease_options, current_fence
 from pygents_ctx.context.strategies.summarize import summary_mark
@@ -113,6 +113,7 @@ from pygents_ctx.model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from pygents_ctx.model.history_search import names_offloaded
 from pygents_ctx.model.offload import ToolResultOffload, offloaded_handles, read_tool
 from pygents_ctx.model.retry import RetryPolicy
 from pygents_ctx.tools import Tool
@@ -461,32 +462,43 @@ class ModelLoop:
             length: How many characters (None: to the end).
 
         Raises:
-            ToolResultNotFoundError: No stub of this session's history names
-                `handle` (another session's, or a typo), or its blob is gone.
+            ToolResultNotFoundError: No stub of this session's history or
+                archive names `handle` (another session's, or a typo), or its
+                blob is gone.
             TypeError, ValueError: `offset` or `length` is not an int in range.
             ValueError: The loop has no offload (`offload=None`).
         """
-        offload = self._session_offload(handle, await self._context.history())
+        offload = await self._session_offload(handle)
         return await offload.read(handle, await self._context.ready(), offset=offset, length=length)
 
     async def _read(self, handle: str, offset: int, length: int) -> str:
         """The `read_tool_result` tool's call: a page, checked against this session."""
-        offload = self._session_offload(handle, await self._context.history())
+        offload = await self._session_offload(handle)
         store = await self._context.ready()
         return await offload.read_page(handle, store, offset=offset, length=length)
 
-    def _session_offload(self, handle: str, history: list[Message]) -> ToolResultOffload:
+    async def _session_offload(self, handle: str) -> ToolResultOffload:
         if self.offload is None:
             raise ValueError(
                 "this ModelLoop does not offload tool results (offload=None); make it with "
                 "offload=ToolResultOffload(...) on the blob store that holds them"
             )
-        if handle not in offloaded_handles(history):
+        if handle not in offloaded_handles(await self._context.history()) and (
+            handle not in await self._archived_handles()
+        ):
             raise ToolResultNotFoundError(
                 f"no offloaded tool result {handle!r} in this conversation (session "
                 f"{self._context.session_id!r}); use a handle that one of its stubs names"
             )
         return self.offload
+
+    async def _archived_handles(self) -> set[str]:
+        """The handles the session's archive names: a stub compaction archived is still
+        the session's (its search finds it), so it stays readable. Read on a miss only."""
+        if self._context.retention is HistoryRetention.NONE:
+            return set()
+        store = await self._context.ready()
+        return offloaded_handles([m async for m in store.iter_history(include_archived=True)])
 
     async def _finish_result(self, call: ToolUseBlock, result: ToolResultBlock) -> ToolResultBlock:
         """`result` as it is kept: offloaded if too large (a page it read never is)."""
@@ -734,9 +746,12 @@ class ModelLoop:
         yield StepStarted(step, window)
         response: ModelResponse | None = None
         tools = self.tools
-        # Offered while the model can see a stub: the window's (bounded) messages are
-        # scanned, not the whole history (which would cost every step time in its length).
-        if self._read_tool is not None and offloaded_handles(window.messages):
+        # Offered while the model can see a stub, or a search hit that names one (an
+        # archived stub): the window's (bounded) messages are scanned, not the whole
+        # history (which would cost every step time in its length).
+        if self._read_tool is not None and (
+            offloaded_handles(window.messages) or names_offloaded(window.messages)
+        ):
             tools = [*tools, self._read_tool]
         replies = call_model(
             self.model,

@@ -9,8 +9,9 @@ text (head, where the rest is, tail) and whose `offloaded` field is the
 to `INDEXED_CHARACTERS` characters, so `ContextStore.search` and the
 `search_history` tool find what only the blob holds). The model reads the
 rest with the `read_tool_result` tool, which `ModelLoop` offers whenever the
-window it is shown holds a stub; offsets and lengths count characters of the
-whole text, and a handle must be one a stub of the session's history names.
+window it is shown holds a stub (or a `search_history` hit naming one);
+offsets and lengths count characters of the whole text, and a handle must be
+one a stub of the session's history or archive names.
 
 Where the blobs go, unless a store is given: beside the conversation. A
 `SQLiteContextStore` or `PostgresContextStore` puts them in its own database

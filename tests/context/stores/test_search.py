@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Iterator
@@ -503,3 +504,37 @@ def test_an_offloaded_result_keeps_at_most_the_indexed_characters_of_its_distinc
     assert len(kept) <= INDEXED_CHARACTERS < len(kept) + 8
     assert many.startswith(kept + " ")  # whole words, first seen first, each once
     assert offloaded_words("Disk FULL; disk full at 91%") == "disk full at 91"
+
+
+async def test_an_archived_offloaded_result_that_search_history_finds_stays_readable(
+    make_store: MakeStore,
+) -> None:
+    @tool
+    async def read_backup_log() -> str:
+        """Read the backup log."""
+        return BIG_LOG
+
+    store = await make_store()
+    handle = "tool-results/" + hashlib.sha256(BIG_LOG.encode()).hexdigest()
+    start = BIG_LOG.index(FACT)
+    model = ScriptedModel(
+        [
+            assistant(tool_call("read_backup_log")),
+            "Read.",
+            assistant(tool_call("search_history", query="vault Zephyr")),
+            assistant(tool_call("read_tool_result", handle=handle, offset=start, length=len(FACT))),
+            "It is QX93-7741.",
+        ]
+    )
+    agent = Agent(
+        "ops", "Reads logs", [read_backup_log, search_history], context=ContextConfig(store)
+    )
+    loop = ModelLoop(agent, model)
+    await loop.run("Read the backup log.")
+    await store.replace_prefix(await store.count(), [Message("user", "(a log was read)")])
+    await loop.run("Which checksum?")
+
+    # No stub is in view; the search hit names it, so the read tool is offered and reads it.
+    assert ["read_tool_result" in call.tools for call in model.calls[2:]] == [False, True, True]
+    assert model.calls[4].messages[-1].tool_results[0].text.startswith(FACT)
+    assert await loop.read_tool_result(handle, start, len(FACT)) == FACT

@@ -25,12 +25,13 @@ WORKERS ?= auto
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test pytest compat check fmt demo docs bench clean postgres
+.PHONY: help test pytest suite compat check fmt demo docs bench clean postgres
 
 help:
 	@echo "make demo    run the example agent (examples/demo.py)"
 	@echo "make test    lint, format check, mypy --strict, tests with branch coverage"
 	@echo "make pytest  tests with branch coverage only"
+	@echo "make suite   tests only, no coverage (CI's other Pythons)"
 	@echo "make compat  the differential tests against pygents 0.7.0 (on Python 3.12+)"
 	@echo "make check   ruff lint, format check and mypy --strict only"
 	@echo "make fmt     format and autofix with ruff"
@@ -89,6 +90,11 @@ test: $(DEV_STAMP) postgres
 
 pytest: $(DEV_STAMP) postgres
 	$(TESTS)
+
+# The suite without coverage: CI measures coverage once, on the default python3,
+# and only runs the tests on the other supported Pythons.
+suite: $(DEV_STAMP) postgres
+	$(BIN)/python -m pytest -n $(WORKERS)
 
 compat:
 ifeq ($(PYTHON_HAS_PYGENTS),1)

@@ -413,7 +413,9 @@ def test_cli_import(documents: dict[str, dict[str, Any]], tmp_path: Path) -> Non
         document: dict[str, Any] = orjson.loads(out.getvalue())
         return document
 
-    @fuzz(2_000)
+    # Each example is a whole `pygents-ctx import` into SQLite (~25 ms): fewer than the
+    # in-process loaders get, so the suite stays within CI's time.
+    @fuzz(600)
     @given(seed=SEEDS)
     def check(seed: int) -> None:
         rng = random.Random(seed)

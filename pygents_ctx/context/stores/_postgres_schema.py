@@ -37,6 +37,9 @@ picks another).
 - `pygents_decisions` (version 7): a person's decision on each tool call of
   the session that waited for approval (see `_decisions_sql`); a session's
   rows go with the session.
+- `pygents_journal` (version 12): the step journal, one row per tool call a
+  model loop started, with its result once it finished (see `_journal_sql`);
+  a session's rows go with the session.
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -49,6 +52,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
+from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
 from pygents_ctx.context.stores._usage_sql import (
@@ -171,6 +175,7 @@ _V11: Final = (
     "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at, id) "
     "WHERE owner IS NOT NULL",
 )
+# Version 12: the step journal.
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
@@ -183,6 +188,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     POSTGRES_REASONING,
     POSTGRES_WINDOW,
     _V11,
+    journal_sql.POSTGRES_TABLE,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -48,6 +48,9 @@ Tables (schema version 12):
 - `pygents_decisions` (version 9): a person's decision on each tool call of
   the session that waited for approval (see `_decisions_sql`); a session's
   rows go with the session.
+- `pygents_journal` (version 15): the step journal, one row per tool call a
+  model loop started, with its result once it finished (see `_journal_sql`);
+  a session's rows go with the session.
 
 Every message's data is pointed at by exactly one live or archive row: the
 stores delete a row and its data in the same transaction (no foreign key from
@@ -64,6 +67,7 @@ from pathlib import Path
 from typing import Final
 
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
+from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import SQLITE_INDEX, SQLITE_OFFLOADED_WORDS
 from pygents_ctx.context.stores._usage_sql import (
@@ -435,6 +439,7 @@ _V13: Final = (
     "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at) "
     "WHERE owner IS NOT NULL",
 )
+# Version 15: the step journal.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -450,6 +455,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     SQLITE_WINDOW,
     _V13,
     SQLITE_OFFLOADED_WORDS,
+    journal_sql.SQLITE_TABLE,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

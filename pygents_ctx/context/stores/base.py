@@ -23,7 +23,7 @@ from datetime import timedelta
 from enum import Enum
 from typing import Any, NamedTuple, Self
 
-from pygents_ctx.context.messages import Message
+from pygents_ctx.context.messages import Message, ToolResultBlock
 from pygents_ctx.context.stores._common import (
     ClosesOnExit,
     changed_prefix,
@@ -73,16 +73,28 @@ class ApprovalDecision(NamedTuple):
     reason: str | None = None
 
 
+def check_call_id(call_id: object) -> str:
+    """`call_id` if a store can key a tool call's decision or journal row by it.
+
+    Raises:
+        TypeError: It is not a str.
+        ValueError: It is empty, or holds a NUL character or a lone surrogate.
+    """
+    if not isinstance(call_id, str):
+        raise TypeError(f"a tool call id is a str (ToolUseBlock.id), not {call_id!r}")
+    if not call_id:
+        raise ValueError("a tool call id is a non-empty str (ToolUseBlock.id), not ''")
+    check_text("tool call id", call_id)
+    return call_id
+
+
 def check_decision(call_id: object, decision: object) -> tuple[str, ApprovalDecision]:
     """`call_id` and `decision` if a store can keep them (see `ContextStore.record_decision`).
 
     Raises:
         TypeError, ValueError: As `record_decision` says.
     """
-    if not isinstance(call_id, str):
-        raise TypeError(f"a tool call id is a str (ToolUseBlock.id), not {call_id!r}")
-    if not call_id:
-        raise ValueError("a tool call id is a non-empty str (ToolUseBlock.id), not ''")
+    call_id = check_call_id(call_id)
     if not (
         isinstance(decision, ApprovalDecision)
         and isinstance(decision.approved, bool)
@@ -92,7 +104,6 @@ def check_decision(call_id: object, decision: object) -> tuple[str, ApprovalDeci
             "record_decision needs ApprovalDecision(approved: bool, reason: str | None), "
             f"not {decision!r}"
         )
-    check_text("tool call id", call_id)
     if decision.reason is not None:
         check_text("rejection reason", decision.reason)
     return call_id, decision
@@ -303,6 +314,7 @@ class ContextStore(ClosesOnExit, ABC):
     _output_tokens: int = 0
     _usage_records: list[UsageRecord] | None = None
     _decisions: dict[str, ApprovalDecision] | None = None
+    _journal: dict[str, ToolResultBlock | None] | None = None
     _leases: InProcessLeases | None = None
     _owner: str | None = None
 
@@ -804,6 +816,59 @@ class ContextStore(ClosesOnExit, ABC):
     async def get_decisions(self) -> dict[str, ApprovalDecision]:
         """Every decision recorded on this session's tool calls, by call id."""
         return dict(self._decisions or {})
+
+    # -- the step journal ---------------------------------------------------------
+
+    async def journal_start(self, call_id: str) -> None:
+        """Record that tool call `call_id` starts: written before its tool runs.
+
+        The step journal is how a model loop resumed after a crash tells a
+        call that never started (it runs) from one that started and did not
+        finish (it may have run: the model reads `INTERRUPTED`) and from one
+        that finished (its kept result is used; the tool does not run again).
+        Recording a call that is recorded changes nothing. The journal goes
+        with the session (`delete`).
+
+        This default keeps it on the instance.
+
+        Raises:
+            TypeError: `call_id` is not a str.
+            ValueError: `call_id` is empty, or holds a NUL character or a
+                lone surrogate.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out (see `lease()`); nothing was changed.
+        """
+        call_id = check_call_id(call_id)
+        self._check_fence()
+        if self._journal is None:
+            self._journal = {}
+        self._journal.setdefault(call_id, None)
+
+    async def journal_finish(self, call_id: str, result: ToolResultBlock) -> None:
+        """Record that tool call `call_id` finished with `result` (the one the model reads).
+
+        A call that has a result keeps it.
+
+        Raises:
+            TypeError: `call_id` is not a str, or `result` not a `ToolResultBlock`.
+            ValueError, LeaseLostError: As `journal_start` says.
+        """
+        call_id = check_call_id(call_id)
+        if not isinstance(result, ToolResultBlock):
+            raise TypeError(f"journal_finish needs a ToolResultBlock result, not {result!r}")
+        self._check_fence()
+        if self._journal is None:
+            self._journal = {}
+        if self._journal.get(call_id) is None:
+            self._journal[call_id] = result
+
+    async def get_journal(self, call_ids: Iterable[str]) -> dict[str, ToolResultBlock | None]:
+        """The journal of `call_ids`: each recorded call's result, None if it did not finish.
+
+        A call never started is not in it.
+        """
+        journal = self._journal or {}
+        return {c: journal[c] for c in call_ids if c in journal}
 
     # -- one writer per session -------------------------------------------------
 

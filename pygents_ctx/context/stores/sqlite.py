@@ -17,8 +17,9 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pygents_ctx.context.messages import Message
+from pygents_ctx.context.messages import Message, ToolResultBlock
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
+from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _search_sql as search_sql
@@ -54,6 +55,7 @@ from pygents_ctx.context.stores.base import (
     ContextStore,
     SessionInfo,
     SessionSnapshot,
+    check_call_id,
     check_decision,
     check_snapshot,
 )
@@ -568,6 +570,38 @@ class SQLiteContextStore(ContextStore):
     async def get_decisions(self) -> dict[str, ApprovalDecision]:
         """Every decision recorded on this session's tool calls, by call id."""
         return await self._conn.run(partial(decisions_sql.read_sqlite, self.session_id))
+
+    # -- the step journal (see `ContextStore.journal_start`) ----------------------
+
+    async def journal_start(self, call_id: str) -> None:
+        """Record that tool call `call_id` starts (one transaction, fenced by a lease held here).
+
+        See `ContextStore.journal_start`.
+
+        Raises:
+            TypeError, ValueError, LeaseLostError: As `ContextStore.journal_start` says.
+        """
+        call_id = check_call_id(call_id)
+        await self._write(partial(journal_sql.start_sqlite, self.session_id, now_iso(), call_id), ensures=True)
+
+    async def journal_finish(self, call_id: str, result: ToolResultBlock) -> None:
+        """Record that tool call `call_id` finished with `result` (one transaction, fenced).
+
+        See `ContextStore.journal_finish`.
+
+        Raises:
+            TypeError, ValueError, LeaseLostError: As `ContextStore.journal_finish` says.
+        """
+        call_id = check_call_id(call_id)
+        if not isinstance(result, ToolResultBlock):
+            raise TypeError(f"journal_finish needs a ToolResultBlock result, not {result!r}")
+        data = journal_sql.encode(result)
+        await self._write(partial(journal_sql.finish_sqlite, self.session_id, now_iso(), call_id, data), ensures=True)
+
+    async def get_journal(self, call_ids: Iterable[str]) -> dict[str, ToolResultBlock | None]:
+        """The journal of `call_ids`: each recorded call's result, None if it did not finish."""
+        ids = tuple(call_ids)
+        return await self._conn.run(partial(journal_sql.read_sqlite, self.session_id, ids))
 
     # -- the lease (see `ContextStore.lease`) ------------------------------------
 

@@ -211,7 +211,7 @@ from pygents_ctx.model import (
     to_openai_tools,
 )
 from pygents_ctx.registry import AgentRegistry, AgentScope, HookRegistry, ToolRegistry
-from pygents_ctx.tools import Tool, ToolMetadata, tool
+from pygents_ctx.tools import IdempotencyKey, Tool, ToolMetadata, tool
 from pygents_ctx.turns import StopReason, Turn, TurnMetadata
 
 __all__ = [
@@ -271,6 +271,7 @@ __all__ = [
     "HookKind",
     "HookMetadata",
     "HookRegistry",
+    "IdempotencyKey",
     "ImageBlock",
     "InMemoryBlobStore",
     "InMemoryGraphStore",

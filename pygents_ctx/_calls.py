@@ -6,6 +6,10 @@ agent's resource of that class (see `_resources`). The queue and the pool build
 on this module: each registers its class here when it is defined
 (`receives_context`), so this module never imports them.
 
+A parameter annotated `IdempotencyKey` receives the key of the model's tool
+call the tool runs for (`CALL_KEY`, set by the model loop around the call); only
+a tool may take one.
+
 A `CallSpec` is worked out once, when a function is decorated, so that a call
 does only the work its function needs: a plain function with no fixed kwargs and
 no context parameters is called with its arguments untouched.
@@ -29,11 +33,14 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Mapping
 
 __all__ = [
+    "CALL_KEY",
     "CONTEXT_READERS",
     "CURRENT_CONTEXT",
+    "KEY",
     "POOL",
     "QUEUE",
     "CallSpec",
+    "IdempotencyKey",
     "LoopLock",
     "any_dynamic",
     "evaluate_dynamic",
@@ -51,8 +58,42 @@ CURRENT_CONTEXT: ContextVar[tuple[Any, Any, Mapping[type, object]] | None] = Con
     "pygents_ctx_current_context", default=None
 )
 
-# Where the queue and the pool are in `CURRENT_CONTEXT`.
-QUEUE, POOL = 0, 1
+# Where the queue and the pool are in `CURRENT_CONTEXT`; KEY: the slot of an idempotency key.
+QUEUE, POOL, KEY = 0, 1, -1
+
+
+class IdempotencyKey(str):
+    """A tool parameter's type: the key of the model's tool call, to dedupe a side effect by.
+
+    A parameter of a `@tool` function annotated `IdempotencyKey` is filled by
+    the model loop (`ModelLoop`) and left out of the tool's schema: the model
+    never sees it. Its value is the session id and the model's tool call id
+    (`"<session>:<call id>"`), the same every time that call runs: when a run
+    resumed after a crash cannot tell whether a started call ran (see the
+    step journal in the durable runs guide), a tool that passes the key to
+    its payment provider, or keeps it with its effect, does the effect once.
+
+    Called outside a model loop, the tool needs the key passed explicitly, or
+    the parameter annotated `IdempotencyKey | None = None` (then None). Only
+    a tool takes one: a hook (or another decorated function) with a
+    parameter so annotated is refused when it is decorated.
+
+    Examples:
+        >>> from pygents_ctx import IdempotencyKey, tool
+        >>> @tool
+        ... async def refund(order: str, key: IdempotencyKey) -> str:
+        ...     "Refund an order."
+        ...     return f"refunded {order} once, as {key}"
+        >>> refund.metadata.input_schema["required"]
+        ['order']
+    """
+
+    __slots__ = ()
+
+
+# The idempotency key of the model's tool call whose tool runs (in its task and the
+# tasks it starts), set by the model loop around the call.
+CALL_KEY: ContextVar[IdempotencyKey | None] = ContextVar("pygents_ctx_call_key", default=None)
 # The classes registered with `receives_context`: the queue's and the pool's.
 _CONTEXT_CLASSES: dict[int, type] = {}
 
@@ -138,6 +179,8 @@ def _context_slot(annotation: Any) -> tuple[int | type, bool] | None:
         if found is None:
             return None
         name = found.group(1)
+        if name == IdempotencyKey.__name__:
+            return KEY, bool(_OPTIONAL_TEXT.search(annotation))
         slot: int | type | None = next(
             (at for at, cls in _CONTEXT_CLASSES.items() if cls.__name__ == name),
             None,
@@ -153,6 +196,8 @@ def _context_slot(annotation: Any) -> tuple[int | type, bool] | None:
     optional = type(None) in members
     for member in members:
         origin = typing.get_origin(member) or member
+        if origin is IdempotencyKey:
+            return KEY, optional
         for at, cls in _CONTEXT_CLASSES.items():
             if origin is cls:
                 return at, optional
@@ -176,9 +221,11 @@ class CallSpec:
         fn: The decorated function.
         fixed_kwargs: Keyword arguments merged into every call.
         owner: How to name the function in error messages (`"tool 'fetch'"`).
+        tool: Whether the function is a tool's (only a tool takes an `IdempotencyKey`).
 
     Raises:
-        TypeError: A fixed kwarg names a parameter the function cannot accept.
+        TypeError: A fixed kwarg names a parameter the function cannot accept,
+            or a function that is not a tool's takes an `IdempotencyKey`.
     """
 
     __slots__ = (
@@ -192,7 +239,14 @@ class CallSpec:
         "positional",
     )
 
-    def __init__(self, fn: Callable[..., Any], fixed_kwargs: Mapping[str, Any], owner: str) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        fixed_kwargs: Mapping[str, Any],
+        owner: str,
+        *,
+        tool: bool = False,
+    ) -> None:
         signature = inspect.signature(fn)
         params = signature.parameters
         self.owner = owner
@@ -230,6 +284,13 @@ class CallSpec:
             found = _context_slot(hints.get(name, p.annotation))
             if found is not None:
                 slot, optional = found
+                if slot == KEY and not tool:
+                    raise TypeError(
+                        f"{owner} has parameter {name!r} annotated IdempotencyKey, which only "
+                        "a tool receives (the key of the model's tool call it runs for); take "
+                        "the key in the @tool function and pass it on, or annotate "
+                        f"{name!r} as str"
+                    )
                 position = positional.index(name) if name in positional else None
                 injected.append(_Injected(name, position, slot, optional))
         self.injected = tuple(injected)
@@ -277,6 +338,20 @@ class CallSpec:
             if name in kwargs or (position is not None and position < n_positional):
                 continue  # an explicit argument always wins
             slot = injected.slot
+            if slot == KEY:
+                key = CALL_KEY.get()
+                if key is not None:
+                    kwargs[name] = key
+                    continue
+                if injected.optional:
+                    if self.parameters[name].default is inspect.Parameter.empty:
+                        kwargs[name] = None
+                    continue
+                raise TypeError(
+                    f"{self.owner} needs an IdempotencyKey for parameter {name!r}: a model "
+                    f"loop's model calls give one; pass {name}=... explicitly, or annotate "
+                    f"it 'IdempotencyKey | None = None'"
+                )
             if context is not None:
                 if isinstance(slot, int):
                     kwargs[name] = context[slot]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
-from pygents_ctx._calls import CallSpec, LoopLock, tag_set
+from pygents_ctx._calls import CallSpec, IdempotencyKey, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._dispatch import HookSlot, ToolHookList, fire_on, fire_with_kwargs, hooks_attribute
 from pygents_ctx._docstrings import parse_docstring
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     # A function of a call's arguments (one dict) saying whether a person must approve it.
     ApprovalRule: TypeAlias = Callable[[dict[str, Any]], bool | Awaitable[bool]]
 
-__all__ = ["Tool", "ToolMetadata", "tool"]
+__all__ = ["IdempotencyKey", "Tool", "ToolMetadata", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -244,7 +244,7 @@ class Tool(Generic[P, R]):
         self.fixed_kwargs = dict(fixed_kwargs or {})
         self._hooks: list[Hook] = ToolHookList()
         self.subtools: list[Tool[..., Any]] = []
-        self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}")
+        self._spec = CallSpec(fn, self.fixed_kwargs, f"tool {self.key!r}", tool=True)
         # Positional arguments past the function's parameters are dropped, as pygents
         # documents (and as keyword arguments it does not take are).
         self._positional_room = (

@@ -6,29 +6,78 @@ calls' order, after the values the tools produced for routing. Stopped early
 (cancelled, or the caller left `stream()`), the calls that finished keep their
 results and the others are answered as cancelled, routed at once so nothing a
 tool did is lost.
+
+Each call is recorded in the step journal of the session's store (`Journal`):
+started before its tool runs, finished with the result the model reads. A
+call the journal already holds does not run again: it is answered with its
+kept result, or `INTERRUPTED` if it started and did not finish (it may have
+run), so a run resumed after a crash never repeats a finished tool call and
+never calls a started one "not run".
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.stores.base import ContextStore
 from pygents_ctx.hooks import Hook
 from pygents_ctx.model._replies import closing
 from pygents_ctx.model._steps import STEP_TOOLS
-from pygents_ctx.model._tool_calls import CANCELLED, run_call, unanswered_calls
+from pygents_ctx.model._tool_calls import CANCELLED, answer_of, run_call, unanswered_calls
 from pygents_ctx.model.events import ToolCallFinished, ToolCallStarted
-from pygents_ctx.tools import Tool
+from pygents_ctx.tools import IdempotencyKey, Tool
 
-__all__ = ["Finish", "cancel_unanswered", "run_calls"]
+__all__ = ["Finish", "Journal", "cancel_unanswered", "run_calls"]
 
 # What a call's result becomes before the model sees it (offloaded when too large).
 Finish: TypeAlias = Callable[[ToolUseBlock, ToolResultBlock], Awaitable[ToolResultBlock]]
+
+
+@dataclass(frozen=True)
+class Journal:
+    """The step journal of a reply's calls: the store that keeps it, and what it held.
+
+    Attributes:
+        store: The session's store, where each call is recorded as started
+            and finished (under the run's lease, if it holds one).
+        kept: What the journal held for the calls when the step began: a
+            finished call's result, None for a call that started and did not
+            finish. Such calls do not run again.
+    """
+
+    store: ContextStore
+    kept: Mapping[str, ToolResultBlock | None]
+
+    @classmethod
+    async def of(cls, store: ContextStore, calls: list[ToolUseBlock]) -> Journal:
+        return cls(store, await store.get_journal(call.id for call in calls))
+
+    def key(self, call: ToolUseBlock) -> IdempotencyKey:
+        """The call's idempotency key: the same whenever and wherever it runs."""
+        return IdempotencyKey(f"{self.store.session_id}:{call.id}")
+
+
+async def _one(
+    call: ToolUseBlock,
+    tools: Mapping[str, Tool[..., Any]],
+    hooks: list[Hook],
+    seconds: float,
+    finish: Finish,
+    journal: Journal,
+) -> tuple[ToolResultBlock, list[Any]]:
+    """Run `call`, recorded in the journal as started, then finished with its result."""
+    await journal.store.journal_start(call.id)
+    result, values = await run_call(call, tools, hooks, seconds, journal.key(call))
+    result = await finish(call, result)
+    await journal.store.journal_finish(call.id, result)
+    return result, values
 
 
 async def run_calls(
@@ -40,17 +89,19 @@ async def run_calls(
     parallel: int,
     seconds: float,
     finish: Finish,
+    journal: Journal,
 ) -> AsyncGenerator[Any, None]:
     """Run `calls` for `agent`: their events as they happen, then what to route and store.
 
     Up to `parallel` calls run at once, each for at most `seconds`; each
-    result goes through `finish` before it is shown or kept.
+    result goes through `finish` before it is shown or kept. A call `journal`
+    holds does not run: its result is the kept one, or `INTERRUPTED`.
     """
     hooks = list(agent.turn_hooks)
     if len(calls) == 1 or parallel == 1:
-        steps = _one_by_one(agent, tools, hooks, step, calls, seconds, finish)
+        steps = _one_by_one(agent, tools, hooks, step, calls, seconds, finish, journal)
     else:
-        steps = _at_once(agent, tools, hooks, step, calls, parallel, seconds, finish)
+        steps = _at_once(agent, tools, hooks, step, calls, parallel, seconds, finish, journal)
     async with closing(steps) as values:
         async for value in values:
             yield value
@@ -64,15 +115,19 @@ async def _one_by_one(
     calls: list[ToolUseBlock],
     seconds: float,
     finish: Finish,
+    journal: Journal,
 ) -> AsyncGenerator[Any, None]:
     """The calls in turn, in this task (one call needs no task of its own)."""
     results: dict[str, ToolResultBlock] = {}
     routed: dict[str, list[Any]] = {}
     try:
         for call in calls:
-            yield ToolCallStarted(step, call)
-            result, values = await run_call(call, tools, hooks, seconds)
-            result = await finish(call, result)
+            values: list[Any] = []
+            if call.id in journal.kept:  # started or finished before: it does not run again
+                result = answer_of(call, journal.kept, CANCELLED)
+            else:
+                yield ToolCallStarted(step, call)
+                result, values = await _one(call, tools, hooks, seconds, finish, journal)
             results[call.id], routed[call.id] = result, values
             yield ToolCallFinished(step, call, result)
     except BaseException:
@@ -91,6 +146,7 @@ async def _at_once(
     parallel: int,
     seconds: float,
     finish: Finish,
+    journal: Journal,
 ) -> AsyncGenerator[Any, None]:
     """The calls as tasks, up to `parallel` at once; events as they happen."""
     events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
@@ -99,12 +155,15 @@ async def _at_once(
     routed: dict[str, list[Any]] = {}
 
     async def one(call: ToolUseBlock) -> None:
-        async with gate:
-            events.put_nowait(ToolCallStarted(step, call))
-            result, values = await run_call(call, tools, hooks, seconds)
-            result = await finish(call, result)
-            results[call.id], routed[call.id] = result, values
-            events.put_nowait(ToolCallFinished(step, call, result))
+        values: list[Any] = []
+        if call.id in journal.kept:  # started or finished before: it does not run again
+            result = answer_of(call, journal.kept, CANCELLED)
+        else:
+            async with gate:
+                events.put_nowait(ToolCallStarted(step, call))
+                result, values = await _one(call, tools, hooks, seconds, finish, journal)
+        results[call.id], routed[call.id] = result, values
+        events.put_nowait(ToolCallFinished(step, call, result))
 
     tasks = [asyncio.create_task(one(call)) for call in calls]
     try:

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._calls import CALL_KEY, IdempotencyKey
 from pygents_ctx._suggest import closest
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import (
@@ -27,7 +28,9 @@ from pygents_ctx.turns import Turn
 __all__ = [
     "CANCELLED",
     "CURRENT_CALL",
+    "INTERRUPTED",
     "NOT_RUN",
+    "answer_of",
     "run_call",
     "tool_arguments",
     "unanswered_calls",
@@ -37,6 +40,7 @@ CANCELLED: Final = (
     "cancelled: the run stopped before this call finished; call the tool again if still needed"
 )
 NOT_RUN: Final = "not run: a new message came before this call ran; call the tool again if needed"
+INTERRUPTED: Final = "interrupted: it started and may have run; check before calling again"
 
 # The model's tool call whose tool is running (in its task and the tasks it starts):
 # a sub-agent's tool reads it to link its model calls to the call that ran it.
@@ -55,6 +59,21 @@ def unanswered_calls(history: Sequence[Message]) -> list[ToolUseBlock]:
 
 def _error(call: ToolUseBlock, text: str) -> ToolResultBlock:
     return ToolResultBlock(call.id, text, is_error=True)
+
+
+def answer_of(
+    call: ToolUseBlock, kept: Mapping[str, ToolResultBlock | None], never_started: str
+) -> ToolResultBlock:
+    """The result of `call` the step journal `kept` tells, for a call that will not run now.
+
+    A call that finished has its kept result; one that started and did not
+    finish is `INTERRUPTED` (it may have run); one never started gets
+    `never_started` (`NOT_RUN`, `CANCELLED`).
+    """
+    if call.id not in kept:
+        return _error(call, never_started)
+    result = kept[call.id]
+    return _error(call, INTERRUPTED) if result is None else result
 
 
 def tool_arguments(item: Tool[..., Any], given: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,9 +102,14 @@ async def run_call(
     tools: Mapping[str, Tool[..., Any]],
     hooks: list[Hook],
     seconds: float,
+    key: IdempotencyKey | None = None,
 ) -> tuple[ToolResultBlock, list[Any]]:
-    """Run `call` as a `Turn`: the result the model reads, and the values to route (see `_run`)."""
+    """Run `call` as a `Turn`: the result the model reads, and the values to route (see `_run`).
+
+    `key` is what a tool parameter annotated `IdempotencyKey` receives.
+    """
     token = CURRENT_CALL.set(call)
+    key_token = CALL_KEY.set(key)
     try:
         if not OBSERVERS:
             return await _run(call, tools, hooks, seconds, None)
@@ -98,6 +122,7 @@ async def run_call(
         watch.end(result, None)
         return result, routed
     finally:
+        CALL_KEY.reset(key_token)
         CURRENT_CALL.reset(token)
 
 

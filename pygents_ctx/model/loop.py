@@ -69,7 +69,7 @@ from pygents_ctx.context.stores.lease import SessionLease, check_lease_options, 
 from pygents_ctx.context.strategies.summarize import summary_mark
 from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 from pygents_ctx.errors import OutputValidationError, SafeExecutionError, ToolResultNotFoundError
-from pygents_ctx.model._acting import cancel_unanswered, run_calls
+from pygents_ctx.model._acting import Journal, cancel_unanswered, run_calls
 from pygents_ctx.model._approvals import (
     approval_state,
     check_decision,
@@ -90,7 +90,7 @@ from pygents_ctx.model._replies import (
 )
 from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
 from pygents_ctx.model._subagent import Keep, UsageSink, subagent_tool
-from pygents_ctx.model._tool_calls import NOT_RUN, unanswered_calls
+from pygents_ctx.model._tool_calls import NOT_RUN, answer_of, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
     ModelResponse,
@@ -709,11 +709,12 @@ class ModelLoop:
         self._state()
         message = from_dict(data)
         waiting = unanswered_calls(await self._context.history())
-        if waiting:  # the conversation moves on: those calls are answered as not run
+        if waiting:  # the conversation moves on: those calls are answered without running
+            # As the step journal says: a finished call's result, INTERRUPTED for one that
+            # started (it may have run), NOT_RUN only for one that never started.
+            kept = (await Journal.of(await self._context.ready(), waiting)).kept
             yield ContextItem(
-                content=Message(
-                    "user", [ToolResultBlock(c.id, NOT_RUN, is_error=True) for c in waiting]
-                )
+                content=Message("user", [answer_of(call, kept, NOT_RUN) for call in waiting])
             )
         yield ContextItem(content=message)
         yield self._think_turn()
@@ -869,13 +870,15 @@ class ModelLoop:
     ) -> AsyncGenerator[Any, None]:
         run = self._state()
         calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
+        store = await self._context.ready()
         if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
             todo = calls  # queued by this run's think, which stored them: none answered yet
+            journal = Journal(store, {})  # nor started
         else:  # restored, or run again after an interruption: the store says what is left
             still_open = {call.id for call in unanswered_calls(await self._context.history())}
             todo = [call for call in calls if call.id in still_open]
+            journal = await Journal.of(store, todo)
         run.fresh_calls = frozenset()
-        store = await self._context.ready()
         for call_id, held in (approvals or {}).items():  # decisions an older version saved
             if held and any(call.id == call_id for call in todo):
                 legacy = ApprovalDecision(bool(held["approved"]), held.get("reason"))
@@ -907,6 +910,7 @@ class ModelLoop:
             parallel=self.parallel_tools,
             seconds=self.tool_timeout,
             finish=self._finish_result,
+            journal=journal,
         )
         async with closing(run_decided(todo, decided, step, self.agent._route)) as values:
             async for value in values:

@@ -162,4 +162,6 @@ async def read_postgres(
         "SELECT call_id, result FROM pygents_journal WHERE session_id = %s AND call_id = ANY(%s)",
         (session_id, list(call_ids)),
     )
-    return {row[0]: decode(None if row[1] is None else bytes(row[1])) for row in await cursor.fetchall()}
+    return {
+        row[0]: decode(None if row[1] is None else bytes(row[1])) for row in await cursor.fetchall()
+    }

@@ -582,7 +582,9 @@ class SQLiteContextStore(ContextStore):
             TypeError, ValueError, LeaseLostError: As `ContextStore.journal_start` says.
         """
         call_id = check_call_id(call_id)
-        await self._write(partial(journal_sql.start_sqlite, self.session_id, now_iso(), call_id), ensures=True)
+        await self._write(
+            partial(journal_sql.start_sqlite, self.session_id, now_iso(), call_id), ensures=True
+        )
 
     async def journal_finish(self, call_id: str, result: ToolResultBlock) -> None:
         """Record that tool call `call_id` finished with `result` (one transaction, fenced).
@@ -596,7 +598,10 @@ class SQLiteContextStore(ContextStore):
         if not isinstance(result, ToolResultBlock):
             raise TypeError(f"journal_finish needs a ToolResultBlock result, not {result!r}")
         data = journal_sql.encode(result)
-        await self._write(partial(journal_sql.finish_sqlite, self.session_id, now_iso(), call_id, data), ensures=True)
+        await self._write(
+            partial(journal_sql.finish_sqlite, self.session_id, now_iso(), call_id, data),
+            ensures=True,
+        )
 
     async def get_journal(self, call_ids: Iterable[str]) -> dict[str, ToolResultBlock | None]:
         """The journal of `call_ids`: each recorded call's result, None if it did not finish."""

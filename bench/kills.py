@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pygents_ctx import Agent, ContextConfig, IdempotencyKey, Message, ModelLoop, tool
+from pygents_ctx import Agent, AgentScope, ContextConfig, IdempotencyKey, Message, ModelLoop, tool
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.sqlite import SQLiteConnection
 from pygents_ctx.errors import SessionBusyError
@@ -123,7 +123,7 @@ async def _think(messages: list[Message]) -> Message:
     if last.tool_results:
         return Message("assistant", "done")
     calls = [tool_call("refund", order=last.text)]
-    if hash(last.text) % 2:
+    if int(last.text.rsplit("-", 1)[-1]) % 2:  # every other prompt: two calls at once
         calls.append(tool_call("refund", order=last.text + "/b"))
     return assistant(*calls)
 
@@ -136,25 +136,30 @@ def _store(conn: Any, session: str) -> ContextStore:
     return PostgresContextStore(conn, session_id=session)
 
 
+async def _run_once(store: ContextStore, refund: Any, rng: random.Random, n: int) -> bool:
+    """One run on `store`'s session; False if another life's lease still holds it."""
+    with AgentScope():
+        agent = Agent("worker", "refunds", [refund], context=ContextConfig(store))
+        loop = ModelLoop(agent, ScriptedModel([_think] * 10), lease_ttl=LEASE_TTL)
+        history = await store.get_history()
+        ended = bool(history) and history[-1].role == "assistant" and not history[-1].tool_uses
+        try:
+            if history and not ended and rng.random() < 0.5:
+                await loop.run()  # resumed: the journal says what ran
+            else:
+                await loop.run(f"order {os.getpid()}-{n}")
+        except SessionBusyError:
+            return False  # a killed life's lease: another session meanwhile
+    return True
+
+
 async def _runs(conn: Any, workdir: Path, rng: random.Random, ready: int) -> None:
     refund = _tools(workdir)
     os.write(ready, b"r")
     for n in itertools.count():
         for index in rng.sample(range(SESSIONS), SESSIONS):
-            store = _store(conn, f"s{index}")
-            name = f"worker-{os.getpid()}-{n}-{index}"
-            agent = Agent(name, "refunds", [refund], context=ContextConfig(store))
-            loop = ModelLoop(agent, ScriptedModel([_think] * 10), lease_ttl=LEASE_TTL)
-            history = await store.get_history()
-            ended = bool(history) and history[-1].role == "assistant" and not history[-1].tool_uses
-            try:
-                if history and not ended and rng.random() < 0.5:
-                    await loop.run()  # resumed: the journal says what ran
-                else:
-                    await loop.run(f"order {os.getpid()}-{n}")
-            except SessionBusyError:
-                continue  # a killed life's lease: another session meanwhile
-            break
+            if await _run_once(_store(conn, f"s{index}"), refund, rng, n):
+                break
         else:
             await asyncio.sleep(0.05)
 

@@ -26,7 +26,7 @@ from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
-from pygents_ctx.context.stores.base import ContextStore
+from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.hooks import Hook
 from pygents_ctx.model._replies import closing
 from pygents_ctx.model._steps import STEP_TOOLS
@@ -46,22 +46,31 @@ class Journal:
 
     Attributes:
         store: The session's store, where each call is recorded as started
-            and finished (under the run's lease, if it holds one).
+            and finished (under the run's lease, if it holds one); None for a
+            conversation that is never written (`HistoryRetention.NONE`),
+            which no later run can resume.
+        session_id: The session, the first half of each call's idempotency key.
         kept: What the journal held for the calls when the step began: a
             finished call's result, None for a call that started and did not
             finish. Such calls do not run again.
     """
 
-    store: ContextStore
+    store: ContextStore | None
+    session_id: str
     kept: Mapping[str, ToolResultBlock | None]
 
     @classmethod
-    async def of(cls, store: ContextStore, calls: list[ToolUseBlock]) -> Journal:
-        return cls(store, await store.get_journal(call.id for call in calls))
+    async def of(cls, context: ContextConfig, calls: list[ToolUseBlock] | None) -> Journal:
+        """The journal of `context`'s session, with what it holds of `calls` (None: fresh calls)."""
+        if context.retention is HistoryRetention.NONE:
+            return cls(None, context.session_id, {})
+        store = await context.ready()
+        kept = {} if calls is None else await store.get_journal(call.id for call in calls)
+        return cls(store, context.session_id, kept)
 
     def key(self, call: ToolUseBlock) -> IdempotencyKey:
         """The call's idempotency key: the same whenever and wherever it runs."""
-        return IdempotencyKey(f"{self.store.session_id}:{call.id}")
+        return IdempotencyKey(f"{self.session_id}:{call.id}")
 
 
 async def _one(
@@ -73,10 +82,12 @@ async def _one(
     journal: Journal,
 ) -> tuple[ToolResultBlock, list[Any]]:
     """Run `call`, recorded in the journal as started, then finished with its result."""
-    await journal.store.journal_start(call.id)
+    if journal.store is not None:
+        await journal.store.journal_start(call.id)
     result, values = await run_call(call, tools, hooks, seconds, journal.key(call))
     result = await finish(call, result)
-    await journal.store.journal_finish(call.id, result)
+    if journal.store is not None:
+        await journal.store.journal_finish(call.id, result)
     return result, values
 
 

@@ -712,7 +712,7 @@ class ModelLoop:
         if waiting:  # the conversation moves on: those calls are answered without running
             # As the step journal says: a finished call's result, INTERRUPTED for one that
             # started (it may have run), NOT_RUN only for one that never started.
-            kept = (await Journal.of(await self._context.ready(), waiting)).kept
+            kept = (await Journal.of(self._context, waiting)).kept
             yield ContextItem(
                 content=Message("user", [answer_of(call, kept, NOT_RUN) for call in waiting])
             )
@@ -873,11 +873,11 @@ class ModelLoop:
         store = await self._context.ready()
         if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
             todo = calls  # queued by this run's think, which stored them: none answered yet
-            journal = Journal(store, {})  # nor started
+            journal = await Journal.of(self._context, None)  # nor started
         else:  # restored, or run again after an interruption: the store says what is left
             still_open = {call.id for call in unanswered_calls(await self._context.history())}
             todo = [call for call in calls if call.id in still_open]
-            journal = await Journal.of(store, todo)
+            journal = await Journal.of(self._context, todo)
         run.fresh_calls = frozenset()
         for call_id, held in (approvals or {}).items():  # decisions an older version saved
             if held and any(call.id == call_id for call in todo):

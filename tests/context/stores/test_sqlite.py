@@ -28,6 +28,7 @@ TABLES = [
     "pygents_archive",
     "pygents_decisions",
     "pygents_forks",
+    "pygents_journal",
     "pygents_leases",
     "pygents_messages",
     "pygents_schema",

@@ -421,7 +421,8 @@ class MemoryContextStore(ContextStore):
         older_than: timedelta | None = None,
     ) -> int:
         """Empty this session if it is the one named (a memory store knows no other):
-        messages, archive, usage, tokens, decisions and lease. Returns 1 if it did, else 0.
+        messages, archive, usage, tokens, decisions, journal and lease. Returns 1 if it did,
+        else 0.
 
         Raises:
             ValueError: Neither `owner` nor `session` is given; nothing is erased.
@@ -440,6 +441,7 @@ class MemoryContextStore(ContextStore):
         self._words = {}
         self._usage_records = None
         self._decisions = None
+        self._journal = None
         self._input_tokens = self._output_tokens = 0
         if self._leases is not None:  # a holder's next write is refused: its lease is gone
             self._leases = InProcessLeases()

@@ -155,6 +155,7 @@ async def test_erase_session_removes_everything_of_it_and_only_it(db: Conn) -> N
     await gone.replace_prefix(2, [Message("user", "summary words")])
     await gone.record_usage(UsageRecord(Usage(10, 5), model="m"))
     await gone.record_decision("call-1", ApprovalDecision(False, "no"))
+    await gone.journal_finish("call-2", ToolResultBlock("call-2", "refunded words"))
     await gone.lease(ttl=300, owner="worker").acquire()
     stays = make(db, "stays", owner="alice")
     await stays.append(Message("user", "other words"))
@@ -165,6 +166,7 @@ async def test_erase_session_removes_everything_of_it_and_only_it(db: Conn) -> N
     assert [item async for item in again.iter_history(include_archived=True)] == []
     assert await again.get_usage() == []
     assert await again.get_decisions() == {}
+    assert await again.get_journal(["call-2"]) == {}
     assert await again.get_context_tokens() == (0, 0)
     assert await again.search("words") == []
     assert [info.session_id for info in await stays.list_sessions()] == ["stays"]

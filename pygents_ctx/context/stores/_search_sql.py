@@ -4,9 +4,16 @@ SQLite: an FTS5 table, `pygents_search`, indexes each row of
 `pygents_message_data` (live or archived: the data never moves, so compaction
 costs the index nothing). It is an external-content table over the view
 `pygents_search_source`, which reads a message's searchable text out of its
-JSON in SQL (the same parts as `search.indexed_text`), and triggers on
-`pygents_message_data` keep it in step with every insert, update and delete,
-whoever writes: the stores, the command line's import, SQL of your own.
+JSON in SQL (the same parts as `search.indexed_text`). Since version 16 it is
+kept lazily: an append writes nothing to it (FTS5 writes a segment per
+transaction, which cost each append several times its own write). The one-row
+`pygents_search_state` holds `indexed_through`: every data row with an id up to
+it is indexed, none above it. A search first catches up (`catch_up_sqlite`: the
+rows above it indexed in one transaction, the mark moved to the newest id);
+triggers keep the rows at or below it in step with updates and deletes, and
+index at once a row inserted at or below it (an id reused after the newest row
+was deleted, or given by other SQL). So whoever writes, the stores, the command
+line's import, SQL of your own, the next search finds it.
 
 PostgreSQL: each row of `pygents_messages` and `pygents_archive` carries
 `search`, a `tsvector` of the message's words (`search.words`, computed by the
@@ -43,7 +50,10 @@ __all__ = [
     "INDEXED_CHARACTERS",
     "POSTGRES_INDEX",
     "SQLITE_INDEX",
+    "SQLITE_LAZY_INDEX",
     "SQLITE_OFFLOADED_WORDS",
+    "behind_sqlite",
+    "catch_up_sqlite",
     "indexed_words",
     "live_ids_postgres",
     "live_ids_sqlite",
@@ -131,6 +141,80 @@ SQLITE_INDEX: Final = (
     "INSERT INTO pygents_search (rowid, text) SELECT id, text FROM pygents_search_source",
 )
 
+# Version 16: the rows indexed are those with ids up to `indexed_through`. The
+# triggers touch only those (an FTS5 'delete' of a row it never indexed would
+# corrupt it); a row inserted above the mark waits for the next search.
+_INDEXED: Final = "(SELECT indexed_through FROM pygents_search_state WHERE id = 1)"
+_LAZY_TRIGGERS: Final = (
+    f"""
+    CREATE TRIGGER pygents_message_data_indexed AFTER INSERT ON pygents_message_data
+    WHEN NEW.id <= {_INDEXED}
+    BEGIN
+        INSERT INTO pygents_search (rowid, text)
+        VALUES (NEW.id, {_SOURCE_TEXT.format(data="NEW.data")});
+    END
+    """,
+    f"""
+    CREATE TRIGGER pygents_message_data_unindexed AFTER DELETE ON pygents_message_data
+    WHEN OLD.id <= {_INDEXED}
+    BEGIN
+        INSERT INTO pygents_search (pygents_search, rowid, text)
+        VALUES ('delete', OLD.id, {_SOURCE_TEXT.format(data="OLD.data")});
+    END
+    """,
+    f"""
+    CREATE TRIGGER pygents_message_data_reindexed AFTER UPDATE OF data ON pygents_message_data
+    WHEN OLD.id <= {_INDEXED}
+    BEGIN
+        INSERT INTO pygents_search (pygents_search, rowid, text)
+        VALUES ('delete', OLD.id, {_SOURCE_TEXT.format(data="OLD.data")});
+        INSERT INTO pygents_search (rowid, text)
+        VALUES (NEW.id, {_SOURCE_TEXT.format(data="NEW.data")});
+    END
+    """,
+)
+
+SQLITE_LAZY_INDEX: Final = (
+    """
+    CREATE TABLE pygents_search_state (
+        id              INTEGER PRIMARY KEY CHECK (id = 1),
+        indexed_through INTEGER NOT NULL
+    )
+    """,
+    # Every row there is now was indexed by the eager triggers.
+    "INSERT INTO pygents_search_state (id, indexed_through) "
+    "SELECT 1, coalesce(max(id), 0) FROM pygents_message_data",
+    "DROP TRIGGER pygents_message_data_indexed",
+    "DROP TRIGGER pygents_message_data_unindexed",
+    "DROP TRIGGER pygents_message_data_reindexed",
+    *_LAZY_TRIGGERS,
+)
+
+_BEHIND: Final = f"SELECT max(id) > {_INDEXED} FROM pygents_message_data"
+
+
+def behind_sqlite(db: sqlite3.Connection) -> bool:
+    """Whether rows were written that the index does not hold yet."""
+    return bool(db.execute(_BEHIND).fetchone()[0])
+
+
+def catch_up_sqlite(db: sqlite3.Connection) -> None:
+    """Index the data rows above `indexed_through` and move it to the newest id.
+
+    Run it in a write transaction (`BEGIN IMMEDIATE`), so that no row is
+    written between the two statements.
+    """
+    db.execute(
+        "INSERT INTO pygents_search (rowid, text) "
+        f"SELECT id, text FROM pygents_search_source WHERE id > {_INDEXED}"
+    )
+    db.execute(
+        "UPDATE pygents_search_state "
+        "SET indexed_through = (SELECT max(id) FROM pygents_message_data) "
+        "WHERE id = 1 AND (SELECT max(id) FROM pygents_message_data) > indexed_through"
+    )
+
+
 SQLITE_OFFLOADED_WORDS: Final = (
     # Version 14: the words offloaded results keep are indexed too. No row written
     # before holds any, so what the index holds of them is still what the new view reads.
@@ -173,7 +257,8 @@ def search_sqlite(
     """Messages with every word first (FTS5 `AND`), then, if too few, with any (`OR`).
 
     Each word is quoted, so no character of the query is FTS5 syntax. Run it
-    in a read transaction, so that both reads see one moment of the session.
+    in a read transaction, so that both reads see one moment of the session,
+    after `catch_up_sqlite`.
     """
     terms = [f'"{word}"' for word in query_words(query)]
     segments = sqlite_segments(db, session_id)

@@ -32,7 +32,9 @@ Tables (schema version 12):
   viewer, export and import) works unchanged. The stores read through them
   and write the tables directly where it saves work.
 - `pygents_search` (version 8): the FTS5 index of every message's text, live
-  or archived, kept by triggers on `pygents_message_data` (see `_search_sql`).
+  or archived, kept by triggers on `pygents_message_data`; since version 16 a
+  search first indexes the rows above `pygents_search_state.indexed_through`
+  (see `_search_sql`).
 - `pygents_usage`: one row per model call whose usage was recorded, in order;
   a sub-agent's call says where it came from (version 10: `parent_session`,
   `call_id`, `subagent_session`, indexed by the calling session and call),
@@ -69,7 +71,11 @@ from typing import Final
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
-from pygents_ctx.context.stores._search_sql import SQLITE_INDEX, SQLITE_OFFLOADED_WORDS
+from pygents_ctx.context.stores._search_sql import (
+    SQLITE_INDEX,
+    SQLITE_LAZY_INDEX,
+    SQLITE_OFFLOADED_WORDS,
+)
 from pygents_ctx.context.stores._usage_sql import (
     SQLITE_LINKS,
     SQLITE_REASONING,
@@ -439,7 +445,8 @@ _V13: Final = (
     "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at) "
     "WHERE owner IS NOT NULL",
 )
-# Version 15: the step journal.
+# Version 15: the step journal. Version 16: the search index catches up at search
+# time, not on each append (`pygents_search_state`).
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -456,6 +463,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V13,
     SQLITE_OFFLOADED_WORDS,
     journal_sql.SQLITE_TABLE,
+    SQLITE_LAZY_INDEX,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

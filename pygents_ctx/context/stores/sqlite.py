@@ -328,10 +328,13 @@ class SQLiteContextStore(ContextStore):
     async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
         """The best matches for `query` in the archive and the live history, from the
         FTS5 index (see `ContextStore.search`); a hit's `id` is its data row's id.
+
+        Appends do not index: the index first catches up, in one short write
+        transaction, with the messages written since the last search.
         """
         query, limit = check_search(query, limit)
         read = partial(search_sql.search_sqlite, self.session_id, query, limit)
-        return await self._conn.run(partial(ops.in_transaction, work=read, begin="BEGIN"))
+        return await self._conn.run(partial(_caught_up, read))
 
     async def _live_ids(self, count: int) -> list[int] | None:
         return await self._conn.run(partial(search_sql.live_ids_sqlite, self.session_id, count))
@@ -673,3 +676,11 @@ class SQLiteContextStore(ContextStore):
 
 def _token(fence: Fence | None) -> int | None:
     return None if fence is None else fence.token
+
+
+def _caught_up(read: Callable[[sqlite3.Connection], T], db: sqlite3.Connection) -> T:
+    """`read(db)` in a read transaction, after the search index caught up with the
+    rows written since (a write transaction of its own, taken only when behind)."""
+    if search_sql.behind_sqlite(db):
+        ops.in_transaction(db, work=search_sql.catch_up_sqlite)
+    return ops.in_transaction(db, work=read, begin="BEGIN")

@@ -38,7 +38,7 @@ TABLES = [
 # FTS5 keeps the search index in tables of its own, named after it.
 SEARCH_TABLES = {
     "pygents_search",
-    *(f"pygents_search_{part}" for part in ("config", "data", "docsize", "idx")),
+    *(f"pygents_search_{part}" for part in ("config", "data", "docsize", "idx", "state")),
 }
 SQLITE_TABLES = sorted(
     {*TABLES, "pygents_archive_rows", "pygents_live_rows", "pygents_message_data", *SEARCH_TABLES}

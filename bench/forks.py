@@ -16,18 +16,14 @@ a tenth of the sizes; `--markdown`: the latest run's table).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bench.postgres_scale import Measured, table
+from bench.postgres_scale import Measured, run_and_save
 from pygents_ctx import Message, connect_postgres
 from pygents_ctx.context.stores import (
     ContextStore,
@@ -187,12 +183,4 @@ async def collect(quick: bool) -> list[Measured]:
 
 
 def run(about: dict[str, str]) -> None:
-    if "--markdown" in sys.argv:
-        saved = json.loads(OUT.read_text())
-        print(f"{saved['date']}, Python {saved['python']}, {saved['machine']}\n")
-        print(table([Measured(**r) for r in saved["results"]], markdown=True))
-        return
-    rows = asyncio.run(collect("--quick" in sys.argv))
-    print(table(rows))
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({**about, "results": [asdict(r) for r in rows]}, indent=2))
+    run_and_save(about, collect, OUT)

@@ -23,6 +23,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -224,13 +225,23 @@ def table(rows: list[Measured], markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def run(about: dict[str, str]) -> None:
+def run_and_save(
+    about: dict[str, str],
+    collect: Callable[[bool], Awaitable[list[Measured]]],
+    out: Path,
+) -> None:
+    """`collect` (`--quick` sizes when asked) printed and saved to `out`, or with
+    `--markdown` the last saved run printed as a table: what each of these benches does."""
     if "--markdown" in sys.argv:
-        saved = json.loads(OUT.read_text())
+        saved = json.loads(out.read_text())
         print(f"{saved['date']}, Python {saved['python']}, {saved['machine']}\n")
         print(table([Measured(**r) for r in saved["results"]], markdown=True))
         return
     rows = asyncio.run(collect("--quick" in sys.argv))
     print(table(rows))
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({**about, "results": [asdict(r) for r in rows]}, indent=2))
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({**about, "results": [asdict(r) for r in rows]}, indent=2))
+
+
+def run(about: dict[str, str]) -> None:
+    run_and_save(about, collect, OUT)

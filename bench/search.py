@@ -17,17 +17,13 @@ search (p50, p99) and recall@5 (the fact among the first five hits).
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
 import statistics
-import sys
 import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 
-from bench.postgres_scale import Measured, table
+from bench.postgres_scale import Measured, run_and_save
 from pygents_ctx import Message
 from pygents_ctx.context.stores import (
     ContextStore,
@@ -247,12 +243,4 @@ async def collect(quick: bool) -> list[Measured]:
 
 
 def run(about: dict[str, str]) -> None:
-    if "--markdown" in sys.argv:
-        saved = json.loads(OUT.read_text())
-        print(f"{saved['date']}, Python {saved['python']}, {saved['machine']}\n")
-        print(table([Measured(**r) for r in saved["results"]], markdown=True))
-        return
-    rows = asyncio.run(collect("--quick" in sys.argv))
-    print(table(rows))
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({**about, "results": [asdict(r) for r in rows]}, indent=2))
+    run_and_save(about, collect, OUT)

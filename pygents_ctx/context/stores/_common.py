@@ -190,6 +190,19 @@ class Erasure(NamedTuple):
     session: str | None
     before: str | None  # created before this moment (ISO 8601, UTC), or any time
 
+    def where(self, value: str, moment: str) -> tuple[str, list[str]]:
+        """The SQL condition on `pygents_sessions` and its parameters, with `value`
+        the backend's placeholder and `moment` its placeholder for a timestamp."""
+        conditions, params = [], []
+        for column, given in (("owner", self.owner), ("session_id", self.session)):
+            if given is not None:
+                conditions.append(f"{column} = {value}")
+                params.append(given)
+        if self.before is not None:
+            conditions.append(f"created_at < {moment}")
+            params.append(self.before)
+        return " AND ".join(conditions), params
+
 
 def check_erase(owner: object, session: object, older_than: object) -> Erasure:
     """The checked arguments of `erase`, before anything is touched.

@@ -1038,18 +1038,11 @@ async def erase(target: Erasure, conn: AsyncConnection[Any]) -> int:
     of offloaded tool results they named go unless a message of a session that
     stays names them too.
     """
-    conditions, params = [], []
-    for column, value in (("owner = %s", target.owner), ("session_id = %s", target.session)):
-        if value is not None:
-            conditions.append(column)
-            params.append(value)
-    if target.before is not None:
-        conditions.append("created_at < %s::timestamptz")
-        params.append(target.before)
+    condition, params = target.where("%s", "%s::timestamptz")
     async with conn.transaction():
         # Locked in session order, before their forks: the order every writer keeps.
         cursor = await conn.execute(
-            f"SELECT session_id FROM pygents_sessions WHERE {' AND '.join(conditions)} "
+            f"SELECT session_id FROM pygents_sessions WHERE {condition} "
             "ORDER BY session_id FOR UPDATE",
             params,
         )

@@ -777,19 +777,10 @@ def erase(target: Erasure, db: Db) -> int:
     a session that stays names them too; the search index is merged so no
     deleted word stays in its pages.
     """
-    conditions, params = [], []
-    for column, value in (("owner = ?", target.owner), ("session_id = ?", target.session)):
-        if value is not None:
-            conditions.append(column)
-            params.append(value)
-    if target.before is not None:
-        conditions.append("created_at < ?")
-        params.append(target.before)
+    condition, params = target.where("?", "?")
     doomed = [
         row[0]
-        for row in db.execute(
-            f"SELECT session_id FROM pygents_sessions WHERE {' AND '.join(conditions)}", params
-        )
+        for row in db.execute(f"SELECT session_id FROM pygents_sessions WHERE {condition}", params)
     ]
     if not doomed:
         return 0

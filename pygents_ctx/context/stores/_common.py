@@ -375,13 +375,7 @@ def check_messages(messages: Iterable[Message], owner: str = "messages") -> list
     Raises:
         TypeError: `messages` is not iterable, is a single message, or holds something else.
     """
-    if isinstance(messages, Message) or not isinstance(messages, Iterable):
-        raise TypeError(f"{owner} must be an iterable of Message, not {type(messages).__name__}")
-    batch = list(messages)
-    for index, message in enumerate(batch):
-        if not isinstance(message, Message):
-            raise TypeError(f"{owner}[{index}] must be a Message, not {type(message).__name__}")
-    return batch
+    return list(checked_messages(messages, owner))
 
 
 # Messages a PostgreSQL append sends in one statement, at most: memory holds one such batch.

@@ -273,20 +273,31 @@ async def _body(request: Request) -> bytes | None:
     return b"".join(chunks)
 
 
-async def _content(request: Request) -> str | JSONResponse:
-    """The message's text from the body `{"content": "..."}`, or the 400 saying what is wrong."""
+async def _json_object(
+    request: Request, shape: str, fields: set[str], has: str
+) -> dict[str, Any] | JSONResponse:
+    """The body as a JSON object of `fields` only, or the 413/400 saying what is wrong
+    (`shape` an example body, `has` the fields in words)."""
     raw = await _body(request)
     if raw is None:
         return _error(413, f"the body has at most {MAX_BODY:,} bytes")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        return _error(400, f'the body must be JSON like {{"content": "Hi"}}: {exc}')
+        return _error(400, f"the body must be JSON like {shape}: {exc}")
     if not isinstance(body, dict):
-        return _error(400, f'the body must be a JSON object like {{"content": "Hi"}}, not {body!r}')
-    unknown = sorted(set(body) - {"content"})
+        return _error(400, f"the body must be a JSON object like {shape}, not {body!r}")
+    unknown = sorted(set(body) - fields)
     if unknown:
-        return _error(400, f'unknown field(s) {unknown}: the body has only "content"')
+        return _error(400, f"unknown field(s) {unknown}: the body has {has}")
+    return body
+
+
+async def _content(request: Request) -> str | JSONResponse:
+    """The message's text from the body `{"content": "..."}`, or the 400 saying what is wrong."""
+    body = await _json_object(request, '{"content": "Hi"}', {"content"}, 'only "content"')
+    if isinstance(body, JSONResponse):
+        return body
     content = body.get("content")
     if not isinstance(content, str) or not content.strip():
         return _error(
@@ -470,18 +481,10 @@ async def _decision(request: Request) -> Decision | JSONResponse:
     call_id: str = request.path_params["call_id"]
     if len(call_id) > MAX_SESSION_ID or "\x00" in call_id:
         return _error(400, f"a call id has at most {MAX_SESSION_ID} characters, none of them NUL")
-    raw = await _body(request)
-    if raw is None:
-        return _error(413, f"the body has at most {MAX_BODY:,} bytes")
-    try:
-        body = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        return _error(400, f"the body must be JSON like {_DECISION_SHAPE}: {exc}")
-    if not isinstance(body, dict):
-        return _error(400, f"the body must be a JSON object like {_DECISION_SHAPE}, not {body!r}")
-    unknown = sorted(set(body) - {"approve", "reason"})
-    if unknown:
-        return _error(400, f'unknown field(s) {unknown}: the body has "approve" and "reason"')
+    fields = {"approve", "reason"}
+    body = await _json_object(request, _DECISION_SHAPE, fields, '"approve" and "reason"')
+    if isinstance(body, JSONResponse):
+        return body
     approve, reason = body.get("approve"), body.get("reason")
     if not isinstance(approve, bool):
         return _error(400, f'"approve" must be true or false, not {approve!r}: {_DECISION_SHAPE}')

@@ -46,7 +46,6 @@ import orjson
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
-    RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -352,8 +351,7 @@ def message_items(message: Message) -> list[dict[str, Any]]:
             items.append(
                 {"type": "function_call_output", "call_id": block.tool_use_id, "output": block.text}
             )
-        elif isinstance(block, ThinkingBlock | RedactedThinkingBlock):
-            continue
+        # Thinking and reasoning blocks give no item: they are never sent back.
     if parts:
         items.insert(0, {"role": message.role, "content": _content(parts)})
     return items

@@ -432,11 +432,13 @@ def _fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db)
     if db.execute("SELECT 1 FROM pygents_sessions WHERE session_id = ?", (new_id,)).fetchone():
         raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
     source = db.execute(
-        "SELECT message_count, next_position, live_tokens, input_tokens, output_tokens "
+        "SELECT message_count, next_position, live_tokens, input_tokens, output_tokens, preview "
         "FROM pygents_sessions WHERE session_id = ?",
         (session_id,),
     ).fetchone()
-    count, next_position, tokens, input_tokens, output_tokens = source or (0, 0, 0, 0, 0)
+    count, next_position, tokens, input_tokens, output_tokens, preview = source or (
+        (0, 0, 0, 0, 0, None)
+    )
     keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
     if source is None:
         db.execute(ENSURE, (new_id, created_at))
@@ -450,6 +452,9 @@ def _fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db)
             if keep <= count - keep
             else tokens - tokens_between(db, lineage, cut, HIGHEST, whole)
         )
+        # A whole fork keeps its source's preview, as a copied session would (and as
+        # PostgreSQL and memory do); a shorter one reads its own first user text.
+        preview = first_preview(db, session_id, cut)
     archive_top = scalar(
         db,
         "SELECT coalesce(max(id), 0) FROM pygents_archive_rows WHERE session_id = ?",
@@ -466,7 +471,7 @@ def _fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db)
             keep,
             tokens,
             cut,
-            first_preview(db, session_id, cut),
+            preview,
         ),
     )
     *inherited, (_, own_low, _, _) = lineage

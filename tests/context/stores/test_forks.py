@@ -63,6 +63,19 @@ async def test_a_fork_at_a_message_holds_the_messages_before_it(make_store: Make
     assert await history(parent) == [f"m{i}" for i in range(10)]
 
 
+async def test_a_whole_fork_shows_its_sources_preview_on_every_store(
+    make_store: MakeStore,
+) -> None:
+    # The preview is the first user text the session was given: a message put in
+    # front later (replace_prefix with count 0) does not change it, nor does forking.
+    store = await make_store(Message("user", "first question"))
+    await store.replace_prefix(0, [Message("user", "put in front")])
+    whole = await store.fork()
+    for each in (store, whole):  # a memory store lists only its own session
+        infos = {info.session_id: info.preview for info in await each.list_sessions()}
+        assert infos[each.session_id] == "first question"
+
+
 async def test_appends_on_either_side_stay_on_their_side(make_store: MakeStore) -> None:
     parent = await make_store(*numbered(6))
     child = await parent.fork(at=3)

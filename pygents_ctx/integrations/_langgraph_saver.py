@@ -7,6 +7,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Final, NamedTuple, TypeVar
+from weakref import WeakValueDictionary
 
 from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
@@ -397,6 +398,11 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         self._setting_up = asyncio.Lock()
         self._lists: OrderedDict[tuple[str, str, str], _Cached] = OrderedDict()
         self._cached = 0  # the messages in self._lists
+        # A thread's lists are planned, written and remembered one call at a
+        # time: LangGraph puts a subgraph's checkpoints beside its parent's, and
+        # two puts planned on the same remembered list would both store the
+        # messages new to it.
+        self._threads: WeakValueDictionary[str, asyncio.Lock] = WeakValueDictionary()
 
     def __repr__(self) -> str:
         return f"ContextStoreSaver({self.conn!r}, keep={self.keep!r})"
@@ -574,6 +580,15 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         A list this saver wrote or read last for its channel, made of the same
         stored messages, is not read again: its messages are taken as they are.
         """
+        async with self._thread(key[0]):
+            return await self._read_message_lists(key, values, pieces)
+
+    async def _read_message_lists(
+        self,
+        key: tuple[str, str, str],
+        values: Sequence[tuple[Any, ...]],
+        pieces: Mapping[str, Sequence[_Range]],
+    ) -> dict[str, list[Any]] | None:
         thread_id, namespace, _ = key
         lists: dict[str, list[Any]] = {}
         unknown: set[str] = set()
@@ -598,6 +613,13 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
                 return None
             self._remember((thread_id, namespace, channel), lists[channel], ranges)
         return lists
+
+    def _thread(self, thread_id: str) -> asyncio.Lock:
+        """The lock of the thread's remembered lists (gone when no call holds it)."""
+        lock = self._threads.get(thread_id)
+        if lock is None:
+            lock = self._threads[thread_id] = asyncio.Lock()
+        return lock
 
     def _remember(
         self, key: tuple[str, str, str], messages: Sequence[Any], ranges: Sequence[_Range]
@@ -685,6 +707,19 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
         head.append((_DROP_BLOB, [row[:4] for row in blobs]))
         head.append((_PUT_BLOB, blobs))
         tail = [] if self.keep is None else _pruning(thread_id, self.keep)
+        async with self._thread(thread_id):
+            await self._write(thread_id, namespace, head, lists, tail)
+        return _config(thread_id, namespace, checkpoint_id)
+
+    async def _write(
+        self,
+        thread_id: str,
+        namespace: str,
+        head: Steps,
+        lists: Mapping[str, tuple[str, list[Any]]],
+        tail: Steps,
+    ) -> None:
+        """Write a checkpoint's `head` steps, its message lists and `tail`, in one transaction."""
         # First leaning on the lists remembered, extending their last segment; if
         # another writer extended it first (or pruned it), with the new messages in
         # a segment of their own; then, if a remembered segment is gone, afresh.
@@ -703,7 +738,6 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
             break
         for channel, (_, messages) in lists.items():
             self._remember((thread_id, namespace, channel), messages, planned[channel][0])
-        return _config(thread_id, namespace, checkpoint_id)
 
     def _plan(
         self, thread_id: str, namespace: str, channel: str, messages: list[Any], attempt: str

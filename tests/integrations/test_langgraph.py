@@ -7,6 +7,7 @@ SQLite and on the session's PostgreSQL server, each run in a new database.
 from __future__ import annotations
 
 import asyncio
+import random
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -160,13 +161,44 @@ async def test_a_subgraph_with_the_parents_messages_stores_each_message_once(
     outer.add_edge(START, "agent")
     config: Any = {"configurable": {"thread_id": "t"}}
     async with _connect(database) as conn:
-        graph = outer.compile(checkpointer=ContextStoreSaver(conn))
+        saver = ContextStoreSaver(conn)
+        graph = outer.compile(checkpointer=saver)
         for turn in range(6):
             result = await graph.ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config)
         assert len(result["messages"]) == 12
         assert await _rows(conn, "pygents_lg_messages") == 12
         fresh = outer.compile(checkpointer=ContextStoreSaver(conn))
         assert (await fresh.aget_state(config)).values["messages"] == result["messages"]
+
+
+@pytest.mark.parametrize("seed", range(5))
+async def test_the_subgraphs_messages_are_stored_once_however_the_puts_interleave(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LangGraph puts the subgraph's checkpoints beside its parent's, both with the
+    # new answer; writes that take a random while let either finish first.
+    model = GenericFakeChatModel(messages=iter([AIMessage(f"answer {i}") for i in range(6)]))
+    inner = StateGraph(MessagesState)
+    inner.add_node("chat", lambda state: {"messages": [model.invoke(state["messages"])]})
+    inner.add_edge(START, "chat")
+    outer = StateGraph(MessagesState)
+    outer.add_node("agent", inner.compile())
+    outer.add_edge(START, "agent")
+    config: Any = {"configurable": {"thread_id": "t"}}
+    delays = random.Random(seed)
+    async with connect(tmp_path / "graph.db") as conn:
+        saver = ContextStoreSaver(conn)
+        write = saver._db.write
+
+        async def slow_write(steps: Any) -> None:
+            await asyncio.sleep(delays.random() * 0.003)
+            await write(steps)
+
+        monkeypatch.setattr(saver._db, "write", slow_write)
+        graph = outer.compile(checkpointer=saver)
+        for turn in range(6):
+            result = await graph.ainvoke({"messages": [HumanMessage(f"question {turn}")]}, config)
+        assert await _rows(conn, "pygents_lg_messages") == len(result["messages"]) == 12
 
 
 async def test_the_sync_api_works_from_another_thread(tmp_path: Path) -> None:
@@ -213,9 +245,9 @@ def _used_bytes(conn: SQLiteConnection) -> Any:
 class _Thread:
     """A message-list thread as a graph writes it: a checkpoint per turn, the list grown."""
 
-    def __init__(self, saver: ContextStoreSaver, thread_id: str = "t") -> None:
+    def __init__(self, saver: ContextStoreSaver, thread_id: str = "t", namespace: str = "") -> None:
         self.saver = saver
-        self.config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        self.config: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": namespace}}
         self.checkpoint = empty_checkpoint()
         self.messages: list[Any] = []
         self.version: str | None = None

@@ -8,6 +8,7 @@ it would see in a copied session, on both sides, whatever happens afterwards.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import sqlite3
 import tempfile
@@ -223,7 +224,7 @@ async def test_a_fork_shares_the_sqlite_data_instead_of_copying(db_path: Path) -
         assert rows_of(db_path, "SELECT count(*) FROM pygents_message_data") == [(51,)]
         await parent.replace_prefix(10, [Message("user", "summary")])  # copies, for the fork
 
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
         assert unaccounted(db) == (0, 0, 0)
         data = db.execute("SELECT session_id, count(*) FROM pygents_message_data GROUP BY 1")
         assert dict(data.fetchall()) == {"parent": 51, fork.session_id: 26}
@@ -253,7 +254,7 @@ async def test_a_fork_shares_the_postgres_rows_instead_of_copying(
 
 
 def rows_of(db_path: Path, sql: str) -> list[Any]:
-    with sqlite3.connect(db_path) as db:
+    with contextlib.closing(sqlite3.connect(db_path)) as db:
         return db.execute(sql).fetchall()
 
 

@@ -1,23 +1,36 @@
-"""What the adapters share: importing an SDK lazily, reading its errors, parsing arguments."""
+"""What the adapters share: a call and a stream through an SDK, its errors, parsing arguments.
+
+Each adapter reads its SDK's typed replies itself (`SDKModel._read`, its
+`StreamedReply`); what a reply is before that, when it is not the SDK's
+object, is met in one place (`sdk_object`).
+"""
 
 from __future__ import annotations
 
 import importlib
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 import orjson
 
 from pygents_ctx.errors import ModelAPIError, ModelError, ModelResponseError
-from pygents_ctx.model.base import ModelSettings
+from pygents_ctx.model.base import ModelResponse, ModelSettings, ModelStreamEvent
 from pygents_ctx.model.retry import is_transient_status, retry_after_seconds
+
+if TYPE_CHECKING:
+    from pygents_ctx.context.config import PromptWindow
+    from pygents_ctx.context.messages import Message
+    from pygents_ctx.tools import Tool
 
 __all__ = [
     "RAW_ARGUMENTS",
+    "SDKModel",
+    "StreamedReply",
     "add_sampling_and_extras",
     "cut_stream",
     "import_sdk",
@@ -25,9 +38,12 @@ __all__ = [
     "provider_errors",
     "read_body",
     "refuse_sync_client",
+    "sdk_object",
     "translate_error",
     "transport_errors",
 ]
+
+_Object = TypeVar("_Object")
 
 # The key a tool call's input holds its text under when that text is not a JSON object.
 RAW_ARGUMENTS: Final = "_raw_arguments"
@@ -88,18 +104,20 @@ def transport_errors() -> tuple[type[BaseException], ...]:
 
 
 @contextmanager
-def provider_errors(sdk: ModuleType, provider: str) -> Iterator[None]:
+def provider_errors(
+    provider: str, api_error: type[Exception], translate: Callable[[Any], ModelError]
+) -> Iterator[None]:
     """Turn what can go wrong in a call (or mid-stream) into `ModelError`s.
 
-    The SDK's errors are translated (`translate_error`); a body that is not
-    JSON (a proxy's error page, a reply cut inside an event) and a transport
-    error the SDK let through (a connection dropped mid-stream) are transient
-    `ModelAPIError`s, worth trying again.
+    The SDK's errors (`api_error`) are translated (`translate`); a body that
+    is not JSON (a proxy's error page, a reply cut inside an event) and a
+    transport error the SDK let through (a connection dropped mid-stream) are
+    transient `ModelAPIError`s, worth trying again.
     """
     try:
         yield
-    except sdk.APIError as exc:
-        raise translate_error(sdk, exc, provider) from exc
+    except api_error as exc:
+        raise translate(exc) from exc
     except json.JSONDecodeError as exc:
         raise ModelAPIError(
             f"{provider}: the reply is not valid JSON ({exc})", transient=True
@@ -110,8 +128,30 @@ def provider_errors(sdk: ModuleType, provider: str) -> Iterator[None]:
         ) from exc
 
 
-def read_body(response: Any, provider: str) -> Any:
-    """`response`, unless the SDK could not parse it: a body that was not JSON at all.
+def sdk_object(value: object, kind: type[_Object], provider: str) -> _Object:
+    """`value`, a reply or a stream's chunk, as the SDK's typed object `kind`.
+
+    The one place an adapter meets a reply in another form. The SDKs build
+    their objects from any JSON object (what a field misses is None), so
+    what is not one is what they could not build: the text of a body that
+    is not JSON (a proxy's error page, as the SDKs return it), or JSON that
+    is no object.
+
+    Raises:
+        ModelAPIError: The body is text, not the API's JSON (transient; see `read_body`).
+        ModelResponseError: `value` is something else than `kind`.
+    """
+    if isinstance(value, kind):
+        return value
+    read_body(value, provider)
+    raise ModelResponseError(
+        f"{provider}: the reply is a {type(value).__name__}, not the API's JSON object "
+        f"({kind.__name__}); the server does not speak the API"
+    )
+
+
+def read_body(response: object, provider: str) -> None:
+    """Refuse a body the SDK could not parse: one that was not JSON at all.
 
     The SDKs return a body whose content type is not JSON (a proxy's error
     page) as its text, not as an error.
@@ -132,7 +172,6 @@ def read_body(response: Any, provider: str) -> Any:
                 transient=True,
             )
         raise ModelAPIError(f"{provider}: the reply is not valid JSON ({shown!r})", transient=True)
-    return response
 
 
 def cut_stream(provider: str, final: str) -> ModelAPIError:
@@ -212,13 +251,6 @@ def _detail(exc: Any, status: int) -> str:
     return str(exc.message).removeprefix(f"Error code: {status} - ")
 
 
-def field(value: Any, name: str, default: Any = None) -> Any:
-    """`value.name`, or `value[name]` for a dict (compatible servers send extra shapes)."""
-    if isinstance(value, dict):
-        return value.get(name, default)
-    return getattr(value, name, default)
-
-
 def add_sampling_and_extras(request: dict[str, Any], settings: ModelSettings) -> None:
     """Put `settings`' sampling and its extra body and headers into an OpenAI SDK `request`.
 
@@ -233,3 +265,126 @@ def add_sampling_and_extras(request: dict[str, Any], settings: ModelSettings) ->
         request["extra_body"] = dict(settings.extra_body)
     if settings.extra_headers:
         request["extra_headers"] = dict(settings.extra_headers)
+
+
+class StreamedReply(ABC):
+    """A reply as it streams: its chunks read in order, then the whole reply."""
+
+    done = False
+    """The final chunk came: nothing after it is read."""
+
+    @abstractmethod
+    def read(self, chunk: object) -> list[ModelStreamEvent]:
+        """Take in the next chunk (read with `sdk_object`); the events to yield for it."""
+
+    @abstractmethod
+    def response(self) -> ModelResponse:
+        """The whole reply.
+
+        Raises:
+            ModelAPIError: The stream ended before the reply did (transient).
+            ModelResponseError: The reply cannot be read as a `Message`.
+        """
+
+
+class SDKModel(ABC):
+    """A `Model` called through a provider's SDK: the call and the stream, read by the adapter.
+
+    An adapter writes its request (`request`), calls the SDK (`_call`,
+    `_open`) and reads what comes back (`_read`, `_streamed`); a call's
+    errors become `ModelError`s here (`_errors`).
+    """
+
+    provider: ClassVar[str]
+    model: str
+    settings: ModelSettings
+    _sdk: ModuleType
+
+    @abstractmethod
+    def request(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> dict[str, Any]:
+        """The keyword arguments of the SDK's call."""
+
+    @abstractmethod
+    async def _call(self, request: dict[str, Any]) -> object:
+        """The SDK's reply to `request`."""
+
+    @abstractmethod
+    def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
+        """The `ModelResponse` of the SDK's reply (read with `sdk_object`) for `settings`."""
+
+    @abstractmethod
+    async def _open(
+        self, request: dict[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
+        """The SDK's stream of the reply to `request`, closed when left."""
+
+    @abstractmethod
+    def _streamed(self, settings: ModelSettings) -> StreamedReply:
+        """The reply to gather from the stream, asked for with `settings`."""
+
+    def _errors(self) -> AbstractContextManager[None]:
+        """The SDK's errors, a body that is no JSON and a broken connection as `ModelError`s."""
+        sdk = self._sdk
+        return provider_errors(
+            self.provider, sdk.APIError, lambda exc: translate_error(sdk, exc, self.provider)
+        )
+
+    async def complete(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> ModelResponse:
+        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+
+        Raises:
+            ModelAPIError: The provider refused the call, could not be reached,
+                or sent a body that is not its JSON (transient).
+            ModelResponseError: The reply cannot be read as a `Message`.
+            ValueError: A request the provider cannot take (see `request`).
+        """
+        request = self.request(window, tools, settings=settings)
+        with self._errors():
+            reply = await self._call(request)
+        return self._read(reply, self.settings.merged(settings))
+
+    async def stream(
+        self,
+        window: PromptWindow | Sequence[Message],
+        tools: Sequence[Tool[..., Any]] = (),
+        *,
+        settings: ModelSettings | None = None,
+    ) -> AsyncIterator[ModelStreamEvent]:
+        """The reply as the provider writes it, then the whole `ModelResponse` (see `Model.stream`).
+
+        Raises:
+            ModelAPIError: As for `complete`; also an error the provider sent
+                mid-stream, a connection broken mid-stream, and a stream that
+                ended before the reply did (transient).
+            ModelResponseError: As for `complete`.
+            ValueError: As for `complete`.
+        """
+        request = self.request(window, tools, settings=settings)
+        reply = self._streamed(self.settings.merged(settings))
+        with self._errors():
+            async with await self._open(request) as chunks:
+                async for chunk in chunks:
+                    for event in reply.read(chunk):
+                        yield event
+                    if reply.done:
+                        break
+        yield reply.response()
+
+
+def field(value: Any, name: str, default: Any = None) -> Any:
+    """`value.name`, or `value[name]` for a dict (compatible servers send extra shapes)."""
+    if isinstance(value, dict):
+        return value.get(name, default)
+    return getattr(value, name, default)

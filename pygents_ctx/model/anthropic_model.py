@@ -20,7 +20,8 @@ your own is a `ValueError` before anything is sent.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 
@@ -37,13 +38,13 @@ from pygents_ctx.context.usage import Usage
 from pygents_ctx.context.wire import to_anthropic
 from pygents_ctx.errors import ModelResponseError
 from pygents_ctx.model._sdk import (
+    SDKModel,
+    StreamedReply,
     cut_stream,
-    field,
     import_sdk,
     parse_arguments,
-    provider_errors,
-    read_body,
     refuse_sync_client,
+    sdk_object,
 )
 from pygents_ctx.model.base import (
     ModelResponse,
@@ -58,7 +59,16 @@ from pygents_ctx.model.base import (
 from pygents_ctx.model.definitions import strict_schema, to_anthropic_tools
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic
+    from anthropic import AsyncAnthropic, AsyncStream
+    from anthropic.types import ContentBlock as AnthropicBlock
+    from anthropic.types import Message as AnthropicMessage
+    from anthropic.types import (
+        MessageDeltaUsage,
+        RawContentBlockDelta,
+        RawMessageStreamEvent,
+        RefusalStopDetails,
+    )
+    from anthropic.types import Usage as AnthropicUsage
 
     from pygents_ctx.tools import Tool
 
@@ -72,7 +82,7 @@ _CHOICES: Final = {"auto": "auto", "required": "any", "none": "none"}
 _FINAL_TOOL_DESCRIPTION: Final = "Give the final answer: call this tool with it, in this shape."
 
 
-class AnthropicModel:
+class AnthropicModel(SDKModel):
     """A `Model` served by Anthropic's Messages API.
 
     The SDK's own retries are switched off (`max_retries=0`): a `ModelLoop`
@@ -116,6 +126,8 @@ class AnthropicModel:
         ValueError: `model` is empty.
         TypeError: `client` is a synchronous client; pass an `AsyncAnthropic`.
     """
+
+    provider: ClassVar[str] = "Anthropic"
 
     def __init__(
         self,
@@ -224,95 +236,63 @@ class AnthropicModel:
             request["extra_headers"] = dict(chosen.extra_headers)
         return request
 
-    async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+    async def _call(self, request: dict[str, Any]) -> object:
+        return await self.client.messages.create(**request)
 
-        Raises:
-            ModelAPIError: The API refused the call or could not be reached.
-            ModelResponseError: The reply holds a block a `Message` cannot carry.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
-        final = _final_name(self.settings.merged(settings))
-        with provider_errors(self._sdk, "Anthropic"):
-            response = await self.client.messages.create(**request)
-        response = read_body(response, "Anthropic")
-        blocks: list[ContentBlock] = []
-        for index, block in enumerate(field(response, "content") or []):
-            kind = field(block, "type")
-            if kind == "text":
-                text = field(block, "text") or ""
-                if text.strip():
-                    blocks.append(TextBlock(text))
-            elif kind == "tool_use":
-                tool_input = field(block, "input")
-                tool_input = dict(tool_input) if isinstance(tool_input, dict) else {}
-                if field(block, "name") == final:
-                    blocks.append(TextBlock(orjson.dumps(tool_input).decode()))
-                    continue
-                blocks.append(ToolUseBlock(field(block, "id"), field(block, "name"), tool_input))
-            elif kind == "thinking":
-                blocks.append(
-                    ThinkingBlock(field(block, "thinking") or "", field(block, "signature"))
-                )
-            elif kind == "redacted_thinking":
-                blocks.append(RedactedThinkingBlock(field(block, "data") or ""))
-            else:
-                raise _unsupported(kind, index)
-        return ModelResponse(
-            Message("assistant", blocks),
-            _usage(field(response, "usage")),
-            field(response, "model") or self.model,
-            field(response, "stop_reason"),
-            _refusal(field(response, "stop_reason"), field(response, "stop_details")),
-        )
-
-    async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
-        """The reply as the API writes it, then the whole `ModelResponse` (see `Model.stream`).
-
-        Raises:
-            ModelAPIError: The API refused the call, could not be reached,
-                sent an error event (such as `overloaded_error`) mid-stream, or
-                the stream broke off before `message_stop`.
-            ModelResponseError: The reply holds a block a `Message` cannot carry.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
+    async def _open(
+        self, request: dict[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
         request["stream"] = True
-        reply = _StreamedReply(self.model, _final_name(self.settings.merged(settings)))
-        with provider_errors(self._sdk, "Anthropic"):
-            events = await self.client.messages.create(**request)
-            try:
-                async for event in events:
-                    for out in reply.read(event):
-                        yield out
-            finally:
-                await events.close()
-        if not reply.stopped:
-            raise cut_stream("Anthropic", "message_stop")
-        yield reply.response()
+        events: AsyncStream[RawMessageStreamEvent] = await self.client.messages.create(**request)
+        return events
+
+    def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
+        message = sdk_object(reply, self._sdk.types.Message, self.provider)
+        return _read_message(message, _final_name(settings), self.model)
+
+    def _streamed(self, settings: ModelSettings) -> _StreamedReply:
+        return _StreamedReply(self.model, _final_name(settings), self._sdk.BaseModel)
 
 
-def _refusal(stop_reason: object, details: Any) -> str | None:
+def _read_message(message: AnthropicMessage, final: str | None, model: str) -> ModelResponse:
+    """The reply; a call of the output schema's tool `final` is its text, the answer."""
+    blocks: list[ContentBlock] = []
+    for index, block in enumerate(message.content or []):
+        if block.type == "text":
+            text = block.text or ""
+            if text.strip():
+                blocks.append(TextBlock(text))
+        elif block.type == "tool_use":
+            tool_input = dict(block.input) if isinstance(block.input, dict) else {}
+            if block.name == final:
+                blocks.append(TextBlock(orjson.dumps(tool_input).decode()))
+                continue
+            blocks.append(ToolUseBlock(block.id, block.name, tool_input))
+        elif block.type == "thinking":
+            blocks.append(ThinkingBlock(block.thinking or "", block.signature))
+        elif block.type == "redacted_thinking":
+            blocks.append(RedactedThinkingBlock(block.data or ""))
+        else:
+            raise _unsupported(block.type, index)
+    # The SDK builds its objects unchecked: a field the server left out is None.
+    usage: AnthropicUsage | None = message.usage
+    return ModelResponse(
+        Message("assistant", blocks),
+        Usage() if usage is None else _usage(_Counts().add(usage)),
+        message.model or model,
+        message.stop_reason,
+        _refusal(message.stop_reason, message.stop_details),
+    )
+
+
+def _refusal(stop_reason: object, details: RefusalStopDetails | None) -> str | None:
     """The refusal's text for a reply stopped by `stop_reason` (None: it was not refused)."""
     if stop_reason != "refusal":
         return None
-    explanation = field(details, "explanation") if details is not None else None
+    explanation = details.explanation if details is not None else None
     if isinstance(explanation, str) and explanation.strip():
         return explanation
-    category = field(details, "category") if details is not None else None
+    category = details.category if details is not None else None
     about = f" (category {category!r})" if isinstance(category, str) and category else ""
     return f"Anthropic declined this request{about}: the reply was stopped for safety."
 
@@ -388,97 +368,108 @@ def _unsupported(kind: object, index: int) -> ModelResponseError:
     )
 
 
-class _StreamedReply:
+class _Counts:
+    """A reply's token counts, as they come (`message_delta`'s are cumulative: the latest wins)."""
+
+    def __init__(self) -> None:
+        self.fresh = self.output = self.read = self.written = 0
+
+    def add(self, usage: AnthropicUsage | MessageDeltaUsage) -> _Counts:
+        if usage.input_tokens is not None:
+            self.fresh = int(usage.input_tokens)
+        if usage.output_tokens is not None:
+            self.output = int(usage.output_tokens)
+        if usage.cache_read_input_tokens is not None:
+            self.read = int(usage.cache_read_input_tokens)
+        if usage.cache_creation_input_tokens is not None:
+            self.written = int(usage.cache_creation_input_tokens)
+        return self
+
+
+class _StreamedReply(StreamedReply):
     """The reply, gathered from a stream's events."""
 
-    def __init__(self, model: str, final: str | None) -> None:
+    def __init__(self, model: str, final: str | None, event_type: Any) -> None:
         self.model = model
         self.final = final  # the output schema's tool, whose input is the answer's text
+        self.event_type = event_type  # the SDK's BaseModel: every kind of event is one
         # block index -> [kind, ...]: ["text", pieces], ["tool_use", id, name, pieces],
         # ["answer", pieces], ["thinking", pieces, signature], ["redacted_thinking", data]
         self.blocks: dict[int, list[Any]] = {}
         self.calls: dict[int, int] = {}  # block index -> call number
-        self.usage: dict[str, int] = {}
+        self.counts = _Counts()
         self.stop_reason: str | None = None
-        self.stop_details: Any = None
+        self.stop_details: RefusalStopDetails | None = None
         self.stopped = False  # message_stop came: the reply is whole
 
-    def read(self, event: Any) -> list[ModelStreamEvent]:
-        kind = field(event, "type")
-        if kind == "message_start":
-            message = field(event, "message")
-            self.model = field(message, "model") or self.model
-            self._count(field(message, "usage"))
-        elif kind == "content_block_start":
-            return self._start(field(event, "index"), field(event, "content_block"))
-        elif kind == "content_block_delta":
-            return self._delta(field(event, "index"), field(event, "delta"))
-        elif kind == "message_delta":
-            delta = field(event, "delta")
-            self.stop_reason = field(delta, "stop_reason") or self.stop_reason
-            self.stop_details = field(delta, "stop_details") or self.stop_details
-            self._count(field(event, "usage"))
-        elif kind == "message_stop":
+    def read(self, chunk: object) -> list[ModelStreamEvent]:
+        event: RawMessageStreamEvent = sdk_object(chunk, self.event_type, "Anthropic")
+        if event.type == "message_start":
+            message = event.message
+            self.model = message.model or self.model
+            self._count(message.usage)
+        elif event.type == "content_block_start":
+            return self._start(event.index, event.content_block)
+        elif event.type == "content_block_delta":
+            return self._delta(event.index, event.delta)
+        elif event.type == "message_delta":
+            delta = event.delta
+            self.stop_reason = delta.stop_reason or self.stop_reason
+            self.stop_details = delta.stop_details or self.stop_details
+            self._count(event.usage)
+        elif event.type == "message_stop":
             self.stopped = True
         return []
 
-    def _count(self, usage: Any) -> None:
-        # message_delta's counts are cumulative: a later count replaces an earlier one.
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_input_tokens",
-            "cache_creation_input_tokens",
-        ):
-            value = field(usage, name) if usage is not None else None
-            if value is not None:
-                self.usage[name] = int(value)
+    def _count(self, usage: AnthropicUsage | MessageDeltaUsage | None) -> None:
+        # The SDK builds its objects unchecked: a field the server left out is None.
+        if usage is not None:
+            self.counts.add(usage)
 
-    def _start(self, index: int, block: Any) -> list[ModelStreamEvent]:
-        kind = field(block, "type")
-        if kind == "text":
-            text = field(block, "text") or ""
+    def _start(self, index: int, block: AnthropicBlock) -> list[ModelStreamEvent]:
+        if block.type == "text":
+            text = block.text or ""
             self.blocks[index] = ["text", [text]]
             return [TextDelta(text)] if text else []
-        if kind == "tool_use" and field(block, "name") == self.final:
+        if block.type == "tool_use" and block.name == self.final:
             self.blocks[index] = ["answer", []]
             return []
-        if kind == "tool_use":
+        if block.type == "tool_use":
             number = self.calls[index] = len(self.calls)
-            call_id, name = field(block, "id"), field(block, "name")
-            self.blocks[index] = ["tool_use", call_id, name, []]
-            return [ToolCallDelta(number, call_id, name, "")]
-        if kind == "thinking":
-            thinking = field(block, "thinking") or ""
-            self.blocks[index] = ["thinking", [thinking], field(block, "signature") or None]
+            self.blocks[index] = ["tool_use", block.id, block.name, []]
+            return [ToolCallDelta(number, block.id, block.name, "")]
+        if block.type == "thinking":
+            thinking = block.thinking or ""
+            self.blocks[index] = ["thinking", [thinking], block.signature or None]
             return [ThinkingDelta(thinking)] if thinking else []
-        if kind == "redacted_thinking":
-            self.blocks[index] = ["redacted_thinking", field(block, "data") or ""]
+        if block.type == "redacted_thinking":
+            self.blocks[index] = ["redacted_thinking", block.data or ""]
             return []
-        raise _unsupported(kind, index)
+        raise _unsupported(block.type, index)
 
-    def _delta(self, index: int, delta: Any) -> list[ModelStreamEvent]:
+    def _delta(self, index: int, delta: RawContentBlockDelta) -> list[ModelStreamEvent]:
         block = self.blocks.get(index)
-        kind = field(delta, "type")
         if block is None:
             raise ModelResponseError(f"Anthropic: a delta for block {index}, which never started")
-        if kind == "text_delta":
-            block[1].append(field(delta, "text"))
-            return [TextDelta(field(delta, "text"))]
-        if kind == "input_json_delta":
-            piece = field(delta, "partial_json") or ""
+        if delta.type == "text_delta":
+            block[1].append(delta.text)
+            return [TextDelta(delta.text)]
+        if delta.type == "input_json_delta":
+            piece = delta.partial_json or ""
             block[-1].append(piece)
             if block[0] == "answer":  # the answer's JSON, written as text
                 return [TextDelta(piece)] if piece else []
             return [ToolCallDelta(self.calls[index], None, None, piece)]
-        if kind == "thinking_delta":
-            block[1].append(field(delta, "thinking"))
-            return [ThinkingDelta(field(delta, "thinking"))]
-        if kind == "signature_delta":
-            block[2] = field(delta, "signature") or None
+        if delta.type == "thinking_delta":
+            block[1].append(delta.thinking)
+            return [ThinkingDelta(delta.thinking)]
+        if delta.type == "signature_delta":
+            block[2] = delta.signature or None
         return []  # citations: nothing a Message keeps
 
     def response(self) -> ModelResponse:
+        if not self.stopped:
+            raise cut_stream("Anthropic", "message_stop")
         blocks: list[ContentBlock] = []
         for index in sorted(self.blocks):
             block = self.blocks[index]
@@ -496,17 +487,15 @@ class _StreamedReply:
                 blocks.append(ToolUseBlock(block[1], block[2], parse_arguments("".join(block[3]))))
         return ModelResponse(
             Message("assistant", blocks),
-            _usage(self.usage),
+            _usage(self.counts),
             self.model,
             self.stop_reason,
             _refusal(self.stop_reason, self.stop_details),
         )
 
 
-def _usage(usage: Any) -> Usage:
-    if usage is None:
-        return Usage()
-    read = int(field(usage, "cache_read_input_tokens") or 0)
-    written = int(field(usage, "cache_creation_input_tokens") or 0)
-    fresh = int(field(usage, "input_tokens") or 0)
-    return Usage(fresh + read + written, int(field(usage, "output_tokens") or 0), read, written)
+def _usage(counts: _Counts) -> Usage:
+    """Anthropic's input count leaves out what the cache read and wrote; `Usage`'s holds both."""
+    return Usage(
+        counts.fresh + counts.read + counts.written, counts.output, counts.read, counts.written
+    )

@@ -8,7 +8,8 @@ server, Ollama, ...): give its `base_url`. Install with
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import (
@@ -22,14 +23,14 @@ from pygents_ctx.context.usage import Usage
 from pygents_ctx.context.wire import to_openai
 from pygents_ctx.errors import ModelResponseError
 from pygents_ctx.model._sdk import (
+    SDKModel,
+    StreamedReply,
     add_sampling_and_extras,
     cut_stream,
-    field,
     import_sdk,
     parse_arguments,
-    provider_errors,
-    read_body,
     refuse_sync_client,
+    sdk_object,
 )
 from pygents_ctx.model.base import (
     ModelResponse,
@@ -43,7 +44,10 @@ from pygents_ctx.model.base import (
 from pygents_ctx.model.definitions import output_json_schema, to_openai_tools
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, AsyncStream
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+    from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
+    from openai.types.completion_usage import CompletionUsage
 
     from pygents_ctx.tools import Tool
 
@@ -55,7 +59,7 @@ _CHOICES = ("auto", "required", "none")
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
 
 
-class OpenAIModel:
+class OpenAIModel(SDKModel):
     """A `Model` served by the Chat Completions API (OpenAI, or a compatible server).
 
     The SDK's own retries are switched off (`max_retries=0`): a `ModelLoop`
@@ -102,6 +106,8 @@ class OpenAIModel:
         ValueError: `model` is empty.
         TypeError: `client` is the synchronous `OpenAI`; pass an `AsyncOpenAI`.
     """
+
+    provider: ClassVar[str] = "OpenAI"
 
     def __init__(
         self,
@@ -181,101 +187,75 @@ class OpenAIModel:
         add_sampling_and_extras(request, chosen)
         return request
 
-    async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+    async def _call(self, request: dict[str, Any]) -> object:
+        return await self.client.chat.completions.create(**request)
 
-        Raises:
-            ModelAPIError: The server refused the call or could not be reached.
-            ModelResponseError: The reply has no choice, or does not match the API.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
-        with provider_errors(self._sdk, "OpenAI"):
-            response = await self.client.chat.completions.create(**request)
-        response = read_body(response, "OpenAI")
-        choices = field(response, "choices") or []
-        if not choices:
-            raise ModelResponseError("OpenAI: the reply has no choices; nothing to read")
-        choice = choices[0]
-        reply = field(choice, "message")
-        blocks: list[ContentBlock] = []
-        reasoning = "".join(_reasoning(reply))
-        if reasoning:
-            blocks.append(ThinkingBlock(reasoning))
-        refusal = field(reply, "refusal") or None
-        text = "".join(part for part in (field(reply, "content"), refusal) if part)
-        if text.strip():
-            blocks.append(TextBlock(text))
-        for call in field(reply, "tool_calls") or []:
-            function = field(call, "function")
-            blocks.append(
-                ToolUseBlock(
-                    field(call, "id"),
-                    field(function, "name"),
-                    parse_arguments(field(function, "arguments") or ""),
-                )
-            )
-        return ModelResponse(
-            Message("assistant", blocks),
-            _usage(field(response, "usage")),
-            field(response, "model") or self.model,
-            field(choice, "finish_reason"),
-            refusal,
-        )
-
-    async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
-        """The reply as the server writes it, then the whole `ModelResponse` (see `Model.stream`).
-
-        Raises:
-            ModelAPIError: The server refused the call, could not be reached, or
-                the stream broke off.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
+    async def _open(
+        self, request: dict[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
         request["stream"] = True
         if self.stream_usage:
             request["stream_options"] = {"include_usage": True}
-        reply = _StreamedReply(self.model)
-        with provider_errors(self._sdk, "OpenAI"):
-            chunks = await self.client.chat.completions.create(**request)
-            try:
-                async for chunk in chunks:
-                    for event in reply.read(chunk):
-                        yield event
-            finally:
-                await chunks.close()
-        # The SDK hides `[DONE]`; the finish reason is the mark of a reply that ended.
-        if reply.finish_reason is None:
-            raise cut_stream("OpenAI", "the reply's finish reason")
-        yield reply.response()
+        chunks: AsyncStream[ChatCompletionChunk] = await self.client.chat.completions.create(
+            **request
+        )
+        return chunks
+
+    def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
+        completion = sdk_object(reply, self._sdk.types.chat.ChatCompletion, self.provider)
+        return _read_completion(completion, self.model)
+
+    def _streamed(self, settings: ModelSettings) -> _StreamedReply:
+        return _StreamedReply(self.model, self._sdk.types.chat.ChatCompletionChunk)
 
 
-def _reasoning(value: Any) -> list[str]:
-    """The reasoning text a compatible server put on a message or a delta."""
+def _read_completion(completion: ChatCompletion, model: str) -> ModelResponse:
+    if not completion.choices:
+        raise ModelResponseError("OpenAI: the reply has no choices; nothing to read")
+    choice = completion.choices[0]
+    reply = choice.message
+    blocks: list[ContentBlock] = []
+    reasoning = "".join(_reasoning(reply.model_extra))
+    if reasoning:
+        blocks.append(ThinkingBlock(reasoning))
+    refusal = reply.refusal or None
+    text = "".join(part for part in (reply.content, refusal) if part)
+    if text.strip():
+        blocks.append(TextBlock(text))
+    for call in reply.tool_calls or []:
+        if call.type == "custom":
+            raise ModelResponseError(
+                f"OpenAI: the reply calls the custom tool {call.custom.name!r}, which a Message "
+                "cannot carry; offer function tools only"
+            )
+        function = call.function
+        blocks.append(
+            ToolUseBlock(call.id, function.name, parse_arguments(function.arguments or ""))
+        )
+    return ModelResponse(
+        Message("assistant", blocks),
+        _usage(completion.usage),
+        completion.model or model,
+        choice.finish_reason,
+        refusal,
+    )
+
+
+def _reasoning(extra: dict[str, Any] | None) -> list[str]:
+    """The reasoning text a compatible server put on a message or a delta (its extra fields)."""
+    if not extra:
+        return []
     return [
-        piece
-        for name in _REASONING_FIELDS
-        if isinstance(piece := field(value, name), str) and piece
+        piece for name in _REASONING_FIELDS if isinstance(piece := extra.get(name), str) and piece
     ]
 
 
-class _StreamedReply:
+class _StreamedReply(StreamedReply):
     """The reply, gathered from a stream's chunks."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, chunk_type: type[ChatCompletionChunk]) -> None:
         self.model = model
+        self.chunk_type = chunk_type
         self.text: list[str] = []
         self.refusal: list[str] = []
         self.reasoning: list[str] = []
@@ -283,47 +263,51 @@ class _StreamedReply:
         self.usage = Usage()
         self.finish_reason: str | None = None
 
-    def read(self, chunk: Any) -> list[ModelStreamEvent]:
+    def read(self, chunk: object) -> list[ModelStreamEvent]:
+        read = sdk_object(chunk, self.chunk_type, "OpenAI")
         events: list[ModelStreamEvent] = []
-        self.model = field(chunk, "model") or self.model
-        if field(chunk, "usage") is not None:
-            self.usage = _usage(field(chunk, "usage"))
-        for choice in field(chunk, "choices") or []:
-            if field(choice, "index", 0) != 0:
+        self.model = read.model or self.model
+        if read.usage is not None:
+            self.usage = _usage(read.usage)
+        for choice in read.choices or []:
+            if choice.index != 0:
                 continue
-            self.finish_reason = field(choice, "finish_reason") or self.finish_reason
-            delta = field(choice, "delta")
+            self.finish_reason = choice.finish_reason or self.finish_reason
+            # The SDK builds its objects unchecked: a field the server left out is None.
+            delta: ChoiceDelta | None = choice.delta
             if delta is None:
                 continue
-            for piece in _reasoning(delta):
-                self.reasoning.append(piece)
-                events.append(ThinkingDelta(piece))
-            content, refusal = field(delta, "content"), field(delta, "refusal")
-            if refusal:
-                self.refusal.append(refusal)
-            for piece in (content, refusal):
+            for thought in _reasoning(delta.model_extra):
+                self.reasoning.append(thought)
+                events.append(ThinkingDelta(thought))
+            if delta.refusal:
+                self.refusal.append(delta.refusal)
+            for piece in (delta.content, delta.refusal):
                 if piece:
                     self.text.append(piece)
                     events.append(TextDelta(piece))
-            for call in field(delta, "tool_calls") or []:
+            for call in delta.tool_calls or []:
                 events.append(self._call_piece(call))
         return events
 
-    def _call_piece(self, call: Any) -> ToolCallDelta:
-        index = field(call, "index", 0)
-        function = field(call, "function")
-        call_id, name = field(call, "id"), field(function, "name")
-        arguments = field(function, "arguments") or ""
-        known = self.calls.get(index)
+    def _call_piece(self, call: ChoiceDeltaToolCall) -> ToolCallDelta:
+        function = call.function
+        call_id = call.id
+        name = function.name if function is not None else None
+        arguments = (function.arguments if function is not None else None) or ""
+        known = self.calls.get(call.index)
         if known is None:
-            known = self.calls[index] = [call_id or "", name or "", []]
+            known = self.calls[call.index] = [call_id or "", name or "", []]
         else:
             known[0] = known[0] or call_id or ""
             known[1] = known[1] or name or ""
         known[2].append(arguments)
-        return ToolCallDelta(index, call_id, name, arguments)
+        return ToolCallDelta(call.index, call_id, name, arguments)
 
     def response(self) -> ModelResponse:
+        # The SDK hides `[DONE]`; the finish reason is the mark of a reply that ended.
+        if self.finish_reason is None:
+            raise cut_stream("OpenAI", "the reply's finish reason")
         blocks: list[ContentBlock] = []
         if self.reasoning:
             blocks.append(ThinkingBlock("".join(self.reasoning)))
@@ -346,10 +330,10 @@ class _StreamedReply:
         )
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage()
-    prompt = int(field(usage, "prompt_tokens") or 0)
-    details = field(usage, "prompt_tokens_details")
-    cached = int(field(details, "cached_tokens") or 0) if details is not None else 0
-    return Usage(prompt, int(field(usage, "completion_tokens") or 0), min(cached, prompt))
+    prompt = int(usage.prompt_tokens or 0)
+    details = usage.prompt_tokens_details
+    cached = int(details.cached_tokens or 0) if details is not None else 0
+    return Usage(prompt, int(usage.completion_tokens or 0), min(cached, prompt))

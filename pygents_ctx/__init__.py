@@ -6,7 +6,6 @@ a `ContextItem` goes into the agent's `ContextQueue` or `ContextPool`, and
 anything else is yielded to the caller.
 """
 
-from pygents_ctx._content_types import content_type
 from pygents_ctx._resources import RunResource, RunScope, injectable
 from pygents_ctx.agent import Agent, BranchMerge
 from pygents_ctx.context import (
@@ -212,6 +211,7 @@ from pygents_ctx.model import (
 )
 from pygents_ctx.registry import AgentRegistry, AgentScope, HookRegistry, ToolRegistry
 from pygents_ctx.tools import IdempotencyKey, Tool, ToolMetadata, tool
+from pygents_ctx.tools._content_types import content_type
 from pygents_ctx.turns import StopReason, Turn, TurnMetadata
 
 __all__ = [

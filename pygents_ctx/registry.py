@@ -13,8 +13,8 @@ hooks attached inside it) to one request or task.
 
 from __future__ import annotations
 
-from pygents_ctx._agent_names import AgentScope
 from pygents_ctx.agent import AgentRegistry
+from pygents_ctx.agent._names import AgentScope
 from pygents_ctx.hooks import HookRegistry
 from pygents_ctx.tools import ToolRegistry
 

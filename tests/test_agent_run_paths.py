@@ -26,7 +26,7 @@ from pygents_ctx import (
     hook,
     tool,
 )
-from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT
+from pygents_ctx.hooks._calls import CONTEXT_READERS, CURRENT_CONTEXT
 
 # The ways a turn can be watched: not at all, by a hook on the turn, by a global
 # turn hook, or through its tool (a tool hook, or a lock, needs the tool's wrapper).

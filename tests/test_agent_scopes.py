@@ -21,7 +21,7 @@ from pygents_ctx import (
     UnregisteredHookError,
     tool,
 )
-from pygents_ctx._agent_names import GLOBAL_NAMES
+from pygents_ctx.agent._names import GLOBAL_NAMES
 from pygents_ctx.registry import AgentScope as AgentScopeFromRegistry
 
 

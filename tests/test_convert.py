@@ -27,8 +27,8 @@ from pygents_ctx import (
     Turn,
     tool,
 )
-from pygents_ctx._convert import Conversion
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
+from pygents_ctx.tools._convert import Conversion
 
 
 class Color(enum.Enum):

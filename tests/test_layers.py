@@ -58,12 +58,7 @@ LAYERS: dict[str, Layer] = {
         (),
     ),
     "hooks": Layer(
-        (
-            "pygents_ctx._calls",
-            "pygents_ctx._registry",
-            "pygents_ctx.hooks",
-            "pygents_ctx._dispatch",
-        ),
+        ("pygents_ctx.hooks", "pygents_ctx.hooks.*"),
         ("primitives",),
     ),
     "containers": Layer(
@@ -71,20 +66,7 @@ LAYERS: dict[str, Layer] = {
         ("primitives", "hooks"),
     ),
     "tools and turns": Layer(
-        (
-            "pygents_ctx._docstrings",
-            "pygents_ctx._type_checks",
-            "pygents_ctx._convert",
-            "pygents_ctx._content_types",
-            "pygents_ctx._schema",
-            "pygents_ctx._validation",
-            "pygents_ctx._json_schema",
-            "pygents_ctx._tool_errors",
-            "pygents_ctx.tools",
-            "pygents_ctx._turns",
-            "pygents_ctx._turns.*",
-            "pygents_ctx.turns",
-        ),
+        ("pygents_ctx.tools", "pygents_ctx.tools.*", "pygents_ctx.turns", "pygents_ctx.turns.*"),
         ("primitives", "hooks"),
     ),
     "stores and strategies": Layer(
@@ -98,16 +80,7 @@ LAYERS: dict[str, Layer] = {
         ("primitives",),
     ),
     "agent": Layer(
-        (
-            "pygents_ctx.agent",
-            "pygents_ctx._agent_names",
-            "pygents_ctx._branching",
-            "pygents_ctx._origin",
-            "pygents_ctx._agent_checks",
-            "pygents_ctx._run_state",
-            "pygents_ctx._saved_agent",
-            "pygents_ctx.registry",
-        ),
+        ("pygents_ctx.agent", "pygents_ctx.agent.*", "pygents_ctx.registry"),
         _RUNTIME,
     ),
     "memory": Layer(
@@ -387,8 +360,8 @@ def test_the_walk_sees_the_package_imports() -> None:
     # shows that the walk sees imports inside functions too).
     found = {(imp.importer, imp.target, imp.where) for imp in IMPORTS}
 
-    assert ("pygents_ctx.turns", "pygents_ctx.tools", "") in found
-    assert ("pygents_ctx._run_state", "pygents_ctx.turns", " (under TYPE_CHECKING)") in found
+    assert ("pygents_ctx.turns._turn", "pygents_ctx.tools", "") in found
+    assert ("pygents_ctx.agent._run_state", "pygents_ctx.turns", " (under TYPE_CHECKING)") in found
 
 
 # -- the checks themselves, on a small package made for them ------------------------

@@ -11,7 +11,7 @@ import pytest
 from typing_extensions import Doc
 
 from pygents_ctx import to_anthropic_tools, to_openai_tools, tool
-from pygents_ctx._docstrings import Docstring, parse_docstring
+from pygents_ctx.tools._docstrings import Docstring, parse_docstring
 
 GOOGLE = """Book a room.
 
@@ -348,7 +348,7 @@ def test_definitions_for_the_apis_carry_descriptions_and_defaults() -> None:
 
 
 def test_schema_for_describes_a_single_hint() -> None:
-    from pygents_ctx._schema import schema_for
+    from pygents_ctx.tools._schema import schema_for
 
     assert schema_for(Annotated[list[int], "ids"]) == {
         "type": "array",

@@ -7,16 +7,6 @@ from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
 
-from pygents_ctx._calls import POOL, receives_context, tag_set
-from pygents_ctx._dispatch import (
-    HookSlot,
-    PoolHookList,
-    fire_on,
-    hooks_attribute,
-    hooks_from_dict,
-    hooks_to_dict,
-    listening,
-)
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
@@ -28,6 +18,16 @@ from pygents_ctx.context._shared import (
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.selection import SelectionIndex, Selector, _default_selector
 from pygents_ctx.hooks import ContextPoolHook, Hook, HookRegistry
+from pygents_ctx.hooks._calls import POOL, receives_context, tag_set
+from pygents_ctx.hooks._dispatch import (
+    HookSlot,
+    PoolHookList,
+    fire_on,
+    hooks_attribute,
+    hooks_from_dict,
+    hooks_to_dict,
+    listening,
+)
 
 __all__ = ["ContextPool"]
 

@@ -5,17 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from pygents_ctx._calls import QUEUE, receives_context, tag_set
-from pygents_ctx._dispatch import (
-    HookSlot,
-    QueueHookList,
-    fire_on,
-    hooks_attribute,
-    hooks_from_dict,
-    hooks_to_dict,
-    kinds_heard,
-    listening,
-)
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
@@ -34,6 +23,17 @@ from pygents_ctx.context.tokens import (
     counter_to_dict,
 )
 from pygents_ctx.hooks import ContextQueueHook, Hook, HookRegistry
+from pygents_ctx.hooks._calls import QUEUE, receives_context, tag_set
+from pygents_ctx.hooks._dispatch import (
+    HookSlot,
+    QueueHookList,
+    fire_on,
+    hooks_attribute,
+    hooks_from_dict,
+    hooks_to_dict,
+    kinds_heard,
+    listening,
+)
 
 __all__ = ["ContextQueue"]
 

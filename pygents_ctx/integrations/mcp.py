@@ -34,19 +34,19 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Any, Final
 
-from pygents_ctx._tool_errors import check_on_tool_error
 from pygents_ctx.context.messages import TextBlock
 from pygents_ctx.errors import PygentsError
 from pygents_ctx.integrations._mcp_content import MCPToolResult
 from pygents_ctx.integrations._mcp_serve import mcp_server, serve_tools
 from pygents_ctx.registry import ToolRegistry
 from pygents_ctx.tools import Tool
+from pygents_ctx.tools._errors import check_on_tool_error
 
 if TYPE_CHECKING:
     from contextlib import AbstractAsyncContextManager
     from types import TracebackType
 
-    from pygents_ctx._tool_errors import OnToolError
+    from pygents_ctx.tools._errors import OnToolError
 
 __all__ = [
     "MCPClient",

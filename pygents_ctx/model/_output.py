@@ -24,12 +24,12 @@ from typing import Any
 import orjson
 from typing_extensions import is_typeddict
 
-from pygents_ctx._convert import Conversion
-from pygents_ctx._schema import schema_for
 from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import ArgumentProblem
 from pygents_ctx.model.base import ModelSettings, OutputSchema
 from pygents_ctx.model.definitions import accepts_null, strict_schema
+from pygents_ctx.tools._convert import Conversion
+from pygents_ctx.tools._schema import schema_for
 
 __all__ = ["StructuredOutput"]
 

@@ -8,7 +8,6 @@ from typing import Any, Final
 
 import orjson
 
-from pygents_ctx._calls import CALL_KEY, IdempotencyKey
 from pygents_ctx._suggest import closest
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import (
@@ -19,6 +18,7 @@ from pygents_ctx.context.messages import (
     ToolUseBlock,
 )
 from pygents_ctx.hooks import Hook
+from pygents_ctx.hooks._calls import CALL_KEY, IdempotencyKey
 from pygents_ctx.model._observers import OBSERVERS, ToolCallWatch, watch_tool_call
 from pygents_ctx.model._sdk import RAW_ARGUMENTS
 from pygents_ctx.model.definitions import accepts_null, input_schema

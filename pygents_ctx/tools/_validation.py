@@ -29,12 +29,12 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from pygents_ctx._convert import ConversionFailed, Convert, Converters
-from pygents_ctx._type_checks import TypeCheck, TypeChecks, missing, unknown
 from pygents_ctx.errors import ArgumentProblem, ToolArgumentsError
+from pygents_ctx.tools._convert import ConversionFailed, Convert, Converters
+from pygents_ctx.tools._type_checks import TypeCheck, TypeChecks, missing, unknown
 
 if TYPE_CHECKING:
-    from pygents_ctx._calls import CallSpec
+    from pygents_ctx.hooks._calls import CallSpec
 
 __all__ = ["ArgumentValidator", "Check"]
 

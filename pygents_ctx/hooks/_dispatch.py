@@ -10,7 +10,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar, cast, overload
 
 from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
-from pygents_ctx.hooks import (
+from pygents_ctx.hooks._hooks import (
     AgentHook,
     ContextPoolHook,
     ContextQueueHook,
@@ -25,7 +25,7 @@ from pygents_ctx.hooks import (
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from pygents_ctx.hooks import GlobalHooks
+    from pygents_ctx.hooks._hooks import GlobalHooks
 
 L = TypeVar("L", bound="HookList")
 

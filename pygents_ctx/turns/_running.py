@@ -13,9 +13,11 @@ from collections.abc import AsyncGenerator
 from time import monotonic
 from typing import TYPE_CHECKING, Any
 
-from pygents_ctx._dispatch import fire_on
-from pygents_ctx._turns.state import CANCELLED, COMPLETED, StopReason, TurnState
-from pygents_ctx._turns.steps import (
+from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
+from pygents_ctx.hooks import HookRegistry, ToolHook, TurnHook
+from pygents_ctx.hooks._dispatch import fire_on
+from pygents_ctx.turns._state import CANCELLED, COMPLETED, StopReason, TurnState
+from pygents_ctx.turns._steps import (
     DONE,
     Expired,
     HookedSteps,
@@ -24,8 +26,6 @@ from pygents_ctx._turns.steps import (
     ToolSteps,
     resume_within,
 )
-from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
-from pygents_ctx.hooks import HookRegistry, ToolHook, TurnHook
 
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook

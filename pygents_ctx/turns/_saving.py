@@ -13,10 +13,12 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Self
 
-from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
-from pygents_ctx._turns.state import (
+from pygents_ctx.hooks import TurnHook
+from pygents_ctx.hooks._calls import tag_set
+from pygents_ctx.hooks._dispatch import TurnHookList, hooks_from_dict, hooks_to_dict
+from pygents_ctx.tools import ToolRegistry
+from pygents_ctx.turns._state import (
     NO_SAVED_METADATA,
     StopReason,
     TurnState,
@@ -25,8 +27,6 @@ from pygents_ctx._turns.state import (
     check_timeout,
     read_metadata,
 )
-from pygents_ctx.hooks import TurnHook
-from pygents_ctx.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from pygents_ctx.tools import Tool

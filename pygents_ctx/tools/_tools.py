@@ -27,18 +27,24 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
 
-from pygents_ctx._calls import CallSpec, IdempotencyKey, LoopLock, tag_set
 from pygents_ctx._clock import RunTimes
-from pygents_ctx._dispatch import HookSlot, ToolHookList, fire_on, fire_with_kwargs, hooks_attribute
-from pygents_ctx._docstrings import parse_docstring
-from pygents_ctx._json_schema import check_object_schema, schema_check
-from pygents_ctx._registry import NameRegistry, identical, redefines
-from pygents_ctx._schema import signature_schemas
-from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
-from pygents_ctx._type_checks import type_hints
-from pygents_ctx._validation import ArgumentValidator
 from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.hooks import Hook, HookRegistry, ToolHook
+from pygents_ctx.hooks._calls import CallSpec, IdempotencyKey, LoopLock, tag_set
+from pygents_ctx.hooks._dispatch import (
+    HookSlot,
+    ToolHookList,
+    fire_on,
+    fire_with_kwargs,
+    hooks_attribute,
+)
+from pygents_ctx.hooks._registry import NameRegistry, identical, redefines
+from pygents_ctx.tools._docstrings import parse_docstring
+from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
+from pygents_ctx.tools._json_schema import check_object_schema, schema_check
+from pygents_ctx.tools._schema import signature_schemas
+from pygents_ctx.tools._type_checks import type_hints
+from pygents_ctx.tools._validation import ArgumentValidator
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping

@@ -10,23 +10,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pygents_ctx._agent_checks import index_tools, require_tools, saved_field
-from pygents_ctx._dispatch import AgentHookList, TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx._json import check_writable_depth
-from pygents_ctx._turns.loading import load_turns
+from pygents_ctx.agent._checks import index_tools, require_tools, saved_field
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.pool import ContextPool
 from pygents_ctx.context.queue import ContextQueue
 from pygents_ctx.hooks import AgentHook, TurnHook
+from pygents_ctx.hooks._dispatch import AgentHookList, TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns import Turn
+from pygents_ctx.turns._loading import load_turns
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from pygents_ctx._run_state import RunState
-    from pygents_ctx._turns.lending import PendingTurns
+    from pygents_ctx.agent._run_state import RunState
     from pygents_ctx.hooks import Hook
+    from pygents_ctx.turns._lending import PendingTurns
 
 __all__ = ["SAVED_KEYS", "SavedAgent", "read_saved_agent", "save_agent", "saved_user_values"]
 

@@ -24,7 +24,7 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError
 
 if TYPE_CHECKING:
-    from pygents_ctx._agent_names import AgentNames
+    from pygents_ctx.agent._names import AgentNames
     from pygents_ctx.context.config import ContextConfig
     from pygents_ctx.context.pool import ContextPool
     from pygents_ctx.context.queue import ContextQueue

@@ -18,10 +18,10 @@ its queue). Two kinds wait that way:
   - a turn's `hooks` list can change in place, unseen, so a borrower keeps a
     snapshot of the borrowed turns' hooks, taken when it borrowed;
 
-- a loaded agent's turns, checked when loaded and built later (see `_turns.loading`).
+- a loaded agent's turns, checked when loaded and built later (see `turns._loading`).
 
 This module builds on the turns, and knows nothing of agents. The turns hold
-the set of open loans (`_turns.state.OPEN_LOANS`), which their setters consult
+the set of open loans (`turns._state.OPEN_LOANS`), which their setters consult
 (`lent_turn_changing`) without knowing this module.
 """
 
@@ -32,13 +32,13 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from pygents_ctx._dispatch import TurnHookList
-from pygents_ctx._turns.state import OPEN_LOANS
+from pygents_ctx.hooks._dispatch import TurnHookList
+from pygents_ctx.turns._state import OPEN_LOANS
 
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook
     from pygents_ctx.tools import Tool
-    from pygents_ctx.turns import Turn
+    from pygents_ctx.turns._turn import Turn
 
 __all__ = ["Borrowed", "PendingTurns", "TurnLoan"]
 

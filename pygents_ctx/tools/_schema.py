@@ -36,8 +36,8 @@ from typing import Any, Literal, Union
 
 from typing_extensions import is_typeddict
 
-from pygents_ctx._docstrings import Docstring, parse_docstring
-from pygents_ctx._type_checks import type_hints
+from pygents_ctx.tools._docstrings import Docstring, parse_docstring
+from pygents_ctx.tools._type_checks import type_hints
 
 __all__ = ["schema_for", "signature_schemas"]
 

@@ -31,19 +31,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
 from typing import Any
 
-from pygents_ctx._agent_checks import check_name, index_tools, refused_tool, require_tools
-from pygents_ctx._agent_names import AgentNames, AgentRegistryBase
-from pygents_ctx._branching import (
-    BranchMerge,
-    Lineage,
-    OnConflict,
-    merge_branch,
-    unique_branch_name,
-)
-from pygents_ctx._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx._dispatch import AgentHookList, HookSlot, TurnHookList, fire_on, hooks_given
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
-from pygents_ctx._origin import Origin, caller_origin
 from pygents_ctx._resources import (
     NO_RESOURCES,
     RunScope,
@@ -51,20 +39,32 @@ from pygents_ctx._resources import (
     close_resources,
     open_resources,
 )
-from pygents_ctx._run_state import RunState
-from pygents_ctx._saved_agent import read_saved_agent, save_agent, saved_user_values
-from pygents_ctx._tool_errors import OnToolError, check_on_tool_error
-from pygents_ctx._turns.lending import PendingTurns
-from pygents_ctx._turns.running import ANY_TURN_HOOK
-from pygents_ctx._turns.steps import DONE, FailedSteps, Later, Steps
+from pygents_ctx.agent._branching import (
+    BranchMerge,
+    Lineage,
+    OnConflict,
+    merge_branch,
+    unique_branch_name,
+)
+from pygents_ctx.agent._checks import check_name, index_tools, refused_tool, require_tools
+from pygents_ctx.agent._names import AgentNames, AgentRegistryBase
+from pygents_ctx.agent._origin import Origin, caller_origin
+from pygents_ctx.agent._run_state import RunState
+from pygents_ctx.agent._saved import read_saved_agent, save_agent, saved_user_values
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError
-from pygents_ctx.hooks import AgentHook, Hook, HookFunction, HookRegistry, TurnHook
+from pygents_ctx.hooks._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
+from pygents_ctx.hooks._dispatch import AgentHookList, HookSlot, TurnHookList, fire_on, hooks_given
+from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry, TurnHook
 from pygents_ctx.tools import Tool
+from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
+from pygents_ctx.turns._lending import PendingTurns
+from pygents_ctx.turns._running import ANY_TURN_HOOK
+from pygents_ctx.turns._steps import DONE, FailedSteps, Later, Steps
 
 __all__ = ["Agent", "BranchMerge"]
 

@@ -44,7 +44,8 @@ from typing import Any, Literal, Union
 
 from typing_extensions import is_typeddict
 
-from pygents_ctx._type_checks import (
+from pygents_ctx.errors import ArgumentProblem
+from pygents_ctx.tools._type_checks import (
     PydanticCheck,
     TypeCheck,
     TypeChecks,
@@ -53,7 +54,6 @@ from pygents_ctx._type_checks import (
     pydantic_problems,
     type_hints,
 )
-from pygents_ctx.errors import ArgumentProblem
 
 __all__ = ["Conversion", "ConversionFailed", "Convert", "Converters"]
 

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 import orjson
 
-from pygents_ctx._convert import Conversion
 from pygents_ctx.context.items import CODEC_OF_CLASS, CONTENT_CODECS, ContentCodec
+from pygents_ctx.tools._convert import Conversion
 
 __all__ = ["content_type"]
 

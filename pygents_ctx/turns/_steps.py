@@ -103,7 +103,7 @@ class Steps(Protocol):
 
 
 class SteppedTurn(Protocol):
-    """What `ToolSteps` uses of a turn: `_turns.running.TurnRunning` (which builds on this)."""
+    """What `ToolSteps` uses of a turn: `turns._running.TurnRunning` (which builds on this)."""
 
     _timeout: float
     _tool: Tool[..., Any]

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from pygents_ctx._suggest import closest
-from pygents_ctx._type_checks import _invalid, _one_of, _same, missing, unknown
 from pygents_ctx.errors import ArgumentProblem, ToolArgumentsError
+from pygents_ctx.tools._type_checks import _invalid, _one_of, _same, missing, unknown
 
 __all__ = ["check_object_schema", "schema_check"]
 

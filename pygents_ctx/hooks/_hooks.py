@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
-from pygents_ctx._calls import CallSpec, LoopLock, tag_set
-from pygents_ctx._registry import NameRegistry, redefines
 from pygents_ctx.errors import UnregisteredHookError
+from pygents_ctx.hooks._calls import CallSpec, LoopLock, tag_set
+from pygents_ctx.hooks._registry import NameRegistry, redefines
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping

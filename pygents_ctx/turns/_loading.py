@@ -14,9 +14,9 @@ from itertools import chain
 from operator import itemgetter
 from typing import Any
 
-from pygents_ctx._calls import any_dynamic
+from pygents_ctx.hooks._calls import any_dynamic
 from pygents_ctx.tools import Tool, ToolRegistry
-from pygents_ctx.turns import Turn, TurnMetadata
+from pygents_ctx.turns._turn import Turn, TurnMetadata
 
 __all__ = ["load_turns"]
 

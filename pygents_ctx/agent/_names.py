@@ -21,12 +21,12 @@ import weakref
 from contextvars import ContextVar, Token
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from pygents_ctx._agent_checks import check_name
-from pygents_ctx._origin import Origin, same_origin
-from pygents_ctx._registry import logger
 from pygents_ctx._suggest import closest
+from pygents_ctx.agent._checks import check_name
+from pygents_ctx.agent._origin import Origin, same_origin
 from pygents_ctx.errors import UnregisteredAgentError
-from pygents_ctx.hooks import SCOPED_HOOK_NAMES, HookNames
+from pygents_ctx.hooks._hooks import SCOPED_HOOK_NAMES, HookNames
+from pygents_ctx.hooks._registry import logger
 
 if TYPE_CHECKING:
     from types import TracebackType

@@ -13,9 +13,9 @@ Example:
     >>> asyncio.run(Turn(greet, kwargs={"name": "ada"}).returning())
     'hello ada'
 
-`Turn` is what users declare and call; the work behind its methods is in
-`pygents_ctx._turns`: its fields (`state`), how it runs (`running`) and how it
-is saved and loaded (`saving`).
+`Turn` is what users declare and call; the work behind its methods is in the
+modules beside this one: its fields (`_state`), how it runs (`_running`) and
+how it is saved and loaded (`_saving`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,14 @@ from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from pygents_ctx._calls import tag_set
-from pygents_ctx._dispatch import HookSlot, TurnHookList, hooks_attribute
-from pygents_ctx._turns.running import TurnRunning
-from pygents_ctx._turns.saving import TurnSaving
-from pygents_ctx._turns.state import (
+from pygents_ctx.errors import SafeExecutionError
+from pygents_ctx.hooks import Hook, TurnHook
+from pygents_ctx.hooks._calls import tag_set
+from pygents_ctx.hooks._dispatch import HookSlot, TurnHookList, hooks_attribute
+from pygents_ctx.tools import Tool, ToolRegistry
+from pygents_ctx.turns._running import TurnRunning
+from pygents_ctx.turns._saving import TurnSaving
+from pygents_ctx.turns._state import (
     StopReason,
     TurnMetadata,
     check_args,
@@ -37,9 +40,6 @@ from pygents_ctx._turns.state import (
     check_timeout,
     lent_turn_changing,
 )
-from pygents_ctx.errors import SafeExecutionError
-from pygents_ctx.hooks import Hook, TurnHook
-from pygents_ctx.tools import Tool, ToolRegistry
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
 
@@ -68,7 +68,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         TypeError: `args` is not a list or tuple, or `kwargs` is not a dict of str keys.
     """
 
-    # The fields are `TurnState`'s (see `_turns.state`).
+    # The fields are `TurnState`'s (see `turns._state`).
     __slots__ = ()
 
     if TYPE_CHECKING:
@@ -191,7 +191,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         tool, timeout = self._tool.key, self._timeout
         return f"Turn(tool={tool!r}, timeout={timeout!r}, metadata={self.metadata!r})"
 
-    # -- running (see _turns.running) -----------------------------------------------
+    # -- running (see turns._running) -----------------------------------------------
 
     def returning(self) -> Coroutine[Any, Any, T]:
         """Run a coroutine tool and return its result (also kept in `output`).
@@ -231,7 +231,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         twin._hooks = hooks
         return twin
 
-    # -- saving (see _turns.saving) ------------------------------------------------
+    # -- saving (see turns._saving) ------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """The turn as plain data; dynamic arguments are evaluated now.

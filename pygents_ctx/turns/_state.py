@@ -17,10 +17,10 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pygents_ctx._calls import any_dynamic, evaluate_dynamic
 from pygents_ctx._clock import RunTimes
-from pygents_ctx._dispatch import TurnHookList
 from pygents_ctx._json import JsonSerializable, is_mapping
+from pygents_ctx.hooks._calls import any_dynamic, evaluate_dynamic
+from pygents_ctx.hooks._dispatch import TurnHookList
 
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook
@@ -242,7 +242,7 @@ class TurnState(RunTimes):
 
 
 class Loan(Protocol):
-    """Queued turns lent to branches: a `_turns.lending.TurnLoan` (which builds on this)."""
+    """Queued turns lent to branches: a `turns._lending.TurnLoan` (which builds on this)."""
 
     def holds(self, turn: object) -> bool:
         """Whether `turn` is one of the lent turns."""
@@ -253,7 +253,7 @@ class Loan(Protocol):
         ...
 
 
-# Loans with borrowers (`_turns.lending` adds and removes them); weak, so that a loan whose
+# Loans with borrowers (`turns._lending` adds and removes them); weak, so that a loan whose
 # borrowers are gone is forgotten.
 OPEN_LOANS: weakref.WeakSet[Loan] = weakref.WeakSet()
 

@@ -1,0 +1,11 @@
+"""The `Agent`: runs a queue of turns and routes what they produce by type.
+
+`Agent` and `AgentRegistry` are in `_agent`; its parts: the run state
+(`_run_state`), the checks of what it is given (`_checks`), agent names and
+`AgentScope` (`_names`, `_origin`), branching and merging (`_branching`), and
+loading a saved agent (`_saved`).
+"""
+
+from pygents_ctx.agent._agent import Agent, AgentRegistry, BranchMerge
+
+__all__ = ["Agent", "AgentRegistry", "BranchMerge"]

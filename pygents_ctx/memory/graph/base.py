@@ -63,10 +63,10 @@ class Entity:
     def _stored(cls, entity_id: str, kind: str, data: bytes) -> Entity:
         """An entity as a store read it back: checked when it was written."""
         entity = object.__new__(cls)
-        _set_entity_id(entity, entity_id)
-        _set_entity_type(entity, kind)
-        _set_entity_properties(entity, decode_properties(data))
-        _set_entity_json(entity, data)
+        object.__setattr__(entity, "id", entity_id)
+        object.__setattr__(entity, "type", kind)
+        object.__setattr__(entity, "properties", decode_properties(data))
+        object.__setattr__(entity, "_json", data)
         return entity
 
 
@@ -122,29 +122,12 @@ class Relationship:
     def _stored(cls, source: str, target: str, kind: str, data: bytes) -> Relationship:
         """A relationship as a store read it back: checked when it was written."""
         relationship = object.__new__(cls)
-        _set_source(relationship, source)
-        _set_target(relationship, target)
-        _set_relationship_type(relationship, kind)
-        _set_relationship_properties(relationship, decode_properties(data))
-        _set_relationship_json(relationship, data)
+        object.__setattr__(relationship, "source", source)
+        object.__setattr__(relationship, "target", target)
+        object.__setattr__(relationship, "type", kind)
+        object.__setattr__(relationship, "properties", decode_properties(data))
+        object.__setattr__(relationship, "_json", data)
         return relationship
-
-
-# The slots' own setters: what the stores use to rebuild what they read (a frozen
-# dataclass's __setattr__ refuses, and object.__setattr__ per field costs twice as much).
-_set_entity_id, _set_entity_type, _set_entity_properties, _set_entity_json = (
-    Entity.__dict__[name].__set__ for name in ("id", "type", "properties", "_json")
-)
-(
-    _set_source,
-    _set_target,
-    _set_relationship_type,
-    _set_relationship_properties,
-    _set_relationship_json,
-) = (
-    Relationship.__dict__[name].__set__
-    for name in ("source", "target", "type", "properties", "_json")
-)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ __all__ = [
     "norm",
     "numpy_or_none",
     "single_precision_norm",
+    "single_precision_square",
     "stored_norm",
     "unit_vector",
 ]
@@ -96,8 +97,13 @@ _SINGLE_PRECISION_SQUARES: Final = (1.1754943508222875e-38, FLOAT32_MAX)
 
 def single_precision_norm(vector: Sequence[float]) -> bool:
     """Whether a single-precision backend can compute `vector`'s length."""
+    return single_precision_square(dot(vector, vector))
+
+
+def single_precision_square(square: float) -> bool:
+    """Whether a squared length is a normal 32-bit float (see `single_precision_norm`)."""
     low, high = _SINGLE_PRECISION_SQUARES
-    return low <= dot(vector, vector) <= high
+    return low <= square <= high
 
 
 def unit_vector(vector: Sequence[float]) -> array[float]:

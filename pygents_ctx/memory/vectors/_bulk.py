@@ -27,7 +27,14 @@ from pygents_ctx.memory._table import (
     stored_norm,
 )
 
-__all__ = ["Columns", "Row", "check_columns", "check_json", "metadata_json", "no_nul"]
+__all__ = [
+    "Columns",
+    "check_columns",
+    "check_json",
+    "document_columns",
+    "metadata_json",
+    "no_nul",
+]
 
 _INT64: Final = (-(2**63), 2**63 - 1)
 _EMPTY_METADATA: Final = "{}"
@@ -71,16 +78,6 @@ def check_json(value: object, where: str) -> None:
 def metadata_json(metadata: Mapping[str, Any]) -> str:
     """The metadata as JSON text (checked by `VectorDocument`, so it always encodes)."""
     return orjson.dumps(metadata).decode()
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A document ready to store: its id and text, checked 32-bit embedding and metadata JSON."""
-
-    id: str
-    text: str
-    vector: array[float]
-    metadata: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,14 +128,6 @@ class Columns:
             self.dimension,
         )
 
-    def rows(self) -> list[Row]:
-        """One `Row` per document (for backends that store row by row)."""
-        data, width = self.vector_bytes(), 4 * self.dimension
-        return [
-            Row(item_id, self.texts[i], float_row(data, i, width), self.metadata[i])
-            for i, item_id in enumerate(self.ids)
-        ]
-
 
 def check_columns(
     ids: object, vectors: object, texts: object, metadata: object, dimension: int
@@ -159,6 +148,23 @@ def check_columns(
     )
     block, norms = _check_vectors(vectors, checked_ids, dimension)
     return Columns(checked_ids, checked_texts, checked_metadata, block, norms, dimension)
+
+
+def document_columns(
+    ids: list[str],
+    texts: list[str],
+    metadata: list[str],
+    vectors: Sequence[Sequence[float]],
+    dimension: int,
+) -> Columns:
+    """The columns of documents already checked, one vector of `dimension` numbers each.
+
+    The vectors (a `VectorDocument`'s embedding, or an embedder's checked
+    vector) become one block of 32-bit floats with their norms, as
+    `check_columns` makes it.
+    """
+    block, norms = _check_vectors(vectors, ids, dimension)
+    return Columns(ids, texts, metadata, block, norms, dimension)
 
 
 def _column(values: object, name: str, count: int | None) -> list[Any]:

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_check
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
-from pygents_ctx.memory._table import check_vector, embed_checked, single_precision_norm
+from pygents_ctx.memory._table import check_vector, embed_checked, single_precision_square
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors._bulk import (
     Columns,
-    Row,
     check_columns,
     check_json,
+    document_columns,
     metadata_json,
     no_nul,
 )
@@ -324,8 +324,8 @@ class VectorStoreBase(ABC):
         batch = _check_documents(documents)
         dimension = await self._dimension(name)
         present = await self._present(name, [d.id for d in batch]) if batch else set()
-        rows = await self._rows(name, dimension, [d for d in batch if d.id not in present])
-        return await self._write(name, dimension, rows, replace=False) if rows else []
+        columns = await self._columns(name, dimension, [d for d in batch if d.id not in present])
+        return await self._write(name, dimension, columns, replace=False) if columns.ids else []
 
     async def add_many(
         self,
@@ -383,7 +383,7 @@ class VectorStoreBase(ABC):
         columns = check_columns(ids, vectors, texts, metadata, dimension)
         if not columns.ids:
             return []
-        return await self._write_columns(name, dimension, columns, replace=replace)
+        return await self._write(name, dimension, columns, replace=replace)
 
     async def upsert(self, collection: str, documents: Iterable[VectorDocument]) -> None:
         """Insert the documents, replacing any with the same id, in one transaction.
@@ -396,9 +396,9 @@ class VectorStoreBase(ABC):
         name = check_name(collection)
         batch = _check_documents(documents)
         dimension = await self._dimension(name)
-        rows = await self._rows(name, dimension, batch)
-        if rows:
-            await self._write(name, dimension, rows, replace=True)
+        columns = await self._columns(name, dimension, batch)
+        if columns.ids:
+            await self._write(name, dimension, columns, replace=True)
 
     async def delete(self, collection: str, ids: Iterable[str]) -> int:
         """Delete the documents with these ids (unknown ids are ignored); return how many.
@@ -458,16 +458,22 @@ class VectorStoreBase(ABC):
             vector = check_vector(query, "the query vector", dimension)
         return await self._search(name, vector, wanted, conditions)
 
-    async def _rows(self, name: str, dimension: int, batch: list[VectorDocument]) -> list[Row]:
-        """The rows to write, after checking every embedding and computing the missing ones."""
-        vectors: dict[str, array[float]] = {}
+    async def _columns(self, name: str, dimension: int, batch: list[VectorDocument]) -> Columns:
+        """The documents as the columns `_write` stores, embedding those without an embedding.
+
+        A `VectorDocument` checked its embedding when it was made: here only its
+        length is, before the embedder is asked for the missing ones.
+        """
         missing: list[VectorDocument] = []
         for document in batch:
             if document.embedding is None:
                 missing.append(document)
-            else:
-                what = f"the embedding of document {document.id!r}"
-                vectors[document.id] = check_vector(document.embedding, what, dimension)
+            elif len(document.embedding) != dimension:
+                raise ValueError(
+                    f"the embedding of document {document.id!r} has "
+                    f"{len(document.embedding)} numbers, but the dimension is {dimension}"
+                )
+        embedded: dict[str, array[float]] = {}
         if missing:
             first = missing[0].id
             what = (
@@ -475,9 +481,15 @@ class VectorStoreBase(ABC):
                 if len(missing) == 1
                 else f"{len(missing)} documents (the first: {first!r})"
             )
-            embedded = await self._embed(name, dimension, [d.text for d in missing], what)
-            vectors.update((d.id, v) for d, v in zip(missing, embedded, strict=True))
-        return [Row(d.id, d.text, vectors[d.id], metadata_json(d.metadata)) for d in batch]
+            vectors = await self._embed(name, dimension, [d.text for d in missing], what)
+            embedded = {d.id: v for d, v in zip(missing, vectors, strict=True)}
+        return document_columns(
+            [d.id for d in batch],
+            [d.text for d in batch],
+            [metadata_json(d.metadata) for d in batch],
+            [embedded[d.id] if d.embedding is None else d.embedding for d in batch],
+            dimension,
+        )
 
     async def _embed(
         self, name: str, dimension: int, texts: list[str], what: str
@@ -516,19 +528,11 @@ class VectorStoreBase(ABC):
 
     @abstractmethod
     async def _write(
-        self, name: str, dimension: int, rows: list[Row], *, replace: bool
-    ) -> list[str]:
-        """Store the rows in one transaction, checking the collection still has
-        `dimension`; return the ids inserted (without `replace`, present ones stay)."""
-
-    async def _write_columns(
         self, name: str, dimension: int, columns: Columns, *, replace: bool
     ) -> list[str]:
-        """Store checked columns as `_write` stores rows (a backend may do it faster).
-
-        Without `replace`, ids already stored are left as they are and not returned.
-        """
-        return await self._write(name, dimension, columns.rows(), replace=replace)
+        """Store checked columns in one transaction, checking the collection still has
+        `dimension`; return the ids written, in order (without `replace`, ids already
+        stored are left as they are and not returned)."""
 
     @abstractmethod
     async def _delete(self, name: str, ids: list[str]) -> int: ...
@@ -568,7 +572,7 @@ def unknown_collection(name: str) -> CollectionNotFoundError:
     )
 
 
-def refuse_single_precision_overflow(rows: list[Row], backend: str) -> None:
+def refuse_single_precision_overflow(columns: Columns, backend: str) -> None:
     """Refuse rows whose length a single-precision backend cannot compute.
 
     pgvector and sqlite-vec sum squares in 32-bit floats: a vector shorter than
@@ -578,9 +582,9 @@ def refuse_single_precision_overflow(rows: list[Row], backend: str) -> None:
     Raises:
         ValueError: A row's embedding is that short or that long.
     """
-    for row in rows:
-        if not single_precision_norm(row.vector):
-            raise single_precision_refusal(row.id, backend)
+    for item_id, row_norm in zip(columns.ids, columns.norms, strict=True):
+        if not single_precision_square(row_norm * row_norm):
+            raise single_precision_refusal(item_id, backend)
 
 
 def single_precision_refusal(document_id: str, backend: str) -> ValueError:

@@ -9,7 +9,7 @@ import orjson
 
 from pygents_ctx.memory._table import VectorTable
 from pygents_ctx.memory.embedders import Embedder
-from pygents_ctx.memory.vectors._bulk import Columns, Row
+from pygents_ctx.memory.vectors._bulk import Columns
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
@@ -93,11 +93,6 @@ class _Collection:
             self.metadata[document_id] = metadata.encode()
             for pair in _scalars(orjson.loads(metadata)):
                 self.with_value.setdefault(pair, set()).add(document_id)
-
-    def put(self, row: Row) -> None:
-        self.remove(row.id)
-        self.table.put(row.id, row.vector)
-        self._describe(row.id, row.text, row.metadata)
 
     def put_many(self, columns: Columns) -> None:
         for document_id in self.table.present(columns.ids):
@@ -184,21 +179,6 @@ class InMemoryVectorStore(VectorStoreBase):
         return self._collection(name).table.present(ids)
 
     async def _write(
-        self, name: str, dimension: int, rows: list[Row], *, replace: bool
-    ) -> list[str]:
-        # The embedder may have run since the checks: the collection must still be the same.
-        collection = self._collections_by_name.get(name)
-        if collection is None or collection.dimension != dimension:
-            now = None if collection is None else collection.dimension
-            raise dimension_changed(name, dimension, now)
-        written = []
-        for row in rows:
-            if replace or row.id not in collection.table:
-                collection.put(row)
-                written.append(row.id)
-        return written
-
-    async def _write_columns(
         self, name: str, dimension: int, columns: Columns, *, replace: bool
     ) -> list[str]:
         collection = self._collections_by_name.get(name)

@@ -36,9 +36,9 @@ import orjson
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import MissingExtensionError
-from pygents_ctx.memory._table import FLOAT32_MAX, unit_vector
+from pygents_ctx.memory._table import unit_vector
 from pygents_ctx.memory.embedders import Embedder
-from pygents_ctx.memory.vectors._bulk import Columns, Row
+from pygents_ctx.memory.vectors._bulk import Columns
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
@@ -48,7 +48,6 @@ from pygents_ctx.memory.vectors.base import (
     dimension_changed,
     other_dimension,
     refuse_single_precision_overflow,
-    single_precision_refusal,
     unknown_collection,
 )
 
@@ -85,8 +84,6 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 # feature_not_supported ("extension is not available"), undefined_file (older
 # servers), undefined_object (type "vector" does not exist).
 _NO_EXTENSION: Final = frozenset({"0A000", "58P01", "42704"})
-# Squared lengths pgvector can compute in 32-bit floats (see refuse_single_precision_overflow).
-_SINGLE_PRECISION_SQUARES: Final = (1.1754943508222875e-38, FLOAT32_MAX)
 
 
 def _hnsw_prefix(name: str) -> str:
@@ -364,41 +361,10 @@ class PostgresVectorStore(VectorStoreBase):
         return await self._run(present)
 
     async def _write(
-        self, name: str, dimension: int, rows: list[Row], *, replace: bool
-    ) -> list[str]:
-        refuse_single_precision_overflow(rows, "PostgresVectorStore (pgvector)")
-        columns = (
-            [r.id for r in rows],
-            [r.text for r in rows],
-            [r.metadata for r in rows],
-            [_literal(r.vector) for r in rows],
-        )
-        conflict = _on_conflict(replace)
-        sql = (
-            "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
-            "SELECT %s, d.id, d.text, d.metadata::jsonb, d.embedding::vector "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[]) "
-            "AS d(id, text, metadata, embedding) "
-            f"ON CONFLICT (collection, id) DO {conflict} RETURNING id"
-        )
-
-        async def write(db: AsyncConnection[Any]) -> list[str]:
-            async with db.transaction():
-                await _hold_dimension(db, name, dimension)
-                cursor = await db.execute(sql, (name, *columns))
-                written = {r[0] for r in await cursor.fetchall()}
-            return [r.id for r in rows if r.id in written]
-
-        return await self._run(write)
-
-    async def _write_columns(
         self, name: str, dimension: int, columns: Columns, *, replace: bool
     ) -> list[str]:
         """Bulk load: COPY the columns (binary) into a temporary table, then one INSERT."""
-        low, high = _SINGLE_PRECISION_SQUARES
-        for item_id, row_norm in zip(columns.ids, columns.norms, strict=True):
-            if not low <= row_norm * row_norm <= high:
-                raise single_precision_refusal(item_id, "PostgresVectorStore (pgvector)")
+        refuse_single_precision_overflow(columns, "PostgresVectorStore (pgvector)")
         conflict = _on_conflict(replace)
 
         async def write(db: AsyncConnection[Any]) -> list[str]:

@@ -40,11 +40,10 @@ from pygents_ctx.memory._table import (
     cosine,
     norm,
     numpy_or_none,
-    stored_norm,
     unit_vector,
 )
 from pygents_ctx.memory.embedders import Embedder
-from pygents_ctx.memory.vectors._bulk import Columns, Row
+from pygents_ctx.memory.vectors._bulk import Columns
 from pygents_ctx.memory.vectors._sqlite_matrix import Matrices, bump, first_generation
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
@@ -349,36 +348,10 @@ class SQLiteVectorStore(VectorStoreBase):
         return await self._run(partial(_stored, name=name, ids=ids))
 
     async def _write(
-        self, name: str, dimension: int, rows: list[Row], *, replace: bool
-    ) -> list[str]:
-        if self._uses_vec:
-            refuse_single_precision_overflow(rows, "SQLiteVectorStore with sqlite-vec")
-        values = [
-            (name, r.id, r.text, r.metadata, _blob(r.vector), stored_norm(r.vector)) for r in rows
-        ]
-
-        def write(db: Db) -> tuple[list[str], int | None]:
-            _same_dimension(db, name, dimension)
-            if replace:
-                db.executemany(_INSERT + _REPLACE, values)
-                written = [r.id for r in rows]
-            else:
-                written = [v[1] for v in values if db.execute(_INSERT + "NOTHING", v).rowcount == 1]
-            return written, bump(db, name)
-
-        def change(table: VectorTable, written: list[str]) -> None:
-            wanted = set(written)
-            for row, value in zip(rows, values, strict=True):
-                if row.id in wanted:
-                    table.put(row.id, row.vector, value[5])
-
-        return await self._run(partial(self._committed, name, write, change))
-
-    async def _write_columns(
         self, name: str, dimension: int, columns: Columns, *, replace: bool
     ) -> list[str]:
         if self._uses_vec:
-            refuse_single_precision_overflow(columns.rows(), "SQLiteVectorStore with sqlite-vec")
+            refuse_single_precision_overflow(columns, "SQLiteVectorStore with sqlite-vec")
         width = 4 * dimension
 
         def blobs(kept: Columns) -> memoryview:

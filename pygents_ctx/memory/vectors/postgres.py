@@ -25,10 +25,8 @@ walks the graph: approximate, and much faster on large collections.
 from __future__ import annotations
 
 import hashlib
-import struct
-import sys
 from array import array
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import orjson
@@ -99,48 +97,6 @@ def _check_int(value: object, what: str, low: int, high: int) -> int:
             f"PostgresVectorStore {what} must be between {low} and {high}, not {value}"
         )
     return value
-
-
-_COPY_HEADER: Final = b"PGCOPY\n\xff\r\n\x00" + struct.pack(">ii", 0, 0)
-_COPY_ROWS: Final = 2_000  # rows per chunk written to COPY
-
-
-def _copy_chunks(columns: Columns) -> Iterator[bytes]:
-    """The columns in PostgreSQL's binary COPY format, in chunks (id, text, metadata, embedding).
-
-    A pgvector `vector` is sent as its binary form: the dimension and a zero as
-    16-bit integers, then the 32-bit floats, all big-endian.
-    """
-    dimension = columns.dimension
-    big_endian = columns.float_array()
-    if sys.byteorder == "little":
-        big_endian.byteswap()
-    floats = memoryview(big_endian).cast("B")
-    width = 4 * dimension
-    vector_head = struct.pack(">ihh", 4 + width, dimension, 0)
-    field = struct.Struct(">i").pack
-    parts: list[bytes] = [_COPY_HEADER]
-    for index, (item_id, text, metadata) in enumerate(
-        zip(columns.ids, columns.texts, columns.metadata, strict=True)
-    ):
-        encoded_id, encoded_text = item_id.encode(), text.encode()
-        encoded_metadata = b"\x01" + metadata.encode()  # jsonb's binary form: version 1, text
-        parts += (
-            b"\x00\x04",
-            field(len(encoded_id)),
-            encoded_id,
-            field(len(encoded_text)),
-            encoded_text,
-            field(len(encoded_metadata)),
-            encoded_metadata,
-            vector_head,
-            floats[index * width : (index + 1) * width].tobytes(),
-        )
-        if index % _COPY_ROWS == _COPY_ROWS - 1:
-            yield b"".join(parts)
-            parts = []
-    parts.append(b"\xff\xff")
-    yield b"".join(parts)
 
 
 def _literal(vector: array[float]) -> str:
@@ -227,6 +183,7 @@ class PostgresVectorStore(VectorStoreBase):
         super().__init__(embedder=embedder, batch_size=batch_size)
         self._conn = conn
         self._ready = False
+        self._vector_oid = 0  # the `vector` type's, read at first use
         self._index: IndexKind = index
         self._indexed: set[tuple[str, int]] = set()  # (collection, dimension) known indexed
 
@@ -247,7 +204,7 @@ class PostgresVectorStore(VectorStoreBase):
     async def _run(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Await `fn(conn)` on the connection, after creating the tables once."""
         if not self._ready:
-            await self._conn.run(_migrate)
+            self._vector_oid = await self._conn.run(_migrate)
             self._ready = True
         return await self._conn.run(fn)
 
@@ -363,31 +320,36 @@ class PostgresVectorStore(VectorStoreBase):
     async def _write(
         self, name: str, dimension: int, columns: Columns, *, replace: bool
     ) -> list[str]:
-        """Bulk load: COPY the columns (binary) into a temporary table, then one INSERT."""
+        """One INSERT a chunk of rows, all in one transaction; the embeddings go in binary."""
         refuse_single_precision_overflow(columns, "PostgresVectorStore (pgvector)")
-        conflict = _on_conflict(replace)
+        sql = (
+            "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
+            "SELECT %s, d.id, d.text, d.metadata::jsonb, d.embedding "
+            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::vector[]) "
+            "AS d (id, text, metadata, embedding) "
+            f"ON CONFLICT (collection, id) DO {_on_conflict(replace)} RETURNING id"
+        )
+        ids, texts, metadata = columns.ids, columns.texts, columns.metadata
 
         async def write(db: AsyncConnection[Any]) -> list[str]:
+            from pygents_ctx.memory.vectors._pg_binary import (
+                VectorArray,
+                VectorArrayDumper,
+                vector_arrays,
+            )
+
+            written: set[str] = set()
             async with db.transaction():
                 await _hold_dimension(db, name, dimension)
-                await db.execute(
-                    "CREATE TEMPORARY TABLE IF NOT EXISTS pygents_vectors_load "
-                    '(id text COLLATE "C", text text, metadata jsonb, embedding vector) '
-                    "ON COMMIT DELETE ROWS"
-                )
-                async with db.cursor().copy(
-                    "COPY pygents_vectors_load FROM STDIN (FORMAT BINARY)"
-                ) as copy:
-                    for chunk in _copy_chunks(columns):
-                        await copy.write(chunk)
-                cursor = await db.execute(
-                    "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
-                    "SELECT %s, id, text, metadata, embedding FROM pygents_vectors_load "
-                    f"ON CONFLICT (collection, id) DO {conflict} RETURNING id",
-                    (name,),
-                )
-                written = {r[0] for r in await cursor.fetchall()}
-            return [item_id for item_id in columns.ids if item_id in written]
+                cursor = db.cursor()
+                cursor.adapters.register_dumper(VectorArray, VectorArrayDumper)
+                for start, stop, vectors in vector_arrays(columns, self._vector_oid):
+                    chunk = slice(start, stop)
+                    await cursor.execute(
+                        sql, (name, ids[chunk], texts[chunk], metadata[chunk], vectors)
+                    )
+                    written.update(row[0] for row in await cursor.fetchall())
+            return [item_id for item_id in ids if item_id in written]
 
         return await self._run(write)
 
@@ -487,7 +449,8 @@ class PostgresVectorStore(VectorStoreBase):
         return await self._run(search)
 
 
-async def _migrate(db: AsyncConnection[Any]) -> None:
+async def _migrate(db: AsyncConnection[Any]) -> int:
+    """Bring the tables up to date; the `vector` type's OID (binary parameters name it)."""
     import psycopg
 
     try:
@@ -500,6 +463,10 @@ async def _migrate(db: AsyncConnection[Any]) -> None:
             "install it (Debian/Ubuntu: `apt-get install postgresql-<major>-pgvector`), "
             "then connect again; the store runs `CREATE EXTENSION IF NOT EXISTS vector`"
         ) from exc
+    cursor = await db.execute("SELECT 'vector'::regtype::oid")
+    row = await cursor.fetchone()
+    assert row is not None  # a cast gives one row
+    return int(row[0])
 
 
 async def _dimension_in(db: AsyncConnection[Any], name: str) -> int | None:

@@ -34,6 +34,7 @@ __all__ = [
     "VectorTable",
     "block_norms",
     "check_vector",
+    "checked_values",
     "cosine",
     "dot",
     "embed_checked",
@@ -149,7 +150,14 @@ def numpy_or_none() -> ModuleType | None:
 def check_vector(
     values: object, what: str, dimension: int | None = None, *, allow_zero: bool = False
 ) -> array[float]:
-    """`values` as 32-bit floats, after checking it is a usable vector.
+    """`values` as 32-bit floats, after checking it is a usable vector (see `checked_values`)."""
+    return checked_values(values, what, dimension, allow_zero=allow_zero)[0]
+
+
+def checked_values(
+    values: object, what: str, dimension: int | None = None, *, allow_zero: bool = False
+) -> tuple[array[float], array[float]]:
+    """`values` as 32-bit floats and as the doubles given, after checking it is a usable vector.
 
     Args:
         values: Real numbers: a list, tuple, `array` or numpy array.
@@ -189,7 +197,7 @@ def check_vector(
             f"{what} is all zeros (after rounding to 32-bit floats): it has no "
             "direction, so no cosine similarity"
         )
-    return vector
+    return vector, doubles
 
 
 async def embed_checked(

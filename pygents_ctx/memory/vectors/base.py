@@ -26,7 +26,12 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_check
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
-from pygents_ctx.memory._table import check_vector, embed_checked, single_precision_square
+from pygents_ctx.memory._table import (
+    check_vector,
+    checked_values,
+    embed_checked,
+    single_precision_square,
+)
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors._bulk import (
     Columns,
@@ -97,8 +102,8 @@ class VectorDocument:
         object.__setattr__(self, "metadata", dict(self.metadata))
         if self.embedding is not None:
             # Checked here, so a bad document cannot exist; it keeps the numbers as given.
-            check_vector(self.embedding, f"the embedding of document {self.id!r}")
-            object.__setattr__(self, "embedding", tuple(float(x) for x in self.embedding))
+            _, doubles = checked_values(self.embedding, f"the embedding of document {self.id!r}")
+            object.__setattr__(self, "embedding", tuple(doubles.tolist()))
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,9 @@ work by brute force in plain Python, without numpy:
 Embedding the descriptions is set-up, not timed; embedding each query is
 timed in ours and in the floor alike. `python -m bench.memory` runs only
 these rows (`--quick`: a tenth of the sizes).
+
+The upsert rows store documents one `upsert` call each against one
+`add_many` of the same columns, in memory and in SQLite (target: 3x).
 """
 
 from __future__ import annotations
@@ -266,6 +269,49 @@ async def _sqlite_search(
                 raw.close()
 
 
+_UPSERT_DIMENSION = 384
+
+
+async def _upserts(count: int) -> list[Result]:
+    """Storing `count` documents one `upsert` call each, against one `add_many` of them all.
+
+    Both store the same 384-float vectors, texts and metadata, replacing what
+    the previous repeat stored; the documents and the columns are built
+    beforehand (set-up, as the caller holds them). The ratio is the cost of
+    a document stored alone over its share of the bulk load.
+    """
+    rng = random.Random(11)
+    ids = [f"d{i}" for i in range(count)]
+    vectors = [[rng.gauss(0, 1) for _ in range(_UPSERT_DIMENSION)] for _ in range(count)]
+    texts = [f"note {i}" for i in range(count)]
+    metadata = [{"n": i % 10} for i in range(count)]
+    documents = [
+        VectorDocument(i, t, m, v) for i, t, m, v in zip(ids, texts, metadata, vectors, strict=True)
+    ]
+
+    async def row(store: Any, where: str) -> Result:
+        await store.create_collection("one", _UPSERT_DIMENSION)
+        await store.create_collection("bulk", _UPSERT_DIMENSION)
+
+        async def ours(n: int) -> None:
+            for document in documents[:n]:
+                await store.upsert("one", [document])
+
+        async def floor(n: int) -> None:
+            await store.add_many(
+                "bulk", ids[:n], vectors[:n], texts=texts[:n], metadata=metadata[:n], replace=True
+            )
+
+        name = f"VectorStore.upsert 1 doc/call vs add_many {where}, {count:,}"
+        return await compare(name, ours, floor, count, 3.0)
+
+    results = [await row(InMemoryVectorStore(), "memory")]
+    with tempfile.TemporaryDirectory() as tmp:
+        async with connect(Path(tmp) / "upserts.db") as conn:
+            results.append(await row(SQLiteVectorStore(conn, sqlite_vec=False), "SQLite"))
+    return results
+
+
 async def selection_and_search(scale: int = 1) -> list[Result]:
     """The selection and vector search rows, at 1,000 and 100,000 items (divided by `scale`)."""
     large = 100_000 // scale
@@ -275,6 +321,7 @@ async def selection_and_search(scale: int = 1) -> list[Result]:
         results.append(await _lexical(size, 40, descriptions, queries))
         results += await _semantic(size, 40, descriptions, queries)
         results += await _search(size, 40, descriptions, queries)
+    results += await _upserts(2_000 // scale)
     return results
 
 

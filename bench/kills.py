@@ -39,7 +39,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pygents_ctx import Agent, AgentScope, ContextConfig, IdempotencyKey, Message, ModelLoop, tool
+from pygents_ctx import (
+    Agent,
+    AgentScope,
+    ContextConfig,
+    IdempotencyKey,
+    LeasePolicy,
+    Message,
+    ModelLoop,
+    tool,
+)
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.sqlite import SQLiteConnection
 from pygents_ctx.errors import SessionBusyError
@@ -140,7 +149,7 @@ async def _run_once(store: ContextStore, refund: Any, rng: random.Random, n: int
     """One run on `store`'s session; False if another life's lease still holds it."""
     with AgentScope():
         agent = Agent("worker", "refunds", [refund], context=ContextConfig(store))
-        loop = ModelLoop(agent, ScriptedModel([_think] * 10), lease_ttl=LEASE_TTL)
+        loop = ModelLoop(agent, ScriptedModel([_think] * 10), lease=LeasePolicy(ttl=LEASE_TTL))
         history = await store.get_history()
         ended = bool(history) and history[-1].role == "assistant" and not history[-1].tool_uses
         try:

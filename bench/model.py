@@ -23,6 +23,7 @@ from pygents_ctx import (
     AgentRegistry,
     ContextConfig,
     LoopFinished,
+    LoopLimits,
     MemoryContextStore,
     Message,
     ModelLoop,
@@ -72,7 +73,9 @@ class _Loops:
             [self.noop],
             context=ContextConfig(MemoryContextStore(), SlidingWindow(WINDOW)),
         )
-        self.loop = ModelLoop(agent, ScriptedModel(_script(steps)), max_steps=steps)
+        self.loop = ModelLoop(
+            agent, ScriptedModel(_script(steps)), limits=LoopLimits(max_steps=steps)
+        )
 
     async def run(self, steps: int) -> None:
         assert self.loop is not None

@@ -39,6 +39,7 @@ from pygents_ctx import (
     ContextQueue,
     FitTokens,
     LoopFinished,
+    LoopLimits,
     Model,
     ModelLoop,
     ModelReplied,
@@ -234,7 +235,7 @@ async def main(options: argparse.Namespace, saved_agent: bytes | None) -> bytes:
                 )
             else:
                 display.say("starting a new session")
-        loop = ModelLoop(agent, model, instructions=INSTRUCTIONS, max_steps=8)
+        loop = ModelLoop(agent, model, instructions=INSTRUCTIONS, limits=LoopLimits(max_steps=8))
         display.say(f"question: {question}")
         async for event in loop.stream(question):
             await display.show(event, store)

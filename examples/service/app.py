@@ -53,6 +53,7 @@ from pygents_ctx import (
     ContextConfig,
     ContextStore,
     LoopFinished,
+    LoopLimits,
     ModelLoop,
     ModelRetry,
     OpenAIModel,
@@ -377,7 +378,7 @@ async def _answer(
                 new_agent(worker.store(session_id)),
                 worker.model,
                 instructions=INSTRUCTIONS,
-                max_steps=worker.settings.max_steps,
+                limits=LoopLimits(max_steps=worker.settings.max_steps),
             )
             if decision is not None:
                 if decision.approve:

@@ -36,6 +36,7 @@ from pygents_ctx.model.loop import ModelLoop
 from pygents_ctx.model.offload import ToolResultOffload
 from pygents_ctx.model.openai_model import OpenAIModel
 from pygents_ctx.model.openai_responses_model import OpenAIResponsesModel
+from pygents_ctx.model.options import LeasePolicy, LoopLimits, ToolPolicy
 from pygents_ctx.model.retry import RetryPolicy
 
 __all__ = [
@@ -45,8 +46,10 @@ __all__ = [
     "AnthropicModel",
     "FallbackModel",
     "GeminiModel",
+    "LeasePolicy",
     "LoopEvent",
     "LoopFinished",
+    "LoopLimits",
     "LoopStop",
     "Model",
     "ModelLoop",
@@ -67,6 +70,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolPolicy",
     "ToolResultOffload",
     "search_history",
     "to_anthropic_tools",

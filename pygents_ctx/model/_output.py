@@ -119,21 +119,14 @@ class StructuredOutput:
         self._conversion = Conversion(output_type)
 
     @classmethod
-    def of(
-        cls, output_type: Any, retries: object, settings: ModelSettings | None
-    ) -> StructuredOutput | None:
+    def of(cls, output_type: Any, settings: ModelSettings | None) -> StructuredOutput | None:
         """A `ModelLoop`'s output from its arguments (None without an output type).
 
         Raises:
             TypeError: `output_type` is not a dataclass, `TypedDict` or pydantic
-                model, or `retries` is not an int.
-            ValueError: `retries` is negative, or `settings` has an
-                `output_schema` of its own.
+                model.
+            ValueError: `settings` has an `output_schema` of its own.
         """
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise TypeError(f"ModelLoop output_retries must be an int, not {retries!r}")
-        if retries < 0:
-            raise ValueError(f"ModelLoop output_retries must be at least 0, not {retries}")
         if output_type is None:
             return None
         made = cls(output_type)

@@ -10,7 +10,7 @@ conversation store.
   (retrying transient failures), stores the reply and its usage, then queues a
   `model_act` for its tool calls, or ends the run with the answer.
 - `model_act` runs the calls, each as a `Turn`, several at once (up to
-  `parallel_tools`), stores all their results as one user message, and queues
+  `ToolPolicy.parallel`), stores all their results as one user message, and queues
   the next `model_think`.
 
 The store is the truth the steps act on: `model_think` answers tool calls the
@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, cast
 
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
@@ -65,7 +65,7 @@ from pygents_ctx.context.messages import (
 )
 from pygents_ctx.context.stores.base import ApprovalDecision, HistoryRetention
 from pygents_ctx.context.stores.base import check_decision as check_storable
-from pygents_ctx.context.stores.lease import SessionLease, check_lease_options, current_fence
+from pygents_ctx.context.stores.lease import SessionLease, current_fence
 from pygents_ctx.context.strategies.summarize import summary_mark
 from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 from pygents_ctx.errors import OutputValidationError, SafeExecutionError, ToolResultNotFoundError
@@ -95,7 +95,6 @@ from pygents_ctx.model.base import (
     Model,
     ModelResponse,
     ModelSettings,
-    Pricing,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -115,32 +114,16 @@ from pygents_ctx.model.events import (
 )
 from pygents_ctx.model.history_search import names_offloaded
 from pygents_ctx.model.offload import ToolResultOffload, offloaded_handles, read_tool
+from pygents_ctx.model.options import LeasePolicy, LoopLimits, ToolPolicy
 from pygents_ctx.model.retry import RetryPolicy
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
 __all__ = ["ModelLoop"]
 
-# The constructor's options past the agent and model, each kept as its attribute (see `_for`).
-_OPTIONS: Final = (
-    "tools",
-    "instructions",
-    "settings",
-    "max_steps",
-    "max_tokens",
-    "max_cost",
-    "pricing",
-    "parallel_tools",
-    "tool_timeout",
-    "step_timeout",
-    "retry",
-    "output_type",
-    "output_retries",
-    "lease",
-    "lease_ttl",
-    "lease_wait",
-    "offload",
-)
+# The defaults of the option groups (frozen: one value serves every loop).
+_LIMITS: Final = LoopLimits()
+_LEASE: Final = LeasePolicy()
 _OWN_EVENTS: Final = (
     TextDelta,
     ThinkingDelta,
@@ -184,13 +167,11 @@ class ModelLoop:
     conversation: a step left pending (paused, restored, interrupted), or a
     model call for the stored conversation.
 
-    Limits count per run (one `run()` or `stream()`): `max_steps` model calls;
-    `max_tokens`, input and output tokens together, as the provider reported
-    them, plus the next window's estimate; `max_cost`, the same priced with
-    `pricing`. A run that reaches a limit ends with `LoopFinished(reason=...)`
-    before the call that would pass it. A call of a tool that `needs_approval`
-    ends the run with `LoopStop.APPROVAL` until `approve()` / `reject()`. A
-    reply the model refused ends it with `LoopStop.REFUSAL` (`LoopFinished.refusal`).
+    Limits count per run (one `run()` or `stream()`; see `LoopLimits`). A run
+    that reaches one ends with `LoopFinished(reason=...)` before the call that
+    would pass it. A call of a tool that `needs_approval` ends the run with
+    `LoopStop.APPROVAL` until `approve()` / `reject()`. A reply the model
+    refused ends it with `LoopStop.REFUSAL` (`LoopFinished.refusal`).
 
     Args:
         agent: The agent; it needs a `context` (`ContextConfig`), whose
@@ -199,41 +180,31 @@ class ModelLoop:
         tools: The tools the model may call (default: the agent's tools).
         instructions: A system prompt put before the history (not stored); the
             strategy builds the window from both, so its budget covers it.
-        settings: Settings for every model call (over the model's own).
-        max_steps: The most model calls per run (None: no limit).
-        max_tokens: A token budget per run (None: none).
-        max_cost: A cost budget per run, in the currency of `pricing` (None: none).
-        pricing: The model's prices; needed by `max_cost`.
-        parallel_tools: How many tool calls of one reply run at once.
-        tool_timeout: Seconds each tool call may take (then it is an error result).
-        step_timeout: Seconds a whole step may take, retries included.
-        retry: How transient model failures are retried (default `RetryPolicy()`).
         output_type: The type of the answer (a dataclass, `TypedDict` or pydantic
             model): its JSON schema goes with every model call
             (`settings.output_schema`), and the answer is made a `T`
             (`LoopFinished.output`). None: free text.
-        output_retries: How many times an answer that does not fit
-            `output_type` is sent back with what was wrong before
-            `OutputValidationError` is raised.
-        lease: Hold the lease on the store's session for each run, so no other
-            run (in this process or any other sharing the database) writes
-            to the session at the same time; a new session is created for it.
-        lease_ttl: Seconds the lease outlives its last renewal: how long a
-            crashed run keeps others waiting.
-        lease_wait: Seconds a run waits for another run's lease before raising
-            `SessionBusyError` (0: at once; `math.inf`: as long as it takes).
-        offload: Where tool results too large for the window go (see
-            `ToolResultOffload`): by default `ToolResultOffload()`, results
-            over 8,000 tokens stored in a blob store beside the conversation,
-            a stub in the history, and the `read_tool_result` tool offered
-            while the window holds a stub. None: results are kept whole.
+        settings: Settings for every model call (over the model's own).
+        retry: How transient model failures are retried (default `RetryPolicy()`).
+        limits: Steps, tokens and cost per run, the step timeout, and the
+            retries of an answer that does not fit `output_type` (`LoopLimits`).
+        tool_policy: How the calls of one reply run (how many at once, for how
+            long) and whether results too large for the window are offloaded
+            (`ToolPolicy`; None: `ToolPolicy()`, which offloads results over
+            8,000 tokens to a blob store beside the conversation, a stub in the
+            history, and offers the `read_tool_result` tool while the window
+            holds a stub).
+        lease: Hold the store session's lease for each run, as the
+            `LeasePolicy` says, so no other run (in this process or any other
+            sharing the database) writes to the session at the same time; a
+            new session is created for it. None: take no lease.
 
     Raises:
         TypeError: `agent` is not an `Agent`, `model` has no `complete` and
-            `stream`, a tool is not a `Tool`, or `output_type` is not a
+            `stream`, a tool is not a `Tool`, an option is not of its type
+            (`limits` a `LoopLimits`, ...), or `output_type` is not a
             dataclass, `TypedDict` or pydantic model.
-        ValueError: The agent has no context, a limit is not positive,
-            `max_cost` is given without `pricing`, two tools share a name (or one
+        ValueError: The agent has no context, two tools share a name (or one
             is named `read_tool_result` while offloading is on), or
             `output_type` is given with `settings.output_schema`.
         SafeExecutionError: The agent is running.
@@ -259,55 +230,33 @@ class ModelLoop:
         *,
         tools: Iterable[Tool[..., Any]] | None = None,
         instructions: str | None = None,
-        settings: ModelSettings | None = None,
-        max_steps: int | None = 20,
-        max_tokens: int | None = None,
-        max_cost: float | None = None,
-        pricing: Pricing | None = None,
-        parallel_tools: int = 4,
-        tool_timeout: float = 60.0,
-        step_timeout: float = 600.0,
-        retry: RetryPolicy | None = None,
         output_type: type[Any] | None = None,
-        output_retries: int = 2,
-        lease: bool = True,
-        lease_ttl: float = 30.0,
-        lease_wait: float = 0.0,
-        offload: ToolResultOffload | Literal["default"] | None = "default",
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+        limits: LoopLimits = _LIMITS,
+        tool_policy: ToolPolicy | None = None,
+        lease: LeasePolicy | None = _LEASE,
     ) -> None:
         check_options(
             agent,
             model,
-            max_steps=max_steps,
-            max_tokens=max_tokens,
-            max_cost=max_cost,
-            pricing=pricing,
-            parallel_tools=parallel_tools,
-            tool_timeout=tool_timeout,
-            step_timeout=step_timeout,
             instructions=instructions,
             settings=settings,
             retry=retry,
+            limits=limits,
+            tool_policy=tool_policy,
+            lease=lease,
         )
-        output = StructuredOutput.of(output_type, output_retries, settings)
-        if not isinstance(lease, bool):
-            raise TypeError(f"ModelLoop lease must be a bool, not {lease!r}")
-        lease_ttl, lease_wait = check_lease_options(
-            lease_ttl, lease_wait, names=("ModelLoop lease_ttl", "ModelLoop lease_wait")
-        )
+        output = StructuredOutput.of(output_type, settings)
+        policy = ToolPolicy() if tool_policy is None else tool_policy
         chosen = [t for t in (agent.tools if tools is None else tools) if t not in STEP_TOOLS]
         to_openai_tools(chosen)  # checks the tools and their names, as both APIs need them
-        if offload == "default":
-            offload = ToolResultOffload()
-        elif offload is not None and not isinstance(offload, ToolResultOffload):
-            raise TypeError(
-                f"ModelLoop offload must be a ToolResultOffload, or None to keep results "
-                f"whole, not {offload!r}"
-            )
+        offload = policy.offload
         if offload is not None and any(t.metadata.name == READ_TOOL_RESULT for t in chosen):
             raise ValueError(
                 f"ModelLoop has a tool named {READ_TOOL_RESULT!r}, the name of the tool that "
-                "reads offloaded results; rename yours, or pass offload=None"
+                "reads offloaded results; rename yours, or pass "
+                "tool_policy=ToolPolicy(offload=None)"
             )
         register_step_tools()
         missing = [step for step in STEP_TOOLS if step not in agent.tools]
@@ -317,22 +266,15 @@ class ModelLoop:
         self.model = model
         self.tools: list[Tool[..., Any]] = chosen
         self.instructions = instructions
-        self.settings = settings
-        self.max_steps = max_steps
-        self.max_tokens = max_tokens
-        self.max_cost = max_cost
-        self.pricing = pricing
-        self.parallel_tools = parallel_tools
-        self.tool_timeout = tool_timeout
-        self.step_timeout = step_timeout
-        self.retry = RetryPolicy() if retry is None else retry
         self.output_type = output_type
-        self.output_retries = output_retries
+        self.settings = settings
+        self.retry = RetryPolicy() if retry is None else retry
+        self.limits = limits
+        self.tool_policy = policy
+        self.lease = lease
         self._output = output
         # What every model call is given: the loop's settings, with the output's schema.
         self._call_settings = settings if output is None else output.settings(settings)
-        self.lease, self.lease_ttl, self.lease_wait = lease, lease_ttl, lease_wait
-        self.offload = offload
         self._read_tool = None if offload is None else read_tool(self._read, offload.page_chars)
         self._by_name = {t.metadata.name: t for t in chosen}
         self._instructions = None if instructions is None else Message("system", instructions)
@@ -383,7 +325,7 @@ class ModelLoop:
         again without a prompt. The decision is kept in the store with the
         session (`ContextStore.record_decision`), so any loop over the session
         continues from it; approving a call twice changes nothing. With
-        `lease=True` it is written under the session's lease (taken for the
+        a `LeasePolicy` it is written under the session's lease (taken for the
         write, unless this code holds it already).
 
         Raises:
@@ -391,7 +333,7 @@ class ModelLoop:
             ApprovalError: `call_id` does not wait for a decision: unknown,
                 needs no approval, rejected already, or answered by a newer
                 message. Nothing was changed.
-            SessionBusyError: A run holds the session's lease (after `lease_wait`).
+            SessionBusyError: A run holds the session's lease (after `LeasePolicy.wait`).
         """
         await self._decide(call_id, ApprovalDecision(True))
 
@@ -428,8 +370,8 @@ class ModelLoop:
         if not check_decision(self.agent, *checked, call_id, decision):
             return
         lease = None
-        if self.lease and current_fence(store) is None:
-            taking = store.lease(ttl=self.lease_ttl, wait=self.lease_wait)
+        if self.lease is not None and current_fence(store) is None:
+            taking = store.lease(ttl=self.lease.ttl, wait=self.lease.wait)
             lease = await taking.acquire()
         try:
             if lease is not None:  # checked again: a run may have moved on meanwhile
@@ -466,7 +408,7 @@ class ModelLoop:
                 archive names `handle` (another session's, or a typo), or its
                 blob is gone.
             TypeError, ValueError: `offset` or `length` is not an int in range.
-            ValueError: The loop has no offload (`offload=None`).
+            ValueError: The loop has no offload (`ToolPolicy(offload=None)`).
         """
         offload = await self._session_offload(handle)
         return await offload.read(handle, await self._context.ready(), offset=offset, length=length)
@@ -478,10 +420,12 @@ class ModelLoop:
         return await offload.read_page(handle, store, offset=offset, length=length)
 
     async def _session_offload(self, handle: str) -> ToolResultOffload:
-        if self.offload is None:
+        offload = self.tool_policy.offload
+        if offload is None:
             raise ValueError(
-                "this ModelLoop does not offload tool results (offload=None); make it with "
-                "offload=ToolResultOffload(...) on the blob store that holds them"
+                "this ModelLoop does not offload tool results (ToolPolicy(offload=None)); "
+                "make it with tool_policy=ToolPolicy(offload=ToolResultOffload(...)) on the "
+                "blob store that holds them"
             )
         if handle not in offloaded_handles(await self._context.history()) and (
             handle not in await self._archived_handles()
@@ -490,7 +434,7 @@ class ModelLoop:
                 f"no offloaded tool result {handle!r} in this conversation (session "
                 f"{self._context.session_id!r}); use a handle that one of its stubs names"
             )
-        return self.offload
+        return offload
 
     async def _archived_handles(self) -> set[str]:
         """The handles the session's archive names: a stub compaction archived is still
@@ -502,9 +446,10 @@ class ModelLoop:
 
     async def _finish_result(self, call: ToolUseBlock, result: ToolResultBlock) -> ToolResultBlock:
         """`result` as it is kept: offloaded if too large (a page it read never is)."""
-        if self.offload is None or call.name == READ_TOOL_RESULT:
+        offload = self.tool_policy.offload
+        if offload is None or call.name == READ_TOOL_RESULT:
             return result
-        return await self.offload.apply(result, await self._context.ready())
+        return await offload.apply(result, await self._context.ready())
 
     # -- as a tool -------------------------------------------------------------
 
@@ -521,7 +466,7 @@ class ModelLoop:
         without an answer raises `SubagentError`, which the calling model
         reads as the call's error. With `merge`, each branch is merged back
         (`agent.merge(branch, on_conflict="branch")`): its pool and queue
-        items. The calling loop's `tool_timeout` bounds each call.
+        items. The calling loop's `ToolPolicy.timeout` bounds each call.
 
         The sub-agent's model calls are recorded once, where the calling loop
         records its own (the caller's session), each `UsageRecord` carrying
@@ -562,8 +507,18 @@ class ModelLoop:
         It takes no lease (the branch's conversation is its own), and with
         `usage_into` records its usage there (see `as_tool`).
         """
-        options: dict[str, Any] = {name: getattr(self, name) for name in _OPTIONS}
-        loop = ModelLoop(agent, self.model, **{**options, "lease": False})
+        loop = ModelLoop(
+            agent,
+            self.model,
+            tools=self.tools,
+            instructions=self.instructions,
+            output_type=self.output_type,
+            settings=self.settings,
+            retry=self.retry,
+            limits=self.limits,
+            tool_policy=self.tool_policy,
+            lease=None,
+        )
         loop._usage_into = usage_into
         return loop
 
@@ -580,12 +535,12 @@ class ModelLoop:
                 is nothing to continue.
             SafeExecutionError: The agent is already running. (A paused agent's
                 run waits for `resume()`, as `Agent.run()` does.)
-            SessionBusyError: Another run holds the session's lease (with `lease=True`),
-                still after `lease_wait`; nothing was changed.
+            SessionBusyError: Another run holds the session's lease (with a `LeasePolicy`),
+                still after its `wait`; nothing was changed.
             LeaseLostError: The lease was lost mid-run (this process stalled for
-                longer than `lease_ttl` and another run took it over).
+                longer than the lease's `ttl` and another run took it over).
             ModelError: A model call failed and was not (or no longer) retried.
-            TurnTimeoutError: A step ran past `step_timeout`.
+            TurnTimeoutError: A step ran past `LoopLimits.step_timeout`.
         """
         finished: LoopFinished | None = None
         async for event in self._events(prompt, streaming=False):
@@ -631,10 +586,10 @@ class ModelLoop:
 
     async def _take_lease(self) -> SessionLease | None:
         """The session's lease for this run (created with the session if it is new), or None."""
-        if not self.lease:
+        if self.lease is None:
             return None
         store = await self._context.ready()
-        lease = store.lease(ttl=self.lease_ttl, wait=self.lease_wait, create=True)
+        lease = store.lease(ttl=self.lease.ttl, wait=self.lease.wait, create=True)
         return await lease.acquire()
 
     async def _leased_events(
@@ -694,7 +649,7 @@ class ModelLoop:
                     watch.end(run.finished, ended)
 
     def _think_turn(self) -> Turn:
-        return Turn(THINK, timeout=self.step_timeout)
+        return Turn(THINK, timeout=self.limits.step_timeout)
 
     def _state(self) -> _Run:
         run = self._run
@@ -809,7 +764,9 @@ class ModelLoop:
 
     def _act_turn(self, calls: Sequence[ToolUseBlock]) -> Turn:
         return Turn(
-            ACT, kwargs={"calls": [to_dict(call) for call in calls]}, timeout=self.step_timeout
+            ACT,
+            kwargs={"calls": [to_dict(call) for call in calls]},
+            timeout=self.limits.step_timeout,
         )
 
     def _with_instructions(self, history: list[Message]) -> list[Message]:
@@ -820,13 +777,17 @@ class ModelLoop:
         return [self._instructions, *history]
 
     def _limit(self, run: _Run, window_tokens: int) -> LoopStop | None:
-        if self.max_steps is not None and run.steps >= self.max_steps:
+        limits = self.limits
+        if limits.max_steps is not None and run.steps >= limits.max_steps:
             return LoopStop.MAX_STEPS
-        if self.max_tokens is not None and run.usage.total_tokens + window_tokens > self.max_tokens:
+        if (
+            limits.max_tokens is not None
+            and run.usage.total_tokens + window_tokens > limits.max_tokens
+        ):
             return LoopStop.TOKEN_BUDGET
-        if self.max_cost is not None and self.pricing is not None:
-            spent = self.pricing.cost(run.usage) + self.pricing.cost(Usage(window_tokens))
-            if spent > self.max_cost:
+        if limits.max_cost is not None and limits.pricing is not None:
+            spent = limits.pricing.cost(run.usage) + limits.pricing.cost(Usage(window_tokens))
+            if spent > limits.max_cost:
                 return LoopStop.COST_BUDGET
         return None
 
@@ -861,7 +822,7 @@ class ModelLoop:
             run.refused_answers = 0
             return [self._finish(run, LoopStop.ANSWER, reply, output=value)]
         run.refused_answers += 1
-        if run.refused_answers > self.output_retries:
+        if run.refused_answers > self.limits.output_retries:
             raise OutputValidationError(reply.text, problems, run.refused_answers)
         return [ContextItem(content=self._output.correction(problems)), self._think_turn()]
 
@@ -892,7 +853,7 @@ class ModelLoop:
                     "calls": [to_dict(call) for call in todo],
                     "approvals": dict.fromkeys(decided),
                 },
-                timeout=self.step_timeout,
+                timeout=self.limits.step_timeout,
             )
             for call in undecided:
                 yield ToolApprovalRequired(run.steps, call)
@@ -907,8 +868,8 @@ class ModelLoop:
             self.agent,
             by_name,
             run.steps,
-            parallel=self.parallel_tools,
-            seconds=self.tool_timeout,
+            parallel=self.tool_policy.parallel,
+            seconds=self.tool_policy.timeout,
             finish=self._finish_result,
             journal=journal,
         )

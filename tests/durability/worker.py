@@ -39,7 +39,15 @@ from typing import Any
 
 import orjson
 
-from pygents_ctx import Agent, AutoCompactStore, ContextConfig, Message, ModelLoop, tool
+from pygents_ctx import (
+    Agent,
+    AutoCompactStore,
+    ContextConfig,
+    LeasePolicy,
+    Message,
+    ModelLoop,
+    tool,
+)
 from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
@@ -132,7 +140,7 @@ async def model_loop(store: ContextStore, ttl: float) -> None:
         return assistant(tool_call("add", a=2, b=3))
 
     agent = Agent(f"worker-{os.getpid()}", "adds", [add], context=ContextConfig(store))
-    loop = ModelLoop(agent, ScriptedModel([think] * 100_000), lease_ttl=ttl, lease_wait=math.inf)
+    loop = ModelLoop(agent, ScriptedModel([think] * 100_000), lease=LeasePolicy(ttl, math.inf))
     for index in itertools.count():
         await loop.run(f"{os.getpid()}:{index}: what is 2 + 3?")
 
@@ -171,7 +179,7 @@ async def stall(store: ContextStore, ttl: float) -> None:
         pending[0] = command["stall"]
         session = on_session(store, command["session"])
         agent = Agent(f"stall-{session.session_id}", "adds", [add], context=ContextConfig(session))
-        loop = ModelLoop(agent, ScriptedModel([think] * 10), lease_ttl=ttl, lease_wait=math.inf)
+        loop = ModelLoop(agent, ScriptedModel([think] * 10), lease=LeasePolicy(ttl, math.inf))
         try:
             finished = await loop.run(f"{os.getpid()}: what is 2 + 3?")
         except Exception as exc:

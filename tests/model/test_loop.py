@@ -15,6 +15,7 @@ from pygents_ctx import (
     ContextConfig,
     ContextItem,
     LoopFinished,
+    LoopLimits,
     LoopStop,
     MemoryContextStore,
     Message,
@@ -31,6 +32,7 @@ from pygents_ctx import (
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
+    ToolPolicy,
     ToolResultBlock,
     ToolUseBlock,
     Turn,
@@ -216,7 +218,9 @@ async def test_parallel_calls_run_at_once_within_the_bound() -> None:
         return n
 
     calls = [tool_call("slow", n=n) for n in range(5)]
-    loop = make_loop({"slow": slow}, [assistant(*calls), "done"], parallel_tools=2)
+    loop = make_loop(
+        {"slow": slow}, [assistant(*calls), "done"], tool_policy=ToolPolicy(parallel=2)
+    )
 
     events = [event async for event in loop.stream("go")]
 
@@ -236,7 +240,9 @@ async def test_a_tool_call_past_its_timeout_is_an_error_result() -> None:
         return "late"
 
     loop = make_loop(
-        {"stuck": stuck}, [assistant(tool_call("stuck")), "gave up"], tool_timeout=0.05
+        {"stuck": stuck},
+        [assistant(tool_call("stuck")), "gave up"],
+        tool_policy=ToolPolicy(timeout=0.05),
     )
 
     await loop.run("go")
@@ -338,7 +344,7 @@ def looping(name: str = "add") -> Any:
 
 
 async def test_max_steps_ends_the_run_with_every_call_answered(tools: dict[str, Any]) -> None:
-    loop = make_loop(tools, [looping()] * 10, max_steps=3)
+    loop = make_loop(tools, [looping()] * 10, limits=LoopLimits(max_steps=3))
 
     finished = await loop.run("loop forever")
 
@@ -350,7 +356,7 @@ async def test_max_steps_ends_the_run_with_every_call_answered(tools: dict[str, 
 
 
 async def test_the_limits_count_per_run(tools: dict[str, Any]) -> None:
-    loop = make_loop(tools, [looping()] * 4 + ["done"], max_steps=3)
+    loop = make_loop(tools, [looping()] * 4 + ["done"], limits=LoopLimits(max_steps=3))
 
     first = await loop.run("go")
     second = await loop.run()  # continues: the last results are waiting for the model
@@ -362,7 +368,7 @@ async def test_a_token_budget_stops_before_the_call_that_would_pass_it(
     tools: dict[str, Any],
 ) -> None:
     replies = [ModelResponse(assistant(tool_call("add", a=1, b=1)), Usage(1_000, 500))] * 5
-    loop = make_loop(tools, replies, max_tokens=3_010)
+    loop = make_loop(tools, replies, limits=LoopLimits(max_tokens=3_010))
 
     finished = await loop.run("go")
 
@@ -374,7 +380,7 @@ async def test_a_token_budget_stops_before_the_call_that_would_pass_it(
 async def test_a_cost_budget_uses_the_prices(tools: dict[str, Any]) -> None:
     replies = [ModelResponse(assistant(tool_call("add", a=1, b=1)), Usage(1_000_000, 0))] * 5
     prices = Pricing(input=1.0, output=4.0)
-    loop = make_loop(tools, replies, max_cost=2.0, pricing=prices)
+    loop = make_loop(tools, replies, limits=LoopLimits(max_cost=2.0, pricing=prices))
 
     finished = await loop.run("go")
 
@@ -578,10 +584,6 @@ async def test_bad_construction_is_refused(tools: dict[str, Any]) -> None:
         ModelLoop(bare, model)
     with pytest.raises(TypeError, match="complete"):
         ModelLoop(agent, object())  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="max_steps"):
-        ModelLoop(agent, model, max_steps=0)
-    with pytest.raises(ValueError, match="pricing"):
-        ModelLoop(agent, model, max_cost=1.0)
     with pytest.raises(TypeError, match="tools"):
         ModelLoop(agent, model, tools=["add"])  # type: ignore[list-item]
     assert len(agent.tools) == len(tools)  # nothing was added by a refused loop
@@ -680,7 +682,11 @@ async def test_one_by_one_cancelled_keeps_what_finished_and_routes_it(
         return "never"
 
     fetched, hung = tool_call("fetch", doc_id="d9"), tool_call("hang")
-    loop = make_loop({**tools, "hang": hang}, [assistant(fetched, hung), "later"], parallel_tools=1)
+    loop = make_loop(
+        {**tools, "hang": hang},
+        [assistant(fetched, hung), "later"],
+        tool_policy=ToolPolicy(parallel=1),
+    )
     task = asyncio.create_task(loop.run("go"))
     await entered.wait()
     task.cancel()
@@ -736,12 +742,12 @@ async def test_results_take_the_shape_of_what_the_tool_returned() -> None:
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
-        ({"pricing": "cheap"}, TypeError, "pricing"),
         ({"instructions": 5}, TypeError, "instructions"),
         ({"settings": {"temperature": 0}}, TypeError, "settings"),
         ({"retry": 3}, TypeError, "retry"),
-        ({"parallel_tools": 0}, ValueError, "parallel_tools"),
-        ({"step_timeout": float("inf")}, ValueError, "step_timeout"),
+        ({"limits": {"max_steps": 5}}, TypeError, r"limits must be a LoopLimits \(e\.g\."),
+        ({"tool_policy": 2}, TypeError, r"tool_policy must be a ToolPolicy \(e\.g\."),
+        ({"lease": True}, TypeError, r"lease must be a LeasePolicy .*or None"),
     ],
 )
 def test_each_bad_option_is_named(
@@ -751,6 +757,7 @@ def test_each_bad_option_is_named(
 
     with pytest.raises(error, match=match):
         ModelLoop(agent, ScriptedModel([]), **options)
+    assert len(agent.tools) == len(tools)  # a refused loop added nothing
     with pytest.raises(TypeError, match="needs an Agent"):
         ModelLoop("agent", ScriptedModel([]))  # type: ignore[arg-type]
 

@@ -15,6 +15,7 @@ from pygents_ctx import (
     ContextConfig,
     FitTokens,
     LoopFinished,
+    LoopLimits,
     MemoryContextStore,
     Message,
     Model,
@@ -301,7 +302,9 @@ async def test_fifty_steps_with_the_window_under_budget(
         call = (f"call_{step}", "search", [arguments])
         api.script(sse_reply(chat_chunks([f"Step {step}."], [call])))
     api.script(sse_reply(chat_chunks(["All fifty steps done."])))
-    loop = loop_for(openai_model, library, strategy=FitTokens(budget), max_steps=50)
+    loop = loop_for(
+        openai_model, library, strategy=FitTokens(budget), limits=LoopLimits(max_steps=50)
+    )
 
     events = [event async for event in loop.stream("Research fifty topics.")]
 

@@ -23,6 +23,7 @@ from pygents_ctx import (
     ApprovalDecision,
     ApprovalError,
     ContextConfig,
+    LeasePolicy,
     LoopFinished,
     LoopStop,
     MemoryContextStore,
@@ -32,6 +33,7 @@ from pygents_ctx import (
     ToolApprovalRequired,
     ToolCallFinished,
     ToolCallStarted,
+    ToolPolicy,
     ToolUseBlock,
     tool,
 )
@@ -487,7 +489,8 @@ async def test_two_people_deciding_a_call_at_once_one_decision_is_kept(
                 ["Done."],
                 store=SQLiteContextStore(conn, session_id="s"),
                 name=name,
-                lease_wait=10,  # the second waits for the first's lease, then sees its decision
+                # the second waits for the first's lease, then sees its decision
+                lease=LeasePolicy(wait=10),
             )
             for name in ("alice", "bob")
         ]
@@ -687,7 +690,9 @@ def test_every_call_is_answered_once_in_order_and_only_approved_ones_run(
     calls = [tool_call("act", n=n, guarded=guarded) for n, (guarded, _) in enumerate(plan)]
 
     async def scenario() -> list[Message]:
-        loop = make_loop([guarded_tool], [assistant(*calls), "Done."], parallel_tools=parallel)
+        loop = make_loop(
+            [guarded_tool], [assistant(*calls), "Done."], tool_policy=ToolPolicy(parallel=parallel)
+        )
         AgentRegistry.unregister(loop.agent.name)  # each example makes its own
         first = await loop.run("Act")
         guarded = [call for call, (needs, _) in zip(calls, plan, strict=True) if needs]

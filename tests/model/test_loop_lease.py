@@ -12,6 +12,7 @@ from pygents_ctx import (
     Agent,
     ContextConfig,
     LeaseLostError,
+    LeasePolicy,
     Message,
     ModelLoop,
     SessionBusyError,
@@ -71,7 +72,7 @@ async def test_a_double_submit_is_refused_at_once_and_changes_nothing(
     with pytest.raises(SessionBusyError) as caught:
         await second.run("second question")
     assert caught.value.session_id == "chat"
-    assert "lease_wait" in str(caught.value)
+    assert "ModelLoop(lease=LeasePolicy(wait=seconds))" in str(caught.value)
     assert not second.agent.queue  # nothing was queued for the refused run
     assert await history(conn) == ["first question"]
 
@@ -86,10 +87,10 @@ async def test_a_double_submit_is_refused_at_once_and_changes_nothing(
     ]
 
 
-async def test_with_lease_wait_the_second_run_waits_its_turn(conn: SQLiteConnection) -> None:
+async def test_with_a_lease_wait_the_second_run_waits_its_turn(conn: SQLiteConnection) -> None:
     gate = Gate("first answer")
     first = loop_on(conn, "first", ScriptedModel([gate]))
-    second = loop_on(conn, "second", ScriptedModel(["second answer"]), lease_wait=10)
+    second = loop_on(conn, "second", ScriptedModel(["second answer"]), lease=LeasePolicy(wait=10))
     running = asyncio.create_task(first.run("first question"))
     await gate.entered.wait()
     waiting = asyncio.create_task(second.run("second question"))
@@ -147,8 +148,8 @@ async def test_the_lease_is_given_back_however_the_run_ends(conn: SQLiteConnecti
 
 async def test_lease_false_lets_runs_overlap_as_before(conn: SQLiteConnection) -> None:
     gate = Gate("first answer")
-    first = loop_on(conn, "first", ScriptedModel([gate]), lease=False)
-    second = loop_on(conn, "second", ScriptedModel(["second answer"]), lease=False)
+    first = loop_on(conn, "first", ScriptedModel([gate]), lease=None)
+    second = loop_on(conn, "second", ScriptedModel(["second answer"]), lease=None)
     running = asyncio.create_task(first.run("first question"))
     await gate.entered.wait()
     assert (await second.run("second question")).text == "second answer"
@@ -173,7 +174,7 @@ async def test_a_run_that_loses_its_lease_stops_before_its_next_step(
 
     store = SQLiteContextStore(conn, session_id="chat")
     agent = Agent("stalled", "adds", [add], context=ContextConfig(store))
-    loop = ModelLoop(agent, ScriptedModel([slow_call, "5"]), lease_ttl=0.2)
+    loop = ModelLoop(agent, ScriptedModel([slow_call, "5"]), lease=LeasePolicy(ttl=0.2))
 
     async def unreachable(owner: str, token: int, ttl: float) -> None:
         raise ConnectionError("the database is unreachable")
@@ -200,7 +201,7 @@ async def test_a_run_whose_lease_is_taken_over_mid_tool_writes_nothing_more(
     store = SQLiteContextStore(conn, session_id="chat")
     agent = Agent("stalled-in-tool", "adds", [add], context=ContextConfig(store))
     model = ScriptedModel([assistant(tool_call("add", a=2, b=3)), "5"])
-    loop = ModelLoop(agent, model, lease_ttl=0.2)
+    loop = ModelLoop(agent, model, lease=LeasePolicy(ttl=0.2))
     stalled = asyncio.Event()
     renew = store._renew_lease
 
@@ -227,16 +228,22 @@ async def test_a_run_whose_lease_is_taken_over_mid_tool_writes_nothing_more(
 @pytest.mark.parametrize(
     ("options", "error", "field"),
     [
-        ({"lease": "yes"}, TypeError, "lease"),
-        ({"lease_ttl": 0}, ValueError, "lease_ttl"),
-        ({"lease_ttl": "30"}, TypeError, "lease_ttl"),
-        ({"lease_wait": -1}, ValueError, "lease_wait"),
-        ({"lease_wait": True}, ValueError, "lease_wait"),
+        ({"ttl": 0}, ValueError, "LeasePolicy.ttl"),
+        ({"ttl": "30"}, TypeError, "LeasePolicy.ttl"),
+        ({"wait": -1}, ValueError, "LeasePolicy.wait"),
+        ({"wait": True}, ValueError, "LeasePolicy.wait"),
     ],
 )
 def test_bad_lease_options_are_refused_naming_the_field(
     options: dict[str, object], error: type[Exception], field: str
 ) -> None:
-    agent = Agent("checked", "answers", [], context=ContextConfig.default())
     with pytest.raises(error, match=field):
-        ModelLoop(agent, ScriptedModel([]), **options)  # type: ignore[arg-type]
+        LeasePolicy(**options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("lease", ["yes", True, False])
+def test_a_lease_that_is_not_a_policy_is_refused_with_the_fix(lease: object) -> None:
+    agent = Agent("checked", "answers", [], context=ContextConfig.default())
+    with pytest.raises(TypeError, match=r"lease must be a LeasePolicy .*or None"):
+        ModelLoop(agent, ScriptedModel([]), lease=lease)  # type: ignore[arg-type]
+    assert LeasePolicy(wait=False).wait == 0.0  # False waits not at all, as for the store

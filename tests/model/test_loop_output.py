@@ -21,6 +21,7 @@ from pygents_ctx import (
     AgentRegistry,
     ContextConfig,
     LoopFinished,
+    LoopLimits,
     LoopStop,
     MemoryContextStore,
     Message,
@@ -199,7 +200,9 @@ async def test_an_answer_that_does_not_fit_is_sent_back_with_its_problems() -> N
 
 
 async def test_retries_exhausted_raise_with_the_last_answer_and_its_problems() -> None:
-    loop = make_loop(["nope", "{}", json_text({"title": 1})], Summary, output_retries=2)
+    loop = make_loop(
+        ["nope", "{}", json_text({"title": 1})], Summary, limits=LoopLimits(output_retries=2)
+    )
 
     with pytest.raises(OutputValidationError) as caught:
         await loop.run("Summarize")
@@ -216,7 +219,7 @@ async def test_retries_exhausted_raise_with_the_last_answer_and_its_problems() -
 
 
 async def test_no_retries_raises_at_the_first_answer_that_does_not_fit() -> None:
-    loop = make_loop(["nope", json_text(FORECAST)], Forecast, output_retries=0)
+    loop = make_loop(["nope", json_text(FORECAST)], Forecast, limits=LoopLimits(output_retries=0))
     with pytest.raises(OutputValidationError):
         await loop.run("Weather?")
     assert len(calls(loop)) == 1
@@ -240,7 +243,10 @@ async def test_without_output_type_or_at_a_limit_there_is_no_output() -> None:
     assert (await loop.run("hi")).output is None
     assert calls(loop)[0].settings is None
     limited = make_loop(
-        [assistant(tool_call("look_up", city="x"))], Forecast, max_steps=1, name="limited"
+        [assistant(tool_call("look_up", city="x"))],
+        Forecast,
+        limits=LoopLimits(max_steps=1),
+        name="limited",
     )
     finished = await limited.run("go")
     assert (finished.reason, finished.output) == (LoopStop.MAX_STEPS, None)
@@ -282,10 +288,10 @@ def test_bad_output_options_are_refused_with_the_fix() -> None:
         make_loop([], int)
     with pytest.raises(TypeError, match="dataclass, a TypedDict or a pydantic model"):
         make_loop([], list[Place], name="b")
-    with pytest.raises(TypeError, match="output_retries must be an int"):
-        make_loop([], Place, output_retries=True, name="c")
+    with pytest.raises(TypeError, match=r"LoopLimits\.output_retries must be an int"):
+        LoopLimits(output_retries=True)
     with pytest.raises(ValueError, match="at least 0"):
-        make_loop([], Place, output_retries=-1, name="d")
+        LoopLimits(output_retries=-1)
     own = OutputSchema("x", {"type": "object"})
     with pytest.raises(ValueError, match="not both"):
         make_loop([], Place, settings=ModelSettings(output_schema=own), name="e")

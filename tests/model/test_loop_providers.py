@@ -30,6 +30,7 @@ from pygents_ctx import (
     ThinkingBlock,
     ThinkingDelta,
     ToolCallFinished,
+    ToolPolicy,
     ToolResultBlock,
     tool,
 )
@@ -330,7 +331,7 @@ async def test_leaving_the_stream_keeps_the_results_that_finished(parallel: int)
         "mailer", "Mails", [send_email, wait_for_reply], context=ContextConfig(MemoryContextStore())
     )
     model = ScriptedModel([assistant(sent, waiting), "Sent; no reply yet."])
-    loop = ModelLoop(agent, model, parallel_tools=parallel)
+    loop = ModelLoop(agent, model, tool_policy=ToolPolicy(parallel=parallel))
 
     async with aclosing(loop.stream("Email Ada and wait")) as events:
         async for event in events:

@@ -34,6 +34,7 @@ from pygents_ctx import (
     SQLiteBlobStore,
     SQLiteContextStore,
     TextBlock,
+    ToolPolicy,
     ToolResultBlock,
     ToolResultNotFoundError,
     ToolResultOffload,
@@ -137,7 +138,7 @@ async def test_the_read_tool_returns_a_page_and_says_where_the_next_starts(
         ]
     )
     small = ToolResultOffload(max_tokens=256, head_chars=300, tail_chars=100, page_chars=1000)
-    loop = loop_for(model, [read_log], offload=small)
+    loop = loop_for(model, [read_log], tool_policy=ToolPolicy(offload=small))
 
     await loop.run("Read the log.")
 
@@ -191,7 +192,7 @@ async def test_a_small_result_stays_whole_and_no_read_tool_is_offered() -> None:
 
 async def test_offload_none_keeps_every_result_whole(read_log: Any) -> None:
     model = ScriptedModel([assistant(tool_call("read_log")), "long"])
-    loop = loop_for(model, [read_log], offload=None)
+    loop = loop_for(model, [read_log], tool_policy=ToolPolicy(offload=None))
 
     await loop.run("Read it.")
 
@@ -233,7 +234,7 @@ async def test_json_results_are_marked_and_images_stay_after_the_stub() -> None:
 async def test_the_same_text_twice_is_one_blob(read_log: Any) -> None:
     blobs = InMemoryBlobStore()
     model = ScriptedModel([assistant(tool_call("read_log"), tool_call("read_log")), "same"])
-    loop = loop_for(model, [read_log], offload=ToolResultOffload(blobs))
+    loop = loop_for(model, [read_log], tool_policy=ToolPolicy(offload=ToolResultOffload(blobs)))
 
     await loop.run("Twice.")
 
@@ -252,7 +253,7 @@ async def test_a_foreign_or_unknown_handle_is_a_clear_error_for_the_model_and_in
     other = loop_for(
         ScriptedModel([assistant(tool_call("read_log")), "ok"]),
         [read_log],
-        offload=ToolResultOffload(blobs),
+        tool_policy=ToolPolicy(offload=ToolResultOffload(blobs)),
     )
     await other.run("Read it.")
     foreign = only_result(await history(other)).offloaded.handle  # type: ignore[union-attr]
@@ -263,7 +264,7 @@ async def test_a_foreign_or_unknown_handle_is_a_clear_error_for_the_model_and_in
             "I cannot.",
         ]
     )
-    loop = loop_for(model, [read_log], offload=ToolResultOffload(blobs))
+    loop = loop_for(model, [read_log], tool_policy=ToolPolicy(offload=ToolResultOffload(blobs)))
 
     await loop.run("Read the other session's log.")
 
@@ -284,7 +285,7 @@ async def test_bad_offsets_and_a_lost_blob_are_clear_errors(read_log: Any) -> No
     loop = loop_for(
         ScriptedModel([assistant(tool_call("read_log")), "ok"]),
         [read_log],
-        offload=ToolResultOffload(blobs),
+        tool_policy=ToolPolicy(offload=ToolResultOffload(blobs)),
     )
     await loop.run("Read it.")
     handle = only_result(await history(loop)).offloaded.handle  # type: ignore[union-attr]
@@ -329,11 +330,16 @@ def test_a_tool_named_read_tool_result_is_refused_unless_offloading_is_off() -> 
         """Mine."""
         return handle
 
-    with pytest.raises(ValueError, match="rename yours, or pass offload=None"):
+    with pytest.raises(
+        ValueError, match=r"rename yours, or pass tool_policy=ToolPolicy\(offload=None\)"
+    ):
         loop_for(ScriptedModel(["hi"]), [read_tool_result])
-    with pytest.raises(TypeError, match="offload must be a ToolResultOffload"):
-        loop_for(ScriptedModel(["hi"]), [], offload=8000)
-    assert loop_for(ScriptedModel(["hi"]), [read_tool_result], offload=None).offload is None
+    with pytest.raises(TypeError, match=r"ToolPolicy\.offload must be a ToolResultOffload"):
+        ToolPolicy(offload=8000)  # type: ignore[arg-type]
+    kept_whole = loop_for(
+        ScriptedModel(["hi"]), [read_tool_result], tool_policy=ToolPolicy(offload=None)
+    )
+    assert kept_whole.tool_policy.offload is None
 
 
 def test_a_malformed_stub_is_refused_when_read() -> None:

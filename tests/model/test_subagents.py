@@ -20,6 +20,8 @@ from pygents_ctx import (
     ContextItem,
     ContextPool,
     LeaseLostError,
+    LeasePolicy,
+    LoopLimits,
     LoopStop,
     MemoryContextStore,
     ModelLoop,
@@ -159,7 +161,9 @@ async def test_the_sub_agent_sees_only_its_task_and_the_schema_asks_for_it() -> 
 
 async def test_a_sub_agent_that_stops_without_an_answer_is_an_error_result() -> None:
     looping = ScriptedModel([assistant(tool_call("note", id="a", text="x"))] * 3)
-    research = researcher(looping, max_steps=1).as_tool("research", "Find out one fact")
+    research = researcher(looping, limits=LoopLimits(max_steps=1)).as_tool(
+        "research", "Find out one fact"
+    )
     main = lead(ScriptedModel([assistant(tool_call("research", task="?")), "Sorry."]), research)
 
     events = [event async for event in main.stream("Find it")]
@@ -173,7 +177,8 @@ async def test_a_sub_agent_that_stops_without_an_answer_is_an_error_result() -> 
 
 async def test_called_directly_a_failed_sub_agent_raises() -> None:
     research = researcher(
-        ScriptedModel([assistant(tool_call("note", id="a", text="x"))]), max_steps=1
+        ScriptedModel([assistant(tool_call("note", id="a", text="x"))]),
+        limits=LoopLimits(max_steps=1),
     )
     with pytest.raises(SubagentError, match="max_steps"):
         await research.as_tool("research", "Find out one fact")(task="?")
@@ -334,7 +339,7 @@ async def run_forty_five(
         Agent("lead", "Plans", [], context=ContextConfig(make_store("chat"))),
         lead_model,
         tools=[research],
-        lease=True,
+        lease=LeasePolicy(),
     )
     events = [event async for event in main.stream("Look into 20 topics")]
     assert events[-1].text == "All found."
@@ -433,7 +438,7 @@ async def test_a_sub_agent_records_under_its_callers_lease_and_not_after_it_pass
             Agent("lead", "Plans", [], context=ContextConfig(store)),
             ScriptedModel([assistant(tool_call("research", task="tides")), "Done."]),
             tools=[research],
-            lease_ttl=0.2,
+            lease=LeasePolicy(ttl=0.2),
         )
         stalled = asyncio.Event()
         renew = store._renew_lease

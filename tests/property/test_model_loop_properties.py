@@ -13,11 +13,13 @@ from pygents_ctx import (
     Agent,
     AgentRegistry,
     ContextConfig,
+    LoopLimits,
     LoopStop,
     MemoryContextStore,
     Message,
     ModelLoop,
     ModelResponse,
+    ToolPolicy,
     ToolRegistry,
     ToolUseBlock,
     tool,
@@ -71,7 +73,12 @@ def test_every_call_is_answered_once_in_order(
     messages.append("final")
     store = MemoryContextStore()
     agent = Agent(f"p{next(_names)}", "", [echo, boom], context=ContextConfig(store))
-    loop = ModelLoop(agent, ScriptedModel(messages), parallel_tools=parallel, max_steps=max_steps)
+    loop = ModelLoop(
+        agent,
+        ScriptedModel(messages),
+        tool_policy=ToolPolicy(parallel=parallel),
+        limits=LoopLimits(max_steps=max_steps),
+    )
 
     finished = asyncio.run(loop.run("go"))
 
@@ -118,7 +125,7 @@ def test_a_refusal_ends_the_run_there_and_leaves_no_call_unanswered(
     messages.append(ModelResponse(assistant(*calls), refusal="I won't."))
     store = MemoryContextStore()
     agent = Agent(f"r{next(_names)}", "", [echo], context=ContextConfig(store))
-    loop = ModelLoop(agent, ScriptedModel(messages), max_steps=max_steps)
+    loop = ModelLoop(agent, ScriptedModel(messages), limits=LoopLimits(max_steps=max_steps))
 
     finished = asyncio.run(loop.run("go"))
 

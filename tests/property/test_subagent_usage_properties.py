@@ -14,6 +14,7 @@ from pygents_ctx import (
     ContextConfig,
     MemoryContextStore,
     ModelLoop,
+    ToolPolicy,
     ToolRegistry,
 )
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
@@ -47,7 +48,7 @@ def test_every_model_call_is_one_record_in_the_first_callers_session(
         Agent("middle", "Asks", [], context=ContextConfig(MemoryContextStore())),
         ScriptedModel([_sub_reply] * 40),
         tools=[inner.as_tool("dig", "Dig", keep=inner_keep)],
-        parallel_tools=parallel,
+        tool_policy=ToolPolicy(parallel=parallel),
     )
     lead_replies: list[Any] = [
         assistant(*(tool_call("ask", task="deep" if deep else "flat") for deep in reply))
@@ -57,7 +58,7 @@ def test_every_model_call_is_one_record_in_the_first_callers_session(
         Agent("lead", "Leads", [], context=ContextConfig(MemoryContextStore())),
         ScriptedModel([*lead_replies, "done"]),
         tools=[middle.as_tool("ask", "Ask", keep=middle_keep)],
-        parallel_tools=parallel,
+        tool_policy=ToolPolicy(parallel=parallel),
     )
 
     assert asyncio.run(lead.run("go")).text == "done"

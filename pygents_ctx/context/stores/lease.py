@@ -367,7 +367,7 @@ class SessionLease:
             f"session {self.session_id!r} is leased by {state.owner!r} until {until} "
             f"({state.remaining:.1f} s from now unless renewed){after}: one writer per "
             "session at a time. Wait for it with lease(wait=seconds) "
-            "(ModelLoop(lease_wait=seconds)), or try again later",
+            "(ModelLoop(lease=LeasePolicy(wait=seconds))), or try again later",
             session_id=self.session_id,
             holder=state.owner,
             expires_at=_utc(state.expires_at),

@@ -89,7 +89,7 @@ async def test_a_second_taker_is_refused_with_the_holder_and_its_expiry(
     assert "'chat'" in message
     assert "'worker-1'" in message
     assert "lease(wait=seconds)" in message
-    assert "lease_wait" in message
+    assert "ModelLoop(lease=LeasePolicy(wait=seconds))" in message
 
 
 async def test_two_leases_with_one_owner_still_exclude_each_other(make_store: MakeStore) -> None:

@@ -1,21 +1,18 @@
 """Checking a tool call's arguments before the tool runs: built once per tool, cheap per call.
 
 `ArgumentValidator` reads a tool function's signature and type hints when the
-tool is decorated, compiles a `TypeCheck` per annotated parameter (see
-`_type_checks`), and writes a check function for exactly that signature: one
-straight line of tests per parameter, no loop over a table. A call that is
-right costs those tests (most values pass on an exact type match, `type(v) is
-int`); the first test that fails hands the call to `problems()`, which walks
-every argument to list every problem, and one `ToolArgumentsError` is raised.
+tool is decorated and compiles a `TypeCheck` per annotated parameter (see
+`_type_checks`). Each call goes through `problems()`, one loop over the
+parameters that lists every problem; if there is any, one `ToolArgumentsError`
+names them all.
 
 Parameters without a hint (or `Any`) are not type-checked; a tool whose
 parameters are all like that, none required, gets no validator at all.
 
 Once a call passes, arguments whose hint names a type JSON does not have (a
 dataclass, an enum, a date, ...) are converted to it (`_convert`): the check
-then returns the call's `(args, kwargs)` with those values replaced. A
-signature with no such parameter gets a check that returns None, so plain
-tools pay nothing for conversion.
+then returns the call's `(args, kwargs)` with those values replaced, and None
+when nothing was converted.
 
 Unknown names follow the runtime's rule that a caller may pass a superset:
 they are dropped without a word, unless something required is missing, in
@@ -27,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from pygents_ctx.errors import ArgumentProblem, ToolArgumentsError
 from pygents_ctx.tools._convert import ConversionFailed, Convert, Converters
@@ -42,7 +39,6 @@ __all__ = ["ArgumentValidator", "Check"]
 # arguments to call the function with instead (some converted).
 Converted = tuple[tuple[Any, ...], dict[str, Any]]
 Check = Callable[[tuple[Any, ...], Mapping[str, Any]], Converted | None]
-_ABSENT: Final = object()
 
 
 class _Parameter:
@@ -82,7 +78,6 @@ class ArgumentValidator:
         "_max_positional",
         "_owner",
         "_parameters",
-        "check",
     )
 
     def __init__(self, owner: str, spec: CallSpec, hints: Mapping[str, Any]) -> None:
@@ -110,7 +105,6 @@ class ArgumentValidator:
         self._keywords = (
             None if spec.accepted is None else [p.name for p in self._parameters if p.keyword]
         )
-        self.check: Check = self._write_check()
 
     @classmethod
     def build(cls, owner: str, spec: CallSpec, hints: Mapping[str, Any]) -> Check | None:
@@ -122,75 +116,17 @@ class ArgumentValidator:
             return made.check
         return None
 
-    # -- the fast check ----------------------------------------------------------------
+    def check(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Converted | None:
+        """Check a call's own arguments; None, or the arguments with some converted.
 
-    def _write_check(self) -> Check:
-        """Write and compile the check for this signature (see the module docstring).
-
-        Only values, never names, go into the namespace; names are identifiers
-        written with `repr`, so nothing from outside the signature is executed.
+        Raises:
+            ToolArgumentsError: Any argument is wrong (every problem listed), or a
+                value cannot be made into its type.
         """
-        namespace: dict[str, Any] = {"fail": self._fail, "ABSENT": _ABSENT}
-        body = ["n = len(args)"]
-        if self._max_positional is not None:
-            body.append(f"if n > {self._max_positional}: return fail(args, kwargs)")
-        for index, parameter in enumerate(self._parameters):
-            body += self._lines(index, parameter, namespace)
-        if self._conversions:
-            namespace["convert"] = self._converted
-            body.append("return convert(args, kwargs)")
-        source = "def check(args, kwargs):\n" + "".join(f"    {line}\n" for line in body)
-        exec(compile(source, f"<argument check of tool {self._owner!r}>", "exec"), namespace)
-        check: Check = namespace["check"]
-        return check
-
-    @staticmethod
-    def _lines(index: int, parameter: _Parameter, namespace: dict[str, Any]) -> list[str]:
-        test = None
-        if parameter.check is not None:
-            namespace[f"ok{index}"] = parameter.check.ok
-            fast = parameter.check.fast
-            if len(fast) == 1:
-                namespace[f"T{index}"] = next(iter(fast))
-                test = f"type(v) is not T{index} and not ok{index}(v)"
-            elif fast:
-                namespace[f"F{index}"] = fast
-                test = f"type(v) not in F{index} and not ok{index}(v)"
-            else:
-                test = f"not ok{index}(v)"
-        by_keyword: list[str] = []
-        name = repr(parameter.name)
-        if parameter.keyword and parameter.required:
-            by_keyword = [
-                f"v = kwargs.get({name}, ABSENT)",
-                "if v is ABSENT: return fail(args, kwargs)",
-            ]
-            if test is not None:
-                by_keyword.append(f"if {test}: return fail(args, kwargs)")
-        elif parameter.keyword and test is not None:  # optional: most calls leave it out
-            by_keyword = [
-                f"if kwargs and {name} in kwargs:",
-                f"    v = kwargs[{name}]",
-                f"    if {test}: return fail(args, kwargs)",
-            ]
-        elif not parameter.keyword and parameter.required:
-            by_keyword = ["return fail(args, kwargs)"]
-        position = parameter.position
-        if position is None:
-            return by_keyword
-        by_position = [f"v = args[{position}]"] if test is not None else []
-        if test is not None:
-            by_position.append(f"if {test}: return fail(args, kwargs)")
-        if parameter.keyword:  # the same argument given by name too
-            by_position.append(
-                f"if kwargs and {parameter.name!r} in kwargs: return fail(args, kwargs)"
-            )
-        lines = [f"if n > {position}:", *(f"    {line}" for line in by_position)]
-        if by_keyword:
-            lines += ["else:", *(f"    {line}" for line in by_keyword)]
-        return lines
-
-    # -- the slow path: every problem -------------------------------------------------
+        found = self.problems(args, kwargs)
+        if found:
+            raise ToolArgumentsError(self._owner, found)
+        return self._converted(args, kwargs) if self._conversions else None
 
     def problems(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[ArgumentProblem]:
         """Every problem with a call's own arguments, in the order of the parameters."""
@@ -237,12 +173,6 @@ class ArgumentValidator:
                         unknown("", name, missed, self._keywords, "a parameter of this tool")
                     )
         return found
-
-    def _fail(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Converted | None:
-        found = self.problems(args, kwargs)
-        if found:
-            raise ToolArgumentsError(self._owner, found)
-        return self._converted(args, kwargs) if self._conversions else None
 
     # -- converting a call that passed ------------------------------------------------
 

@@ -14,6 +14,7 @@ from pygents_ctx.context.stores._common import new_session_id
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.strategies.base import ContextStrategy, Measure
+from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.pinned import PinnedWindow
 from pygents_ctx.context.strategies.stable import StableWindow
 from pygents_ctx.context.tokens import count_tokens
@@ -38,9 +39,10 @@ class PromptWindow:
             many leading messages this window shares with the one built before
             it (a `StableWindow`'s whole previous window, as it grows by
             appending) or with every window until the next re-pin (a
-            `PinnedWindow`'s pinned part): where a model adapter places a
-            prompt-cache breakpoint. None for other strategies, which promise
-            neither.
+            `PinnedWindow`'s pinned part); with a `Pipeline` that starts with
+            one, the part of that its later stages left as it was last time:
+            where a model adapter places a prompt-cache breakpoint. None for
+            other strategies, which promise neither.
     """
 
     messages: list[Message]
@@ -160,9 +162,7 @@ class ContextConfig:
         that never talks costs nothing in the store. With `HistoryRetention.NONE`
         the branch gets a copy of the in-memory conversation instead.
         """
-        strategy = self.strategy
-        if isinstance(strategy, PinnedWindow | StableWindow):  # each follows one conversation
-            strategy = copy.copy(strategy)
+        strategy = _own_copy(self.strategy)
         # Until the fork is made, the child holds this store only to say what it is.
         child = ContextConfig(self._store, strategy, retention=self.retention)
         if self.retention is HistoryRetention.NONE:
@@ -178,9 +178,7 @@ class ContextConfig:
         context's history: what the branch says is its own and goes when it
         does, and no session is made for it (`ModelLoop.as_tool(keep="none")`).
         """
-        strategy = self.strategy
-        if isinstance(strategy, PinnedWindow | StableWindow):  # each follows one conversation
-            strategy = copy.copy(strategy)
+        strategy = _own_copy(self.strategy)
         history = await self.history()
         child = ContextConfig(await self.ready(), strategy, retention=HistoryRetention.NONE)
         child._unsaved = history
@@ -270,14 +268,24 @@ class ContextConfig:
 
     async def window_of(self, history: list[Message]) -> PromptWindow:
         """The strategy's view of `history` (as `history()` returned it), with its token count."""
-        if isinstance(self.strategy, PinnedWindow | StableWindow):
-            window = await self.strategy.build(history)
+        strategy = self.strategy
+        if isinstance(strategy, PinnedWindow | StableWindow) or (
+            isinstance(strategy, Pipeline) and strategy.builds_windows
+        ):
+            window = await strategy.build(history)
             return PromptWindow(window.messages, window.tokens, window.stable_prefix)
         messages = await self.strategy.compact(history)
         measure = getattr(self.strategy, "measure", None)
         if isinstance(measure, Measure):  # count as the strategy does: cached, same units
             return PromptWindow(messages, measure.total(messages))
         return PromptWindow(messages, count_tokens(messages))
+
+
+def _own_copy(strategy: ContextStrategy) -> ContextStrategy:
+    """`strategy` for a branch: a window builder of its own, since each follows one conversation."""
+    if isinstance(strategy, PinnedWindow | StableWindow | Pipeline):
+        return copy.copy(strategy)
+    return strategy
 
 
 class _PendingFork:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pygents_ctx import (
     AnthropicModel,
+    ClearToolResults,
     ContextConfig,
     FitTokens,
     MemoryContextStore,
@@ -21,7 +22,9 @@ from pygents_ctx import (
     ModelSettings,
     OpenAIModel,
     PinnedWindow,
+    Pipeline,
     PromptWindow,
+    StableWindow,
     TextBlock,
     TextDelta,
     ToolCallDelta,
@@ -506,6 +509,35 @@ async def test_a_stable_window_gets_four_breakpoints_at_its_stable_prefix(
     assert window.stable_prefix == 6
     assert _marks(second) == ["tools", "system", "4", "6"]
     assert json.dumps(second).count("cache_control") == MAX_BREAKPOINTS
+
+
+async def test_a_pipeline_after_a_stable_window_keeps_the_breakpoints(
+    anthropic_model: AnthropicModel, search: Any
+) -> None:
+    def tool_round(n: int) -> list[Message]:
+        return [
+            Message("assistant", [ToolUseBlock(f"c{n}", "search", {"q": "x"})]),
+            Message("user", [ToolResultBlock(f"c{n}", f"result {n} " * 50)]),
+        ]
+
+    store = MemoryContextStore(
+        [
+            Message("system", "Be brief."),
+            Message("user", "the task"),
+            *tool_round(0),
+            *tool_round(1),
+        ]
+    )
+    context = ContextConfig(store, Pipeline([StableWindow(), ClearToolResults(keep_recent=1)]))
+    await context.prompt_window()
+    await store.append_many(tool_round(2))  # c1's result is cleared now
+    window = await context.prompt_window()
+    request = anthropic_model.request(window, [search])
+
+    # The window's end, and just before c1's result, where the last window first differs:
+    # what the last request cached up to there is read again.
+    assert window.stable_prefix == 5
+    assert _marks(request) == ["tools", "system", "3", "6"]
 
 
 @pytest.mark.parametrize(

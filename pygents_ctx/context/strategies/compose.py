@@ -8,6 +8,7 @@ ships with the major OpenAI, Anthropic and Gemini families and that
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import Final
 
@@ -20,6 +21,8 @@ from pygents_ctx.context.strategies.base import (
     check_count,
     check_on_overflow,
 )
+from pygents_ctx.context.strategies.pinned import PinnedWindow, Window
+from pygents_ctx.context.strategies.stable import StableWindow
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 from pygents_ctx.errors import ContextOverflowError, UnknownModelError
 
@@ -173,6 +176,11 @@ class Pipeline:
     pipeline does too: when no stage changes anything it returns its input
     itself. An empty pipeline is allowed and changes nothing.
 
+    A pipeline that starts with a window builder (a `StableWindow` or a
+    `PinnedWindow`) builds windows too (`build`), each with the prefix it
+    shares with the one before, where a model adapter places its prompt-cache
+    breakpoints: `Pipeline([StableWindow(), ClearToolResults()])` keeps them.
+
     Args:
         strategies: The stages, in the order they run.
 
@@ -194,9 +202,52 @@ class Pipeline:
 
     def __init__(self, strategies: Iterable[ContextStrategy]) -> None:
         self.strategies = _check_strategies("Pipeline", strategies)
+        self._last: list[Message] = []  # the window `build` returned last
 
     def __repr__(self) -> str:
         return f"Pipeline({_strategies_repr(self.strategies)})"
+
+    def __copy__(self) -> Pipeline:
+        """The stages copied, nothing built yet: a branch's window follows its own conversation."""
+        return Pipeline([copy.copy(strategy) for strategy in self.strategies])
+
+    @property
+    def builds_windows(self) -> bool:
+        """Whether the first stage is a window builder (a `StableWindow` or a `PinnedWindow`)."""
+        return bool(self.strategies) and isinstance(self.strategies[0], PinnedWindow | StableWindow)
+
+    async def build(self, messages: list[Message]) -> Window:
+        """The first stage's window of `messages`, after the later stages' edits.
+
+        The `Window` has the first stage's `pin` and `repinned`, the edited
+        messages' token count (counted as the first stage counts), and
+        `stable_prefix`: how many leading messages it shares with the window
+        this pipeline built last, at most as many as the first stage's window
+        shares. An edit of an old message (a tool result cleared as it ages)
+        ends it there, so the prefix before the edit is still served from the
+        provider's cache.
+
+        Raises:
+            TypeError: The first stage is not a `StableWindow` or a `PinnedWindow`
+                (see `builds_windows`); use `compact`.
+            ContextOverflowError: As the first stage's `build`.
+        """
+        first = self.strategies[0] if self.strategies else None
+        if not isinstance(first, PinnedWindow | StableWindow):
+            raise TypeError(
+                "Pipeline.build needs a StableWindow or a PinnedWindow as the first stage, "
+                f"not {type(first).__name__}: put the window builder first, or use compact()"
+            )
+        window = await first.build(messages)
+        edited = window.messages
+        for strategy in self.strategies[1:]:
+            edited = await strategy.compact(edited)
+        last, self._last = self._last, edited
+        shared, most = 0, min(window.stable_prefix, len(edited), len(last))
+        while shared < most and (edited[shared] is last[shared] or edited[shared] == last[shared]):
+            shared += 1
+        tokens = window.tokens if edited is window.messages else first.measure.total(edited)
+        return Window(edited, tokens, window.pin, window.repinned, shared)
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The last stage's output (`messages` itself if no stage changed anything)."""

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import math
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from pygents_ctx import ContextOverflowError, Message, PygentsError, count_tokens
+from pygents_ctx import (
+    ClearToolResults,
+    ContextOverflowError,
+    Message,
+    PygentsError,
+    StableWindow,
+    ToolResultBlock,
+    ToolUseBlock,
+    count_tokens,
+)
 from pygents_ctx.context.strategies import ContextStrategy
 from pygents_ctx.context.strategies.budget import FitTokens
 from pygents_ctx.context.strategies.compose import (
@@ -407,3 +420,77 @@ def test_until_fits_rejects_bad_parameters(
 ) -> None:
     with pytest.raises(error, match=message):
         UntilFits(strategies=[], **kwargs)
+
+
+# -- a pipeline that builds windows ------------------------------------------------------
+
+
+def _tool_step(n: int, size: int) -> list[Message]:
+    call = Message("assistant", [ToolUseBlock(f"c{n}", "search", {"q": str(n)})])
+    return [call, Message("user", [ToolResultBlock(f"c{n}", "x" * size)])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 400), min_size=1, max_size=60),
+    keep=st.integers(1, 6),
+    budget=st.integers(600, 4_000),
+)
+async def test_a_pipelines_stable_prefix_is_what_it_shares_with_its_last_window(
+    sizes: list[int], keep: int, budget: int
+) -> None:
+    exact: dict[str, Any] = {"counter": len, "per_message_overhead": 0}
+    pipeline = Pipeline([StableWindow(budget, **exact), ClearToolResults(keep_recent=keep)])
+    alone = StableWindow(budget, **exact)
+    history = [Message("system", "Be brief."), Message("user", "the task")]
+    last: list[Message] = []
+    for n, size in enumerate(sizes):
+        history += _tool_step(n, size)
+        window = await pipeline.build(history)
+        plain = await alone.build(history)
+        assert window.messages == await ClearToolResults(keep_recent=keep).compact(plain.messages)
+        assert window.messages[: window.stable_prefix] == last[: window.stable_prefix]
+        assert window.stable_prefix <= plain.stable_prefix
+        shared = 0
+        while shared < min(len(last), len(window.messages)) and (
+            last[shared] == window.messages[shared]
+        ):
+            shared += 1
+        assert window.stable_prefix == min(shared, plain.stable_prefix)
+        assert window.tokens == count_tokens(window.messages, **exact)
+        last = window.messages
+
+
+async def test_a_cleared_result_ends_the_stable_prefix_just_before_it() -> None:
+    pipeline = Pipeline([StableWindow(100_000), ClearToolResults(keep_recent=2)])
+    history = [Message("system", "Be brief."), Message("user", "the task")]
+    for n in range(3):
+        history += _tool_step(n, 50)
+        await pipeline.build(history)
+    history += _tool_step(3, 50)  # the result of c1 is now the third newest: cleared
+
+    window = await pipeline.build(history)
+
+    assert window.stable_prefix == 5  # head (2), c0's round (2), c1's call: up to c1's result
+    assert not window.repinned
+
+
+def test_build_needs_a_window_builder_first() -> None:
+    pipeline = Pipeline([ClearToolResults(), StableWindow()])
+
+    assert not pipeline.builds_windows
+    with pytest.raises(TypeError, match="StableWindow or a PinnedWindow as the first stage"):
+        asyncio.run(pipeline.build([Message("user", "hi")]))
+
+
+async def test_a_copied_pipeline_builds_its_own_windows() -> None:
+    pipeline = Pipeline([StableWindow(100_000), ClearToolResults(keep_recent=2)])
+    history = [Message("system", "Be brief."), Message("user", "the task"), *_tool_step(0, 9)]
+    await pipeline.build(history)
+    branch = copy.copy(pipeline)
+
+    first = await branch.build(history)
+
+    assert branch.strategies[0] is not pipeline.strategies[0]
+    assert first.repinned  # nothing built before, in the branch
+    assert first.stable_prefix == 0

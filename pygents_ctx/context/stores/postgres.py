@@ -13,12 +13,10 @@ lease, its row locked FOR SHARE (see `SessionLease`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from datetime import timedelta
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
-from pygents_ctx.context.messages import Message, ToolResultBlock
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
@@ -26,48 +24,26 @@ from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
-from pygents_ctx.context.stores._common import (
-    ClosesOnExit,
-    Connecting,
-    HistoryCache,
-    check_count,
-    check_erase,
-    check_expected,
-    check_messages,
-    check_owner,
-    check_run_id,
-    check_session_id,
-    check_tokens,
-    check_usage_record,
-    checked_messages,
-    new_session_id,
-    require_run_id,
-)
-from pygents_ctx.context.stores._paged import check_batch, iter_pages
+from pygents_ctx.context.stores._common import ClosesOnExit, Connecting
 from pygents_ctx.context.stores._postgres_schema import migrate
-from pygents_ctx.context.stores.base import (
-    ApprovalDecision,
-    ContextStore,
-    SessionInfo,
-    SessionSnapshot,
-    check_call_id,
-    check_decision,
-    check_snapshot,
-)
-from pygents_ctx.context.stores.lease import fenced
-from pygents_ctx.context.stores.search import HistoryHit, check_search
-from pygents_ctx.context.usage import UsageRecord
+from pygents_ctx.context.stores._sql_store import Dialect, SQLStore
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
     from types import ModuleType
 
     from psycopg import AsyncConnection
 
+    from pygents_ctx.context.messages import Message, ToolResultBlock
+    from pygents_ctx.context.stores._common import Erasure
+    from pygents_ctx.context.stores.base import ApprovalDecision, SessionInfo, SessionSnapshot
+    from pygents_ctx.context.stores.search import HistoryHit
+    from pygents_ctx.context.usage import UsageRecord
+
 __all__ = ["PostgresConnection", "PostgresContextStore", "connect_postgres"]
 
 T = TypeVar("T")
+Work: TypeAlias = "Callable[[AsyncConnection[Any]], Awaitable[T]]"
 _STALE: Final = (-2, -2)  # the cache's version when it must be read again in full
 
 
@@ -79,31 +55,6 @@ def _import_psycopg() -> ModuleType:
             "PostgresContextStore needs psycopg 3: pip install 'pygents-ctx[postgres]'"
         ) from None
     return psycopg
-
-
-def _no_nul(name: str, value: str) -> str:
-    # PostgreSQL text cannot hold NUL; refuse it here rather than half-way through a call.
-    if "\x00" in value:
-        raise ValueError(f"{name} must not contain NUL characters (PostgreSQL text cannot)")
-    return value
-
-
-def _check_id(value: object) -> str:
-    return _no_nul("session_id", check_session_id(value))
-
-
-def _check_run(value: object) -> str | None:
-    run_id = check_run_id(value)
-    return None if run_id is None else _no_nul("run_id", run_id)
-
-
-def _storable_record(record: UsageRecord) -> UsageRecord:
-    """`record`, if text columns can hold its run id and model name (no NUL)."""
-    for name in ("run_id", "model"):
-        value = getattr(record, name)
-        if value is not None:
-            _no_nul(f"UsageRecord.{name}", value)
-    return record
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -252,7 +203,205 @@ class PostgresConnection(ClosesOnExit):
         await self._submit(_close)
 
 
-class PostgresContextStore(ContextStore):
+class PostgresDialect(Dialect[PostgresConnection]):
+    """PostgreSQL's way (see `Dialect`): every call awaited on the psycopg connection,
+    one at a time; a write under a lease one transaction that ends by checking the
+    lease; the session's `created_at` from the server's clock; text without NUL.
+    """
+
+    name = "postgres"
+    stale = _STALE
+    connection = PostgresConnection
+    opened_by = "await connect_postgres(dsn)"
+
+    @property
+    def place(self) -> str:
+        return self.conn.target
+
+    @property
+    def database(self) -> Hashable:
+        return self.conn._database
+
+    def text(self, field: str, value: str) -> str:
+        # PostgreSQL text cannot hold NUL; refuse it here rather than half-way through a call.
+        if "\x00" in value:
+            raise ValueError(f"{field} must not contain NUL characters (PostgreSQL text cannot)")
+        return value
+
+    def _run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> Awaitable[T]:
+        return self.conn.run(partial(fn, *args))
+
+    def _write(self, session_id: str, fence: int | None, work: Work[T]) -> Awaitable[T]:
+        return self.conn.run(
+            work if fence is None else partial(ops.fenced, session_id, fence, work)
+        )
+
+    def encode(self, messages: list[Message]) -> ops.Batch:
+        return ops.encode(messages)
+
+    async def append(
+        self,
+        session_id: str,
+        known: bool,
+        run_id: str | None,
+        messages: Iterable[Message],
+        fence: int | None,
+    ) -> bool:
+        """Sent as they are encoded, up to 1,000 messages or 1 MB a statement; a
+        single batch is a single statement."""
+        batches = ops.batches(messages)
+        first = next(batches, None)
+        if first is None:
+            return False
+        await self._write(
+            session_id, fence, partial(ops.append_rows, session_id, run_id, first, batches)
+        )
+        return True
+
+    def read_since(
+        self, session_id: str, generation: Any, position: int | None, with_archive: bool
+    ) -> Awaitable[ops.Read]:
+        return self._run(ops.read_since, session_id, generation, position, with_archive)
+
+    def read_newest(self, session_id: str, limit: int, offset: int) -> Awaitable[list[Message]]:
+        return self._run(ops.read_newest, session_id, limit, offset)
+
+    def page(
+        self, session_id: str, table: str, key: str, after: int | None, limit: int
+    ) -> Awaitable[list[Any]]:
+        return self._run(paged.postgres_page, session_id, table, key, after, limit)
+
+    def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
+        """From the tsvector index, kept by each write; a hit's `id` is its `message_id`."""
+        return self._run(search_sql.search_postgres, session_id, query, limit)
+
+    def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
+        return self._run(search_sql.live_ids_postgres, session_id, count)
+
+    def count(self, session_id: str) -> Awaitable[int]:
+        return self._run(ops.scalar, ops.MESSAGE_COUNT, session_id)
+
+    def token_count(self, session_id: str) -> Awaitable[int]:
+        return self._run(ops.scalar, ops.LIVE_TOKENS, session_id)
+
+    def clear(self, session_id: str, fence: int | None) -> Awaitable[None]:
+        return self._write(session_id, fence, partial(ops.clear, session_id))
+
+    def clear_run(self, session_id: str, run_id: str, fence: int | None) -> Awaitable[None]:
+        return self._write(session_id, fence, partial(ops.clear_run, session_id, run_id))
+
+    def replace_prefix(
+        self,
+        session_id: str,
+        known: bool,
+        count: int,
+        run_id: str | None,
+        encoded: ops.Batch,
+        expected: list[Message] | None,
+        seen_at: Any,
+        fence: int | None,
+    ) -> Awaitable[None]:
+        """`expected` compared in SQL after locking the session's row, whatever `seen_at`."""
+        work = partial(ops.replace_prefix, session_id, count, run_id, encoded, expected)
+        return self._write(session_id, fence, work)
+
+    def fork(
+        self, session_id: str, new_id: str, at: int | None, owner: str | None
+    ) -> Awaitable[None]:
+        return self._run(_fork_with_usage, session_id, new_id, at, owner)
+
+    def rewind(self, session_id: str, to: int, fence: int | None) -> Awaitable[int]:
+        return self._write(session_id, fence, partial(ops.rewind, session_id, to))
+
+    def snapshot(self, session_id: str) -> Awaitable[SessionSnapshot]:
+        """One repeatable-read transaction."""
+        return self._run(ops.snapshot, session_id)
+
+    def restore(
+        self,
+        session_id: str,
+        live: tuple[list[str | None], ops.Batch],
+        archived: tuple[list[str | None], ops.Batch],
+        tokens: tuple[int, int],
+        usage: tuple[UsageRecord, ...],
+        fence: int | None,
+    ) -> Awaitable[None]:
+        work = partial(ops.restore, session_id, live, archived, tokens, usage)
+        return self._write(session_id, fence, work)
+
+    def set_tokens(
+        self, session_id: str, tokens: tuple[int, int], add: bool, fence: int | None
+    ) -> Awaitable[None]:
+        sql = ops.ADD_TOKENS if add else ops.SET_TOKENS
+        return self._write(session_id, fence, partial(ops.set_tokens, sql, session_id, *tokens))
+
+    def get_tokens(self, session_id: str) -> Awaitable[tuple[int, int]]:
+        return self._run(ops.get_tokens, session_id)
+
+    def record_usage(
+        self, session_id: str, record: UsageRecord, fence: int | None
+    ) -> Awaitable[None]:
+        return self._write(
+            session_id, fence, partial(usage_sql.record_postgres, session_id, record)
+        )
+
+    def get_usage(self, session_id: str, run_id: str | None) -> Awaitable[list[UsageRecord]]:
+        return self._run(usage_sql.read_postgres, session_id, run_id)
+
+    def record_decision(
+        self, session_id: str, call_id: str, decision: ApprovalDecision, fence: int | None
+    ) -> Awaitable[ApprovalDecision]:
+        work = partial(decisions_sql.record_postgres, session_id, call_id, decision)
+        return self._write(session_id, fence, work)
+
+    def get_decisions(self, session_id: str) -> Awaitable[dict[str, ApprovalDecision]]:
+        return self._run(decisions_sql.read_postgres, session_id)
+
+    def journal_start(self, session_id: str, call_id: str, fence: int | None) -> Awaitable[None]:
+        work = partial(journal_sql.start_postgres, session_id, call_id)
+        return self._write(session_id, fence, work)
+
+    def journal_finish(
+        self, session_id: str, call_id: str, result: bytes, fence: int | None
+    ) -> Awaitable[None]:
+        work = partial(journal_sql.finish_postgres, session_id, call_id, result)
+        return self._write(session_id, fence, work)
+
+    def get_journal(
+        self, session_id: str, call_ids: tuple[str, ...]
+    ) -> Awaitable[dict[str, ToolResultBlock | None]]:
+        return self._run(journal_sql.read_postgres, session_id, call_ids)
+
+    async def acquire_lease(
+        self, session_id: str, owner: str, ttl: float, create: bool
+    ) -> tuple[bool, lease_sql.LeaseState]:
+        work = partial(lease_sql.acquire_postgres, session_id, owner, ttl, create)
+        while True:
+            answer = await self.conn.run(work)
+            if answer is not None:  # None: the holder let go while it was asked
+                return answer
+
+    def renew_lease(
+        self, session_id: str, owner: str, token: int, ttl: float
+    ) -> Awaitable[lease_sql.LeaseState | None]:
+        return self._run(lease_sql.renew_postgres, session_id, owner, token, ttl)
+
+    def release_lease(self, session_id: str, owner: str, token: int) -> Awaitable[None]:
+        return self._run(lease_sql.release_postgres, session_id, owner, token)
+
+    def claim(self, session_id: str, owner: str) -> Awaitable[str]:
+        return self._run(ops.claim, session_id, owner)
+
+    def list_sessions(self, owner: str | None) -> Awaitable[list[SessionInfo]]:
+        return self._run(ops.list_sessions, owner)
+
+    def erase(self, target: Erasure) -> Awaitable[int]:
+        """In one transaction. The deleted row versions stay in the table files until
+        `VACUUM` reclaims them."""
+        return self._run(ops.erase, target)
+
+
+class PostgresContextStore(SQLStore[PostgresConnection]):
     """One session in a PostgreSQL database: shared safely by workers on many machines.
 
     Behaves as `SQLiteContextStore` does, method for method: many sessions in
@@ -294,418 +443,7 @@ class PostgresContextStore(ContextStore):
         (2, True)
     """
 
-    def __init__(
-        self, conn: PostgresConnection, *, session_id: str | None = None, owner: str | None = None
-    ) -> None:
-        if not isinstance(conn, PostgresConnection):
-            raise TypeError(
-                "PostgresContextStore needs the connection from `await connect_postgres(dsn)`, "
-                f"not {type(conn).__name__}"
-            )
-        self._conn = conn
-        self._session_id = None if session_id is None else _check_id(session_id)
-        self._owner = check_owner(owner)
-        self._claimed = owner is None  # whether the session's row is known to be the owner's
-        self._cache = HistoryCache(_STALE)
-
-    def __repr__(self) -> str:
-        return f"PostgresContextStore({self._conn.target!r}, session_id={self.session_id!r})"
-
-    @property
-    def connection(self) -> PostgresConnection:
-        """The connection this store runs on."""
-        return self._conn
-
-    # -- messages -----------------------------------------------------------
-
-    async def append(self, message: Message, *, run_id: str | None = None) -> None:
-        """Add `message` at the end of the history: one statement, its own transaction.
-
-        Under a lease (see `lease()`), the statement and the lease's check in
-        one transaction.
-
-        Raises:
-            TypeError: `message` is not a `Message`, `run_id` is not a str, or
-                a tool input holds a value JSON cannot hold.
-            LeaseLostError: Made under a lease that passed to another holder
-                or ran out; nothing was added.
-        """
-        if not isinstance(message, Message):
-            raise TypeError(f"append needs a Message, not {type(message).__name__}")
-        await self._append([message], _check_run(run_id))
-
-    async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
-        """Add `messages` at the end, in order, in one transaction.
-
-        They are encoded and sent as they are read, up to 1,000 messages or
-        1 MB a statement, so memory holds one such batch however many there
-        are; a single batch is a single statement.
-
-        Raises:
-            TypeError: Something in `messages` is not a `Message`, or holds a
-                value JSON cannot hold (nothing is added).
-        """
-        run = _check_run(run_id)
-        await self._append(checked_messages(messages), run)
-
-    async def _append(self, messages: Iterable[Message], run_id: str | None) -> None:
-        batches = ops.batches(messages)
-        first = next(batches, None)
-        if first is not None:
-            await self._write(partial(ops.append_rows, self.session_id, run_id, first, batches))
-
-    async def get_history(
-        self,
-        *,
-        limit: int | None = None,
-        offset: int = 0,
-        include_archived: bool = False,
-    ) -> list[Message]:
-        """The history, oldest first, as a new list (see `ContextStore.get_history`).
-
-        Reads only what changed since this store's last read; `limit` on a
-        store that has not read yet fetches just those rows.
-        """
-        return await self._cache.history(
-            limit, offset, include_archived, self._read_since, self._read_newest
-        )
-
-    def _read_since(
-        self, generation: Any, position: int | None, with_archive: bool
-    ) -> Awaitable[ops.Read]:
-        return self._conn.run(
-            partial(ops.read_since, self.session_id, generation, position, with_archive)
-        )
-
-    def _read_newest(self, limit: int, offset: int) -> Awaitable[list[Message]]:
-        return self._conn.run(partial(ops.read_newest, self.session_id, limit, offset))
-
-    async def iter_history(
-        self, *, batch: int = 1000, include_archived: bool = False
-    ) -> AsyncIterator[Message]:
-        """The history, oldest first, `batch` rows at a time by stored position.
-
-        See `ContextStore.iter_history`; each page is one indexed read of the
-        next `batch` rows, and bypasses the history cache.
-        """
-        check_batch(batch)
-        async for message in iter_pages(self.session_id, self._page, batch, include_archived):
-            yield message
-
-    def _page(self, table: str, key: str, after: int | None, limit: int) -> Awaitable[list[Any]]:
-        return self._conn.run(
-            partial(paged.postgres_page, self.session_id, table, key, after, limit)
-        )
-
-    async def search(self, query: str, *, limit: int = 5) -> list[HistoryHit]:
-        """The best matches for `query` in the archive and the live history, from the
-        full-text index (see `ContextStore.search`); a hit's `id` is its `message_id`.
-        """
-        query, limit = check_search(query, limit)
-        return await self._conn.run(
-            partial(search_sql.search_postgres, self.session_id, query, limit)
-        )
-
-    async def _live_ids(self, count: int) -> list[int] | None:
-        return await self._conn.run(partial(search_sql.live_ids_postgres, self.session_id, count))
-
-    async def count(self) -> int:
-        """The number of messages in the live history (a stored counter)."""
-        return await self._conn.run(partial(ops.scalar, ops.MESSAGE_COUNT, self.session_id))
-
-    async def token_count(self) -> int:
-        """The total token count of the live history (a stored running sum)."""
-        return await self._conn.run(partial(ops.scalar, ops.LIVE_TOKENS, self.session_id))
-
-    async def clear(self) -> None:
-        """Remove every message, live and archived, in one transaction; token usage stays."""
-        self._cache.forget()
-        await self._write(partial(ops.clear, self.session_id))
-
-    async def clear_run(self, run_id: str) -> None:
-        """Remove the messages appended with `run_id`, live and archived, in one transaction.
-
-        Raises:
-            TypeError: `run_id` is not a str.
-        """
-        target = _no_nul("run_id", require_run_id(run_id))
-        self._cache.forget()
-        await self._write(partial(ops.clear_run, self.session_id, target))
-
-    async def replace_prefix(
-        self,
-        count: int,
-        messages: Sequence[Message],
-        *,
-        run_id: str | None = None,
-        expected: Sequence[Message] | None = None,
-    ) -> None:
-        """Replace the oldest `count` live messages with `messages`, in one transaction.
-
-        The replaced messages move to the archive. With `expected`, the
-        oldest `count` messages are compared with it in the same transaction,
-        after locking the session's row, so no other worker can change them
-        between the check and the rewrite. See `ContextStore.replace_prefix`.
-
-        Raises:
-            TypeError: `count` is not an int, or `messages` or `expected` holds a
-                non-`Message`.
-            ValueError: `count` is negative or exceeds the live message count,
-                or `expected` does not hold `count` messages (the store is left
-                as it was).
-            ConcurrentModificationError: The oldest `count` messages are no
-                longer `expected`; nothing was changed.
-        """
-        count = check_count(count)
-        batch = check_messages(messages)
-        run = _check_run(run_id)
-        wanted = check_expected(count, expected)
-        if count == 0 and not batch:
-            return
-        encoded = ops.encode(batch)
-        self._cache.forget()
-        await self._write(partial(ops.replace_prefix, self.session_id, count, run, encoded, wanted))
-
-    async def fork(
-        self, *, session_id: str | None = None, at: int | None = None
-    ) -> PostgresContextStore:
-        """A new session in the same database holding this one's history, archive and tokens.
-
-        The fork shares the stored messages instead of copying them: one
-        transaction writes its session row and a row per session it reads
-        from, whatever the length of the history (see `ContextStore.fork`).
-        Run ids and usage records are kept (the records are copied), so
-        `clear_run` works on the fork too.
-
-        Raises:
-            TypeError: `at` is not an int.
-            ValueError: `session_id` names a session that already exists, or
-                `at` is not from 0 to the live message count; nothing is written.
-        """
-        new_id = new_session_id() if session_id is None else _check_id(session_id)
-        await self._conn.run(partial(_fork_with_usage, self.session_id, new_id, at, self._owner))
-        fork = PostgresContextStore(self._conn, session_id=new_id, owner=self._owner)
-        fork._claimed = True
-        return fork
-
-    async def rewind(self, to: int) -> int:
-        """Keep the oldest `to` live messages and remove the rest, in one transaction.
-
-        See `ContextStore.rewind`. Nothing is copied, unless a fork shares a
-        removed message: that fork first gets its own rows (copy on write).
-
-        Raises:
-            TypeError: `to` is not an int.
-            ValueError: `to` is not from 0 to the live message count; nothing changed.
-        """
-        self._cache.forget()
-        return await self._write(partial(ops.rewind, self.session_id, to))
-
-    async def snapshot(self) -> SessionSnapshot:
-        """The history and the archive with their run ids, the token usage and usage records.
-
-        One repeatable-read transaction: a consistent moment, whatever other workers write.
-        """
-        return await self._conn.run(partial(ops.snapshot, self.session_id))
-
-    async def restore(self, snapshot: SessionSnapshot) -> None:
-        """Write `snapshot` into this empty session in one transaction (see `ContextStore.restore`).
-
-        Raises:
-            TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
-                a value JSON cannot hold (nothing is written).
-            ValueError: The session already holds messages (live or archived),
-                or a run id or model name holds a NUL character; nothing is written.
-        """
-        snapshot = check_snapshot(snapshot)
-        parts = tuple(
-            ([_check_run(stored.run_id) for stored in part], ops.encode([s.message for s in part]))
-            for part in (snapshot.messages, snapshot.archived)
-        )
-        tokens = (snapshot.input_tokens, snapshot.output_tokens)
-        usage = tuple(map(_storable_record, snapshot.usage))
-        self._cache.forget()
-        await self._write(partial(ops.restore, self.session_id, parts[0], parts[1], tokens, usage))
-
-    async def close(self) -> None:
-        """Drop this store's cached history. The shared connection stays open."""
-        self._cache.forget()
-
-    async def _claim(self) -> None:
-        """Before the first write of a store with an owner: make the session that owner's."""
-        if self._claimed or self._owner is None:
-            return
-        held = await self._conn.run(partial(ops.claim, self.session_id, self._owner))
-        if held != self._owner:
-            raise ValueError(
-                f"session {self.session_id!r} belongs to owner {held!r}, not {self._owner!r}: "
-                f"open it with owner={held!r}, or use another session_id"
-            )
-        self._claimed = True
-
-    async def _write(self, work: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """`work` as one write to the session, fenced by a lease held here (`ops.fenced`)."""
-        await self._claim()
-        fence = self._fence()
-        if fence is None:
-            return await self._conn.run(work)
-        return await fenced(
-            fence, self._conn.run(partial(ops.fenced, self.session_id, fence.token, work))
-        )
-
-    # -- token usage --------------------------------------------------------
-
-    async def set_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
-        """Overwrite the session's recorded token usage (one statement).
-
-        Raises:
-            TypeError: An amount is not an int.
-            ValueError: An amount is negative.
-        """
-        amounts = check_tokens(input_tokens, output_tokens)
-        await self._write(partial(ops.set_tokens, ops.SET_TOKENS, self.session_id, *amounts))
-
-    async def add_context_tokens(self, input_tokens: int, output_tokens: int) -> None:
-        """Add to the session's recorded token usage, atomically in SQL.
-
-        Raises:
-            TypeError: An amount is not an int.
-            ValueError: An amount is negative.
-        """
-        amounts = check_tokens(input_tokens, output_tokens)
-        await self._write(partial(ops.set_tokens, ops.ADD_TOKENS, self.session_id, *amounts))
-
-    async def get_context_tokens(self) -> tuple[int, int]:
-        """The session's recorded token usage: `(input_tokens, output_tokens)`."""
-        return await self._conn.run(partial(ops.get_tokens, self.session_id))
-
-    async def record_usage(self, record: UsageRecord) -> None:
-        """Keep one model call's usage and add its tokens to the session, in one transaction.
-
-        See `ContextStore.record_usage`.
-
-        Raises:
-            TypeError: `record` is not a `UsageRecord`.
-            ValueError: Its run id or model name holds a NUL character.
-        """
-        record = _storable_record(check_usage_record(record))
-        await self._write(partial(usage_sql.record_postgres, self.session_id, record))
-
-    async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
-        """The session's usage records, oldest first; only run `run_id`'s when given.
-
-        Raises:
-            TypeError: `run_id` is not a str.
-        """
-        target = None if run_id is None else _no_nul("run_id", require_run_id(run_id))
-        return await self._conn.run(partial(usage_sql.read_postgres, self.session_id, target))
-
-    # -- approval decisions (see `ContextStore.record_decision`) -----------------
-
-    async def record_decision(self, call_id: str, decision: ApprovalDecision) -> ApprovalDecision:
-        """Keep the decision on `call_id` unless it has one (one transaction); the one kept.
-
-        See `ContextStore.record_decision`.
-
-        Raises:
-            TypeError, ValueError, LeaseLostError: As `ContextStore.record_decision` says.
-        """
-        call_id, decision = check_decision(call_id, decision)
-        work = partial(decisions_sql.record_postgres, self.session_id, call_id, decision)
-        return await self._write(work)
-
-    async def get_decisions(self) -> dict[str, ApprovalDecision]:
-        """Every decision recorded on this session's tool calls, by call id."""
-        return await self._conn.run(partial(decisions_sql.read_postgres, self.session_id))
-
-    # -- the step journal (see `ContextStore.journal_start`) ----------------------
-
-    async def journal_start(self, call_id: str) -> None:
-        """Record that tool call `call_id` starts (one transaction, fenced by a lease held here).
-
-        See `ContextStore.journal_start`.
-
-        Raises:
-            TypeError, ValueError, LeaseLostError: As `ContextStore.journal_start` says.
-        """
-        call_id = check_call_id(call_id)
-        await self._write(partial(journal_sql.start_postgres, self.session_id, call_id))
-
-    async def journal_finish(self, call_id: str, result: ToolResultBlock) -> None:
-        """Record that tool call `call_id` finished with `result` (one transaction, fenced).
-
-        See `ContextStore.journal_finish`.
-
-        Raises:
-            TypeError, ValueError, LeaseLostError: As `ContextStore.journal_finish` says.
-        """
-        call_id = check_call_id(call_id)
-        if not isinstance(result, ToolResultBlock):
-            raise TypeError(f"journal_finish needs a ToolResultBlock result, not {result!r}")
-        data = journal_sql.encode(result)
-        await self._write(partial(journal_sql.finish_postgres, self.session_id, call_id, data))
-
-    async def get_journal(self, call_ids: Iterable[str]) -> dict[str, ToolResultBlock | None]:
-        """The journal of `call_ids`: each recorded call's result, None if it did not finish."""
-        ids = tuple(call_ids)
-        return await self._conn.run(partial(journal_sql.read_postgres, self.session_id, ids))
-
-    # -- the lease (see `ContextStore.lease`) ------------------------------------
-
-    @property
-    def _lease_scope(self) -> Hashable:
-        return ("postgres", self._conn._database, self.session_id)
-
-    async def _acquire_lease(
-        self, owner: str, ttl: float, create: bool
-    ) -> tuple[bool, lease_sql.LeaseState]:
-        if create:
-            await self._claim()
-        work = partial(lease_sql.acquire_postgres, self.session_id, owner, ttl, create)
-        while True:
-            answer = await self._conn.run(work)
-            if answer is not None:  # None: the holder let go while it was asked
-                return answer
-
-    async def _renew_lease(self, owner: str, token: int, ttl: float) -> lease_sql.LeaseState | None:
-        work = partial(lease_sql.renew_postgres, self.session_id, owner, token, ttl)
-        return await self._conn.run(work)
-
-    async def _release_lease(self, owner: str, token: int) -> None:
-        await self._conn.run(partial(lease_sql.release_postgres, self.session_id, owner, token))
-
-    # -- sessions -----------------------------------------------------------
-
-    async def list_sessions(self, *, owner: str | None = None) -> list[SessionInfo]:
-        """Every session in the database, newest first (one query); only `owner`'s
-        when given (an index range: milliseconds among a million sessions).
-
-        Raises:
-            TypeError: `owner` is not a str or None.
-            ValueError: `owner` is empty or holds a NUL.
-        """
-        return await self._conn.run(partial(ops.list_sessions, check_owner(owner)))
-
-    async def erase(
-        self,
-        *,
-        owner: str | None = None,
-        session: str | None = None,
-        older_than: timedelta | None = None,
-    ) -> int:
-        """Remove sessions of this database for good, in one transaction (see
-        `ContextStore.erase`). Any session of the database can be named, not only
-        this store's. The deleted row versions stay in the table files until
-        `VACUUM` reclaims them (see the stores guide).
-
-        Raises:
-            ValueError: Neither `owner` nor `session` is given; nothing is erased.
-        """
-        target = check_erase(owner, session, older_than)
-        erased = await self._conn.run(partial(ops.erase, target))
-        if erased:
-            self._claimed = self._owner is None
-        return erased
+    _dialect = PostgresDialect
 
 
 async def _fork_with_usage(

@@ -29,6 +29,7 @@ PUBLIC_MODULES = [
     "pygents_ctx.context.wire",
     "pygents_ctx.context.stores",
     "pygents_ctx.context.stores.base",
+    "pygents_ctx.context.stores.protocols",
     "pygents_ctx.context.stores.memory",
     "pygents_ctx.context.stores.sqlite",
     "pygents_ctx.context.stores.postgres",

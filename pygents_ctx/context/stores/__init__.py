@@ -1,8 +1,10 @@
-"""Context stores: where a conversation is kept, in memory or in SQLite.
+"""Context stores: where a conversation is kept, in memory, SQLite or PostgreSQL.
 
-`ContextStore` is the contract; `MemoryContextStore` keeps a session in lists,
-`SQLiteContextStore` in a SQLite file opened with `connect()`. `AutoCompactStore`
-and `compact_context` summarize the old part of a stored history.
+`ContextStore` is the contract: the store protocols `TranscriptStore`,
+`UsageStore`, `JournalStore`, `LeaseStore` and `SessionCatalog` together.
+`MemoryContextStore` keeps a session in lists, `SQLiteContextStore` in a SQLite
+file opened with `connect()`, `PostgresContextStore` in PostgreSQL.
+`AutoCompactStore` and `compact_context` summarize the old part of a stored history.
 """
 
 from pygents_ctx.context.stores._common import MAX_MESSAGE_BYTES
@@ -21,6 +23,13 @@ from pygents_ctx.context.stores.postgres import (
     PostgresConnection,
     PostgresContextStore,
     connect_postgres,
+)
+from pygents_ctx.context.stores.protocols import (
+    JournalStore,
+    LeaseStore,
+    SessionCatalog,
+    TranscriptStore,
+    UsageStore,
 )
 from pygents_ctx.context.stores.search import (
     MAX_SEARCH_LIMIT,
@@ -48,13 +57,16 @@ __all__ = [
     "ContextStore",
     "HistoryHit",
     "HistoryRetention",
+    "JournalStore",
     "LeaseLostError",
+    "LeaseStore",
     "MemoryContextStore",
     "PostgresConnection",
     "PostgresContextStore",
     "SQLiteConnection",
     "SQLiteContextStore",
     "SessionBusyError",
+    "SessionCatalog",
     "SessionInfo",
     "SessionLease",
     "SessionNotFoundError",
@@ -62,6 +74,8 @@ __all__ = [
     "StoreClosedError",
     "StoreSchemaError",
     "StoredMessage",
+    "TranscriptStore",
+    "UsageStore",
     "compact_context",
     "connect",
     "connect_postgres",

@@ -37,14 +37,12 @@ from pygents_ctx.context.stores._common import (
     require_run_id,
 )
 from pygents_ctx.context.stores._paged import check_batch, iter_pages
+from pygents_ctx.context.stores._records import check_call_id, check_decision, check_snapshot
 from pygents_ctx.context.stores.base import (
     ApprovalDecision,
     ContextStore,
     SessionInfo,
     SessionSnapshot,
-    check_call_id,
-    check_decision,
-    check_snapshot,
 )
 from pygents_ctx.context.stores.lease import fenced
 from pygents_ctx.context.stores.search import HistoryHit, check_search

@@ -65,7 +65,9 @@ class LeaseBackend(Protocol):
     """
 
     @property
-    def session_id(self) -> str: ...
+    def session_id(self) -> str:
+        """The session the lease is on."""
+        ...
 
     @property
     def _lease_scope(self) -> Hashable: ...

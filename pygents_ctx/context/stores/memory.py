@@ -27,12 +27,12 @@ from pygents_ctx.context.stores._common import (
     window,
 )
 from pygents_ctx.context.stores._lineage import check_at
+from pygents_ctx.context.stores._records import check_snapshot
 from pygents_ctx.context.stores.base import (
     ContextStore,
     SessionInfo,
     SessionSnapshot,
     StoredMessage,
-    check_snapshot,
     fork_into,
 )
 from pygents_ctx.context.stores.lease import InProcessLeases

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Sequence
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVar
 
 from pygents_ctx.context.messages import Message, ToolResultBlock
 from pygents_ctx.context.stores import _journal_sql as journal_sql
@@ -56,7 +56,36 @@ __all__ = ["Dialect", "SQLStore"]
 T = TypeVar("T")
 
 
-C = TypeVar("C")
+class Connection(Protocol):
+    """What a store's connection does: run a function of the database handle, in turn."""
+
+    def run(self, fn: Callable[[Any], Any], /) -> Awaitable[Any]:
+        """Await `fn(handle)` after the calls made before it."""
+        ...
+
+
+C = TypeVar("C", bound=Connection)
+
+
+class Ops(Protocol):
+    """The functions both databases' SQL modules (`_sqlite_ops`, `_postgres_ops`) define
+    alike, each taking the database handle last; a dialect's `ops` is its module."""
+
+    def read_since(
+        self, session_id: str, generation: Any, after: int | None, with_archive: bool, db: Any, /
+    ) -> Any: ...
+
+    def read_newest(self, session_id: str, limit: int, offset: int, db: Any, /) -> Any: ...
+
+    def clear(self, session_id: str, db: Any, /) -> Any: ...
+
+    def clear_run(self, session_id: str, run_id: str, db: Any, /) -> Any: ...
+
+    def rewind(self, session_id: str, to: int, db: Any, /) -> Any: ...
+
+    def snapshot(self, session_id: str, db: Any, /) -> Any: ...
+
+    def list_sessions(self, owner: str | None, db: Any, /) -> Any: ...
 
 
 class Dialect(ABC, Generic[C]):
@@ -76,6 +105,7 @@ class Dialect(ABC, Generic[C]):
         conn: The open connection the calls run on.
     """
 
+    ops: ClassVar[Ops]  # the database's SQL functions
     name: ClassVar[str]  # the database's kind, in the lease's scope
     stale: ClassVar[Hashable]  # the cache's generation that means "read it all again"
     connection: ClassVar[type]  # the type of connection a store takes
@@ -93,6 +123,17 @@ class Dialect(ABC, Generic[C]):
     @abstractmethod
     def database(self) -> Hashable:
         """What the database is, for leases: stores of one session in it share theirs."""
+
+    def run(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        """Await `fn(*args, handle)` on the connection: one call."""
+        return self.conn.run(partial(fn, *args))
+
+    @abstractmethod
+    def write(
+        self, session_id: str, fence: int | None, work: Callable[[Any], Any]
+    ) -> Awaitable[Any]:
+        """Await `work(handle)` as one transaction that checks lease token `fence` (if
+        not None) and raises `Refused`, rolled back, if the lease passed on."""
 
     def text(self, field: str, value: str) -> str:
         """`value`, if a text column can hold it (this default: every str can).
@@ -123,16 +164,16 @@ class Dialect(ABC, Generic[C]):
     ) -> Awaitable[bool]:
         """Append `messages` (encoded as they are read) in one transaction; whether any were."""
 
-    @abstractmethod
     def read_since(
         self, session_id: str, generation: Any, position: int | None, with_archive: bool
     ) -> Awaitable[Read]:
         """The live rows after `position` (all if the session left `generation`), and
         the archive if `with_archive`."""
+        return self.run(self.ops.read_since, session_id, generation, position, with_archive)
 
-    @abstractmethod
     def read_newest(self, session_id: str, limit: int, offset: int) -> Awaitable[list[Message]]:
         """The newest `limit` live messages before the newest `offset`, oldest first."""
+        return self.run(self.ops.read_newest, session_id, limit, offset)
 
     @abstractmethod
     def page(
@@ -156,13 +197,13 @@ class Dialect(ABC, Generic[C]):
     def token_count(self, session_id: str) -> Awaitable[int]:
         """The stored sum of the live messages' token counts."""
 
-    @abstractmethod
     def clear(self, session_id: str, fence: int | None) -> Awaitable[None]:
         """Remove every message, live and archived."""
+        return self.write(session_id, fence, partial(self.ops.clear, session_id))
 
-    @abstractmethod
     def clear_run(self, session_id: str, run_id: str, fence: int | None) -> Awaitable[None]:
         """Remove the messages appended with `run_id`, live and archived."""
+        return self.write(session_id, fence, partial(self.ops.clear_run, session_id, run_id))
 
     @abstractmethod
     def replace_prefix(
@@ -190,13 +231,13 @@ class Dialect(ABC, Generic[C]):
         """Make session `new_id` share the oldest `at` live messages, the archive and
         the usage records of `session_id`, owned by `owner` (the source's when None)."""
 
-    @abstractmethod
     def rewind(self, session_id: str, to: int, fence: int | None) -> Awaitable[int]:
         """Keep the oldest `to` live messages; returns how many were removed."""
+        return self.write(session_id, fence, partial(self.ops.rewind, session_id, to))
 
-    @abstractmethod
     def snapshot(self, session_id: str) -> Awaitable[SessionSnapshot]:
         """The session at one consistent moment."""
+        return self.run(self.ops.snapshot, session_id)
 
     @abstractmethod
     def restore(
@@ -283,9 +324,9 @@ class Dialect(ABC, Generic[C]):
     def claim(self, session_id: str, owner: str) -> Awaitable[str]:
         """Make the session `owner`'s unless another owner holds it; its owner."""
 
-    @abstractmethod
     def list_sessions(self, owner: str | None) -> Awaitable[list[SessionInfo]]:
         """Every session (only `owner`'s when given), newest first."""
+        return self.run(self.ops.list_sessions, owner)
 
     @abstractmethod
     def erase(self, target: Erasure) -> Awaitable[int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
@@ -26,7 +26,7 @@ from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import ClosesOnExit, Connecting
 from pygents_ctx.context.stores._postgres_schema import migrate
-from pygents_ctx.context.stores._sql_store import Dialect, SQLStore
+from pygents_ctx.context.stores._sql_store import Dialect, Ops, SQLStore
 from pygents_ctx.errors import StoreClosedError
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
     from pygents_ctx.context.messages import Message, ToolResultBlock
     from pygents_ctx.context.stores._common import Erasure
-    from pygents_ctx.context.stores.base import ApprovalDecision, SessionInfo, SessionSnapshot
+    from pygents_ctx.context.stores._postgres_ops import Batch
+    from pygents_ctx.context.stores.base import ApprovalDecision
     from pygents_ctx.context.stores.search import HistoryHit
     from pygents_ctx.context.usage import UsageRecord
 
@@ -209,6 +210,7 @@ class PostgresDialect(Dialect[PostgresConnection]):
     lease; the session's `created_at` from the server's clock; text without NUL.
     """
 
+    ops: ClassVar[Ops] = ops
     name = "postgres"
     stale = _STALE
     connection = PostgresConnection
@@ -228,15 +230,13 @@ class PostgresDialect(Dialect[PostgresConnection]):
             raise ValueError(f"{field} must not contain NUL characters (PostgreSQL text cannot)")
         return value
 
-    def _run(self, fn: Callable[..., Awaitable[T]], *args: Any) -> Awaitable[T]:
-        return self.conn.run(partial(fn, *args))
-
-    def _write(self, session_id: str, fence: int | None, work: Work[T]) -> Awaitable[T]:
+    def write(self, session_id: str, fence: int | None, work: Work[T]) -> Awaitable[T]:
+        """`work`, which locks the session's row, then the lease's check, in one transaction."""
         return self.conn.run(
             work if fence is None else partial(ops.fenced, session_id, fence, work)
         )
 
-    def encode(self, messages: list[Message]) -> ops.Batch:
+    def encode(self, messages: list[Message]) -> Batch:
         return ops.encode(messages)
 
     async def append(
@@ -253,42 +253,28 @@ class PostgresDialect(Dialect[PostgresConnection]):
         first = next(batches, None)
         if first is None:
             return False
-        await self._write(
+        await self.write(
             session_id, fence, partial(ops.append_rows, session_id, run_id, first, batches)
         )
         return True
 
-    def read_since(
-        self, session_id: str, generation: Any, position: int | None, with_archive: bool
-    ) -> Awaitable[ops.Read]:
-        return self._run(ops.read_since, session_id, generation, position, with_archive)
-
-    def read_newest(self, session_id: str, limit: int, offset: int) -> Awaitable[list[Message]]:
-        return self._run(ops.read_newest, session_id, limit, offset)
-
     def page(
         self, session_id: str, table: str, key: str, after: int | None, limit: int
     ) -> Awaitable[list[Any]]:
-        return self._run(paged.postgres_page, session_id, table, key, after, limit)
+        return self.run(paged.postgres_page, session_id, table, key, after, limit)
 
     def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
         """From the tsvector index, kept by each write; a hit's `id` is its `message_id`."""
-        return self._run(search_sql.search_postgres, session_id, query, limit)
+        return self.run(search_sql.search_postgres, session_id, query, limit)
 
     def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
-        return self._run(search_sql.live_ids_postgres, session_id, count)
+        return self.run(search_sql.live_ids_postgres, session_id, count)
 
     def count(self, session_id: str) -> Awaitable[int]:
-        return self._run(ops.scalar, ops.MESSAGE_COUNT, session_id)
+        return self.run(ops.scalar, ops.MESSAGE_COUNT, session_id)
 
     def token_count(self, session_id: str) -> Awaitable[int]:
-        return self._run(ops.scalar, ops.LIVE_TOKENS, session_id)
-
-    def clear(self, session_id: str, fence: int | None) -> Awaitable[None]:
-        return self._write(session_id, fence, partial(ops.clear, session_id))
-
-    def clear_run(self, session_id: str, run_id: str, fence: int | None) -> Awaitable[None]:
-        return self._write(session_id, fence, partial(ops.clear_run, session_id, run_id))
+        return self.run(ops.scalar, ops.LIVE_TOKENS, session_id)
 
     def replace_prefix(
         self,
@@ -296,81 +282,72 @@ class PostgresDialect(Dialect[PostgresConnection]):
         known: bool,
         count: int,
         run_id: str | None,
-        encoded: ops.Batch,
+        encoded: Batch,
         expected: list[Message] | None,
         seen_at: Any,
         fence: int | None,
     ) -> Awaitable[None]:
         """`expected` compared in SQL after locking the session's row, whatever `seen_at`."""
         work = partial(ops.replace_prefix, session_id, count, run_id, encoded, expected)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def fork(
         self, session_id: str, new_id: str, at: int | None, owner: str | None
     ) -> Awaitable[None]:
-        return self._run(_fork_with_usage, session_id, new_id, at, owner)
-
-    def rewind(self, session_id: str, to: int, fence: int | None) -> Awaitable[int]:
-        return self._write(session_id, fence, partial(ops.rewind, session_id, to))
-
-    def snapshot(self, session_id: str) -> Awaitable[SessionSnapshot]:
-        """One repeatable-read transaction."""
-        return self._run(ops.snapshot, session_id)
+        return self.run(_fork_with_usage, session_id, new_id, at, owner)
 
     def restore(
         self,
         session_id: str,
-        live: tuple[list[str | None], ops.Batch],
-        archived: tuple[list[str | None], ops.Batch],
+        live: tuple[list[str | None], Batch],
+        archived: tuple[list[str | None], Batch],
         tokens: tuple[int, int],
         usage: tuple[UsageRecord, ...],
         fence: int | None,
     ) -> Awaitable[None]:
         work = partial(ops.restore, session_id, live, archived, tokens, usage)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def set_tokens(
         self, session_id: str, tokens: tuple[int, int], add: bool, fence: int | None
     ) -> Awaitable[None]:
         sql = ops.ADD_TOKENS if add else ops.SET_TOKENS
-        return self._write(session_id, fence, partial(ops.set_tokens, sql, session_id, *tokens))
+        return self.write(session_id, fence, partial(ops.set_tokens, sql, session_id, *tokens))
 
     def get_tokens(self, session_id: str) -> Awaitable[tuple[int, int]]:
-        return self._run(ops.get_tokens, session_id)
+        return self.run(ops.get_tokens, session_id)
 
     def record_usage(
         self, session_id: str, record: UsageRecord, fence: int | None
     ) -> Awaitable[None]:
-        return self._write(
-            session_id, fence, partial(usage_sql.record_postgres, session_id, record)
-        )
+        return self.write(session_id, fence, partial(usage_sql.record_postgres, session_id, record))
 
     def get_usage(self, session_id: str, run_id: str | None) -> Awaitable[list[UsageRecord]]:
-        return self._run(usage_sql.read_postgres, session_id, run_id)
+        return self.run(usage_sql.read_postgres, session_id, run_id)
 
     def record_decision(
         self, session_id: str, call_id: str, decision: ApprovalDecision, fence: int | None
     ) -> Awaitable[ApprovalDecision]:
         work = partial(decisions_sql.record_postgres, session_id, call_id, decision)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def get_decisions(self, session_id: str) -> Awaitable[dict[str, ApprovalDecision]]:
-        return self._run(decisions_sql.read_postgres, session_id)
+        return self.run(decisions_sql.read_postgres, session_id)
 
     def journal_start(self, session_id: str, call_id: str, fence: int | None) -> Awaitable[None]:
         work = partial(journal_sql.start_postgres, session_id, call_id)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def journal_finish(
         self, session_id: str, call_id: str, result: bytes, fence: int | None
     ) -> Awaitable[None]:
         work = partial(journal_sql.finish_postgres, session_id, call_id, result)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def get_journal(
         self, session_id: str, call_ids: tuple[str, ...]
     ) -> Awaitable[dict[str, ToolResultBlock | None]]:
-        return self._run(journal_sql.read_postgres, session_id, call_ids)
+        return self.run(journal_sql.read_postgres, session_id, call_ids)
 
     async def acquire_lease(
         self, session_id: str, owner: str, ttl: float, create: bool
@@ -384,21 +361,18 @@ class PostgresDialect(Dialect[PostgresConnection]):
     def renew_lease(
         self, session_id: str, owner: str, token: int, ttl: float
     ) -> Awaitable[lease_sql.LeaseState | None]:
-        return self._run(lease_sql.renew_postgres, session_id, owner, token, ttl)
+        return self.run(lease_sql.renew_postgres, session_id, owner, token, ttl)
 
     def release_lease(self, session_id: str, owner: str, token: int) -> Awaitable[None]:
-        return self._run(lease_sql.release_postgres, session_id, owner, token)
+        return self.run(lease_sql.release_postgres, session_id, owner, token)
 
     def claim(self, session_id: str, owner: str) -> Awaitable[str]:
-        return self._run(ops.claim, session_id, owner)
-
-    def list_sessions(self, owner: str | None) -> Awaitable[list[SessionInfo]]:
-        return self._run(ops.list_sessions, owner)
+        return self.run(ops.claim, session_id, owner)
 
     def erase(self, target: Erasure) -> Awaitable[int]:
         """In one transaction. The deleted row versions stay in the table files until
         `VACUUM` reclaims them."""
-        return self._run(ops.erase, target)
+        return self.run(ops.erase, target)
 
 
 class PostgresContextStore(SQLStore[PostgresConnection]):

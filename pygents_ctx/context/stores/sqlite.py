@@ -14,7 +14,7 @@ import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
@@ -24,7 +24,7 @@ from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import Connecting, now_iso
-from pygents_ctx.context.stores._sql_store import Dialect, SQLStore
+from pygents_ctx.context.stores._sql_store import Dialect, Ops, SQLStore
 from pygents_ctx.context.stores._sqlite_schema import (
     check_synchronous,
     configure,
@@ -36,7 +36,8 @@ from pygents_ctx.context.stores._worker import SQLiteConnection
 if TYPE_CHECKING:
     from pygents_ctx.context.messages import Message, ToolResultBlock
     from pygents_ctx.context.stores._common import Erasure
-    from pygents_ctx.context.stores.base import ApprovalDecision, SessionInfo, SessionSnapshot
+    from pygents_ctx.context.stores._sqlite_ops import Encoded
+    from pygents_ctx.context.stores.base import ApprovalDecision
     from pygents_ctx.context.stores.search import HistoryHit
     from pygents_ctx.context.usage import UsageRecord
 
@@ -124,6 +125,7 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
     process's clock; the search index brought up to date by the search that needs it.
     """
 
+    ops: ClassVar[Ops] = ops
     name = "sqlite"
     stale = _STALE
     connection = SQLiteConnection
@@ -137,15 +139,14 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
     def database(self) -> Hashable:
         return self.conn._database
 
-    def _run(self, fn: Callable[..., T], *args: Any) -> Awaitable[T]:
-        return self.conn.run(partial(fn, *args))
-
-    def _write(
+    def write(
         self, session_id: str, fence: int | None, work: Callable[[Db], T], alone: bool = False
     ) -> Awaitable[T]:
-        return self._run(ops.write, session_id, fence, work, alone)
+        """`BEGIN IMMEDIATE`, the lease's check, `work`; `alone`: `work` is one
+        statement, run as its own transaction when there is no lease to check."""
+        return self.run(ops.write, session_id, fence, work, alone)
 
-    def encode(self, messages: list[Message]) -> list[ops.Encoded]:
+    def encode(self, messages: list[Message]) -> list[Encoded]:
         return [ops.encode(message) for message in messages]
 
     def append(
@@ -157,28 +158,20 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         fence: int | None,
     ) -> Awaitable[bool]:
         ensure = None if known else now_iso()
-        return self._run(ops.append_rows, session_id, ensure, run_id, messages, fence)
-
-    def read_since(
-        self, session_id: str, generation: Any, position: int | None, with_archive: bool
-    ) -> Awaitable[ops.Read]:
-        return self._run(ops.read_since, session_id, generation, position, with_archive)
-
-    def read_newest(self, session_id: str, limit: int, offset: int) -> Awaitable[list[Message]]:
-        return self._run(ops.read_newest, session_id, limit, offset)
+        return self.run(ops.append_rows, session_id, ensure, run_id, messages, fence)
 
     def page(
         self, session_id: str, table: str, key: str, after: int | None, limit: int
     ) -> Awaitable[list[Any]]:
-        return self._run(paged.sqlite_page, session_id, table, key, after, limit)
+        return self.run(paged.sqlite_page, session_id, table, key, after, limit)
 
     def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
         """From the FTS5 index, which first catches up, in one short write transaction,
         with the messages written since the last search (appends do not index)."""
-        return self._run(_caught_up, partial(search_sql.search_sqlite, session_id, query, limit))
+        return self.run(_caught_up, partial(search_sql.search_sqlite, session_id, query, limit))
 
     def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
-        return self._run(search_sql.live_ids_sqlite, session_id, count)
+        return self.run(search_sql.live_ids_sqlite, session_id, count)
 
     def count(self, session_id: str) -> Awaitable[int]:
         sql = "SELECT message_count FROM pygents_sessions WHERE session_id = ?"
@@ -188,19 +181,13 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         sql = "SELECT live_tokens FROM pygents_sessions WHERE session_id = ?"
         return self.conn.run(partial(ops.scalar, sql=sql, session_id=session_id))
 
-    def clear(self, session_id: str, fence: int | None) -> Awaitable[None]:
-        return self._write(session_id, fence, partial(ops.clear, session_id))
-
-    def clear_run(self, session_id: str, run_id: str, fence: int | None) -> Awaitable[None]:
-        return self._write(session_id, fence, partial(ops.clear_run, session_id, run_id))
-
     def replace_prefix(
         self,
         session_id: str,
         known: bool,
         count: int,
         run_id: str | None,
-        encoded: list[ops.Encoded],
+        encoded: list[Encoded],
         expected: list[Message] | None,
         seen_at: Any,
         fence: int | None,
@@ -209,7 +196,7 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         work = partial(
             ops.replace_prefix, session_id, ensure, count, run_id, encoded, expected, seen_at
         )
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def fork(
         self, session_id: str, new_id: str, at: int | None, owner: str | None
@@ -217,24 +204,18 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         work = partial(_fork_with_usage, session_id, new_id, now_iso(), at, owner)
         return self.conn.run(partial(ops.in_transaction, work=work))
 
-    def rewind(self, session_id: str, to: int, fence: int | None) -> Awaitable[int]:
-        return self._write(session_id, fence, partial(ops.rewind, session_id, to))
-
-    def snapshot(self, session_id: str) -> Awaitable[SessionSnapshot]:
-        return self._run(ops.snapshot, session_id)
-
     def restore(
         self,
         session_id: str,
-        live: tuple[list[str | None], list[ops.Encoded]],
-        archived: tuple[list[str | None], list[ops.Encoded]],
+        live: tuple[list[str | None], list[Encoded]],
+        archived: tuple[list[str | None], list[Encoded]],
         tokens: tuple[int, int],
         usage: tuple[UsageRecord, ...],
         fence: int | None,
     ) -> Awaitable[None]:
         rows = [list(zip(*part, strict=True)) for part in (live, archived)]
         work = partial(ops.restore, session_id, now_iso(), rows[0], rows[1], tokens, usage)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def set_tokens(
         self, session_id: str, tokens: tuple[int, int], add: bool, fence: int | None
@@ -242,10 +223,10 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         sql = ops.ADD_TOKENS if add else ops.SET_TOKENS
         params = (session_id, now_iso(), *tokens)
 
-        def write(db: Db) -> None:
+        def upsert(db: Db) -> None:
             db.execute(sql, params)
 
-        return self._write(session_id, fence, write, alone=True)
+        return self.write(session_id, fence, upsert, alone=True)
 
     def get_tokens(self, session_id: str) -> Awaitable[tuple[int, int]]:
         def read(db: Db) -> tuple[int, int]:
@@ -261,54 +242,51 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         self, session_id: str, record: UsageRecord, fence: int | None
     ) -> Awaitable[None]:
         work = partial(usage_sql.record_sqlite, session_id, now_iso(), record)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def get_usage(self, session_id: str, run_id: str | None) -> Awaitable[list[UsageRecord]]:
-        return self._run(usage_sql.read_sqlite, session_id, run_id)
+        return self.run(usage_sql.read_sqlite, session_id, run_id)
 
     def record_decision(
         self, session_id: str, call_id: str, decision: ApprovalDecision, fence: int | None
     ) -> Awaitable[ApprovalDecision]:
         work = partial(decisions_sql.record_sqlite, session_id, now_iso(), call_id, decision)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def get_decisions(self, session_id: str) -> Awaitable[dict[str, ApprovalDecision]]:
-        return self._run(decisions_sql.read_sqlite, session_id)
+        return self.run(decisions_sql.read_sqlite, session_id)
 
     def journal_start(self, session_id: str, call_id: str, fence: int | None) -> Awaitable[None]:
         work = partial(journal_sql.start_sqlite, session_id, now_iso(), call_id)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def journal_finish(
         self, session_id: str, call_id: str, result: bytes, fence: int | None
     ) -> Awaitable[None]:
         work = partial(journal_sql.finish_sqlite, session_id, now_iso(), call_id, result)
-        return self._write(session_id, fence, work)
+        return self.write(session_id, fence, work)
 
     def get_journal(
         self, session_id: str, call_ids: tuple[str, ...]
     ) -> Awaitable[dict[str, ToolResultBlock | None]]:
-        return self._run(journal_sql.read_sqlite, session_id, call_ids)
+        return self.run(journal_sql.read_sqlite, session_id, call_ids)
 
     def acquire_lease(
         self, session_id: str, owner: str, ttl: float, create: bool
     ) -> Awaitable[tuple[bool, lease_sql.LeaseState]]:
         created_at = now_iso() if create else None
-        return self._run(lease_sql.acquire_sqlite, session_id, owner, ttl, created_at)
+        return self.run(lease_sql.acquire_sqlite, session_id, owner, ttl, created_at)
 
     def renew_lease(
         self, session_id: str, owner: str, token: int, ttl: float
     ) -> Awaitable[lease_sql.LeaseState | None]:
-        return self._run(lease_sql.renew_sqlite, session_id, owner, token, ttl)
+        return self.run(lease_sql.renew_sqlite, session_id, owner, token, ttl)
 
     def release_lease(self, session_id: str, owner: str, token: int) -> Awaitable[None]:
-        return self._run(lease_sql.release_sqlite, session_id, owner, token)
+        return self.run(lease_sql.release_sqlite, session_id, owner, token)
 
     def claim(self, session_id: str, owner: str) -> Awaitable[str]:
-        return self._run(ops.claim, session_id, owner, now_iso())
-
-    def list_sessions(self, owner: str | None) -> Awaitable[list[SessionInfo]]:
-        return self._run(ops.list_sessions, owner)
+        return self.run(ops.claim, session_id, owner, now_iso())
 
     def erase(self, target: Erasure) -> Awaitable[int]:
         """In one transaction; the full-text index is merged afterwards (FTS5

@@ -63,6 +63,11 @@ class Connection(Protocol):
         """Await `fn(handle)` after the calls made before it."""
         ...
 
+    @property
+    def _database(self) -> Hashable:
+        """What the database is (its file, or its server, name and schema)."""
+        ...
+
 
 C = TypeVar("C", bound=Connection)
 
@@ -120,9 +125,9 @@ class Dialect(ABC, Generic[C]):
         """Where the database is, for a store's `repr`."""
 
     @property
-    @abstractmethod
     def database(self) -> Hashable:
         """What the database is, for leases: stores of one session in it share theirs."""
+        return self.conn._database
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
         """Await `fn(*args, handle)` on the connection: one call."""

@@ -13,7 +13,7 @@ lease, its row locked FOR SHARE (see `SessionLease`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
@@ -219,10 +219,6 @@ class PostgresDialect(Dialect[PostgresConnection]):
     @property
     def place(self) -> str:
         return self.conn.target
-
-    @property
-    def database(self) -> Hashable:
-        return self.conn._database
 
     def text(self, field: str, value: str) -> str:
         # PostgreSQL text cannot hold NUL; refuse it here rather than half-way through a call.

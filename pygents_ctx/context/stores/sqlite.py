@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
@@ -134,10 +134,6 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
     @property
     def place(self) -> str:
         return self.conn.path
-
-    @property
-    def database(self) -> Hashable:
-        return self.conn._database
 
     def write(
         self, session_id: str, fence: int | None, work: Callable[[Db], T], alone: bool = False

@@ -62,7 +62,6 @@ from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry
 from pygents_ctx.tools import Tool
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
-from pygents_ctx.turns._lending import PendingTurns
 from pygents_ctx.turns._running import ANY_TURN_HOOK
 from pygents_ctx.turns._steps import DONE, FailedSteps, Later, Steps
 
@@ -137,7 +136,7 @@ class Agent(JsonSerializable):
 
     _state: RunState
     _tools: dict[str, Tool[..., Any]]
-    _pending: PendingTurns
+    _queued: deque[Turn]  # the queued turns, next first
     _origin: Origin | None = None
     _names: AgentNames  # the namespace it is registered in (see AgentScope)
     _lineage: Lineage | None = None  # a branch's parent and starting point
@@ -168,8 +167,7 @@ class Agent(JsonSerializable):
         on_tool_error: OnToolError = "raise",
     ) -> None:
         object.__setattr__(self, "_state", RunState())
-        # The queued turns; a branch or a loaded agent builds them when first needed.
-        object.__setattr__(self, "_pending", PendingTurns())
+        object.__setattr__(self, "_queued", deque())
         check_name(name)
         if not isinstance(description, str):
             raise TypeError(f"Agent description must be a string, not {description!r}")
@@ -211,7 +209,7 @@ class Agent(JsonSerializable):
             )
         if name == "tools":
             value, index = index_tools(value)
-            pending = self._pending.tools()  # without building deferred turns
+            pending = {turn._tool for turn in self._queued}
             if state.current_turn is not None:
                 pending.add(state.current_turn.tool)
             require_tools(index, pending, f"agent {self.name!r}")
@@ -274,8 +272,8 @@ class Agent(JsonSerializable):
 
     @property
     def _turns(self) -> deque[Turn]:
-        """The queued turns, this agent's own (copied now if they were borrowed from a parent)."""
-        return self._pending.own()
+        """The queued turns, next first (the deque itself, not a copy)."""
+        return self._queued
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, tools={[t.key for t in self.tools]!r})"
@@ -539,9 +537,8 @@ class Agent(JsonSerializable):
             hooks: Its agent hooks (default: a copy of this agent's; None or
                 `[]`: none).
 
-        A branch costs about the same for any amount of state: it shares the
-        queue's and pool's items, and the queued turns, until it needs its own
-        copies (see the Performance docs).
+        A branch copies the queued turns (unrun, with their hooks) and shares
+        the queue's and pool's items until it needs its own (see the Performance docs).
 
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
@@ -552,8 +549,8 @@ class Agent(JsonSerializable):
             name, made = unique_branch_name(self.name, made, names)
         else:
             AgentRegistry._check_free(name, names)
-        borrowed = self._pending.lend()
-        require_tools(index, borrowed.tools(), f"branch {name!r}")
+        turns = [turn.copy() for turn in self._queued]
+        require_tools(index, {turn._tool for turn in turns}, f"branch {name!r}")
         child = Agent(
             name,
             self.description if description is None else description,
@@ -570,8 +567,7 @@ class Agent(JsonSerializable):
         object.__setattr__(child, "_lineage", Lineage(self, child))
         child.hooks = self.hooks if isinstance(hooks, Inherit) else hooks or []  # copied
         child.turn_hooks = self.turn_hooks
-        if borrowed.loan.turns:
-            child._pending.borrow(borrowed)
+        child._queued.extend(turns)
         return child
 
     async def merge(self, branch: Agent, *, on_conflict: OnConflict = "raise") -> BranchMerge:
@@ -690,7 +686,7 @@ class Agent(JsonSerializable):
             )
         except TypeError as exc:
             raise ValueError(f"{saved.label}: {exc}") from None
-        saved.fill(agent, agent._pending, agent._state)
+        saved.fill(agent, agent._queued, agent._state)
         return agent
 
 

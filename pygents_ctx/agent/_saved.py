@@ -22,11 +22,11 @@ from pygents_ctx.turns import Turn
 from pygents_ctx.turns._loading import load_turns
 
 if TYPE_CHECKING:
+    from collections import deque
     from collections.abc import Iterable
 
     from pygents_ctx.agent._run_state import RunState
     from pygents_ctx.hooks import Hook
-    from pygents_ctx.turns._lending import PendingTurns
 
 __all__ = ["SAVED_KEYS", "SavedAgent", "read_saved_agent", "save_agent", "saved_user_values"]
 
@@ -64,11 +64,11 @@ class SavedAgent(NamedTuple):
     is_paused: bool
     on_tool_error: Any  # checked when the agent is made
 
-    def fill(self, agent: Any, pending: PendingTurns, state: RunState) -> None:
+    def fill(self, agent: Any, queued: deque[Turn], state: RunState) -> None:
         """Give the agent just made from this its hooks, turns and pause."""
         agent.hooks = self.hooks
         agent.turn_hooks = self.turn_hooks
-        pending.own().extend(self.turns)
+        queued.extend(self.turns)
         state.current_turn = self.current_turn
         if self.is_paused:
             state.pause()

@@ -2,8 +2,7 @@
 
 `Turn` (in `_turn`) is built from its fields (`_state`), how it runs
 (`_running`, with `_steps` driving a run step by step) and how it is saved and
-loaded (`_saving`); `_lending` and `_loading` hold an agent's queued turns
-before it has built them (a branch's, a loaded agent's).
+loaded (`_saving`); `_loading` loads an agent's queue of turns at once.
 """
 
 from pygents_ctx.turns._turn import StopReason, Turn, TurnMetadata

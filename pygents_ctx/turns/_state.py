@@ -10,12 +10,11 @@ what users declare: the constructor and the guarded setters. `StopReason` and
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from pygents_ctx._clock import RunTimes
 from pygents_ctx._json import JsonSerializable, is_mapping
@@ -30,15 +29,12 @@ __all__ = [
     "CANCELLED",
     "COMPLETED",
     "NO_SAVED_METADATA",
-    "OPEN_LOANS",
-    "Loan",
     "StopReason",
     "TurnMetadata",
     "TurnState",
     "check_args",
     "check_kwargs",
     "check_timeout",
-    "lent_turn_changing",
     "read_metadata",
 ]
 
@@ -236,32 +232,3 @@ class TurnState(RunTimes):
             else self._kwargs  # safe to share: a tool call never writes into its kwargs
         )
         return args, kwargs
-
-
-# -- lent turns ----------------------------------------------------------------
-
-
-class Loan(Protocol):
-    """Queued turns lent to branches: a `turns._lending.TurnLoan` (which builds on this)."""
-
-    def holds(self, turn: object) -> bool:
-        """Whether `turn` is one of the lent turns."""
-        ...
-
-    def call_in(self) -> None:
-        """Have every borrower copy the turns now."""
-        ...
-
-
-# Loans with borrowers (`turns._lending` adds and removes them); weak, so that a loan whose
-# borrowers are gone is forgotten.
-OPEN_LOANS: weakref.WeakSet[Loan] = weakref.WeakSet()
-
-
-def lent_turn_changing(turn: object) -> None:
-    """Called before a turn's declaration changes: its borrowers copy their turns first."""
-    if not OPEN_LOANS:
-        return
-    for loan in list(OPEN_LOANS):  # calling a loan in takes it out of the set
-        if loan.holds(turn):
-            loan.call_in()

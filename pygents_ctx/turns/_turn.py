@@ -38,7 +38,6 @@ from pygents_ctx.turns._state import (
     check_args,
     check_kwargs,
     check_timeout,
-    lent_turn_changing,
 )
 
 __all__ = ["StopReason", "Turn", "TurnMetadata"]
@@ -107,7 +106,6 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
                 f"Cannot change property {field!r} while the turn is running "
                 f"(tool {self._tool.key!r}); wait for it to finish"
             )
-        lent_turn_changing(self)  # branches that borrow this turn copy it first
 
     @staticmethod
     def _resolve(tool: Tool[..., Any] | str | Callable[..., Any]) -> Tool[..., Any]:

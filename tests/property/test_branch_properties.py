@@ -1,9 +1,8 @@
 """Invariant: a branch is independent of its parent in both directions.
 
-`Agent.branch()` shares what it can (the queue's and pool's items until a
-write, the queued turns until the branch first needs them): random programs
-of changes on a family of branches are checked against a model in which every
-branch copies everything at once.
+`Agent.branch()` copies the queued turns and shares the queue's and pool's
+items until a write: random programs of changes on a family of branches are
+checked against a model in which every branch copies everything at once.
 """
 
 from __future__ import annotations
@@ -127,8 +126,8 @@ async def noop_before_add(*args: Any) -> None:
 
 @SETTINGS
 @given(ops=turn_ops)
-# The paths a lazy copy could get wrong, always tried: the parent changes a lent turn
-# through a setter or in place (its hooks), runs it, or a branch of a branch borrows.
+# The paths a copy could get wrong, always tried: the parent changes a copied turn
+# through a setter or in place (its hooks), runs it, or a branch of a branch copies.
 @example(ops=[("put", 0, 1), ("branch", 0, True), ("set_kwargs", 0, 0, 2), ("look", 1)])
 @example(ops=[("put", 0, 1), ("branch", 0, True), ("hook", 0, 0), ("run", 1), ("run", 0)])
 @example(ops=[("put", 0, 1), ("hook", 0, 0), ("branch", 0, True), ("unhook", 0, 0), ("run", 1)])

@@ -10,7 +10,8 @@
 - Branches of a loaded agent (queued turns and a full queue and pool of the
   same size) kept alive and never run: the memory per branch, for two sizes of
   the parent's state and two numbers of branches. Flat means it depends on
-  neither: a branch shares its parent's items and turns until it needs its own.
+  neither: a branch shares its parent's items until it needs its own (it copies the
+  queued turns, so their number shows).
 - Requests served in an `AgentScope` (two agents of fixed names, a closure
   hook, a branch merged back): the memory still held after 1,000 and after
   10,000 of them. Flat means zero: nothing of a request outlives it.

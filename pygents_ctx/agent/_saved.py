@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pygents_ctx._json import check_writable_depth
-from pygents_ctx.agent._checks import index_tools, require_tools, saved_field
+from pygents_ctx.agent._checks import require_tools, saved_field
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.pool import ContextPool
 from pygents_ctx.context.queue import ContextQueue
@@ -19,7 +19,6 @@ from pygents_ctx.hooks import AgentHook, TurnHook
 from pygents_ctx.hooks._dispatch import AgentHookList, TurnHookList, hooks_from_dict, hooks_to_dict
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns import Turn
-from pygents_ctx.turns._loading import load_turns
 
 if TYPE_CHECKING:
     from collections import deque
@@ -87,7 +86,7 @@ def save_agent(
         "name": agent.name,
         "description": agent.description,
         "tool_names": [t.key for t in agent.tools],
-        "queue": Turn._all_saved(turns, fresh),
+        "queue": [turn._saved(fresh) for turn in turns],
         "current_turn": None if current is None else current._saved(fresh),
         "hooks": hooks_to_dict(agent.hooks, AgentHook, owner),
         "turn_hooks": hooks_to_dict(agent.turn_hooks, TurnHook, owner),
@@ -140,11 +139,13 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     queued = saved_field(data, "queue", list, [], label) or []
     current = saved_field(data, "current_turn", dict, None, label)
     is_paused = bool(saved_field(data, "is_paused", bool, False, label))
-    tools, index = index_tools(ToolRegistry.get(n) for n in tool_names)
+    # The tools themselves are checked once, by the agent they are given to; here,
+    # only that they include every saved turn's tool.
+    tools = [ToolRegistry.get(n) for n in tool_names]
     used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
-    turns = load_turns(queued, used, parsed)
+    turns = [Turn._from_saved(turn, used, parsed) for turn in queued]
     current_turn = None if current is None else Turn._from_saved(current, used, parsed)
-    require_tools(index, used.values(), label)
+    require_tools({t.key: t for root in tools for t in root.walk()}, used.values(), label)
     queue = (
         ContextQueue._from_saved(data["context_queue"])
         if data.get("context_queue") is not None

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
-from pygents_ctx.context.items import ContextItem, ItemFields
+from pygents_ctx.context.items import ContextItem
 
 __all__ = [
     "INHERIT",
@@ -48,7 +48,7 @@ class Saved(NamedTuple):
     """The checked fields of a saved queue or pool."""
 
     limit: Any
-    items: ItemFields  # the items' checked fields (see `ContextItem._checked_fields`)
+    items: list[ContextItem[Any]]
     hooks: object
     tags: list[str]
 
@@ -72,7 +72,7 @@ def read_saved(data: object, owner: str, *, limit_required: bool) -> Saved:
     raw_items = data.get("items", [])
     if not isinstance(raw_items, list):
         raise ValueError(f"saved {owner} 'items' must be a list, not {type(raw_items).__name__}")
-    items = ContextItem._checked_fields(raw_items)
+    items = [ContextItem._load(item) for item in raw_items]
     tags = data.get("tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise ValueError(f"saved {owner} 'tags' must be a list of strings, not {tags!r}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
-from itertools import repeat
-from operator import attrgetter, itemgetter
-from typing import Any, Generic, NamedTuple, TypeVar
+from operator import itemgetter
+from typing import Any, Generic, TypeVar
 
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
 from pygents_ctx.context.messages import Message
@@ -19,7 +17,6 @@ __all__ = ["ContextItem"]
 T = TypeVar("T")
 
 _TEXT_OR_NONE = (str, type(None))
-_TEXT_TYPES = frozenset(_TEXT_OR_NONE)  # `type(x) in` it: faster than isinstance, no subclasses
 
 
 def _text_error(description: object, id: object) -> TypeError:
@@ -31,17 +28,13 @@ def _text_error(description: object, id: object) -> TypeError:
     return TypeError(f"ContextItem {field} must be a string or None, not {value!r}")
 
 
-_new_object = object.__new__
-_set_attribute = object.__setattr__
+_set_attribute = object.__setattr__  # what a frozen dataclass sets its fields with
 _CONTENT = itemgetter("content")
-_DESCRIPTION, _ID = itemgetter("description"), itemgetter("id")
 
 
 # Slotted by hand: `slots=True` would remake the class, and before Python 3.14 that
 # breaks `ContextItem[str](...)` (typing sets __orig_class__ through a stale super()).
-# Slots keep an item at a quarter of the memory of one with a `__dict__`, make
-# reading a field quicker, and let a queue or a pool set thousands of loaded items'
-# fields through the slots' own setters, one pass in C per field (`_from_fields`).
+# Slots keep an item at a quarter of the memory of one with a `__dict__`.
 # init=False: the slots leave no room for class-level defaults; `__init__` has them.
 @dataclass(frozen=True, init=False)
 class ContextItem(JsonSerializable, Generic[T]):
@@ -75,9 +68,9 @@ class ContextItem(JsonSerializable, Generic[T]):
     def __init__(self, content: T, description: str | None = None, id: str | None = None) -> None:
         if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
             raise _text_error(description, id)
-        _set_content(self, content)
-        _set_description(self, description)
-        _set_id(self, id)
+        _set_attribute(self, "content", content)
+        _set_attribute(self, "description", description)
+        _set_attribute(self, "id", id)
 
     def __post_init__(self) -> None:
         # The check for a dataclass subclass, whose generated `__init__` calls this.
@@ -119,21 +112,6 @@ class ContextItem(JsonSerializable, Generic[T]):
             }
         return {"id": self.id, "description": self.description, "content": content}
 
-    @staticmethod
-    def _all_to_dicts(items: Collection[ContextItem[Any]]) -> list[dict[str, Any]]:
-        """`to_dict()` of each item (a queue or a pool saves thousands).
-
-        Whether any content needs more than its fields (a `Message`, a registered
-        content type) is asked once per type of content, not once per item.
-        """
-        kinds = set(map(type, map(_content_of, items)))
-        if any(issubclass(kind, Message) or kind in CODEC_OF_CLASS for kind in kinds):
-            return [item.to_dict() for item in items]
-        return [
-            {"id": item.id, "description": item.description, "content": item.content}
-            for item in items
-        ]
-
     @classmethod
     def _user_values(cls, data: dict[str, Any]) -> list[Any]:
         return cls._user_values_of([data])
@@ -144,87 +122,37 @@ class ContextItem(JsonSerializable, Generic[T]):
         return list(map(_CONTENT, saved_items))
 
     @classmethod
+    @refuses_deep_nesting("ContextItem")
     def from_dict(cls, data: Mapping[str, Any]) -> ContextItem[Any]:
         """Rebuild an item saved by `to_dict()`; `id` and `description` may be missing.
 
         Raises:
             ValueError: `data` is not a dict with a `content` key, or a field has the wrong type.
         """
-        return cls._from_fields(cls._checked_fields([data]))[0]
-
-    @staticmethod
-    @refuses_deep_nesting("ContextItem")
-    def _checked_fields(saved: list[Any]) -> ItemFields:
-        """The fields of the saved items, checked as `__init__` checks them, field by field.
-
-        When every item is in the form `to_dict` writes for content that is not a
-        `Message` (most are), each field is read and checked in one pass in C
-        across the items: a queue or a pool loads thousands. Otherwise item by
-        item, each content made again from its `content_type`.
-
-        Raises:
-            ValueError: An item is not a dict with `content`, or a field has the wrong type.
-        """
-        if {dict}.issuperset(map(type, saved)) and {3}.issuperset(map(len, saved)):
-            try:  # three keys, each present: exactly these three
-                contents = list(map(_CONTENT, saved))
-                descriptions = list(map(_DESCRIPTION, saved))
-                ids = list(map(_ID, saved))
-            except KeyError:
-                pass
-            else:
-                if (
-                    set(map(type, descriptions)) <= _TEXT_TYPES
-                    and set(map(type, ids)) <= _TEXT_TYPES
-                ):
-                    return ItemFields(contents, descriptions, ids)
-        checked = ItemFields([], [], [])
-        for data in saved:
-            if not is_mapping(data) or "content" not in data:
-                raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
-            content, description, id = data["content"], data.get("description"), data.get("id")
-            if "content_type" in data:
-                content = _saved_content(data["content_type"], content)
-            if not (isinstance(description, _TEXT_OR_NONE) and isinstance(id, _TEXT_OR_NONE)):
-                raise ValueError(str(_text_error(description, id)))
-            checked.contents.append(content)
-            checked.descriptions.append(description)
-            checked.ids.append(id)
-        return checked
+        return cls._load(data)
 
     @classmethod
-    def _from_fields(cls, checked: ItemFields) -> list[ContextItem[Any]]:
-        """Items with the `checked` fields (see `_checked_fields`), without `__init__`.
+    def _load(cls, data: object) -> ContextItem[Any]:
+        """`from_dict` of one saved item, for any `data` (a queue or a pool loads each so).
 
-        One pass in C per field, no bytecode per item: make the bare instances,
-        then set each field through its slot's own setter.
+        Raises:
+            ValueError: `data` is not a dict with `content`, or a field has the wrong type.
         """
-        items: list[ContextItem[Any]] = list(map(_new_object, repeat(cls, len(checked.ids))))
-        deque(map(_set_content, items, checked.contents), maxlen=0)
-        deque(map(_set_description, items, checked.descriptions), maxlen=0)
-        deque(map(_set_id, items, checked.ids), maxlen=0)
-        return items
-
-
-class ItemFields(NamedTuple):
-    """The checked fields of saved items, one list per field, in the items' order."""
-
-    contents: list[Any]
-    descriptions: list[str | None]
-    ids: list[str | None]
+        if not is_mapping(data) or "content" not in data:
+            raise ValueError(f"a saved ContextItem must be a dict with 'content', not {data!r}")
+        content = data["content"]
+        if "content_type" in data:
+            content = _saved_content(data["content_type"], content)
+        try:
+            return cls(content, data.get("description"), data.get("id"))
+        except TypeError as exc:
+            raise ValueError(str(exc)) from None
 
 
 # The defaults `__init__` gives, on the fields too (slots leave no room for class-level
 # ones): `fields()` shows them, and a dataclass subclass's generated `__init__` has them.
 for _optional in fields(ContextItem)[1:]:
     _optional.default = None
-
-# The slots' own setters (the frozen dataclass's `__setattr__` refuses): `__init__` and
-# `_from_fields` set the fields through them.
-_set_content, _set_description, _set_id = (
-    ContextItem.__dict__[name].__set__ for name in ("content", "description", "id")
-)
-_content_of = attrgetter("content")
 
 
 @dataclass(frozen=True, slots=True)

@@ -503,14 +503,15 @@ class Message:
         name: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        """Set every field from checked values (`__init__`, and loading's one-pass read)."""
-        _set_role(self, role)
-        _set_content(self, blocks)
-        _set_name(self, name)
-        _set_metadata(self, metadata)
-        _set_tokens(self, None)
-        _set_tool_results(self, tool_results)
-        _set_tool_uses(self, tool_uses)
+        """Set every field from checked values, as a frozen dataclass sets them."""
+        set_field = object.__setattr__
+        set_field(self, "role", role)
+        set_field(self, "content", blocks)
+        set_field(self, "name", name)
+        set_field(self, "metadata", metadata)
+        set_field(self, "_tokens", None)
+        set_field(self, "has_tool_results", tool_results)
+        set_field(self, "has_tool_uses", tool_uses)
 
     def __repr__(self) -> str:
         extra = "".join(
@@ -538,20 +539,6 @@ class Message:
     def tool_results(self) -> tuple[ToolResultBlock, ...]:
         """The tool results in this message."""
         return tuple(block for block in self.content if isinstance(block, ToolResultBlock))
-
-
-# Each slot's own setter: what `object.__setattr__` would find by the field's name,
-# called directly (twice as fast, and a history load fills thousands of messages).
-_set_role = Message.__dict__["role"].__set__
-_set_content = Message.__dict__["content"].__set__
-_set_name = Message.__dict__["name"].__set__
-_set_metadata = Message.__dict__["metadata"].__set__
-_set_tokens = Message.__dict__["_tokens"].__set__
-_set_tool_results = Message.__dict__["has_tool_results"].__set__
-_set_tool_uses = Message.__dict__["has_tool_uses"].__set__
-_set_text = TextBlock.__dict__["text"].__set__
-_set_cache_control = TextBlock.__dict__["cache_control"].__set__
-_set_signature = TextBlock.__dict__["signature"].__set__
 
 
 def _rebuilt_message(
@@ -669,20 +656,19 @@ def from_dict(data: Mapping[str, Any]) -> Any:
         ...
         ValueError: tool_result block: unknown key 'is_eror' (did you mean 'is_error'?)
     """
-    return _read(data, "")
+    # First, the one short path: most stored messages are plain text (a history loads thousands).
+    return _plain_text_message(data) or _read(data, "")
 
 
-def plain_text_message(data: object) -> Message | None:
-    """`from_dict(data)` for the usual stored message, read in one pass; else None.
+def _plain_text_message(data: object) -> Message | None:
+    """The usual stored message, fresh from `orjson.loads`, or None for any other `data`.
 
-    The usual form, fresh from `orjson.loads`: a dict of exactly a role and a
-    list of text blocks (dicts of exactly `type` "text" and a str `text`).
-    Exact types prove what `from_dict`'s checks would, so the message and its
-    blocks are made without checking again; anything else gives None, and
-    `from_dict` reads it (and says what is wrong).
+    The usual form: a dict of exactly a role and a list of text blocks (dicts of
+    exactly `type` "text" and a str `text`). Its exact types prove that none of
+    the general reader's key and type checks can fail, so it is made at once.
     """
     # Two keys, both found (a missing one reads as None, which fails its type check):
-    # exactly these two, checked faster than comparing the keys with a set.
+    # exactly these two.
     if type(data) is not dict or len(data) != 2:
         return None
     role, content = data.get("role"), data.get("content")
@@ -695,17 +681,8 @@ def plain_text_message(data: object) -> Message | None:
         text = block.get("text")
         if type(text) is not str:
             return None
-        text_block = _new_object(TextBlock)
-        _set_text(text_block, text)
-        _set_cache_control(text_block, None)
-        _set_signature(text_block, None)
-        blocks.append(text_block)
-    message = _new_object(Message)
-    message._fill(role, tuple(blocks), False, False)  # type: ignore[arg-type]  # one of ROLES
-    return message
-
-
-_new_object = object.__new__
+        blocks.append(TextBlock(text))
+    return Message(role, blocks)  # type: ignore[arg-type]  # one of ROLES
 
 
 def _refuse_unknown_keys(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:

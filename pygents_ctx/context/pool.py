@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
@@ -386,7 +386,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         """
         return {
             "limit": self._limit,
-            "items": ContextItem._all_to_dicts(self._items.values()),
+            "items": [item.to_dict() for item in self._items.values()],
             "hooks": hooks_to_dict(self._hooks, ContextPoolHook, "ContextPool"),
             "tags": sorted(self.tags),
         }
@@ -412,28 +412,23 @@ class ContextPool(JsonSerializable, Generic[T]):
         """`from_dict`, for any `data` (a malformed one raises `ValueError`)."""
         saved = read_saved(data, "ContextPool", limit_required=False)
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
-        ids, descriptions = saved.items.ids, saved.items.descriptions
-        if None in ids or None in descriptions:
-            at = next(
-                i for i, pair in enumerate(zip(ids, descriptions, strict=True)) if None in pair
-            )
-            item = ContextItem(saved.items.contents[at], descriptions[at], ids[at])
+        items: OrderedDict[str, ContextItem[Any]] = OrderedDict()
+        for item in saved.items:
+            if item.id is None or item.description is None:
+                raise ValueError(
+                    f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
+                    f"both 'id' and 'description' set"
+                )
+            if item.id in items:
+                raise ValueError(f"saved ContextPool has the id {item.id!r} twice")
+            items[item.id] = item
+        if pool._limit is not None and len(items) > pool._limit:
             raise ValueError(
-                f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
-                f"both 'id' and 'description' set"
-            )
-        if len(set(ids)) < len(ids):
-            counts = Counter(ids)
-            twice = next(item_id for item_id, count in counts.items() if count > 1)
-            raise ValueError(f"saved ContextPool has the id {twice!r} twice")
-        if pool._limit is not None and len(ids) > pool._limit:
-            raise ValueError(
-                f"saved ContextPool holds {len(ids)} items but its limit is {pool._limit}"
+                f"saved ContextPool holds {len(items)} items but its limit is {pool._limit}"
             )
         pool._hooks = hooks_from_dict(saved.hooks, PoolHookList, "ContextPool")
-        if ids:
-            keys = cast("list[str]", ids)  # none is None: checked above
-            pool._store(OrderedDict(zip(keys, ContextItem._from_fields(saved.items), strict=True)))
+        if items:
+            pool._store(items)
         return pool
 
 

@@ -454,7 +454,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
         """
         saved: dict[str, Any] = {
             "limit": self._limit,
-            "items": ContextItem._all_to_dicts(self._slots[self._head :]),
+            "items": [item.to_dict() for item in self._slots[self._head :]],
             "hooks": hooks_to_dict(self._hooks, ContextQueueHook, "ContextQueue"),
             "tags": sorted(self.tags),
         }
@@ -490,22 +490,22 @@ class ContextQueue(JsonSerializable, Generic[T]):
             )
         except TypeError as exc:
             raise ValueError(f"saved {exc}") from None
-        contents = saved.items.contents
-        if len(contents) > queue.limit:
+        items = saved.items
+        if len(items) > queue.limit:
             raise ValueError(
-                f"saved ContextQueue holds {len(contents)} items but its limit is "
+                f"saved ContextQueue holds {len(items)} items but its limit is "
                 f"{queue.limit}; raise 'limit' or drop the oldest items"
             )
         queue._hooks = hooks_from_dict(saved.hooks, QueueHookList, "ContextQueue")
         counter = queue.counter
         counts = (
-            [count_content_tokens(content, counter) for content in contents]
+            [count_content_tokens(item.content, counter) for item in items]
             if queue._counting
             else []
         )
         # As saved: no eviction on load.
-        if contents:
-            queue._store(ContextItem._from_fields(saved.items), counts)
+        if items:
+            queue._store(items, counts)
         return queue
 
 

@@ -2,7 +2,7 @@
 
 `Turn` (in `_turn`) is built from its fields (`_state`), how it runs
 (`_running`, with `_steps` driving a run step by step) and how it is saved and
-loaded (`_saving`); `_loading` loads an agent's queue of turns at once.
+loaded (`_saving`).
 """
 
 from pygents_ctx.turns._turn import StopReason, Turn, TurnMetadata

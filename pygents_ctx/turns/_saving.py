@@ -2,8 +2,7 @@
 
 A turn saves its tool by registry key and its hooks by name; loading looks both
 up again. An agent saves and loads its whole queue through `_saved` and
-`_from_saved`, which take the short paths most queued turns allow (plain
-arguments, never run, no hooks or tags). `TurnSaving` is a base of
+`_from_saved`, turn by turn. `TurnSaving` is a base of
 `pygents_ctx.turns.Turn`.
 """
 
@@ -56,44 +55,8 @@ class TurnSaving(TurnState, JsonSerializable):
         """`_user_values` of many saved turns: their arguments and outputs."""
         return list(map(_USER_FIELDS, saved_turns))
 
-    @staticmethod
-    def _all_saved(turns: Iterable[TurnSaving], fresh: bool) -> list[dict[str, Any]]:
-        """`_saved(fresh)` of each turn: how an agent saves its whole queue at once.
-
-        Most queued turns hold plain arguments, have never run and have no hooks
-        or tags: those are written here, without a call per turn.
-        """
-        metadata = NO_SAVED_METADATA
-        return [
-            {
-                "tool_name": turn._tool.key,
-                "args": [*turn._args],
-                "kwargs": turn._kwargs.copy() if fresh else turn._kwargs,
-                "timeout": turn._timeout,
-                "metadata": metadata.copy() if fresh else metadata,
-                "output": turn.output,
-                "hooks": {},
-                "tags": [],
-            }
-            if not (
-                turn._dynamic_args
-                or turn._dynamic_kwargs
-                or turn._running
-                or turn._hooks
-                or turn._tags
-            )
-            and turn._start is None
-            and turn._end is None
-            and turn._stop_reason is None
-            and turn._metadata_held is None
-            else turn._saved(fresh)
-            for turn in turns
-        ]
-
     def _saved(self, fresh: bool) -> dict[str, Any]:
         """`to_dict()`; unless `fresh`, sharing this turn's own containers, not copies."""
-        # Plain arguments, never run, no hooks or tags: the short path of each (see
-        # `_all_saved` for all of them at once).
         if self._dynamic_args or self._dynamic_kwargs:
             args, kwargs = self._evaluated()
         else:

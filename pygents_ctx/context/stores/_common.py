@@ -31,7 +31,7 @@ from typing import (
 import orjson
 
 from pygents_ctx._json import dumps, shown
-from pygents_ctx.context.messages import Message, from_dict, plain_text_message, to_dict
+from pygents_ctx.context.messages import Message, from_dict, to_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.errors import ConcurrentModificationError
@@ -98,7 +98,7 @@ def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
     """A stored row back into its message, with its stored token count cached on it."""
     try:
         parsed = orjson.loads(data)
-        message = plain_text_message(parsed) or from_dict(parsed)
+        message = from_dict(parsed)  # plain text first, the usual stored message
         if not isinstance(message, Message):
             raise ValueError("it is not a message")
     except ValueError as exc:  # orjson.JSONDecodeError is a ValueError too
@@ -110,26 +110,8 @@ def decode(session_id: str, position: int, tokens: int, data: bytes) -> Message:
 
 
 def decode_rows(session_id: str, rows: Iterable[Sequence[Any]]) -> list[Message]:
-    """`decode` of each (position, tokens, data) row, in order: how a history is read.
-
-    The usual stored message (plain text) is made in the loop itself, with no
-    call per row beyond the parse; any other row goes through `decode`, which
-    also says what is wrong with a row that cannot be read.
-    """
-    loads, plain = orjson.loads, plain_text_message  # locals: read once, not per row
-    count_key, set_tokens = _DEFAULT_COUNT_KEY, _SET_TOKENS
-    messages = []
-    for position, tokens, data in rows:
-        try:
-            message = plain(loads(data))
-        except ValueError:
-            message = None
-        if message is None:
-            message = decode(session_id, position, tokens, data)
-        else:
-            set_tokens(message, (count_key, tokens))  # as `with_token_count` does
-        messages.append(message)
-    return messages
+    """`decode` of each (position, tokens, data) row, in order: how a history is read."""
+    return [decode(session_id, position, tokens, data) for position, tokens, data in rows]
 
 
 def same_prefix(

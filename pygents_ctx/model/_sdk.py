@@ -381,10 +381,3 @@ class SDKModel(ABC):
                     if reply.done:
                         break
         yield reply.response()
-
-
-def field(value: Any, name: str, default: Any = None) -> Any:
-    """`value.name`, or `value[name]` for a dict (compatible servers send extra shapes)."""
-    if isinstance(value, dict):
-        return value.get(name, default)
-    return getattr(value, name, default)

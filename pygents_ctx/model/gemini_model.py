@@ -6,11 +6,10 @@ Install with `pip install 'pygents-ctx[gemini]'`.
 from __future__ import annotations
 
 import base64
-import json
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, aclosing
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 
@@ -25,7 +24,14 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.usage import Usage
 from pygents_ctx.context.wire._gemini import GEMINI_MADE_ID, to_gemini
 from pygents_ctx.errors import ModelAPIError, ModelResponseError
-from pygents_ctx.model._sdk import cut_stream, import_sdk, transport_errors
+from pygents_ctx.model._sdk import (
+    SDKModel,
+    StreamedReply,
+    cut_stream,
+    import_sdk,
+    provider_errors,
+    sdk_object,
+)
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
@@ -39,6 +45,12 @@ from pygents_ctx.model.definitions import to_gemini_tools
 from pygents_ctx.model.retry import is_transient_status, retry_after_seconds
 
 if TYPE_CHECKING:
+    from google.genai.types import (
+        GenerateContentResponse,
+        GenerateContentResponseUsageMetadata,
+        Part,
+    )
+
     from pygents_ctx.tools import Tool
 
 __all__ = ["REFUSAL_REASONS", "GeminiModel"]
@@ -61,7 +73,7 @@ _BOTCHED_CALLS: Final = frozenset({"MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_C
 _MODES: Final = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
 
 
-class GeminiModel:
+class GeminiModel(SDKModel):
     """A `Model` served by Google's Gemini API (`generateContent`, `streamGenerateContent`).
 
     The SDK's own retries are off (no `retry_options`): a `ModelLoop` retries
@@ -116,6 +128,8 @@ class GeminiModel:
         TypeError: `client` is not a `google.genai.Client` (or its `.aio`).
     """
 
+    provider: ClassVar[str] = "Gemini"
+
     def __init__(
         self,
         model: str,
@@ -129,7 +143,7 @@ class GeminiModel:
         if not isinstance(model, str) or not model:
             raise ValueError(f"GeminiModel needs a model name, not {model!r}")
         genai = import_sdk("google.genai", "GeminiModel", extra="gemini")
-        self._errors = import_sdk("google.genai.errors", "GeminiModel", extra="gemini")
+        self._genai_errors = import_sdk("google.genai.errors", "GeminiModel", extra="gemini")
         self._types = import_sdk("google.genai.types", "GeminiModel", extra="gemini")
         if client is None:
             options: dict[str, Any] = {"timeout": int(timeout * 1000)}
@@ -216,72 +230,27 @@ class GeminiModel:
             "config": types.GenerateContentConfig.model_validate(config),
         }
 
-    async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+    async def _call(self, request: dict[str, Any]) -> object:
+        response: GenerateContentResponse = await self._aio.models.generate_content(**request)
+        return response
 
-        Raises:
-            ModelAPIError: The API refused the call or could not be reached, or
-                the model wrote a malformed function call (transient).
-            ModelResponseError: The reply has no candidates and no block reason.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
-        with self._translated():
-            response = await self._aio.models.generate_content(**request)
-        reply = _Reply(self.model)
-        reply.read(response)
-        return reply.response()
+    async def _open(
+        self, request: dict[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
+        stream = self._aio.models.generate_content_stream
+        chunks: AsyncGenerator[GenerateContentResponse, None] = await stream(**request)
+        return aclosing(chunks)
 
-    async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
-        """The reply as the API writes it, then the whole `ModelResponse` (see `Model.stream`).
+    def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
+        whole = _Reply(self.model, self._types.GenerateContentResponse, streamed=False)
+        whole.read(reply)
+        return whole.response()
 
-        Raises:
-            ModelAPIError: As for `complete`, an error sent mid-stream, or a
-                stream that ended before a chunk with a `finishReason` (transient).
-            ModelResponseError: As for `complete`.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
-        reply = _Reply(self.model)
-        with self._translated():
-            chunks = await self._aio.models.generate_content_stream(**request)
-            try:
-                async for chunk in chunks:
-                    for event in reply.read(chunk):
-                        yield event
-            finally:
-                await chunks.aclose()
-        if not reply.finished and (reply.candidates or not reply.chunks):
-            raise cut_stream("Gemini", "a chunk with a finishReason")
-        yield reply.response()
+    def _streamed(self, settings: ModelSettings) -> _Reply:
+        return _Reply(self.model, self._types.GenerateContentResponse, streamed=True)
 
-    @contextmanager
-    def _translated(self) -> Iterator[None]:
-        """The SDK's errors, a body that is not JSON and a broken connection as `ModelError`s."""
-        try:
-            yield
-        except self._errors.APIError as exc:
-            raise _api_error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise ModelAPIError(
-                f"Gemini: the reply is not valid JSON ({exc})", transient=True
-            ) from exc
-        except transport_errors() as exc:
-            raise ModelAPIError(
-                f"Gemini: the connection broke ({type(exc).__name__}: {exc})", transient=True
-            ) from exc
+    def _errors(self) -> AbstractContextManager[None]:
+        return provider_errors(self.provider, self._genai_errors.APIError, _api_error)
 
 
 def _api_error(exc: Any) -> ModelAPIError:
@@ -306,11 +275,15 @@ def _name(value: Any) -> str | None:
     return str(getattr(value, "value", value))
 
 
-class _Reply:
+class _Reply(StreamedReply):
     """A reply, gathered from one response or a stream of them, part by part."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(
+        self, model: str, response_type: type[GenerateContentResponse], *, streamed: bool
+    ) -> None:
         self.model = model
+        self.response_type = response_type
+        self.streamed = streamed
         # ["text", pieces, signature] | ["thought", pieces, signature]
         # | ["call", id, name, args, signature]
         self.blocks: list[list[Any]] = []
@@ -327,17 +300,18 @@ class _Reply:
     def finished(self) -> bool:
         return self.finish is not None or self.block_reason is not None
 
-    def read(self, response: Any) -> list[ModelStreamEvent]:
+    def read(self, chunk: object) -> list[ModelStreamEvent]:
+        response = sdk_object(chunk, self.response_type, "Gemini")
         self.chunks += 1
-        self.model = getattr(response, "model_version", None) or self.model
-        usage = getattr(response, "usage_metadata", None)
+        self.model = response.model_version or self.model
+        usage = response.usage_metadata
         if usage is not None:  # cumulative: a later count replaces an earlier one
             self.usage = _usage(usage)
-        feedback = getattr(response, "prompt_feedback", None)
+        feedback = response.prompt_feedback
         if feedback is not None and feedback.block_reason is not None:
             self.block_reason = _name(feedback.block_reason)
             self.block_message = feedback.block_reason_message
-        candidates = getattr(response, "candidates", None) or []
+        candidates = response.candidates or []
         if not candidates:
             return []
         self.candidates = True
@@ -353,7 +327,7 @@ class _Reply:
                 self.blocked_categories.append(_name(rating.category) or "unknown")
         return events
 
-    def _part(self, part: Any) -> list[ModelStreamEvent]:
+    def _part(self, part: Part) -> list[ModelStreamEvent]:
         raw = part.thought_signature
         signature = base64.b64encode(raw).decode("ascii") if raw else None
         call = part.function_call
@@ -379,6 +353,8 @@ class _Reply:
         return [ThinkingDelta(text)] if kind == "thought" else [TextDelta(text)]
 
     def response(self) -> ModelResponse:
+        if self.streamed and not self.finished and (self.candidates or not self.chunks):
+            raise cut_stream("Gemini", "a chunk with a finishReason")
         if not self.candidates and self.block_reason is None:
             raise ModelResponseError(
                 "Gemini: the reply has no candidates and no promptFeedback.blockReason, "
@@ -418,7 +394,7 @@ class _Reply:
         )
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: GenerateContentResponseUsageMetadata) -> Usage:
     prompt = int(usage.prompt_token_count or 0) + int(usage.tool_use_prompt_token_count or 0)
     thoughts = int(usage.thoughts_token_count or 0)
     output = int(usage.candidates_token_count or 0) + thoughts

@@ -42,10 +42,10 @@ Otherwise it stays in the transcript, shown and saved, and is not sent.
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.config import PromptWindow
@@ -62,11 +62,12 @@ from pygents_ctx.context.usage import Usage
 from pygents_ctx.errors import ModelAPIError, ModelResponseError
 from pygents_ctx.model._sdk import (
     _TRANSIENT_KINDS,
+    SDKModel,
+    StreamedReply,
     add_sampling_and_extras,
-    field,
     import_sdk,
     parse_arguments,
-    translate_error,
+    sdk_object,
 )
 from pygents_ctx.model.base import (
     ModelResponse,
@@ -80,7 +81,18 @@ from pygents_ctx.model.base import (
 from pygents_ctx.model.definitions import output_json_schema, to_openai_tools
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    from openai import AsyncOpenAI, AsyncStream
+    from openai.types.responses import (
+        Response,
+        ResponseError,
+        ResponseErrorEvent,
+        ResponseOutputItem,
+        ResponseOutputMessage,
+        ResponseReasoningItem,
+        ResponseStreamEvent,
+        ResponseUsage,
+    )
+    from openai.types.responses.response import IncompleteDetails
 
     from pygents_ctx.tools import Tool
 
@@ -92,11 +104,10 @@ _CHOICES: Final = ("auto", "required", "none")
 _ERROR_PREFIX: Final = "Error: "
 # Why an incomplete response stopped, in the words the other adapters use.
 _INCOMPLETE: Final = {"max_output_tokens": "length", "content_filter": "content_filter"}
-_TERMINAL: Final = ("response.completed", "response.incomplete")
 _ENCRYPTED_REASONING: Final = "reasoning.encrypted_content"
 
 
-class OpenAIResponsesModel:
+class OpenAIResponsesModel(SDKModel):
     """A `Model` served by OpenAI's Responses API (`client.responses.create`).
 
     Stateless: each call sends the whole window (`store=False`); nothing is
@@ -141,6 +152,8 @@ class OpenAIResponsesModel:
         >>> request["instructions"], request["input"], request["store"]
         ('Be brief.', [{'type': 'message', 'role': 'user', 'content': 'Hi'}], False)
     """
+
+    provider: ClassVar[str] = _PROVIDER
 
     def __init__(
         self,
@@ -240,72 +253,22 @@ class OpenAIResponsesModel:
             request["extra_body"]["include"] = [*given, _ENCRYPTED_REASONING]
         return request
 
-    async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> ModelResponse:
-        """The model's reply to `window`, offered `tools` (see `Model.complete`).
+    async def _call(self, request: dict[str, Any]) -> object:
+        return await self.client.responses.create(**request)
 
-        Raises:
-            ModelAPIError: The server refused the call, could not be reached,
-                sent a body that is not JSON (transient), or the response failed.
-            ModelResponseError: The reply holds nothing (no text, no tool call)
-                or an output item a `Message` cannot carry.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
-        try:
-            response = await self.client.responses.create(**request)
-        except self._sdk.APIError as exc:
-            raise translate_error(self._sdk, exc, _PROVIDER) from exc
-        except json.JSONDecodeError as exc:
-            raise _unreadable(exc) from exc
-        return _read_response(response, field(response, "output") or [], self.model)
-
-    async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
-    ) -> AsyncIterator[ModelStreamEvent]:
-        """The reply as the server writes it, then the whole `ModelResponse` (see `Model.stream`).
-
-        Raises:
-            ModelAPIError: The server refused the call or could not be reached;
-                an `error` or `response.failed` event came (transient when its
-                code says so); or the stream ended before `response.completed`
-                or `response.incomplete` (a cut stream: transient).
-            ModelResponseError: As for `complete`.
-            ValueError: As for `request`.
-        """
-        request = self.request(window, tools, settings=settings)
+    async def _open(
+        self, request: dict[str, Any]
+    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
         request["stream"] = True
-        reply = _StreamedReply()
-        try:
-            events = await self.client.responses.create(**request)
-            try:
-                async for event in events:
-                    for piece in reply.read(event):
-                        yield piece
-                    if reply.final is not None:
-                        break
-            finally:
-                await events.close()
-        except self._sdk.APIError as exc:
-            raise translate_error(self._sdk, exc, _PROVIDER) from exc
-        except json.JSONDecodeError as exc:
-            raise _unreadable(exc) from exc
-        if reply.final is None:
-            raise ModelAPIError(
-                f"{_PROVIDER}: the stream ended before response.completed; the reply is cut",
-                transient=True,
-            )
-        output = field(reply.final, "output") or reply.items()
-        yield _read_response(reply.final, output, self.model)
+        events: AsyncStream[ResponseStreamEvent] = await self.client.responses.create(**request)
+        return events
+
+    def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
+        response = sdk_object(reply, self._sdk.types.responses.Response, self.provider)
+        return _read_output(response, self.model)
+
+    def _streamed(self, settings: ModelSettings) -> _StreamedReply:
+        return _StreamedReply(self.model, self._sdk.BaseModel)
 
 
 # ----------------------------------------------------------------------------- the window
@@ -500,60 +463,95 @@ def _output(result: ToolResultBlock) -> str | list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- the reply
 
 
-def _unreadable(exc: json.JSONDecodeError) -> ModelAPIError:
-    return ModelAPIError(f"{_PROVIDER}: the reply is not valid JSON ({exc})", transient=True)
-
-
-def _failure(error: Any, what: str) -> ModelAPIError:
-    code = str(field(error, "code") or field(error, "type") or "")
-    message = field(error, "message") or "no message"
+def _failure(error: ResponseError | ResponseErrorEvent | None, what: str) -> ModelAPIError:
+    code: str | None = None
+    message: str | None = None
+    if error is not None:
+        # The SDK builds its objects unchecked: a code the server left out is None.
+        code, message = error.code, error.message
+        code = code or error.type
+    code = str(code or "")
+    message = message or "no message"
     return ModelAPIError(
         f"{_PROVIDER}: {what} ({code or 'no code'}): {message}",
         transient=code in _TRANSIENT_KINDS,
     )
 
 
-def _read_response(response: Any, output: Sequence[Any], default_model: str) -> ModelResponse:
-    """The `ModelResponse` for a response object whose output items are `output`.
+class _Output:
+    """What a reply's output items become: blocks in order, and the refusals among them."""
 
-    `default_model` is the model the request named: the reply's model when
-    the response names none, and the model its `ReasoningBlock`s go back to.
-    """
-    status = field(response, "status")
-    if status == "failed":
-        raise _failure(field(response, "error"), "the response failed")
-    blocks: list[ContentBlock] = []
-    refusals: list[str] = []
-    for index, item in enumerate(output):
-        kind = field(item, "type")
-        if kind == "message":
-            parts = field(item, "content") or []
-            refusals += [field(part, "refusal") or "" for part in parts if _is_refusal(part)]
-            text = "".join(field(part, "text") or field(part, "refusal") or "" for part in parts)
-            if text:
-                blocks.append(TextBlock(text))
-        elif kind == "function_call":
-            call_id, name = field(item, "call_id"), field(item, "name")
-            if not call_id or not name:
-                raise ModelResponseError(
-                    f"{_PROVIDER}: output[{index}] is a function call with no "
-                    f"{'call_id' if not call_id else 'name'}"
-                )
-            blocks.append(
-                ToolUseBlock(call_id, name, parse_arguments(field(item, "arguments") or ""))
+    def __init__(self, model: str) -> None:
+        self.model = model  # the model its ReasoningBlocks go back to
+        self.blocks: list[ContentBlock] = []
+        self.refusals: list[str] = []
+
+    def message(self, pieces: Sequence[tuple[str, str]]) -> None:
+        """A message item's parts, each `(part type, text)`."""
+        self.refusals += [text for kind, text in pieces if kind == "refusal"]
+        text = "".join(text for _, text in pieces)
+        if text:
+            self.blocks.append(TextBlock(text))
+
+    def call(self, index: int, call_id: str | None, name: str | None, arguments: str) -> None:
+        if not call_id or not name:
+            raise ModelResponseError(
+                f"{_PROVIDER}: output[{index}] is a function call with no "
+                f"{'call_id' if not call_id else 'name'}"
             )
-        elif kind == "reasoning":
-            block = _reasoning_block(item, default_model)
-            if block is not None:
-                blocks.append(block)
+        self.blocks.append(ToolUseBlock(call_id, name, parse_arguments(arguments)))
+
+    def reasoning(self, item: ResponseReasoningItem) -> None:
+        """A reasoning item as a block; none for one with no id (it could never go back)."""
+        if not item.id:
+            return
+        summary = [str(part.text or "") for part in item.summary or []]
+        encrypted = item.encrypted_content
+        self.blocks.append(
+            ReasoningBlock(
+                str(item.id),
+                [text for text in summary if text],
+                None if encrypted is None else str(encrypted),
+                model=self.model,
+            )
+        )
+
+    def item(self, index: int, item: ResponseOutputItem) -> None:
+        if item.type == "message":
+            self.message(_pieces(item))
+        elif item.type == "function_call":
+            self.call(index, item.call_id, item.name, item.arguments or "")
+        elif item.type == "reasoning":
+            self.reasoning(item)
         else:
             raise ModelResponseError(
-                f"{_PROVIDER}: output[{index}] is a {kind!r} item, which a Message cannot carry; "
-                "only messages, function calls and reasoning are read"
+                f"{_PROVIDER}: output[{index}] is a {item.type!r} item, which a Message cannot "
+                "carry; only messages, function calls and reasoning are read"
             )
-    details = field(response, "incomplete_details")
+
+
+def _pieces(message: ResponseOutputMessage) -> list[tuple[str, str]]:
+    """A message item's parts, each `(part type, text)`."""
+    return [
+        ("refusal", part.refusal or "")
+        if part.type == "refusal"
+        else ("output_text", part.text or "")
+        for part in message.content or []
+    ]
+
+
+def _read_response(response: Response, output: _Output) -> ModelResponse:
+    """The `ModelResponse` for a response object whose output items became `output`.
+
+    `output.model` is the model the request named: the reply's model when
+    the response names none.
+    """
+    status = response.status
+    blocks = output.blocks
+    # The SDK builds its objects unchecked: a field the server left out is None.
+    details: IncompleteDetails | None = response.incomplete_details
     if status == "incomplete":
-        reason = str(field(details, "reason") or "incomplete")
+        reason = str((details.reason if details is not None else None) or "incomplete")
         finish = _INCOMPLETE.get(reason, reason)
     else:
         finish = "tool_calls" if any(isinstance(b, ToolUseBlock) for b in blocks) else "stop"
@@ -563,144 +561,132 @@ def _read_response(response: Any, output: Sequence[Any], default_model: str) -> 
         )
     return ModelResponse(
         message=Message("assistant", blocks),
-        usage=_usage(field(response, "usage")),
-        model=field(response, "model") or default_model,
+        usage=_usage(response.usage),
+        model=response.model or output.model,
         finish_reason=finish,
-        refusal="".join(refusals) or None,
+        refusal="".join(output.refusals) or None,
     )
 
 
-def _reasoning_block(item: Any, model: str) -> ReasoningBlock | None:
-    """A reasoning item as a block; None for one with no id (it could never go back)."""
-    item_id = field(item, "id")
-    if not item_id:
-        return None
-    summary = [str(field(part, "text") or "") for part in field(item, "summary") or []]
-    encrypted = field(item, "encrypted_content")
-    return ReasoningBlock(
-        str(item_id),
-        [text for text in summary if text],
-        None if encrypted is None else str(encrypted),
-        model=model,
-    )
+def _read_output(response: Response, model: str) -> ModelResponse:
+    """The `ModelResponse` for a response object and the output items it lists."""
+    if response.status == "failed":
+        raise _failure(response.error, "the response failed")
+    output = _Output(model)
+    for index, item in enumerate(response.output or []):
+        output.item(index, item)
+    return _read_response(response, output)
 
 
-def _is_refusal(part: Any) -> bool:
-    return bool(field(part, "type") == "refusal")
+@dataclass(slots=True)
+class _StreamedCall:
+    """A function call as it streams."""
+
+    call_id: str | None
+    name: str | None
+    arguments: list[str]
 
 
-def _streamed_message() -> dict[str, Any]:
-    """A message item as it streams: its pieces, each `(part type, text)`."""
-    return {"type": "message", "content": []}
-
-
-class _StreamedReply:
+class _StreamedReply(StreamedReply):
     """The reply, gathered from a stream's events, until its final response."""
 
-    def __init__(self) -> None:
-        # output_index -> the item so far: {"type", "content" | "call_id", "name", "arguments"}
-        self.parts: dict[int, dict[str, Any]] = {}
+    def __init__(self, model: str, event_type: Any) -> None:
+        self.model = model
+        self.event_type = event_type  # the SDK's BaseModel: every kind of event is one
+        # output_index -> the item so far: a message's pieces [(part type, text)], a
+        # function call, or a reasoning item
+        self.parts: dict[int, list[tuple[str, str]] | _StreamedCall | ResponseReasoningItem] = {}
         self.calls: dict[int, int] = {}  # output_index -> the call's index among the calls
-        self.final: Any = None
+        self.final: Response | None = None
 
-    def read(self, event: Any) -> list[ModelStreamEvent]:
-        kind = field(event, "type")
-        index = field(event, "output_index", 0)
-        if kind == "response.output_text.delta" or kind == "response.refusal.delta":
-            delta = field(event, "delta") or ""
-            part = self.parts.setdefault(index, _streamed_message())
-            if part["type"] != "message":
+    def read(self, chunk: object) -> list[ModelStreamEvent]:
+        event: ResponseStreamEvent = sdk_object(chunk, self.event_type, _PROVIDER)
+        if event.type == "response.output_text.delta" or event.type == "response.refusal.delta":
+            index, delta = event.output_index, event.delta or ""
+            part = self.parts.setdefault(index, [])
+            if not isinstance(part, list):
                 raise ModelResponseError(
                     f"{_PROVIDER}: text streamed for output {index}, which is a function call"
                 )
-            part["content"].append(
-                ("refusal" if kind == "response.refusal.delta" else "output_text", delta)
-            )
+            kind = "refusal" if event.type == "response.refusal.delta" else "output_text"
+            part.append((kind, delta))
             return [TextDelta(delta)] if delta else []
-        if kind == "response.output_item.added":
-            return self._added(index, field(event, "item"))
-        if kind == "response.reasoning_summary_text.delta":
-            delta = field(event, "delta") or ""
+        if event.type == "response.output_item.added":
+            return self._added(event.output_index, event.item)
+        if event.type == "response.reasoning_summary_text.delta":
+            delta = event.delta or ""
             return [ThinkingDelta(delta)] if delta else []
-        if kind == "response.function_call_arguments.delta":
-            delta = field(event, "delta") or ""
-            if index not in self.calls:
+        if event.type == "response.function_call_arguments.delta":
+            index, delta = event.output_index, event.delta or ""
+            call = self.parts.get(index)
+            if index not in self.calls or not isinstance(call, _StreamedCall):
                 raise ModelResponseError(
                     f"{_PROVIDER}: arguments streamed for output {index}, which is no function call"
                 )
-            self.parts[index]["arguments"].append(delta)
+            call.arguments.append(delta)
             return [ToolCallDelta(self.calls[index], None, None, delta)] if delta else []
-        if kind == "response.output_item.done":
-            self._done(index, field(event, "item"))
-        elif kind in _TERMINAL:
-            self.final = field(event, "response")
-        elif kind == "response.failed":
-            raise _failure(field(field(event, "response"), "error"), "the response failed")
-        elif kind == "error":
+        if event.type == "response.output_item.done":
+            self._done(event.output_index, event.item)
+        elif event.type == "response.completed" or event.type == "response.incomplete":
+            self.final = event.response
+            self.done = True
+        elif event.type == "response.failed":
+            raise _failure(event.response.error, "the response failed")
+        elif event.type == "error":
             raise _failure(event, "the stream failed")
         return []
 
-    def _added(self, index: int, item: Any) -> list[ModelStreamEvent]:
-        kind = field(item, "type")
-        if kind == "function_call":
-            call_id, name = field(item, "call_id"), field(item, "name")
-            arguments = field(item, "arguments") or ""
+    def _added(self, index: int, item: ResponseOutputItem) -> list[ModelStreamEvent]:
+        if item.type == "function_call":
+            arguments = item.arguments or ""
             self.calls[index] = len(self.calls)
-            self.parts[index] = {
-                "type": "function_call",
-                "call_id": call_id,
-                "name": name,
-                "arguments": [arguments],
-            }
-            return [ToolCallDelta(self.calls[index], call_id, name, arguments)]
-        if kind == "message":
-            self.parts.setdefault(index, _streamed_message())
-        elif kind == "reasoning":
-            self.parts[index] = {"type": "reasoning", "item": item}
+            self.parts[index] = _StreamedCall(item.call_id, item.name, [arguments])
+            return [ToolCallDelta(self.calls[index], item.call_id, item.name, arguments)]
+        if item.type == "message":
+            self.parts.setdefault(index, [])
+        elif item.type == "reasoning":
+            self.parts[index] = item
         return []
 
-    def _done(self, index: int, item: Any) -> None:
+    def _done(self, index: int, item: ResponseOutputItem) -> None:
         # The finished item is the truth for what its deltas built.
-        kind = field(item, "type")
-        if kind == "function_call" and index in self.parts:
-            self.parts[index]["arguments"] = [field(item, "arguments") or ""]
-        elif kind == "message":
-            content = [
-                ("refusal", field(part, "refusal") or "")
-                if _is_refusal(part)
-                else ("output_text", field(part, "text") or "")
-                for part in field(item, "content") or []
-            ]
-            self.parts[index] = {"type": "message", "content": content}
-        elif kind == "reasoning":
-            self.parts[index] = {"type": "reasoning", "item": item}
+        call = self.parts.get(index)
+        if item.type == "function_call" and isinstance(call, _StreamedCall):
+            call.arguments = [item.arguments or ""]
+        elif item.type == "message":
+            self.parts[index] = _pieces(item)
+        elif item.type == "reasoning":
+            self.parts[index] = item
 
-    def items(self) -> list[dict[str, Any]]:
-        """The output items as built from the events (for a final response that lists none)."""
-        built = []
-        for index in sorted(self.parts):
+    def response(self) -> ModelResponse:
+        final = self.final
+        if final is None:
+            raise ModelAPIError(
+                f"{_PROVIDER}: the stream ended before response.completed; the reply is cut",
+                transient=True,
+            )
+        if final.output or final.status == "failed":
+            return _read_output(final, self.model)
+        # A final response that lists no output (some compatible servers): what the events built.
+        output = _Output(self.model)
+        for position, index in enumerate(sorted(self.parts)):
             part = self.parts[index]
-            if part["type"] == "message":
-                # Each piece as its own part (text and refusal read alike, joined in order).
-                content = [
-                    {"type": kind, ("refusal" if kind == "refusal" else "text"): piece}
-                    for kind, piece in part["content"]
-                ]
-                built.append({"type": "message", "content": content})
-            elif part["type"] == "reasoning":
-                built.append(part["item"])
+            if isinstance(part, _StreamedCall):
+                output.call(position, part.call_id, part.name, "".join(part.arguments))
+            elif isinstance(part, list):
+                output.message(part)
             else:
-                built.append({**part, "arguments": "".join(part["arguments"])})
-        return built
+                output.reasoning(part)
+        return _read_response(final, output)
 
 
-def _usage(usage: Any) -> Usage:
+def _usage(usage: ResponseUsage | None) -> Usage:
     if usage is None:
         return Usage()
-    given = int(field(usage, "input_tokens") or 0)
-    details = field(usage, "input_tokens_details")
-    cached = int(field(details, "cached_tokens") or 0) if details is not None else 0
-    written = int(field(usage, "output_tokens") or 0)
-    output_details = field(usage, "output_tokens_details")
-    reasoning = int(field(output_details, "reasoning_tokens") or 0) if output_details else 0
+    given = int(usage.input_tokens or 0)
+    details = usage.input_tokens_details
+    cached = int(details.cached_tokens or 0) if details is not None else 0
+    written = int(usage.output_tokens or 0)
+    output_details = usage.output_tokens_details
+    reasoning = int(output_details.reasoning_tokens or 0) if output_details else 0
     return Usage(given, written, min(cached, given), reasoning_tokens=min(reasoning, written))

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 
-from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message, TextBlock, ToolUseBlock
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import Usage
@@ -35,6 +34,7 @@ from pygents_ctx.model.base import (
 )
 
 if TYPE_CHECKING:
+    from pygents_ctx.model.base import Tools, Window
     from pygents_ctx.tools import Tool
 
 __all__ = [
@@ -258,22 +258,14 @@ class ScriptedModel:
         return (await self._reply(list(messages), (), None)).message
 
     async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """Record the call, then reply (or raise) as scripted (see `Model.complete`)."""
         messages, _ = window_parts(window)
         return await self._reply(messages, tools, settings)
 
     async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> AsyncIterator[ModelStreamEvent]:
         """The scripted reply in pieces: its text a word at a time, each tool call whole.
 

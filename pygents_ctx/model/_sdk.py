@@ -11,7 +11,7 @@ import importlib
 import json
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
@@ -23,9 +23,7 @@ from pygents_ctx.model.base import ModelResponse, ModelSettings, ModelStreamEven
 from pygents_ctx.model.retry import is_transient_status, retry_after_seconds
 
 if TYPE_CHECKING:
-    from pygents_ctx.context.config import PromptWindow
-    from pygents_ctx.context.messages import Message
-    from pygents_ctx.tools import Tool
+    from pygents_ctx.model.base import Tools, Window
 
 __all__ = [
     "RAW_ARGUMENTS",
@@ -302,11 +300,7 @@ class SDKModel(ABC):
 
     @abstractmethod
     def request(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> dict[str, Any]:
         """The keyword arguments of the SDK's call."""
 
@@ -336,11 +330,7 @@ class SDKModel(ABC):
         )
 
     async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """The model's reply to `window`, offered `tools` (see `Model.complete`).
 
@@ -356,11 +346,7 @@ class SDKModel(ABC):
         return self._read(reply, self.settings.merged(settings))
 
     async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> AsyncIterator[ModelStreamEvent]:
         """The reply as the provider writes it, then the whole `ModelResponse` (see `Model.stream`).
 

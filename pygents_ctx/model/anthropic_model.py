@@ -19,13 +19,12 @@ your own is a `ValueError` before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 
-from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import (
     ContentBlock,
     Message,
@@ -70,7 +69,7 @@ if TYPE_CHECKING:
     )
     from anthropic.types import Usage as AnthropicUsage
 
-    from pygents_ctx.tools import Tool
+    from pygents_ctx.model.base import Tools, Window
 
 __all__ = ["MAX_BREAKPOINTS", "AnthropicModel"]
 
@@ -159,11 +158,7 @@ class AnthropicModel(SDKModel):
         return f"AnthropicModel({self.model!r}, base_url={str(self.client.base_url)!r})"
 
     def request(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> dict[str, Any]:
         """The keyword arguments `complete` passes to `client.messages.create`.
 

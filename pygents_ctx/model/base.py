@@ -20,6 +20,11 @@ from pygents_ctx.context.usage import Usage
 if TYPE_CHECKING:
     from pygents_ctx.tools import Tool
 
+Window: TypeAlias = PromptWindow | Sequence[Message]
+"""What a model is shown: a `PromptWindow`, or a list of `Message`s."""
+Tools: TypeAlias = "Sequence[Tool[..., Any]]"
+"""The tools a model is offered."""
+
 __all__ = [
     "Model",
     "ModelResponse",
@@ -287,16 +292,15 @@ ModelStreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ModelR
 class Model(Protocol):
     """A chat model: shown a window and tools, it replies with an assistant message.
 
+    The window (`Window`) is a `PromptWindow` or a list of `Message`s; the
+    tools (`Tools`) a sequence of `Tool`s.
+
     `OpenAIModel`, `AnthropicModel` and `pygents_ctx.testing.ScriptedModel`
     implement it; so can any class with these two methods.
     """
 
     async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """The model's reply to `window`, offered `tools`.
 
@@ -307,11 +311,7 @@ class Model(Protocol):
         ...
 
     def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> AsyncIterator[ModelStreamEvent]:
         """The reply as it is written (text, thinking and tool-call deltas), then the reply.
 
@@ -321,7 +321,7 @@ class Model(Protocol):
         ...
 
 
-def window_parts(window: PromptWindow | Sequence[Message]) -> tuple[list[Message], int | None]:
+def window_parts(window: Window) -> tuple[list[Message], int | None]:
     """The messages of `window`, and its stable prefix (None when it promises none).
 
     Raises:

@@ -18,16 +18,14 @@ failure but the caller's.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
-from pygents_ctx.context.config import PromptWindow
-from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import ModelError, ModelFallbackError, ModelResponseError
 from pygents_ctx.model.base import Model, ModelResponse, ModelSettings, ModelStreamEvent
 
 if TYPE_CHECKING:
-    from pygents_ctx.tools import Tool
+    from pygents_ctx.model.base import Tools, Window
 
 __all__ = ["FallbackModel"]
 
@@ -100,11 +98,7 @@ class FallbackModel:
         return f"FallbackModel({', '.join(map(repr, self.models))})"
 
     async def complete(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> ModelResponse:
         """The first answer among the models, tried in order (see `Model.complete`).
 
@@ -124,11 +118,7 @@ class FallbackModel:
         raise self._exhausted(failures)
 
     async def stream(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> AsyncIterator[ModelStreamEvent]:
         """The stream of the first model whose stream starts (see `Model.stream`).
 

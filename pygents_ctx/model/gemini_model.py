@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, aclosing
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 
-from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import (
     ContentBlock,
     Message,
@@ -51,7 +50,7 @@ if TYPE_CHECKING:
         Part,
     )
 
-    from pygents_ctx.tools import Tool
+    from pygents_ctx.model.base import Tools, Window
 
 __all__ = ["REFUSAL_REASONS", "GeminiModel"]
 
@@ -165,11 +164,7 @@ class GeminiModel(SDKModel):
         return f"GeminiModel({self.model!r})"
 
     def request(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> dict[str, Any]:
         """The keyword arguments `complete` passes to `client.aio.models.generate_content`.
 

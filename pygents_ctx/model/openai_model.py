@@ -7,11 +7,10 @@ server, Ollama, ...): give its `base_url`. Install with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import (
     ContentBlock,
     Message,
@@ -49,7 +48,7 @@ if TYPE_CHECKING:
     from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
     from openai.types.completion_usage import CompletionUsage
 
-    from pygents_ctx.tools import Tool
+    from pygents_ctx.model.base import Tools, Window
 
 __all__ = ["OpenAIModel"]
 
@@ -152,11 +151,7 @@ class OpenAIModel(SDKModel):
         return f"OpenAIModel({self.model!r}, base_url={str(self.client.base_url)!r})"
 
     def request(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> dict[str, Any]:
         """The keyword arguments `complete` passes to `client.chat.completions.create`.
 

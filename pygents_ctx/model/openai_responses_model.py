@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from pygents_ctx._json import dumps
-from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
@@ -94,7 +93,7 @@ if TYPE_CHECKING:
     )
     from openai.types.responses.response import IncompleteDetails
 
-    from pygents_ctx.tools import Tool
+    from pygents_ctx.model.base import Tools, Window
 
 __all__ = ["OpenAIResponsesModel"]
 
@@ -197,11 +196,7 @@ class OpenAIResponsesModel(SDKModel):
         return f"OpenAIResponsesModel({self.model!r}, base_url={str(self.client.base_url)!r})"
 
     def request(
-        self,
-        window: PromptWindow | Sequence[Message],
-        tools: Sequence[Tool[..., Any]] = (),
-        *,
-        settings: ModelSettings | None = None,
+        self, window: Window, tools: Tools = (), *, settings: ModelSettings | None = None
     ) -> dict[str, Any]:
         """The keyword arguments `complete` passes to `client.responses.create`.
 

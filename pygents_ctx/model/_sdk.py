@@ -11,7 +11,7 @@ import importlib
 import json
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, contextmanager
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
@@ -288,9 +288,9 @@ class StreamedReply(ABC):
 class SDKModel(ABC):
     """A `Model` called through a provider's SDK: the call and the stream, read by the adapter.
 
-    An adapter writes its request (`request`), calls the SDK (`_call`,
-    `_open`) and reads what comes back (`_read`, `_streamed`); a call's
-    errors become `ModelError`s here (`_errors`).
+    An adapter writes its request (`request`), calls the SDK (`_create`)
+    and reads what comes back (`_read`, `_streamed`); a call's errors
+    become `ModelError`s here (`_errors`).
     """
 
     provider: ClassVar[str]
@@ -305,18 +305,20 @@ class SDKModel(ABC):
         """The keyword arguments of the SDK's call."""
 
     @abstractmethod
-    async def _call(self, request: dict[str, Any]) -> object:
-        """The SDK's reply to `request`."""
+    def _create(self, request: dict[str, Any]) -> Awaitable[Any]:
+        """The SDK's call for `request`: its reply, or its stream when `request` asks for one."""
 
     @abstractmethod
     def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
         """The `ModelResponse` of the SDK's reply (read with `sdk_object`) for `settings`."""
 
-    @abstractmethod
     async def _open(
         self, request: dict[str, Any]
     ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
         """The SDK's stream of the reply to `request`, closed when left."""
+        request["stream"] = True
+        stream: AbstractAsyncContextManager[AsyncIterator[object]] = await self._create(request)
+        return stream
 
     @abstractmethod
     def _streamed(self, settings: ModelSettings) -> StreamedReply:
@@ -342,7 +344,7 @@ class SDKModel(ABC):
         """
         request = self.request(window, tools, settings=settings)
         with self._errors():
-            reply = await self._call(request)
+            reply = await self._create(request)
         return self._read(reply, self.settings.merged(settings))
 
     async def stream(

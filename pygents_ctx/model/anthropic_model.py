@@ -19,8 +19,7 @@ your own is a `ValueError` before anything is sent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
@@ -58,7 +57,7 @@ from pygents_ctx.model.base import (
 from pygents_ctx.model.definitions import strict_schema, to_anthropic_tools
 
 if TYPE_CHECKING:
-    from anthropic import AsyncAnthropic, AsyncStream
+    from anthropic import AsyncAnthropic
     from anthropic.types import ContentBlock as AnthropicBlock
     from anthropic.types import Message as AnthropicMessage
     from anthropic.types import (
@@ -231,15 +230,8 @@ class AnthropicModel(SDKModel):
             request["extra_headers"] = dict(chosen.extra_headers)
         return request
 
-    async def _call(self, request: dict[str, Any]) -> object:
-        return await self.client.messages.create(**request)
-
-    async def _open(
-        self, request: dict[str, Any]
-    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
-        request["stream"] = True
-        events: AsyncStream[RawMessageStreamEvent] = await self.client.messages.create(**request)
-        return events
+    def _create(self, request: dict[str, Any]) -> Awaitable[Any]:
+        return self.client.messages.create(**request)
 
     def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
         message = sdk_object(reply, self._sdk.types.Message, self.provider)

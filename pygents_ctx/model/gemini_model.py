@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, aclosing
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -225,9 +225,9 @@ class GeminiModel(SDKModel):
             "config": types.GenerateContentConfig.model_validate(config),
         }
 
-    async def _call(self, request: dict[str, Any]) -> object:
-        response: GenerateContentResponse = await self._aio.models.generate_content(**request)
-        return response
+    def _create(self, request: dict[str, Any]) -> Awaitable[Any]:
+        reply: Awaitable[GenerateContentResponse] = self._aio.models.generate_content(**request)
+        return reply
 
     async def _open(
         self, request: dict[str, Any]

@@ -7,8 +7,7 @@ server, Ollama, ...): give its `base_url`. Install with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pygents_ctx.context.messages import (
@@ -43,7 +42,7 @@ from pygents_ctx.model.base import (
 from pygents_ctx.model.definitions import output_json_schema, to_openai_tools
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI, AsyncStream
+    from openai import AsyncOpenAI
     from openai.types.chat import ChatCompletion, ChatCompletionChunk
     from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
     from openai.types.completion_usage import CompletionUsage
@@ -182,19 +181,10 @@ class OpenAIModel(SDKModel):
         add_sampling_and_extras(request, chosen)
         return request
 
-    async def _call(self, request: dict[str, Any]) -> object:
-        return await self.client.chat.completions.create(**request)
-
-    async def _open(
-        self, request: dict[str, Any]
-    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
-        request["stream"] = True
-        if self.stream_usage:
+    def _create(self, request: dict[str, Any]) -> Awaitable[Any]:
+        if request.get("stream") and self.stream_usage:
             request["stream_options"] = {"include_usage": True}
-        chunks: AsyncStream[ChatCompletionChunk] = await self.client.chat.completions.create(
-            **request
-        )
-        return chunks
+        return self.client.chat.completions.create(**request)
 
     def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
         completion = sdk_object(reply, self._sdk.types.chat.ChatCompletion, self.provider)

@@ -42,8 +42,7 @@ Otherwise it stays in the transcript, shown and saved, and is not sent.
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
@@ -80,7 +79,7 @@ from pygents_ctx.model.base import (
 from pygents_ctx.model.definitions import output_json_schema, to_openai_tools
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI, AsyncStream
+    from openai import AsyncOpenAI
     from openai.types.responses import (
         Response,
         ResponseError,
@@ -248,15 +247,8 @@ class OpenAIResponsesModel(SDKModel):
             request["extra_body"]["include"] = [*given, _ENCRYPTED_REASONING]
         return request
 
-    async def _call(self, request: dict[str, Any]) -> object:
-        return await self.client.responses.create(**request)
-
-    async def _open(
-        self, request: dict[str, Any]
-    ) -> AbstractAsyncContextManager[AsyncIterator[object]]:
-        request["stream"] = True
-        events: AsyncStream[ResponseStreamEvent] = await self.client.responses.create(**request)
-        return events
+    def _create(self, request: dict[str, Any]) -> Awaitable[Any]:
+        return self.client.responses.create(**request)
 
     def _read(self, reply: object, settings: ModelSettings) -> ModelResponse:
         response = sdk_object(reply, self._sdk.types.responses.Response, self.provider)

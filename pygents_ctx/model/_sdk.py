@@ -32,6 +32,7 @@ __all__ = [
     "add_sampling_and_extras",
     "cut_stream",
     "import_sdk",
+    "openai_client",
     "parse_arguments",
     "provider_errors",
     "read_body",
@@ -70,6 +71,23 @@ def import_sdk(name: str, owner: str, *, extra: str | None = None) -> ModuleType
     except ImportError:
         raise ImportError(
             f"{owner} needs the {name!r} package: pip install 'pygents-ctx[{extra or name}]'"
+        ) from None
+
+
+def openai_client(
+    sdk: ModuleType, owner: str, *, api_key: str | None, base_url: str | None, timeout: float
+) -> Any:
+    """An `AsyncOpenAI` without the SDK's own retries (a `ModelLoop` retries with its policy).
+
+    Raises:
+        ValueError: The SDK cannot make one (no key given or in the environment).
+    """
+    try:
+        return sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+    except sdk.OpenAIError as exc:
+        raise ValueError(
+            f"{owner} could not make a client ({exc}); pass api_key=... or set "
+            "OPENAI_API_KEY (any string for a local server that needs no key)"
         ) from None
 
 

@@ -47,7 +47,6 @@ from pygents_ctx.model._sdk import (
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
-    ModelStreamEvent,
     OutputSchema,
     TextDelta,
     ThinkingDelta,
@@ -68,7 +67,7 @@ if TYPE_CHECKING:
     )
     from anthropic.types import Usage as AnthropicUsage
 
-    from pygents_ctx.model.base import Tools, Window
+    from pygents_ctx.model.base import ModelStreamEvent, Tools, Window
 
 __all__ = ["MAX_BREAKPOINTS", "AnthropicModel"]
 

@@ -34,7 +34,6 @@ from pygents_ctx.model._sdk import (
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
-    ModelStreamEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -50,7 +49,7 @@ if TYPE_CHECKING:
         Part,
     )
 
-    from pygents_ctx.model.base import Tools, Window
+    from pygents_ctx.model.base import ModelStreamEvent, Tools, Window
 
 __all__ = ["REFUSAL_REASONS", "GeminiModel"]
 

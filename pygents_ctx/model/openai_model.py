@@ -26,6 +26,7 @@ from pygents_ctx.model._sdk import (
     add_sampling_and_extras,
     cut_stream,
     import_sdk,
+    openai_client,
     parse_arguments,
     refuse_sync_client,
     sdk_object,
@@ -33,7 +34,6 @@ from pygents_ctx.model._sdk import (
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
-    ModelStreamEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
     from openai.types.completion_usage import CompletionUsage
 
-    from pygents_ctx.model.base import Tools, Window
+    from pygents_ctx.model.base import ModelStreamEvent, Tools, Window
 
 __all__ = ["OpenAIModel"]
 
@@ -130,15 +130,9 @@ class OpenAIModel(SDKModel):
         self._sdk = import_sdk("openai", "OpenAIModel")
         refuse_sync_client(client, self._sdk, "OpenAIModel", "AsyncOpenAI")
         if client is None:
-            try:
-                client = self._sdk.AsyncOpenAI(
-                    api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-                )
-            except self._sdk.OpenAIError as exc:
-                raise ValueError(
-                    f"OpenAIModel could not make a client ({exc}); pass api_key=... or set "
-                    "OPENAI_API_KEY (any string for a local server that needs no key)"
-                ) from None
+            client = openai_client(
+                self._sdk, "OpenAIModel", api_key=api_key, base_url=base_url, timeout=timeout
+            )
         self.client: AsyncOpenAI = client
         self.model = model
         self.settings = ModelSettings() if settings is None else settings

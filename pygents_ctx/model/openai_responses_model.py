@@ -64,13 +64,13 @@ from pygents_ctx.model._sdk import (
     StreamedReply,
     add_sampling_and_extras,
     import_sdk,
+    openai_client,
     parse_arguments,
     sdk_object,
 )
 from pygents_ctx.model.base import (
     ModelResponse,
     ModelSettings,
-    ModelStreamEvent,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     )
     from openai.types.responses.response import IncompleteDetails
 
-    from pygents_ctx.model.base import Tools, Window
+    from pygents_ctx.model.base import ModelStreamEvent, Tools, Window
 
 __all__ = ["OpenAIResponsesModel"]
 
@@ -172,15 +172,13 @@ class OpenAIResponsesModel(SDKModel):
             )
         self._sdk = import_sdk("openai", "OpenAIResponsesModel")
         if client is None:
-            try:
-                client = self._sdk.AsyncOpenAI(
-                    api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-                )
-            except self._sdk.OpenAIError as exc:
-                raise ValueError(
-                    f"OpenAIResponsesModel could not make a client ({exc}); pass api_key=... "
-                    "or set OPENAI_API_KEY (any string for a local server that needs no key)"
-                ) from None
+            client = openai_client(
+                self._sdk,
+                "OpenAIResponsesModel",
+                api_key=api_key,
+                base_url=base_url,
+                timeout=timeout,
+            )
         elif isinstance(client, self._sdk.OpenAI) or not hasattr(client, "responses"):
             raise TypeError(
                 f"OpenAIResponsesModel needs an openai.AsyncOpenAI client, not "

@@ -20,6 +20,7 @@ from pygents_ctx import (
     Message,
     ModelAPIError,
     ModelResponse,
+    ModelResponseError,
     ModelSettings,
     OpenAIModel,
     OutputSchema,
@@ -389,6 +390,17 @@ async def test_a_proxy_error_page_is_transient(api: FakeAPI, model: Any) -> None
         await model.complete(QUESTION)
 
     assert caught.value.transient
+
+
+@pytest.mark.parametrize("model", PROVIDERS, indirect=True)
+@pytest.mark.parametrize("body", ["[1, 2]", "42", "null"])
+async def test_json_that_is_no_object_is_refused_not_read_as_an_empty_reply(
+    api: FakeAPI, model: Any, body: str
+) -> None:
+    api.script(Reply(raw=body, headers={"Content-Type": "application/json"}))
+
+    with pytest.raises(ModelResponseError, match="not the API's JSON object"):
+        await model.complete(QUESTION)
 
 
 @pytest.mark.parametrize(

@@ -481,6 +481,20 @@ async def test_a_dropped_connection_and_a_malformed_body_are_transient(
     assert truncated.value.transient
 
 
+async def test_a_proxy_error_page_is_transient(
+    api: FakeResponsesAPI, model: OpenAIResponsesModel
+) -> None:
+    page = "<html><body>502 Bad Gateway</body></html>"
+    api.script(Reply(raw=page, headers={"Content-Type": "text/html"}))
+
+    with pytest.raises(
+        ModelAPIError, match=r"sent an HTML page.*502 Bad Gateway.*base_url"
+    ) as caught:
+        await model.complete(QUESTION)
+
+    assert caught.value.transient
+
+
 @pytest.mark.parametrize(("code", "transient"), [("server_error", True), ("invalid_prompt", False)])
 async def test_an_error_event_mid_stream_says_whether_to_retry(
     api: FakeResponsesAPI, model: OpenAIResponsesModel, code: str, transient: bool

@@ -67,7 +67,7 @@ class FallbackModel:
 
     Examples:
         >>> import asyncio
-        >>> from pygents_ctx import ModelAPIError
+        >>> from pygents_ctx import Message, ModelAPIError
         >>> from pygents_ctx.testing import ScriptedModel
         >>> missing = ModelAPIError("HTTP 404: no such model", status_code=404)
         >>> model = FallbackModel(ScriptedModel([missing]), ScriptedModel(["Hello!"]))

@@ -25,7 +25,7 @@ WORKERS ?= auto
 
 .DEFAULT_GOAL := help
 
-.PHONY: help test pytest suite compat check fmt demo docs bench clean postgres
+.PHONY: help test pytest suite compat check fmt demo docs dist bench clean postgres
 
 help:
 	@echo "make demo    run the example agent (examples/demo.py)"
@@ -36,6 +36,8 @@ help:
 	@echo "make check   ruff lint, format check and mypy --strict only"
 	@echo "make fmt     format and autofix with ruff"
 	@echo "make docs    build the docs site (mkdocs build --strict)"
+	@echo "make dist    build the sdist and wheel into dist/, install the wheel with"
+	@echo "             every extra in a fresh virtualenv and run the demo with it"
 	@echo "make bench   run the benchmarks, then the head-to-head with pygents (--peer)"
 	@echo "make clean   remove virtualenvs, caches, site/ and coverage data"
 	@echo ""
@@ -119,6 +121,9 @@ demo: $(RUN_STAMP)
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+dist: $(DEV_STAMP)
+	$(BIN)/python .ci/dist_check.py dist
 
 bench: $(DEV_STAMP)
 	$(BIN)/python -m bench

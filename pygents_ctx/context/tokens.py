@@ -284,13 +284,13 @@ def _import_tiktoken() -> Any:
         import tiktoken
     except ImportError:
         raise ImportError(
-            "TiktokenCounter needs tiktoken: pip install 'pygents-ctx[tiktoken]'"
+            "TiktokenCounter needs tiktoken: pip install tiktoken (the tiktoken extra)"
         ) from None
     return tiktoken
 
 
 class TiktokenCounter:
-    """Exact counts for OpenAI models, through `tiktoken` (`pip install 'pygents-ctx[tiktoken]'`).
+    """Exact counts for OpenAI models, through `tiktoken` (the `tiktoken` extra).
 
     Args:
         encoding: An encoding name (`"cl100k_base"`, `"o200k_base"`, ...) or a

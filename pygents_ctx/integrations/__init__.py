@@ -2,7 +2,7 @@
 
 - `pygents_ctx.integrations.mcp`: an MCP server's tools as tools of an agent
   and of a `ModelLoop` (`MCPClient`), and tools served over MCP (`serve_tools`);
-  the `mcp` extra (`pip install "pygents-ctx[mcp]"`).
+  the `mcp` extra (`pip install -e '.[mcp]'` from a checkout).
 - `pygents_ctx.integrations.tracing`: OpenTelemetry spans of model loop runs,
   model calls and tool calls (`instrument()`); the `otel` extra.
 - `pygents_ctx.integrations.langgraph`: a LangGraph checkpointer in our SQLite

@@ -10,7 +10,7 @@ It passes LangGraph's conformance suite (`langgraph-checkpoint-conformance`)
 on both databases, and shares the database (and its connection) with the
 context stores and the viewer.
 
-Needs `langgraph` (the `langgraph` extra: `pip install "pygents-ctx[langgraph]"`),
+Needs `langgraph` (the `langgraph` extra: `pip install -e '.[langgraph]'` from a checkout),
 imported when `ContextStoreSaver` is first used, never on import of this module.
 
 Example:
@@ -42,7 +42,7 @@ def require_langgraph() -> Any:
         import langgraph.checkpoint.base as base
     except ImportError as exc:
         raise ImportError(
-            'the LangGraph checkpointer needs langgraph: pip install "pygents-ctx[langgraph]"'
+            'the LangGraph checkpointer needs langgraph: pip install langgraph (the langgraph extra)'
         ) from exc
     return base
 

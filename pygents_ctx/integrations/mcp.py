@@ -1,6 +1,6 @@
 """MCP: an MCP server's tools as pygents_ctx tools, and pygents_ctx tools served over MCP.
 
-Needs the `mcp` extra (`pip install "pygents-ctx[mcp]"`), imported when a
+Needs the `mcp` extra (`pip install -e '.[mcp]'` from a checkout), imported when a
 server is connected or tools are served, never on import of this module.
 
 Connect to a server over stdio (a subprocess) or streamable HTTP with
@@ -74,7 +74,7 @@ def require_mcp() -> Any:
         import mcp
     except ImportError as exc:
         raise ImportError(
-            'MCP support needs the mcp package: pip install "pygents-ctx[mcp]"'
+            'MCP support needs the mcp package: pip install mcp (the mcp extra)'
         ) from exc
     return mcp
 

@@ -335,5 +335,5 @@ def test_without_tiktoken_the_counter_says_how_to_install_it(
 ) -> None:
     monkeypatch.setitem(sys.modules, "tiktoken", None)
 
-    with pytest.raises(ImportError, match=re.escape("pip install 'pygents-ctx[tiktoken]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install tiktoken (the tiktoken extra)")):
         build()

@@ -33,7 +33,7 @@ __all__ = [
     "open_source",
 ]
 
-_POSTGRES_EXTRA: Final = "pip install 'pygents_ctx[postgres]'"
+_POSTGRES_EXTRA: Final = "pip install 'psycopg[binary]' (the postgres extra)"
 _URL_PASSWORD: Final = re.compile(r"(://[^:/@]*:)[^@]*@")
 _KEY_PASSWORD: Final = re.compile(r"(password=)\S+")
 

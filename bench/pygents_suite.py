@@ -1,0 +1,156 @@
+"""pygents' own test suite, run against pygents 0.7.0 and against pygents_ctx.
+
+    python -m bench.pygents_suite --tests PATH [--show-failures]
+
+PATH is a directory of pygents' public tests (its repository's `tests/`, with
+`conftest.py`, `unit/` and `integration/`): they are not vendored here, since
+they are another project's code. Get them from pygents' repository
+(github.com/paulomtts/pygents) and pass the directory; `PYGENTS_TESTS` in the
+environment works as well.
+
+The suite runs twice in this Python (3.12 or newer, with the `dev` extra, which
+pins pygents 0.7.0): once against pygents itself, once with `import pygents`
+answered by pygents_ctx through a shim package made in a temporary directory
+(`pygents.agent`, `.context`, `.errors`, `.hooks`, `.registry` map to their
+namesakes, `pygents.tool` to `pygents_ctx.tools`, `pygents.turn` to
+`pygents_ctx.turns`; pygents' internal `utils` module has no counterpart). The
+repository's history holds tests written for other pygents versions too
+(`pygents.context_queue` and `pygents.context_pool` became `pygents.context`,
+and both runs get those two names as aliases); the suite counted is the tests
+that pass on pygents 0.7.0, and the report is how many of them pass on
+pygents_ctx. Each failing test is listed with the first line of its error, to
+be fixed or documented on guides/guides/migrating-from-pygents.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# pygents' modules and where pygents_ctx keeps the same names.
+MODULES = {
+    "agent": "pygents_ctx.agent",
+    "context": "pygents_ctx.context",
+    "errors": "pygents_ctx.errors",
+    "hooks": "pygents_ctx.hooks",
+    "registry": "pygents_ctx.registry",
+    "tool": "pygents_ctx.tools",
+    "turn": "pygents_ctx.turns",
+    # earlier pygents module names, both now `pygents.context`
+    "context_queue": "pygents_ctx.context",
+    "context_pool": "pygents_ctx.context",
+}
+
+SHIM = '''"""`import pygents` answered by pygents_ctx (made by bench.pygents_suite)."""
+import importlib
+import sys
+
+import pygents_ctx
+from pygents_ctx import *  # noqa: F403
+
+for _name, _target in {modules!r}.items():
+    _module = importlib.import_module(_target)
+    sys.modules[__name__ + "." + _name] = _module
+    globals()[_name] = _module
+'''
+
+# For the run against pygents itself: the two earlier module names.
+ALIASES = '''"""Earlier pygents module names as aliases of pygents.context."""
+import sys
+
+import pygents.context
+
+sys.modules["pygents.context_queue"] = pygents.context
+sys.modules["pygents.context_pool"] = pygents.context
+'''
+
+
+def run(tests: Path, path_entry: Path, report: Path, plugin: str | None) -> dict[str, str]:
+    """Run the suite with `path_entry` first on the path; test id -> outcome and message."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(path_entry), str(ROOT)])
+    options = (
+        "-q -n 0 -p no:cacheprovider -p no:randomly -o addopts= --continue-on-collection-errors"
+    )
+    command = [sys.executable, "-m", "pytest", str(tests), *options.split()]
+    command += [f"--junitxml={report}", f"--rootdir={tests}"]
+    if plugin:
+        command += ["-p", plugin]
+    subprocess.run(
+        command,
+        env=env,
+        cwd=tests,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
+    results: dict[str, str] = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        outcome = "passed"
+        for child in case:
+            if child.tag in ("failure", "error"):
+                message = (child.get("message") or "").strip().splitlines()
+                outcome = "failed: " + (message[0][:160] if message else child.tag)
+            elif child.tag == "skipped":
+                outcome = "skipped"
+        results[name] = outcome
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--tests",
+        default=os.environ.get("PYGENTS_TESTS"),
+        help="pygents' tests/ directory (or PYGENTS_TESTS)",
+    )
+    parser.add_argument(
+        "--show-failures",
+        action="store_true",
+        help="list each test pygents passes and pygents_ctx fails",
+    )
+    args = parser.parse_args(argv)
+    if not args.tests:
+        parser.error("pass --tests PATH (pygents' tests/ directory) or set PYGENTS_TESTS")
+    tests = Path(args.tests).resolve()
+    if not tests.is_dir():
+        parser.error(f"--tests {tests}: no such directory")
+    if sys.version_info < (3, 12):
+        parser.error("pygents 0.7.0 needs Python 3.12 or newer")
+    from importlib.metadata import version
+
+    if version("pygents") != "0.7.0":
+        parser.error(f"pygents 0.7.0 expected, found {version('pygents')}")
+
+    with tempfile.TemporaryDirectory(prefix="pygents-suite-") as tmp:
+        work = Path(tmp)
+        (work / "real").mkdir()
+        (work / "real" / "pygents_suite_aliases.py").write_text(ALIASES)
+        (work / "shim" / "pygents").mkdir(parents=True)
+        (work / "shim" / "pygents" / "__init__.py").write_text(SHIM.format(modules=MODULES))
+        on_pygents = run(tests, work / "real", work / "real.xml", "pygents_suite_aliases")
+        on_ctx = run(tests, work / "shim", work / "shim.xml", None)
+
+    suite = sorted(name for name, outcome in on_pygents.items() if outcome == "passed")
+    failing = {name: on_ctx.get(name, "not run") for name in suite}
+    failing = {name: outcome for name, outcome in failing.items() if outcome != "passed"}
+    passed = len(suite) - len(failing)
+    print(f"pygents' tests collected: {len(on_pygents)}; passing on pygents 0.7.0: {len(suite)}")
+    share = 100 * passed / len(suite) if suite else 0.0
+    print(f"passing on pygents_ctx: {passed}/{len(suite)} ({share:.1f}%)")
+    if args.show_failures:
+        for name, outcome in sorted(failing.items()):
+            print(f"  {name}\n      {outcome}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

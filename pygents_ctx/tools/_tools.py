@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import sys
 from dataclasses import dataclass
@@ -465,6 +466,7 @@ class Tool(Generic[P, R]):
         metadata = self.metadata
         metadata._mark_start(monotonic())
         produced: list[Any] = []
+        closed_early = False
         lock = None if self._lock is None else self._lock.get()
         try:
             if lock is not None:
@@ -475,7 +477,14 @@ class Tool(Generic[P, R]):
                     produced.append(value)
                     if hooks or _ON_YIELD:
                         await fire_on(_ON_YIELD, hooks, tags, value)
-                    yield value
+                    try:
+                        yield value
+                    except (GeneratorExit, asyncio.CancelledError):
+                        # Closed by the consumer: `aclose()`, or Python finalizing the
+                        # abandoned generator (asyncio.run cancels that closing task when
+                        # the run ends, so the close arrives as CancelledError).
+                        closed_early = True
+                        raise
             finally:
                 metadata._end = monotonic()
                 await generator.aclose()  # type: ignore[attr-defined]
@@ -485,9 +494,9 @@ class Tool(Generic[P, R]):
             if hooks or _ON_ERROR:
                 await fire_with_kwargs(_ON_ERROR, hooks, tags, (), {"exc": exc})
             raise
-        except GeneratorExit:
+        except BaseException:
             # The consumer stopped early: report what it received, then finish closing.
-            if hooks or _AFTER_INVOKE:
+            if closed_early and (hooks or _AFTER_INVOKE):
                 await fire_on(_AFTER_INVOKE, hooks, tags, produced)
             raise
         if hooks or _AFTER_INVOKE:

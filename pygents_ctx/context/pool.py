@@ -414,10 +414,15 @@ class ContextPool(JsonSerializable, Generic[T]):
         pool: ContextPool[Any] = cls(saved.limit, tags=saved.tags)
         items: OrderedDict[str, ContextItem[Any]] = OrderedDict()
         for item in saved.items:
-            if item.id is None or item.description is None:
+            if item.id is None:  # pygents' phrase for an item without an id
                 raise ValueError(
-                    f"saved ContextPool item {item!r}: ContextPool requires a ContextItem with "
-                    f"both 'id' and 'description' set"
+                    f"ContextPool requires a ContextItem with 'id' set; saved item {item!r} "
+                    f"has none (it needs a 'description' as well)"
+                )
+            if item.description is None:
+                raise ValueError(
+                    f"ContextPool requires a ContextItem with both 'id' and 'description' "
+                    f"set; saved item {item!r} has no 'description'"
                 )
             if item.id in items:
                 raise ValueError(f"saved ContextPool has the id {item.id!r} twice")

@@ -429,7 +429,9 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         raises `UnserializableHookError`.
 
         Args:
-            fn: An `async def` function.
+            fn: An `async def` function, or a hook: that hook itself (registered)
+                when it handles exactly `kind` and no option is given, as in
+                pygents; otherwise a hook of its function with these options.
             kind: One event kind, or a list of kinds.
             lock: Serialize concurrent calls of this hook.
             tags: Tags, kept for a later `add_global` (they filter global hooks only).
@@ -447,6 +449,11 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
             >>> HookRegistry.wrap(log_start, TurnHook.BEFORE_RUN).type
             <TurnHook.BEFORE_RUN: 'before_run'>
         """
+        if isinstance(fn, Hook):  # already a hook: itself when it is the hook asked for
+            if set(fn.kinds) == set(_kinds(kind)) and not (lock or tags or fixed_kwargs):
+                cls.register(fn)
+                return fn
+            fn = fn.fn
         made = Hook(fn, kind, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
         held: Hook | HookFunction | None = cls._entries.get(made.metadata.name)
         if isinstance(held, Hook) and held.same_as(made):
@@ -700,7 +707,7 @@ def _kinds_of(h: object) -> tuple[object, ...]:
     if isinstance(h, Hook):
         return h.kinds
     named = getattr(h, "type", None)
-    return named if isinstance(named, tuple) else (named,)
+    return tuple(named) if isinstance(named, (tuple, frozenset)) else (named,)
 
 
 def _kinds(kind: HookKind | Iterable[HookKind]) -> tuple[HookKind, ...]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from pygents_ctx.agent import Agent
@@ -30,9 +30,15 @@ from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
 from pygents_ctx.hooks import Hook
 from pygents_ctx.model._replies import closing
 from pygents_ctx.model._steps import STEP_TOOLS
-from pygents_ctx.model._tool_calls import CANCELLED, answer_of, run_call, unanswered_calls
+from pygents_ctx.model._tool_calls import (
+    CANCELLED,
+    CheckedCall,
+    answer_of,
+    run_call,
+    unanswered_calls,
+)
 from pygents_ctx.model.events import ToolCallFinished, ToolCallStarted
-from pygents_ctx.tools import IdempotencyKey, Tool
+from pygents_ctx.tools import IdempotencyKey
 
 __all__ = ["Finish", "Journal", "cancel_unanswered", "run_calls"]
 
@@ -74,152 +80,137 @@ class Journal:
 
 
 async def _one(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool[..., Any]],
-    hooks: list[Hook],
-    seconds: float,
-    finish: Finish,
-    journal: Journal,
+    checked: CheckedCall, hooks: list[Hook], seconds: float, finish: Finish, journal: Journal
 ) -> tuple[ToolResultBlock, list[Any]]:
-    """Run `call`, recorded in the journal as started, then finished with its result."""
+    """Run the call, recorded in the journal as started, then finished with its result."""
+    call = checked.call
     if journal.store is not None:
         await journal.store.journal_start(call.id)
-    result, values = await run_call(call, tools, hooks, seconds, journal.key(call))
+    result, values = await run_call(checked, hooks, seconds, journal.key(call))
     result = await finish(call, result)
     if journal.store is not None:
         await journal.store.journal_finish(call.id, result)
     return result, values
 
 
+@dataclass
+class _Results:
+    """What a reply's calls have come to so far: each call's result, and what its tool routed."""
+
+    calls: list[ToolUseBlock]
+    results: dict[str, ToolResultBlock]
+    routed: dict[str, list[Any]] = field(default_factory=dict)
+
+    def stored(self) -> list[Any]:
+        """What the tools produced for routing, in the calls' order, then all results."""
+        calls = self.calls
+        values = [value for call in calls for value in self.routed.get(call.id, ())]
+        values.append(ContextItem(content=Message("user", [self.results[c.id] for c in calls])))
+        return values
+
+    async def keep(self, agent: Agent) -> None:
+        """Route what the finished calls produced, and every call's result (cancelled if none)."""
+        for call in self.calls:
+            for value in self.routed.get(call.id, ()):
+                if isinstance(value, ContextItem):
+                    await agent._route(value)
+        kept = [
+            self.results.get(call.id) or ToolResultBlock(call.id, CANCELLED, is_error=True)
+            for call in self.calls
+        ]
+        await agent._route(ContextItem(content=Message("user", kept)))
+
+
 async def run_calls(
     agent: Agent,
-    tools: Mapping[str, Tool[..., Any]],
+    calls: list[CheckedCall],
     step: int,
-    calls: list[ToolUseBlock],
     *,
     parallel: int,
     seconds: float,
     finish: Finish,
     journal: Journal,
+    answered: Mapping[str, ToolResultBlock],
 ) -> AsyncGenerator[Any, None]:
     """Run `calls` for `agent`: their events as they happen, then what to route and store.
 
     Up to `parallel` calls run at once, each for at most `seconds`; each
-    result goes through `finish` before it is shown or kept. A call `journal`
-    holds does not run: its result is the kept one, or `INTERRUPTED`.
+    result goes through `finish` before it is shown or kept. A call
+    `answered` holds (rejected by a person) does not run and has no events:
+    its result is that one. A call `journal` holds does not run either: its
+    result is the kept one, or `INTERRUPTED`.
     """
+    if not calls:  # all answered already (the step ran again): nothing to store
+        return
+    done = _Results([checked.call for checked in calls], dict(answered))
+    todo = [checked for checked in calls if checked.call.id not in answered]
     hooks = list(agent.turn_hooks)
-    if len(calls) == 1 or parallel == 1:
-        steps = _one_by_one(agent, tools, hooks, step, calls, seconds, finish, journal)
-    else:
-        steps = _at_once(agent, tools, hooks, step, calls, parallel, seconds, finish, journal)
-    async with closing(steps) as values:
-        async for value in values:
-            yield value
-
-
-async def _one_by_one(
-    agent: Agent,
-    tools: Mapping[str, Tool[..., Any]],
-    hooks: list[Hook],
-    step: int,
-    calls: list[ToolUseBlock],
-    seconds: float,
-    finish: Finish,
-    journal: Journal,
-) -> AsyncGenerator[Any, None]:
-    """The calls in turn, in this task (one call needs no task of its own)."""
-    results: dict[str, ToolResultBlock] = {}
-    routed: dict[str, list[Any]] = {}
     try:
-        for call in calls:
-            values: list[Any] = []
-            if call.id in journal.kept:  # started or finished before: it does not run again
-                result = answer_of(call, journal.kept, CANCELLED)
-            else:
-                yield ToolCallStarted(step, call)
-                result, values = await _one(call, tools, hooks, seconds, finish, journal)
-            results[call.id], routed[call.id] = result, values
-            yield ToolCallFinished(step, call, result)
+        if len(todo) <= 1 or parallel == 1:
+            for checked in todo:
+                call = checked.call
+                if call.id in journal.kept:  # started or finished before: it does not run again
+                    done.results[call.id] = answer_of(call, journal.kept, CANCELLED)
+                else:
+                    yield ToolCallStarted(step, call)
+                    result, done.routed[call.id] = await _one(
+                        checked, hooks, seconds, finish, journal
+                    )
+                    done.results[call.id] = result
+                yield ToolCallFinished(step, call, done.results[call.id])
+        else:
+            async with closing(
+                _at_once(todo, hooks, step, parallel, seconds, finish, journal, done)
+            ) as events:
+                async for event in events:
+                    yield event
     except BaseException:
-        await _keep_results(agent, calls, results, routed)
+        await done.keep(agent)  # stopped early: what finished is kept, the rest cancelled
         raise
-    for value in _stored(calls, results, routed):
+    for value in done.stored():
         yield value
 
 
 async def _at_once(
-    agent: Agent,
-    tools: Mapping[str, Tool[..., Any]],
+    calls: list[CheckedCall],
     hooks: list[Hook],
     step: int,
-    calls: list[ToolUseBlock],
     parallel: int,
     seconds: float,
     finish: Finish,
     journal: Journal,
-) -> AsyncGenerator[Any, None]:
-    """The calls as tasks, up to `parallel` at once; events as they happen."""
+    done: _Results,
+) -> AsyncGenerator[ToolCallStarted | ToolCallFinished, None]:
+    """The calls as tasks, up to `parallel` at once; their events as they happen.
+
+    Stopped early, the tasks still running are cancelled and awaited before
+    the caller keeps what finished.
+    """
     events: asyncio.Queue[ToolCallStarted | ToolCallFinished] = asyncio.Queue()
     gate = asyncio.Semaphore(parallel)
-    results: dict[str, ToolResultBlock] = {}
-    routed: dict[str, list[Any]] = {}
 
-    async def one(call: ToolUseBlock) -> None:
-        values: list[Any] = []
+    async def one(checked: CheckedCall) -> None:
+        call = checked.call
         if call.id in journal.kept:  # started or finished before: it does not run again
             result = answer_of(call, journal.kept, CANCELLED)
         else:
             async with gate:
                 events.put_nowait(ToolCallStarted(step, call))
-                result, values = await _one(call, tools, hooks, seconds, finish, journal)
-        results[call.id], routed[call.id] = result, values
+                result, done.routed[call.id] = await _one(checked, hooks, seconds, finish, journal)
+        done.results[call.id] = result
         events.put_nowait(ToolCallFinished(step, call, result))
 
-    tasks = [asyncio.create_task(one(call)) for call in calls]
+    tasks = [asyncio.create_task(one(checked)) for checked in calls]
     try:
         finished = 0
         while finished < len(calls):
             event = await events.get()
             finished += isinstance(event, ToolCallFinished)
             yield event
-    except BaseException:
-        # Stopped early: what finished is kept, the rest is answered as cancelled.
+    finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await _keep_results(agent, calls, results, routed)
-        raise
-    for value in _stored(calls, results, routed):
-        yield value
-
-
-def _stored(
-    calls: list[ToolUseBlock],
-    results: dict[str, ToolResultBlock],
-    routed: dict[str, list[Any]],
-) -> list[Any]:
-    """What the tools produced for routing, in the calls' order, then all results."""
-    values = [value for call in calls for value in routed[call.id]]
-    values.append(ContextItem(content=Message("user", [results[call.id] for call in calls])))
-    return values
-
-
-async def _keep_results(
-    agent: Agent,
-    calls: list[ToolUseBlock],
-    results: dict[str, ToolResultBlock],
-    routed: dict[str, list[Any]],
-) -> None:
-    """Route what the finished calls produced, and every call's result (cancelled if none)."""
-    for call in calls:
-        for value in routed.get(call.id, ()):
-            if isinstance(value, ContextItem):
-                await agent._route(value)
-    kept = [
-        results.get(call.id) or ToolResultBlock(call.id, CANCELLED, is_error=True) for call in calls
-    ]
-    await agent._route(ContextItem(content=Message("user", kept)))
 
 
 async def cancel_unanswered(agent: Agent, context: ContextConfig, run_id: str | None) -> None:

@@ -15,36 +15,33 @@ the store on the first look.
 
 None of the reply's calls runs until every waiting one is decided; then the
 approved calls and those that needed no approval run, and each rejected call
-is answered with an error result carrying the reason, all in one results
-message in the calls' order (`run_decided`).
+is answered with an error result carrying the reason (`refused_results`), all
+in one results message in the calls' order.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pygents_ctx.agent import Agent
-from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores.base import ApprovalDecision, ContextStore
 from pygents_ctx.errors import ApprovalError
-from pygents_ctx.model._sdk import RAW_ARGUMENTS
-from pygents_ctx.model._tool_calls import tool_arguments, unanswered_calls
+from pygents_ctx.model._tool_calls import CheckedCall, check_call, unanswered_calls
 from pygents_ctx.tools import Tool
 from pygents_ctx.turns import Turn
 
 __all__ = [
     "REJECTED",
     "approval_state",
-    "approvals_needed",
     "check_decision",
     "decisions_of",
     "needs_approval",
     "pending_of",
-    "run_decided",
+    "refused_results",
     "waiting_step",
 ]
 
@@ -53,8 +50,8 @@ REJECTED: Final = "rejected: a person did not approve this call"
 logger = logging.getLogger("pygents_ctx")
 
 
-async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]) -> bool:
-    """Whether a person must approve `call` before it runs (its tool's `needs_approval`).
+async def needs_approval(checked: CheckedCall) -> bool:
+    """Whether a person must approve the call before it runs (its tool's `needs_approval`).
 
     A rule is given the arguments as the tool will get them (without the nulls
     a strict model sends for optional parameters). A call that cannot run (an
@@ -62,14 +59,14 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
     result. A rule that raises counts as True, so a person sees the call
     rather than it running unchecked (and a warning is logged).
     """
-    item = tools.get(call.name)
-    if item is None or RAW_ARGUMENTS in call.input:
+    if checked.tool is None or checked.problem is not None:
         return False
-    rule = item.needs_approval
+    rule = checked.tool.needs_approval
     if isinstance(rule, bool):
         return rule
+    call = checked.call
     try:
-        answer = rule(tool_arguments(item, call.input))
+        answer = rule(dict(checked.arguments))  # its own copy: the tool gets the arguments
         if inspect.isawaitable(answer):
             answer = await answer
     except Exception:
@@ -81,13 +78,6 @@ async def needs_approval(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]
         )
         return True
     return bool(answer)
-
-
-async def approvals_needed(
-    calls: list[ToolUseBlock], tools: Mapping[str, Tool[..., Any]]
-) -> dict[str, None]:
-    """The calls a person must approve, each undecided (None), for a step's `approvals`."""
-    return {call.id: None for call in calls if await needs_approval(call, tools)}
 
 
 def waiting_step(agent: Agent) -> Turn | None:
@@ -109,14 +99,14 @@ async def approval_state(
     to None waits.
     """
     calls = unanswered_calls(history)
-    return calls, await decisions_of(calls, tools, store)
+    return calls, await decisions_of([check_call(call, tools) for call in calls], store)
 
 
 async def decisions_of(
-    calls: list[ToolUseBlock], tools: Mapping[str, Tool[..., Any]], store: ContextStore
+    calls: list[CheckedCall], store: ContextStore
 ) -> dict[str, ApprovalDecision | None]:
     """Each of `calls` that needs approval, mapped to its recorded decision (None: waits)."""
-    needed = await approvals_needed(calls, tools)
+    needed = [checked.call.id for checked in calls if await needs_approval(checked)]
     if not needed:
         return {}
     decisions = await store.get_decisions()
@@ -182,80 +172,16 @@ def check_decision(
     return False
 
 
-def _refused_results(
-    calls: list[ToolUseBlock], approvals: Mapping[str, ApprovalDecision | None]
+def refused_results(
+    calls: list[CheckedCall], approvals: Mapping[str, ApprovalDecision | None]
 ) -> dict[str, ToolResultBlock]:
     """The results the model reads for the rejected calls: an error with the person's reason."""
     refused: dict[str, ToolResultBlock] = {}
-    for call in calls:
-        decision = approvals.get(call.id)
+    for checked in calls:
+        call_id = checked.call.id
+        decision = approvals.get(call_id)
         if decision is not None and not decision.approved:
             reason = decision.reason
             text = f"{REJECTED}: {reason}" if reason else REJECTED
-            refused[call.id] = ToolResultBlock(call.id, text, is_error=True)
+            refused[call_id] = ToolResultBlock(call_id, text, is_error=True)
     return refused
-
-
-async def run_decided(
-    calls: list[ToolUseBlock],
-    approvals: Mapping[str, ApprovalDecision | None],
-    run: Callable[[list[ToolUseBlock]], AsyncIterator[Any]],
-    route: Callable[[ContextItem[Any]], Awaitable[None]],
-) -> AsyncGenerator[Any, None]:
-    """The values of `calls` once all are decided: `run` runs all but the rejected ones.
-
-    The rejected ones are answered with their reasons, in the same results
-    message as the others (see `_with_refused`).
-    """
-    refused = _refused_results(calls, approvals)
-    to_run = [call for call in calls if call.id not in refused]
-    if not to_run:
-        if refused:
-            yield ContextItem(content=Message("user", list(refused.values())))
-        return
-    values = run(to_run)
-    if refused:
-        values = _with_refused(values, calls, refused, route)
-    try:
-        async for value in values:
-            yield value
-    finally:
-        await _close(values)
-
-
-async def _with_refused(
-    values: AsyncIterator[Any],
-    calls: list[ToolUseBlock],
-    refused: dict[str, ToolResultBlock],
-    route: Callable[[ContextItem[Any]], Awaitable[None]],
-) -> AsyncIterator[Any]:
-    """`values` of the approved calls' run, the rejected calls' results joined to their message.
-
-    The results message holds every call's result, each where its call stood in
-    the reply. Stopped before that message, the rejections are routed (stored)
-    at once, with their reasons.
-    """
-    ran = {call.id for call in calls} - set(refused)
-    try:
-        async for value in values:
-            if (
-                isinstance(value, ContextItem)
-                and isinstance(value.content, Message)
-                and {result.tool_use_id for result in value.content.tool_results} == ran
-            ):
-                results = {r.tool_use_id: r for r in value.content.tool_results} | refused
-                value = ContextItem(content=Message("user", [results[c.id] for c in calls]))
-                refused = {}
-            yield value
-    except BaseException:
-        await _close(values)  # what the run kept is routed first
-        if refused:
-            await route(ContextItem(content=Message("user", [*refused.values()])))
-        raise
-
-
-async def _close(values: AsyncIterator[Any]) -> None:
-    """Close an async generator left early at once, so its own clean-up runs now, in order."""
-    close = getattr(values, "aclose", None)
-    if close is not None:
-        await close()

@@ -2,7 +2,9 @@
 
 Each step is a turn on the agent, so hooks, pause, saving and restoring apply
 to it; the step's tool finds the `ModelLoop` running it through a context
-variable and does the work there.
+variable and does the work there. A step's arguments are what the store does
+not hold: the user's new message for `model_ask`, and for `model_act` the ids
+of the stored calls to run (and whether they wait for approvals).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class SteppedLoop(Protocol):
     def _think(self) -> AsyncIterator[Any]: ...
 
     def _act(
-        self, data: list[dict[str, Any]], approvals: dict[str, Any] | None
+        self, call_ids: list[str], approvals: dict[str, Any] | None
     ) -> AsyncGenerator[Any, None]: ...
 
 
@@ -58,14 +60,21 @@ async def model_think() -> AsyncIterator[Any]:
 
 
 async def model_act(
-    calls: list[dict[str, Any]], approvals: dict[str, Any] | None = None
+    call_ids: list[str] | None = None,
+    approvals: dict[str, Any] | None = None,
+    calls: list[dict[str, Any]] | None = None,
 ) -> AsyncIterator[Any]:
-    """Run the model's tool calls; their results go back as one message.
+    """Run the model's tool calls `call_ids`; their results go back as one message.
 
-    `approvals` maps each call that needs a person's approval to its decision
-    (None while undecided); None means not yet looked at.
+    The calls are read from the store, which holds them with the model's
+    reply (the step carries their ids only). `approvals` maps each call
+    that needs a person's approval to its decision (None while undecided);
+    None means not yet looked at. `calls` is how agents saved by older
+    versions name the calls (whole calls: only their ids are read).
     """
-    async with closing(_loop("model_act")._act(calls, approvals)) as values:
+    if call_ids is None:
+        call_ids = [str(call["id"]) for call in calls or ()]
+    async with closing(_loop("model_act")._act(call_ids, approvals)) as values:
         async for value in values:
             yield value
 

@@ -1,9 +1,17 @@
-"""Running one tool call of a model's: its arguments, its turn, and the result the model reads."""
+"""Running one tool call of a model's: checked once, run as a turn, and the result the model reads.
+
+The route of a call's arguments: the adapter parses the model's JSON into
+`ToolUseBlock.input`; `check_call` finds the tool and drops the nulls a
+strict model sends for optional parameters (a `CheckedCall`, which the
+approval rules read too); `run_call` gives those arguments to a `Turn` of the
+tool, which checks them against its signature and calls the function.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -30,7 +38,9 @@ __all__ = [
     "CURRENT_CALL",
     "INTERRUPTED",
     "NOT_RUN",
+    "CheckedCall",
     "answer_of",
+    "check_call",
     "run_call",
     "tool_arguments",
     "unanswered_calls",
@@ -97,25 +107,62 @@ def tool_arguments(item: Tool[..., Any], given: Mapping[str, Any]) -> dict[str, 
     }
 
 
+@dataclass(frozen=True, slots=True)
+class CheckedCall:
+    """A model's tool call, checked before it runs: its tool and arguments, or why it cannot run.
+
+    Attributes:
+        call: The call as the model made it (and as it is stored).
+        tool: The tool it names; None when there is no such tool.
+        arguments: The arguments as the tool gets them: the call's input, less
+            the nulls sent for optional parameters that do not take null.
+        problem: Why the call cannot run (an unknown tool, arguments that are
+            not a JSON object), as the model reads it; None when it can.
+    """
+
+    call: ToolUseBlock
+    tool: Tool[..., Any] | None
+    arguments: Mapping[str, Any]
+    problem: str | None = None
+
+
+def check_call(call: ToolUseBlock, tools: Mapping[str, Tool[..., Any]]) -> CheckedCall:
+    """`call` with its tool among `tools` and its arguments, or the problem that stops it."""
+    item = tools.get(call.name)
+    if item is None:
+        names = ", ".join(sorted(tools)) or "none"
+        meant = closest(call.name, tools)
+        guess = "" if meant is None else f" (did you mean {meant!r}?)"
+        problem = f"there is no tool {call.name!r}{guess}; the tools are: {names}"
+        return CheckedCall(call, None, {}, problem)
+    if RAW_ARGUMENTS in call.input:
+        problem = (
+            f"the arguments are not a JSON object ({call.input[RAW_ARGUMENTS]!r}); call "
+            f"{call.name} again with its arguments as a JSON object"
+        )
+        return CheckedCall(call, item, {}, problem)
+    return CheckedCall(call, item, tool_arguments(item, call.input))
+
+
 async def run_call(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool[..., Any]],
+    checked: CheckedCall,
     hooks: list[Hook],
     seconds: float,
     key: IdempotencyKey | None = None,
 ) -> tuple[ToolResultBlock, list[Any]]:
-    """Run `call` as a `Turn`: the result the model reads, and the values to route (see `_run`).
+    """Run the call as a `Turn`: the result the model reads, and the values to route (see `_run`).
 
     `key` is what a tool parameter annotated `IdempotencyKey` receives.
     """
+    call = checked.call
     token = CURRENT_CALL.set(call)
     key_token = CALL_KEY.set(key)
     try:
         if not OBSERVERS:
-            return await _run(call, tools, hooks, seconds, None)
-        watch = watch_tool_call(call, tools.get(call.name))  # tracing: current while it runs
+            return await _run(checked, hooks, seconds, None)
+        watch = watch_tool_call(call, checked.tool)  # tracing: current while it runs
         try:
-            result, routed = await _run(call, tools, hooks, seconds, watch)
+            result, routed = await _run(checked, hooks, seconds, watch)
         except BaseException as error:
             watch.end(None, error)
             raise
@@ -127,37 +174,24 @@ async def run_call(
 
 
 async def _run(
-    call: ToolUseBlock,
-    tools: Mapping[str, Tool[..., Any]],
-    hooks: list[Hook],
-    seconds: float,
-    watch: ToolCallWatch | None,
+    checked: CheckedCall, hooks: list[Hook], seconds: float, watch: ToolCallWatch | None
 ) -> tuple[ToolResultBlock, list[Any]]:
-    """Run `call` as a `Turn`: the result the model reads, and the values to route.
+    """Run the call as a `Turn`: the result the model reads, and the values to route.
 
-    Failures become error results: an unknown tool, arguments that are not a
-    JSON object, arguments the tool refuses (`ToolArgumentsError`, which lists
-    every problem), and any exception the tool raises (a timeout included),
+    Failures become error results: a call that cannot run (`CheckedCall.problem`),
+    arguments the tool refuses (`ToolArgumentsError`, which lists every
+    problem), and any exception the tool raises (a timeout included),
     whatever the tool's or the agent's `on_tool_error`: in a model loop the
     model is the caller that handles a tool's failure.
     Values the tool produces that an agent routes (`ContextItem`, `Turn`) are
     returned for routing; an item's content is part of the result too.
     """
-    item = tools.get(call.name)
-    if item is None:
-        names = ", ".join(sorted(tools)) or "none"
-        meant = closest(call.name, tools)
-        guess = "" if meant is None else f" (did you mean {meant!r}?)"
-        return _error(call, f"there is no tool {call.name!r}{guess}; the tools are: {names}"), []
-    if RAW_ARGUMENTS in call.input:
-        raw = call.input[RAW_ARGUMENTS]
-        return _error(
-            call,
-            f"the arguments are not a JSON object ({raw!r}); call {call.name} again "
-            "with its arguments as a JSON object",
-        ), []
+    call, item = checked.call, checked.tool
+    if checked.problem is not None:
+        return _error(call, checked.problem), []
+    assert item is not None  # a call without a problem has its tool
     try:
-        turn = Turn(item, kwargs=tool_arguments(item, call.input), timeout=seconds)
+        turn = Turn(item, kwargs=checked.arguments, timeout=seconds)
         if item.is_generator:
             values = [value async for value in turn._yielding(hooks)]
         else:

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Final, cast
 
 from pygents_ctx.agent import Agent
@@ -75,7 +74,7 @@ from pygents_ctx.model._approvals import (
     check_decision,
     decisions_of,
     pending_of,
-    run_decided,
+    refused_results,
     waiting_step,
 )
 from pygents_ctx.model._loop_checks import check_options
@@ -90,7 +89,7 @@ from pygents_ctx.model._replies import (
 )
 from pygents_ctx.model._steps import ACT, ASK, RUNNING, STEP_TOOLS, THINK, register_step_tools
 from pygents_ctx.model._subagent import Keep, UsageSink, subagent_tool
-from pygents_ctx.model._tool_calls import NOT_RUN, answer_of, unanswered_calls
+from pygents_ctx.model._tool_calls import NOT_RUN, answer_of, check_call, unanswered_calls
 from pygents_ctx.model.base import (
     Model,
     ModelResponse,
@@ -149,7 +148,7 @@ class _Run:
     finished: LoopFinished | None = None
     # The calls of the reply `model_think` just stored: the `model_act` it queued
     # knows they are unanswered without reading the history again.
-    fresh_calls: frozenset[str] = frozenset()
+    fresh_calls: tuple[ToolUseBlock, ...] = ()
     # The `model_act` step that stopped for approvals: queued when the run ends.
     awaiting: Turn | None = None
     # Answers refused for not fitting the output type, in a row.
@@ -756,17 +755,16 @@ class ModelLoop:
         elif reply is None or response.hit_length_limit:
             yield self._finish(run, LoopStop.LENGTH, reply)
         elif reply.tool_uses:
-            run.fresh_calls = frozenset(call.id for call in reply.tool_uses)
+            run.fresh_calls = reply.tool_uses
             yield self._act_turn(reply.tool_uses)
         else:
             for value in self._answer(run, reply):
                 yield value
 
     def _act_turn(self, calls: Sequence[ToolUseBlock]) -> Turn:
+        """The step that runs `calls`, named by their ids: the store holds them."""
         return Turn(
-            ACT,
-            kwargs={"calls": [to_dict(call) for call in calls]},
-            timeout=self.limits.step_timeout,
+            ACT, kwargs={"call_ids": [call.id for call in calls]}, timeout=self.limits.step_timeout
         )
 
     def _with_instructions(self, history: list[Message]) -> list[Message]:
@@ -827,53 +825,54 @@ class ModelLoop:
         return [ContextItem(content=self._output.correction(problems)), self._think_turn()]
 
     async def _act(
-        self, data: list[dict[str, Any]], approvals: dict[str, Any] | None
+        self, call_ids: list[str], approvals: dict[str, Any] | None
     ) -> AsyncGenerator[Any, None]:
         run = self._state()
-        calls = [call for call in map(from_dict, data) if isinstance(call, ToolUseBlock)]
-        store = await self._context.ready()
-        if run.fresh_calls and run.fresh_calls == {call.id for call in calls}:
-            todo = calls  # queued by this run's think, which stored them: none answered yet
-            journal = await Journal.of(self._context, None)  # nor started
+        context = self._context
+        store = await context.ready()
+        fresh, run.fresh_calls = run.fresh_calls, ()
+        if fresh and [call.id for call in fresh] == call_ids:
+            todo = list(fresh)  # this run's think stored them just now: none answered yet
+            journal = await Journal.of(context, None)  # nor started
         else:  # restored, or run again after an interruption: the store says what is left
-            still_open = {call.id for call in unanswered_calls(await self._context.history())}
-            todo = [call for call in calls if call.id in still_open]
-            journal = await Journal.of(self._context, todo)
-        run.fresh_calls = frozenset()
+            named = set(call_ids)
+            todo = [c for c in unanswered_calls(await context.history()) if c.id in named]
+            journal = await Journal.of(context, todo)
         for call_id, held in (approvals or {}).items():  # decisions an older version saved
             if held and any(call.id == call_id for call in todo):
                 legacy = ApprovalDecision(bool(held["approved"]), held.get("reason"))
                 await store.record_decision(call_id, legacy)
-        decided = await decisions_of(todo, self._by_name, store)
+        tools = self._by_name
+        if self._read_tool is not None and any(call.name == READ_TOOL_RESULT for call in todo):
+            tools = {**tools, READ_TOOL_RESULT: self._read_tool}  # listed only when offered
+        checked = [check_call(call, tools) for call in todo]
+        decided = await decisions_of(checked, store)
         undecided = tuple(pending_of(todo, decided))
         if undecided:  # none of the reply's calls runs until every one is decided
             run.awaiting = Turn(  # kept on the agent: the calls wait, no one has to answer them
                 ACT,
                 kwargs={
-                    "calls": [to_dict(call) for call in todo],
+                    "call_ids": [call.id for call in todo],
                     "approvals": dict.fromkeys(decided),
                 },
                 timeout=self.limits.step_timeout,
             )
             for call in undecided:
                 yield ToolApprovalRequired(run.steps, call)
-            reply = _reply_of(await self._context.history(), undecided[0])
+            reply = _reply_of(await context.history(), undecided[0])
             yield self._finish(run, LoopStop.APPROVAL, reply, pending=undecided)
             return
-        by_name = self._by_name
-        if self._read_tool is not None and any(call.name == READ_TOOL_RESULT for call in todo):
-            by_name = {**by_name, READ_TOOL_RESULT: self._read_tool}  # listed only when offered
-        step = partial(
-            run_calls,
+        values = run_calls(
             self.agent,
-            by_name,
+            checked,
             run.steps,
             parallel=self.tool_policy.parallel,
             seconds=self.tool_policy.timeout,
             finish=self._finish_result,
             journal=journal,
+            answered=refused_results(checked, decided),
         )
-        async with closing(run_decided(todo, decided, step, self.agent._route)) as values:
+        async with closing(values):
             async for value in values:
                 yield value
         yield self._think_turn()

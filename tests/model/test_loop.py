@@ -39,6 +39,7 @@ from pygents_ctx import (
     Usage,
     tool,
 )
+from pygents_ctx.context.messages import to_dict
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 
@@ -555,6 +556,22 @@ async def test_saved_mid_loop_and_resumed_in_a_new_agent(tools: dict[str, Any]) 
     stored = await store.get_history()
     assert [r.content for m in stored for r in m.tool_results] == ["3", "7"]
     assert pairs_are_whole(stored)
+
+
+async def test_a_step_saved_by_an_older_build_with_whole_calls_still_runs(
+    tools: dict[str, Any],
+) -> None:
+    store = MemoryContextStore(session_id="s1")
+    call = tool_call("add", a=2, b=5)
+    await store.append_many([Message("user", "add"), assistant(call)])
+    loop = make_loop(tools, ["7"], context=ContextConfig(store), name="older")
+    # An earlier build saved the step with whole calls (dicts) instead of their ids.
+    await loop.agent.put(Turn("model_act", kwargs={"calls": [to_dict(call)]}))
+
+    finished = await loop.run()
+
+    assert finished.text == "7"
+    assert [r.content for m in await store.get_history() for r in m.tool_results] == ["7"]
 
 
 async def test_a_branch_continues_on_its_own_store(tools: dict[str, Any]) -> None:

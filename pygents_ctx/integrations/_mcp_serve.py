@@ -30,7 +30,7 @@ def _require() -> None:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            'Serving tools over MCP needs the mcp package: pip install mcp (the mcp extra)'
+            "Serving tools over MCP needs the mcp package: pip install mcp (the mcp extra)"
         ) from exc
 
 
@@ -171,9 +171,7 @@ async def serve_tools(
     try:
         import uvicorn
     except ImportError as exc:
-        raise ImportError(
-            'Serving tools over HTTP needs uvicorn: pip install uvicorn'
-        ) from exc
+        raise ImportError("Serving tools over HTTP needs uvicorn: pip install uvicorn") from exc
     app = server.streamable_http_app(streamable_http_path=path, host=host)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve()

@@ -42,7 +42,8 @@ def require_langgraph() -> Any:
         import langgraph.checkpoint.base as base
     except ImportError as exc:
         raise ImportError(
-            'the LangGraph checkpointer needs langgraph: pip install langgraph (the langgraph extra)'
+            "the LangGraph checkpointer needs langgraph: pip install langgraph "
+            "(the langgraph extra)"
         ) from exc
     return base
 

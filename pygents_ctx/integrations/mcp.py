@@ -74,7 +74,7 @@ def require_mcp() -> Any:
         import mcp
     except ImportError as exc:
         raise ImportError(
-            'MCP support needs the mcp package: pip install mcp (the mcp extra)'
+            "MCP support needs the mcp package: pip install mcp (the mcp extra)"
         ) from exc
     return mcp
 

@@ -71,7 +71,7 @@ def _require_otel() -> tuple[Any, Any]:
         from opentelemetry import context, trace
     except ImportError as exc:
         raise ImportError(
-            'Tracing needs opentelemetry-api: pip install opentelemetry-api (the otel extra) '
+            "Tracing needs opentelemetry-api: pip install opentelemetry-api (the otel extra) "
             "(and an SDK and exporter to send spans: opentelemetry-sdk, "
             "opentelemetry-exporter-otlp)"
         ) from exc

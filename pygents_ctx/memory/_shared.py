@@ -18,6 +18,7 @@ import orjson
 
 from pygents_ctx._json import dumps
 from pygents_ctx.context.stores._postgres_schema import migrate as migrate_postgres
+from pygents_ctx.context.stores._sqlite_ops import in_transaction
 from pygents_ctx.context.stores._sqlite_schema import migrate as migrate_sqlite
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.context.stores.postgres import PostgresConnection
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_KEY_LENGTH",
+    "AnyTables",
     "OnPostgres",
     "OnSQLite",
     "PostgresTables",
@@ -172,6 +174,11 @@ class SQLiteTables(_Tables[SQLiteConnection]):
         self._ready = True
         return result
 
+    async def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(db)` in one `BEGIN IMMEDIATE` transaction: committed if it returns, else
+        rolled back (SQLite lets one writer in at a time, across processes)."""
+        return await self.run(partial(in_transaction, work=fn))
+
 
 def _after(first: Callable[[Any], object], fn: Callable[[Any], T], db: Any) -> T:
     first(db)
@@ -200,6 +207,17 @@ class PostgresTables(_Tables[PostgresConnection]):
         self._ready = True
         return result
 
+    async def transaction(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Await `fn(conn)` in one transaction: committed if it returns, else rolled back."""
+        return await self.run(partial(_in_transaction, fn))
+
+
+async def _in_transaction(
+    fn: Callable[[AsyncConnection[Any]], Awaitable[T]], conn: AsyncConnection[Any]
+) -> T:
+    async with conn.transaction():
+        return await fn(conn)
+
 
 async def _after_async(
     first: Callable[[Any], Awaitable[object]],
@@ -208,6 +226,9 @@ async def _after_async(
 ) -> T:
     await first(conn)
     return await fn(conn)
+
+
+AnyTables = TypeVar("AnyTables", SQLiteTables, PostgresTables)
 
 
 class OnSQLite:

@@ -18,16 +18,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.memory._shared import OnPostgres, PostgresTables
-from pygents_ctx.memory.tasks.base import (
-    Task,
-    TaskBoard,
-    TaskBoardBase,
-    TaskStatus,
-    TaskStoreBase,
-    missing_task,
-    new_tasks,
-    settled,
-)
+from pygents_ctx.memory.tasks._sql import SQLTaskStore, TaskSQL
+from pygents_ctx.memory.tasks.base import Task, TaskStatus, missing_task, new_tasks, settled
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -87,22 +79,21 @@ def _task(row: tuple[Any, ...]) -> Task:
 async def _add(
     key: _Key, titles: list[str], limit: int, now: datetime, conn: AsyncConnection[Any]
 ) -> list[Task]:
-    async with conn.transaction():
-        cursor = await conn.execute(
-            "INSERT INTO pygents_task_boards AS b (conversation, agent, next_id) "
-            "VALUES (%s, %s, %s) ON CONFLICT (conversation, agent) "
-            "DO UPDATE SET next_id = b.next_id + %s RETURNING next_id",
-            (*key, 1 + len(titles), len(titles)),
-        )
-        row = await cursor.fetchone()
-        assert row is not None  # an upsert with RETURNING always gives its row
-        added = new_tasks(int(row[0]) - len(titles), titles, limit, now)
-        await conn.execute(
-            f"INSERT INTO pygents_tasks (conversation, agent, {_COLUMNS}) "
-            "SELECT %s, %s, t.id, t.title, 'pending', 1, %s, NULL, %s, %s "
-            "FROM unnest(%s::bigint[], %s::text[]) AS t (id, title)",
-            (*key, limit, now, now, [t.id for t in added], titles),
-        )
+    cursor = await conn.execute(
+        "INSERT INTO pygents_task_boards AS b (conversation, agent, next_id) "
+        "VALUES (%s, %s, %s) ON CONFLICT (conversation, agent) "
+        "DO UPDATE SET next_id = b.next_id + %s RETURNING next_id",
+        (*key, 1 + len(titles), len(titles)),
+    )
+    row = await cursor.fetchone()
+    assert row is not None  # an upsert with RETURNING always gives its row
+    added = new_tasks(int(row[0]) - len(titles), titles, limit, now)
+    await conn.execute(
+        f"INSERT INTO pygents_tasks (conversation, agent, {_COLUMNS}) "
+        "SELECT %s, %s, t.id, t.title, 'pending', 1, %s, NULL, %s, %s "
+        "FROM unnest(%s::bigint[], %s::text[]) AS t (id, title)",
+        (*key, limit, now, now, [t.id for t in added], titles),
+    )
     return added
 
 
@@ -139,26 +130,23 @@ async def _write(key: _Key, task: Task, conn: AsyncConnection[Any]) -> Task:
 async def _change(
     key: _Key, number: int, rule: Callable[[Task], Task], conn: AsyncConnection[Any]
 ) -> Task:
-    async with conn.transaction():
-        return await _write(key, rule(await _read(key, number, conn, lock=True)), conn)
+    return await _write(key, rule(await _read(key, number, conn, lock=True)), conn)
 
 
 async def _settle(key: _Key, now: datetime, conn: AsyncConnection[Any]) -> list[Task]:
-    async with conn.transaction():
-        cursor = await conn.execute(
-            f"SELECT {_COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} "
-            "AND status = 'in_progress' ORDER BY id FOR UPDATE",
-            key,
-        )
-        lingering = [_task(row) for row in await cursor.fetchall()]
-        return [await _write(key, settled(task, now), conn) for task in lingering]
+    cursor = await conn.execute(
+        f"SELECT {_COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} "
+        "AND status = 'in_progress' ORDER BY id FOR UPDATE",
+        key,
+    )
+    lingering = [_task(row) for row in await cursor.fetchall()]
+    return [await _write(key, settled(task, now), conn) for task in lingering]
 
 
 async def _clear(key: _Key, conn: AsyncConnection[Any]) -> int:
-    async with conn.transaction():
-        cursor = await conn.execute(f"DELETE FROM pygents_tasks WHERE {_WHERE_BOARD}", key)
-        removed = cursor.rowcount
-        await conn.execute(f"DELETE FROM pygents_task_boards WHERE {_WHERE_BOARD}", key)
+    cursor = await conn.execute(f"DELETE FROM pygents_tasks WHERE {_WHERE_BOARD}", key)
+    removed = cursor.rowcount
+    await conn.execute(f"DELETE FROM pygents_task_boards WHERE {_WHERE_BOARD}", key)
     return max(removed, 0)
 
 
@@ -172,7 +160,18 @@ async def _boards(conversation: str | None, conn: AsyncConnection[Any]) -> list[
     return sorted((row[0], row[1]) for row in await cursor.fetchall())
 
 
-class PostgresTaskStore(TaskStoreBase, OnPostgres):
+_SQL: Final = TaskSQL(
+    add=_add,
+    tasks=_list,
+    get=partial(_read, lock=False),
+    change=_change,
+    settle=_settle,
+    clear=_clear,
+    boards=_boards,
+)
+
+
+class PostgresTaskStore(SQLTaskStore[PostgresTables], OnPostgres):
     """A `TaskStore` in PostgreSQL: boards shared safely by workers on many machines.
 
     Behaves as `SQLiteTaskStore` does, method for method.
@@ -186,47 +185,15 @@ class PostgresTaskStore(TaskStoreBase, OnPostgres):
         TypeError: `conn` is not a `PostgresConnection`.
     """
 
-    __slots__ = ("_tables",)
+    __slots__ = ()
+
+    _sql = _SQL
 
     def __init__(self, conn: PostgresConnection, *, settle_after_run: bool = False) -> None:
-        super().__init__(settle_after_run)
-        self._tables = PostgresTables(
+        tables = PostgresTables(
             conn, "PostgresTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
         )
+        super().__init__(tables, settle_after_run)
 
     def __repr__(self) -> str:
         return f"PostgresTaskStore({self._tables.connection.target!r})"
-
-    def _board(self, conversation: str, agent: str) -> TaskBoard:
-        return PostgresTaskBoard(self._tables, conversation, agent)
-
-    async def _boards(self, conversation: str | None) -> list[tuple[str, str]]:
-        return await self._tables.run(partial(_boards, conversation))
-
-
-class PostgresTaskBoard(TaskBoardBase):
-    """A `TaskBoard` of a `PostgresTaskStore`: each change one transaction."""
-
-    __slots__ = ("_tables",)
-
-    def __init__(self, tables: PostgresTables, conversation: str, agent: str) -> None:
-        super().__init__(conversation, agent)
-        self._tables = tables
-
-    async def _add(self, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
-        return await self._tables.run(partial(_add, self._key, titles, max_attempts, now))
-
-    async def _tasks(self, status: TaskStatus | None) -> list[Task]:
-        return await self._tables.run(partial(_list, self._key, status))
-
-    async def _get(self, number: int) -> Task:
-        return await self._tables.run(partial(_read, self._key, number, lock=False))
-
-    async def _change(self, number: int, rule: Callable[[Task], Task]) -> Task:
-        return await self._tables.run(partial(_change, self._key, number, rule))
-
-    async def _settle(self, now: datetime) -> list[Task]:
-        return await self._tables.run(partial(_settle, self._key, now))
-
-    async def _clear(self) -> int:
-        return await self._tables.run(partial(_clear, self._key))

@@ -7,7 +7,8 @@ Tables (made on first use; their version is in `pygents_task_schema`):
 - `pygents_tasks`: `(conversation, agent, id)` -> the task's fields; times are
   ISO 8601 text in UTC.
 
-Every change is one `BEGIN IMMEDIATE` transaction that reads the task, applies
+The store is `SQLTaskStore` over this dialect's operations. Every change is
+one `BEGIN IMMEDIATE` transaction that reads the task, applies
 the shared rules (`after_update`, `after_retry`) and writes it back: SQLite
 lets one writer in at a time across processes, so two workers can never both
 move a task out of the same status.
@@ -18,21 +19,12 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from datetime import datetime
-from functools import partial
 from typing import Final, TypeVar
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
-from pygents_ctx.memory.tasks.base import (
-    Task,
-    TaskBoard,
-    TaskBoardBase,
-    TaskStatus,
-    TaskStoreBase,
-    missing_task,
-    new_tasks,
-    settled,
-)
+from pygents_ctx.memory.tasks._sql import SQLTaskStore, TaskSQL
+from pygents_ctx.memory.tasks.base import Task, TaskStatus, missing_task, new_tasks, settled
 
 __all__ = ["SQLiteTaskStore"]
 
@@ -89,17 +81,6 @@ def _task(row: tuple[int, str, str, int, int, str | None, str, str]) -> Task:
 
 def _iso(moment: datetime) -> str:
     return moment.isoformat(timespec="microseconds")
-
-
-def _transaction(work: Callable[[Db], T], db: Db) -> T:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(db)
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    return result
 
 
 def _add(key: _Key, titles: list[str], limit: int, now: datetime, db: Db) -> list[Task]:
@@ -179,7 +160,18 @@ def _boards(conversation: str | None, db: Db) -> list[tuple[str, str]]:
     return [(row[0], row[1]) for row in rows]
 
 
-class SQLiteTaskStore(TaskStoreBase, OnSQLite):
+_SQL: Final = TaskSQL(
+    add=_add,
+    tasks=_list,
+    get=_read,
+    change=_change,
+    settle=_settle,
+    clear=_clear,
+    boards=_boards,
+)
+
+
+class SQLiteTaskStore(SQLTaskStore[SQLiteTables], OnSQLite):
     """A `TaskStore` in a SQLite database: survives restarts, shared safely by processes.
 
     Many boards live in one database, beside the conversations they belong to
@@ -207,49 +199,15 @@ class SQLiteTaskStore(TaskStoreBase, OnSQLite):
         ('pending', 2, 'timed out')
     """
 
-    __slots__ = ("_tables",)
+    __slots__ = ()
+
+    _sql = _SQL
 
     def __init__(self, conn: SQLiteConnection, *, settle_after_run: bool = False) -> None:
-        super().__init__(settle_after_run)
-        self._tables = SQLiteTables(
+        tables = SQLiteTables(
             conn, "SQLiteTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
         )
+        super().__init__(tables, settle_after_run)
 
     def __repr__(self) -> str:
         return f"SQLiteTaskStore({self._tables.connection.path!r})"
-
-    def _board(self, conversation: str, agent: str) -> TaskBoard:
-        return SQLiteTaskBoard(self._tables, conversation, agent)
-
-    async def _boards(self, conversation: str | None) -> list[tuple[str, str]]:
-        return await self._tables.run(partial(_boards, conversation))
-
-
-class SQLiteTaskBoard(TaskBoardBase):
-    """A `TaskBoard` of a `SQLiteTaskStore`: each change one `BEGIN IMMEDIATE` transaction."""
-
-    __slots__ = ("_tables",)
-
-    def __init__(self, tables: SQLiteTables, conversation: str, agent: str) -> None:
-        super().__init__(conversation, agent)
-        self._tables = tables
-
-    async def _add(self, titles: list[str], max_attempts: int, now: datetime) -> list[Task]:
-        work = partial(_add, self._key, titles, max_attempts, now)
-        return await self._tables.run(partial(_transaction, work))
-
-    async def _tasks(self, status: TaskStatus | None) -> list[Task]:
-        return await self._tables.run(partial(_list, self._key, status))
-
-    async def _get(self, number: int) -> Task:
-        return await self._tables.run(partial(_read, self._key, number))
-
-    async def _change(self, number: int, rule: Callable[[Task], Task]) -> Task:
-        work = partial(_change, self._key, number, rule)
-        return await self._tables.run(partial(_transaction, work))
-
-    async def _settle(self, now: datetime) -> list[Task]:
-        return await self._tables.run(partial(_transaction, partial(_settle, self._key, now)))
-
-    async def _clear(self) -> int:
-        return await self._tables.run(partial(_transaction, partial(_clear, self._key)))

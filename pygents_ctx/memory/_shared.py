@@ -161,6 +161,11 @@ class SQLiteTables(_Tables[SQLiteConnection]):
     _opener = "await connect(path)"
     _migrator = staticmethod(migrate_sqlite)
 
+    @property
+    def where(self) -> str:
+        """The database file's path (what a store's repr shows)."""
+        return self._conn.path
+
     async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn(db)` on the connection's worker thread (see `SQLiteConnection.run`).
 
@@ -179,6 +184,10 @@ class SQLiteTables(_Tables[SQLiteConnection]):
         rolled back (SQLite lets one writer in at a time, across processes)."""
         return await self.run(partial(in_transaction, work=fn))
 
+    async def snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(db)` in one read transaction: every read it makes sees the same database."""
+        return await self.run(partial(in_transaction, work=fn, begin="BEGIN"))
+
 
 def _after(first: Callable[[Any], object], fn: Callable[[Any], T], db: Any) -> T:
     first(db)
@@ -193,6 +202,11 @@ class PostgresTables(_Tables[PostgresConnection]):
     _kind = PostgresConnection
     _opener = "await connect_postgres(dsn)"
     _migrator = staticmethod(migrate_postgres)
+
+    @property
+    def where(self) -> str:
+        """The server and database, without the password (what a store's repr shows)."""
+        return self._conn.target
 
     async def run(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
         """Await `fn(conn)` on the connection (see `PostgresConnection.run`).
@@ -211,11 +225,20 @@ class PostgresTables(_Tables[PostgresConnection]):
         """Await `fn(conn)` in one transaction: committed if it returns, else rolled back."""
         return await self.run(partial(_in_transaction, fn))
 
+    async def snapshot(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """Await `fn(conn)` in one repeatable-read transaction: its reads see one snapshot."""
+        return await self.run(partial(_in_transaction, fn, snapshot=True))
+
 
 async def _in_transaction(
-    fn: Callable[[AsyncConnection[Any]], Awaitable[T]], conn: AsyncConnection[Any]
+    fn: Callable[[AsyncConnection[Any]], Awaitable[T]],
+    conn: AsyncConnection[Any],
+    *,
+    snapshot: bool = False,
 ) -> T:
     async with conn.transaction():
+        if snapshot:
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         return await fn(conn)
 
 

@@ -7,17 +7,18 @@ backends hold. `neighbors()` is one recursive query whose step looks up the
 relationships of each entity reached in both directions (a `LATERAL` union
 of two index lookups), keeping `(entity, hops)` rows with `UNION` so that
 cycles end; it runs in a repeatable-read transaction with the reads after it.
+The store is `SQLGraphStore` over these operations.
 """
 
 from __future__ import annotations
 
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory._shared import OnPostgres, PostgresTables, check_key
-from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables
+from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore
+from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 if TYPE_CHECKING:
@@ -104,34 +105,33 @@ async def _upsert_relationships(
     graph: str, batch: list[Relationship], conn: AsyncConnection[Any]
 ) -> None:
     ends = sorted({end for r in batch for end in (r.source, r.target)})
-    async with conn.transaction():
-        # Lock the ends (FOR KEY SHARE, as the foreign keys would): none can be
-        # deleted between this check and the insert.
-        cursor = await conn.execute(
-            "SELECT id FROM pygents_graph_entities WHERE graph = %s AND id = ANY (%s::text[]) "
-            "FOR KEY SHARE",
-            (graph, ends),
-        )
-        present = {row[0] for row in await cursor.fetchall()}
-        for relationship in batch:
-            for end in (relationship.source, relationship.target):
-                if end not in present:
-                    raise missing_end(relationship, end)
-        await conn.execute(
-            "INSERT INTO pygents_graph_relationships (graph, source, target, type, properties) "
-            "SELECT %s, r.source, r.target, r.type, r.properties "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]) "
-            "AS r (source, target, type, properties) "
-            "ON CONFLICT (graph, source, target, type) "
-            "DO UPDATE SET properties = excluded.properties",
-            (
-                graph,
-                [r.source for r in batch],
-                [r.target for r in batch],
-                [r.type for r in batch],
-                [r._json for r in batch],
-            ),
-        )
+    # Lock the ends (FOR KEY SHARE, as the foreign keys would): none can be
+    # deleted between this check and the insert.
+    cursor = await conn.execute(
+        "SELECT id FROM pygents_graph_entities WHERE graph = %s AND id = ANY (%s::text[]) "
+        "FOR KEY SHARE",
+        (graph, ends),
+    )
+    present = {row[0] for row in await cursor.fetchall()}
+    for relationship in batch:
+        for end in (relationship.source, relationship.target):
+            if end not in present:
+                raise missing_end(relationship, end)
+    await conn.execute(
+        "INSERT INTO pygents_graph_relationships (graph, source, target, type, properties) "
+        "SELECT %s, r.source, r.target, r.type, r.properties "
+        "FROM unnest(%s::text[], %s::text[], %s::text[], %s::bytea[]) "
+        "AS r (source, target, type, properties) "
+        "ON CONFLICT (graph, source, target, type) "
+        "DO UPDATE SET properties = excluded.properties",
+        (
+            graph,
+            [r.source for r in batch],
+            [r.target for r in batch],
+            [r.type for r in batch],
+            [r._json for r in batch],
+        ),
+    )
 
 
 async def _get_entity(graph: str, entity_id: str, conn: AsyncConnection[Any]) -> Entity | None:
@@ -177,40 +177,53 @@ async def _touching(
 
 
 async def _relationships(
-    graph: str, entity_id: str | None, types: list[str] | None, conn: AsyncConnection[Any]
+    graph: str, types: list[str] | None, conn: AsyncConnection[Any]
 ) -> list[Relationship]:
-    if entity_id is None:
-        return await _touching(graph, None, types, conn)
-    async with conn.transaction():
-        await _require(graph, entity_id, conn)
-        return await _touching(graph, [entity_id], types, conn)
+    return await _touching(graph, None, types, conn)
+
+
+async def _relationships_of(
+    graph: str, entity_id: str, types: list[str] | None, conn: AsyncConnection[Any]
+) -> list[Relationship]:
+    await _require(graph, entity_id, conn)
+    return await _touching(graph, [entity_id], types, conn)
 
 
 async def _neighbors(
     graph: str, start: str, depth: int, types: list[str] | None, conn: AsyncConnection[Any]
 ) -> Subgraph:
-    async with conn.transaction():
-        # One snapshot for the walk and the reads after it.
-        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        await _require(graph, start, conn)
-        cursor = await conn.execute(
-            _WALK, {"start": start, "graph": graph, "depth": depth, "types": types}
-        )
-        distances: dict[str, int] = dict(await cursor.fetchall())
-        cursor = await conn.execute(
-            "SELECT id, type, properties FROM pygents_graph_entities "
-            "WHERE graph = %s AND id = ANY (%s::text[])",
-            (graph, list(distances)),
-        )
-        rows = await cursor.fetchall()
-        inner = [node for node, hops in distances.items() if hops < depth]
-        relationships = await _touching(graph, inner, types, conn) if inner else []
+    await _require(graph, start, conn)
+    cursor = await conn.execute(
+        _WALK, {"start": start, "graph": graph, "depth": depth, "types": types}
+    )
+    distances: dict[str, int] = dict(await cursor.fetchall())
+    cursor = await conn.execute(
+        "SELECT id, type, properties FROM pygents_graph_entities "
+        "WHERE graph = %s AND id = ANY (%s::text[])",
+        (graph, list(distances)),
+    )
+    rows = await cursor.fetchall()
+    inner = [node for node, hops in distances.items() if hops < depth]
+    relationships = await _touching(graph, inner, types, conn) if inner else []
     entities = sorted((Entity._stored(*row) for row in rows), key=lambda e: (distances[e.id], e.id))
     return Subgraph(entities, relationships, {e.id: distances[e.id] for e in entities})
 
 
-async def _delete(sql: str, params: tuple[str, ...], conn: AsyncConnection[Any]) -> bool:
-    cursor = await conn.execute(sql, params)
+async def _delete_entity(graph: str, entity_id: str, conn: AsyncConnection[Any]) -> bool:
+    cursor = await conn.execute(
+        "DELETE FROM pygents_graph_entities WHERE graph = %s AND id = %s", (graph, entity_id)
+    )
+    return cursor.rowcount > 0
+
+
+async def _delete_relationship(
+    graph: str, key: tuple[str, str, str], conn: AsyncConnection[Any]
+) -> bool:
+    cursor = await conn.execute(
+        "DELETE FROM pygents_graph_relationships "
+        "WHERE graph = %s AND source = %s AND target = %s AND type = %s",
+        (graph, *key),
+    )
     return cursor.rowcount > 0
 
 
@@ -222,7 +235,20 @@ def _by_key(relationship: Relationship) -> tuple[str, str, str]:
     return relationship.key
 
 
-class PostgresGraphStore(GraphStoreBase, OnPostgres):
+_SQL: Final = GraphSQL(
+    _upsert_entities,
+    _upsert_relationships,
+    _get_entity,
+    _entities,
+    _relationships,
+    _relationships_of,
+    _delete_entity,
+    _delete_relationship,
+    _neighbors,
+)
+
+
+class PostgresGraphStore(SQLGraphStore[PostgresTables], OnPostgres):
     """A `GraphStore` in PostgreSQL: shared safely by workers on many machines.
 
     Behaves as `SQLiteGraphStore` does, method for method: many graphs in one
@@ -237,50 +263,10 @@ class PostgresGraphStore(GraphStoreBase, OnPostgres):
         ValueError: `graph` is empty or holds a NUL character.
     """
 
-    __slots__ = ("_graph", "_tables")
+    __slots__ = ()
+
+    _sql = _SQL
 
     def __init__(self, conn: PostgresConnection, *, graph: str = "default") -> None:
-        self._tables = PostgresTables(
-            conn, "PostgresGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store"
-        )
-        self._graph = check_key("graph", graph)
-
-    def __repr__(self) -> str:
-        return f"PostgresGraphStore({self._tables.connection.target!r}, graph={self._graph!r})"
-
-    @property
-    def graph(self) -> str:
-        """The name of the graph this store works on."""
-        return self._graph
-
-    async def _upsert_entities(self, batch: list[Entity]) -> None:
-        await self._tables.run(partial(_upsert_entities, self._graph, batch))
-
-    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
-        await self._tables.run(partial(_upsert_relationships, self._graph, batch))
-
-    async def _get_entity(self, entity_id: str) -> Entity | None:
-        return await self._tables.run(partial(_get_entity, self._graph, entity_id))
-
-    async def _entities(self, kind: str | None) -> list[Entity]:
-        return await self._tables.run(partial(_entities, self._graph, kind))
-
-    async def _relationships(
-        self, entity_id: str | None, types: list[str] | None
-    ) -> list[Relationship]:
-        return await self._tables.run(partial(_relationships, self._graph, entity_id, types))
-
-    async def _delete_entity(self, entity_id: str) -> bool:
-        sql = "DELETE FROM pygents_graph_entities WHERE graph = %s AND id = %s"
-        return await self._tables.run(partial(_delete, sql, (self._graph, entity_id)))
-
-    async def _delete_relationship(self, key: tuple[str, str, str]) -> bool:
-        sql = (
-            "DELETE FROM pygents_graph_relationships "
-            "WHERE graph = %s AND source = %s AND target = %s AND type = %s"
-        )
-        return await self._tables.run(partial(_delete, sql, (self._graph, *key)))
-
-    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
-        # One recursive query (see the module docs).
-        return await self._tables.run(partial(_neighbors, self._graph, start, depth, types))
+        names = ("PostgresGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store")
+        super().__init__(PostgresTables(conn, *names), graph)

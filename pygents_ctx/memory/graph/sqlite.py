@@ -11,21 +11,22 @@ Tables (made on first use; their version is in `pygents_graph_schema`):
 per step, along relationships in both directions. It keeps `(entity, hops)`
 rows with `UNION`, so a cycle cannot make it loop: an entity is expanded at
 most once per distance, and never past `depth`. The entities and the
-relationships walked are then read in the same read transaction.
+relationships walked are then read in the same read transaction. The store
+is `SQLGraphStore` over these operations.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from functools import partial
 from typing import Final
 
 import orjson
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, check_key
-from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables
+from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore
+from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 __all__ = ["SQLiteGraphStore"]
@@ -103,46 +104,34 @@ _TOUCHING_TYPES: Final = "AND r.type IN (SELECT value FROM json_each(:types))"
 
 
 def _upsert_entities(graph: str, batch: list[Entity], db: Db) -> None:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        db.executemany(
-            "INSERT INTO pygents_graph_entities (graph, id, type, properties) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (graph, id) DO UPDATE SET "
-            "type = excluded.type, properties = excluded.properties",
-            [(graph, e.id, e.type, e._json) for e in batch],
-        )
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    db.executemany(
+        "INSERT INTO pygents_graph_entities (graph, id, type, properties) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (graph, id) DO UPDATE SET "
+        "type = excluded.type, properties = excluded.properties",
+        [(graph, e.id, e.type, e._json) for e in batch],
+    )
 
 
 def _upsert_relationships(graph: str, batch: list[Relationship], db: Db) -> None:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        ends = sorted({end for r in batch for end in (r.source, r.target)})
-        present = {
-            row[0]
-            for row in db.execute(
-                "SELECT id FROM pygents_graph_entities "
-                "WHERE graph = ? AND id IN (SELECT value FROM json_each(?))",
-                (graph, orjson.dumps(ends)),
-            )
-        }
-        for relationship in batch:
-            for end in (relationship.source, relationship.target):
-                if end not in present:
-                    raise missing_end(relationship, end)
-        db.executemany(
-            "INSERT INTO pygents_graph_relationships (graph, source, target, type, properties) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (graph, source, target, type) "
-            "DO UPDATE SET properties = excluded.properties",
-            [(graph, r.source, r.target, r.type, r._json) for r in batch],
+    ends = sorted({end for r in batch for end in (r.source, r.target)})
+    present = {
+        row[0]
+        for row in db.execute(
+            "SELECT id FROM pygents_graph_entities "
+            "WHERE graph = ? AND id IN (SELECT value FROM json_each(?))",
+            (graph, orjson.dumps(ends)),
         )
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    }
+    for relationship in batch:
+        for end in (relationship.source, relationship.target):
+            if end not in present:
+                raise missing_end(relationship, end)
+    db.executemany(
+        "INSERT INTO pygents_graph_relationships (graph, source, target, type, properties) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (graph, source, target, type) "
+        "DO UPDATE SET properties = excluded.properties",
+        [(graph, r.source, r.target, r.type, r._json) for r in batch],
+    )
 
 
 def _get_entity(graph: str, entity_id: str, db: Db) -> Entity | None:
@@ -176,25 +165,23 @@ def _require(graph: str, entity_id: str, db: Db) -> None:
         raise EntityNotFoundError(f"no entity {entity_id!r} in the graph {graph!r}")
 
 
-def _relationships(
-    graph: str, entity_id: str | None, types: list[str] | None, db: Db
-) -> list[Relationship]:
-    if entity_id is None:
-        select = "SELECT source, target, type, properties FROM pygents_graph_relationships"
-        if types is None:
-            rows = db.execute(f"{select} WHERE graph = ?", (graph,)).fetchall()
-        else:
-            rows = db.execute(
-                f"{select} WHERE graph = ? AND type IN (SELECT value FROM json_each(?))",
-                (graph, orjson.dumps(types)),
-            ).fetchall()
+def _relationships(graph: str, types: list[str] | None, db: Db) -> list[Relationship]:
+    select = "SELECT source, target, type, properties FROM pygents_graph_relationships"
+    if types is None:
+        rows = db.execute(f"{select} WHERE graph = ?", (graph,)).fetchall()
     else:
-        db.execute("BEGIN")
-        try:
-            _require(graph, entity_id, db)
-            rows = _touching(graph, [entity_id], types, db)
-        finally:
-            db.execute("COMMIT")
+        rows = db.execute(
+            f"{select} WHERE graph = ? AND type IN (SELECT value FROM json_each(?))",
+            (graph, orjson.dumps(types)),
+        ).fetchall()
+    return sorted((Relationship._stored(*row) for row in rows), key=_by_key)
+
+
+def _relationships_of(
+    graph: str, entity_id: str, types: list[str] | None, db: Db
+) -> list[Relationship]:
+    _require(graph, entity_id, db)
+    rows = _touching(graph, [entity_id], types, db)
     return sorted((Relationship._stored(*row) for row in rows), key=_by_key)
 
 
@@ -212,18 +199,14 @@ def _touching(
 
 
 def _neighbors(graph: str, start: str, depth: int, types: list[str] | None, db: Db) -> Subgraph:
-    db.execute("BEGIN")  # one snapshot for the walk and the reads after it
-    try:
-        _require(graph, start, db)
-        params = {"start": start, "graph": graph, "depth": depth, "types": orjson.dumps(types)}
-        walk = _WALK.format(types="" if types is None else _TYPE_FILTER)
-        distances = dict(db.execute(walk, params).fetchall())
-        ids = {"graph": graph, "ids": orjson.dumps(list(distances))}
-        rows = db.execute(_ENTITIES_IN, ids).fetchall()
-        inner = [node for node, hops in distances.items() if hops < depth]
-        touching = _touching(graph, inner, types, db) if inner else []
-    finally:
-        db.execute("COMMIT")
+    _require(graph, start, db)
+    params = {"start": start, "graph": graph, "depth": depth, "types": orjson.dumps(types)}
+    walk = _WALK.format(types="" if types is None else _TYPE_FILTER)
+    distances = dict(db.execute(walk, params).fetchall())
+    ids = {"graph": graph, "ids": orjson.dumps(list(distances))}
+    rows = db.execute(_ENTITIES_IN, ids).fetchall()
+    inner = [node for node, hops in distances.items() if hops < depth]
+    touching = _touching(graph, inner, types, db) if inner else []
     entities = sorted((Entity._stored(*row) for row in rows), key=lambda e: (distances[e.id], e.id))
     relationships = sorted((Relationship._stored(*row) for row in touching), key=_by_key)
     return Subgraph(entities, relationships, {e.id: distances[e.id] for e in entities})
@@ -245,7 +228,20 @@ def _delete_relationship(graph: str, key: tuple[str, str, str], db: Db) -> bool:
     return cursor.rowcount > 0
 
 
-class SQLiteGraphStore(GraphStoreBase, OnSQLite):
+_SQL: Final = GraphSQL(
+    _upsert_entities,
+    _upsert_relationships,
+    _get_entity,
+    _entities,
+    _relationships,
+    _relationships_of,
+    _delete_entity,
+    _delete_relationship,
+    _neighbors,
+)
+
+
+class SQLiteGraphStore(SQLGraphStore[SQLiteTables], OnSQLite):
     """A `GraphStore` in a SQLite database: survives restarts, shared safely by processes.
 
     Many graphs live in one database, each under its own name; several stores
@@ -275,45 +271,10 @@ class SQLiteGraphStore(GraphStoreBase, OnSQLite):
         (['b', 'a'], {'b': 0, 'a': 1})
     """
 
-    __slots__ = ("_graph", "_tables")
+    __slots__ = ()
+
+    _sql = _SQL
 
     def __init__(self, conn: SQLiteConnection, *, graph: str = "default") -> None:
-        self._tables = SQLiteTables(
-            conn, "SQLiteGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store"
-        )
-        self._graph = check_key("graph", graph)
-
-    def __repr__(self) -> str:
-        return f"SQLiteGraphStore({self._tables.connection.path!r}, graph={self._graph!r})"
-
-    @property
-    def graph(self) -> str:
-        """The name of the graph this store works on."""
-        return self._graph
-
-    async def _upsert_entities(self, batch: list[Entity]) -> None:
-        await self._tables.run(partial(_upsert_entities, self._graph, batch))
-
-    async def _upsert_relationships(self, batch: list[Relationship]) -> None:
-        await self._tables.run(partial(_upsert_relationships, self._graph, batch))
-
-    async def _get_entity(self, entity_id: str) -> Entity | None:
-        return await self._tables.run(partial(_get_entity, self._graph, entity_id))
-
-    async def _entities(self, kind: str | None) -> list[Entity]:
-        return await self._tables.run(partial(_entities, self._graph, kind))
-
-    async def _relationships(
-        self, entity_id: str | None, types: list[str] | None
-    ) -> list[Relationship]:
-        return await self._tables.run(partial(_relationships, self._graph, entity_id, types))
-
-    async def _delete_entity(self, entity_id: str) -> bool:
-        return await self._tables.run(partial(_delete_entity, self._graph, entity_id))
-
-    async def _delete_relationship(self, key: tuple[str, str, str]) -> bool:
-        return await self._tables.run(partial(_delete_relationship, self._graph, key))
-
-    async def _neighbors(self, start: str, depth: int, types: list[str] | None) -> Subgraph:
-        # One recursive query (see the module docs).
-        return await self._tables.run(partial(_neighbors, self._graph, start, depth, types))
+        names = ("SQLiteGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store")
+        super().__init__(SQLiteTables(conn, *names), graph)

@@ -52,6 +52,9 @@ class SQLTaskStore(TaskStoreBase, Generic[AnyTables]):
         super().__init__(settle_after_run)
         self._tables: AnyTables = tables
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._tables.where!r})"
+
     def _board(self, conversation: str, agent: str) -> TaskBoard:
         return SQLTaskBoard(self._tables, self._sql, conversation, agent)
 

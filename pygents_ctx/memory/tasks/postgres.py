@@ -160,15 +160,7 @@ async def _boards(conversation: str | None, conn: AsyncConnection[Any]) -> list[
     return sorted((row[0], row[1]) for row in await cursor.fetchall())
 
 
-_SQL: Final = TaskSQL(
-    add=_add,
-    tasks=_list,
-    get=partial(_read, lock=False),
-    change=_change,
-    settle=_settle,
-    clear=_clear,
-    boards=_boards,
-)
+_SQL: Final = TaskSQL(_add, _list, partial(_read, lock=False), _change, _settle, _clear, _boards)
 
 
 class PostgresTaskStore(SQLTaskStore[PostgresTables], OnPostgres):
@@ -194,6 +186,3 @@ class PostgresTaskStore(SQLTaskStore[PostgresTables], OnPostgres):
             conn, "PostgresTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
         )
         super().__init__(tables, settle_after_run)
-
-    def __repr__(self) -> str:
-        return f"PostgresTaskStore({self._tables.connection.target!r})"

@@ -160,15 +160,7 @@ def _boards(conversation: str | None, db: Db) -> list[tuple[str, str]]:
     return [(row[0], row[1]) for row in rows]
 
 
-_SQL: Final = TaskSQL(
-    add=_add,
-    tasks=_list,
-    get=_read,
-    change=_change,
-    settle=_settle,
-    clear=_clear,
-    boards=_boards,
-)
+_SQL: Final = TaskSQL(_add, _list, _read, _change, _settle, _clear, _boards)
 
 
 class SQLiteTaskStore(SQLTaskStore[SQLiteTables], OnSQLite):
@@ -208,6 +200,3 @@ class SQLiteTaskStore(SQLTaskStore[SQLiteTables], OnSQLite):
             conn, "SQLiteTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
         )
         super().__init__(tables, settle_after_run)
-
-    def __repr__(self) -> str:
-        return f"SQLiteTaskStore({self._tables.connection.path!r})"

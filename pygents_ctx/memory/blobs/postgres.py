@@ -24,11 +24,11 @@ from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
-from pygents_ctx.memory._shared import OnPostgres, PostgresTables, utc_now
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables
+from pygents_ctx.memory.blobs._sql import BlobSQL, SQLBlobStore
 from pygents_ctx.memory.blobs.base import (
     Blob,
     BlobInfo,
-    BlobStoreBase,
     changed_while_read,
     missing_blob,
     names_after,
@@ -95,39 +95,38 @@ async def _store(
     now: datetime,
     conn: AsyncConnection[Any],
 ) -> BlobInfo:
-    async with conn.transaction():
-        await _lock(name, conn)
-        cursor = await conn.execute("INSERT INTO pygents_blob_contents DEFAULT VALUES RETURNING id")
-        row = await cursor.fetchone()
-        assert row is not None  # an insert with RETURNING gives its row
-        content_id = row[0]
-        if isinstance(source, bytes):
-            pieces: Iterable[bytes] = (
-                source[start : start + _PIECE] for start in range(0, size, _PIECE)
+    await _lock(name, conn)
+    cursor = await conn.execute("INSERT INTO pygents_blob_contents DEFAULT VALUES RETURNING id")
+    row = await cursor.fetchone()
+    assert row is not None  # an insert with RETURNING gives its row
+    content_id = row[0]
+    if isinstance(source, bytes):
+        pieces: Iterable[bytes] = (
+            source[start : start + _PIECE] for start in range(0, size, _PIECE)
+        )
+    else:
+        source.seek(0)
+        pieces = iter(partial(source.read, _PIECE), b"")
+    async with conn.cursor() as writer:
+        for seq, piece in enumerate(pieces):
+            await writer.execute(
+                "INSERT INTO pygents_blob_chunks (content_id, seq, data) VALUES (%s, %s, %s)",
+                (content_id, seq, piece),
             )
-        else:
-            source.seek(0)
-            pieces = iter(partial(source.read, _PIECE), b"")
-        async with conn.cursor() as writer:
-            for seq, piece in enumerate(pieces):
-                await writer.execute(
-                    "INSERT INTO pygents_blob_chunks (content_id, seq, data) VALUES (%s, %s, %s)",
-                    (content_id, seq, piece),
-                )
-        cursor = await conn.execute(
-            "SELECT content_id, created_at FROM pygents_blobs WHERE name = %s", (name,)
-        )
-        old = await cursor.fetchone()
-        created = now if old is None else old[1].astimezone(UTC)
-        await conn.execute(
-            f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
-            "size = excluded.size, content_type = excluded.content_type, "
-            "sha256 = excluded.sha256, updated_at = excluded.updated_at",
-            (content_id, name, size, content_type, sha256, created, now),
-        )
-        if old is not None:
-            await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (old[0],))
+    cursor = await conn.execute(
+        "SELECT content_id, created_at FROM pygents_blobs WHERE name = %s", (name,)
+    )
+    old = await cursor.fetchone()
+    created = now if old is None else old[1].astimezone(UTC)
+    await conn.execute(
+        f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
+        "size = excluded.size, content_type = excluded.content_type, "
+        "sha256 = excluded.sha256, updated_at = excluded.updated_at",
+        (content_id, name, size, content_type, sha256, created, now),
+    )
+    if old is not None:
+        await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (old[0],))
     return BlobInfo(name, size, content_type, sha256, created, now)
 
 
@@ -142,14 +141,12 @@ async def _lookup(name: str, conn: AsyncConnection[Any]) -> tuple[int, BlobInfo]
 
 
 async def _get(name: str, conn: AsyncConnection[Any]) -> Blob:
-    async with conn.transaction():
-        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        content_id, info = await _lookup(name, conn)
-        cursor = await conn.execute(
-            "SELECT data FROM pygents_blob_chunks WHERE content_id = %s ORDER BY seq",
-            (content_id,),
-        )
-        data = b"".join(bytes(row[0]) for row in await cursor.fetchall())
+    content_id, info = await _lookup(name, conn)
+    cursor = await conn.execute(
+        "SELECT data FROM pygents_blob_chunks WHERE content_id = %s ORDER BY seq",
+        (content_id,),
+    )
+    data = b"".join(bytes(row[0]) for row in await cursor.fetchall())
     return Blob(info, data)
 
 
@@ -176,18 +173,20 @@ async def _list(prefix: str, conn: AsyncConnection[Any]) -> list[BlobInfo]:
 
 
 async def _delete(name: str, conn: AsyncConnection[Any]) -> bool:
-    async with conn.transaction():
-        await _lock(name, conn)
-        cursor = await conn.execute(
-            "DELETE FROM pygents_blobs WHERE name = %s RETURNING content_id", (name,)
-        )
-        row = await cursor.fetchone()
-        if row is not None:
-            await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (row[0],))
+    await _lock(name, conn)
+    cursor = await conn.execute(
+        "DELETE FROM pygents_blobs WHERE name = %s RETURNING content_id", (name,)
+    )
+    row = await cursor.fetchone()
+    if row is not None:
+        await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (row[0],))
     return row is not None
 
 
-class PostgresBlobStore(BlobStoreBase, OnPostgres):
+_SQL: Final = BlobSQL(_store, _get, _lookup, _list, _delete)
+
+
+class PostgresBlobStore(SQLBlobStore[PostgresTables], OnPostgres):
     """A `BlobStore` in PostgreSQL: blobs shared safely by workers on many machines.
 
     Behaves as `SQLiteBlobStore` does, without its size limit: the content is
@@ -200,32 +199,13 @@ class PostgresBlobStore(BlobStoreBase, OnPostgres):
         TypeError: `conn` is not a `PostgresConnection`.
     """
 
-    __slots__ = ("_tables",)
+    __slots__ = ()
+
+    _sql = _SQL
 
     def __init__(self, conn: PostgresConnection) -> None:
-        self._tables = PostgresTables(
-            conn, "PostgresBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store"
-        )
-
-    def __repr__(self) -> str:
-        return f"PostgresBlobStore({self._tables.connection.target!r})"
-
-    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
-        work = partial(_store, name, content_type, sha256, len(data), data, utc_now())
-        return await self._tables.run(work)
-
-    async def _put_spooled(
-        self, name: str, content_type: str, sha256: str, size: int, spool: IO[bytes]
-    ) -> BlobInfo:
-        work = partial(_store, name, content_type, sha256, size, spool, utc_now())
-        return await self._tables.run(work)
-
-    async def _get(self, name: str) -> Blob:
-        return await self._tables.run(partial(_get, name))
-
-    async def _info(self, name: str) -> BlobInfo:
-        _, found = await self._tables.run(partial(_lookup, name))
-        return found
+        names = ("PostgresBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store")
+        super().__init__(PostgresTables(conn, *names))
 
     async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
         # One stored piece read per query, cut to the chunks asked for.
@@ -240,9 +220,3 @@ class PostgresBlobStore(BlobStoreBase, OnPostgres):
             del pending[:start]
         if pending:
             yield bytes(pending)
-
-    async def _list(self, prefix: str) -> list[BlobInfo]:
-        return await self._tables.run(partial(_list, prefix))
-
-    async def _delete(self, name: str) -> bool:
-        return await self._tables.run(partial(_delete, name))

@@ -27,11 +27,11 @@ from functools import partial
 from typing import IO, Final
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso, utc_now
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
+from pygents_ctx.memory.blobs._sql import BlobSQL, SQLBlobStore
 from pygents_ctx.memory.blobs.base import (
     Blob,
     BlobInfo,
-    BlobStoreBase,
     changed_while_read,
     missing_blob,
     names_after,
@@ -82,25 +82,6 @@ def _check_size(size: int, name: str, db: Db) -> None:
             f"blob {name!r} is {size:,} bytes; this SQLite keeps at most {largest:,} bytes "
             "in one value: use a DirectoryBlobStore for blobs this large"
         )
-
-
-def _store(
-    name: str,
-    content_type: str,
-    sha256: str,
-    size: int,
-    source: bytes | IO[bytes],
-    now: datetime,
-    db: Db,
-) -> BlobInfo:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        info = write_blob(name, content_type, sha256, size, source, now, db)
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
-    return info
 
 
 def write_blob(
@@ -195,21 +176,18 @@ def _list(prefix: str, db: Db) -> list[BlobInfo]:
 
 
 def _delete(name: str, db: Db) -> bool:
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        row = db.execute(
-            "DELETE FROM pygents_blobs WHERE name = ? RETURNING content_id", (name,)
-        ).fetchone()
-        if row is not None:
-            db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (row[0],))
-        db.execute("COMMIT")
-    except BaseException:
-        db.execute("ROLLBACK")
-        raise
+    row = db.execute(
+        "DELETE FROM pygents_blobs WHERE name = ? RETURNING content_id", (name,)
+    ).fetchone()
+    if row is not None:
+        db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (row[0],))
     return row is not None
 
 
-class SQLiteBlobStore(BlobStoreBase, OnSQLite):
+_SQL: Final = BlobSQL(write_blob, read_blob, _lookup, _list, _delete)
+
+
+class SQLiteBlobStore(SQLBlobStore[SQLiteTables], OnSQLite):
     """A `BlobStore` in a SQLite database, beside the conversations that made the blobs.
 
     Open the connection with `connect()`, as for the context stores; several
@@ -235,32 +213,13 @@ class SQLiteBlobStore(BlobStoreBase, OnSQLite):
         [b'\\x89PNG', b'...']
     """
 
-    __slots__ = ("_tables",)
+    __slots__ = ()
+
+    _sql = _SQL
 
     def __init__(self, conn: SQLiteConnection) -> None:
-        self._tables = SQLiteTables(
-            conn, "SQLiteBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store"
-        )
-
-    def __repr__(self) -> str:
-        return f"SQLiteBlobStore({self._tables.connection.path!r})"
-
-    async def _put(self, name: str, content_type: str, data: bytes, sha256: str) -> BlobInfo:
-        work = partial(_store, name, content_type, sha256, len(data), data, utc_now())
-        return await self._tables.run(work)
-
-    async def _put_spooled(
-        self, name: str, content_type: str, sha256: str, size: int, spool: IO[bytes]
-    ) -> BlobInfo:
-        work = partial(_store, name, content_type, sha256, size, spool, utc_now())
-        return await self._tables.run(work)
-
-    async def _get(self, name: str) -> Blob:
-        return await self._tables.run(partial(read_blob, name))
-
-    async def _info(self, name: str) -> BlobInfo:
-        _, found = await self._tables.run(partial(_lookup, name))
-        return found
+        names = ("SQLiteBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store")
+        super().__init__(SQLiteTables(conn, *names))
 
     async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
         # Each piece read with blobopen, one call on the worker thread (see the module docs).
@@ -268,9 +227,3 @@ class SQLiteBlobStore(BlobStoreBase, OnSQLite):
         for offset in range(0, found.size, chunk_size):
             length = min(chunk_size, found.size - offset)
             yield await self._tables.run(partial(_read_piece, name, content_id, offset, length))
-
-    async def _list(self, prefix: str) -> list[BlobInfo]:
-        return await self._tables.run(partial(_list, prefix))
-
-    async def _delete(self, name: str) -> bool:
-        return await self._tables.run(partial(_delete, name))

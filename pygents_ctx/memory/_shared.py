@@ -9,7 +9,7 @@ creates or upgrades its tables the first time a store object uses them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
@@ -24,9 +24,7 @@ from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.context.stores.postgres import PostgresConnection
 
 if TYPE_CHECKING:
-    import sqlite3
-
-    from psycopg import AsyncConnection
+    pass
 
 __all__ = [
     "MAX_KEY_LENGTH",
@@ -42,7 +40,6 @@ __all__ = [
     "utc_now",
 ]
 
-T = TypeVar("T")
 
 MAX_KEY_LENGTH: Final = 1024
 
@@ -111,6 +108,12 @@ C = TypeVar("C", SQLiteConnection, PostgresConnection)
 class _Tables(Generic[C]):
     """Runs calls on a connection, the first one after making sure a set of tables exists.
 
+    `run`, `transaction` and `snapshot` are written once; a dialect says how
+    a call is preceded by the migration (`_after`) and how it runs in a
+    transaction (`_within`): the calls are plain functions of a
+    `sqlite3.Connection` run on the worker thread, or coroutine functions of
+    psycopg's connection.
+
     Args:
         conn: The connection.
         owner: The store's class name, for the error message.
@@ -127,6 +130,9 @@ class _Tables(Generic[C]):
     _kind: type[C]
     _opener: str  # how to open a connection of that kind, for the error message
     _migrator: Callable[..., Any]
+    # (first, fn, db): the migration, then fn; (fn, db, *, snapshot): fn in a transaction.
+    _after: Callable[..., Any]
+    _within: Callable[..., Any]
 
     def __init__(
         self,
@@ -151,9 +157,34 @@ class _Tables(Generic[C]):
         """The connection the calls run on."""
         return self._conn
 
+    async def run(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn` on the connection (see `SQLiteConnection.run`, `PostgresConnection.run`).
+
+        Raises:
+            StoreClosedError: The connection is closed (or, PostgreSQL, was lost).
+            StoreSchemaError: The tables were made by a newer pygents_ctx.
+        """
+        if self._ready:
+            return await self._conn.run(fn)
+        result = await self._conn.run(partial(self._after, self._migrate, fn))
+        self._ready = True
+        return result
+
+    async def transaction(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn` in one write transaction: committed if it returns, else rolled back."""
+        return await self.run(partial(self._within, fn, snapshot=False))
+
+    async def snapshot(self, fn: Callable[[Any], Any]) -> Any:
+        """`fn` in one read transaction: every read it makes sees the same data."""
+        return await self.run(partial(self._within, fn, snapshot=True))
+
 
 class SQLiteTables(_Tables[SQLiteConnection]):
-    """`_Tables` on a `SQLiteConnection` (from `await connect(path)`)."""
+    """`_Tables` on a `SQLiteConnection` (from `await connect(path)`).
+
+    A write transaction is `BEGIN IMMEDIATE` (SQLite lets one writer in at a
+    time, across processes); a snapshot is a deferred `BEGIN`.
+    """
 
     __slots__ = ()
 
@@ -166,36 +197,21 @@ class SQLiteTables(_Tables[SQLiteConnection]):
         """The database file's path (what a store's repr shows)."""
         return self._conn.path
 
-    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn(db)` on the connection's worker thread (see `SQLiteConnection.run`).
+    @staticmethod
+    def _after(first: Callable[[Any], Any], fn: Callable[[Any], Any], db: Any) -> Any:
+        first(db)
+        return fn(db)
 
-        Raises:
-            StoreClosedError: The connection is closed.
-            StoreSchemaError: The tables were made by a newer pygents_ctx.
-        """
-        if self._ready:
-            return await self._conn.run(fn)
-        result = await self._conn.run(partial(_after, self._migrate, fn))
-        self._ready = True
-        return result
-
-    async def transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn(db)` in one `BEGIN IMMEDIATE` transaction: committed if it returns, else
-        rolled back (SQLite lets one writer in at a time, across processes)."""
-        return await self.run(partial(in_transaction, work=fn))
-
-    async def snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """`fn(db)` in one read transaction: every read it makes sees the same database."""
-        return await self.run(partial(in_transaction, work=fn, begin="BEGIN"))
-
-
-def _after(first: Callable[[Any], object], fn: Callable[[Any], T], db: Any) -> T:
-    first(db)
-    return fn(db)
+    @staticmethod
+    def _within(fn: Callable[[Any], Any], db: Any, *, snapshot: bool) -> Any:
+        return in_transaction(db, fn, "BEGIN" if snapshot else "BEGIN IMMEDIATE")
 
 
 class PostgresTables(_Tables[PostgresConnection]):
-    """`_Tables` on a `PostgresConnection` (from `await connect_postgres(dsn)`)."""
+    """`_Tables` on a `PostgresConnection` (from `await connect_postgres(dsn)`).
+
+    A snapshot is a repeatable-read transaction.
+    """
 
     __slots__ = ()
 
@@ -208,47 +224,17 @@ class PostgresTables(_Tables[PostgresConnection]):
         """The server and database, without the password (what a store's repr shows)."""
         return self._conn.target
 
-    async def run(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """Await `fn(conn)` on the connection (see `PostgresConnection.run`).
+    @staticmethod
+    async def _after(first: Callable[[Any], Any], fn: Callable[[Any], Any], db: Any) -> Any:
+        await first(db)
+        return await fn(db)
 
-        Raises:
-            StoreClosedError: The connection is closed or was lost.
-            StoreSchemaError: The tables were made by a newer pygents_ctx.
-        """
-        if self._ready:
-            return await self._conn.run(fn)
-        result = await self._conn.run(partial(_after_async, self._migrate, fn))
-        self._ready = True
-        return result
-
-    async def transaction(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """Await `fn(conn)` in one transaction: committed if it returns, else rolled back."""
-        return await self.run(partial(_in_transaction, fn))
-
-    async def snapshot(self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """Await `fn(conn)` in one repeatable-read transaction: its reads see one snapshot."""
-        return await self.run(partial(_in_transaction, fn, snapshot=True))
-
-
-async def _in_transaction(
-    fn: Callable[[AsyncConnection[Any]], Awaitable[T]],
-    conn: AsyncConnection[Any],
-    *,
-    snapshot: bool = False,
-) -> T:
-    async with conn.transaction():
-        if snapshot:
-            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        return await fn(conn)
-
-
-async def _after_async(
-    first: Callable[[Any], Awaitable[object]],
-    fn: Callable[[Any], Awaitable[T]],
-    conn: Any,
-) -> T:
-    await first(conn)
-    return await fn(conn)
+    @staticmethod
+    async def _within(fn: Callable[[Any], Any], db: Any, *, snapshot: bool) -> Any:
+        async with db.transaction():
+            if snapshot:
+                await db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            return await fn(db)
 
 
 AnyTables = TypeVar("AnyTables", SQLiteTables, PostgresTables)

@@ -35,7 +35,9 @@ __all__ = ["TurnSaving"]
 # The saved fields of a turn that hold what users gave it (see `TurnSaving._user_values`).
 _USER_FIELDS = itemgetter("args", "kwargs", "output")
 _NO_TAGS: frozenset[str] = frozenset()
-_NO_SAVED_HOOKS: dict[str, list[str]] = {}  # only compared with, never changed
+# What most turns save, shared by the data to_json writes (read once, never changed).
+_NO_SAVED_HOOKS: dict[str, list[str]] = {}
+_NO_SAVED_TAGS: list[str] = []
 
 
 class TurnSaving(TurnState, JsonSerializable):
@@ -73,16 +75,22 @@ class TurnSaving(TurnState, JsonSerializable):
         hooks, tags = self._hooks, self._tags
         return {
             "tool_name": self._tool.key,
-            # A list, as JSON reads it back (to_json compares); `[]` is the quicker new one.
-            "args": list(args) if args else [],
+            # to_json writes the tuple as a list: only to_dict's caller needs one of its own.
+            "args": list(args) if fresh else args,
             "kwargs": dict(kwargs) if fresh else kwargs,
             "timeout": self._timeout,
             "metadata": metadata,
             # A turn in flight runs again from the start when restored: its partial
             # output (routed items included) is not state worth saving.
             "output": None if self._running else self.output,
-            "hooks": hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}") if hooks else {},
-            "tags": sorted(tags) if tags else [],
+            "hooks": (
+                hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}")
+                if hooks
+                else {}
+                if fresh
+                else _NO_SAVED_HOOKS
+            ),
+            "tags": sorted(tags) if tags else [] if fresh else _NO_SAVED_TAGS,
         }
 
     @classmethod
@@ -130,16 +138,17 @@ class TurnSaving(TurnState, JsonSerializable):
             start = None if start_time is None else start_time.timestamp()
             end = None if end_time is None else end_time.timestamp()
         saved_hooks = data.get("hooks", _NO_SAVED_HOOKS)
-        # Most turns have none: then skip naming the owner for error messages.
+        # Most turns have none (`_fill` gives the empty list): then nothing to read.
         hooks = (
-            TurnHookList()
+            None
             if saved_hooks == _NO_SAVED_HOOKS
             else hooks_from_dict(saved_hooks, TurnHookList, f"turn {name!r}")
         )
         # Values checked as __init__ would: calling it would check them again.
         turn = object.__new__(cls)
         turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags)
-        turn._hooks = hooks
+        if hooks is not None:
+            turn._hooks = hooks
         turn.output = data.get("output")
         turn._load_times(start, end)
         turn._stop_reason = stop_reason

@@ -1,9 +1,8 @@
 """Invariant: an agent loads its queued turns as `Turn.from_dict` loads each one.
 
-`Agent.from_dict` checks a queue of plain turns all at once and builds them
-when they are first needed; any other queue loads turn by turn. Random saved
-queues, most of them plain and some broken in one field, must load to the same
-turns, or fail with the same error, as `Turn.from_dict` of each saved turn.
+Random saved queues, most of them plain and some broken in one field, must
+load to the same turns, or fail with the same error (and register nothing), as
+`Turn.from_dict` of each saved turn, from a dict or from JSON.
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ class TurnSaving(TurnState, JsonSerializable):
             start = None if start_time is None else start_time.timestamp()
             end = None if end_time is None else end_time.timestamp()
         saved_hooks = data.get("hooks", _NO_SAVED_HOOKS)
-        # Most turns have none (`_fill` gives the empty list): then nothing to read.
+        # Most turns have none (`_fill` makes the empty list): then nothing to read.
         hooks = (
             None
             if saved_hooks == _NO_SAVED_HOOKS
@@ -146,9 +146,7 @@ class TurnSaving(TurnState, JsonSerializable):
         )
         # Values checked as __init__ would: calling it would check them again.
         turn = object.__new__(cls)
-        turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags)
-        if hooks is not None:
-            turn._hooks = hooks
+        turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags, hooks)
         turn.output = data.get("output")
         turn._load_times(start, end)
         turn._stop_reason = stop_reason

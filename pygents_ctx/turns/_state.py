@@ -186,8 +186,12 @@ class TurnState(RunTimes):
         dynamic_kwargs: bool,
         timeout: float,
         tags: frozenset[str],
+        hooks: TurnHookList | None = None,
     ) -> None:
-        """Set every field of a new turn from checked values (`__init__`, copies)."""
+        """Set every field of a new turn from checked values (`__init__`, copies, loading).
+
+        `hooks`: the turn's own list (None: a new, empty one).
+        """
         self._running = False
         self._tool = tool
         # `_args` is a tuple and `_kwargs` is never changed in place (the setter
@@ -196,7 +200,7 @@ class TurnState(RunTimes):
         self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
         self._timeout = timeout
         self._tags = tags
-        self._hooks: list[Hook] = TurnHookList()
+        self._hooks: list[Hook] = TurnHookList() if hooks is None else hooks
         self.output: Any = None
         RunTimes.__init__(self)
         self._stop_reason: StopReason | None = None

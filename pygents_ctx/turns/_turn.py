@@ -225,8 +225,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         """A fresh, unrun `Turn` with this one's declaration (checked: not again) and `hooks`."""
         twin = object.__new__(Turn)
         arguments = (self._args, self._dynamic_args, self._kwargs, self._dynamic_kwargs)
-        twin._fill(self._tool, *arguments, self._timeout, self._tags)
-        twin._hooks = hooks
+        twin._fill(self._tool, *arguments, self._timeout, self._tags, hooks)
         return twin
 
     # -- saving (see turns._saving) ------------------------------------------------

@@ -18,7 +18,7 @@ import pytest
 from bench.fake_openai import FakeOpenAI
 from bench.service import transcript_problems
 from examples.service.app import Settings, create_app
-from pygents_ctx import AgentRegistry, UnregisteredAgentError
+from pygents_ctx import AgentRegistry, SQLiteContextStore, UnregisteredAgentError, connect
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -397,6 +397,27 @@ async def test_with_tokens_each_owner_sees_only_their_own_sessions(
     assert mine.status_code == 200
     assert mine.json()["session_id"] == "s1"
     assert (await owned.get("/sessions/s1", headers=bob)).status_code == 404  # ann's, not bob's
+
+
+async def test_an_owners_sessions_carry_the_owner_so_they_can_be_listed_and_erased(
+    owned: httpx2.AsyncClient, tmp_path: Path
+) -> None:
+    ann, bob = {"Authorization": "Bearer t-ann"}, {"Authorization": "Bearer t-bob"}
+    for session in ("s1", "s2"):
+        answered = await owned.post(
+            f"/sessions/{session}/messages", json={"content": "Hi"}, headers=ann
+        )
+        assert answered.status_code == 200
+    assert (
+        await owned.post("/sessions/s1/messages", json={"content": "Hi"}, headers=bob)
+    ).status_code == 200
+
+    async with connect(tmp_path / "service.db") as conn:
+        store = SQLiteContextStore(conn, session_id="any")
+        listed = await store.list_sessions(owner="ann")
+        assert sorted(info.owner for info in listed) == ["ann", "ann"]
+        assert await store.erase(owner="ann") == 2
+        assert [info.owner for info in await store.list_sessions()] == ["bob"]
 
 
 def test_service_tokens_are_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -38,7 +38,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from starlette.applications import Starlette
@@ -175,13 +175,13 @@ class Worker:
     answering: set[asyncio.Task[None]] = field(default_factory=set)
     _turn: int = 0
 
-    def store(self, session_id: str) -> ContextStore:
-        """A store on the next connection in turn (any serves any session)."""
+    def store(self, session: Addressed) -> ContextStore:
+        """A store of `session` on the next connection in turn (any serves any session)."""
         self._turn += 1
         connection = self.connections[self._turn % len(self.connections)]
         if self.settings.database_url:
-            return PostgresContextStore(connection, session_id=session_id)
-        return SQLiteContextStore(connection, session_id=session_id)
+            return PostgresContextStore(connection, session_id=session.id, owner=session.owner)
+        return SQLiteContextStore(connection, session_id=session.id, owner=session.owner)
 
 
 async def _connect(settings: Settings) -> list[Any]:
@@ -242,8 +242,15 @@ def owner_of(request: Request) -> str | JSONResponse | None:
     return owner
 
 
-def _session_id(request: Request) -> str | JSONResponse:
-    """The store's id of the addressed session (the owner's own), or the 400 or 401."""
+class Addressed(NamedTuple):
+    """The session a request addresses: its id in the store, and its owner (None: open)."""
+
+    id: str
+    owner: str | None
+
+
+def _session(request: Request) -> Addressed | JSONResponse:
+    """The addressed session (the owner's own), or the 400 or 401."""
     session_id: str = request.path_params["session_id"]
     if len(session_id) > MAX_SESSION_ID or "\x00" in session_id:
         return _error(
@@ -252,8 +259,9 @@ def _session_id(request: Request) -> str | JSONResponse:
     owner = owner_of(request)
     if isinstance(owner, JSONResponse):
         return owner
-    # Each owner's sessions live apart: one owner's "s1" is not another's.
-    return session_id if owner is None else f"{owner}/{session_id}"
+    # Each owner's sessions live apart: one owner's "s1" is not another's. The store
+    # keeps the owner too, so `list_sessions(owner=...)` and `erase(owner=...)` find them.
+    return Addressed(session_id if owner is None else f"{owner}/{session_id}", owner)
 
 
 async def _body(request: Request) -> bytes | None:
@@ -308,17 +316,17 @@ async def _content(request: Request) -> str | JSONResponse:
 
 
 async def post_message(request: Request) -> Response:
-    session_id = _session_id(request)
-    if isinstance(session_id, JSONResponse):
-        return session_id
+    session = _session(request)
+    if isinstance(session, JSONResponse):
+        return session
     content = await _content(request)
     if isinstance(content, JSONResponse):
         return content
-    return await _stream(request, session_id, content, None)
+    return await _stream(request, session, content, None)
 
 
 async def _stream(
-    request: Request, session_id: str, content: str | None, decision: Decision | None
+    request: Request, session: Addressed, content: str | None, decision: Decision | None
 ) -> Response:
     """The run's events as they come, or the 409 when it cannot start."""
     worker: Worker = request.app.state.worker
@@ -326,7 +334,7 @@ async def _stream(
     started = asyncio.get_running_loop().create_future()
     # The answer runs in a task of its own: a client that goes away does not cut it off
     # half-stored; it finishes, and GET /sessions/{id} shows it.
-    work = _answer(worker, session_id, content, decision, events, started)
+    work = _answer(worker, session, content, decision, events, started)
     task = asyncio.create_task(work)
     worker.answering.add(task)
     task.add_done_callback(worker.answering.discard)
@@ -358,7 +366,7 @@ def new_agent(store: ContextStore) -> Agent:
 
 async def _answer(
     worker: Worker,
-    session_id: str,
+    session: Addressed,
     content: str | None,
     decision: Decision | None,
     events: asyncio.Queue[bytes | None],
@@ -375,7 +383,7 @@ async def _answer(
     try:
         async with AgentScope():  # the agent's name is this request's alone
             loop = ModelLoop(
-                new_agent(worker.store(session_id)),
+                new_agent(worker.store(session)),
                 worker.model,
                 instructions=INSTRUCTIONS,
                 limits=LoopLimits(max_steps=worker.settings.max_steps),
@@ -448,14 +456,14 @@ def sse_event(event: object) -> bytes | None:
 
 
 async def get_session(request: Request) -> Response:
-    session_id = _session_id(request)
-    if isinstance(session_id, JSONResponse):
-        return session_id
+    session = _session(request)
+    if isinstance(session, JSONResponse):
+        return session
     wire = request.query_params.get("format", "pygents")
     if wire not in ("pygents", "openai"):
         return _error(400, f"format must be 'pygents' or 'openai', not {wire!r}")
     worker: Worker = request.app.state.worker
-    history = await worker.store(session_id).get_history()
+    history = await worker.store(session).get_history()
     if not history:
         asked = request.path_params["session_id"]
         return _error(
@@ -497,9 +505,9 @@ async def _decision(request: Request) -> Decision | JSONResponse:
     return Decision(call_id, approve, reason)
 
 
-async def _session_exists(worker: Worker, session_id: str, request: Request) -> Response | None:
+async def _session_exists(worker: Worker, session: Addressed, request: Request) -> Response | None:
     """None, or the 404 of a session with no messages."""
-    if await worker.store(session_id).count():
+    if await worker.store(session).count():
         return None
     asked = request.path_params["session_id"]
     return _error(
@@ -508,31 +516,31 @@ async def _session_exists(worker: Worker, session_id: str, request: Request) -> 
 
 
 async def get_approvals(request: Request) -> Response:
-    session_id = _session_id(request)
-    if isinstance(session_id, JSONResponse):
-        return session_id
+    session = _session(request)
+    if isinstance(session, JSONResponse):
+        return session
     worker: Worker = request.app.state.worker
-    missing = await _session_exists(worker, session_id, request)
+    missing = await _session_exists(worker, session, request)
     if missing is not None:
         return missing
     async with AgentScope():
-        loop = ModelLoop(new_agent(worker.store(session_id)), worker.model)
+        loop = ModelLoop(new_agent(worker.store(session)), worker.model)
         pending = await loop.pending_approvals()
     calls = [{"id": call.id, "name": call.name, "input": call.input} for call in pending]
     return JSONResponse({"session_id": request.path_params["session_id"], "pending": calls})
 
 
 async def post_approval(request: Request) -> Response:
-    session_id = _session_id(request)
-    if isinstance(session_id, JSONResponse):
-        return session_id
+    session = _session(request)
+    if isinstance(session, JSONResponse):
+        return session
     decision = await _decision(request)
     if isinstance(decision, JSONResponse):
         return decision
-    missing = await _session_exists(request.app.state.worker, session_id, request)
+    missing = await _session_exists(request.app.state.worker, session, request)
     if missing is not None:
         return missing
-    return await _stream(request, session_id, None, decision)
+    return await _stream(request, session, None, decision)
 
 
 async def health(request: Request) -> Response:

@@ -13,7 +13,9 @@ pins pygents 0.7.0): once against pygents itself, once with `import pygents`
 answered by pygents_ctx through a shim package made in a temporary directory
 (`pygents.agent`, `.context`, `.errors`, `.hooks`, `.registry` map to their
 namesakes, `pygents.tool` to `pygents_ctx.tools`, `pygents.turn` to
-`pygents_ctx.turns`; pygents' internal `utils` module has no counterpart). The
+`pygents_ctx.turns`; pygents' internal `utils` module has no counterpart; pygents' conftest.py
+empties a private attribute, `HookRegistry._global_hooks`, before each test,
+which the shim run does with `HookRegistry.clear_globals()`). The
 repository's history holds tests written for other pygents versions too
 (`pygents.context_queue` and `pygents.context_pool` became `pygents.context`,
 and both runs get those two names as aliases); the suite counted is the tests
@@ -59,6 +61,21 @@ for _name, _target in {modules!r}.items():
     _module = importlib.import_module(_target)
     sys.modules[__name__ + "." + _name] = _module
     globals()[_name] = _module
+'''
+
+# For the run against pygents_ctx: what pygents' conftest.py does before each test
+# (`HookRegistry._global_hooks = []`, a private attribute) done through the public API.
+CLEAR_GLOBALS = '''"""Each test starts without global hooks, as pygents' conftest.py arranges."""
+import pytest
+
+from pygents_ctx import HookRegistry
+
+
+@pytest.fixture(autouse=True)
+def _no_global_hooks():
+    HookRegistry.clear_globals()
+    yield
+    HookRegistry.clear_globals()
 '''
 
 # For the run against pygents itself: the two earlier module names.
@@ -136,8 +153,9 @@ def main(argv: list[str] | None = None) -> int:
         (work / "real" / "pygents_suite_aliases.py").write_text(ALIASES)
         (work / "shim" / "pygents").mkdir(parents=True)
         (work / "shim" / "pygents" / "__init__.py").write_text(SHIM.format(modules=MODULES))
+        (work / "shim" / "pygents_suite_globals.py").write_text(CLEAR_GLOBALS)
         on_pygents = run(tests, work / "real", work / "real.xml", "pygents_suite_aliases")
-        on_ctx = run(tests, work / "shim", work / "shim.xml", None)
+        on_ctx = run(tests, work / "shim", work / "shim.xml", "pygents_suite_globals")
 
     suite = sorted(name for name, outcome in on_pygents.items() if outcome == "passed")
     failing = {name: on_ctx.get(name, "not run") for name in suite}

@@ -68,6 +68,9 @@ DIFFERENCES: dict[str, Difference] = {
         "Defining a tool, hook or agent again replaces it",
         ("ToolRegistry.register", "HookRegistry.register", "AgentRegistry.register"),
     ),
+    "turn-arguments": Difference(
+        "`turn.args` and `turn.kwargs` are copies", ("Turn.args", "Turn.kwargs")
+    ),
     "idle-agents": Difference("Renaming an agent moves it in the registry", ("Agent.name",)),
     "current-turn": Difference(
         "The current turn is saved from `before_turn` on", ("Agent.to_dict",)

@@ -661,3 +661,39 @@ def test_a_context_item_has_no_instance_dict(impl: Impl) -> None:
         with pytest.raises(TypeError):
             vars(item)
         assert not hasattr(item, "__dict__")
+
+
+@shows("redefinition")
+def test_registering_the_registered_tool_again(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def look_up(key: str) -> str:
+        return key
+
+    if impl.is_pygents:
+        with pytest.raises(ValueError, match="'look_up' already registered"):
+            m.ToolRegistry.register(look_up)
+    else:
+        m.ToolRegistry.register(look_up)  # the object it holds: nothing changes
+    assert m.ToolRegistry.get("look_up") is look_up
+
+
+@shows("turn-arguments")
+def test_a_turns_arguments_are_copies(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def add(a: int, b: int = 0) -> int:
+        return a + b
+
+    turn = m.Turn("add", args=[1], kwargs={"b": 2})
+    turn.args.append(10)
+    turn.kwargs["b"] = 20
+    if impl.is_pygents:
+        assert (turn.args, turn.kwargs) == ([1, 10], {"b": 20})
+    else:
+        assert (turn.args, turn.kwargs) == ([1], {"b": 2})
+    turn.args, turn.kwargs = [1], {"b": 5}  # what works in both: assigning
+    assert (turn.args, turn.kwargs) == ([1], {"b": 5})
+    assert asyncio.run(turn.returning()) == 6

@@ -1,9 +1,8 @@
-"""How an agent runs a turn: bare and watched, coroutine and generator.
+"""How an agent runs a turn: unwatched and watched, coroutine and generator.
 
-An agent runs a turn that no hook watches without a coroutine of its own, and
-calls its tool bare when no tool hook or lock needs the wrapper; generator
-turns are stepped value by value. Every combination must end the same way for
-the user: the same values, stop reasons, times, hooks and errors.
+A turn may be watched by nothing, by its own or a global turn hook, or through
+its tool (a tool hook, a lock). Every combination must end the same way for the
+user: the same values, stop reasons, times, hooks and errors.
 """
 
 from __future__ import annotations

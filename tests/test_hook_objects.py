@@ -369,19 +369,6 @@ async def test_a_before_invoke_hook_takes_as_many_call_arguments_as_it_declares(
     assert seen == [1, "nothing", 3, "nothing"]
 
 
-async def test_a_hook_taking_every_argument_is_called_as_it_is() -> None:
-    # The fast path: no wrapper when nothing needs adapting (see _dispatch.fire_on).
-    async def full(agent: Agent, turn: Turn, value: Any) -> None:
-        pass
-
-    async def star(*args: Any) -> None:
-        pass
-
-    assert Hook(full, AgentHook.ON_TURN_VALUE)._call is full
-    assert Hook(star, [AgentHook.ON_TURN_VALUE, TurnHook.BEFORE_RUN])._call is star
-    assert Hook(full, ToolHook.BEFORE_INVOKE)._call is not full  # as many as the call: unknown
-
-
 def test_a_tool_on_error_hook_takes_exc_by_keyword() -> None:
     async def failed(exc: BaseException) -> None:
         pass

@@ -1,10 +1,9 @@
-"""Behaviour that the runtime's fast paths must keep.
+"""Behaviour that the runtime's caches and shortcuts must keep.
 
-Global hooks are matched once per tag set and cached, a lone plain hook is
-called without a wrapper, a turn reads only the monotonic clock while it runs,
-and loading skips work for empty fields and keeps the parsed dicts as the
-items' fields. Each test pins what a user would see if one of those shortcuts
-went wrong.
+Global hooks are matched once per tag set and cached, a turn reads only the
+monotonic clock while it runs, and loading skips work for empty fields and
+keeps the parsed dicts as the items' fields. Each test pins what a user would
+see if one of those shortcuts went wrong.
 """
 
 from __future__ import annotations

@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import aclosing
+from contextvars import Token
 from typing import Any
 
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
@@ -57,23 +59,13 @@ from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx.hooks._dispatch import AgentHookList, HookSlot, TurnHookList, fire_on, hooks_given
-from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry, TurnHook
+from pygents_ctx.hooks._dispatch import AgentHookList, HookSlot, TurnHookList, fire, hooks_given
+from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, TurnHook
 from pygents_ctx.tools import Tool
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
-from pygents_ctx.turns._running import ANY_TURN_HOOK
-from pygents_ctx.turns._steps import DONE, FailedSteps, Later, Steps
 
 __all__ = ["Agent", "BranchMerge"]
-
-_BEFORE_TURN = HookRegistry.globals_for(AgentHook.BEFORE_TURN)
-_AFTER_TURN = HookRegistry.globals_for(AgentHook.AFTER_TURN)
-_ON_TURN_VALUE = HookRegistry.globals_for(AgentHook.ON_TURN_VALUE)
-_BEFORE_PUT = HookRegistry.globals_for(AgentHook.BEFORE_PUT)
-_AFTER_PUT = HookRegistry.globals_for(AgentHook.AFTER_PUT)
-_ON_PAUSE = HookRegistry.globals_for(AgentHook.ON_PAUSE)
-_ON_RESUME = HookRegistry.globals_for(AgentHook.ON_RESUME)
 
 
 class Agent(JsonSerializable):
@@ -299,12 +291,9 @@ class Agent(JsonSerializable):
             ValueError: The agent does not have the turn's tool.
         """
         self._check_turn(turn)
-        hooks = self.hooks
-        if hooks or _BEFORE_PUT:
-            await fire_on(_BEFORE_PUT, hooks, self.tags, self, turn)
+        await fire(AgentHook.BEFORE_PUT, self.hooks, self.tags, self, turn)
         self._turns.append(turn)
-        if hooks or _AFTER_PUT:
-            await fire_on(_AFTER_PUT, hooks, self.tags, self, turn)
+        await fire(AgentHook.AFTER_PUT, self.hooks, self.tags, self, turn)
 
     async def send(self, name: str, turn: Turn) -> None:
         """Queue `turn` on the agent registered as `name`, as seen from this agent's scope.
@@ -335,11 +324,9 @@ class Agent(JsonSerializable):
 
     async def _wait_while_paused(self) -> None:
         """A run's stop at the pause: `on_pause`, the wait for `resume()`, `on_resume`."""
-        if self.hooks or _ON_PAUSE:
-            await fire_on(_ON_PAUSE, self.hooks, self.tags, self)
+        await fire(AgentHook.ON_PAUSE, self.hooks, self.tags, self)
         await self._state.gate.wait()
-        if self.hooks or _ON_RESUME:
-            await fire_on(_ON_RESUME, self.hooks, self.tags, self)
+        await fire(AgentHook.ON_RESUME, self.hooks, self.tags, self)
 
     @property
     def run_id(self) -> str | None:
@@ -394,6 +381,38 @@ class Agent(JsonSerializable):
             )
         state.running = True
         state.run_id = run_id = ContextConfig.new_run_id()
+        try:
+            resources, opened, scope = self._open_resources(run_id)
+            context = (self.context_queue, self.context_pool, opened)
+            while (turn := await self._next_turn()) is not None:
+                try:
+                    if turn._tool.is_generator:
+                        async with aclosing(self._generator_turn(turn, context)) as values:
+                            async for value in values:
+                                yield turn, value
+                    else:
+                        value = await self._coroutine_turn(turn, context)
+                        if value is not _ROUTED_AWAY:
+                            yield turn, value
+                    await self._after_turn(turn, context)
+                except asyncio.CancelledError:
+                    raise  # interrupted, not finished: it stays current and runs first next time
+                except BaseException:
+                    state.current_turn = None
+                    raise
+            if scope is not None:  # a normal end: run resources close (a board settles)
+                await close_resources(resources, opened, scope)
+            if self.context is not None:  # a normal end: the retention applies
+                await self.context.end_run(run_id)
+        finally:
+            state.running = False
+            state.run_id = None
+
+    def _open_resources(
+        self, run_id: str
+    ) -> tuple[Mapping[type, object], Mapping[type, object], RunScope | None]:
+        """This run's resources: as given, as opened for the run, and the run's scope
+        (None when no resource is given, then nothing is opened or closed)."""
         resources, opened, scope = self.resources, NO_RESOURCES, None
         if resources:
             conversation = self.name if self.context is None else self.context.session_id
@@ -402,112 +421,102 @@ class Agent(JsonSerializable):
         if self.context is not None and ContextConfig not in opened:
             # A parameter annotated ContextConfig receives the agent's conversation.
             opened = {**opened, ContextConfig: self.context}
-        context = (self.context_queue, self.context_pool, opened)
-        turns, tags = self._turns, self.tags
-        token = None  # while CURRENT_CONTEXT holds this agent's context
+        return resources, opened, scope
+
+    async def _next_turn(self) -> Turn | None:
+        """The turn to run next, made current (waiting at a pause first); None when none is left.
+
+        A turn is current already only when restored (or interrupted) as such.
+        """
+        state = self._state
+        while True:
+            turn = state.current_turn
+            if turn is None and not self._turns:
+                return None  # nothing left: a pause does not hold an idle run open
+            if state.paused:
+                await self._wait_while_paused()
+                continue  # the queue may have changed meanwhile
+            if turn is None:
+                turn = state.current_turn = self._turns.popleft()
+            return turn
+
+    def _turn_hooks(self, turn: Turn) -> list[Hook]:
+        """The hooks watching a run of `turn`: its own, then the agent's turn hooks."""
+        return turn._hooks + self.turn_hooks if self.turn_hooks else turn._hooks
+
+    async def _coroutine_turn(self, turn: Turn, context: tuple[Any, ...]) -> Any:
+        """Run the current turn of a coroutine tool: `before_turn`, the run, its value
+        routed and `on_turn_value`; the value for the caller, or `_ROUTED_AWAY`.
+
+        Under `on_tool_error="return"` a failure is the value. The turn is no
+        longer current once it has its value: saved then, the agent does not run
+        it again.
+        """
+        entered = _enter(context)
         try:
-            while True:
-                # A turn is current here only when restored (or interrupted) as such.
-                turn = state.current_turn
-                if turn is None and not turns:
-                    break  # nothing left: a pause does not hold an idle run open
-                if state.paused:
-                    await self._wait_while_paused()
-                    continue  # the queue may have changed meanwhile
-                if turn is None:
-                    turn = state.current_turn = turns.popleft()
-                hooks = self.hooks
-                if CONTEXT_READERS.exist:
-                    token = CURRENT_CONTEXT.set(context)
-                try:
-                    if hooks or _BEFORE_TURN:
-                        await fire_on(_BEFORE_TURN, hooks, tags, self)
-                    agent_turn_hooks = self.turn_hooks
-                    turn_hooks = turn._hooks + agent_turn_hooks if agent_turn_hooks else turn._hooks
-                    if turn._tool.is_generator:
-                        try:
-                            steps: Steps = turn._steps(turn_hooks)
-                        except Exception as exc:
-                            if not self._returns_error(turn):
-                                raise
-                            steps = FailedSteps(exc)
-                        failed = False
-                        try:
-                            while not failed:
-                                try:
-                                    value = steps.next()
-                                    if type(value) is Later:
-                                        value = await value.rest
-                                except Exception as exc:
-                                    if not self._returns_error(turn):
-                                        raise
-                                    # The error is its last value, yielded once the turn has ended.
-                                    value, failed = exc, True
-                                    ended, steps = steps, FailedSteps(exc)
-                                    await ended.close()
-                                if value is DONE:
-                                    break
-                                routed = isinstance(value, _ROUTED)
-                                if routed:
-                                    await self._route(value)
-                                if hooks or _ON_TURN_VALUE:
-                                    await fire_on(_ON_TURN_VALUE, hooks, tags, self, turn, value)
-                                if not routed:
-                                    # The caller's code runs outside this agent's context.
-                                    if token is not None:
-                                        CURRENT_CONTEXT.reset(token)
-                                    try:
-                                        yield turn, value
-                                    finally:
-                                        if token is not None:
-                                            token = CURRENT_CONTEXT.set(context)
-                        finally:
-                            await steps.close()
-                        state.current_turn = None
-                    else:
-                        try:
-                            if turn_hooks or ANY_TURN_HOOK:
-                                value = await turn._returning(turn_hooks)
-                            else:
-                                value = turn._returning_now()
-                                if type(value) is Later:
-                                    value = await value.rest
-                        except Exception as exc:
-                            if not self._returns_error(turn):
-                                raise
-                            value = exc
-                        state.current_turn = None
-                        routed = isinstance(value, _ROUTED)
-                        if routed:
-                            await self._route(value)
-                        if hooks or _ON_TURN_VALUE:
-                            await fire_on(_ON_TURN_VALUE, hooks, tags, self, turn, value)
-                        if not routed:
-                            # The turn is over: only after_turn hooks may need the context again.
-                            if token is not None:
-                                CURRENT_CONTEXT.reset(token)
-                                token = None
-                            yield turn, value
-                    if hooks or _AFTER_TURN:
-                        if token is None and CONTEXT_READERS.exist:
-                            token = CURRENT_CONTEXT.set(context)
-                        await fire_on(_AFTER_TURN, hooks, tags, self, turn)
-                except asyncio.CancelledError:
-                    raise  # interrupted, not finished: it stays current and runs first next time
-                except BaseException:
-                    state.current_turn = None
+            await fire(AgentHook.BEFORE_TURN, self.hooks, self.tags, self)
+            try:
+                value = await turn._returning(self._turn_hooks(turn))
+            except Exception as exc:
+                if not self._returns_error(turn):
                     raise
-                finally:
-                    if token is not None:
-                        CURRENT_CONTEXT.reset(token)
-                        token = None
-            if scope is not None:  # a normal end: run resources close (a board settles)
-                await close_resources(resources, opened, scope)
-            if self.context is not None:  # a normal end: the retention applies
-                await self.context.end_run(run_id)
+                value = exc
+            self._state.current_turn = None
+            return value if await self._produced(turn, value) else _ROUTED_AWAY
         finally:
-            state.running = False
-            state.run_id = None
+            _leave(entered)
+
+    async def _generator_turn(
+        self, turn: Turn, context: tuple[Any, ...]
+    ) -> AsyncGenerator[Any, None]:
+        """Run the current turn of a generator tool: `before_turn`, then each value
+        routed and `on_turn_value`; yields those for the caller.
+
+        Under `on_tool_error="return"` a failure is the last value, given once the
+        turn has ended. The caller's code runs outside this agent's context.
+        """
+        entered = _enter(context)
+        try:
+            await fire(AgentHook.BEFORE_TURN, self.hooks, self.tags, self)
+            async with aclosing(self._generator_values(turn)) as values:
+                async for value in values:
+                    if await self._produced(turn, value):
+                        _leave(entered)
+                        entered = None
+                        yield value
+                        entered = _enter(context)
+            self._state.current_turn = None
+        finally:
+            _leave(entered)
+
+    async def _generator_values(self, turn: Turn) -> AsyncGenerator[Any, None]:
+        """The values of a generator turn's run; its failure as the last value under
+        `on_tool_error="return"` (else it raises)."""
+        try:
+            async with aclosing(turn._yielding(self._turn_hooks(turn))) as values:
+                async for value in values:
+                    yield value
+        except Exception as exc:
+            if not self._returns_error(turn):
+                raise
+            yield exc
+
+    async def _produced(self, turn: Turn, value: Any) -> bool:
+        """Route a `Turn` or `ContextItem` where its type says, then fire `on_turn_value`;
+        whether the caller gets the value (it was not routed)."""
+        routed = isinstance(value, _ROUTED)
+        if routed:
+            await self._route(value)
+        await fire(AgentHook.ON_TURN_VALUE, self.hooks, self.tags, self, turn, value)
+        return not routed
+
+    async def _after_turn(self, turn: Turn, context: tuple[Any, ...]) -> None:
+        """Fire `after_turn`, in this agent's context."""
+        entered = _enter(context)
+        try:
+            await fire(AgentHook.AFTER_TURN, self.hooks, self.tags, self, turn)
+        finally:
+            _leave(entered)
 
     # -- branching and saving ------------------------------------------------
 
@@ -704,4 +713,17 @@ class AgentRegistry(AgentRegistryBase["Agent"]):
 
 
 _ROUTED = (Turn, ContextItem)
+_ROUTED_AWAY = object()  # what a turn's value is for the caller once routed: nothing
 _HERE = globals()
+
+
+def _enter(context: tuple[Any, ...]) -> Token[Any] | None:
+    """Make `context` (an agent's queue, pool and resources) what tools and hooks reading
+    their agent's find; None when nothing in the process reads it (then nothing is set)."""
+    return CURRENT_CONTEXT.set(context) if CONTEXT_READERS.exist else None
+
+
+def _leave(entered: Token[Any] | None) -> None:
+    """Undo `_enter`."""
+    if entered is not None:
+        CURRENT_CONTEXT.reset(entered)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
@@ -17,13 +17,12 @@ from pygents_ctx.context._shared import (
 )
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.selection import SelectionIndex, Selector, _default_selector
-from pygents_ctx.hooks import ContextPoolHook, Hook, HookRegistry
+from pygents_ctx.hooks import ContextPoolHook, Hook
 from pygents_ctx.hooks._calls import POOL, receives_context, tag_set
 from pygents_ctx.hooks._dispatch import (
     HookSlot,
     PoolHookList,
-    fire_on,
-    hooks_attribute,
+    fire,
     hooks_from_dict,
     hooks_to_dict,
     listening,
@@ -32,14 +31,6 @@ from pygents_ctx.hooks._dispatch import (
 __all__ = ["ContextPool"]
 
 T = TypeVar("T")
-
-_BEFORE_ADD = HookRegistry.globals_for(ContextPoolHook.BEFORE_ADD)
-_AFTER_ADD = HookRegistry.globals_for(ContextPoolHook.AFTER_ADD)
-_BEFORE_REMOVE = HookRegistry.globals_for(ContextPoolHook.BEFORE_REMOVE)
-_AFTER_REMOVE = HookRegistry.globals_for(ContextPoolHook.AFTER_REMOVE)
-_BEFORE_CLEAR = HookRegistry.globals_for(ContextPoolHook.BEFORE_CLEAR)
-_AFTER_CLEAR = HookRegistry.globals_for(ContextPoolHook.AFTER_CLEAR)
-_ON_EVICT = HookRegistry.globals_for(ContextPoolHook.ON_EVICT)
 
 
 class ContextPool(JsonSerializable, Generic[T]):
@@ -68,11 +59,6 @@ class ContextPool(JsonSerializable, Generic[T]):
         >>> print(pool.catalogue())
         - [q3] Q3 report
     """
-
-    if TYPE_CHECKING:
-        hooks: list[Hook]
-    else:
-        hooks = hooks_attribute(PoolHookList)
 
     before_add = HookSlot(ContextPoolHook.BEFORE_ADD)
     after_add = HookSlot(ContextPoolHook.AFTER_ADD)
@@ -183,29 +169,13 @@ class ContextPool(JsonSerializable, Generic[T]):
                 f"in a ContextQueue)"
             )
         hooks = self._hooks
-        if not (hooks or _ON_EVICT or _BEFORE_ADD or _AFTER_ADD):
-            if self._shared:
-                self._own()
-            items, limit, index = self._items, self._limit, self._index
-            # A known id keeps its place and the size; a new one may go one over the
-            # limit, and the oldest item (never the one just added) makes room.
-            items[item_id] = item
-            if index is None:
-                if limit is not None and len(items) > limit:
-                    items.popitem(last=False)
-                return
-            index.put(item_id, item.description)
-            if limit is not None and len(items) > limit:
-                index.discard(items.popitem(last=False)[0])
-            return
         tags = self.tags
         # on_evict sees each item while it is still in the pool ("about to be evicted",
         # as in pygents), which then lets it go, before before_add.
         for evicted in self._to_evict(item_id):
-            await fire_on(_ON_EVICT, hooks, tags, self, evicted)
+            await fire(ContextPoolHook.ON_EVICT, hooks, tags, self, evicted)
             self._let_go(evicted)
-        if hooks or _BEFORE_ADD:
-            await fire_on(_BEFORE_ADD, hooks, tags, self, item)
+        await fire(ContextPoolHook.BEFORE_ADD, hooks, tags, self, item)
         # Make room and insert in one synchronous step, so the limit always holds.
         # Concurrent adds may have filled the pool while the hooks ran: an item
         # evicted for that reason is announced after it left (the hooks cannot be
@@ -215,9 +185,8 @@ class ContextPool(JsonSerializable, Generic[T]):
         if self._index is not None:
             self._index.put(item_id, item.description)
         for evicted in late:
-            await fire_on(_ON_EVICT, hooks, tags, self, evicted)
-        if hooks or _AFTER_ADD:
-            await fire_on(_AFTER_ADD, hooks, tags, self, item)
+            await fire(ContextPoolHook.ON_EVICT, hooks, tags, self, evicted)
+        await fire(ContextPoolHook.AFTER_ADD, hooks, tags, self, item)
 
     def _to_evict(self, item_id: str) -> list[ContextItem[T]]:
         """The oldest items that must go for `item_id` to fit, oldest first (still held)."""
@@ -281,26 +250,32 @@ class ContextPool(JsonSerializable, Generic[T]):
             KeyError: No item has this id.
         """
         item = self.get(item_id)
-        hooks = self._hooks
-        if hooks or _BEFORE_REMOVE:
-            await fire_on(_BEFORE_REMOVE, hooks, self.tags, self, item)
+        hooks, tags = self._hooks, self.tags
+        await fire(ContextPoolHook.BEFORE_REMOVE, hooks, tags, self, item)
         if self._shared:
             self._own()
         if self._items.pop(item_id, None) is not None and self._index is not None:
             self._index.discard(item_id)
-        if hooks or _AFTER_REMOVE:
-            await fire_on(_AFTER_REMOVE, hooks, self.tags, self, item)
+        await fire(ContextPoolHook.AFTER_REMOVE, hooks, tags, self, item)
 
     async def clear(self) -> None:
         """Remove every item."""
-        hooks = self._hooks
-        if listening(ContextPoolHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
-            await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, dict(self._items))
+        hooks, tags = self._hooks, self.tags
+        if listening(ContextPoolHook.BEFORE_CLEAR, hooks, tags):  # the snapshot for it
+            await fire(ContextPoolHook.BEFORE_CLEAR, hooks, tags, self, dict(self._items))
         self._store(OrderedDict())
         if self._index is not None:
             self._index.clear()
-        if hooks or _AFTER_CLEAR:
-            await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
+        await fire(ContextPoolHook.AFTER_CLEAR, hooks, tags, self)
+
+    @property
+    def hooks(self) -> list[Hook]:
+        """Its own hooks, in firing order (a list assigned is checked as `append` checks)."""
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: Iterable[object]) -> None:
+        self._hooks = PoolHookList.of(hooks)
 
     async def select(self, query: str, k: int = 5) -> list[ContextItem[T]]:
         """The at most `k` items whose descriptions best match `query`, best first.

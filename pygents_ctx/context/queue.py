@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
@@ -22,28 +22,20 @@ from pygents_ctx.context.tokens import (
     counter_from_dict,
     counter_to_dict,
 )
-from pygents_ctx.hooks import ContextQueueHook, Hook, HookRegistry
+from pygents_ctx.hooks import ContextQueueHook, Hook
 from pygents_ctx.hooks._calls import QUEUE, receives_context, tag_set
 from pygents_ctx.hooks._dispatch import (
     HookSlot,
     QueueHookList,
-    fire_on,
-    hooks_attribute,
+    fire,
     hooks_from_dict,
     hooks_to_dict,
-    kinds_heard,
     listening,
 )
 
 __all__ = ["ContextQueue"]
 
 T = TypeVar("T")
-
-_BEFORE_APPEND = HookRegistry.globals_for(ContextQueueHook.BEFORE_APPEND)
-_AFTER_APPEND = HookRegistry.globals_for(ContextQueueHook.AFTER_APPEND)
-_BEFORE_CLEAR = HookRegistry.globals_for(ContextQueueHook.BEFORE_CLEAR)
-_AFTER_CLEAR = HookRegistry.globals_for(ContextQueueHook.AFTER_CLEAR)
-_ON_EVICT = HookRegistry.globals_for(ContextQueueHook.ON_EVICT)
 
 
 def _is_result_message(content: object) -> bool:
@@ -114,11 +106,6 @@ class ContextQueue(JsonSerializable, Generic[T]):
         >>> print(*(item.content for item in queue))
         b c
     """
-
-    if TYPE_CHECKING:
-        hooks: list[Hook]
-    else:
-        hooks = hooks_attribute(QueueHookList)
 
     before_append = HookSlot(ContextQueueHook.BEFORE_APPEND)
     after_append = HookSlot(ContextQueueHook.AFTER_APPEND)
@@ -201,9 +188,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
     @items.setter
     def items(self, items: Iterable[ContextItem[T]]) -> None:
         new = self._checked(items, "items")
-        kinds = (_BEFORE_CLEAR, _AFTER_CLEAR, _BEFORE_APPEND, _AFTER_APPEND, _ON_EVICT)
-        heard = kinds_heard(self._hooks)
-        watching = [k.kind.value for k in kinds if k.matching(self.tags) or k.kind in heard]
+        watching = [k.value for k in ContextQueueHook if listening(k, self._hooks, self.tags)]
         if watching:
             raise RuntimeError(
                 f"ContextQueue.items cannot be assigned while hooks watch this queue "
@@ -285,24 +270,17 @@ class ContextQueue(JsonSerializable, Generic[T]):
                 raise _not_an_item(item, "append")
         # Counted before anything changes: a counter that raises leaves the queue as it was.
         counts = [self._count(item) for item in items] if self._counting else None
-        hooks = self._hooks
-        if not (hooks or _BEFORE_APPEND or _AFTER_APPEND or _ON_EVICT):
-            self._insert(items, counts)
-            return
-        # The snapshots are `self.items` inlined: a property call is 5% of a hooked append.
-        heard, tags = kinds_heard(hooks), self.tags
-        if _BEFORE_APPEND or _BEFORE_APPEND.kind in heard:
-            current = self._slots[self._head :]
-            await fire_on(_BEFORE_APPEND, hooks, tags, self, list(items), current)
+        hooks, tags = self._hooks, self.tags
+        # The hooks get snapshots (the items given, the window): made only for a listener.
+        if listening(ContextQueueHook.BEFORE_APPEND, hooks, tags):
+            await fire(ContextQueueHook.BEFORE_APPEND, hooks, tags, self, list(items), self.items)
         # Evict and insert without awaiting in between, so concurrent appends
         # cannot interleave and every eviction is reported.
         start = self._insert(items, counts)
-        if start < self._head and (_ON_EVICT or _ON_EVICT.kind in heard):
-            for item in self._slots[start : self._head]:
-                await fire_on(_ON_EVICT, hooks, tags, self, item)
-        if _AFTER_APPEND or _AFTER_APPEND.kind in heard:
-            current = self._slots[self._head :]
-            await fire_on(_AFTER_APPEND, hooks, tags, list(items), current)
+        for item in self._slots[start : self._head]:
+            await fire(ContextQueueHook.ON_EVICT, hooks, tags, self, item)
+        if listening(ContextQueueHook.AFTER_APPEND, hooks, tags):
+            await fire(ContextQueueHook.AFTER_APPEND, hooks, tags, list(items), self.items)
 
     def _count(self, item: ContextItem[T]) -> int:
         return count_content_tokens(item.content, self.counter)
@@ -405,12 +383,20 @@ class ContextQueue(JsonSerializable, Generic[T]):
 
     async def clear(self) -> None:
         """Remove every item."""
-        hooks = self._hooks
-        if listening(ContextQueueHook.BEFORE_CLEAR, hooks, _BEFORE_CLEAR):
-            await fire_on(_BEFORE_CLEAR, hooks, self.tags, self, self.items)
+        hooks, tags = self._hooks, self.tags
+        if listening(ContextQueueHook.BEFORE_CLEAR, hooks, tags):
+            await fire(ContextQueueHook.BEFORE_CLEAR, hooks, tags, self, self.items)
         self._store([], [])
-        if hooks or _AFTER_CLEAR:
-            await fire_on(_AFTER_CLEAR, hooks, self.tags, self)
+        await fire(ContextQueueHook.AFTER_CLEAR, hooks, tags, self)
+
+    @property
+    def hooks(self) -> list[Hook]:
+        """Its own hooks, in firing order (a list assigned is checked as `append` checks)."""
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: Iterable[object]) -> None:
+        self._hooks = QueueHookList.of(hooks)
 
     def branch(
         self, limit: int | None = None, hooks: list[Hook] | Inherit | None = INHERIT

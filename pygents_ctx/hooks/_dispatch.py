@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from enum import Enum
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar, cast, overload
 
 from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
@@ -23,9 +22,7 @@ from pygents_ctx.hooks._hooks import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
-    from pygents_ctx.hooks._hooks import GlobalHooks
+    from collections.abc import Callable
 
 L = TypeVar("L", bound="HookList")
 
@@ -38,97 +35,44 @@ __all__ = [
     "QueueHookList",
     "ToolHookList",
     "TurnHookList",
-    "fire_on",
-    "fire_with_kwargs",
+    "fire",
     "hook_of_kind",
-    "hooks_attribute",
     "hooks_from_dict",
     "hooks_given",
     "hooks_to_dict",
-    "kinds_heard",
     "listening",
 ]
 
 
-def listening(kind: HookKind, own: list[Hook], global_hooks: list[Hook]) -> bool:
-    """Whether any hook would see `kind`: worth building costly arguments (snapshots) for."""
-    if global_hooks:
+def listening(kind: HookKind, own: list[Hook], tags: frozenset[str]) -> bool:
+    """Whether a hook would see `kind`: for an event whose arguments cost something to
+    build (a snapshot), asked before building them."""
+    if any(kind in h.kinds for h in own):
         return True
-    # A plain loop, not any(...): no generator to set up (a third of the cost) for
-    # the one or two hooks an owner usually has.
-    for h in own:  # noqa: SIM110
-        if kind in h.kinds:
-            return True
-    return False
+    return HookRegistry.any_global and bool(HookRegistry.globals_for(kind).matching(tags))
 
 
-def kinds_heard(own: list[Hook]) -> Container[HookKind]:
-    """The kinds an owner's own hooks listen to: `listening` for several events at once.
-
-    An owner that dispatches several events in one operation (a queue's append)
-    works this out once, then asks `event or event.kind in heard` per event.
-    """
-    if len(own) <= 1:
-        return own[0].kinds if own else ()  # the usual cases: no set to build
-    return {kind for h in own for kind in h.kinds}
-
-
-def fire_on(
-    event: GlobalHooks, own: list[Hook], tags: frozenset[str], *args: Any
-) -> Awaitable[Any]:
-    """Run the hooks of one event: the owner's own hooks of its kind, then the matching globals.
-
-    `event` is the live list of global hooks of the kind (`HookRegistry.globals_for`),
-    which owners look up once, at import. Callers test `own or event` first, so an
-    unobserved event costs no await.
-    """
-    # One hook that takes the arguments as they are, the usual case: its own
-    # coroutine is the whole dispatch, with nothing wrapped around it.
-    if not own:
-        lone = event.lone
-        if lone is not None:
-            return lone(*args)
-        matched = event.matching(tags)
-        if len(matched) == 1 and matched[0]._direct:
-            return matched[0]._call(*args)
-    elif len(own) == 1 and not (event and event.matching(tags)):
-        only = own[0]
-        if only._direct and event.kind in only.kinds:
-            return only._call(*args)
-    return _fire(event, own, tags, args, {})
-
-
-def fire_with_kwargs(
-    event: GlobalHooks,
-    own: list[Hook],
-    tags: frozenset[str],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-) -> Awaitable[Any]:
-    """`fire_on` for an event whose hooks take keyword arguments too (a tool's call)."""
-    if not kwargs:
-        return fire_on(event, own, tags, *args)
-    return _fire(event, own, tags, args, kwargs)
-
-
-async def _fire(
-    event: GlobalHooks,
-    own: list[Hook],
-    tags: frozenset[str],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
+async def fire(
+    kind: HookKind, own: list[Hook], tags: frozenset[str], /, *args: Any, **kwargs: Any
 ) -> None:
-    kind = event.kind
+    """Run the hooks of one event: the owner's own hooks of `kind`, in list order, then
+    the global hooks of `kind` whose tags match `tags`, each function once.
+
+    Every event site calls this; when no hook listens it returns at once. A hook
+    that raises stops the dispatch (the rest do not run) and the error propagates.
+    `args` and `kwargs` go to every hook (a `before_invoke` hook gets the call's).
+    """
+    if not (own or HookRegistry.any_global):
+        return
     called: list[HookFunction] = []  # by function: an equivalent twice still fires once
-    # Where Hook.__call__ would only pass the arguments on, call the function itself
-    # (through `_call`, which trims them for a hook taking fewer).
-    for h in tuple(own):
+    for h in tuple(own):  # a hook may change the list it is in
         if kind in h.kinds and h.fn not in called:
             called.append(h.fn)
-            await (h._call(*args) if h._direct and not kwargs else h(*args, **kwargs))
-    for h in event.matching(tags):
-        if h.fn not in called:
-            await (h._call(*args) if h._direct and not kwargs else h(*args, **kwargs))
+            await h(*args, **kwargs)
+    if HookRegistry.any_global:
+        for h in HookRegistry.globals_for(kind).matching(tags):
+            if h.fn not in called:
+                await h(*args, **kwargs)
 
 
 class HookAttacher:
@@ -306,21 +250,6 @@ class HookList(list[Hook]):
                 f"fire; give it one of the {cls.kinds.__name__} kinds"
             )
         return made
-
-
-def hooks_attribute(list_type: type[HookList]) -> property:
-    """An owner's `hooks` attribute, kept in its `_hooks`.
-
-    Reading it gives the list as it is (through a getter in C: owners read it
-    on every event). A list assigned to it is made a `list_type` first, each
-    element converted as `HookList.append` converts it, so that
-    `queue.hooks = [fn]` is checked as `queue.hooks.append(fn)` is.
-    """
-
-    def assign(owner: Any, hooks: Iterable[object]) -> None:
-        owner._hooks = list_type.of(hooks)
-
-    return property(attrgetter("_hooks"), assign, doc="The hooks of this object, in firing order.")
 
 
 class TurnHookList(HookList):

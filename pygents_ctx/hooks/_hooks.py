@@ -177,8 +177,6 @@ class Hook:
     """
 
     __slots__ = (
-        "_call",
-        "_direct",
         "_lock",
         "_spec",
         "_takes",
@@ -208,11 +206,6 @@ class Hook:
         self._spec = CallSpec(fn, self.fixed_kwargs, f"hook {fn.__name__!r}")
         self._lock = LoopLock() if lock else None
         self._takes = _check_takes_events(self._spec, self.kinds, fn.__name__)
-        # No lock and nothing to merge or inject: a dispatch with positional arguments
-        # only may call `_call` itself (see `_dispatch.fire_on`): the function, or for a
-        # `before_invoke` hook taking fewer of the call's arguments, a call passing those.
-        self._direct = self._lock is None and self._spec.plain
-        self._call: HookFunction = fn if self._takes is None else _leading(fn, self._takes)
 
     @property
     def type(self) -> HookKind | tuple[HookKind, ...]:
@@ -249,15 +242,6 @@ class Hook:
 
     def __repr__(self) -> str:
         return f"Hook(type={self.type!r}, metadata={self.metadata!r})"
-
-
-def _leading(fn: HookFunction, count: int) -> HookFunction:
-    """`fn`, given only the first `count` positional arguments of a call."""
-
-    def call(*args: Any) -> Awaitable[Any]:
-        return fn(*args[:count])
-
-    return call
 
 
 def _check_takes_events(spec: CallSpec, kinds: tuple[HookKind, ...], name: str) -> int | None:
@@ -328,15 +312,12 @@ class GlobalHooks(list["Hook"]):
     other options, are fixed when it is made).
     """
 
-    __slots__ = ("_matching", "kind", "lone")
+    __slots__ = ("_matching", "kind")
 
     def __init__(self, kind: HookKind) -> None:
         super().__init__()
         self.kind = kind
         self._matching: dict[frozenset[str], tuple[Hook, ...]] = {}
-        # The function to call when one hook, without tags and taking the arguments
-        # as they are, is all there is: dispatching is then just calling it.
-        self.lone: Callable[..., Awaitable[Any]] | None = None
 
     def matching(self, tags: frozenset[str]) -> tuple[Hook, ...]:
         """The hooks that fire for an owner with `tags`, in order, one per function.
@@ -358,8 +339,6 @@ class GlobalHooks(list["Hook"]):
     def changed(self) -> None:
         """Forget the worked-out subsets (after the list was changed)."""
         self._matching.clear()
-        only = self[0] if len(self) == 1 else None
-        self.lone = only._call if only is not None and not only.tags and only._direct else None
 
 
 class HookNames:
@@ -402,12 +381,10 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
     _noun = "hook"
     _missing = UnregisteredHookError
     _missing_hint = "define (import) it before loading"
-    # One list per kind, created on first use and only ever mutated in place: owners
-    # keep a reference so that "are there global hooks?" costs a truth test.
+    # One list per kind, created on first use and only ever mutated in place.
     _globals: ClassVar[dict[HookKind, GlobalHooks]] = {}
-    # Per hook-kind enum, the global hooks of any of its kinds: "is anything
-    # watching turns at all?" is then one truth test on a hot path.
-    _any_kind: ClassVar[dict[type[Enum], list[Hook]]] = {}
+    # Whether any global hook is attached: while none is, a dispatch looks up nothing.
+    any_global: ClassVar[bool] = False
 
     @classmethod
     def wrap(
@@ -559,7 +536,7 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         for hooks in cls._globals.values():
             hooks[:] = [h for h in hooks if h is not hook]
             hooks.changed()
-        cls._gather_any_kind()
+        cls.any_global = any(cls._globals.values())
 
     @classmethod
     def clear(cls) -> None:
@@ -577,7 +554,7 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         for hooks in cls._globals.values():
             hooks.clear()
             hooks.changed()
-        cls._gather_any_kind()
+        cls.any_global = False
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
@@ -597,15 +574,6 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         return hooks
 
     @classmethod
-    def globals_for_any(cls, kind_type: type[Enum]) -> list[Hook]:
-        """The live list of global hooks of any kind in `kind_type` (e.g. `TurnHook`)."""
-        hooks = cls._any_kind.get(kind_type)
-        if hooks is None:
-            hooks = cls._any_kind[kind_type] = []
-            cls._gather_any_kind()
-        return hooks
-
-    @classmethod
     def add_global(cls, hook: Hook) -> None:
         """Make `hook` fire for every object dispatching one of its kinds."""
         for kind in hook.kinds:
@@ -613,14 +581,7 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
             if not any(held.same_as(hook) for held in hooks):
                 hooks.append(hook)
                 hooks.changed()
-        cls._gather_any_kind()
-
-    @classmethod
-    def _gather_any_kind(cls) -> None:
-        for kind_type, hooks in cls._any_kind.items():
-            hooks[:] = [
-                h for kind, held in cls._globals.items() if type(kind) is kind_type for h in held
-            ]
+                cls.any_global = True
 
     @classmethod
     def is_saved_as(cls, hook: Hook) -> bool:

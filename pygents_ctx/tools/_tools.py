@@ -30,15 +30,9 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, ov
 
 from pygents_ctx._clock import RunTimes
 from pygents_ctx.errors import UnregisteredToolError
-from pygents_ctx.hooks import Hook, HookRegistry, ToolHook
+from pygents_ctx.hooks import Hook, ToolHook
 from pygents_ctx.hooks._calls import CallSpec, IdempotencyKey, LoopLock, tag_set
-from pygents_ctx.hooks._dispatch import (
-    HookSlot,
-    ToolHookList,
-    fire_on,
-    fire_with_kwargs,
-    hooks_attribute,
-)
+from pygents_ctx.hooks._dispatch import HookSlot, ToolHookList, fire
 from pygents_ctx.hooks._registry import NameRegistry, identical, redefines
 from pygents_ctx.tools._docstrings import parse_docstring
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
@@ -62,12 +56,6 @@ R = TypeVar("R")
 # A subtool's own signature, independent of its parent's P and R.
 SP = ParamSpec("SP")
 SR = TypeVar("SR")
-
-_BEFORE_INVOKE = HookRegistry.globals_for(ToolHook.BEFORE_INVOKE)
-_ON_YIELD = HookRegistry.globals_for(ToolHook.ON_YIELD)
-_AFTER_INVOKE = HookRegistry.globals_for(ToolHook.AFTER_INVOKE)
-_ON_ERROR = HookRegistry.globals_for(ToolHook.ON_ERROR)
-_ANY_TOOL_HOOK = HookRegistry.globals_for_any(ToolHook)
 
 
 # A dataclass for `dataclasses.asdict()` / `fields()` (as pygents' is), with the
@@ -201,11 +189,6 @@ class Tool(Generic[P, R]):
         "subtools",
         "tags",
     )
-
-    if TYPE_CHECKING:
-        hooks: list[Hook]
-    else:
-        hooks = hooks_attribute(ToolHookList)
 
     before_invoke = HookSlot(ToolHook.BEFORE_INVOKE)
     on_yield = HookSlot(ToolHook.ON_YIELD)
@@ -371,8 +354,6 @@ class Tool(Generic[P, R]):
         Positional arguments past the function's parameters are ignored, as
         keyword arguments it does not take are (pygents' behaviour).
         """
-        if len(args) > self._positional_room:
-            args = args[: self._positional_room]  # type: ignore[assignment]
         result: R = self._call(args, kwargs)
         return result
 
@@ -386,28 +367,30 @@ class Tool(Generic[P, R]):
         """The lock serializing calls (usable with `async with`), or None without `lock=True`."""
         return self._lock
 
+    @property
+    def hooks(self) -> list[Hook]:
+        """Its own hooks, in firing order (a list assigned is checked as `append` checks)."""
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: Iterable[object]) -> None:
+        self._hooks = ToolHookList.of(hooks)
+
     def __repr__(self) -> str:
         return f"<Tool {self.key}>"
 
-    def _open(
-        self, args: tuple[Any, ...], kwargs: dict[str, Any], started: float
-    ) -> tuple[Any, ToolMetadata | None]:
-        """Start a call for a turn: its coroutine (or async generator), and the metadata to close.
-
-        A call no hook watches and no lock guards is the function's own coroutine,
-        with nothing wrapped around it: a turn drives it directly. Its metadata then
-        takes the turn's clock readings (`started` now); the turn sets `_end` on
-        the returned metadata when the call ends. Any other call runs through the
-        full wrapper, which keeps its own times (None is returned for it).
+    def _arguments(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments to call the function with: checked (and converted), fixed
+        kwargs and context parameters added, positional ones past its parameters
+        dropped (as keyword arguments it does not take are: pygents' behaviour).
 
         Raises:
             ToolArgumentsError: The arguments do not fit the function's signature.
-            TypeError: As for a call (a required context parameter outside an agent).
         """
         if len(args) > self._positional_room:
             args = args[: self._positional_room]
-        if self._hooks or self._lock is not None or _ANY_TOOL_HOOK:
-            return self._call(args, kwargs), None
         validator = self._validator
         if validator is not None:
             converted = validator(args, kwargs)
@@ -416,22 +399,12 @@ class Tool(Generic[P, R]):
         spec = self._spec
         if kwargs or not spec.plain:
             kwargs = spec.bind(args, kwargs)
-        metadata = self.metadata
-        metadata._mark_start(started)
-        return self.fn(*args, **kwargs), metadata
+        return args, kwargs
 
     async def _invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        validator = self._validator
-        if validator is not None:
-            converted = validator(args, kwargs)
-            if converted is not None:  # some arguments made into their annotated types
-                args, kwargs = converted
-        spec = self._spec
-        if kwargs or not spec.plain:
-            kwargs = spec.bind(args, kwargs)
-        hooks = self._hooks
-        if hooks or _BEFORE_INVOKE:
-            await fire_with_kwargs(_BEFORE_INVOKE, hooks, self.tags, args, kwargs)
+        args, kwargs = self._arguments(args, kwargs)
+        hooks, tags = self._hooks, self.tags
+        await fire(ToolHook.BEFORE_INVOKE, hooks, tags, *args, **kwargs)
         metadata = self.metadata
         metadata._mark_start(monotonic())
         try:
@@ -444,25 +417,15 @@ class Tool(Generic[P, R]):
             finally:
                 metadata._end = monotonic()
         except Exception as exc:
-            if hooks or _ON_ERROR:
-                await fire_with_kwargs(_ON_ERROR, hooks, self.tags, (), {"exc": exc})
+            await fire(ToolHook.ON_ERROR, hooks, tags, exc=exc)
             raise
-        if hooks or _AFTER_INVOKE:
-            await fire_on(_AFTER_INVOKE, hooks, self.tags, result)
+        await fire(ToolHook.AFTER_INVOKE, hooks, tags, result)
         return result
 
     async def _iterate(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
-        validator = self._validator
-        if validator is not None:
-            converted = validator(args, kwargs)
-            if converted is not None:  # some arguments made into their annotated types
-                args, kwargs = converted
-        spec = self._spec
-        if kwargs or not spec.plain:
-            kwargs = spec.bind(args, kwargs)
+        args, kwargs = self._arguments(args, kwargs)
         hooks, tags = self._hooks, self.tags
-        if hooks or _BEFORE_INVOKE:
-            await fire_with_kwargs(_BEFORE_INVOKE, hooks, tags, args, kwargs)
+        await fire(ToolHook.BEFORE_INVOKE, hooks, tags, *args, **kwargs)
         metadata = self.metadata
         metadata._mark_start(monotonic())
         produced: list[Any] = []
@@ -475,8 +438,7 @@ class Tool(Generic[P, R]):
             try:
                 async for value in generator:  # type: ignore[attr-defined]
                     produced.append(value)
-                    if hooks or _ON_YIELD:
-                        await fire_on(_ON_YIELD, hooks, tags, value)
+                    await fire(ToolHook.ON_YIELD, hooks, tags, value)
                     try:
                         yield value
                     except (GeneratorExit, asyncio.CancelledError):
@@ -491,16 +453,14 @@ class Tool(Generic[P, R]):
                 if lock is not None:
                     lock.release()
         except Exception as exc:
-            if hooks or _ON_ERROR:
-                await fire_with_kwargs(_ON_ERROR, hooks, tags, (), {"exc": exc})
+            await fire(ToolHook.ON_ERROR, hooks, tags, exc=exc)
             raise
         except BaseException:
             # The consumer stopped early: report what it received, then finish closing.
-            if closed_early and (hooks or _AFTER_INVOKE):
-                await fire_on(_AFTER_INVOKE, hooks, tags, produced)
+            if closed_early:
+                await fire(ToolHook.AFTER_INVOKE, hooks, tags, produced)
             raise
-        if hooks or _AFTER_INVOKE:
-            await fire_on(_AFTER_INVOKE, hooks, tags, produced)
+        await fire(ToolHook.AFTER_INVOKE, hooks, tags, produced)
 
     @overload
     def subtool(self, fn: Callable[SP, SR], /) -> Tool[SP, SR]: ...

@@ -21,14 +21,14 @@ how it is saved and loaded (`_saving`).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks import Hook, TurnHook
 from pygents_ctx.hooks._calls import tag_set
-from pygents_ctx.hooks._dispatch import HookSlot, TurnHookList, hooks_attribute
+from pygents_ctx.hooks._dispatch import HookSlot, TurnHookList
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns._running import TurnRunning
 from pygents_ctx.turns._saving import TurnSaving
@@ -69,11 +69,6 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
 
     # The fields are `TurnState`'s (see `turns._state`).
     __slots__ = ()
-
-    if TYPE_CHECKING:
-        hooks: list[Hook]
-    else:
-        hooks = hooks_attribute(TurnHookList)
 
     before_run = HookSlot(TurnHook.BEFORE_RUN)
     after_run = HookSlot(TurnHook.AFTER_RUN)
@@ -174,6 +169,15 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     def tags(self, value: Iterable[str] | None) -> None:
         self._guard("tags")
         self._tags = tag_set(value)
+
+    @property
+    def hooks(self) -> list[Hook]:
+        """Its own hooks, in firing order (a list assigned is checked as `append` checks)."""
+        return self._hooks
+
+    @hooks.setter
+    def hooks(self, hooks: Iterable[object]) -> None:
+        self._hooks = TurnHookList.of(hooks)
 
     @property
     def is_running(self) -> bool:

@@ -478,8 +478,18 @@ class Agent(JsonSerializable):
         entered = _enter(context)
         try:
             await fire(AgentHook.BEFORE_TURN, self.hooks, self.tags, self)
-            async with aclosing(self._generator_values(turn)) as values:
-                async for value in values:
+            values = turn._yielding(self._turn_hooks(turn))
+            async with aclosing(values):
+                ended = False
+                while not ended:
+                    try:
+                        value = await anext(values)
+                    except StopAsyncIteration:
+                        break
+                    except Exception as exc:  # the turn's failure (not the routing's)
+                        if not self._returns_error(turn):
+                            raise
+                        value, ended = exc, True
                     if await self._produced(turn, value):
                         _leave(entered)
                         entered = None
@@ -488,18 +498,6 @@ class Agent(JsonSerializable):
             self._state.current_turn = None
         finally:
             _leave(entered)
-
-    async def _generator_values(self, turn: Turn) -> AsyncGenerator[Any, None]:
-        """The values of a generator turn's run; its failure as the last value under
-        `on_tool_error="return"` (else it raises)."""
-        try:
-            async with aclosing(turn._yielding(self._turn_hooks(turn))) as values:
-                async for value in values:
-                    yield value
-        except Exception as exc:
-            if not self._returns_error(turn):
-                raise
-            yield exc
 
     async def _produced(self, turn: Turn, value: Any) -> bool:
         """Route a `Turn` or `ContextItem` where its type says, then fire `on_turn_value`;

@@ -47,7 +47,7 @@ __all__ = [
 def listening(kind: HookKind, own: list[Hook], tags: frozenset[str]) -> bool:
     """Whether a hook would see `kind`: for an event whose arguments cost something to
     build (a snapshot), asked before building them."""
-    if any(kind in h.kinds for h in own):
+    if own and any(kind in h.kinds for h in own):
         return True
     return HookRegistry.any_global and bool(HookRegistry.globals_for(kind).matching(tags))
 

@@ -99,7 +99,8 @@ def saved_results() -> list[Result]:
     """The results of the latest run, read back from `OUT`."""
     saved = json.loads(OUT.read_text())
     return [
-        Result(r["scenario"], r["ours_ns"], r["floor_ns"], r["target"]) for r in saved["results"]
+        Result(r["scenario"], r["ours_ns"], r["floor_ns"], r["target"], r.get("bound_ns"))
+        for r in saved["results"]
     ]
 
 
@@ -263,6 +264,7 @@ def main() -> None:
                         "floor_ns": r.floor_ns,
                         "ratio": r.ratio,
                         "target": r.target,
+                        "bound_ns": r.bound_ns,
                     }
                     for r in results
                 ],

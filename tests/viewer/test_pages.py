@@ -396,3 +396,34 @@ def test_a_window_pinned_at_its_last_message_still_shows_the_pin(server: ViewerS
     assert rows[-1] == "pin"  # after every history message
     shown = text_of(body)
     assert "re-pinned at this step" in shown
+
+
+async def _owned_sessions(path: Path) -> None:
+    async with connect(path) as conn:
+        for session, owner in (("a-1", "ann"), ("a-2", "ann"), ("b-1", "bob"), ("open", None)):
+            store = SQLiteContextStore(conn, session_id=session, owner=owner)
+            await store.append(Message("user", f"hello from {session}"))
+
+
+def test_the_sessions_page_shows_owners_and_lists_one_owners_sessions(tmp_path: Path) -> None:
+    path = tmp_path / "owners.db"
+    asyncio.run(_owned_sessions(path))
+    with serving(Viewer(SQLiteSource(str(path)))) as server:
+        everyone = get(server, "/").body
+        anns = get(server, "/?owner=ann").body
+        nobody = get(server, "/?owner=carol").body
+        session = get(server, "/session/b-1").body
+
+    assert "<th>owner</th>" in everyone
+    row = re.search(r'<tr><td><a class=session href="/session/b-1">.*?</tr>', everyone)
+    assert row is not None
+    assert '<a href="/?owner=bob">bob</a>' in row.group(0)
+    assert "4 sessions" in text_of(everyone)
+    assert "2 sessions of owner “ann”" in text_of(anns)
+    assert sorted(re.findall(r'href="/session/([^"]+)"', anns)) == ["a-1", "a-2"]
+    assert "No sessions match" in nobody
+    assert '<a href="/?owner=bob">bob</a>' in session  # the session's own page names its owner
+
+
+def test_a_store_without_owners_shows_no_owner_column(server: ViewerServer) -> None:
+    assert "<th>owner</th>" not in get(server, "/").body

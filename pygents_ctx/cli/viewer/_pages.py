@@ -153,14 +153,17 @@ def cost_text(viewer: Viewer, row: q.SessionRow) -> str:
 
 
 def sessions(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
-    """`/`: the sessions, newest first, searchable by id, a page at a time."""
+    """`/`: the sessions, newest first, searchable by id and owner, a page at a time."""
     search = query.get("q", "").strip()
+    owner = query.get("owner", "").strip()
     current = requested_page(query)
     rows, total = q.sessions_page(
-        reading, search, (current - 1) * SESSIONS_PER_PAGE, SESSIONS_PER_PAGE
+        reading, search, (current - 1) * SESSIONS_PER_PAGE, SESSIONS_PER_PAGE, owner
     )
     current, pages = page_number(query, total, SESSIONS_PER_PAGE)
-    headers = ["session", "created (UTC)", "messages", "archived", "tokens", "input", "output"]
+    owners = bool(owner) or q.has_owners(reading)
+    headers = ["session", *(["owner"] if owners else [])]
+    headers += ["created (UTC)", "messages", "archived", "tokens", "input", "output"]
     headers += ["runs", "calls", "last activity (UTC)"]
     if viewer.prices:
         headers.append("cost")
@@ -170,6 +173,7 @@ def sessions(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
         cell = [
             f'<a class=session href="{href(["session", row.session_id])}">'
             f"{esc(row.session_id)}</a>",
+            *([_owner_link(row.owner)] if owners else []),
             when(row.created_at),
             number(row.messages),
             number(row.archived),
@@ -187,12 +191,15 @@ def sessions(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
     found = f"{number(total)} session{'s' if total != 1 else ''}"
     if search:
         found += f" whose id contains “{esc(search)}”"
+    if owner:
+        found += f" of owner “{esc(owner)}”"
+    shift = 1 if owners else 0
     listing = (
-        table_html(headers, cells, numeric={2, 3, 4, 5, 6, 7, 8})
+        table_html(headers, cells, numeric={n + shift for n in (2, 3, 4, 5, 6, 7, 8)})
         if rows
-        else f"<p class=muted>No sessions{' match' if search else ''}.</p>"
+        else f"<p class=muted>No sessions{' match' if search or owner else ''}.</p>"
     )
-    nav = pager([], {"q": search}, current, pages)
+    nav = pager([], {"q": search, "owner": owner}, current, pages)
     pricing_note = (
         ""
         if viewer.prices
@@ -203,7 +210,12 @@ def sessions(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
         f"<h1>Sessions</h1><p class=muted>{found}</p>"
         f"<form class=bar method=get action='/'><label>search by id"
         f"<input name=q value='{esc(search)}' placeholder='session id or part of it'></label>"
-        "<button>Search</button></form>"
+        + (
+            f"<label>owner<input name=owner value='{esc(owner)}' placeholder='all'></label>"
+            if owners
+            else ""
+        )
+        + "<button>Search</button></form>"
         f"{nav}{listing}{nav}"
         f"{pricing_note}"
     )
@@ -229,6 +241,13 @@ def session_tabs(session_id: str, on: str, archived: int) -> str:
     )
 
 
+def _owner_link(owner: str | None) -> str:
+    """An owner as a table cell: a link to their sessions, or a dash."""
+    if owner is None:
+        return "<span class=muted>-</span>"
+    return f'<a href="{href([], {"owner": owner})}">{esc(owner)}</a>'
+
+
 def session_header(viewer: Viewer, row: q.SessionRow, on: str) -> str:
     cards = [
         ("messages", number(row.messages)),
@@ -241,6 +260,8 @@ def session_header(viewer: Viewer, row: q.SessionRow, on: str) -> str:
     ]
     if viewer.prices:
         cards.append(("cost", cost_text(viewer, row)))
+    if row.owner is not None:
+        cards.append(("owner", _owner_link(row.owner)))
     return (
         f"<p class=muted><a href='/'>Sessions</a> &rsaquo;</p><h1>{esc(row.session_id)}</h1>"
         "<div class=cards>"

@@ -98,10 +98,17 @@ class SessionRow:
     model_calls: int = 0
     last_activity: str = ""
     usage_by_model: dict[str, Usage] = field(default_factory=dict)
+    owner: str | None = None
+
+
+def _columns(reading: Reading) -> str:
+    """The session columns to read: the owner too, where the schema has one (NULL before)."""
+    owner = "owner" if "owner" in reading.columns("pygents_sessions") else "NULL"
+    return f"{_SESSION_COLUMNS}, {owner}"
 
 
 def _row(row: Sequence[Any]) -> SessionRow:
-    session_id, created, count, live, tokens_in, tokens_out, preview = row
+    session_id, created, count, live, tokens_in, tokens_out, preview, owner = row
     return SessionRow(
         str(session_id),
         as_text(created),
@@ -110,6 +117,14 @@ def _row(row: Sequence[Any]) -> SessionRow:
         int(tokens_in),
         int(tokens_out),
         as_text(preview),
+        owner=None if owner is None else str(owner),
+    )
+
+
+def has_owners(reading: Reading) -> bool:
+    """Whether any session has an owner (the sessions page then shows them)."""
+    return "owner" in reading.columns("pygents_sessions") and bool(
+        reading.rows("SELECT 1 FROM pygents_sessions WHERE owner IS NOT NULL LIMIT 1", [])
     )
 
 
@@ -136,14 +151,23 @@ def _archive(reading: Reading, session_id: str) -> str:
 
 
 def sessions_page(
-    reading: Reading, search: str, offset: int, limit: int
+    reading: Reading, search: str, offset: int, limit: int, owner: str = ""
 ) -> tuple[list[SessionRow], int]:
-    """The sessions whose id contains `search` (any case), newest first: a page, and how many."""
-    where = "WHERE lower(session_id) LIKE ? ESCAPE '\\'" if search else ""
-    params: list[Any] = [_like(search)] if search else []
+    """The sessions whose id contains `search` (any case), of `owner` when one is given,
+    newest first: a page, and how many."""
+    if owner and "owner" not in reading.columns("pygents_sessions"):
+        return [], 0  # a file from before owners: no session has one
+    clauses, params = [], []
+    if search:
+        clauses.append("lower(session_id) LIKE ? ESCAPE '\\'")
+        params.append(_like(search))
+    if owner:
+        clauses.append("owner = ?")
+        params.append(owner)
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     (total,) = reading.rows(f"SELECT count(*) FROM pygents_sessions {where}", params)[0]
     rows = reading.rows(
-        f"SELECT {_SESSION_COLUMNS} FROM pygents_sessions {where} "
+        f"SELECT {_columns(reading)} FROM pygents_sessions {where} "
         "ORDER BY created_at DESC, session_id DESC LIMIT ? OFFSET ?",
         [*params, limit, offset],
     )
@@ -187,6 +211,7 @@ def _with_activity(reading: Reading, row: SessionRow, usage: bool) -> SessionRow
         calls,
         last,
         by_model,
+        row.owner,
     )
 
 
@@ -207,7 +232,7 @@ def find_session(reading: Reading, wanted: str, where: str) -> str:
 def session_row(reading: Reading, session_id: str) -> SessionRow:
     """The session's row, with its activity (the session exists: `find_session` said so)."""
     row = reading.rows(
-        f"SELECT {_SESSION_COLUMNS} FROM pygents_sessions WHERE session_id = ?", [session_id]
+        f"SELECT {_columns(reading)} FROM pygents_sessions WHERE session_id = ?", [session_id]
     )[0]
     return _with_activity(reading, _row(row), "pygents_usage" in reading.tables())
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any, Final
 
-from pygents_ctx.context.stores.base import ApprovalDecision
+from pygents_ctx.context.stores._common import now_iso
+from pygents_ctx.context.stores._records import ApprovalDecision
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -62,13 +63,10 @@ def _decision(approved: Any, reason: str | None) -> ApprovalDecision:
 
 
 def record_sqlite(
-    session_id: str,
-    created_at: str,
-    call_id: str,
-    decision: ApprovalDecision,
-    db: sqlite3.Connection,
+    session_id: str, call_id: str, decision: ApprovalDecision, db: sqlite3.Connection
 ) -> ApprovalDecision:
     """Keep `decision` unless the call has one; the one kept (inside the caller's transaction)."""
+    created_at = now_iso()
     db.execute(
         "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
         "ON CONFLICT (session_id) DO NOTHING",

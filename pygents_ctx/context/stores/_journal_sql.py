@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from pygents_ctx.context.messages import ToolResultBlock, from_dict, to_dict
+from pygents_ctx.context.stores._common import now_iso
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -79,8 +80,12 @@ def decode(data: bytes | None) -> ToolResultBlock | None:
 # ----------------------------------------------------------------------------- SQLite
 
 
-def start_sqlite(session_id: str, at: str, call_id: str, db: sqlite3.Connection) -> None:
+def start_sqlite(session_id: str, call_id: str, db: sqlite3.Connection) -> None:
     """Record `call_id` as started unless it is recorded (inside the caller's transaction)."""
+    _start(session_id, now_iso(), call_id, db)
+
+
+def _start(session_id: str, at: str, call_id: str, db: sqlite3.Connection) -> None:
     db.execute(
         "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
         "ON CONFLICT (session_id) DO NOTHING",
@@ -93,11 +98,10 @@ def start_sqlite(session_id: str, at: str, call_id: str, db: sqlite3.Connection)
     )
 
 
-def finish_sqlite(
-    session_id: str, at: str, call_id: str, result: bytes, db: sqlite3.Connection
-) -> None:
+def finish_sqlite(session_id: str, call_id: str, result: bytes, db: sqlite3.Connection) -> None:
     """Record `call_id` as finished with `result`, unless it has one (started if it was not)."""
-    start_sqlite(session_id, at, call_id, db)
+    at = now_iso()
+    _start(session_id, at, call_id, db)
     db.execute(
         "UPDATE pygents_journal SET result = ?, finished_at = ? "
         "WHERE session_id = ? AND call_id = ? AND result IS NULL",

@@ -25,6 +25,7 @@ import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from pygents_ctx.context.stores._common import now_iso
 from pygents_ctx.errors import SessionNotFoundError
 
 if TYPE_CHECKING:
@@ -146,22 +147,22 @@ _SQLITE_TAKE: Final = """
 
 
 def acquire_sqlite(
-    session_id: str, owner: str, ttl: float, created_at: str | None, db: sqlite3.Connection
+    session_id: str, owner: str, ttl: float, create: bool, db: sqlite3.Connection
 ) -> tuple[bool, LeaseState]:
     """Take the lease if it is free: `(True, ours)`, else `(False, the holder's)`.
 
-    Runs in its own `BEGIN IMMEDIATE` transaction; `created_at` set creates the
+    Runs in its own `BEGIN IMMEDIATE` transaction; `create` creates the
     session's row first if it is missing.
 
     Raises:
-        SessionNotFoundError: The session has no row and `created_at` is None.
+        SessionNotFoundError: The session has no row and `create` is False.
     """
     db.execute("BEGIN IMMEDIATE")
     try:
-        if created_at is not None:
+        if create:
             db.execute(
                 "INSERT OR IGNORE INTO pygents_sessions (session_id, created_at) VALUES (?, ?)",
-                (session_id, created_at),
+                (session_id, now_iso()),
             )
         elif not db.execute(
             "SELECT 1 FROM pygents_sessions WHERE session_id = ?", (session_id,)

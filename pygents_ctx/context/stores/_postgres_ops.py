@@ -32,6 +32,14 @@ from pygents_ctx.context.stores._common import (
     same_prefix,
     session_not_empty,
 )
+from pygents_ctx.context.stores._decisions_sql import read_postgres as get_decisions
+from pygents_ctx.context.stores._decisions_sql import record_postgres as record_decision
+from pygents_ctx.context.stores._journal_sql import finish_postgres as journal_finish
+from pygents_ctx.context.stores._journal_sql import read_postgres as get_journal
+from pygents_ctx.context.stores._journal_sql import start_postgres as journal_start
+from pygents_ctx.context.stores._lease_sql import acquire_postgres as acquire_lease
+from pygents_ctx.context.stores._lease_sql import release_postgres as release_lease
+from pygents_ctx.context.stores._lease_sql import renew_postgres as renew_lease
 from pygents_ctx.context.stores._lineage import (
     HIGHEST,
     LOWEST,
@@ -39,7 +47,11 @@ from pygents_ctx.context.stores._lineage import (
     check_at,
     postgres_segments,
 )
+from pygents_ctx.context.stores._paged import postgres_page as page
 from pygents_ctx.context.stores._search_sql import indexed_words
+from pygents_ctx.context.stores._search_sql import live_ids_postgres as live_ids
+from pygents_ctx.context.stores._usage_sql import read_postgres as get_usage
+from pygents_ctx.context.stores._usage_sql import record_postgres as record_usage
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
@@ -59,6 +71,7 @@ __all__ = [
     "Batch",
     "Read",
     "Version",
+    "acquire_lease",
     "append_rows",
     "batches",
     "claim",
@@ -68,11 +81,22 @@ __all__ = [
     "erase",
     "fenced",
     "fork",
+    "get_decisions",
+    "get_journal",
     "get_tokens",
+    "get_usage",
+    "journal_finish",
+    "journal_start",
     "list_sessions",
+    "live_ids",
     "own_fork",
+    "page",
     "read_newest",
     "read_since",
+    "record_decision",
+    "record_usage",
+    "release_lease",
+    "renew_lease",
     "replace_prefix",
     "restore",
     "rewind",

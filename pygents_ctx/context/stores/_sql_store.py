@@ -92,6 +92,42 @@ class Ops(Protocol):
 
     def list_sessions(self, owner: str | None, db: Any, /) -> Any: ...
 
+    def page(
+        self, session_id: str, table: str, key: str, after: int | None, limit: int, db: Any, /
+    ) -> Any: ...
+
+    def live_ids(self, session_id: str, count: int, db: Any, /) -> Any: ...
+
+    def get_tokens(self, session_id: str, db: Any, /) -> Any: ...
+
+    def record_usage(self, session_id: str, record: UsageRecord, db: Any, /) -> Any: ...
+
+    def get_usage(self, session_id: str, run_id: str | None, db: Any, /) -> Any: ...
+
+    def record_decision(
+        self, session_id: str, call_id: str, decision: ApprovalDecision, db: Any, /
+    ) -> Any: ...
+
+    def get_decisions(self, session_id: str, db: Any, /) -> Any: ...
+
+    def journal_start(self, session_id: str, call_id: str, db: Any, /) -> Any: ...
+
+    def journal_finish(self, session_id: str, call_id: str, result: bytes, db: Any, /) -> Any: ...
+
+    def get_journal(self, session_id: str, call_ids: tuple[str, ...], db: Any, /) -> Any: ...
+
+    def acquire_lease(
+        self, session_id: str, owner: str, ttl: float, create: bool, db: Any, /
+    ) -> Any: ...
+
+    def renew_lease(
+        self, session_id: str, owner: str, token: int, ttl: float, db: Any, /
+    ) -> Any: ...
+
+    def release_lease(self, session_id: str, owner: str, token: int, db: Any, /) -> Any: ...
+
+    def claim(self, session_id: str, owner: str, db: Any, /) -> Any: ...
+
 
 class Dialect(ABC, Generic[C]):
     """What a database does its own way, for one connection; `SQLStore` does the rest.
@@ -180,19 +216,19 @@ class Dialect(ABC, Generic[C]):
         """The newest `limit` live messages before the newest `offset`, oldest first."""
         return self.run(self.ops.read_newest, session_id, limit, offset)
 
-    @abstractmethod
     def page(
         self, session_id: str, table: str, key: str, after: int | None, limit: int
     ) -> Awaitable[list[Any]]:
         """One page of `iter_history`: `limit` rows of `table` after `key` `after`."""
+        return self.run(self.ops.page, session_id, table, key, after, limit)
 
     @abstractmethod
     def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
         """The best `limit` matches for `query` in the session's full-text index."""
 
-    @abstractmethod
     def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
         """The ids `search` gives the oldest `count` live messages (None: not known)."""
+        return self.run(self.ops.live_ids, session_id, count)
 
     @abstractmethod
     def count(self, session_id: str) -> Awaitable[int]:
@@ -267,67 +303,78 @@ class Dialect(ABC, Generic[C]):
     ) -> Awaitable[None]:
         """Overwrite the session's token usage with `tokens`, or add them when `add`."""
 
-    @abstractmethod
     def get_tokens(self, session_id: str) -> Awaitable[tuple[int, int]]:
         """The session's token usage: `(input_tokens, output_tokens)`."""
+        return self.run(self.ops.get_tokens, session_id)
 
-    @abstractmethod
     def record_usage(
         self, session_id: str, record: UsageRecord, fence: int | None
     ) -> Awaitable[None]:
         """Keep `record` and add its tokens to the session's usage."""
+        return self.write(session_id, fence, partial(self.ops.record_usage, session_id, record))
 
-    @abstractmethod
     def get_usage(self, session_id: str, run_id: str | None) -> Awaitable[list[UsageRecord]]:
         """The usage records, oldest first; only `run_id`'s when given."""
+        return self.run(self.ops.get_usage, session_id, run_id)
 
-    @abstractmethod
     def record_decision(
         self, session_id: str, call_id: str, decision: ApprovalDecision, fence: int | None
     ) -> Awaitable[ApprovalDecision]:
         """Keep `decision` on `call_id` unless it has one; the one kept."""
+        work = partial(self.ops.record_decision, session_id, call_id, decision)
+        return self.write(session_id, fence, work)
 
-    @abstractmethod
     def get_decisions(self, session_id: str) -> Awaitable[dict[str, ApprovalDecision]]:
         """Every decision on the session's tool calls, by call id."""
+        return self.run(self.ops.get_decisions, session_id)
 
-    @abstractmethod
     def journal_start(self, session_id: str, call_id: str, fence: int | None) -> Awaitable[None]:
         """Record that tool call `call_id` starts."""
+        return self.write(session_id, fence, partial(self.ops.journal_start, session_id, call_id))
 
-    @abstractmethod
     def journal_finish(
         self, session_id: str, call_id: str, result: bytes, fence: int | None
     ) -> Awaitable[None]:
         """Record that tool call `call_id` finished with the encoded `result`."""
+        work = partial(self.ops.journal_finish, session_id, call_id, result)
+        return self.write(session_id, fence, work)
 
-    @abstractmethod
     def get_journal(
         self, session_id: str, call_ids: tuple[str, ...]
     ) -> Awaitable[dict[str, ToolResultBlock | None]]:
         """The journal of `call_ids`."""
+        return self.run(self.ops.get_journal, session_id, call_ids)
 
     # -- the lease and the sessions ----------------------------------------------
 
-    @abstractmethod
-    def acquire_lease(
+    async def acquire_lease(
         self, session_id: str, owner: str, ttl: float, create: bool
-    ) -> Awaitable[tuple[bool, LeaseState]]:
-        """Take the lease if it is free (see `ContextStore._acquire_lease`)."""
+    ) -> tuple[bool, LeaseState]:
+        """Take the lease if it is free (see `ContextStore._acquire_lease`).
 
-    @abstractmethod
+        The database may answer None when the holder let go while it was asked
+        (PostgreSQL, between its two statements): then it is asked again.
+        """
+        while True:
+            answer: tuple[bool, LeaseState] | None = await self.run(
+                self.ops.acquire_lease, session_id, owner, ttl, create
+            )
+            if answer is not None:
+                return answer
+
     def renew_lease(
         self, session_id: str, owner: str, token: int, ttl: float
     ) -> Awaitable[LeaseState | None]:
         """Extend the lease `owner` and `token` hold; None if they lost it."""
+        return self.run(self.ops.renew_lease, session_id, owner, token, ttl)
 
-    @abstractmethod
     def release_lease(self, session_id: str, owner: str, token: int) -> Awaitable[None]:
         """End the lease now if `owner` and `token` still hold it."""
+        return self.run(self.ops.release_lease, session_id, owner, token)
 
-    @abstractmethod
     def claim(self, session_id: str, owner: str) -> Awaitable[str]:
         """Make the session `owner`'s unless another owner holds it; its owner."""
+        return self.run(self.ops.claim, session_id, owner)
 
     def list_sessions(self, owner: str | None) -> Awaitable[list[SessionInfo]]:
         """Every session (only `owner`'s when given), newest first."""

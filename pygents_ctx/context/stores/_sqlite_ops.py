@@ -26,6 +26,14 @@ from pygents_ctx.context.stores._common import (
     same_prefix,
     session_not_empty,
 )
+from pygents_ctx.context.stores._decisions_sql import read_sqlite as get_decisions
+from pygents_ctx.context.stores._decisions_sql import record_sqlite as record_decision
+from pygents_ctx.context.stores._journal_sql import finish_sqlite as journal_finish
+from pygents_ctx.context.stores._journal_sql import read_sqlite as get_journal
+from pygents_ctx.context.stores._journal_sql import start_sqlite as journal_start
+from pygents_ctx.context.stores._lease_sql import acquire_sqlite as acquire_lease
+from pygents_ctx.context.stores._lease_sql import release_sqlite as release_lease
+from pygents_ctx.context.stores._lease_sql import renew_sqlite as renew_lease
 from pygents_ctx.context.stores._lineage import (
     HIGHEST,
     LOWEST,
@@ -33,6 +41,10 @@ from pygents_ctx.context.stores._lineage import (
     check_at,
     sqlite_segments,
 )
+from pygents_ctx.context.stores._paged import sqlite_page as page
+from pygents_ctx.context.stores._search_sql import live_ids_sqlite as live_ids
+from pygents_ctx.context.stores._usage_sql import read_sqlite as get_usage
+from pygents_ctx.context.stores._usage_sql import record_sqlite as record_usage
 from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
@@ -43,6 +55,7 @@ __all__ = [
     "SET_TOKENS",
     "Encoded",
     "Read",
+    "acquire_lease",
     "append_rows",
     "claim",
     "clear",
@@ -50,11 +63,23 @@ __all__ = [
     "encode",
     "erase",
     "fork",
+    "get_decisions",
+    "get_journal",
+    "get_tokens",
+    "get_usage",
     "in_transaction",
+    "journal_finish",
+    "journal_start",
     "list_sessions",
+    "live_ids",
     "live_rows",
+    "page",
     "read_newest",
     "read_since",
+    "record_decision",
+    "record_usage",
+    "release_lease",
+    "renew_lease",
     "replace_prefix",
     "restore",
     "rewind",
@@ -762,16 +787,24 @@ def list_sessions(owner: str | None, db: Db) -> list[SessionInfo]:
     return [SessionInfo(*row) for row in rows]
 
 
-def claim(session_id: str, owner: str, created_at: str, db: Db) -> str:
+def claim(session_id: str, owner: str, db: Db) -> str:
     """Make the session `owner`'s: create its row owned, or take an existing row
     without an owner. Returns the session's owner (another's stays as it was)."""
     row = db.execute(
         "INSERT INTO pygents_sessions (session_id, created_at, owner) VALUES (?, ?, ?) "
         "ON CONFLICT (session_id) DO UPDATE SET owner = coalesce(owner, excluded.owner) "
         "RETURNING owner",
-        (session_id, created_at, owner),
+        (session_id, now_iso(), owner),
     ).fetchone()
     return str(row[0])
+
+
+def get_tokens(session_id: str, db: Db) -> tuple[int, int]:
+    row = db.execute(
+        "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
 def erase(target: Erasure, db: Db) -> int:

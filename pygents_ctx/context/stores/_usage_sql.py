@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from pygents_ctx.context.stores._common import now_iso
 from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 
 if TYPE_CHECKING:
@@ -174,12 +175,10 @@ _SQLITE_ADD: Final = """
 """
 
 
-def record_sqlite(
-    session_id: str, created_at: str, record: UsageRecord, db: sqlite3.Connection
-) -> None:
+def record_sqlite(session_id: str, record: UsageRecord, db: sqlite3.Connection) -> None:
     """Insert the record and add its tokens to the session (inside the caller's transaction)."""
     usage = record.usage
-    db.execute(_SQLITE_ADD, (session_id, created_at, usage.input_tokens, usage.output_tokens))
+    db.execute(_SQLITE_ADD, (session_id, now_iso(), usage.input_tokens, usage.output_tokens))
     insert_sqlite(session_id, [record], db)
 
 

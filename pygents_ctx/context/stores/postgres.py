@@ -17,10 +17,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
-from pygents_ctx.context.stores import _decisions_sql as decisions_sql
-from pygents_ctx.context.stores import _journal_sql as journal_sql
-from pygents_ctx.context.stores import _lease_sql as lease_sql
-from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
@@ -34,10 +30,9 @@ if TYPE_CHECKING:
 
     from psycopg import AsyncConnection
 
-    from pygents_ctx.context.messages import Message, ToolResultBlock
+    from pygents_ctx.context.messages import Message
     from pygents_ctx.context.stores._common import Erasure
     from pygents_ctx.context.stores._postgres_ops import Batch
-    from pygents_ctx.context.stores.base import ApprovalDecision
     from pygents_ctx.context.stores.search import HistoryHit
     from pygents_ctx.context.usage import UsageRecord
 
@@ -254,17 +249,9 @@ class PostgresDialect(Dialect[PostgresConnection]):
         )
         return True
 
-    def page(
-        self, session_id: str, table: str, key: str, after: int | None, limit: int
-    ) -> Awaitable[list[Any]]:
-        return self.run(paged.postgres_page, session_id, table, key, after, limit)
-
     def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
         """From the tsvector index, kept by each write; a hit's `id` is its `message_id`."""
         return self.run(search_sql.search_postgres, session_id, query, limit)
-
-    def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
-        return self.run(search_sql.live_ids_postgres, session_id, count)
 
     def count(self, session_id: str) -> Awaitable[int]:
         return self.run(ops.scalar, ops.MESSAGE_COUNT, session_id)
@@ -309,61 +296,6 @@ class PostgresDialect(Dialect[PostgresConnection]):
     ) -> Awaitable[None]:
         sql = ops.ADD_TOKENS if add else ops.SET_TOKENS
         return self.write(session_id, fence, partial(ops.set_tokens, sql, session_id, *tokens))
-
-    def get_tokens(self, session_id: str) -> Awaitable[tuple[int, int]]:
-        return self.run(ops.get_tokens, session_id)
-
-    def record_usage(
-        self, session_id: str, record: UsageRecord, fence: int | None
-    ) -> Awaitable[None]:
-        return self.write(session_id, fence, partial(usage_sql.record_postgres, session_id, record))
-
-    def get_usage(self, session_id: str, run_id: str | None) -> Awaitable[list[UsageRecord]]:
-        return self.run(usage_sql.read_postgres, session_id, run_id)
-
-    def record_decision(
-        self, session_id: str, call_id: str, decision: ApprovalDecision, fence: int | None
-    ) -> Awaitable[ApprovalDecision]:
-        work = partial(decisions_sql.record_postgres, session_id, call_id, decision)
-        return self.write(session_id, fence, work)
-
-    def get_decisions(self, session_id: str) -> Awaitable[dict[str, ApprovalDecision]]:
-        return self.run(decisions_sql.read_postgres, session_id)
-
-    def journal_start(self, session_id: str, call_id: str, fence: int | None) -> Awaitable[None]:
-        work = partial(journal_sql.start_postgres, session_id, call_id)
-        return self.write(session_id, fence, work)
-
-    def journal_finish(
-        self, session_id: str, call_id: str, result: bytes, fence: int | None
-    ) -> Awaitable[None]:
-        work = partial(journal_sql.finish_postgres, session_id, call_id, result)
-        return self.write(session_id, fence, work)
-
-    def get_journal(
-        self, session_id: str, call_ids: tuple[str, ...]
-    ) -> Awaitable[dict[str, ToolResultBlock | None]]:
-        return self.run(journal_sql.read_postgres, session_id, call_ids)
-
-    async def acquire_lease(
-        self, session_id: str, owner: str, ttl: float, create: bool
-    ) -> tuple[bool, lease_sql.LeaseState]:
-        work = partial(lease_sql.acquire_postgres, session_id, owner, ttl, create)
-        while True:
-            answer = await self.conn.run(work)
-            if answer is not None:  # None: the holder let go while it was asked
-                return answer
-
-    def renew_lease(
-        self, session_id: str, owner: str, token: int, ttl: float
-    ) -> Awaitable[lease_sql.LeaseState | None]:
-        return self.run(lease_sql.renew_postgres, session_id, owner, token, ttl)
-
-    def release_lease(self, session_id: str, owner: str, token: int) -> Awaitable[None]:
-        return self.run(lease_sql.release_postgres, session_id, owner, token)
-
-    def claim(self, session_id: str, owner: str) -> Awaitable[str]:
-        return self.run(ops.claim, session_id, owner)
 
     def erase(self, target: Erasure) -> Awaitable[int]:
         """In one transaction. The deleted row versions stay in the table files until

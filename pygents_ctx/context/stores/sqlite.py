@@ -16,10 +16,6 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
-from pygents_ctx.context.stores import _decisions_sql as decisions_sql
-from pygents_ctx.context.stores import _journal_sql as journal_sql
-from pygents_ctx.context.stores import _lease_sql as lease_sql
-from pygents_ctx.context.stores import _paged as paged
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
@@ -34,10 +30,9 @@ from pygents_ctx.context.stores._sqlite_schema import (
 from pygents_ctx.context.stores._worker import SQLiteConnection
 
 if TYPE_CHECKING:
-    from pygents_ctx.context.messages import Message, ToolResultBlock
+    from pygents_ctx.context.messages import Message
     from pygents_ctx.context.stores._common import Erasure
     from pygents_ctx.context.stores._sqlite_ops import Encoded
-    from pygents_ctx.context.stores.base import ApprovalDecision
     from pygents_ctx.context.stores.search import HistoryHit
     from pygents_ctx.context.usage import UsageRecord
 
@@ -156,18 +151,10 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         ensure = None if known else now_iso()
         return self.run(ops.append_rows, session_id, ensure, run_id, messages, fence)
 
-    def page(
-        self, session_id: str, table: str, key: str, after: int | None, limit: int
-    ) -> Awaitable[list[Any]]:
-        return self.run(paged.sqlite_page, session_id, table, key, after, limit)
-
     def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
         """From the FTS5 index, which first catches up, in one short write transaction,
         with the messages written since the last search (appends do not index)."""
         return self.run(_caught_up, partial(search_sql.search_sqlite, session_id, query, limit))
-
-    def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
-        return self.run(search_sql.live_ids_sqlite, session_id, count)
 
     def count(self, session_id: str) -> Awaitable[int]:
         sql = "SELECT message_count FROM pygents_sessions WHERE session_id = ?"
@@ -223,66 +210,6 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
             db.execute(sql, params)
 
         return self.write(session_id, fence, upsert, alone=True)
-
-    def get_tokens(self, session_id: str) -> Awaitable[tuple[int, int]]:
-        def read(db: Db) -> tuple[int, int]:
-            row = db.execute(
-                "SELECT input_tokens, output_tokens FROM pygents_sessions WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
-            return (0, 0) if row is None else (int(row[0]), int(row[1]))
-
-        return self.conn.run(read)
-
-    def record_usage(
-        self, session_id: str, record: UsageRecord, fence: int | None
-    ) -> Awaitable[None]:
-        work = partial(usage_sql.record_sqlite, session_id, now_iso(), record)
-        return self.write(session_id, fence, work)
-
-    def get_usage(self, session_id: str, run_id: str | None) -> Awaitable[list[UsageRecord]]:
-        return self.run(usage_sql.read_sqlite, session_id, run_id)
-
-    def record_decision(
-        self, session_id: str, call_id: str, decision: ApprovalDecision, fence: int | None
-    ) -> Awaitable[ApprovalDecision]:
-        work = partial(decisions_sql.record_sqlite, session_id, now_iso(), call_id, decision)
-        return self.write(session_id, fence, work)
-
-    def get_decisions(self, session_id: str) -> Awaitable[dict[str, ApprovalDecision]]:
-        return self.run(decisions_sql.read_sqlite, session_id)
-
-    def journal_start(self, session_id: str, call_id: str, fence: int | None) -> Awaitable[None]:
-        work = partial(journal_sql.start_sqlite, session_id, now_iso(), call_id)
-        return self.write(session_id, fence, work)
-
-    def journal_finish(
-        self, session_id: str, call_id: str, result: bytes, fence: int | None
-    ) -> Awaitable[None]:
-        work = partial(journal_sql.finish_sqlite, session_id, now_iso(), call_id, result)
-        return self.write(session_id, fence, work)
-
-    def get_journal(
-        self, session_id: str, call_ids: tuple[str, ...]
-    ) -> Awaitable[dict[str, ToolResultBlock | None]]:
-        return self.run(journal_sql.read_sqlite, session_id, call_ids)
-
-    def acquire_lease(
-        self, session_id: str, owner: str, ttl: float, create: bool
-    ) -> Awaitable[tuple[bool, lease_sql.LeaseState]]:
-        created_at = now_iso() if create else None
-        return self.run(lease_sql.acquire_sqlite, session_id, owner, ttl, created_at)
-
-    def renew_lease(
-        self, session_id: str, owner: str, token: int, ttl: float
-    ) -> Awaitable[lease_sql.LeaseState | None]:
-        return self.run(lease_sql.renew_sqlite, session_id, owner, token, ttl)
-
-    def release_lease(self, session_id: str, owner: str, token: int) -> Awaitable[None]:
-        return self.run(lease_sql.release_sqlite, session_id, owner, token)
-
-    def claim(self, session_id: str, owner: str) -> Awaitable[str]:
-        return self.run(ops.claim, session_id, owner, now_iso())
 
     def erase(self, target: Erasure) -> Awaitable[int]:
         """In one transaction; the full-text index is merged afterwards (FTS5

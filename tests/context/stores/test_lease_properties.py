@@ -83,7 +83,7 @@ class SQLite:
         self.db.execute("INSERT INTO pygents_sessions (session_id, created_at) VALUES ('s', '')")
 
     def take(self, owner: str) -> tuple[bool, LeaseState]:
-        return _lease_sql.acquire_sqlite("s", owner, TTL, None, self.db)
+        return _lease_sql.acquire_sqlite("s", owner, TTL, False, self.db)
 
     def renew(self, owner: str, token: int) -> LeaseState | None:
         return _lease_sql.renew_sqlite("s", owner, token, TTL, self.db)

@@ -1,7 +1,7 @@
 """`make bench`: run every scenario, print a table, write bench/out/results.json.
 
 `python -m bench --quick` runs each scenario at a tenth of its size;
-`python -m bench --markdown` prints the latest run's table for the README.
+`python -m bench --markdown` prints the latest run's table for guides/performance.md.
 `python -m bench --peer` runs the head-to-head with pygents 0.7.0 instead (see
 `bench/peer.py`), writing bench/out/peer.json; `--peer --markdown` prints it.
 `python -m bench service [--sessions N --turns M --workers W --postgres]` load-tests
@@ -246,7 +246,7 @@ def main() -> None:
         else:
             run_memory("--quick" in sys.argv)
         return
-    if "--markdown" in sys.argv:  # the latest run's table, for the README
+    if "--markdown" in sys.argv:  # the latest run's table, for guides/performance.md
         print(markdown(saved_results()))
         return
     quick = "--quick" in sys.argv

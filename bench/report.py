@@ -1,4 +1,4 @@
-"""The bench's tables: the text one it prints and the markdown one the README shows."""
+"""The bench's tables: the text one it prints and the markdown one guides/performance.md shows."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _ns(value: float) -> str:
 
 
 def markdown(results: list[Result]) -> str:
-    """The table as the README shows it."""
+    """The table as guides/performance.md shows it."""
     rows = ["| scenario | ours | floor | ratio | target |", "|---|---:|---:|---:|---|"]
     for r in results:
         target = "-" if r.met is None else f"{_target(r, '≤')} {'✓' if r.met else 'missed'}"

@@ -1,7 +1,7 @@
 """Memory and stores at scale, side by side with what a user would pick instead.
 
 `python -m bench --scale` runs these rows in this interpreter (`--quick`: a
-tenth of the sizes; `--markdown`: the latest run's table for the README).
+tenth of the sizes; `--markdown`: the latest run's table for guides/performance.md).
 Each row runs pygents_ctx and the alternative on the same data, interleaved
 (so the machine's noise hits both alike), and prints the medians with their
 ratio and the goal the row checks:

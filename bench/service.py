@@ -27,7 +27,7 @@ It reports:
 It exits 1 when any turn failed or the check found a problem, and stops by
 itself: the turns are counted, and the whole drive has `--timeout` seconds.
 The results go to bench/out/service.json (one entry per backend; `--out`
-elsewhere); `--markdown` prints them as the README's table.
+elsewhere); `--markdown` prints them as the table of guides/performance.md.
 """
 
 from __future__ import annotations
@@ -490,7 +490,7 @@ def describe(r: dict[str, Any]) -> str:
 
 
 def markdown(saved: dict[str, Any]) -> str:
-    """The saved runs as the README's table."""
+    """The saved runs as the table of guides/performance.md."""
     rows = [
         "| backend | workers | sessions x turns | turns/s | turn latency p50 / p99 "
         "| added under load p50 / p99 | one client: turn / direct SDK p50 | transcripts |",

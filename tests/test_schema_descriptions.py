@@ -204,7 +204,6 @@ def test_annotated_metadata_describes_a_parameter_and_wins_over_the_docstring() 
     assert properties["f"] == {
         "type": "integer",
         "description": "optional, described",
-        "default": None,
     }
 
 

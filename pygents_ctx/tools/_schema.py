@@ -233,7 +233,13 @@ class _Builder:
         schema = self.schema(hint)
         if documented and "description" not in schema:
             schema = {**schema, "description": documented}
-        if default is not dataclasses.MISSING and default is not inspect.Parameter.empty:
+        # A None default says only that the value may be left out, which `required`
+        # says: `{"type": "integer", "default": null}` would offer a value the type refuses.
+        if (
+            default is not None
+            and default is not dataclasses.MISSING
+            and default is not inspect.Parameter.empty
+        ):
             value = _json_value(default)
             if value is not _NO_DEFAULT:
                 schema = {**schema, "default": value}

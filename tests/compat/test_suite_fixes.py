@@ -117,3 +117,22 @@ def test_a_saved_pool_item_without_an_id_is_refused_with_pygents_phrase(impl: Im
     saved = {"limit": 2, "items": [{"content": 1, "description": "d"}], "hooks": {}}
     with pytest.raises(ValueError, match="ContextPool requires a ContextItem with 'id' set"):
         impl.context.ContextPool.from_dict(saved)
+
+
+@covers("ToolMetadata.input_schema")
+def test_a_parameter_defaulting_to_none_has_pygents_schema(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def search(query: str, limit: int | None = None, page: str | None = None) -> str:
+        return query
+
+    assert search.metadata.input_schema == {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string"},
+            "limit": {"type": "integer"},
+            "page": {"type": "string"},
+        },
+        "required": ["query"],
+    }

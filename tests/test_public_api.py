@@ -91,7 +91,26 @@ ALL_MODULES = [pygents_ctx.__name__] + [
 NO_DOCSTRING = {"ContentBlock", "HookKind", "LoopEvent", "ModelStreamEvent"}
 EXPORTED = [getattr(pygents_ctx, name) for name in pygents_ctx.__all__]
 EXPORTED_CLASSES = [obj for obj in EXPORTED if inspect.isclass(obj)]
-REFERENCE_PAGE = Path(__file__).resolve().parents[1] / "guides" / "reference.md"
+REFERENCE = Path(__file__).resolve().parents[1] / "guides" / "reference"
+PACKAGE_PAGES = [
+    "runtime",
+    "context",
+    "stores",
+    "strategies",
+    "memory",
+    "model",
+    "integrations",
+    "testing",
+]
+# Modules documented whole on the reference pages: their own `__all__` is what users import.
+OWN_MODULES = [
+    "pygents_ctx.testing",
+    "pygents_ctx.integrations.mcp",
+    "pygents_ctx.integrations.tracing",
+    "pygents_ctx.integrations.langgraph",
+    "pygents_ctx.integrations.openai_agents",
+    "pygents_ctx.integrations.pydantic_ai",
+]
 
 
 def _isort_order(name: str) -> tuple[int, str]:
@@ -177,7 +196,40 @@ def test_classes_with_methods_are_checked() -> None:
     assert "ContextQueue.limit" in dict(_own_public_members(ContextQueue))
 
 
-def test_reference_page_documents_the_package() -> None:
-    lines = [line.strip() for line in REFERENCE_PAGE.read_text(encoding="utf-8").splitlines()]
+def _directives(page: str) -> list[str]:
+    text = (REFERENCE / f"{page}.md").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    return [line.removeprefix("::: ").strip() for line in lines if line.startswith("::: ")]
 
-    assert "::: pygents_ctx" in lines
+
+def test_reference_has_a_page_per_package_and_an_index() -> None:
+    pages = sorted(path.stem for path in REFERENCE.glob("*.md"))
+
+    assert pages == sorted([*PACKAGE_PAGES, "index"])
+
+
+def test_every_exported_name_is_on_exactly_one_package_page() -> None:
+    documented = [
+        path.removeprefix("pygents_ctx.")
+        for page in PACKAGE_PAGES
+        for path in _directives(page)
+        if path not in OWN_MODULES
+    ]
+
+    assert sorted(documented) == sorted(pygents_ctx.__all__)
+
+
+def test_modules_of_their_own_are_documented_whole() -> None:
+    documented = {path for page in PACKAGE_PAGES for path in _directives(page)}
+
+    assert set(OWN_MODULES) <= documented
+
+
+@pytest.mark.parametrize("module_name", ["pygents_ctx", *OWN_MODULES])
+def test_the_reference_index_links_every_public_name(module_name: str) -> None:
+    index = (REFERENCE / "index.md").read_text(encoding="utf-8")
+    module = importlib.import_module(module_name)
+
+    unlinked = [name for name in module.__all__ if f"][{module_name}.{name}]" not in index]
+
+    assert unlinked == []

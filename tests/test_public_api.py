@@ -42,6 +42,7 @@ PUBLIC_MODULES = [
     "pygents_ctx.model.definitions",
     "pygents_ctx.model.events",
     "pygents_ctx.model.loop",
+    "pygents_ctx.model.assistant",
     "pygents_ctx.model.offload",
     "pygents_ctx.model.options",
     "pygents_ctx.model.openai_model",

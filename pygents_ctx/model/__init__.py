@@ -5,6 +5,7 @@ The adapters import their SDK only when made: `pip install 'pygents-ctx[openai]'
 """
 
 from pygents_ctx.model.anthropic_model import MAX_BREAKPOINTS, AnthropicModel
+from pygents_ctx.model.assistant import Assistant
 from pygents_ctx.model.base import (
     Model,
     ModelResponse,
@@ -44,6 +45,7 @@ __all__ = [
     "SEARCH_HISTORY_LIMIT",
     "AgentValue",
     "AnthropicModel",
+    "Assistant",
     "FallbackModel",
     "GeminiModel",
     "LeasePolicy",

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, cast
 
@@ -31,7 +32,15 @@ from pygents_ctx.model._tool_calls import CURRENT_CALL
 from pygents_ctx.model.events import LoopFinished, LoopStop
 from pygents_ctx.tools import Tool
 
-__all__ = ["KEEP", "Keep", "UsageSink", "subagent_tool"]
+__all__ = [
+    "KEEP",
+    "Keep",
+    "UsageSink",
+    "check_subagent",
+    "run_subagent",
+    "subagent_as_tool",
+    "subagent_tool",
+]
 
 Keep = Literal["transcript", "none"]
 KEEP: Final[tuple[Keep, ...]] = ("transcript", "none")
@@ -81,42 +90,45 @@ def subagent_tool(
             `description` is empty, or `keep` is not one of `KEEP`.
         TypeError: `merge` is not a bool.
     """
+    check_subagent("ModelLoop.as_tool", name, description, merge=merge, keep=keep)
+
+    async def subagent(task: str) -> Any:
+        return await run_subagent(loop, name, task, merge=merge, keep=keep)
+
+    return subagent_as_tool(subagent, name, description)
+
+
+def check_subagent(owner: str, name: str, description: str, *, merge: bool, keep: Keep) -> None:
+    """Refuse a wrong argument of `owner` (`ModelLoop.as_tool`, ...), naming the fix.
+
+    Raises:
+        ValueError: `name` is not 1-64 letters, digits, `_` or `-`,
+            `description` is empty, or `keep` is not one of `KEEP`.
+        TypeError: `merge` is not a bool.
+    """
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(
-            f"ModelLoop.as_tool name must be 1-64 letters, digits, '_' or '-' (a name the "
+            f"{owner} name must be 1-64 letters, digits, '_' or '-' (a name the "
             f"model calls), not {name!r}"
         )
     if not isinstance(description, str) or not description.strip():
         raise ValueError(
-            f"ModelLoop.as_tool({name!r}) needs a description: it is how the calling model "
+            f"{owner}({name!r}) needs a description: it is how the calling model "
             "knows when to use this sub-agent"
         )
     if not isinstance(merge, bool):
-        raise TypeError(f"ModelLoop.as_tool merge must be a bool, not {merge!r}")
+        raise TypeError(f"{owner} merge must be a bool, not {merge!r}")
     if keep not in KEEP:
         raise ValueError(
-            f"ModelLoop.as_tool keep must be 'transcript' (keep each call's transcript, "
+            f"{owner} keep must be 'transcript' (keep each call's transcript, "
             f"linked from the call) or 'none' (keep nothing but its usage), not {keep!r}"
         )
 
-    async def subagent(task: str) -> Any:
-        branch = loop.agent.branch()
-        if keep == "none" and branch.context is not None:
-            branch.context = await loop._context.unsaved_branch()
-        async with branch:  # a kept transcript is forked now: its session is known
-            sink = await _sink(branch, keep)
-            finished = await loop._for(branch, sink).run(task)
-            if merge:  # the later of two calls adding one id wins, as in the pool
-                await loop.agent.merge(branch, on_conflict="branch")
-        if finished.reason is LoopStop.REFUSAL:
-            raise SubagentError(f"the sub-agent {name!r} refused: {finished.refusal}")
-        if finished.reason is not LoopStop.ANSWER:
-            raise SubagentError(
-                f"the sub-agent {name!r} stopped without an answer "
-                f"({finished.reason.value}): ask it for less, or do it another way"
-            )
-        return finished.output if loop.output_type is not None else finished.text
 
+def subagent_as_tool(
+    subagent: Callable[[str], Awaitable[Any]], name: str, description: str
+) -> Tool[..., Any]:
+    """`subagent(task)` as the tool `name` the calling model reads `description` of."""
     subagent.__name__ = subagent.__qualname__ = name
     subagent.__doc__ = (
         f"{description.strip()}\n\n"
@@ -125,6 +137,30 @@ def subagent_tool(
         "it sees nothing else of this conversation.\n"
     )
     return Tool(subagent)
+
+
+async def run_subagent(loop: _Loop, name: str, task: str, *, merge: bool, keep: Keep) -> Any:
+    """Run `loop` on `task`, on a branch of its agent: the answer (text or output).
+
+    Raises:
+        SubagentError: The run refused, or ended without an answer.
+    """
+    branch = loop.agent.branch()
+    if keep == "none" and branch.context is not None:
+        branch.context = await loop._context.unsaved_branch()
+    async with branch:  # a kept transcript is forked now: its session is known
+        sink = await _sink(branch, keep)
+        finished = await loop._for(branch, sink).run(task)
+        if merge:  # the later of two calls adding one id wins, as in the pool
+            await loop.agent.merge(branch, on_conflict="branch")
+    if finished.reason is LoopStop.REFUSAL:
+        raise SubagentError(f"the sub-agent {name!r} refused: {finished.refusal}")
+    if finished.reason is not LoopStop.ANSWER:
+        raise SubagentError(
+            f"the sub-agent {name!r} stopped without an answer "
+            f"({finished.reason.value}): ask it for less, or do it another way"
+        )
+    return finished.output if loop.output_type is not None else finished.text
 
 
 async def _sink(branch: Agent, keep: Keep) -> UsageSink | None:

@@ -103,7 +103,12 @@ class Assistant:
             `StableWindow()`); each call works on a shallow copy of it.
         output_type: The type of every answer (a dataclass, `TypedDict` or
             pydantic model), as `ModelLoop(output_type=...)`.
-        settings, retry, limits, tool_policy, lease: As for `ModelLoop`.
+        settings: Settings for every model call, as for `ModelLoop`.
+        retry: How transient model failures are retried, as for `ModelLoop`.
+        limits: Steps, tokens and cost per run (`LoopLimits`), as for `ModelLoop`.
+        tool_policy: How the calls of one reply run (`ToolPolicy`), as for `ModelLoop`.
+        lease: The session's lease for each run (`LeasePolicy`; None: none),
+            as for `ModelLoop`.
         store: Where the sessions live (a `Database`): a SQLite file's path
             (default `pygents_ctx.db`, or the `PYGENTS_CTX_DB` variable's), or an
             open `SQLiteConnection` / `PostgresConnection`; a call's `store=`
@@ -255,7 +260,7 @@ class Assistant:
         Stopping early (`break`) stops the run, as for `ModelLoop.stream`.
 
         Raises:
-            As for `run()`.
+            TypeError, ValueError, SessionBusyError, ModelError: As for `run()`.
         """
         async with (
             self._session(session, owner, store, model) as (context, chosen),
@@ -286,7 +291,10 @@ class Assistant:
         Args:
             output_type: A dataclass, `TypedDict` or pydantic model.
             question: What to ask about the conversation.
-            session, owner, store, model: As for `run()`.
+            session: The session's id, as for `run()`.
+            owner: The session's owner, as for `run()`.
+            store: Where the session lives, as for `run()`.
+            model: The model for this call, as for `run()`.
 
         Raises:
             TypeError: `output_type` cannot be made a JSON schema, or as for `run()`.
@@ -337,7 +345,9 @@ class Assistant:
             approve: The ids of the calls to run (`LoopFinished.pending`).
             reject: The ids of the calls to refuse, or a mapping of id to the
                 reason the model reads.
-            owner, store, model: As for `run()`.
+            owner: The session's owner, as for `run()`.
+            store: Where the session lives, as for `run()`.
+            model: The model for this call, as for `run()`.
 
         Raises:
             TypeError: `approve` or `reject` is a single str (give a list), or

@@ -1,7 +1,7 @@
 """A model in the loop: the `Model` protocol, OpenAI, Anthropic and Gemini adapters, `ModelLoop`.
 
-The adapters import their SDK only when made: `pip install 'pygents-ctx[openai]'`,
-`'pygents-ctx[anthropic]'` or `'pygents-ctx[gemini]'`.
+The adapters import their SDK only when made: the `openai`, `anthropic` or `gemini`
+extra (`pip install -e '.[openai]'` from a checkout).
 """
 
 from pygents_ctx.model.anthropic_model import MAX_BREAKPOINTS, AnthropicModel

@@ -70,7 +70,8 @@ def import_sdk(name: str, owner: str, *, extra: str | None = None) -> ModuleType
         return importlib.import_module(name)
     except ImportError:
         raise ImportError(
-            f"{owner} needs the {name!r} package: pip install 'pygents-ctx[{extra or name}]'"
+            f"{owner} needs the {name!r} package: the {extra or name!r} extra "
+            f"(pip install -e '.[{extra or name}]' from a checkout)"
         ) from None
 
 

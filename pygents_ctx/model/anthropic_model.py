@@ -1,6 +1,6 @@
 """`AnthropicModel`: the Messages API through the official `anthropic` SDK.
 
-Install with `pip install 'pygents-ctx[anthropic]'`.
+Install the `anthropic` extra (`pip install -e '.[anthropic]'` from a checkout).
 
 Prompt caching: with `cache=True` (the default) the request marks cache
 breakpoints (`cache_control`) where the next request will start the same, at

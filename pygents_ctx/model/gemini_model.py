@@ -1,6 +1,6 @@
 """`GeminiModel`: Google's Gemini API through the official `google-genai` SDK.
 
-Install with `pip install 'pygents-ctx[gemini]'`.
+Install the `gemini` extra (`pip install -e '.[gemini]'` from a checkout).
 """
 
 from __future__ import annotations

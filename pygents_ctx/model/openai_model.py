@@ -2,7 +2,7 @@
 
 Any server that speaks the Chat Completions API works (vLLM, llama.cpp's
 server, Ollama, ...): give its `base_url`. Install with
-`pip install 'pygents-ctx[openai]'`.
+`pip install -e '.[openai]'` from a checkout.
 """
 
 from __future__ import annotations

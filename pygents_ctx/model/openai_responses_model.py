@@ -4,7 +4,7 @@ The Responses API is OpenAI's newer interface beside Chat Completions. This
 adapter uses it statelessly: every call sends the whole window with
 `store=False`, and never refers to an earlier response by id, because the
 conversation store is the truth (a window may be trimmed, summarised or
-branched between calls). Install with `pip install 'pygents-ctx[openai]'`.
+branched between calls). Install the `openai` extra (`pip install -e '.[openai]'` from a checkout).
 
 How a window travels:
 

@@ -275,7 +275,7 @@ def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch, owner: s
     monkeypatch.setitem(sys.modules, sdk, None)  # as if it were not installed
     model_class = OpenAIModel if owner == "OpenAIModel" else AnthropicModel
 
-    with pytest.raises(ImportError, match=rf"pip install 'pygents-ctx\[{sdk}\]'"):
+    with pytest.raises(ImportError, match=rf"pip install -e '\.\[{sdk}\]' from a checkout"):
         model_class("any", api_key="k")
 
 

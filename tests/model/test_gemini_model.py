@@ -1049,7 +1049,7 @@ async def test_leaving_a_stream_early_closes_it(api: FakeGemini, model: GeminiMo
 def test_a_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "google.genai", None)
 
-    with pytest.raises(ImportError, match=r"pip install 'pygents-ctx\[gemini\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[gemini\]' from a checkout"):
         GeminiModel("gemini-test", api_key="k")
 
 

@@ -1,6 +1,6 @@
 """`PostgresContextStore`: many sessions in one PostgreSQL database, shared by many workers.
 
-Needs the `postgres` extra (`pip install 'pygents-ctx[postgres]'`, psycopg 3).
+Needs the `postgres` extra (`pip install -e '.[postgres]'` from a checkout: psycopg 3).
 `connect_postgres(dsn)` opens one psycopg `AsyncConnection` in autocommit mode
 and brings the schema up to date; the stores sharing it run their calls one
 at a time. Appends are single statements that reserve their positions by
@@ -48,7 +48,8 @@ def _import_psycopg() -> ModuleType:
         import psycopg
     except ImportError:
         raise ImportError(
-            "PostgresContextStore needs psycopg 3: pip install 'pygents-ctx[postgres]'"
+            "PostgresContextStore needs psycopg 3: the 'postgres' extra "
+            "(pip install -e '.[postgres]' from a checkout)"
         ) from None
     return psycopg
 

@@ -293,7 +293,7 @@ def test_without_psycopg_connecting_says_which_extra_to_install(
 ) -> None:
     monkeypatch.setitem(sys.modules, "psycopg", None)  # what `import psycopg` sees uninstalled
 
-    with pytest.raises(ImportError, match=r"pip install 'pygents-ctx\[postgres\]'"):
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[postgres\]' from a checkout"):
         connect_postgres("host=/tmp")
 
 

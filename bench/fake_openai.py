@@ -8,6 +8,10 @@ Every `POST .../chat/completions` is answered by one rule, whatever came before:
   gets the text, an integer or a number its length, a boolean `true`);
 - it ends with tool results: the reply is the final text
   `answer to <user text>: <tool result>`, which names the question it answers;
+- the request asks for a JSON schema (`response_format` of type `json_schema`)
+  and offers no tools: the reply is a JSON document of that schema, each
+  string the user's text, each integer or number its length, each boolean
+  `true`, each array empty, each enum its first value;
 - the user's text contains `[fail]`: an HTTP 400 `invalid_request_error`
   (not retried by a client), to exercise a service's error path.
 
@@ -69,6 +73,26 @@ def _argument(kind: Any, text: str) -> Any:
     return text
 
 
+def _document(schema: dict[str, Any], text: str) -> Any:
+    """A value of `schema` (a JSON schema without references) made from the user's `text`."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    options = schema.get("anyOf") or []
+    if options:
+        return _document(next((o for o in options if o.get("type") != "null"), options[0]), text)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "null")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: _document(field, text) for name, field in properties.items()}
+    if kind == "array":
+        return []
+    if kind == "null":
+        return None
+    return _argument(kind, text)
+
+
 def reply_for(body: dict[str, Any]) -> dict[str, Any] | None:
     """The assistant message for a request body (`content`, `tool_calls`), or None for `[fail]`.
 
@@ -94,6 +118,10 @@ def reply_for(body: dict[str, Any]) -> dict[str, Any] | None:
             results.insert(0, _text(message.get("content")))
         return {"content": answer_for(question, " ".join(results)), "tool_calls": []}
     tools = body.get("tools") or []
+    shape = body.get("response_format") or {}
+    if not tools and shape.get("type") == "json_schema":
+        document = _document(shape["json_schema"]["schema"], question)
+        return {"content": json.dumps(document), "tool_calls": []}
     if not tools:
         raise ValueError("the conversation ends with a user message and the request offers no tool")
     named = [t for t in tools if t["function"]["name"] in question]

@@ -9,7 +9,8 @@ Every `POST .../chat/completions` is answered by one rule, whatever came before:
 - it ends with tool results: the reply is the final text
   `answer to <user text>: <tool result>`, which names the question it answers;
 - the request asks for a JSON schema (`response_format` of type `json_schema`)
-  and offers no tools: the reply is a JSON document of that schema, each
+  and offers no tools: the reply is a JSON document of that schema (its
+  `$ref`s followed into its `$defs`), each
   string the user's text, each integer or number its length, each boolean
   `true`, each array empty, each enum its first value;
 - the user's text contains `[fail]`: an HTTP 400 `invalid_request_error`
@@ -73,19 +74,23 @@ def _argument(kind: Any, text: str) -> Any:
     return text
 
 
-def _document(schema: dict[str, Any], text: str) -> Any:
-    """A value of `schema` (a JSON schema without references) made from the user's `text`."""
+def _document(schema: dict[str, Any], text: str, defs: dict[str, Any] | None = None) -> Any:
+    """A value of `schema` (a JSON schema; `$ref`s point into its `$defs`) made from `text`."""
+    defs = schema.get("$defs", defs or {})
+    if "$ref" in schema:
+        return _document(defs[schema["$ref"].rsplit("/", 1)[-1]], text, defs)
     if "enum" in schema:
         return schema["enum"][0]
     options = schema.get("anyOf") or []
     if options:
-        return _document(next((o for o in options if o.get("type") != "null"), options[0]), text)
+        chosen = next((o for o in options if o.get("type") != "null"), options[0])
+        return _document(chosen, text, defs)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")
     if kind == "object":
         properties = schema.get("properties") or {}
-        return {name: _document(field, text) for name, field in properties.items()}
+        return {name: _document(field, text, defs) for name, field in properties.items()}
     if kind == "array":
         return []
     if kind == "null":

@@ -8,6 +8,7 @@ user: the same values, stop reasons, times, hooks and errors.
 from __future__ import annotations
 
 import asyncio
+import tracemalloc
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -358,3 +359,24 @@ async def test_a_tool_reading_the_context_made_after_agents_ran_still_gets_it(
     await agent.put(Turn(reads))
     assert await _drain(agent) == [5]
     assert limits == [5]
+
+
+async def test_a_long_run_of_turns_that_never_suspend_does_not_pile_up_memory() -> None:
+    # Each turn's timeout is a timer on the event loop; cancelled, it stays there until
+    # the loop runs, which such turns never let it do.
+    @tool
+    async def noop() -> None:
+        return None
+
+    agent = Agent("batch", "Runs many small turns", [noop])
+    for _ in range(20_000):
+        await agent.put(Turn(noop))
+    tracemalloc.start()
+    try:
+        async for _ in agent.run():
+            pass
+        kept, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert kept < 1_000_000, f"{kept:,} bytes still held after the run"  # 6.4 MB before

@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from contextvars import Token
-from typing import Any
+from typing import Any, Final
 
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._resources import (
@@ -66,6 +66,9 @@ from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
 
 __all__ = ["Agent", "BranchMerge"]
+
+
+_LET_THE_LOOP_RUN: Final = 256  # turns between two turns of the event loop in `run()`
 
 
 class Agent(JsonSerializable):
@@ -384,6 +387,7 @@ class Agent(JsonSerializable):
         try:
             resources, opened, scope = self._open_resources(run_id)
             context = (self.context_queue, self.context_pool, opened)
+            finished = 0
             while (turn := await self._next_turn()) is not None:
                 try:
                     if turn._tool.is_generator:
@@ -395,6 +399,12 @@ class Agent(JsonSerializable):
                         if value is not _ROUTED_AWAY:
                             yield turn, value
                     await self._after_turn(turn, context)
+                    finished += 1
+                    if finished % _LET_THE_LOOP_RUN == 0:
+                        # A turn's timeout is a timer on the event loop, cancelled when the
+                        # turn ends; the loop drops cancelled timers only when it runs, so
+                        # turns that never suspend would keep them all until the run ends.
+                        await asyncio.sleep(0)
                 except asyncio.CancelledError:
                     raise  # interrupted, not finished: it stays current and runs first next time
                 except BaseException:

@@ -468,7 +468,10 @@ class Assistant:
             try:
                 yield context, chosen
             finally:
-                _RUNNING.reset(token)
+                # A stream closed by the garbage collector ends in another context,
+                # where the token cannot be reset (nor needs to be).
+                with contextlib.suppress(ValueError):
+                    _RUNNING.reset(token)
 
 
 # -- checks and stores ---------------------------------------------------------------

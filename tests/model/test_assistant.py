@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -100,6 +101,21 @@ async def test_a_session_of_another_owner_is_refused_before_the_model(
     with pytest.raises(ValueError, match="not owner 'bob'"):
         await helper.ask(Verdict, "Happy?", session="s1", owner="bob", store=db)
     assert len(model.calls) == 1
+
+
+async def test_another_owner_cannot_decide_a_sessions_approvals(db: SQLiteConnection) -> None:
+    refunded: list[int] = []
+    call = tool_call("refund", order_id=3)
+    support = Assistant(
+        "support", model=ScriptedModel([assistant(call)]), tools=shop_tools(refunded)
+    )
+    await support.run("Refund 3", session="s2", owner="ann", store=db)
+
+    with pytest.raises(ValueError, match="owner"):
+        await support.resume(session="s2", owner="bob", approve=[call.id], store=db)
+    assert refunded == []
+    still = await support.run(None, session="s2", owner="ann", store=db)
+    assert [c.id for c in still.pending] == [call.id]  # undecided: bob's decision was not kept
 
 
 async def test_the_default_store_is_the_command_lines_database_file(
@@ -356,3 +372,24 @@ def test_a_definition_is_immutable_and_checked_when_made() -> None:
         Assistant("helper", model=ScriptedModel([]), limits=5)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="store must be"):
         Assistant("helper", model=ScriptedModel([]), store=42)  # type: ignore[arg-type]
+
+
+async def test_a_stream_left_early_stops_its_run_and_the_session_goes_on(
+    db: SQLiteConnection,
+) -> None:
+    model = ScriptedModel(["Hello there.", "Again."], chunk_delay=0.01)
+    helper = Assistant("helper", model=model)
+
+    async for event in helper.stream("Hi", session="ann", store=db):
+        if isinstance(event, TextDelta):
+            break  # the stream is closed when collected
+    gc.collect()
+    await asyncio.sleep(0.05)
+
+    done = await helper.run("Still there?", session="ann", store=db)  # the lease was released
+    assert done.text == "Again."
+    assert texts(await SQLiteContextStore(db, session_id="ann").get_history()) == [
+        "Hi",
+        "Still there?",
+        "Again.",
+    ]

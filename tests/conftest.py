@@ -1,5 +1,5 @@
-"""Shared fixtures: every test starts and ends with empty registries, and a
-PostgreSQL server runs for the whole session when a test asks for one."""
+"""Shared fixtures: every test has registries of its own, and a PostgreSQL server
+runs for the whole session when a test asks for one."""
 
 from __future__ import annotations
 
@@ -7,22 +7,22 @@ from collections.abc import Iterator
 
 import pytest
 
-from pygents_ctx import AgentRegistry, HookRegistry, ToolRegistry
+from pygents_ctx import AgentRegistry
 from tests import postgres_server
 
 
-def _clear_registries() -> None:
-    ToolRegistry.clear()
-    AgentRegistry.clear()
-    HookRegistry.clear()
-
-
 @pytest.fixture(autouse=True)
-def clean_registries() -> Iterator[None]:
-    """Tools, agents and hooks are global by name: isolate each test."""
-    _clear_registries()
-    yield
-    _clear_registries()
+def registry() -> Iterator[AgentRegistry]:
+    """The test's own registries (agents, tools, hooks), current while it runs.
+
+    Tools, agents and hooks the test makes are named there, not in the process
+    default, so tests never see each other's; the global hooks it makes with
+    `@hook` (which fire process-wide) are detached when it ends.
+    """
+    own = AgentRegistry()
+    with own.use():
+        yield own
+    own.hooks.clear_globals()
 
 
 @pytest.fixture(scope="session")

@@ -21,7 +21,6 @@ from pygents_ctx import (
     UnregisteredHookError,
     tool,
 )
-from pygents_ctx.agent._names import GLOBAL_NAMES
 from pygents_ctx.registry import AgentScope as AgentScopeFromRegistry
 
 
@@ -247,7 +246,7 @@ async def test_nothing_accumulates_over_ten_thousand_scoped_requests(
 
     assert all(ref() is None for ref in probes)
     assert _live_agents() == agents_before
-    assert len(GLOBAL_NAMES) == 0  # the global registry holds nothing either
+    assert len(AgentRegistry.current()._root) == 0  # the registry holds nothing either
     with pytest.raises(UnregisteredHookError):
         HookRegistry.get("checkpoint")
     # Each request made 3 agents (with pools, queues, hooks) and a merge: a leak of one
@@ -317,7 +316,7 @@ async def test_concurrent_tasks_that_forget_the_scope_never_share_an_agent() -> 
     AgentRegistry.unregister("support")
 
 
-async def test_a_finished_tasks_agent_is_replaced_by_the_next_request_as_before() -> None:
+async def test_a_finished_tasks_agent_still_holds_its_name_and_the_error_names_the_scope() -> None:
     def build(user: str) -> Agent:
         return Agent("support", f"helps {user}", [])
 
@@ -326,11 +325,30 @@ async def test_a_finished_tasks_agent_is_replaced_by_the_next_request_as_before(
         return AgentRegistry.get("support").description
 
     assert await asyncio.create_task(handle("ann")) == "helps ann"
-    assert await asyncio.create_task(handle("bob")) == "helps bob"  # one after the other
-    AgentRegistry.unregister("support")
+    with pytest.raises(ValueError, match=r"'support' already registered.*AgentScope"):
+        await asyncio.create_task(handle("bob"))  # one after the other, no scope
+    assert AgentRegistry.get("support").description == "helps ann"
 
 
-async def test_the_same_task_may_define_an_agent_again() -> None:
-    agents = [Agent("again", f"v{i}", []) for i in range(3)]  # one line, one task
+async def test_the_same_task_may_define_an_agent_again_with_replace() -> None:
+    agents = [Agent("again", f"v{i}", [], replace=True) for i in range(3)]
     assert AgentRegistry.get("again") is agents[-1]
+    with pytest.raises(ValueError, match="'again' already registered"):
+        Agent("again", "without replace", [])  # the same task, as in pygents
     AgentRegistry.unregister("again")
+
+
+async def test_replace_does_not_take_a_name_from_another_running_task() -> None:
+    made = asyncio.Event()
+
+    async def first() -> None:
+        Agent("support", "first", [])
+        await made.wait()
+
+    holder = asyncio.create_task(first())
+    await asyncio.sleep(0)
+    with pytest.raises(ValueError, match="another task that is still running"):
+        Agent("support", "second", [], replace=True)
+    made.set()
+    await holder
+    assert AgentRegistry.get("support").description == "first"

@@ -20,8 +20,6 @@ from typing import Any
 
 import pytest
 
-from pygents_ctx import AgentRegistry, HookRegistry, ToolRegistry
-
 GUIDES = Path(__file__).resolve().parent.parent / "guides"
 # A fence opens with ```python (nothing else on the line) and closes with ```.
 _BLOCK = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -59,7 +57,4 @@ def test_most_pages_have_examples() -> None:
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(GUIDES)) for p in PAGES])
 def test_page_examples_run(page: Path) -> None:
-    ToolRegistry.clear()
-    AgentRegistry.clear()
-    HookRegistry.clear()
     asyncio.run(_run_blocks(page))

@@ -25,6 +25,7 @@ from pygents_ctx import (
     ToolRegistry,
     Turn,
     TurnHook,
+    UnregisteredHookError,
     UnserializableHookError,
     hook,
     tool,
@@ -301,7 +302,8 @@ def test_a_hook_that_cannot_take_its_events_arguments_is_refused_when_made(
 
     with pytest.raises(TypeError, match=rf"cannot take the arguments of .*{kind.name}"):
         make()
-    assert "taking" not in HookRegistry._entries
+    with pytest.raises(UnregisteredHookError):
+        HookRegistry.get("taking")
     assert not list(HookRegistry.globals_for(kind))
 
 

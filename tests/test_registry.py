@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import pygents_ctx
 from pygents_ctx import (
@@ -380,18 +383,29 @@ def test_a_hook_made_twice_by_a_factory_is_not_a_redefinition() -> None:
     assert HookRegistry.get("twin") is first
 
 
-def test_an_agent_made_again_by_the_same_line_replaces_the_idle_one(
+def test_an_agent_made_again_with_replace_takes_the_name_from_the_idle_one(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    made = []
+    first = Agent("notes", "keeps notes", [])
     with caplog.at_level("DEBUG", logger="pygents_ctx"):
-        for _ in range(2):
-            made.append(Agent("notes", "keeps notes", []))
+        again = Agent("notes", "keeps notes, edited", [], replace=True)  # a re-run cell
 
-    assert AgentRegistry.get("notes") is made[1]
-    assert "agent 'notes' was defined again: the new definition replaces it" in caplog.text
+    assert AgentRegistry.get("notes") is again is not first
+    assert "agent 'notes' was made again: the new agent replaces the idle one" in caplog.text
+    with pytest.raises(ValueError, match=r"'notes' already registered.*pass replace=True"):
+        Agent("notes", "keeps notes", [])  # without replace=True, as in pygents
+    assert AgentRegistry.get("notes") is again
+
+
+def test_loading_with_replace_takes_the_name_from_the_idle_agent() -> None:
+    agent = Agent("notes", "keeps notes", [])
+    saved = agent.to_json()
+
     with pytest.raises(ValueError, match="'notes' already registered"):
-        Agent("notes", "made by another line", [])
+        Agent.from_json(saved)
+    restored = Agent.from_json(saved, replace=True)
+
+    assert AgentRegistry.get("notes") is restored is not agent
 
 
 async def test_a_running_agent_is_not_replaced() -> None:
@@ -404,7 +418,7 @@ async def test_a_running_agent_is_not_replaced() -> None:
         return "replaced"
 
     def _again() -> Agent:
-        return Agent("busy", "d", [make_another])
+        return Agent("busy", "d", [make_another], replace=True)
 
     first = _again()
     await first.put(Turn(make_another))
@@ -415,16 +429,18 @@ async def test_a_running_agent_is_not_replaced() -> None:
 
 
 class _Named(Agent):
-    def __init__(self, name: str) -> None:
-        super().__init__(name, "a subclass", [])
+    def __init__(self, name: str, *, replace: bool = False) -> None:
+        super().__init__(name, "a subclass", [], replace=replace)
 
 
-def test_a_subclass_is_located_at_the_line_that_makes_it() -> None:
-    made = [_Named("sub") for _ in range(2)]  # one line: the second replaces the first
-
-    assert AgentRegistry.get("sub") is made[1]
+def test_a_subclass_replaces_as_agent_does() -> None:
+    first = _Named("sub")
     with pytest.raises(ValueError, match="'sub' already registered"):
         _Named("sub")
+    again = _Named("sub", replace=True)
+
+    assert AgentRegistry.get("sub") is again is not first
+    assert Agent.from_dict(first.to_dict(), replace=True).name == "sub"
 
 
 def test_branches_and_loaded_agents_never_replace() -> None:
@@ -519,3 +535,167 @@ def test_importing_the_package_registers_no_tool_and_step_tools_come_when_asked_
         "model_think",
         "['model_act', 'model_ask', 'model_think']",
     ]
+
+
+# -- registry objects ---------------------------------------------------------------
+
+
+def test_a_registry_of_its_own_holds_what_is_made_while_it_is_current(
+    registry: AgentRegistry,
+) -> None:
+    plugin = AgentRegistry()
+    with plugin.use():
+
+        @tool
+        async def lookup(q: str) -> str:
+            return q
+
+        helper = Agent("helper", "d", [lookup])
+        assert AgentRegistry.current() is plugin
+        assert ToolRegistry.current() is plugin.tools
+        assert HookRegistry.current() is plugin.hooks
+
+    assert AgentRegistry.current() is registry  # the block ended: the test's own again
+    assert plugin.get("helper") is helper
+    assert helper.registry is plugin
+    assert plugin.tools.get("lookup") is lookup
+    with pytest.raises(UnregisteredToolError):
+        ToolRegistry.get("lookup")
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("helper")
+
+
+def test_two_registries_hold_the_same_names_without_colliding() -> None:
+    first, second = AgentRegistry(), AgentRegistry()
+    made = []
+    for registry in (first, second):
+        with registry.use():
+
+            @tool
+            async def search(q: str) -> str:
+                return q
+
+            made.append((search, Agent("searcher", "d", [search])))
+
+    assert first.tools.get("search") is made[0][0] is not made[1][0]
+    assert second.get("searcher") is made[1][1]
+    assert first.get("searcher").tools == [made[0][0]]
+
+
+async def test_the_registry_keywords_look_names_up_where_they_are_told() -> None:
+    plugin = AgentRegistry()
+    with plugin.use():
+
+        @tool
+        async def shout(text: str) -> str:
+            return text.upper()
+
+    agent = Agent("loud", "d", [shout], registry=plugin)
+    assert plugin.get("loud") is agent
+    assert agent.registry is plugin
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("loud")  # the current registry (the test's) has no such agent
+    await agent.put(Turn("shout", kwargs={"text": "hi"}, registry=plugin.tools))
+    assert [value async for _, value in agent.run()] == ["HI"]
+    with pytest.raises(UnregisteredToolError, match="'shout' not found"):
+        Turn("shout")  # looked up in the current registry
+
+    saved = agent.to_json()
+    elsewhere = AgentRegistry(tools=plugin.tools)
+    restored = Agent.from_json(saved, registry=elsewhere)
+    assert elsewhere.get("loud") is restored
+    assert restored.tools == [shout]
+    with pytest.raises(UnregisteredToolError, match="'shout' not found"):
+        Agent.from_json(saved)  # the current registry has no tool 'shout'
+    with pytest.raises(UnregisteredToolError, match="'shout' not found"):
+        Agent("loud", "d", [shout])  # nor may an agent of the current registry use it
+
+
+def test_a_registry_keyword_of_the_wrong_type_is_refused_before_anything_changes() -> None:
+    with pytest.raises(TypeError, match="Agent registry must be an AgentRegistry"):
+        Agent("a", "d", [], registry=ToolRegistry())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Agent registry must be an AgentRegistry"):
+        Agent.from_dict({"name": "a", "description": "d", "tool_names": []}, registry=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="AgentRegistry tools must be a ToolRegistry"):
+        AgentRegistry(tools=AgentRegistry())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="AgentRegistry hooks must be a HookRegistry"):
+        AgentRegistry(hooks=ToolRegistry())  # type: ignore[arg-type]
+    with pytest.raises(UnregisteredAgentError):
+        AgentRegistry.get("a")
+
+
+async def test_a_scope_in_a_registry_falls_back_to_that_registry_only() -> None:
+    from pygents_ctx import AgentScope
+
+    plugin = AgentRegistry()
+    at_root = Agent("root", "d", [], registry=plugin)
+    Agent("outside", "d", [])  # in the current (the test's) registry
+    async with AgentScope(registry=plugin):
+        scoped = Agent("scoped", "d", [])
+        assert AgentRegistry.get("root") is at_root
+        assert scoped.registry is plugin
+        with pytest.raises(UnregisteredAgentError):
+            AgentRegistry.get("outside")
+    with pytest.raises(UnregisteredAgentError):
+        plugin.get("scoped")  # the scope forgot it
+
+
+async def test_tasks_started_while_a_registry_is_current_use_it() -> None:
+    plugin = AgentRegistry()
+
+    async def make() -> Agent:
+        return Agent("worker", "d", [])
+
+    with plugin.use():
+        task = asyncio.create_task(make())
+    assert (await task).registry is plugin
+    assert plugin.get("worker") is await task
+
+
+def test_a_model_loop_registers_its_steps_in_its_agents_registry() -> None:
+    from pygents_ctx import ContextConfig, ModelLoop
+    from pygents_ctx.testing import ScriptedModel
+
+    plugin = AgentRegistry()
+    agent = Agent("chat", "d", [], context=ContextConfig.default(), registry=plugin)
+    ModelLoop(agent, ScriptedModel([]))
+
+    assert {"model_ask", "model_think", "model_act"} <= {t.key for t in plugin.tools.all()}
+    assert not {t.key for t in ToolRegistry.all()} & {"model_ask", "model_think", "model_act"}
+
+
+def test_a_hook_registry_of_its_own_detaches_the_global_hooks_it_names() -> None:
+    own = AgentRegistry()
+    with own.use():
+
+        @hook(TurnHook.BEFORE_RUN)
+        async def watch(turn: Any) -> None:
+            pass
+
+    assert watch in HookRegistry.globals_for(TurnHook.BEFORE_RUN)  # global: process-wide
+    with pytest.raises(UnregisteredHookError):
+        HookRegistry.get("watch")  # named in `own`, not here
+    own.hooks.clear()
+    assert watch not in HookRegistry.globals_for(TurnHook.BEFORE_RUN)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.sampled_from("abcd")), max_size=12))
+def test_names_go_to_the_registry_current_when_they_are_made(
+    steps: list[tuple[int, str]],
+) -> None:
+    registries = [AgentRegistry() for _ in range(3)]
+    expected: list[set[str]] = [set(), set(), set()]
+    for which, name in steps:
+        if name in expected[which]:
+            continue
+        with registries[which].use():
+            Agent(name, "d", [])
+        expected[which].add(name)
+    for registry, names in zip(registries, expected, strict=True):
+        for name in "abcd":
+            if name in names:
+                assert registry.get(name).registry is registry
+            else:
+                with pytest.raises(UnregisteredAgentError):
+                    registry.get(name)

@@ -2,7 +2,7 @@
 
 `Agent` and `AgentRegistry` are in `_agent`; its parts: the run state
 (`_run_state`), the checks of what it is given (`_checks`), agent names and
-`AgentScope` (`_names`, `_origin`), branching and merging (`_branching`), and
+`AgentScope` (`_names`), branching and merging (`_branching`), and
 loading a saved agent (`_saved`).
 """
 

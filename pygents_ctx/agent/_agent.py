@@ -26,12 +26,12 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import sys
+import contextlib
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from contextvars import Token
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._resources import (
@@ -49,8 +49,7 @@ from pygents_ctx.agent._branching import (
     unique_branch_name,
 )
 from pygents_ctx.agent._checks import check_name, index_tools, refused_tool, require_tools
-from pygents_ctx.agent._names import AgentNames, AgentRegistryBase
-from pygents_ctx.agent._origin import Origin, caller_origin
+from pygents_ctx.agent._names import AgentNames, AgentRegistryBase, set_process_default
 from pygents_ctx.agent._run_state import RunState
 from pygents_ctx.agent._saved import read_saved_agent, save_agent, saved_user_values
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
@@ -60,8 +59,8 @@ from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx.hooks._dispatch import AgentHookList, HookSlot, TurnHookList, fire, hooks_given
-from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, TurnHook
-from pygents_ctx.tools import Tool
+from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry, TurnHook
+from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
 
@@ -95,6 +94,13 @@ class Agent(JsonSerializable):
             run with the exception; `"return"` yields `(turn, exception)`,
             as if the tool had returned it, and goes on with the next turn.
             A tool's own `on_tool_error` wins over this.
+        registry: The `AgentRegistry` to register in, whose `tools` its tools
+            must be registered in (None: the current one, the process default
+            unless `AgentRegistry.use()` says otherwise; in the current
+            `AgentScope` when it is that registry's).
+        replace: Take the name from an idle agent that holds it (what a re-run
+            notebook cell wants), unless another asyncio task that is still
+            running registered it; without it a taken name is refused, as in pygents.
 
     Agent hooks: `before_turn(agent)`, `after_turn(agent, turn)`,
     `on_turn_value(agent, turn, value)` (every produced value, after routing
@@ -109,10 +115,8 @@ class Agent(JsonSerializable):
     registry follows).
 
     Raises:
-        ValueError: The name is empty or taken (an idle agent made by the same
-            line of code, as a re-run notebook cell makes it, is replaced
-            instead), `on_tool_error` is not one of its values, or a tool is
-            not the registered instance.
+        ValueError: The name is empty or taken (see `replace`), `on_tool_error`
+            is not one of its values, or a tool is not the registered instance.
         UnregisteredToolError: A tool is not a registered `@tool` tool.
     """
 
@@ -132,7 +136,6 @@ class Agent(JsonSerializable):
     _state: RunState
     _tools: dict[str, Tool[..., Any]]
     _queued: deque[Turn]  # the queued turns, next first
-    _origin: Origin | None = None
     _names: AgentNames  # the namespace it is registered in (see AgentScope)
     _lineage: Lineage | None = None  # a branch's parent and starting point
     _branches_made = 0
@@ -160,7 +163,14 @@ class Agent(JsonSerializable):
         context: ContextConfig | None = None,
         resources: Mapping[type, object] | None = None,
         on_tool_error: OnToolError = "raise",
+        registry: AgentRegistry | None = None,
+        replace: bool = False,
     ) -> None:
+        if registry is not None and not isinstance(registry, AgentRegistry):
+            raise TypeError(f"Agent registry must be an AgentRegistry, not {registry!r}")
+        # Where it will be registered (nothing is until every check has passed).
+        names = (AgentRegistry.current() if registry is None else registry)._open_names()
+        object.__setattr__(self, "_names", names)
         object.__setattr__(self, "_state", RunState())
         object.__setattr__(self, "_queued", deque())
         check_name(name)
@@ -184,12 +194,7 @@ class Agent(JsonSerializable):
         if on_tool_error != "raise":
             checked = check_on_tool_error(on_tool_error, f"agent {name!r}")
             object.__setattr__(self, "_on_tool_error", checked)
-        # The line of code that made it: made again there, it replaces itself in the registry.
-        # Agents made here (branches, loaded agents) have none.
-        made_by = sys._getframe(1)
-        if made_by.f_globals is not _HERE:
-            object.__setattr__(self, "_origin", caller_origin(made_by))
-        object.__setattr__(self, "_names", AgentRegistry._add(self, weak=False))
+        names.registry._add(self, names, weak=False, replace=replace)
 
     # -- guarded attributes --------------------------------------------------
 
@@ -203,7 +208,7 @@ class Agent(JsonSerializable):
                 f"(agent {self.name!r}); set it {fix}"
             )
         if name == "tools":
-            value, index = index_tools(value)
+            value, index = index_tools(value, self._names.registry.tools)
             pending = {turn._tool for turn in self._queued}
             if state.current_turn is not None:
                 pending.add(state.current_turn.tool)
@@ -223,7 +228,7 @@ class Agent(JsonSerializable):
             check_name(value)
             old = self.__dict__.get("name")
             if old is not None and value != old:
-                AgentRegistry._rename(self, self._names, old, value)
+                self._names.registry._rename(self, self._names, old, value)
         object.__setattr__(self, name, value)
 
     @property
@@ -235,6 +240,11 @@ class Agent(JsonSerializable):
     def on_tool_error(self, value: OnToolError) -> None:
         checked = check_on_tool_error(value, f"agent {self.name!r}")
         object.__setattr__(self, "_on_tool_error", checked)
+
+    @property
+    def registry(self) -> AgentRegistry:
+        """The `AgentRegistry` the agent is registered in (its tools are that registry's)."""
+        return cast("AgentRegistry", self._names.registry)
 
     @property
     def is_paused(self) -> bool:
@@ -560,12 +570,13 @@ class Agent(JsonSerializable):
         Raises:
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
-        child_tools, index = index_tools(self.tools if tools is None else tools)
-        names, made = AgentRegistry._open_names(), self._branches_made
+        registry = self.registry
+        child_tools, index = index_tools(self.tools if tools is None else tools, registry.tools)
+        names, made = registry._open_names(), self._branches_made
         if name is None:
             name, made = unique_branch_name(self.name, made, names)
         else:
-            AgentRegistry._check_free(name, names)
+            registry._check_free(name, names)
         turns = [turn.copy() for turn in self._queued]
         require_tools(index, {turn._tool for turn in turns}, f"branch {name!r}")
         child = Agent(
@@ -578,6 +589,7 @@ class Agent(JsonSerializable):
             context=None if self.context is None else self.context.branch(),
             resources=self.resources,
             on_tool_error=self._on_tool_error,
+            registry=registry,
         )
         names.put(name, child, weak=True)
         object.__setattr__(self, "_branches_made", made)
@@ -625,8 +637,10 @@ class Agent(JsonSerializable):
         *,
         context: ContextConfig | None = None,
         hooks: Iterable[HookFunction | Hook] | None = None,
+        registry: AgentRegistry | None = None,
+        replace: bool = False,
     ) -> Agent:
-        """Rebuild an agent from `to_json()` output; `context` and `hooks` as for `from_dict`.
+        """Rebuild an agent from `to_json()` output; the keywords as for `from_dict`.
 
         Raises:
             ValueError: The JSON is invalid or does not describe an agent (as
@@ -634,8 +648,8 @@ class Agent(JsonSerializable):
             UnregisteredToolError: A tool name is not registered.
             UnregisteredHookError: A hook name is neither given nor registered.
         """
-        with hooks_given(hooks, f"Agent.from_json of {cls.__name__}"):
-            return cls._from_saved(loads(data, cls.__name__), context, parsed=True)
+        with hooks_given(hooks, f"Agent.from_json of {cls.__name__}"), _current(registry):
+            return cls._from_saved(loads(data, cls.__name__), context, True, replace)
 
     def to_dict(self) -> dict[str, Any]:
         """The agent as plain data (see the Serialization docs for the shape).
@@ -665,6 +679,8 @@ class Agent(JsonSerializable):
         *,
         context: ContextConfig | None = None,
         hooks: Iterable[HookFunction | Hook] | None = None,
+        registry: AgentRegistry | None = None,
+        replace: bool = False,
     ) -> Agent:
         """Rebuild and register an agent saved by `to_dict()`. No hooks fire.
 
@@ -674,6 +690,8 @@ class Agent(JsonSerializable):
         `context`, for the same session: it continues where it stopped.
         Saved hook names resolve to `hooks` (functions or `Hook`s, by name) first,
         then through `HookRegistry`: give here a hook defined inside `main()`.
+        Tool and hook names are looked up in `registry` (None: the current
+        one), and the agent is registered there; `replace` is as for `Agent`.
 
         Raises:
             ValueError: The data is malformed, the name is taken, or the saved
@@ -682,14 +700,18 @@ class Agent(JsonSerializable):
             UnregisteredHookError: A hook name is neither given nor registered.
             TypeError: An element of `hooks` is not a hook or an async function.
         """
-        with hooks_given(hooks, f"Agent.from_dict of {cls.__name__}"):
-            return cls._from_saved(data, context, parsed=False)
+        with hooks_given(hooks, f"Agent.from_dict of {cls.__name__}"), _current(registry):
+            return cls._from_saved(data, context, False, replace)
 
     @classmethod
     @refuses_deep_nesting("Agent")
-    def _from_saved(cls, data: object, context: ContextConfig | None, parsed: bool) -> Agent:
-        """`from_dict`; `parsed` as for `Turn._from_saved`."""
-        saved = read_saved_agent(data, context, parsed)
+    def _from_saved(
+        cls, data: object, context: ContextConfig | None, parsed: bool, replace: bool
+    ) -> Agent:
+        """`from_dict`, in the current registry; `parsed` as for `Turn._from_saved`."""
+        saved = read_saved_agent(data, context, parsed, ToolRegistry.current())
+        # A subclass need not take `replace` (pygents' did not have it) unless it is used.
+        replacing: dict[str, Any] = {"replace": True} if replace else {}
         try:
             agent = cls(
                 saved.name,
@@ -700,6 +722,7 @@ class Agent(JsonSerializable):
                 tags=saved.tags,
                 context=context,
                 on_tool_error=saved.on_tool_error,
+                **replacing,
             )
         except TypeError as exc:
             raise ValueError(f"{saved.label}: {exc}") from None
@@ -711,18 +734,39 @@ class Agent(JsonSerializable):
 
 
 class AgentRegistry(AgentRegistryBase["Agent"]):
-    """Every live agent by name, so agents can message each other.
+    """Every live agent by name, so agents can message each other; and the
+    `ToolRegistry` and `HookRegistry` its agents' names are looked up in.
 
-    Outside an `AgentScope` it is global, as in pygents: a taken name is
-    refused (an idle agent made again by the same line of code, as a re-run
-    notebook cell makes it, replaces the held one). Inside a scope, names are
-    the scope's. Branches are registered weakly: unreferenced, they leave it.
+    `AgentRegistry()` makes an empty registry, with empty `tools` and `hooks`
+    unless given; `with registry.use():` makes it current. Called on the
+    class (`AgentRegistry.get(name)`), as pygents code does, the methods act
+    on the current one: the process default, whose names are global as in
+    pygents. A taken name is refused, unless `Agent(..., replace=True)` takes
+    it from an idle agent (not one another running task registered). Inside
+    an `AgentScope`, names are the scope's. Branches are registered weakly:
+    unreferenced, they leave it.
+
+    Args:
+        tools: The tool registry of its agents (None: a new, empty one).
+        hooks: The hook registry of its agents (None: a new, empty one).
     """
 
 
+def _current(registry: AgentRegistry | None) -> contextlib.AbstractContextManager[object]:
+    """`registry.use()`, unless `registry` is None or already current (in its scope, say)."""
+    if registry is None or registry is AgentRegistry.current():
+        return contextlib.nullcontext()
+    if not isinstance(registry, AgentRegistry):
+        raise TypeError(f"Agent registry must be an AgentRegistry, not {registry!r}")
+    return registry.use()
+
+
+# The process default: its names are the global ones, its tools and hooks the default
+# ToolRegistry and HookRegistry (what pygents' class-level registries were).
+set_process_default(AgentRegistry(tools=ToolRegistry.current(), hooks=HookRegistry.current()))
+
 _ROUTED = (Turn, ContextItem)
 _ROUTED_AWAY = object()  # what a turn's value is for the caller once routed: nothing
-_HERE = globals()
 
 
 def _enter(context: tuple[Any, ...]) -> Token[Any] | None:

@@ -13,13 +13,14 @@ __all__ = ["check_name", "index_tools", "refused_tool", "require_tools", "saved_
 
 
 def index_tools(
-    tools: Iterable[Tool[..., Any]],
+    tools: Iterable[Tool[..., Any]], registry: ToolRegistry
 ) -> tuple[list[Tool[..., Any]], dict[str, Tool[..., Any]]]:
     """The root tools as a list, and them with their subtools by key.
 
     Raises:
-        UnregisteredToolError: Something is not a registered `Tool` (pygents' error for it).
-        ValueError: A tool is not the instance held by `ToolRegistry`.
+        UnregisteredToolError: Something is not a `Tool` registered in `registry`
+            (pygents' error for it).
+        ValueError: A tool is not the instance `registry` holds.
     """
     roots = list(tools)
     for t in roots:
@@ -31,11 +32,11 @@ def index_tools(
             else getattr(t, "__name__", None)
         )
         try:
-            registered: Tool[..., Any] | None = ToolRegistry.get(name or repr(t))
+            registered: Tool[..., Any] | None = registry.get(name or repr(t))
         except UnregisteredToolError:
             registered = None
         if not isinstance(t, Tool) or registered is None:
-            raise _not_a_tool(t, name)
+            raise _not_a_tool(t, name, registry)
         if registered is not t:
             raise ValueError(
                 f"Tool {t.key!r} is registered but not the instance given to this agent: "
@@ -44,12 +45,12 @@ def index_tools(
     return roots, {t.key: t for root in roots for t in root.walk()}
 
 
-def _not_a_tool(given: object, name: str | None) -> UnregisteredToolError:
+def _not_a_tool(given: object, name: str | None, registry: ToolRegistry) -> UnregisteredToolError:
     """The error for `given` among an agent's tools: what it is, and the tool it may mean.
 
     It keeps pygents' words (`tool 'x' not found`), which users match on.
     """
-    meant = closest(name or "", [t.key for t in ToolRegistry.all()])
+    meant = closest(name or "", [t.key for t in registry.all()])
     if isinstance(given, str):
         what, fix = (
             "names",

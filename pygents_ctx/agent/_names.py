@@ -1,8 +1,9 @@
 """Agent names: what `AgentRegistry` does, and `AgentScope`, which gives a request names of its own.
 
-Names live in namespaces. There is one global namespace, which is what
-pygents had: module-level agents, and any agent made outside a scope, are
-there, held for as long as they are registered. An `AgentScope` (one line in a
+Names live in namespaces. Each `AgentRegistry` has one at its root; the
+process default registry's is the global namespace, which is what pygents
+had: module-level agents, and any agent made outside a scope, are there, held
+for as long as they are registered. An `AgentScope` (one line in a
 request handler) opens a namespace of its own for the code inside it, and for
 the asyncio tasks that code starts (it is a `ContextVar`): fifty concurrent
 handlers can each make an agent called `"support"`, and `send()` between the
@@ -19,43 +20,51 @@ import asyncio
 import contextlib
 import weakref
 from contextvars import ContextVar, Token
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, cast
 
 from pygents_ctx._suggest import closest
 from pygents_ctx.agent._checks import check_name
-from pygents_ctx.agent._origin import Origin, same_origin
 from pygents_ctx.errors import UnregisteredAgentError
-from pygents_ctx.hooks._hooks import SCOPED_HOOK_NAMES, HookNames
-from pygents_ctx.hooks._registry import logger
+from pygents_ctx.hooks._hooks import CURRENT_HOOKS, SCOPED_HOOK_NAMES, HookNames, HookRegistry
+from pygents_ctx.hooks._registry import logger, on_current
+from pygents_ctx.tools._tools import CURRENT_TOOLS, ToolRegistry
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from types import TracebackType
     from typing import Self
 
-__all__ = ["GLOBAL_NAMES", "AgentNames", "AgentRegistryBase", "AgentScope", "NamedAgent"]
+__all__ = [
+    "AgentNames",
+    "AgentRegistryBase",
+    "AgentScope",
+    "NamedAgent",
+    "current_names",
+    "set_process_default",
+]
 
 
 class NamedAgent(Protocol):
     """What the registry needs of an agent (`Agent` is one)."""
 
     name: str
-    _origin: Origin | None
 
     @property
     def is_running(self) -> bool: ...
 
 
 class AgentNames:
-    """One namespace of agent names: the global one, or an `AgentScope`'s.
+    """One namespace of agent names: a registry's root one, or an `AgentScope`'s.
 
     Agents are held strongly (made with `Agent(...)`, restored, registered) or
     weakly (branches). A scope's namespace looks names up in itself first, then
-    in the namespaces around it, out to the global one.
+    in the namespaces around it, out to its registry's root.
     """
 
-    __slots__ = ("__weakref__", "_makers", "_strong", "_weak", "closed", "outer")
+    __slots__ = ("__weakref__", "_makers", "_strong", "_weak", "closed", "outer", "registry")
 
-    def __init__(self, outer: AgentNames | None = None) -> None:
+    def __init__(self, registry: AgentRegistryBase[Any], outer: AgentNames | None = None) -> None:
+        self.registry = registry  # the registry whose tools and hooks its agents use
         self.outer = outer
         self.closed = False
         self._strong: dict[str, Any] = {}
@@ -145,8 +154,23 @@ def _current_task() -> asyncio.Task[Any] | None:
 
 A = TypeVar("A", bound=NamedAgent)
 
-GLOBAL_NAMES = AgentNames()  # the names outside any scope
-_CURRENT: ContextVar[AgentNames] = ContextVar("pygents_ctx_agent_names", default=GLOBAL_NAMES)
+# The namespace agents are made in and looked up from: an AgentScope's, or the root one of
+# the registry `AgentRegistry.use()` made current; unset, the process default's root.
+_CURRENT: ContextVar[AgentNames] = ContextVar("pygents_ctx_agent_names")
+_process_default_names: AgentNames | None = None
+
+
+def set_process_default(registry: AgentRegistryBase[Any]) -> None:
+    """Make `registry` the process default (`pygents_ctx.agent` does, once, at import)."""
+    global _process_default_names  # set once, when the package is imported
+    _process_default_names = registry._root
+
+
+def current_names() -> AgentNames:
+    """The namespace agents are registered in and looked up from, here and now."""
+    names = _CURRENT.get(_process_default_names)
+    assert names is not None, "pygents_ctx.agent sets the process default at import"
+    return names
 
 
 class AgentScope:
@@ -166,6 +190,12 @@ class AgentScope:
 
     Works as `with AgentScope():` and as `async with AgentScope():`; scopes nest.
 
+    Args:
+        registry: The registry the scope is in (None: the current one, which
+            is the process default unless `AgentRegistry.use()` says otherwise):
+            names not found in the scope are looked up at its root, and the
+            block's tools and hooks are its `tools` and `hooks`.
+
     Raises:
         RuntimeError: (on entry) The scope is entered a second time.
 
@@ -183,19 +213,27 @@ class AgentScope:
         ['helps ann', 'helps bob']
     """
 
-    __slots__ = ("_hook_token", "_names", "_token")
+    __slots__ = ("_names", "_registry", "_tokens")
 
-    def __init__(self) -> None:
+    def __init__(self, registry: AgentRegistryBase[Any] | None = None) -> None:
+        if registry is not None and not isinstance(registry, AgentRegistryBase):
+            raise TypeError(f"AgentScope registry must be an AgentRegistry, not {registry!r}")
+        self._registry = registry
         self._names: AgentNames | None = None
-        self._token: Token[AgentNames] | None = None
-        self._hook_token: Token[HookNames | None] | None = None
+        self._tokens: contextlib.ExitStack | None = None
 
     def __enter__(self) -> Self:
         if self._names is not None:
             raise RuntimeError("an AgentScope is entered once; make a new AgentScope() per block")
-        self._names = AgentNames(_CURRENT.get())
-        self._token = _CURRENT.set(self._names)
-        self._hook_token = SCOPED_HOOK_NAMES.set(HookNames(SCOPED_HOOK_NAMES.get()))
+        around = current_names() if self._registry is None else self._registry._root
+        self._names = AgentNames(around.registry, around)
+        tokens = self._tokens = contextlib.ExitStack()
+        if self._registry is not None:
+            tokens.callback(_reset, CURRENT_TOOLS, CURRENT_TOOLS.set(self._registry.tools))
+            tokens.callback(_reset, CURRENT_HOOKS, CURRENT_HOOKS.set(self._registry.hooks))
+        tokens.callback(_reset, _CURRENT, _CURRENT.set(self._names))
+        hook_names = HookNames(SCOPED_HOOK_NAMES.get())
+        tokens.callback(_reset, SCOPED_HOOK_NAMES, SCOPED_HOOK_NAMES.set(hook_names))
         return self
 
     def __exit__(
@@ -205,14 +243,8 @@ class AgentScope:
         tb: TracebackType | None,
     ) -> None:
         assert self._names is not None
-        assert self._token is not None
-        assert self._hook_token is not None
-        # Ended in another context (an async generator closed by the garbage collector,
-        # say), the tokens cannot be reset there; that context's values are its own.
-        with contextlib.suppress(ValueError):
-            SCOPED_HOOK_NAMES.reset(self._hook_token)
-        with contextlib.suppress(ValueError):
-            _CURRENT.reset(self._token)
+        assert self._tokens is not None
+        self._tokens.close()
         self._names.close()
 
     async def __aenter__(self) -> Self:
@@ -237,35 +269,98 @@ class AgentScope:
         return f"AgentScope({state})"
 
 
+def _reset(var: ContextVar[Any], token: Token[Any]) -> None:
+    """Give `var` back the value it had before `token`'s `set`.
+
+    Ended in another context (an async generator closed by the garbage
+    collector, say), the token cannot be reset there; that context's values
+    are its own.
+    """
+    with contextlib.suppress(ValueError):
+        var.reset(token)
+
+
 class AgentRegistryBase(Generic[A]):
-    """What `AgentRegistry` does (it is this, for `Agent`): names in the current namespace."""
+    """What `AgentRegistry` does (it is this, for `Agent`): agent names, and the tool
+    and hook registries its agents use."""
+
+    def __init__(
+        self, *, tools: ToolRegistry | None = None, hooks: HookRegistry | None = None
+    ) -> None:
+        if tools is not None and not isinstance(tools, ToolRegistry):
+            raise TypeError(f"AgentRegistry tools must be a ToolRegistry, not {tools!r}")
+        if hooks is not None and not isinstance(hooks, HookRegistry):
+            raise TypeError(f"AgentRegistry hooks must be a HookRegistry, not {hooks!r}")
+        self.tools = ToolRegistry() if tools is None else tools
+        self.hooks = HookRegistry() if hooks is None else hooks
+        self._root = AgentNames(self)
 
     @classmethod
-    def register(cls, agent: A) -> None:
-        """Add `agent` under `agent.name`, in the current scope (else globally).
+    def current(cls) -> Self:
+        """The registry that `AgentRegistry.get(...)` and `Agent(...)` use here: the process
+        default, unless `use()` (or an `AgentScope(registry=...)`) made another current."""
+        return cast("Self", current_names().registry)
 
-        An agent made again by the same line of code (`Agent(...)` in a re-run
-        notebook cell) replaces the registered one when that one is not
-        running and was not registered from another asyncio task that is still
-        running, logging a debug line on the `pygents_ctx` logger.
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self._root)} agents>"
+
+    @contextlib.contextmanager
+    def use(self) -> Iterator[Self]:
+        """Make this registry current in the block: `with registry.use():`.
+
+        Code inside it that does not name a registry (`@tool`, `Agent(...)`,
+        `ToolRegistry.get(...)`, `HookRegistry.register(...)`, loading) uses
+        this one, its `tools` and its `hooks`, as module-level pygents code
+        uses the process default; the asyncio tasks started inside share it.
+        It is what a test does to start from empty registries.
+
+        Examples:
+            >>> from pygents_ctx import AgentRegistry, ToolRegistry, tool
+            >>> registry = AgentRegistry()
+            >>> with registry.use():
+            ...     @tool
+            ...     async def lookup(q: str) -> str:
+            ...         return q
+            >>> registry.tools.get("lookup") is lookup
+            True
+            >>> "lookup" in [t.key for t in ToolRegistry.all()]  # the process default
+            False
+        """
+        with contextlib.ExitStack() as tokens:
+            tokens.callback(_reset, CURRENT_TOOLS, CURRENT_TOOLS.set(self.tools))
+            tokens.callback(_reset, CURRENT_HOOKS, CURRENT_HOOKS.set(self.hooks))
+            tokens.callback(_reset, _CURRENT, _CURRENT.set(self._root))
+            tokens.callback(_reset, SCOPED_HOOK_NAMES, SCOPED_HOOK_NAMES.set(None))
+            yield self
+
+    def _here(self) -> AgentNames:
+        """This registry's namespace as seen from here: the current scope's when it is
+        this registry's, else the root one."""
+        names = current_names()
+        return names if names.registry is self else self._root
+
+    @on_current
+    def register(self, agent: A) -> None:
+        """Add `agent` under `agent.name` (in the current scope, if it is this registry's).
 
         Raises:
-            ValueError: Another agent already has that name in this scope, or
-                a concurrent task registered one there (make each task's
-                agents inside `async with AgentScope():`).
+            ValueError: Another agent already has that name here, or a
+                concurrent task registered one there (make each task's agents
+                inside `async with AgentScope():`).
             RuntimeError: The scope has ended (a task that outlived its scope).
         """
+        names = self._open_names()
+        self._add(agent, names, weak=False, replace=False)
         # The agent looks names up (send) where it is registered.
-        object.__setattr__(agent, "_names", cls._add(agent, weak=False))
+        object.__setattr__(agent, "_names", names)
 
-    @classmethod
-    def _open_names(cls) -> AgentNames:
-        """The current namespace, which takes new names.
+    def _open_names(self) -> AgentNames:
+        """The namespace seen from here, which takes new names.
 
         Raises:
             RuntimeError: Its scope has ended (a task that outlived its scope).
         """
-        names = _CURRENT.get()
+        names = self._here()
         if names.closed:
             raise RuntimeError(
                 "an agent was made after its AgentScope ended (in a task that outlived the "
@@ -273,8 +368,7 @@ class AgentRegistryBase(Generic[A]):
             )
         return names
 
-    @classmethod
-    def _check_free(cls, name: str, names: AgentNames) -> None:
+    def _check_free(self, name: str, names: AgentNames) -> None:
         """Refuse `name` when it is not a non-empty string or an agent holds it in `names`.
 
         Raises:
@@ -282,31 +376,35 @@ class AgentRegistryBase(Generic[A]):
         """
         check_name(name)
         if names.held(name) is not None:
-            raise cls._taken(name, names)
+            raise self._taken(name, names)
 
-    @classmethod
-    def _add(cls, agent: A, *, weak: bool) -> AgentNames:
-        """Register `agent` in the current namespace; return it (the agent keeps it)."""
-        names, name = cls._open_names(), agent.name
+    def _add(self, agent: A, names: AgentNames, *, weak: bool, replace: bool) -> None:
+        """Register `agent` in `names`: a taken name is refused unless its agent is idle
+        and `replace` is given (and it was not registered by another running task).
+
+        Raises:
+            ValueError: The name is taken (see `Agent`).
+        """
+        name = agent.name
         held = names.held(name)
         if held is agent:
-            return names
+            return
         if held is not None:
             if names.made_by_another_live_task(name):
-                raise cls._taken_by_a_task(name)
-            if not (same_origin(held._origin, agent._origin) and not held.is_running):
-                raise cls._taken(name, names)
-            logger.debug("agent %r was defined again: the new definition replaces it", name)
+                raise self._taken_by_a_task(name)
+            if held.is_running or not replace:
+                raise self._taken(name, names)
+            logger.debug("agent %r was made again: the new agent replaces the idle one", name)
         names.put(name, agent, weak=weak)
-        return names
 
-    @classmethod
-    def _taken(cls, name: str, names: AgentNames) -> ValueError:
+    @staticmethod
+    def _taken(name: str, names: AgentNames) -> ValueError:
         """The error for a name another agent holds."""
         fix = (
-            f"rename it or call AgentRegistry.unregister({name!r}) first (to make an agent "
-            f"per request or task, make it inside `with AgentScope():`)"
-            if names is GLOBAL_NAMES
+            f"rename it, pass replace=True to replace the idle one (as a re-run notebook "
+            f"cell wants), or call AgentRegistry.unregister({name!r}) first (to make an "
+            f"agent per request or task, make it inside `with AgentScope():`)"
+            if names.outer is None
             else "rename it, or make it in an AgentScope of its own"
         )
         return ValueError(
@@ -323,17 +421,17 @@ class AgentRegistryBase(Generic[A]):
             "open one at the start of the handler, or give each agent its own name"
         )
 
-    @classmethod
-    def get(cls, name: str) -> A:
+    @on_current
+    def get(self, name: str) -> A:
         """The agent registered under `name`, as seen from the current scope.
 
         Raises:
             UnregisteredAgentError: No agent has that name (a `KeyError`).
         """
-        return cls._find(name, _CURRENT.get())
+        return self._find(name, self._here())
 
-    @classmethod
-    def _find(cls, name: str, names: AgentNames) -> A:
+    @staticmethod
+    def _find(name: str, names: AgentNames) -> A:
         agent: A | None = names.find(name)
         if agent is None:
             meant = closest(name, names.visible())
@@ -344,34 +442,33 @@ class AgentRegistryBase(Generic[A]):
             )
         return agent
 
-    @classmethod
-    def unregister(cls, name: str) -> None:
+    @on_current
+    def unregister(self, name: str) -> None:
         """Remove the agent `name` (the current scope's, else the nearest around it).
 
         Raises:
             UnregisteredAgentError: No agent has that name.
         """
-        names: AgentNames | None = _CURRENT.get()
-        cls.get(name)
+        names: AgentNames | None = self._here()
+        self.get(name)
         while names is not None and not names.drop(name):
             names = names.outer
 
-    @classmethod
-    def clear(cls) -> None:
-        """Remove every agent visible here: the scope's, those of the scopes around, the global."""
-        names: AgentNames | None = _CURRENT.get()
+    @on_current
+    def clear(self) -> None:
+        """Remove every agent visible here: the scope's, those of the scopes around, the root's."""
+        names: AgentNames | None = self._here()
         while names is not None:
             names.clear()
             names = names.outer
 
-    @classmethod
-    def _release(cls, agent: A, names: AgentNames) -> None:
+    @staticmethod
+    def _release(agent: A, names: AgentNames) -> None:
         """Forget `agent` in `names` if it still holds it (a branch leaving its block)."""
         if names.held(agent.name) is agent:
             names.drop(agent.name)
 
-    @classmethod
-    def _rename(cls, agent: A, names: AgentNames, old: str, new: str) -> None:
+    def _rename(self, agent: A, names: AgentNames, old: str, new: str) -> None:
         """Move `agent` from `old` to `new` in `names` (when it is registered under `old`).
 
         Raises:
@@ -379,7 +476,7 @@ class AgentRegistryBase(Generic[A]):
         """
         held = names.held(new)
         if held is not None and held is not agent:
-            raise cls._taken(new, names)
+            raise self._taken(new, names)
         if names.held(old) is agent:
             weak = names.is_weak(old)
             names.drop(old)

@@ -113,8 +113,11 @@ def saved_user_values(data: dict[str, Any]) -> list[Any]:
     ]
 
 
-def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) -> SavedAgent:
-    """Check a saved agent and build its parts; `parsed` as for `Turn._from_saved`.
+def read_saved_agent(
+    data: object, context: ContextConfig | None, parsed: bool, registry: ToolRegistry
+) -> SavedAgent:
+    """Check a saved agent and build its parts, its tools from `registry`; `parsed` as for
+    `Turn._from_saved`.
 
     Raises:
         ValueError: The data is malformed (nested deeper than `to_json()` writes
@@ -141,7 +144,7 @@ def read_saved_agent(data: object, context: ContextConfig | None, parsed: bool) 
     is_paused = bool(saved_field(data, "is_paused", bool, False, label))
     # The tools themselves are checked once, by the agent they are given to; here,
     # only that they include every saved turn's tool.
-    tools = [ToolRegistry.get(n) for n in tool_names]
+    tools = [registry.get(n) for n in tool_names]
     used: dict[str, Tool[..., Any]] = {}  # the turns' tools, each looked up once
     turns = [Turn._from_saved(turn, used, parsed) for turn in queued]
     current_turn = None if current is None else Turn._from_saved(current, used, parsed)

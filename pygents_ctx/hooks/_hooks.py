@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 from pygents_ctx.errors import UnregisteredHookError
 from pygents_ctx.hooks._calls import CallSpec, LoopLock, tag_set
-from pygents_ctx.hooks._registry import NameRegistry, redefines
+from pygents_ctx.hooks._registry import NameRegistry, on_current, redefines
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Mapping
@@ -370,12 +370,18 @@ SCOPED_HOOK_NAMES: ContextVar[HookNames | None] = ContextVar("pygents_ctx_hook_n
 
 
 class HookRegistry(NameRegistry["Hook | HookFunction"]):
-    """Every hook by its function's name, and the global hooks by kind.
+    """Every hook by its function's name; and, process-wide, the global hooks by kind.
 
     Owners save their hooks by name; loading resolves the names here. As in
     pygents, a plain `async def` function may be registered as it is
     (`register(fn)`): it then names no events, and a saved owner naming it
     gets a hook of that function for the events it saved.
+
+    `HookRegistry()` makes an empty registry of names (an `AgentRegistry`
+    brings one); called on the class (`HookRegistry.get(name)`), the methods
+    act on the current one (see `AgentRegistry.use`). Global hooks (`@hook`,
+    `add_global`) fire for every object in the process, whichever registry
+    holds their names; unregistering a name detaches its global hook.
     """
 
     _noun = "hook"
@@ -387,8 +393,14 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
     any_global: ClassVar[bool] = False
 
     @classmethod
+    def current(cls) -> HookRegistry:
+        """The registry that `HookRegistry.get(...)` and the other calls on the class use."""
+        return CURRENT_HOOKS.get()
+
+    @on_current
     def wrap(
-        cls,
+        self,
+        /,
         fn: Callable[..., Awaitable[Any]],
         kind: HookKind | Iterable[HookKind],
         *,
@@ -428,19 +440,19 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         """
         if isinstance(fn, Hook):  # already a hook: itself when it is the hook asked for
             if set(fn.kinds) == set(_kinds(kind)) and not (lock or tags or fixed_kwargs):
-                cls.register(fn)
+                self.register(fn)
                 return fn
             fn = fn.fn
         made = Hook(fn, kind, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
-        held: Hook | HookFunction | None = cls._entries.get(made.metadata.name)
+        held: Hook | HookFunction | None = self._entries.get(made.metadata.name)
         if isinstance(held, Hook) and held.same_as(made):
             return held
         if held is None or _replaces(held, made):
-            cls.register(made)
+            self.register(made)
         return made
 
-    @classmethod
-    def register(cls, hook: Hook | HookFunction) -> None:
+    @on_current
+    def register(self, hook: Hook | HookFunction) -> None:
         """Add `hook` under its name (`hook.metadata.name`, or a function's `__name__`).
 
         Registering the same hook again (or an equivalent one: same function and
@@ -471,10 +483,10 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
             raise TypeError(
                 f"HookRegistry.register takes a Hook or an 'async def' function, not {hook!r}"
             )
-        cls._add(name, hook, _same_entry, _replaces)
+        self._add(name, hook, _same_entry, _replaces)
 
-    @classmethod
-    def attach(cls, hook: Hook) -> None:
+    @on_current
+    def attach(self, hook: Hook) -> None:
         """Register a hook being attached to one owner (an instance decorator, a load).
 
         Outside an `AgentScope` this is `register`, and so it is for a function
@@ -489,21 +501,21 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         """
         scope = SCOPED_HOOK_NAMES.get()
         if scope is None or "<locals>" not in getattr(hook.fn, "__qualname__", "<locals>"):
-            cls.register(hook)
+            self.register(hook)
             return
         name = hook.metadata.name
         held = scope.entries.get(name)
         if held is None:
-            outside = cls._entries.get(name)
+            outside = self._entries.get(name)
             if outside is None or not _same_entry(outside, hook):
                 scope.entries[name] = hook
         elif not held.same_as(hook):
             if not redefines(held.fn, hook.fn):
-                raise cls._taken(name)
+                raise self._taken(name)
             scope.entries[name] = hook
 
-    @classmethod
-    def get(cls, name: str) -> Hook | HookFunction:
+    @on_current
+    def get(self, name: str) -> Hook | HookFunction:
         """The hook registered as `name` (the current `AgentScope`'s first).
 
         A function registered as it is (`register(fn)`) is returned as it is.
@@ -515,46 +527,39 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         held = None if scope is None else scope.find(name)
         return super().get(name) if held is None else held
 
-    @classmethod
-    def _replace(cls, name: str, held: Hook | HookFunction) -> None:
-        cls.unregister(name)  # from the global hooks too: `@hook` adds the new one
+    def _replace(self, name: str, held: Hook | HookFunction) -> None:
+        self.unregister(name)  # from the global hooks too: `@hook` adds the new one
 
-    @classmethod
-    def unregister(cls, name: str) -> None:
+    @on_current
+    def unregister(self, name: str) -> None:
         """Remove the hook `name`, from the global hooks too.
 
         Raises:
             UnregisteredHookError: No hook has that name.
         """
-        hook = cls.get(name)
+        hook = self.get(name)
         scope = SCOPED_HOOK_NAMES.get()
-        while scope is not None:  # the scope's name, else the global one
+        while scope is not None:  # the scope's name, else the registry's
             if scope.entries.pop(name, None) is not None:
                 return
             scope = scope.outer
-        del cls._entries[name]
-        for hooks in cls._globals.values():
-            hooks[:] = [h for h in hooks if h is not hook]
-            hooks.changed()
-        cls.any_global = any(cls._globals.values())
+        del self._entries[name]
+        _detach([hook])
 
-    @classmethod
-    def clear(cls) -> None:
-        """Forget every hook name (the current `AgentScope`'s too) and every global hook."""
+    @on_current
+    def clear(self) -> None:
+        """Forget every hook name (the current `AgentScope`'s too), detaching their global hooks."""
+        self.clear_globals()
         super().clear()
         scope = SCOPED_HOOK_NAMES.get()
         while scope is not None:
             scope.entries.clear()
             scope = scope.outer
-        cls.clear_globals()
 
-    @classmethod
-    def clear_globals(cls) -> None:
-        """Detach every global hook, keeping the names (for test isolation)."""
-        for hooks in cls._globals.values():
-            hooks.clear()
-            hooks.changed()
-        cls.any_global = False
+    @on_current
+    def clear_globals(self) -> None:
+        """Detach the global hooks named here, keeping the names."""
+        _detach(self._entries.values())
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
@@ -583,16 +588,36 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
                 hooks.changed()
                 cls.any_global = True
 
-    @classmethod
-    def is_saved_as(cls, hook: Hook) -> bool:
+    @on_current
+    def is_saved_as(self, hook: Hook) -> bool:
         """Whether loading `hook.metadata.name` gives `hook` (or an equivalent) back."""
         name, scope = hook.metadata.name, SCOPED_HOOK_NAMES.get()
         held: Hook | HookFunction | None = None if scope is None else scope.find(name)
         if held is None:
-            held = cls._entries.get(name)
+            held = self._entries.get(name)
         if held is None or isinstance(held, Hook):
             return held is not None and held.same_as(hook)
         return _loads_as(held, hook)
+
+
+def _detach(hooks: Iterable[Hook | HookFunction]) -> None:
+    """Take `hooks` out of the global hooks (those of them that are there)."""
+    gone = {id(h) for h in hooks}
+    for held in HookRegistry._globals.values():
+        kept = [h for h in held if id(h) not in gone]
+        if len(kept) != len(held):
+            held[:] = kept
+            held.changed()
+    HookRegistry.any_global = any(HookRegistry._globals.values())
+
+
+# The registry `HookRegistry.get(...)` and the other calls on the class use: the process
+# default (shared on purpose: it is the one every context sees), unless
+# `AgentRegistry.use()` made another one current.
+CURRENT_HOOKS: ContextVar[HookRegistry] = ContextVar(
+    "pygents_ctx_hooks",
+    default=HookRegistry(),  # noqa: B039
+)
 
 
 def hook(

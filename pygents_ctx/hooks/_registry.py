@@ -1,26 +1,42 @@
-"""What the name-keyed registries share: a class-level dict of names to objects.
+"""What the name-keyed registries share: a registry object holding names and objects.
 
 Each registry lives beside the kind of object it holds (`HookRegistry` in
 `hooks`, `ToolRegistry` in `tools`, `AgentRegistry` in `agent`) and builds on
 this base; `pygents_ctx.registry` gathers the three under their public path.
+
+A registry is an object (`ToolRegistry()` makes an empty one), and each kind
+has a process default. Called on the class, as pygents code calls them
+(`ToolRegistry.get("search")`), the methods act on the current registry: the
+process default, unless `AgentRegistry.use()` made another one current.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from types import MethodType
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar, cast
 
 from pygents_ctx._suggest import closest
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Concatenate
 
     from pygents_ctx.errors import _UnregisteredError
 
-__all__ = ["NameRegistry", "identical", "redefines"]
+__all__ = ["NameRegistry", "identical", "on_current", "redefines"]
+
+
+class _Registry(Protocol):
+    @classmethod
+    def current(cls) -> Any: ...
+
 
 T = TypeVar("T")
+S = TypeVar("S", bound=_Registry)
+P = ParamSpec("P")
+V = TypeVar("V")
 
 logger = logging.getLogger("pygents_ctx")
 
@@ -42,21 +58,47 @@ def redefines(held: Callable[..., Any], new: Callable[..., Any]) -> bool:
     )
 
 
-class NameRegistry(Generic[T]):
-    """What the three registries share: a class-level dict of names to objects."""
+class on_current(Generic[S, P, V]):  # used as a decorator, as classmethod is
+    """A registry method that also works on the class, on the current registry.
 
-    _entries: ClassVar[dict[str, Any]]
+    `registry.get(name)` asks that registry; `ToolRegistry.get(name)`, as
+    pygents code writes it, asks the current one (`ToolRegistry.current()`).
+    This is the one reason the registries use a descriptor: pygents' registries
+    were classes with class methods, and code written for them must keep working.
+    """
+
+    def __init__(self, method: Callable[Concatenate[S, P], V]) -> None:
+        self._method = method
+        self.__doc__ = method.__doc__
+        self.__name__ = method.__name__
+        self.__wrapped__ = method
+
+    def __get__(self, registry: S | None, owner: type[S]) -> Callable[P, V]:
+        target = owner.current() if registry is None else registry
+        return cast("Callable[P, V]", MethodType(self._method, target))
+
+
+class NameRegistry(Generic[T]):
+    """What the three registries share: names to objects, in one registry object."""
+
     _noun: ClassVar[str]
     _missing: ClassVar[type[_UnregisteredError]]
     _missing_hint: ClassVar[str]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._entries = {}  # one dict per registry, never shared
+    def __init__(self) -> None:
+        self._entries: dict[str, T] = {}
 
     @classmethod
+    def current(cls: type[S]) -> S:
+        """The registry that calls on the class act on (the process default unless
+        `AgentRegistry.use()` made another current)."""
+        raise NotImplementedError  # each registry says where its current one is
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self._entries)} {self._noun}s>"
+
     def _add(
-        cls,
+        self,
         name: str,
         entry: T,
         same: Callable[[T, T], bool],
@@ -64,31 +106,31 @@ class NameRegistry(Generic[T]):
     ) -> None:
         """Register `entry` under `name`: a no-op when `same` as the one held, and
         in its place when it `replaces` it (a re-definition); else `_taken`."""
-        held = cls._entries.get(name)
+        held = self._entries.get(name)
         if held is None:
-            cls._entries[name] = entry
+            self._entries[name] = entry
         elif not same(held, entry):
             if not replaces(held, entry):
-                raise cls._taken(name)
-            cls._replace(name, held)
-            cls._entries[name] = entry
-            logger.debug("%s %r was defined again: the new definition replaces it", cls._noun, name)
+                raise self._taken(name)
+            self._replace(name, held)
+            self._entries[name] = entry
+            logger.debug(
+                "%s %r was defined again: the new definition replaces it", self._noun, name
+            )
 
-    @classmethod
-    def _replace(cls, name: str, held: T) -> None:
+    def _replace(self, name: str, held: T) -> None:
         """Forget what the registry holds for `held` (under `name`) before a new definition."""
-        del cls._entries[name]
+        del self._entries[name]
 
-    @classmethod
-    def _taken(cls, name: str) -> ValueError:
+    def _taken(self, name: str) -> ValueError:
         """The error for a name another object holds."""
         return ValueError(
-            f"{cls._noun} {name!r} already registered: a different {cls._noun} has that "
-            f"name; rename it or call {cls.__name__}.unregister({name!r}) first"
+            f"{self._noun} {name!r} already registered: a different {self._noun} has that "
+            f"name; rename it or call {type(self).__name__}.unregister({name!r}) first"
         )
 
-    @classmethod
-    def get(cls, name: str) -> T:
+    @on_current
+    def get(self, name: str) -> T:
         """Return the object registered under `name`.
 
         Raises:
@@ -96,20 +138,20 @@ class NameRegistry(Generic[T]):
                 Nothing has that name (each is a `KeyError`).
         """
         try:
-            entry: T = cls._entries[name]
+            entry: T = self._entries[name]
         except KeyError:
-            meant = closest(name, cls._entries)
+            meant = closest(name, self._entries)
             guess = "" if meant is None else f" (did you mean {meant!r}?)"
-            raise cls._missing(
-                f"{cls._noun} {name!r} not found{guess}: nothing is registered under that "
-                f"name; {cls._missing_hint}"
+            raise self._missing(
+                f"{self._noun} {name!r} not found{guess}: nothing is registered under that "
+                f"name; {self._missing_hint}"
             ) from None
         return entry
 
-    @classmethod
-    def clear(cls) -> None:
+    @on_current
+    def clear(self) -> None:
         """Remove everything."""
-        cls._entries.clear()
+        self._entries.clear()
 
 
 def identical(held: object, entry: object) -> bool:

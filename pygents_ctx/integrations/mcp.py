@@ -128,7 +128,8 @@ class MCPClient:
             tools cannot clash; None: the server's names as they are.
         reconnect: Whether a dropped connection is made again on the next call.
         connect_timeout: Seconds to wait for the connection and the tool list.
-        register: Register the tools in `ToolRegistry` while connected.
+        register: Register the tools while connected, in the `ToolRegistry`
+            current when the client is made.
         on_tool_error: Each tool's `on_tool_error` (see `@tool`): what an agent
             does when a turn of one fails; None follows the agent's.
         needs_approval: Whether a `ModelLoop` stops for a person's approval
@@ -165,6 +166,7 @@ class MCPClient:
         self.reconnect = reconnect
         self.connect_timeout = connect_timeout
         self.register = register
+        self._registry = ToolRegistry.current()  # where `register` puts the tools
         self.on_tool_error = (
             None
             if on_tool_error is None
@@ -350,8 +352,8 @@ class MCPClient:
         self._entered = False
         await self._close()
         for name, item in self._tools.items():
-            if self.register and ToolRegistry._entries.get(name) is item:
-                ToolRegistry.unregister(name)
+            if self.register and self._registry._entries.get(name) is item:
+                self._registry.unregister(name)
 
     async def _open(self) -> None:
         """Start the connection in a task of its own, and wait until it is ready."""
@@ -559,12 +561,12 @@ class MCPClient:
             remote[name] = definition.name
         self._check_names(fresh)
         for name, item in self._tools.items():
-            if name not in fresh and self.register and ToolRegistry._entries.get(name) is item:
-                ToolRegistry.unregister(name)
+            if name not in fresh and self.register and self._registry._entries.get(name) is item:
+                self._registry.unregister(name)
         self._tools, self._remote = fresh, remote
         if self.register:
             for item in fresh.values():
-                ToolRegistry.register(item)
+                self._registry.register(item)
 
     def _check_names(self, tools: Mapping[str, Tool[..., Any]]) -> None:
         """Refuse, before registering any, names another tool holds."""
@@ -573,7 +575,7 @@ class MCPClient:
         taken = [
             name
             for name, item in tools.items()
-            if ToolRegistry._entries.get(name) not in (None, item, self._tools.get(name))
+            if self._registry._entries.get(name) not in (None, item, self._tools.get(name))
         ]
         if taken:
             hint = "give the server a prefix" if self.prefix is None else "change the prefix"

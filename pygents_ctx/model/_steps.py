@@ -88,10 +88,11 @@ STEP_TOOLS: Final = tuple(
 ASK, THINK, ACT = STEP_TOOLS
 
 
-def register_step_tools() -> None:
-    """Register the steps' tools (an agent saved mid-loop names them to be restored)."""
+def register_step_tools(registry: ToolRegistry | None = None) -> None:
+    """Register the steps' tools in `registry` (None: the current one); an agent saved
+    mid-loop names them to be restored."""
     for step in STEP_TOOLS:
-        ToolRegistry.register(step)
+        (ToolRegistry.current() if registry is None else registry).register(step)
 
 
 # Not registered at import: `ToolRegistry.all()` and `definitions()` list the program's

@@ -137,8 +137,8 @@ Examples:
 """
 
 
-def _register() -> None:
-    ToolRegistry.register(search_history)
+def _register(registry: ToolRegistry) -> None:
+    registry.register(search_history)
 
 
 # Not registered at import: `ToolRegistry.all()` and `definitions()` list the program's

@@ -257,7 +257,7 @@ class ModelLoop:
                 "reads offloaded results; rename yours, or pass "
                 "tool_policy=ToolPolicy(offload=None)"
             )
-        register_step_tools()
+        register_step_tools(agent.registry.tools)  # where the agent's tools are checked
         missing = [step for step in STEP_TOOLS if step not in agent.tools]
         if missing:
             agent.tools = [*agent.tools, *missing]

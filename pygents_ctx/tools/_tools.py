@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import sys
+from contextvars import ContextVar
 from dataclasses import dataclass
 from time import monotonic
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar, overload
@@ -33,7 +34,7 @@ from pygents_ctx.errors import UnregisteredToolError
 from pygents_ctx.hooks import Hook, ToolHook
 from pygents_ctx.hooks._calls import CallSpec, IdempotencyKey, LoopLock, tag_set
 from pygents_ctx.hooks._dispatch import HookSlot, ToolHookList, fire
-from pygents_ctx.hooks._registry import NameRegistry, identical, redefines
+from pygents_ctx.hooks._registry import NameRegistry, identical, on_current, redefines
 from pygents_ctx.tools._docstrings import parse_docstring
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.tools._json_schema import check_object_schema, schema_check
@@ -560,6 +561,11 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
 
     A root tool's key is its function's `__name__`; a subtool's is scoped by its
     parents (`"parent.child"`).
+
+    `ToolRegistry()` makes an empty registry (an `AgentRegistry` brings one);
+    called on the class (`ToolRegistry.get(name)`, and `@tool` registering),
+    the methods act on the current one: the process default, unless
+    `AgentRegistry.use()` made another current.
     """
 
     _noun = "tool"
@@ -567,28 +573,34 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
     _missing_hint = "decorate it with @tool first"
     # Names whose tools the package registers only when first asked for by name (the
     # model loop's steps, which a saved agent names): the program's own tools are all
-    # `all()` and `definitions()` list until then.
-    _on_demand: ClassVar[dict[str, Callable[[], None]]] = {}
+    # `all()` and `definitions()` list until then. Each registry asked registers them.
+    _on_demand: ClassVar[dict[str, Callable[[ToolRegistry], None]]] = {}
 
     @classmethod
-    def _provide(cls, names: Iterable[str], register: Callable[[], None]) -> None:
-        """Have `register()` called the first time one of `names` is looked up unregistered."""
+    def current(cls) -> ToolRegistry:
+        """The registry `ToolRegistry.get(...)`, `@tool` and the other class calls use."""
+        return CURRENT_TOOLS.get()
+
+    @classmethod
+    def _provide(cls, names: Iterable[str], register: Callable[[ToolRegistry], None]) -> None:
+        """Have `register(registry)` called the first time a registry is asked for one of
+        `names` it does not hold."""
         for name in names:
             cls._on_demand[name] = register
 
-    @classmethod
-    def get(cls, name: str) -> Tool[..., Any]:
+    @on_current
+    def get(self, name: str) -> Tool[..., Any]:
         """Return the tool registered under `name`.
 
         Raises:
             UnregisteredToolError: Nothing has that name (a `KeyError`).
         """
-        if name not in cls._entries and name in cls._on_demand:
-            cls._on_demand[name]()
+        if name not in self._entries and name in self._on_demand:
+            self._on_demand[name](self)
         return super().get(name)
 
-    @classmethod
-    def register(cls, tool: Tool[..., Any]) -> None:
+    @on_current
+    def register(self, tool: Tool[..., Any]) -> None:
         """Add `tool` under `tool.key`.
 
         A new definition of the registered tool's function (the same module
@@ -599,34 +611,42 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
         Raises:
             ValueError: A different tool already has that key.
         """
-        cls._add(tool.key, tool, identical, lambda held, new: redefines(held.fn, new.fn))
+        self._add(tool.key, tool, identical, lambda held, new: redefines(held.fn, new.fn))
 
-    @classmethod
-    def _replace(cls, name: str, held: Tool[..., Any]) -> None:
-        cls.unregister(name)  # with its subtools: the new definition brings its own
+    def _replace(self, name: str, held: Tool[..., Any]) -> None:
+        self.unregister(name)  # with its subtools: the new definition brings its own
 
-    @classmethod
-    def all(cls) -> list[Tool[..., Any]]:
+    @on_current
+    def all(self) -> list[Tool[..., Any]]:
         """Every registered tool, subtools included, in registration order."""
-        return list(cls._entries.values())
+        return list(self._entries.values())
 
-    @classmethod
-    def definitions(cls) -> list[dict[str, Any]]:
+    @on_current
+    def definitions(self) -> list[dict[str, Any]]:
         """The `doc_tree()` of every root tool, sorted by name."""
-        roots = sorted((t for t in cls._entries.values() if t.parent is None), key=lambda t: t.key)
+        roots = sorted((t for t in self._entries.values() if t.parent is None), key=lambda t: t.key)
         return [t.doc_tree() for t in roots]
 
-    @classmethod
-    def unregister(cls, name: str) -> None:
+    @on_current
+    def unregister(self, name: str) -> None:
         """Remove the tool `name` and its subtools.
 
         Raises:
             UnregisteredToolError: No tool has that name.
         """
-        cls.get(name)
+        self.get(name)
         prefix = name + "."
-        for key in [k for k in cls._entries if k == name or k.startswith(prefix)]:
-            del cls._entries[key]
+        for key in [k for k in self._entries if k == name or k.startswith(prefix)]:
+            del self._entries[key]
+
+
+# The registry `ToolRegistry.get(...)`, `@tool` and the other calls on the class use: the
+# process default (shared on purpose: it is the one every context sees), unless
+# `AgentRegistry.use()` made another one current.
+CURRENT_TOOLS: ContextVar[ToolRegistry] = ContextVar(
+    "pygents_ctx_tools",
+    default=ToolRegistry(),  # noqa: B039
+)
 
 
 @overload

@@ -57,6 +57,9 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         kwargs: Keyword arguments for the tool.
         timeout: Seconds the whole run (every step of a generator) may take.
         tags: Tags that global hooks can filter on.
+        registry: The `ToolRegistry` a name (or function) is looked up in
+            (None: the current one, the process default unless
+            `AgentRegistry.use()` says otherwise).
 
     Any zero-argument function among the `args` / `kwargs` values is called
     for its value when the tool is invoked, not when the turn is made.
@@ -83,9 +86,11 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         kwargs: Mapping[str, Any] | None = None,
         timeout: float = 60,
         tags: Iterable[str] | None = None,
+        *,
+        registry: ToolRegistry | None = None,
     ) -> None:
         self._fill(
-            self._resolve(tool),
+            self._resolve(tool, registry),
             *check_args(args),
             *check_kwargs(kwargs),
             check_timeout(timeout),
@@ -103,14 +108,19 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             )
 
     @staticmethod
-    def _resolve(tool: Tool[..., Any] | str | Callable[..., Any]) -> Tool[..., Any]:
+    def _resolve(
+        tool: Tool[..., Any] | str | Callable[..., Any], registry: ToolRegistry | None
+    ) -> Tool[..., Any]:
+        """The tool `tool` is, or names in `registry` (None: the current one)."""
         if isinstance(tool, Tool):
             return tool
+        if registry is None:
+            registry = ToolRegistry.current()
         if isinstance(tool, str):
-            return ToolRegistry.get(tool)
+            return registry.get(tool)
         name = getattr(tool, "__name__", None)
         if callable(tool) and isinstance(name, str):
-            held = ToolRegistry.get(name)
+            held = registry.get(name)
             if held.fn is tool:  # the function a tool decorates names that tool
                 return held
         raise TypeError(f"Turn has no tool: its tool must be a Tool or a tool name, not {tool!r}")
@@ -123,7 +133,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     @tool.setter
     def tool(self, value: Tool[..., Any] | str | Callable[..., Any]) -> None:
         self._guard("tool")
-        self._tool = self._resolve(value)
+        self._tool = self._resolve(value, None)
 
     @property
     def tool_name(self) -> str:

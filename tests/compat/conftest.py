@@ -80,6 +80,10 @@ class Impl:
         return importlib.import_module(f"{self.name}.context")
 
     def clear(self) -> None:
+        """Empty pygents' registries: they are its globals (pygents_ctx's tests each
+        have registries of their own, see tests/conftest.py)."""
+        if not self.is_pygents:
+            return
         self.m.ToolRegistry.clear()
         self.m.AgentRegistry.clear()
         self.m.HookRegistry.clear()
@@ -110,7 +114,8 @@ def _module(name: str) -> ModuleType:
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 def impl(request: pytest.FixtureRequest) -> Iterator[Impl]:
-    """pygents or pygents_ctx, with its registries empty before and after the test."""
+    """pygents or pygents_ctx, with empty registries: pygents' emptied before and after
+    the test, pygents_ctx's the test's own."""
     chosen = Impl(request.param, _module(request.param))
     chosen.clear()
     yield chosen

@@ -65,7 +65,7 @@ DIFFERENCES: dict[str, Difference] = {
         ("ToolMetadata.description", "ToolMetadata.input_schema"),
     ),
     "redefinition": Difference(
-        "Defining a tool, hook or agent again replaces it",
+        "Defining a tool or hook again replaces it; an agent, with `replace=True`",
         ("ToolRegistry.register", "HookRegistry.register", "AgentRegistry.register"),
     ),
     "turn-arguments": Difference(

@@ -349,7 +349,7 @@ def test_schemas_describe_parameters_and_their_defaults(impl: Impl) -> None:
 
 
 @shows("redefinition")
-def test_defining_a_tool_hook_or_agent_again_replaces_it(impl: Impl) -> None:
+def test_defining_a_tool_or_hook_again_replaces_it_and_an_agent_with_replace(impl: Impl) -> None:
     m = impl.m
 
     @m.tool
@@ -375,9 +375,6 @@ def test_defining_a_tool_hook_or_agent_again_replaces_it(impl: Impl) -> None:
             async def audit(turn: Any) -> None:  # type: ignore[no-redef]
                 pass
 
-        with pytest.raises(ValueError, match="'notes' already registered"):  # noqa: PT012
-            for _ in range(2):
-                agents.append(m.Agent("notes", "d", [first_tool]))
         assert m.ToolRegistry.get("remember") is first_tool
     else:
 
@@ -389,14 +386,16 @@ def test_defining_a_tool_hook_or_agent_again_replaces_it(impl: Impl) -> None:
         async def audit(turn: Any) -> None:  # type: ignore[no-redef]
             pass
 
-        for _ in range(2):  # the same line of code: a re-run notebook cell
-            agents.append(m.Agent("notes", "d", [remember]))
         assert m.ToolRegistry.get("remember") is remember is not first_tool
         assert m.HookRegistry.get("audit") is audit is not first_hook
         assert list(m.HookRegistry.globals_for(m.TurnHook.BEFORE_RUN)) == [audit]
-        assert m.AgentRegistry.get("notes") is agents[1]
-    with pytest.raises(ValueError, match="'notes' already registered"):
-        m.Agent("notes", "d", [m.ToolRegistry.get("remember")])  # another line: a clash
+    tool_now = m.ToolRegistry.get("remember")
+    with pytest.raises(ValueError, match="'notes' already registered"):  # noqa: PT012
+        for _ in range(2):  # a re-run notebook cell: an agent keeps pygents' rule
+            agents.append(m.Agent("notes", "d", [tool_now]))
+    if not impl.is_pygents:
+        again = m.Agent("notes", "d", [tool_now], replace=True)  # asked for, it replaces
+        assert m.AgentRegistry.get("notes") is again is not agents[0]
 
 
 @shows("idle-agents")

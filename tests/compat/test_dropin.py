@@ -154,10 +154,7 @@ async def test_validate_false_calls_the_tool_as_pygents_does() -> None:
     async def echo(text: str) -> Any:
         return text
 
-    try:
-        assert await pygents_ctx.Turn("echo", args=[3, "extra"]).returning() == 3
-    finally:
-        pygents_ctx.ToolRegistry.clear()
+    assert await pygents_ctx.Turn("echo", args=[3, "extra"]).returning() == 3
 
 
 @covers("Tool.before_invoke", "Tool.after_invoke")

@@ -48,6 +48,10 @@ from tests.model.fake_api import (
 )
 
 
+def _registered() -> list[str]:
+    return [t.key for t in ToolRegistry.all()]
+
+
 def stdio(**options: Any) -> MCPClient:
     options.setdefault("prefix", "t")
     return MCPClient.stdio(sys.executable, ["-m", SERVER_MODULE], cwd=str(ROOT), **options)
@@ -187,7 +191,7 @@ async def test_the_list_is_fetched_again_when_the_server_says_it_changed(
     pixel = by_name(server)["t_pixel"]
     assert await by_name(server)["t_shrink"](name="pixel") == "removed pixel"
     await eventually(lambda: "t_pixel" not in by_name(server))
-    assert "t_pixel" not in ToolRegistry._entries
+    assert "t_pixel" not in _registered()
     with pytest.raises(MCPToolError, match="no longer offers the tool 'pixel'"):
         await pixel()
 
@@ -198,8 +202,8 @@ async def test_two_servers_with_the_same_names_need_a_prefix(server: MCPClient) 
             pass
     async with stdio(prefix="u") as other:
         assert "u_echo" in by_name(other)
-    assert "u_echo" not in ToolRegistry._entries  # unregistered on leaving
-    assert "t_echo" in ToolRegistry._entries
+    assert "u_echo" not in _registered()  # unregistered on leaving
+    assert "t_echo" in _registered()
 
 
 async def test_a_server_killed_mid_call_is_a_clear_error_and_stays_gone() -> None:

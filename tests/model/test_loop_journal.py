@@ -51,7 +51,7 @@ def charge() -> Any:
 
 
 def loop_on(store: ContextStore, script: list[Any], charge: Any) -> ModelLoop:
-    agent = Agent("journal", "charges", [charge], context=ContextConfig(store))
+    agent = Agent("journal", "charges", [charge], context=ContextConfig(store), replace=True)
     return ModelLoop(agent, ScriptedModel(script))
 
 

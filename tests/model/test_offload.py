@@ -80,7 +80,9 @@ def read_log() -> Any:
 
 def loop_for(model: Any, tools: list[Any], store: Any = None, **options: Any) -> ModelLoop:
     context = ContextConfig(MemoryContextStore() if store is None else store)
-    return ModelLoop(Agent("ops", "Reads logs", tools, context=context), model, **options)
+    return ModelLoop(
+        Agent("ops", "Reads logs", tools, context=context, replace=True), model, **options
+    )
 
 
 async def history(loop: ModelLoop) -> list[Message]:

@@ -54,12 +54,10 @@ BASE: dict[str, Any] = {}
 
 
 @pytest.fixture(autouse=True)
-def _registered_tool() -> Any:
-    """The registries are emptied around each test: register the tool, save the agent."""
+def _registered_tool() -> None:
+    """Each test has registries of its own: register the tool there, save the agent."""
     BASE.clear()
     BASE.update(saved_agent())
-    yield
-    AgentRegistry.clear()
 
 
 @settings(max_examples=40, deadline=None)

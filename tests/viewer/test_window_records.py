@@ -26,7 +26,7 @@ def _chat(count: int) -> list[Message]:
 
 
 async def _ask(store: SQLiteContextStore, strategy: Any, reply: str) -> None:
-    agent = Agent("helper", "Helps", [], context=ContextConfig(store, strategy))
+    agent = Agent("helper", "Helps", [], context=ContextConfig(store, strategy), replace=True)
     await ModelLoop(agent, ScriptedModel([reply]), instructions="Be brief.").run("And now?")
 
 

@@ -26,7 +26,7 @@ def _chat(count: int) -> list[Message]:
 
 async def _ask(store: Any, strategy: Any, script: list[Any]) -> ScriptedModel:
     model = ScriptedModel(script)
-    agent = Agent("helper", "Helps", [], context=ContextConfig(store, strategy))
+    agent = Agent("helper", "Helps", [], context=ContextConfig(store, strategy), replace=True)
     await ModelLoop(agent, model, instructions="Be brief.").run("And now?")
     return model
 

@@ -525,7 +525,7 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         """
         scope = SCOPED_HOOK_NAMES.get()
         held = None if scope is None else scope.find(name)
-        return super().get(name) if held is None else held
+        return self._lookup(name) if held is None else held
 
     def _replace(self, name: str, held: Hook | HookFunction) -> None:
         self.unregister(name)  # from the global hooks too: `@hook` adds the new one

@@ -137,6 +137,10 @@ class NameRegistry(Generic[T]):
             UnregisteredToolError, UnregisteredAgentError, UnregisteredHookError:
                 Nothing has that name (each is a `KeyError`).
         """
+        return self._lookup(name)
+
+    def _lookup(self, name: str) -> T:
+        """`get`, for the registries that look further first (a scope, tools made on demand)."""
         try:
             entry: T = self._entries[name]
         except KeyError:

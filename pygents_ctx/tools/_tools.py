@@ -597,7 +597,7 @@ class ToolRegistry(NameRegistry["Tool[..., Any]"]):
         """
         if name not in self._entries and name in self._on_demand:
             self._on_demand[name](self)
-        return super().get(name)
+        return self._lookup(name)
 
     @on_current
     def register(self, tool: Tool[..., Any]) -> None:

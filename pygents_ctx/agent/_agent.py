@@ -49,7 +49,12 @@ from pygents_ctx.agent._branching import (
     unique_branch_name,
 )
 from pygents_ctx.agent._checks import check_name, index_tools, refused_tool, require_tools
-from pygents_ctx.agent._names import AgentNames, AgentRegistryBase, set_process_default
+from pygents_ctx.agent._names import (
+    AgentNames,
+    AgentRegistryBase,
+    open_names,
+    set_process_default,
+)
 from pygents_ctx.agent._run_state import RunState
 from pygents_ctx.agent._saved import read_saved_agent, save_agent, saved_user_values
 from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
@@ -169,7 +174,7 @@ class Agent(JsonSerializable):
         if registry is not None and not isinstance(registry, AgentRegistry):
             raise TypeError(f"Agent registry must be an AgentRegistry, not {registry!r}")
         # Where it will be registered (nothing is until every check has passed).
-        names = (AgentRegistry.current() if registry is None else registry)._open_names()
+        names = open_names(registry)
         object.__setattr__(self, "_names", names)
         object.__setattr__(self, "_state", RunState())
         object.__setattr__(self, "_queued", deque())

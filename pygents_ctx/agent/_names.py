@@ -40,6 +40,7 @@ __all__ = [
     "AgentScope",
     "NamedAgent",
     "current_names",
+    "open_names",
     "set_process_default",
 ]
 
@@ -269,6 +270,24 @@ class AgentScope:
         return f"AgentScope({state})"
 
 
+def open_names(registry: AgentRegistryBase[Any] | None) -> AgentNames:
+    """The namespace of `registry` (None: the current one) seen from here, which takes
+    new names: the current scope's when it is that registry's, else its root.
+
+    Raises:
+        RuntimeError: Its scope has ended (a task that outlived its scope).
+    """
+    names = current_names()
+    if registry is not None and names.registry is not registry:
+        names = registry._root
+    if names.closed:
+        raise RuntimeError(
+            "an agent was made after its AgentScope ended (in a task that outlived the "
+            "scope?); make it inside the scope, or in a new AgentScope()"
+        )
+    return names
+
+
 def _reset(var: ContextVar[Any], token: Token[Any]) -> None:
     """Give `var` back the value it had before `token`'s `set`.
 
@@ -355,18 +374,8 @@ class AgentRegistryBase(Generic[A]):
         object.__setattr__(agent, "_names", names)
 
     def _open_names(self) -> AgentNames:
-        """The namespace seen from here, which takes new names.
-
-        Raises:
-            RuntimeError: Its scope has ended (a task that outlived its scope).
-        """
-        names = self._here()
-        if names.closed:
-            raise RuntimeError(
-                "an agent was made after its AgentScope ended (in a task that outlived the "
-                "scope?); make it inside the scope, or in a new AgentScope()"
-            )
-        return names
+        """The namespace seen from here, which takes new names (see `open_names`)."""
+        return open_names(self)
 
     def _check_free(self, name: str, names: AgentNames) -> None:
         """Refuse `name` when it is not a non-empty string or an agent holds it in `names`.
@@ -449,8 +458,9 @@ class AgentRegistryBase(Generic[A]):
         Raises:
             UnregisteredAgentError: No agent has that name.
         """
-        names: AgentNames | None = self._here()
-        self.get(name)
+        here = self._here()
+        self._find(name, here)  # raises when there is none
+        names: AgentNames | None = here
         while names is not None and not names.drop(name):
             names = names.outer
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
@@ -62,9 +62,12 @@ class Entity:
     @classmethod
     def _stored(cls, entity_id: str, kind: str, data: bytes) -> Entity:
         """An entity as a store read it back: checked when it was written."""
-        return _rebuilt(
-            cls, id=entity_id, type=kind, properties=decode_properties(data), _json=data
-        )
+        entity = object.__new__(cls)
+        object.__setattr__(entity, "id", entity_id)
+        object.__setattr__(entity, "type", kind)
+        object.__setattr__(entity, "properties", decode_properties(data))
+        object.__setattr__(entity, "_json", data)
+        return entity
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,22 +121,13 @@ class Relationship:
     @classmethod
     def _stored(cls, source: str, target: str, kind: str, data: bytes) -> Relationship:
         """A relationship as a store read it back: checked when it was written."""
-        properties = decode_properties(data)
-        return _rebuilt(
-            cls, source=source, target=target, type=kind, properties=properties, _json=data
-        )
-
-
-T = TypeVar("T", Entity, Relationship)
-
-
-def _rebuilt(cls: type[T], **fields: object) -> T:
-    """An instance of a frozen dataclass with these fields, without its checks: what a
-    store read back, checked when it was written (set as `__post_init__` sets fields)."""
-    made = object.__new__(cls)
-    for name, value in fields.items():
-        object.__setattr__(made, name, value)
-    return made
+        relationship = object.__new__(cls)
+        object.__setattr__(relationship, "source", source)
+        object.__setattr__(relationship, "target", target)
+        object.__setattr__(relationship, "type", kind)
+        object.__setattr__(relationship, "properties", decode_properties(data))
+        object.__setattr__(relationship, "_json", data)
+        return relationship
 
 
 @dataclass(frozen=True, slots=True)

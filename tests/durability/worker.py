@@ -178,7 +178,13 @@ async def stall(store: ContextStore, ttl: float) -> None:
         command = orjson.loads(line)
         pending[0] = command["stall"]
         session = on_session(store, command["session"])
-        agent = Agent(f"stall-{session.session_id}", "adds", [add], context=ContextConfig(session))
+        agent = Agent(
+            f"stall-{session.session_id}",
+            "adds",
+            [add],
+            context=ContextConfig(session),
+            replace=True,  # a command for a session seen before makes its agent again
+        )
         loop = ModelLoop(agent, ScriptedModel([think] * 10), lease=LeasePolicy(ttl, math.inf))
         try:
             finished = await loop.run(f"{os.getpid()}: what is 2 + 3?")

@@ -82,7 +82,7 @@ def test_any_positive_limits_make_a_loop_that_keeps_them(
 ) -> None:
     pricing = Pricing(input=1.0, output=2.0) if cost is not None else None
     limits = LoopLimits(steps, tokens, cost, pricing, timeout, retries)
-    agent = Agent("limited", "", [], context=ContextConfig.default())
+    agent = Agent("limited", "", [], context=ContextConfig.default(), replace=True)
 
     loop = ModelLoop(agent, ScriptedModel([]), limits=limits, lease=None)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "guides").rglob("*.md"))]
 DOCS += sorted((ROOT / "examples").rglob("*.md"))
+SOURCES = sorted((ROOT / "pygents_ctx").rglob("*.py"))  # docstrings and error messages
 EXTRAS = set(
     tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 )
@@ -21,7 +22,7 @@ EXTRAS = set(
 
 def _install_lines() -> list[tuple[str, str]]:
     found = []
-    for path in DOCS:
+    for path in DOCS + SOURCES:
         text = path.read_text(encoding="utf-8")
         for match in re.finditer(r"pip\s+install\s+([^`\n]*)", text):
             found.append((f"{path.relative_to(ROOT)}", match.group(1)))

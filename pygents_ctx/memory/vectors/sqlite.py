@@ -151,8 +151,8 @@ def _load_sqlite_vec(db: Db) -> None:
         import sqlite_vec  # type: ignore[import-untyped]
     except ImportError:
         raise MissingExtensionError(
-            "SQLiteVectorStore(sqlite_vec=True) needs the sqlite-vec package: "
-            "pip install 'pygents-ctx[vec]'"
+            "SQLiteVectorStore(sqlite_vec=True) needs the sqlite-vec package: the 'vec' extra "
+            "(pip install -e '.[vec]' from a checkout)"
         ) from None
     if not hasattr(db, "enable_load_extension"):
         raise MissingExtensionError(
@@ -196,8 +196,8 @@ class SQLiteVectorStore(VectorStoreBase):
         conn: An open connection, from `await connect(path)`.
         embedder: Embeds documents without an embedding, and text queries.
         batch_size: The most texts sent to `embedder.embed` in one call.
-        sqlite_vec: Score with the sqlite-vec extension (`pip install
-            'pygents-ctx[vec]'`): `None` (default) when it loads, `True`
+        sqlite_vec: Score with the sqlite-vec extension (the `vec` extra):
+            `None` (default) when it loads, `True`
             always (an error when it cannot load), `False` never. Searches
             use it when they run in SQL; its scores are single precision.
         matrix: Search a float32 copy of each searched collection kept in

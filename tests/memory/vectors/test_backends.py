@@ -78,7 +78,9 @@ async def test_sqlite_vec_required_without_its_package_is_a_clear_error(
 ) -> None:
     monkeypatch.setitem(sys.modules, "sqlite_vec", None)  # as if not installed
     async with connect(tmp_path / "v.db") as conn:
-        with pytest.raises(MissingExtensionError, match=r"pip install 'pygents-ctx\[vec\]'"):
+        with pytest.raises(
+            MissingExtensionError, match=r"pip install -e '\.\[vec\]' from a checkout"
+        ):
             await SQLiteVectorStore(conn, sqlite_vec=True).list_collections()
         fallback = SQLiteVectorStore(conn)
         await fallback.create_collection("notes", 2)

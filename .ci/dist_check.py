@@ -5,9 +5,10 @@ Usage: python .ci/dist_check.py DIST_DIR
 The wheel is built from the sdist (`python -m build`), so a file the sdist
 forgets fails here. The new virtualenv gets the wheel with every optional
 extra the project declares (but the development ones); each extra's modules
-must import, and `examples/demo.py` runs from a directory outside the
-checkout, importing the installed package. A fresh machine needs only Python
-and pip: the packages come from the index (or pip's cache).
+must import, and the README's examples (its quickstart) and `examples/demo.py`
+run from a directory outside the checkout, importing the installed package. A
+fresh machine needs only Python and pip: the packages come from the index (or
+pip's cache).
 """
 
 from __future__ import annotations
@@ -39,6 +40,28 @@ EXTRA_IMPORTS = {
 }
 DEVELOPMENT = {"test", "dev", "docs"}
 
+# Runs the README's Python blocks in order, with top-level await, as tests/test_readme.py does.
+README_BLOCKS = """
+import ast, asyncio, inspect, re, sys
+
+text = open(sys.argv[1], encoding="utf-8").read()
+blocks = re.findall(r"^```python\\n(.*?)^```", text, re.S | re.M)
+
+
+async def main():
+    namespace = {"__name__": "readme"}
+    for number, source in enumerate(blocks, start=1):
+        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+        code = compile(source, f"README.md (block {number})", "exec", flags=flags)
+        result = eval(code, namespace)
+        if inspect.iscoroutine(result):
+            await result
+    print(f"the README's {len(blocks)} Python blocks ran")
+
+
+asyncio.run(main())
+"""
+
 
 def run(*command: str | Path, cwd: Path = ROOT) -> None:
     print("+", " ".join(map(str, command)), flush=True)
@@ -66,9 +89,10 @@ def main(dist: Path) -> None:
         where = "import pygents_ctx, sys; print('imported from', pygents_ctx.__file__)"
         run(python, "-c", f"{checks}\n{where}", cwd=here)
         run(here / "venv" / "bin" / "pygents-ctx", "--help", cwd=here)
+        run(python, "-c", README_BLOCKS, ROOT / "README.md", cwd=here)
         run(python, ROOT / "examples" / "demo.py", cwd=here)
         run(python, ROOT / "examples" / "demo.py", cwd=here)  # the second run continues
-    print(f"the wheel installs with {', '.join(extras)} and runs the demo")
+    print(f"the wheel installs with {', '.join(extras)} and runs the README and the demo")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pygents_ctx.errors import ArgumentProblem
 from pygents_ctx.model.base import ModelSettings, OutputSchema
 from pygents_ctx.model.definitions import accepts_null, strict_schema
 from pygents_ctx.tools._convert import Conversion
-from pygents_ctx.tools._schema import schema_for
+from pygents_ctx.tools._schema import schema_for, undescribable
 
 __all__ = ["StructuredOutput"]
 
@@ -82,7 +82,8 @@ class StructuredOutput:
             `model_validate` and `model_json_schema`).
 
     Raises:
-        TypeError: `output_type` is none of those.
+        TypeError: `output_type` is none of those, or holds a type that no JSON
+            schema describes (a socket, say).
     """
 
     __slots__ = ("_conversion", "_described", "schema", "type")
@@ -99,6 +100,14 @@ class StructuredOutput:
             raise TypeError(
                 f"ModelLoop output_type must be a dataclass, a TypedDict or a pydantic model "
                 f"class, not {output_type!r}; wrap a single value in a dataclass with one field"
+            )
+        missing = undescribable(output_type)
+        if missing:
+            raise TypeError(
+                f"output type {output_type.__name__!r} holds {_type_name(missing[0])}, which no "
+                "JSON schema describes, so a model cannot be asked to write it: give that field "
+                "a type a model can write (str, int, float, bool, a list, a dict, an Enum, a "
+                "dataclass, a TypedDict, a pydantic model) or Any"
             )
         described = schema_for(output_type)
         if "$ref" in described:  # a type that refers to itself: its definition is the root
@@ -168,3 +177,10 @@ class StructuredOutput:
             f"Your answer does not fit the required output schema {self.schema.name!r}:"
             f"{listed}\nAnswer again with one JSON document that fits the schema.",
         )
+
+
+def _type_name(hint: Any) -> str:
+    """`hint` as a reader writes it: `socket.socket` for a class, its repr otherwise."""
+    if isinstance(hint, type):
+        return f"{hint.__module__}.{hint.__qualname__}"
+    return repr(hint)

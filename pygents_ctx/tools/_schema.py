@@ -39,7 +39,7 @@ from typing_extensions import is_typeddict
 from pygents_ctx.tools._docstrings import Docstring, parse_docstring
 from pygents_ctx.tools._type_checks import type_hints
 
-__all__ = ["schema_for", "signature_schemas"]
+__all__ = ["schema_for", "signature_schemas", "undescribable"]
 
 _PRIMITIVES: dict[Any, dict[str, Any]] = {
     str: {"type": "string"},
@@ -124,13 +124,16 @@ class _Builder:
         self.defs: dict[str, Any] = {}
         self._building: set[type] = set()
         self._recursive: dict[type, str] = {}
+        self.undescribed: list[Any] = []  # hints given `{}` for want of a schema, not as Any
 
     def schema(self, hint: Any) -> dict[str, Any]:
         """Describe one type hint; `{}` (anything) where it cannot be described."""
-        if hint is Any or hint is inspect.Parameter.empty:
+        if hint is Any or hint is object or hint is inspect.Parameter.empty:
             return {}
         if hint in _PRIMITIVES:
             return dict(_PRIMITIVES[hint])
+        if isinstance(hint, typing.NewType):
+            return self.schema(hint.__supertype__)
         origin = typing.get_origin(hint)
         args = typing.get_args(hint)
         if origin is typing.Annotated:
@@ -160,6 +163,7 @@ class _Builder:
             return self._model(hint)
         if (is_typeddict(hint) or dataclasses.is_dataclass(hint)) and isinstance(hint, type):
             return self._object(hint)
+        self.undescribed.append(hint)
         return {}
 
     def _model(self, model: Any) -> dict[str, Any]:
@@ -254,6 +258,14 @@ def schema_for(hint: Any) -> dict[str, Any]:
     """Describe one type hint; `{}` (anything) where it cannot be described."""
     builder = _Builder()
     return builder.rooted(builder.schema(hint))
+
+
+def undescribable(hint: Any) -> list[Any]:
+    """The hints inside `hint` that no JSON schema describes (`schema_for` gives them `{}`,
+    as for `Any`, which is not among them), in the order met."""
+    builder = _Builder()
+    builder.schema(hint)
+    return builder.undescribed
 
 
 def signature_schemas(

@@ -7,8 +7,9 @@ import dataclasses
 import datetime
 import enum
 import pathlib
+import socket
 import uuid
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NewType, NotRequired, TypedDict
 
 import orjson
 import pydantic
@@ -36,6 +37,8 @@ from pygents_ctx import (
 )
 from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
+
+UserId = NewType("UserId", int)
 
 
 class Mood(enum.Enum):
@@ -295,6 +298,35 @@ def test_bad_output_options_are_refused_with_the_fix() -> None:
     own = OutputSchema("x", {"type": "object"})
     with pytest.raises(ValueError, match="not both"):
         make_loop([], Place, settings=ModelSettings(output_schema=own), name="e")
+
+
+@dataclasses.dataclass
+class Sent:
+    channel: socket.socket  # nothing a model could write
+    count: int
+
+
+@dataclasses.dataclass
+class Outbox:
+    sent: list[Sent]
+
+
+@dataclasses.dataclass
+class Tagged:
+    user: UserId
+    extra: object
+    notes: Any
+
+
+def test_an_output_type_no_json_schema_describes_is_refused_before_any_call() -> None:
+    with pytest.raises(TypeError, match=r"'Sent' holds socket\.socket, which no JSON schema"):
+        StructuredOutput(Sent)
+    with pytest.raises(TypeError, match=r"'Outbox' holds socket\.socket"):  # however deep
+        StructuredOutput(Outbox)
+    # What a model can write is kept: a NewType as its base type, object and Any as anything.
+    schema = StructuredOutput(Tagged).schema.schema
+    assert schema["properties"]["user"] == {"type": "integer"}
+    assert schema["properties"]["extra"] == schema["properties"]["notes"] == {}
 
 
 @dataclasses.dataclass

@@ -339,13 +339,13 @@ class UsageRecord:
         subagent_session: For a sub-agent's model call, the session of the
             sub-agent's own transcript (None when it was not kept:
             `as_tool(keep="none")`).
+        window: Which history messages the call was sent and which strategy
+            chose them; None when not recorded (records made before it was).
 
     A sub-agent's records are kept once, in the session its caller records
     its own calls in, so the spend of a conversation and of every sub-agent
     it called adds up in that one session; the three fields say where each
     call came from.
-        window: Which history messages the call was sent and which strategy
-            chose them; None when not recorded (records made before it was).
 
     Raises:
         TypeError, ValueError: A field has the wrong type or a negative amount,

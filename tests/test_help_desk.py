@@ -131,3 +131,13 @@ async def test_the_openai_agents_version_answers_the_same_calls(
         assert done.json()["text"].endswith("refunded 10.00 EUR of order refund A-1")
         verdict = await client.get("/verdict/alice", headers=tenant)
         assert verdict.json()["satisfied"] is True
+
+
+def test_the_side_by_side_page_counts_the_lines_of_both_apps() -> None:
+    root = Path(__file__).resolve().parents[1]
+    ours = len((root / "examples/help_desk/app.py").read_text().splitlines())
+    theirs = len((root / "examples/help_desk/openai_agents_app.py").read_text().splitlines())
+    page = (root / "guides/guides/help-desk.md").read_text()
+
+    assert ours <= 100  # the bound for the common path
+    assert f"| {ours} | {theirs} |" in page

@@ -7,7 +7,6 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import AsyncIterator
-from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from starlette.applications import Starlette
@@ -70,7 +69,7 @@ def reply(done: LoopFinished) -> JSONResponse:
     return JSONResponse({"text": done.text, "reason": done.reason.value, "pending": pending})
 
 
-def where(request: Request) -> dict[str, Any]:  # the session, its owner's (the tenant's)
+def where(request: Request) -> dict[str, str | None]:  # the session, its owner (the tenant)
     return {"session": request.path_params["session"], "owner": request.headers.get("x-tenant")}
 
 
@@ -79,8 +78,9 @@ async def chat(request: Request) -> JSONResponse:
 
 
 async def approve(request: Request) -> JSONResponse:  # {"approve": [ids], "reject": [ids]}
-    decisions = await request.json()
-    return reply(await support.resume(**decisions, **where(request)))
+    body = await request.json()  # its two lists only: never a client's "store" or "model"
+    decided = {name: body.get(name, []) for name in ("approve", "reject")}
+    return reply(await support.resume(**decided, **where(request)))
 
 
 async def verdict(request: Request) -> JSONResponse:

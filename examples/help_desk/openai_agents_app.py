@@ -7,6 +7,7 @@ tenant prefixes the session id), approvals kept with the session (a dict in this
 
 import dataclasses
 import os
+from contextlib import closing
 
 from agents import Agent, Runner, RunState, SQLiteSession, function_tool, set_default_openai_api
 from agents.result import RunResult
@@ -77,8 +78,8 @@ def reply(session_id: str, result: RunResult) -> JSONResponse:
 
 async def chat(request: Request) -> JSONResponse:
     session_id, message = session_of(request), (await request.json())["message"]
-    session = SQLiteSession(session_id, DB)
-    return reply(session_id, await Runner.run(support, message, session=session, max_turns=8))
+    with closing(SQLiteSession(session_id, DB)) as session:  # it holds a sqlite3 connection
+        return reply(session_id, await Runner.run(support, message, session=session, max_turns=8))
 
 
 async def approve(request: Request) -> JSONResponse:  # {"approve": [ids], "reject": [ids]}
@@ -90,12 +91,13 @@ async def approve(request: Request) -> JSONResponse:  # {"approve": [ids], "reje
             state.approve(item)
         elif call_id in body.get("reject", []):
             state.reject(item)
-    session = SQLiteSession(session_id, DB)
-    return reply(session_id, await Runner.run(support, state, session=session, max_turns=8))
+    with closing(SQLiteSession(session_id, DB)) as session:
+        return reply(session_id, await Runner.run(support, state, session=session, max_turns=8))
 
 
 async def verdict(request: Request) -> JSONResponse:
-    items = await SQLiteSession(session_of(request), DB).get_items()  # a copy: the session stays
+    with closing(SQLiteSession(session_of(request), DB)) as session:
+        items = await session.get_items()  # a copy: the session stays
     question = {"role": "user", "content": "Was the customer satisfied? Summarise."}
     result = await Runner.run(judge, [*items, question])
     return JSONResponse(dataclasses.asdict(result.final_output))

@@ -310,9 +310,10 @@ async def test_a_model_loop_runs_on_a_branch_in_one_step() -> None:
 
     merged = await parent.merge(sub)
 
-    # The usage records come back; the branch's messages stay in its own transcript.
+    # The branch's call is reported and stays counted in its own session, as its messages.
     assert len(merged.usage) == 1
-    assert len(await parent_store.get_usage()) == 2
+    assert len(await parent_store.get_usage()) == 1
+    assert await sub.context.store.get_usage() == list(merged.usage)
     assert merged.queue_items == ()
     assert [m.text for m in await parent_store.get_history()] == ["Hi", "Hello."]
 
@@ -362,12 +363,16 @@ async def test_sub_agents_run_at_once_in_a_database_and_merge_their_results(
 
     assert sorted(item.id for item in parent.context_pool) == ["acme", "globex", "initech"]
     assert [len(m.usage) for m in merges] == [2, 2, 2]
-    assert len(await store.get_usage()) == 1 + 6
-    total = sum((r.usage for r in await store.get_usage()), Usage())
-    assert await store.get_context_tokens() == (total.input_tokens, total.output_tokens)
+    assert len(await store.get_usage()) == 1  # each call counts in the session that made it
+    own = sum((r.usage for r in await store.get_usage()), Usage())
+    assert await store.get_context_tokens() == (own.input_tokens, own.output_tokens)
     assert [m.text for m in await store.get_history()] == ["Compare suppliers", "Ready."]
-    sessions = {info.session_id for info in await store.list_sessions()}
-    assert len(sessions) == 4  # each sub-agent kept its own transcript
+    infos = await store.list_sessions()
+    assert len(infos) == 4  # each sub-agent kept its own transcript
+    # Adding up every session's spend counts each of the 7 calls once.
+    spent = sum((r.usage for m in merges for r in m.usage), own)
+    assert sum(info.input_tokens for info in infos) == spent.input_tokens
+    assert sum(info.output_tokens for info in infos) == spent.output_tokens
 
 
 async def test_entering_the_branch_forks_the_transcript_then() -> None:
@@ -436,9 +441,10 @@ async def test_a_tool_of_a_running_loop_runs_sub_agents_on_branches_at_once() ->
                 [assistant(tool_call("report", topic=topic, finding=f"{topic} ok")), f"{topic}: ok"]
             )
             finished = await ModelLoop(sub, model).run(f"Research {topic}")
-            await parent.merge(sub)
+            merges.append(await parent.merge(sub))
             return finished.text
 
+    merges: list[BranchMerge] = []
     parent = Agent("lead", "leads", [research], context=ContextConfig(MemoryContextStore()))
     model = ScriptedModel(
         [
@@ -454,7 +460,9 @@ async def test_a_tool_of_a_running_loop_runs_sub_agents_on_branches_at_once() ->
     history = await parent.context.store.get_history()
     results = [block.content for m in history for block in m.tool_results]
     assert sorted(map(str, results)) == ["acme: ok", "globex: ok"]
-    assert len(await parent.context.store.get_usage()) == 2 + 2 * 2
+    # Each call counts once, in the session that made it: the branches' in their forks.
+    assert len(await parent.context.store.get_usage()) == 2
+    assert [len(merged.usage) for merged in merges] == [2, 2]
     with pytest.raises(UnregisteredAgentError):
         AgentRegistry.get("lead/1")
 

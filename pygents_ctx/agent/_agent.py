@@ -607,9 +607,12 @@ class Agent(JsonSerializable):
     async def merge(self, branch: Agent, *, on_conflict: OnConflict = "raise") -> BranchMerge:
         """Bring back what `branch` (made by `self.branch()`) produced since it was made.
 
-        The pool items it added or replaced, the queue items it appended (not
-        its transcript's `Message`s), and the usage records of its forked
-        transcript, this agent's hooks firing as for any add and append. An id
+        The pool items it added or replaced and the queue items it appended
+        (not its transcript's `Message`s), this agent's hooks firing as for
+        any add and append. The branch's usage records are reported, not
+        moved: a model call counts once, in the session that made it (the
+        branch's forked transcript, which starts with none of this agent's).
+        An id
         both sides set is a conflict: `on_conflict="raise"` refuses the merge,
         `"branch"` takes the branch's item, `"parent"` keeps this agent's. A
         branch merges once, when idle; this agent may be running.

@@ -8,9 +8,11 @@
   (`Lineage`), without copying them: both are copy-on-write.
 - `merge` brings back what the branch produced since: pool items it added or
   replaced, queue items it appended (not `Message`s, when it has a transcript:
-  they are its conversation, which stays its own), and the usage records its
-  transcript gained. An id both sides set since the branch was made is a
-  conflict, settled by `on_conflict`.
+  they are its conversation, which stays its own). An id both sides set since
+  the branch was made is a conflict, settled by `on_conflict`.
+- Usage is not moved: each model call's usage is counted once, in the session
+  that made the call, so the branch's stays in its forked transcript (the fork
+  starts with none of its parent's), and `merge` reports it.
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ class BranchMerge:
     Attributes:
         pool_ids: The ids of the pool items added or replaced, in the branch's order.
         queue_items: The items appended to the queue, oldest first.
-        usage: The usage records added to the agent's conversation store.
+        usage: The branch's usage records: the model calls made on its forked
+            transcript, which stay counted there, in the branch's session (a
+            call counts once, in the session that made it).
         kept: Ids both sides set, where the agent's item was kept (`on_conflict="parent"`).
     """
 
@@ -127,7 +131,7 @@ async def merge_branch(
         raise SafeExecutionError(f"branch {branch.name!r} is running; merge it after its run ends")
     lineage.merged = True  # claimed now: a second merge is refused, even while this one reads
     try:
-        usage = await _new_usage(parent, branch)
+        usage = await _branch_usage(branch)
         # After the last await before the changes: the conflicts are those of this moment.
         pool_items, kept = _pool_changes(parent, branch, lineage, on_conflict)
         queue_items = _queue_changes(branch, lineage)
@@ -138,10 +142,6 @@ async def merge_branch(
         await parent.context_pool.add(item)
     if queue_items:
         await parent.context_queue.append(*queue_items)
-    if usage:
-        store = await _parent_store(parent)
-        for record in usage:
-            await store.record_usage(record)
     return BranchMerge(
         tuple(str(item.id) for item in pool_items), tuple(queue_items), tuple(usage), kept
     )
@@ -190,25 +190,9 @@ def _queue_changes(branch: Branching, lineage: Lineage) -> list[ContextItem[Any]
     ]
 
 
-async def _new_usage(parent: Branching, branch: Branching) -> list[UsageRecord]:
-    """The usage records the branch's forked transcript gained since the fork.
-
-    Raises:
-        ValueError: There are some, and the parent has no context to take them.
-    """
+async def _branch_usage(branch: Branching) -> list[UsageRecord]:
+    """The usage records of the branch's forked transcript (none before its fork is made)."""
     context = branch.context
-    if context is None or context.forked_usage is None:
-        return []  # no fork made (or a context of its own): nothing the parent lacks
-    records = (await context.store.get_usage())[context.forked_usage :]
-    if records and parent.context is None:
-        raise ValueError(
-            f"branch {branch.name!r} has {len(records)} usage records to bring back, but agent "
-            f"{parent.name!r} has no context to keep them; give it its context back first"
-        )
-    return records
-
-
-async def _parent_store(parent: Branching) -> Any:
-    context = parent.context
-    assert context is not None  # checked by _new_usage
-    return await context.ready()
+    if context is None or not context.forked:
+        return []
+    return await context.store.get_usage()

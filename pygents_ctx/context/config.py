@@ -74,11 +74,6 @@ class ContextConfig:
             memory, on this `ContextConfig` (agents sharing one config share
             that conversation; it is not saved).
 
-    Attributes:
-        forked_usage: For a branch's context (`branch()`), once its fork is
-            made, how many usage records the fork started with (its parent's);
-            the ones after them are the branch's own. None for any other.
-
     Raises:
         TypeError: `store` is not a `ContextStore`, `strategy` is a class or
             has no `compact()`, or `retention` is not a `HistoryRetention`.
@@ -90,7 +85,7 @@ class ContextConfig:
         ('MemoryContextStore', 'permanent')
     """
 
-    __slots__ = ("_pending", "_store", "_unsaved", "forked_usage", "retention", "strategy")
+    __slots__ = ("_forked", "_pending", "_store", "_unsaved", "retention", "strategy")
 
     def __init__(
         self,
@@ -128,9 +123,7 @@ class ContextConfig:
         self.retention = retention
         self._unsaved: list[Message] = []  # the NONE retention's conversation
         self._pending: _PendingFork | None = None
-        # For a branch's fork: how many usage records the fork started with (the
-        # parent's); what the branch adds after them is what a merge brings back.
-        self.forked_usage: int | None = None
+        self._forked = False
 
     @property
     def store(self) -> ContextStore:
@@ -147,6 +140,12 @@ class ContextConfig:
                 "`async with agent.branch() as sub:`) before reading context.store"
             )
         return self._store
+
+    @property
+    def forked(self) -> bool:
+        """True for a branch's context (`branch()`) once its fork of the parent's transcript
+        is made: its store then holds the branch's own conversation and usage."""
+        return self._forked
 
     @property
     def session_id(self) -> str:
@@ -194,8 +193,7 @@ class ContextConfig:
                 if pending.parent._pending is not None:  # a branch of a branch: its parent first
                     await pending.parent.ready()
                 store = await pending.parent._store.fork(session_id=pending.session_id)
-                self.forked_usage = len(await store.get_usage())
-                self._store, self._pending = store, None
+                self._store, self._pending, self._forked = store, None, True
         return self._store
 
     @classmethod

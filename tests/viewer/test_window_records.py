@@ -98,8 +98,12 @@ def test_a_fork_shows_the_calls_it_shares_and_its_own(tmp_path: Path) -> None:
     with _serve(path) as server:
         shared = get(server, "/session/long-fork/window?step=16").body
         assert _shown(shared) == first.indexes()
+        # The call was made, and its usage counted, in the session the fork came from.
+        assert "The call was made by long before this session was forked" in text_of(shared)
+        assert 'href="/session/long/window?step=16"' in shared
         own = text_of(get(server, "/session/long-fork/window?step=18").body)
         assert "built by FitTokens(300)" in own
+        assert "was forked" not in own
 
 
 def test_a_session_without_records_says_so_and_names_the_strategy_used(tmp_path: Path) -> None:

@@ -140,6 +140,17 @@ def _forked(reading: Reading, session_id: str) -> bool:
     )
 
 
+def fork_sources(reading: Reading, session_id: str) -> list[str]:
+    """The sessions a fork reads rows of, the one it was forked from first (none: not a fork)."""
+    if not _forked(reading, session_id):
+        return []
+    rows = reading.rows(
+        "SELECT source_id FROM pygents_forks WHERE session_id = ? ORDER BY live_from DESC",
+        [session_id],
+    )
+    return [str(source) for (source,) in rows]
+
+
 def _live(reading: Reading, session_id: str) -> str:
     """What to read a session's live history from: a fork's inherited rows included."""
     return live_of() if _forked(reading, session_id) else "pygents_messages"

@@ -89,6 +89,25 @@ def _record_of(
     return None, "no window was recorded for this call"
 
 
+def _inherited(
+    reading: Reading, session_id: str, history: list[Message], cut: int
+) -> tuple[str, UsageRecord | None]:
+    """The session a fork came from that made this call, and its record (`session_id`, None: none).
+
+    A call's usage is recorded once, in the session that made it, so a fork's
+    calls from before it was made are its sources'. A source's call counts
+    when the source's history then began with the very same `cut` messages.
+    """
+    for source in q.fork_sources(reading, session_id):
+        theirs = [entry.message for entry in q.live_history(reading, source)[:cut]]
+        if theirs != history[:cut]:
+            continue
+        record, _ = _record_of(q.usage_records(reading, source), theirs, cut)
+        if record is not None:
+            return source, record
+    return session_id, None
+
+
 def _cuts(history: list[Message]) -> list[int]:
     """Where each step's history ends: before each assistant message, then the whole."""
     return [i for i, message in enumerate(history) if message.role == "assistant"] + [len(history)]
@@ -163,8 +182,11 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
     asked = bool(query.get("strategy", "").strip()) or pin is not None
     record: UsageRecord | None = None
     why = "the address names the strategy"
+    made_in = row.session_id
     if not asked and step < steps:
         record, why = _record_of(q.usage_records(reading, row.session_id), history, cuts[step - 1])
+        if record is None:  # perhaps a call made before this session was forked
+            made_in, record = _inherited(reading, row.session_id, history, cuts[step - 1])
     elif not asked:
         why = "the next call has not been made"
     if record is not None and record.window is not None:
@@ -192,7 +214,7 @@ def window(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, st
         session_header(viewer, row, "window")
         + _form(row.session_id, spec, asked, step, steps, pin, query.get("budget", ""))
         + _cards(built, total, budget, step, steps)
-        + _source(record, spec, why)
+        + _source(record, spec, why, None if made_in == row.session_id else (made_in, step))
         + summarized
         + nav
         + "<table class=window><thead><tr><th class=n>#</th><th>state</th>"
@@ -326,8 +348,11 @@ class _Pin:
 Row = _Pair | _Gap | _Pin
 
 
-def _source(record: UsageRecord | None, spec: StrategySpec, why: str) -> str:
-    """Where the window comes from: the call's record, or a rebuild (and why)."""
+def _source(
+    record: UsageRecord | None, spec: StrategySpec, why: str, made_in: tuple[str, int] | None
+) -> str:
+    """Where the window comes from: the call's record (`made_in`: the session this one was
+    forked from and the step, when that one made the call), or a rebuild (and why)."""
     if record is not None and record.window is not None:
         sent = record.window
         added = (
@@ -338,9 +363,17 @@ def _source(record: UsageRecord | None, spec: StrategySpec, why: str) -> str:
         )
         estimated = record.estimated_input_tokens
         counted = "" if estimated is None else f", {number(estimated)} tokens as it counted them"
+        where = ""
+        if made_in is not None:
+            source, step = made_in
+            link = href(["session", source, "window"], {"step": str(step)})
+            where = (
+                f' The call was made by <a href="{link}">{esc(source)}</a> before this '
+                "session was forked from it, and its usage counts there."
+            )
         return (
             "<p class=note><b>As sent</b>: the window this call recorded, built by "
-            f"<code>{esc(sent.strategy)}</code>{counted}{added}.</p>"
+            f"<code>{esc(sent.strategy)}</code>{counted}{added}.{where}</p>"
         )
     return (
         f"<p class=note><b>Rebuilt</b> with <code>{esc(spec.text)}</code> "

@@ -542,8 +542,7 @@ async def replace_prefix(
 # writer takes them: none of them changes its rows until the fork is committed.
 # The session's own row comes last, with the top of its archive.
 LOCK_SOURCES: Final = """
-    SELECT s.session_id, s.message_count, s.next_position, s.live_tokens, s.input_tokens,
-           s.output_tokens, s.preview,
+    SELECT s.session_id, s.message_count, s.next_position, s.live_tokens, s.preview,
            (SELECT coalesce(max(id), 0) FROM pygents_archive WHERE session_id = %(session)s)
     FROM pygents_sessions AS s
     WHERE s.session_id = %(session)s OR s.session_id IN (
@@ -557,11 +556,12 @@ LOCK_SOURCES: Final = """
 """
 
 # The fork's session row and its lineage rows, in one statement; how many rows it made.
+# Its spend starts at 0: each model call's usage counts in the session that made it.
 MAKE_FORK: Final = """
     WITH made AS (
-        INSERT INTO pygents_sessions (session_id, input_tokens, output_tokens,
-            message_count, live_tokens, next_position, preview)
-        VALUES (%(id)s, %(input)s, %(output)s, %(count)s, %(tokens)s, %(cut)s, %(preview)s)
+        INSERT INTO pygents_sessions (session_id, message_count, live_tokens, next_position,
+            preview)
+        VALUES (%(id)s, %(count)s, %(tokens)s, %(cut)s, %(preview)s)
         ON CONFLICT (session_id) DO NOTHING RETURNING session_id
     ), lineage AS (
         INSERT INTO pygents_forks (session_id, source_id, live_from, live_upto, archive_upto)
@@ -587,9 +587,7 @@ async def fork(session_id: str, new_id: str, at: int | None, conn: AsyncConnecti
         if {source for source, *_ in lineage[:-1]} <= {row[0] for row in locked}:
             break
     source = locked[-1][1:] if locked and locked[-1][0] == session_id else None
-    count, next_position, tokens, input_tokens, output_tokens, preview, top = source or (
-        (0, 0, 0, 0, 0, b"", 0)
-    )
+    count, next_position, tokens, preview, top = source or (0, 0, 0, b"", 0)
     keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
     edges = None if keep == count else await bounds(lineage, conn)
     whole = edges is not None and edges[1] - edges[0] + 1 == count
@@ -613,8 +611,6 @@ async def fork(session_id: str, new_id: str, at: int | None, conn: AsyncConnecti
         MAKE_FORK,
         {
             "id": new_id,
-            "input": input_tokens,
-            "output": output_tokens,
             "count": keep,
             "tokens": tokens,
             "cut": cut,

@@ -457,13 +457,11 @@ def _fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db)
     if db.execute("SELECT 1 FROM pygents_sessions WHERE session_id = ?", (new_id,)).fetchone():
         raise ValueError(f"session {new_id!r} already exists; fork into a new session_id")
     source = db.execute(
-        "SELECT message_count, next_position, live_tokens, input_tokens, output_tokens, preview "
+        "SELECT message_count, next_position, live_tokens, preview "
         "FROM pygents_sessions WHERE session_id = ?",
         (session_id,),
     ).fetchone()
-    count, next_position, tokens, input_tokens, output_tokens, preview = source or (
-        (0, 0, 0, 0, 0, None)
-    )
+    count, next_position, tokens, preview = source or (0, 0, 0, None)
     keep = count if at is None else check_at(at, count, session_id, "fork(at=...)")
     if source is None:
         db.execute(ENSURE, (new_id, created_at))
@@ -485,19 +483,11 @@ def _fork(session_id: str, new_id: str, created_at: str, at: int | None, db: Db)
         "SELECT coalesce(max(id), 0) FROM pygents_archive_rows WHERE session_id = ?",
         session_id,
     )
+    # The fork's spend starts at 0: each model call's usage counts in the session that made it.
     db.execute(
-        "INSERT INTO pygents_sessions (session_id, created_at, input_tokens, output_tokens, "
-        "message_count, live_tokens, next_position, preview) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            new_id,
-            created_at,
-            input_tokens,
-            output_tokens,
-            keep,
-            tokens,
-            cut,
-            preview,
-        ),
+        "INSERT INTO pygents_sessions (session_id, created_at, message_count, live_tokens, "
+        "next_position, preview) VALUES (?, ?, ?, ?, ?, ?)",
+        (new_id, created_at, keep, tokens, cut, preview),
     )
     *inherited, (_, own_low, _, _) = lineage
     db.executemany(

@@ -30,8 +30,6 @@ __all__ = [
     "SQLITE_REASONING",
     "SQLITE_TABLE",
     "SQLITE_WINDOW",
-    "copy_postgres",
-    "copy_sqlite",
     "read_postgres",
     "read_sqlite",
     "record_postgres",
@@ -193,15 +191,6 @@ def read_sqlite(session_id: str, run_id: str | None, db: sqlite3.Connection) -> 
     return [_record(row) for row in db.execute(sql, params).fetchall()]
 
 
-def copy_sqlite(session_id: str, new_id: str, db: sqlite3.Connection) -> None:
-    """Copy the session's records to `new_id` (whose session row exists), in order."""
-    db.execute(
-        f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-        f"SELECT ?, {_COLUMNS} FROM pygents_usage WHERE session_id = ? ORDER BY id",
-        (new_id, session_id),
-    )
-
-
 # ----------------------------------------------------------------------------- PostgreSQL
 
 _POSTGRES_INSERT: Final = (
@@ -243,12 +232,3 @@ async def read_postgres(
     params = (session_id,) if run_id is None else (session_id, run_id)
     cursor = await conn.execute(sql, params)
     return [_record(tuple(row)) for row in await cursor.fetchall()]
-
-
-async def copy_postgres(session_id: str, new_id: str, conn: AsyncConnection[Any]) -> None:
-    """Copy the session's records to `new_id` (whose session row exists), in order."""
-    await conn.execute(
-        f"INSERT INTO pygents_usage (session_id, {_COLUMNS}) "
-        f"SELECT %s, {_COLUMNS} FROM pygents_usage WHERE session_id = %s ORDER BY id",
-        (new_id, session_id),
-    )

@@ -369,8 +369,12 @@ class ContextStore(
         await self.append_many([*batch, *history[count:]], run_id=run_id)
 
     async def fork(self, *, session_id: str | None = None, at: int | None = None) -> ContextStore:
-        """A new session holding this one's history (or its oldest `at` messages), archive
-        and token usage, independent of it from then on.
+        """A new session holding this one's history (or its oldest `at` messages) and
+        archive, independent of it from then on.
+
+        The fork's token usage and usage records start empty: each model
+        call's usage is counted once, in the session that made the call, so
+        adding up every session's spend counts each call once.
 
         A message is named by its index in the live history: `at=n` keeps
         `history[:n]`, as `get_history()` returns it (stored messages carry no
@@ -408,14 +412,7 @@ class ContextStore(
         snapshot = await self.snapshot()
         keep = len(snapshot.messages) if at is None else at
         check_at(keep, len(snapshot.messages), self.session_id, "fork(at=...)")
-        kept = SessionSnapshot(
-            self.session_id,
-            snapshot.messages[:keep],
-            snapshot.archived,
-            snapshot.input_tokens,
-            snapshot.output_tokens,
-            usage=snapshot.usage,
-        )
+        kept = SessionSnapshot(self.session_id, snapshot.messages[:keep], snapshot.archived)
         clone = _FORK_INTO[0](session_id=session_id, owner=self.owner)
         await clone.restore(kept)
         return clone

@@ -308,8 +308,8 @@ class MemoryContextStore(ContextStore):
     async def fork(
         self, *, session_id: str | None = None, at: int | None = None
     ) -> MemoryContextStore:
-        """A new session with this one's history (or its oldest `at` messages), archive,
-        token usage and usage records (see `ContextStore.fork`).
+        """A new session with this one's history (or its oldest `at` messages) and archive
+        (see `ContextStore.fork`); its token usage and usage records start empty.
 
         The fork's lists are its own; the message objects (immutable) are shared.
 
@@ -331,8 +331,6 @@ class MemoryContextStore(ContextStore):
         else:
             clone._note_preview(entry.message for entry in clone._archive)
             clone._note_preview(clone._messages)
-        clone._input_tokens, clone._output_tokens = self._input_tokens, self._output_tokens
-        clone._usage_records = None if self._usage_records is None else list(self._usage_records)
         return clone
 
     async def rewind(self, to: int) -> int:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _search_sql as search_sql
-from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import ClosesOnExit, Connecting
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores._sql_store import Dialect, Ops, SQLStore
@@ -278,7 +277,7 @@ class PostgresDialect(Dialect[PostgresConnection]):
     def fork(
         self, session_id: str, new_id: str, at: int | None, owner: str | None
     ) -> Awaitable[None]:
-        return self.run(_fork_with_usage, session_id, new_id, at, owner)
+        return self.run(_fork, session_id, new_id, at, owner)
 
     def restore(
         self,
@@ -349,11 +348,9 @@ class PostgresContextStore(SQLStore[PostgresConnection]):
     _dialect = PostgresDialect
 
 
-async def _fork_with_usage(
+async def _fork(
     session_id: str, new_id: str, at: int | None, owner: str | None, conn: AsyncConnection[Any]
 ) -> None:
-    # The fork's own transaction nests as a savepoint: the copy of the records is in the same one.
     async with conn.transaction():
         await ops.fork(session_id, new_id, at, conn)
         await ops.own_fork(session_id, new_id, owner, conn)
-        await usage_sql.copy_postgres(session_id, new_id, conn)

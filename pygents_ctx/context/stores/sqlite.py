@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
-from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import Connecting, now_iso
 from pygents_ctx.context.stores._sql_store import Dialect, Ops, SQLStore
 from pygents_ctx.context.stores._sqlite_schema import (
@@ -184,7 +183,7 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
     def fork(
         self, session_id: str, new_id: str, at: int | None, owner: str | None
     ) -> Awaitable[None]:
-        work = partial(_fork_with_usage, session_id, new_id, now_iso(), at, owner)
+        work = partial(ops.fork, session_id, new_id, now_iso(), at, owner)
         return self.conn.run(partial(ops.in_transaction, work=work))
 
     def restore(
@@ -271,10 +270,3 @@ def _caught_up(read: Callable[[Db], T], db: Db) -> T:
     if search_sql.behind_sqlite(db):
         ops.in_transaction(db, work=search_sql.catch_up_sqlite)
     return ops.in_transaction(db, work=read, begin="BEGIN")
-
-
-def _fork_with_usage(
-    session_id: str, new_id: str, created_at: str, at: int | None, owner: str | None, db: Db
-) -> None:
-    ops.fork(session_id, new_id, created_at, at, owner, db)
-    usage_sql.copy_sqlite(session_id, new_id, db)

@@ -79,16 +79,26 @@ async def test_clearing_messages_keeps_what_was_spent(make_store: MakeStore) -> 
     assert [r.usage for r in await store.get_usage()] == [Usage(50, 5)]
 
 
-async def test_a_fork_copies_the_records_and_stays_independent(make_store: MakeStore) -> None:
+async def test_a_fork_counts_only_its_own_calls_so_spend_adds_up_once(
+    make_store: MakeStore,
+) -> None:
     store = await make_store(Message("user", "hi"))
     await store.record_usage(record(50, 5, run_id="r"))
 
     fork = await store.fork()
     await fork.record_usage(record(70, 7))
+    twice = await fork.fork()  # a fork of a fork starts empty too
 
-    assert [r.usage for r in await fork.get_usage()] == [Usage(50, 5), Usage(70, 7)]
+    assert [r.usage for r in await fork.get_usage()] == [Usage(70, 7)]
     assert [r.usage for r in await store.get_usage()] == [Usage(50, 5)]
-    assert await fork.get_context_tokens() == (120, 12)
+    assert (await fork.get_context_tokens(), await store.get_context_tokens()) == (
+        (70, 7),
+        (50, 5),
+    )
+    assert (await twice.get_usage(), await twice.get_context_tokens()) == ([], (0, 0))
+    # Adding up every session's records counts each call once.
+    spent = [r.usage for s in (store, fork, twice) for r in await s.get_usage()]
+    assert sum(spent, Usage()) == Usage(120, 12)
 
 
 async def test_from_context_copies_records_and_totals(make_store: MakeStore) -> None:
@@ -271,7 +281,7 @@ SUB_AGENT_CALL = UsageRecord(
 )
 
 
-async def test_a_sub_agents_link_is_kept_read_back_and_forked(make_store: MakeStore) -> None:
+async def test_a_sub_agents_link_is_kept_and_read_back(make_store: MakeStore) -> None:
     store = await make_store(session_id="chat")
     await store.record_usage(record(100, 10))
     await store.record_usage(SUB_AGENT_CALL)
@@ -285,7 +295,7 @@ async def test_a_sub_agents_link_is_kept_read_back_and_forked(make_store: MakeSt
         None,
     )
     assert await store.get_context_tokens() == (700, 50)  # the sub-agent's spend counts here
-    assert await (await store.fork()).get_usage() == records
+    assert await store.get_usage() == records  # read again: the same
 
 
 def test_a_linked_record_round_trips_through_its_dict() -> None:

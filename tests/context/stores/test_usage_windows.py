@@ -54,7 +54,7 @@ async def test_the_loop_records_the_strategy_and_the_positions_it_sent(
     assert record.estimated_input_tokens is not None
 
 
-async def test_a_fork_keeps_the_records_and_their_positions_hold_in_it(
+async def test_a_forks_positions_hold_for_its_sources_records_and_its_own(
     make_store: MakeStore,
 ) -> None:
     store = await make_store(*_chat(8))
@@ -62,10 +62,10 @@ async def test_a_fork_keeps_the_records_and_their_positions_hold_in_it(
     fork = await store.fork()
     await _ask(fork, FitTokens(10_000), ["Again."])
 
-    source_records, fork_records = await store.get_usage(), await fork.get_usage()
-    assert fork_records[0] == source_records[0]
+    # Each call's record stays in the session that made it: the first in the source.
+    (source_record,), (fork_record,) = await store.get_usage(), await fork.get_usage()
     fork_history = await fork.get_history()
-    first, second = (record.window for record in fork_records)
+    first, second = source_record.window, fork_record.window
     assert first is not None
     assert second is not None
     assert second.strategy == "FitTokens(10000)"

@@ -40,28 +40,6 @@ EXTRA_IMPORTS = {
 }
 DEVELOPMENT = {"test", "dev", "docs"}
 
-# Runs the README's Python blocks in order, with top-level await, as tests/test_readme.py does.
-README_BLOCKS = """
-import ast, asyncio, inspect, re, sys
-
-text = open(sys.argv[1], encoding="utf-8").read()
-blocks = re.findall(r"^```python\\n(.*?)^```", text, re.S | re.M)
-
-
-async def main():
-    namespace = {"__name__": "readme"}
-    for number, source in enumerate(blocks, start=1):
-        flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        code = compile(source, f"README.md (block {number})", "exec", flags=flags)
-        result = eval(code, namespace)
-        if inspect.iscoroutine(result):
-            await result
-    print(f"the README's {len(blocks)} Python blocks ran")
-
-
-asyncio.run(main())
-"""
-
 
 def run(*command: str | Path, cwd: Path = ROOT) -> None:
     print("+", " ".join(map(str, command)), flush=True)
@@ -89,7 +67,7 @@ def main(dist: Path) -> None:
         where = "import pygents_ctx, sys; print('imported from', pygents_ctx.__file__)"
         run(python, "-c", f"{checks}\n{where}", cwd=here)
         run(here / "venv" / "bin" / "pygents-ctx", "--help", cwd=here)
-        run(python, "-c", README_BLOCKS, ROOT / "README.md", cwd=here)
+        run(python, ROOT / ".ci" / "readme_blocks.py", ROOT / "README.md", cwd=here)
         run(python, ROOT / "examples" / "demo.py", cwd=here)
         run(python, ROOT / "examples" / "demo.py", cwd=here)  # the second run continues
     print(f"the wheel installs with {', '.join(extras)} and runs the README and the demo")

@@ -7,9 +7,8 @@ comments say they print.
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import inspect
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,17 @@ import pytest
 
 from pygents_ctx import AgentRegistry, HookRegistry, ToolRegistry
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-BLOCKS = re.findall(r"^```python\n(.*?)^```", README, re.S | re.M)
+ROOT = Path(__file__).resolve().parents[1]
+# One runner of Markdown blocks, shared with `make dist` (.ci/dist_check.py), which runs
+# it as a script where the repository is not importable.
+_spec = importlib.util.spec_from_file_location("readme_blocks", ROOT / ".ci" / "readme_blocks.py")
+assert _spec is not None
+assert _spec.loader is not None
+readme_blocks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(readme_blocks)
+
+README = (ROOT / "README.md").read_text()
+BLOCKS = readme_blocks.python_blocks(README)
 PRINTED = re.compile(r"^print\(.*\)  # (.*)$", re.M)
 
 
@@ -43,16 +51,6 @@ def test_first_agent_is_a_model_loop_on_a_stored_session() -> None:
     assert len(agent_lines) <= 8, agent_lines
 
 
-async def _run(blocks: list[str], namespace: dict[str, Any]) -> None:
-    for number, source in enumerate(blocks, start=1):
-        code = compile(
-            source, f"README.md (block {number})", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
-        )
-        result = eval(code, namespace)
-        if inspect.iscoroutine(result):
-            await result
-
-
 def test_examples_run_and_print_what_they_claim(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -62,7 +60,7 @@ def test_examples_run_and_print_what_they_claim(
     AgentRegistry.clear()
     HookRegistry.clear()
 
-    asyncio.run(_run(BLOCKS, {"__name__": "readme"}))
+    asyncio.run(readme_blocks.run_blocks(BLOCKS, {"__name__": "readme"}, "README.md"))
 
     claimed = [line for block in BLOCKS for line in PRINTED.findall(block)]
     assert capsys.readouterr().out.splitlines() == claimed
@@ -79,7 +77,7 @@ def test_the_stored_session_continues_in_a_second_run(
             ToolRegistry.clear()
             AgentRegistry.clear()
             namespace: dict[str, Any] = {"__name__": "readme"}
-            await _run(BLOCKS[:1], namespace)
+            await readme_blocks.run_blocks(BLOCKS[:1], namespace, "README.md")
         from pygents_ctx.context.stores import SQLiteContextStore, connect
 
         async with connect("chats.db") as conn:

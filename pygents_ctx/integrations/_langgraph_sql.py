@@ -22,6 +22,10 @@ first used. Every table is keyed by thread id first:
   may store a task's writes before the checkpoint they belong to, so they
   have no foreign key: each deletion of checkpoints deletes theirs itself.
 
+The long-term memory store (`ContextStoreMemory`) keeps its items in one more
+table, `pygents_lg_store`, with a schema version of its own
+(`pygents_langgraph_store_schema`): a store alone makes no checkpointer tables.
+
 A checkpoint's versions go with it (a foreign key, ON DELETE CASCADE); a
 value no checkpoint holds and a segment no range uses are deleted by
 `garbage()`'s statements, run after every deletion.
@@ -32,7 +36,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx.context.stores._postgres_schema import migrate as _postgres_migrate
 from pygents_ctx.context.stores._sqlite_ops import in_transaction
@@ -48,8 +52,10 @@ __all__ = [
     "POSTGRES_MIGRATIONS",
     "SCHEMA_TABLE",
     "SQLITE_MIGRATIONS",
+    "STORE_SCHEMA",
     "PostgresDatabase",
     "SQLiteDatabase",
+    "Schema",
     "garbage",
 ]
 
@@ -158,6 +164,46 @@ SQLITE_MIGRATIONS: Final = (_tables("TEXT", "INTEGER", "BLOB"),)
 POSTGRES_MIGRATIONS: Final = (_tables("text", "bigint", "bytea"),)
 
 
+class Schema(NamedTuple):
+    """A set of tables: its migrations on each database, where its version is kept, its name."""
+
+    sqlite: tuple[tuple[str, ...], ...]
+    postgres: tuple[tuple[str, ...], ...]
+    table: str
+    label: str
+
+
+def _store_tables(text: str, integer: str) -> tuple[str, ...]:
+    # The long-term memory store's items (ContextStoreMemory): a namespace is its labels
+    # joined by "." (LangGraph refuses a label holding one), a value its JSON, a time
+    # microseconds since 1970 in UTC; `vectors` is the token in the ids of the item's
+    # vectors in the vector store ('' when it has none) and `vector_count` their number.
+    return (
+        f"""
+        CREATE TABLE pygents_lg_store (
+            namespace    {text}    NOT NULL,
+            key          {text}    NOT NULL,
+            value        {text}    NOT NULL,
+            created_at   {integer} NOT NULL,
+            updated_at   {integer} NOT NULL,
+            vectors      {text}    NOT NULL,
+            vector_count {integer} NOT NULL,
+            PRIMARY KEY (namespace, key)
+        )
+        """,
+        "CREATE INDEX pygents_lg_store_by_time ON pygents_lg_store (updated_at)",
+    )
+
+
+CHECKPOINT_SCHEMA: Final = Schema(SQLITE_MIGRATIONS, POSTGRES_MIGRATIONS, SCHEMA_TABLE, "LangGraph")
+STORE_SCHEMA: Final = Schema(
+    (_store_tables("TEXT", "INTEGER"),),
+    (_store_tables("text", "bigint"),),
+    "pygents_langgraph_store_schema",
+    "LangGraph store",
+)
+
+
 def garbage(thread_id: str) -> list[tuple[str, tuple[object, ...]]]:
     """The statements deleting `thread_id`'s unheld values, then its unused segments."""
     return [
@@ -193,14 +239,21 @@ Queries = list[tuple[str, tuple[object, ...]]]
 class SQLiteDatabase:
     """The statements on a `SQLiteConnection`: each batch in one job of its worker thread."""
 
-    def __init__(self, conn: SQLiteConnection) -> None:
+    # What a write transaction runs to have a row (named by one text) to itself until it
+    # ends, even a row not there yet; None: SQLite's BEGIN IMMEDIATE keeps every other
+    # writer out of the whole database.
+    row_lock: Final[str | None] = None
+
+    def __init__(self, conn: SQLiteConnection, schema: Schema = CHECKPOINT_SCHEMA) -> None:
         self.conn = conn
+        self.schema = schema
         self.integrity_errors: tuple[type[Exception], ...] = (sqlite3.IntegrityError,)
 
     async def setup(self) -> None:
+        schema = self.schema
         await self.conn.run(
             partial(
-                _sqlite_migrate, migrations=SQLITE_MIGRATIONS, table=SCHEMA_TABLE, label="LangGraph"
+                _sqlite_migrate, migrations=schema.sqlite, table=schema.table, label=schema.label
             )
         )
 
@@ -214,6 +267,14 @@ class SQLiteDatabase:
 
         await self.conn.run(partial(in_transaction, work=work))
 
+    async def exchange(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
+        """Run `queries` in one `BEGIN IMMEDIATE` transaction; the rows each returned."""
+
+        def work(db: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
+            return [db.execute(sql, params).fetchall() for sql, params in queries]
+
+        return await self.conn.run(partial(in_transaction, work=work))
+
     async def read(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
         """The rows of each query, all read in one transaction (one moment of the database)."""
 
@@ -226,16 +287,24 @@ class SQLiteDatabase:
 class PostgresDatabase:
     """The statements on a `PostgresConnection`: each batch in one transaction."""
 
-    def __init__(self, conn: PostgresConnection) -> None:
+    row_lock: Final[str | None] = "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))"
+
+    def __init__(self, conn: PostgresConnection, schema: Schema = CHECKPOINT_SCHEMA) -> None:
         import psycopg
 
         self.conn = conn
+        self.schema = schema
         self.integrity_errors = (psycopg.errors.IntegrityError,)
 
     async def setup(self) -> None:
-        migrations = POSTGRES_MIGRATIONS
+        schema = self.schema
         await self.conn.run(
-            partial(_postgres_migrate, migrations=migrations, table=SCHEMA_TABLE, label="LangGraph")
+            partial(
+                _postgres_migrate,
+                migrations=schema.postgres,
+                table=schema.table,
+                label=schema.label,
+            )
         )
 
     async def write(self, steps: Steps) -> None:
@@ -248,6 +317,20 @@ class PostgresDatabase:
                         await cursor.executemany(_postgres(sql), rows)
 
         await self.conn.run(work)
+
+    async def exchange(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
+        """Run `queries` in one transaction; the rows each returned (none for a write)."""
+
+        async def work(db: AsyncConnection[Any]) -> list[list[tuple[Any, ...]]]:
+            found: list[list[tuple[Any, ...]]] = []
+            async with db.transaction(), db.cursor() as cursor:
+                for sql, params in queries:
+                    await cursor.execute(_postgres(sql), params)
+                    rows = await cursor.fetchall() if cursor.description is not None else []
+                    found.append([tuple(row) for row in rows])
+            return found
+
+        return await self.conn.run(work)
 
     async def read(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
         """The rows of each query, all read in one REPEATABLE READ transaction."""

@@ -1,4 +1,4 @@
-"""LangGraph: a checkpointer in our SQLite and PostgreSQL databases, each message stored once.
+"""LangGraph: a checkpointer and a long-term memory store in our SQLite and PostgreSQL databases.
 
 LangGraph's own SQLite and PostgreSQL checkpointers store a thread's whole
 message list again at every checkpoint, so a thread's storage grows with the
@@ -10,8 +10,14 @@ It passes LangGraph's conformance suite (`langgraph-checkpoint-conformance`)
 on both databases, and shares the database (and its connection) with the
 context stores and the viewer.
 
-Needs `langgraph` (the `langgraph` extra: `pip install -e '.[langgraph]'` from a checkout),
-imported when `ContextStoreSaver` is first used, never on import of this module.
+`ContextStoreMemory` is LangGraph's long-term memory (a `BaseStore`, what
+`InMemoryStore` is) in the same databases, or in this process: items under
+namespaces, searched by filter or, with an `index`, by meaning, its vectors
+in our vector stores.
+
+Needs `langgraph` (the `langgraph` extra: `pip install -e '.[langgraph]'` from a
+checkout), imported when `ContextStoreSaver` or `ContextStoreMemory` is first used,
+never on import of this module.
 
 Example:
     ```py
@@ -32,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pygents_ctx.integrations._langgraph_saver import ContextStoreSaver
+    from pygents_ctx.integrations._langgraph_store import ContextStoreMemory
 
-__all__ = ["ContextStoreSaver", "require_langgraph"]
+__all__ = ["ContextStoreMemory", "ContextStoreSaver", "require_langgraph"]
 
 
 def require_langgraph() -> Any:
@@ -49,11 +56,16 @@ def require_langgraph() -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    # ContextStoreSaver subclasses LangGraph's BaseCheckpointSaver, so it is defined
-    # (and langgraph imported) when it is first asked for.
+    # ContextStoreSaver and ContextStoreMemory subclass LangGraph's BaseCheckpointSaver
+    # and BaseStore, so each is defined (and langgraph imported) when first asked for.
     if name == "ContextStoreSaver":
         require_langgraph()
         from pygents_ctx.integrations._langgraph_saver import ContextStoreSaver
 
         return ContextStoreSaver
+    if name == "ContextStoreMemory":
+        require_langgraph()
+        from pygents_ctx.integrations._langgraph_store import ContextStoreMemory
+
+        return ContextStoreMemory
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The local model API server (its fixtures), and helpers to run the test MCP server."""
+"""The local model API server (its fixtures), a new PostgreSQL database, and the test MCP server."""
 
 from __future__ import annotations
 
@@ -6,14 +6,33 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests import postgres_server
 from tests.model.conftest import anthropic_model, api, openai_model
 
 __all__ = ["anthropic_model", "api", "free_port", "openai_model", "start_http_server"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVER_MODULE = "tests.integrations.mcp_tools_server"
+
+
+@pytest.fixture
+def pg_dsn(postgres: postgres_server.PostgresServer) -> Iterator[str]:
+    """A new, empty database on the session's server, dropped at the end."""
+    name = f"lg_{uuid.uuid4().hex}"
+    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield postgres.dsn_for(name)
+        finally:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def free_port() -> int:

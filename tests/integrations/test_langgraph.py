@@ -9,12 +9,10 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,23 +22,9 @@ from langgraph.checkpoint.base import create_checkpoint, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Command, interrupt
-from psycopg import sql
 
 from pygents_ctx.context.stores import SQLiteConnection, connect, connect_postgres
 from pygents_ctx.integrations.langgraph import ContextStoreSaver
-from tests import postgres_server
-
-
-@pytest.fixture
-def pg_dsn(postgres: postgres_server.PostgresServer) -> Iterator[str]:
-    """A new, empty database on the session's server, dropped at the end."""
-    name = f"lg_{uuid.uuid4().hex}"
-    with psycopg.connect(postgres.dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            yield postgres.dsn_for(name)
-        finally:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

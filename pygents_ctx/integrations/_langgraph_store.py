@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, TypeVar
 
@@ -420,6 +421,8 @@ class ContextStoreMemory(BaseStore):
       first (as LangGraph's SQLite and PostgreSQL stores do).
     - `created_at` is when the item was first put; a put updates only
       `updated_at`.
+    - `list_namespaces` lists the namespaces that hold items (not those
+      only looked in, or emptied).
     - A filter compares JSON values: `True` is not `1`; `$gt`, `$gte`,
       `$lt` and `$lte` hold between two numbers or two strings, never
       between a number and a string or a missing value.
@@ -495,10 +498,10 @@ class ContextStoreMemory(BaseStore):
                 )
             if isinstance(conn, SQLiteConnection):
                 self._items = _TableItems(SQLiteDatabase(conn, STORE_SCHEMA))
-                vectors = lambda: SQLiteVectorStore(conn)  # noqa: E731
+                vectors = partial(SQLiteVectorStore, conn)
             else:
                 self._items = _TableItems(PostgresDatabase(conn, STORE_SCHEMA))
-                vectors = lambda: PostgresVectorStore(conn)  # noqa: E731
+                vectors = partial(PostgresVectorStore, conn)
         else:
             raise TypeError(
                 "ContextStoreMemory needs the connection from `await connect(path)` or "

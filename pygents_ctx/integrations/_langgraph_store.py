@@ -20,8 +20,8 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any, Final, TypeVar
 
 import orjson

@@ -7,7 +7,10 @@ import hashlib
 import html
 import re
 import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,7 +18,7 @@ from pygents_ctx import Message
 from pygents_ctx.cli.viewer import Prices, SQLiteSource, Viewer, ViewerServer, _pages, _queries
 from pygents_ctx.context.stores import SQLiteContextStore, connect
 from pygents_ctx.model.base import Pricing
-from tests.viewer.conftest import get, serving
+from tests.viewer.conftest import PRICES, get, serving
 from tests.viewer.store import PNG, XSS
 
 
@@ -427,3 +430,36 @@ def test_the_sessions_page_shows_owners_and_lists_one_owners_sessions(tmp_path: 
 
 def test_a_store_without_owners_shows_no_owner_column(server: ViewerServer) -> None:
     assert "<th>owner</th>" not in get(server, "/").body
+
+
+def test_a_page_reads_the_databases_catalog_once(sqlite_db: Path) -> None:
+    """A page is one snapshot: which tables and columns it has is read once per page,
+    however many sessions the page lists or checks for owners, forks and usage."""
+    source = SQLiteSource(str(sqlite_db))
+    opened = source.reading
+    catalog: list[str] = []
+
+    @contextmanager
+    def counted() -> Iterator[Any]:
+        with opened() as reading:
+            plain = reading.rows
+
+            def rows(sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+                if "sqlite_master" in sql or "pragma_table_info" in sql:
+                    catalog.append(f"{sql} {list(params)}")
+                return plain(sql, params)
+
+            reading.rows = rows
+            yield reading
+
+    source.reading = counted  # type: ignore[method-assign]
+    server = ViewerServer(Viewer(source, PRICES), port=0)
+    try:
+        status, _, body = server.answer("/", server.url.split("//")[1].rstrip("/"))
+    finally:
+        server.server_close()
+        source.close()
+
+    assert status == 200
+    assert body.count("<tr") > 3  # several sessions listed
+    assert len(catalog) == len(set(catalog)) <= 3  # tables, and two tables' columns, once each

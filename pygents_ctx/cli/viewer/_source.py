@@ -15,6 +15,7 @@ from __future__ import annotations
 import queue
 import re
 import sqlite3
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -67,11 +68,11 @@ class Reading(Protocol):
         """SQL true when the BLOB `column` holds the bytes of the next parameter."""
         ...
 
-    def tables(self) -> set[str]:
+    def tables(self) -> frozenset[str]:
         """The names of the tables the database has."""
         ...
 
-    def columns(self, table: str) -> set[str]:
+    def columns(self, table: str) -> frozenset[str]:
         """The names of the columns of `table` (none when there is no such table)."""
         ...
 
@@ -90,8 +91,41 @@ class Source(Protocol):
         ...
 
 
-class _SQLiteReading:
+class _Catalog(ABC):
+    """A reading's tables and columns, each read once: a page reads one snapshot of the
+    database, so they cannot change while it is made."""
+
+    def __init__(self) -> None:
+        self._tables: frozenset[str] | None = None
+        self._columns: dict[str, frozenset[str]] = {}
+
+    def tables(self) -> frozenset[str]:
+        if self._tables is None:
+            self._tables = self._read_tables()
+        return self._tables
+
+    def columns(self, table: str) -> frozenset[str]:
+        found = self._columns.get(table)
+        if found is None:
+            found = self._columns[table] = self._read_columns(table)
+        return found
+
+    @abstractmethod
+    def _read_tables(self) -> frozenset[str]:
+        """Read from the database."""
+
+    @abstractmethod
+    def _read_columns(self, table: str) -> frozenset[str]:
+        """Read from the database."""
+
+    @abstractmethod
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Read from the database."""
+
+
+class _SQLiteReading(_Catalog):
     def __init__(self, db: sqlite3.Connection) -> None:
+        super().__init__()
         self.db = db
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -100,13 +134,13 @@ class _SQLiteReading:
     def contains(self, column: str) -> str:
         return f"instr({column}, ?) > 0"
 
-    def tables(self) -> set[str]:
-        return {
-            name for (name,) in self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
-        }
+    def _read_tables(self) -> frozenset[str]:
+        found = self.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return frozenset(name for (name,) in found)
 
-    def columns(self, table: str) -> set[str]:
-        return {name for (name,) in self.rows("SELECT name FROM pragma_table_info(?)", [table])}
+    def _read_columns(self, table: str) -> frozenset[str]:
+        found = self.rows("SELECT name FROM pragma_table_info(?)", [table])
+        return frozenset(name for (name,) in found)
 
 
 class SQLiteSource:
@@ -133,8 +167,9 @@ class SQLiteSource:
         pass
 
 
-class _PostgresReading:
+class _PostgresReading(_Catalog):
     def __init__(self, conn: Any) -> None:
+        super().__init__()
         self.conn = conn
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
@@ -144,19 +179,19 @@ class _PostgresReading:
     def contains(self, column: str) -> str:
         return f"position(? in {column}) > 0"
 
-    def tables(self) -> set[str]:
+    def _read_tables(self) -> frozenset[str]:
         found = self.rows(
             "SELECT tablename FROM pg_tables WHERE schemaname = ANY (current_schemas(false))"
         )
-        return {name for (name,) in found}
+        return frozenset(name for (name,) in found)
 
-    def columns(self, table: str) -> set[str]:
+    def _read_columns(self, table: str) -> frozenset[str]:
         found = self.rows(
             "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
             "AND table_schema = ANY (current_schemas(false))",
             [table],
         )
-        return {str(name) for (name,) in found}
+        return frozenset(str(name) for (name,) in found)
 
 
 class PostgresSource:

@@ -13,12 +13,17 @@ call the journal already holds does not run again: it is answered with its
 kept result, or `INTERRUPTED` if it started and did not finish (it may have
 run), so a run resumed after a crash never repeats a finished tool call and
 never calls a started one "not run".
+
+`CALL_RUNNER` is the one seam for a durable-execution engine: set, it runs each
+call's work (the tool, then `finish`) where the engine records it, such as a
+DBOS step (`pygents_ctx.integrations.dbos`); the journal's records stay here.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -40,10 +45,27 @@ from pygents_ctx.model._tool_calls import (
 from pygents_ctx.model.events import ToolCallFinished, ToolCallStarted
 from pygents_ctx.tools import IdempotencyKey
 
-__all__ = ["Finish", "Journal", "cancel_unanswered", "run_calls"]
+__all__ = [
+    "CALL_RUNNER",
+    "CallRunner",
+    "CallWork",
+    "Finish",
+    "Journal",
+    "cancel_unanswered",
+    "run_calls",
+]
 
 # What a call's result becomes before the model sees it (offloaded when too large).
 Finish: TypeAlias = Callable[[ToolUseBlock, ToolResultBlock], Awaitable[ToolResultBlock]]
+
+# One call's work: run the tool, then `finish` its result; the result, and what to route.
+CallWork: TypeAlias = Callable[[], Awaitable[tuple[ToolResultBlock, list[Any]]]]
+# Runs a call's work for the call (an engine's recorded step); it returns what the work did.
+CallRunner: TypeAlias = Callable[
+    [ToolUseBlock, CallWork], Awaitable[tuple[ToolResultBlock, list[Any]]]
+]
+# Set by a durable-execution integration around a run (its tasks inherit it); None: run here.
+CALL_RUNNER: ContextVar[CallRunner | None] = ContextVar("pygents_ctx_call_runner", default=None)
 
 
 @dataclass(frozen=True)
@@ -86,8 +108,13 @@ async def _one(
     call = checked.call
     if journal.store is not None:
         await journal.store.journal_start(call.id)
-    result, values = await run_call(checked, hooks, seconds, journal.key(call))
-    result = await finish(call, result)
+
+    async def work() -> tuple[ToolResultBlock, list[Any]]:
+        result, values = await run_call(checked, hooks, seconds, journal.key(call))
+        return await finish(call, result), values
+
+    runner = CALL_RUNNER.get()
+    result, values = await (work() if runner is None else runner(call, work))
     if journal.store is not None:
         await journal.store.journal_finish(call.id, result)
     return result, values

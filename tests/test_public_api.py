@@ -111,6 +111,7 @@ OWN_MODULES = [
     "pygents_ctx.integrations.langgraph",
     "pygents_ctx.integrations.openai_agents",
     "pygents_ctx.integrations.pydantic_ai",
+    "pygents_ctx.integrations.dbos",
 ]
 
 

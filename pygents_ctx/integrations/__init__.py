@@ -8,6 +8,9 @@
 - `pygents_ctx.integrations.langgraph`: a LangGraph checkpointer in our SQLite
   and PostgreSQL databases, each message stored once (`ContextStoreSaver`);
   the `langgraph` extra.
+- `pygents_ctx.integrations.dbos`: a `ModelLoop` or `Assistant` run as a DBOS
+  workflow, each model call and tool call a step, recovered by DBOS after a
+  crash (`durable_run`); the `dbos` extra.
 
 Importing a module here never imports its library; using it does, with an
 error naming the extra when it is missing.

@@ -346,11 +346,13 @@ async def durable_run(
             these are raised before anything is recorded or stored.
 
     Examples:
-        >>> from dbos import DBOS
-        >>> @DBOS.workflow()
-        ... async def answer(session: str, question: str) -> str:
-        ...     finished = await durable_run(support, question, session=session)
-        ...     return finished.text
+        A workflow answering a question in a session, with the `Assistant`
+        `support` (the durable runs guide runs this, with DBOS launched)::
+
+            @DBOS.workflow()
+            async def answer(session: str, question: str) -> str:
+                finished = await durable_run(support, question, session=session)
+                return finished.text
     """
     _check(runner, prompt, session)
     replay = _Replay()

@@ -7,7 +7,8 @@ file) or `postgres` (TARGET a DSN) is where the conversation is kept;
 WORKDIR holds the logs the parent counts:
 
 - `model.log`: `start DIGEST` when the model is called, `done DIGEST` when it replied;
-- `tool.log`: `start KEY` / `end KEY` around each `refund` call (KEY its idempotency key).
+- `tool.log`: `start KEY ORDER` / `end KEY ORDER` around each `refund` call (KEY its
+  idempotency key).
 
 Modes (each prints one JSON line with the run's result, then exits):
 
@@ -87,7 +88,10 @@ class CountingModel:
         await asyncio.sleep(0.05)
         last = messages[-1]
         if last.tool_results:
-            reply = assistant(f"done: {last.tool_results[0].content}")
+            reply = assistant("done: " + "; ".join(str(r.content) for r in last.tool_results))
+        elif " and " in last.text:  # two refunds at once
+            first, second = last.text.split(" and ")
+            reply = assistant(tool_call("refund", order=first), tool_call("refund", order=second))
         else:
             reply = assistant(tool_call("refund", order=last.text))
         log("model.log", f"done {digest}")
@@ -99,12 +103,35 @@ class CountingModel:
 
 @tool
 async def refund(order: str, key: IdempotencyKey) -> str:
-    """Refund an order."""
-    log("tool.log", f"start {key}")
-    await pause("tool")
+    """Refund an order; the calls of "order 5 and order 6" run at once."""
+    log("tool.log", f"start {key} {order}")
+    if order != "order 6":  # 6 finishes; 5 stops (PAUSE=tool) once the journal holds 6's result
+        if order == "order 5":
+            await finished("order 6")
+        await pause("tool")
     await asyncio.sleep(0.05)
-    log("tool.log", f"end {key}")
+    log("tool.log", f"end {key} {order}")
     return f"refunded {order}"
+
+
+STORES: list[Any] = []  # the run's store: the journal "order 5" waits on
+
+
+async def finished(order: str) -> None:
+    """Wait until the journal holds the result of the call refunding `order`."""
+    if PAUSE != "tool":
+        return
+    while True:
+        keys = [
+            line.split()[1]
+            for line in (WORK / "tool.log").read_text().splitlines()
+            if line.startswith("start") and line.endswith(f" {order}")
+        ]
+        if keys:
+            journal = await STORES[0].get_journal([keys[0].split(":", 1)[1]])
+            if any(result is not None for result in journal.values()):
+                return
+        await asyncio.sleep(0.02)
 
 
 class PausingSQLite(SQLiteContextStore):
@@ -150,6 +177,7 @@ async def answer(runner: str, session: str, prompt: str) -> dict[str, Any]:
 
 
 async def loop_run(store: Any, prompt: str) -> Any:
+    STORES.append(store)
     with AgentScope():
         agent = Agent("worker", "refunds", [refund], context=ContextConfig(store))
         return await durable_run(ModelLoop(agent, CountingModel(), lease=LEASE), prompt)

@@ -176,27 +176,38 @@ async def test_a_workflow_runs_the_loop_with_each_model_and_tool_call_a_dbos_ste
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("point", ["stored", "tool"])
+@pytest.mark.parametrize(
+    ("point", "prompt", "results"),
+    [
+        # DBOS recorded the reply, the store did not have it yet: the model is not asked again
+        ("stored", "order 7", ["refunded order 7"]),
+        # the refund started and may have run: the model is told so; it is not run again
+        ("tool", "order 7", [INTERRUPTED]),
+        # two refunds at once: one finished (its step recorded after the other's began), one
+        # inside: the finished one keeps its result
+        ("tool", "order 5 and order 6", [INTERRUPTED, "refunded order 6"]),
+    ],
+    ids=["after-a-model-call", "inside-a-tool-call", "inside-one-of-two-calls"],
+)
 async def test_a_killed_worker_is_recovered_by_dbos_in_another_process_repeating_nothing(
-    setup: Setup, point: str
+    setup: Setup, point: str, prompt: str, results: list[str]
 ) -> None:
     session, workflow = f"s-{uuid.uuid4().hex}", uuid.uuid4().hex
-    setup.killed_at(point, "run", "loop", session, workflow, "order 7")
+    setup.killed_at(point, "run", "loop", session, workflow, prompt)
     before = setup.lines("model.log")
     result = setup.result(setup.child("recover", workflow))
 
     history = await setup.history(session)
-    check_transcript(history, "order 7")
+    check_transcript(history, prompt)
     assert setup.repeated_model_calls() == 0
-    assert set(setup.tool_starts().values()) == {1}
-    results = [r.content for m in history for r in m.tool_results]
-    if point == "stored":  # DBOS had the reply that was not stored yet: it was not asked again
-        assert before == setup.lines("model.log")[: len(before)]
-        assert results == ["refunded order 7"]
-    else:  # the refund started and may have run: the model is told so, it is not run again
-        assert results == [INTERRUPTED]
-    assert result["text"] == f"done: {results[0]}"
-    assert setup.steps(workflow)[-2:] == ["end", "after"]
+    assert setup.lines("model.log")[: len(before)] == before
+    assert len(setup.lines("model.log")) == 4  # two model calls, each made once
+    assert set(setup.tool_starts().values()) == {1}  # no tool call run twice
+    assert [r.content for m in history for r in m.tool_results] == results
+    assert result["text"] == "done: " + "; ".join(results)
+    steps = setup.steps(workflow)
+    assert steps.count("model") == 2
+    assert steps[-2:] == ["end", "after"]
 
 
 @pytest.mark.timeout(60)

@@ -13,9 +13,10 @@ and its tool calls as DBOS steps. When the process dies, DBOS runs the
 workflow again (in the next process it launches, or on another machine
 sharing its system database), and the run goes on where it stopped: a model
 call DBOS recorded is not made again, even when its reply had not reached the
-store; a tool call the step journal finished is not run again, and one it
-started shows the model `INTERRUPTED` (it may have run), as in any resumed
-run. Needs the `dbos` extra (`pip install -e '.[dbos]'` from a checkout).
+store; a tool call DBOS recorded, or the step journal finished, is not run
+again and is answered with its result; one that started and was not recorded
+shows the model `INTERRUPTED` (it may have run), as in any resumed run.
+Needs the `dbos` extra (`pip install -e '.[dbos]'` from a checkout).
 
 How a run matches DBOS's records. DBOS knows a step by its place in the
 workflow (the first step, the second, ...), and re-runs the workflow's code,
@@ -33,6 +34,7 @@ not add it twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 import uuid
@@ -64,6 +66,7 @@ from pygents_ctx.model.base import (
     window_parts,
 )
 from pygents_ctx.model.events import LoopFinished
+from pygents_ctx.model.options import LeasePolicy
 
 if TYPE_CHECKING:
     from pygents_ctx.context.stores import ContextStore
@@ -114,10 +117,13 @@ class _Replay:
         self.recovered = False
         self.finished: LoopFinished | None = None
         self.responses: dict[str, ModelResponse] = {}
+        self.results: dict[str, ToolResultBlock] = {}
 
     def _file(self, record: _Record) -> None:
         if record.kind == "model" and record.value is not None:
             self.responses[record.key] = record.value
+        elif record.kind == "tool" and record.value is not None:
+            self.results[record.key] = record.value
         elif record.kind == "end":
             self.finished = record.value
 
@@ -285,17 +291,30 @@ def _marked(prompt: str | Message, run_id: str) -> Message:
     return replace(message, metadata={**(message.metadata or {}), _PROMPT_MARK: run_id})
 
 
-async def _stored(store: ContextStore, run_id: str) -> bool:
-    """Whether the run's prompt is in `store`'s conversation (stored before the process died)."""
-    return any(
-        message.metadata is not None and message.metadata.get(_PROMPT_MARK) == run_id
-        for message in reversed(await store.get_history())
-    )
+async def _recovered(
+    store: ContextStore, lease: LeasePolicy | None, prompt: Message | str | None, replay: _Replay
+) -> Message | str | None:
+    """Before a recovered run: the journal told what DBOS recorded; the prompt, unless stored.
 
-
-async def _stored_for(assistant: Assistant, session: str, owner: str | None, run_id: str) -> bool:
-    async with connected(assistant.store) as connection:
-        return await _stored(session_store(connection, session, owner), run_id)
+    A tool call whose step DBOS recorded, but which the process died before
+    the journal finished, is finished in the journal with the recorded result
+    (so the run answers it with that, not as interrupted). Under the session's
+    lease, as the loop's writes are (`SessionBusyError` while the dead
+    process's lease lasts).
+    """
+    async with (
+        contextlib.nullcontext() if lease is None else store.lease(ttl=lease.ttl, create=True)
+    ):
+        kept = await store.get_journal(replay.results)
+        for call_id, result in replay.results.items():
+            if call_id in kept and kept[call_id] is None:
+                await store.journal_finish(call_id, result)
+        if prompt is not None and any(
+            message.metadata is not None and message.metadata.get(_PROMPT_MARK) == replay.run_id
+            for message in reversed(await store.get_history())
+        ):
+            return None  # stored before the process died
+    return prompt
 
 
 async def durable_run(
@@ -312,8 +331,9 @@ async def durable_run(
     and each tool call a DBOS step (all named `STEP_NAME`). If the process
     dies, DBOS runs the workflow again, and this call goes on from where the
     run stopped: it never makes a model call DBOS recorded again, never runs a
-    finished tool call again (a started one is `INTERRUPTED`, as the step
-    journal says), and stores the prompt once. A run started again before the
+    finished tool call again (one DBOS or the step journal recorded is
+    answered with its result, one that only started is `INTERRUPTED`), and
+    stores the prompt once. A run started again before the
     dead process's session lease ran out waits for it (up to the lease's
     `ttl`). Once the run ended, the workflow started again returns the same
     `LoopFinished` without running anything.
@@ -399,12 +419,10 @@ async def _once(
 ) -> LoopFinished:
     if isinstance(runner, Assistant):
         assert session is not None  # _check saw to it
-        if (
-            prompt is not None
-            and replay.recovered
-            and await _stored_for(runner, session, owner, replay.run_id)
-        ):
-            prompt = None
+        if replay.recovered:
+            async with connected(runner.store) as connection:
+                store = session_store(connection, session, owner)
+                prompt = await _recovered(store, runner.lease, prompt, replay)
         model = runner.model
         if model is None:
             raise ValueError(
@@ -417,8 +435,8 @@ async def _once(
         )
     context = runner.agent.context
     assert context is not None
-    if prompt is not None and replay.recovered and await _stored(context.store, replay.run_id):
-        prompt = None
+    if replay.recovered:
+        prompt = await _recovered(await context.ready(), runner.lease, prompt, replay)
     inner = runner.model
     runner.model = _StepModel(inner, replay)
     try:

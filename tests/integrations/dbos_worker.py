@@ -16,7 +16,8 @@ Modes (each prints one JSON line with the run's result, then exits):
   workflow WORKFLOW (a `ModelLoop`, or an `Assistant` when RUNNER is
   `assistant`) on the session. PAUSE stops the run for good at a point, after
   printing it: `stored` (the model replied and DBOS recorded the step, its
-  reply not stored yet), `tool` (inside the `refund` call) or `after` (the
+  reply not stored yet), `recorded` (DBOS recorded a `refund` call's step, the
+  journal has not finished it), `tool` (inside the `refund` call) or `after` (the
   durable run ended, inside the workflow's own step after it): the parent
   kills the process there.
 - `recover WORKFLOW`: launches DBOS, which recovers the workflows of the dead
@@ -140,12 +141,20 @@ class PausingSQLite(SQLiteContextStore):
             await pause("stored")
         return await super().append(message, **options)
 
+    async def journal_finish(self, call_id: str, result: Any) -> None:
+        await pause("recorded")
+        await super().journal_finish(call_id, result)
+
 
 class PausingPostgres(PostgresContextStore):
     async def append(self, message: Message, **options: Any) -> Any:
         if message.role == "assistant":
             await pause("stored")
         return await super().append(message, **options)
+
+    async def journal_finish(self, call_id: str, result: Any) -> None:
+        await pause("recorded")
+        await super().journal_finish(call_id, result)
 
 
 SUPPORT = Assistant(

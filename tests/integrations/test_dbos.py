@@ -181,13 +181,20 @@ async def test_a_workflow_runs_the_loop_with_each_model_and_tool_call_a_dbos_ste
     [
         # DBOS recorded the reply, the store did not have it yet: the model is not asked again
         ("stored", "order 7", ["refunded order 7"]),
+        # DBOS recorded the refund, the journal did not have its result yet: DBOS's is used
+        ("recorded", "order 7", ["refunded order 7"]),
         # the refund started and may have run: the model is told so; it is not run again
         ("tool", "order 7", [INTERRUPTED]),
         # two refunds at once: one finished (its step recorded after the other's began), one
         # inside: the finished one keeps its result
         ("tool", "order 5 and order 6", [INTERRUPTED, "refunded order 6"]),
     ],
-    ids=["after-a-model-call", "inside-a-tool-call", "inside-one-of-two-calls"],
+    ids=[
+        "after-a-model-call",
+        "after-a-tool-call",
+        "inside-a-tool-call",
+        "inside-one-of-two-calls",
+    ],
 )
 async def test_a_killed_worker_is_recovered_by_dbos_in_another_process_repeating_nothing(
     setup: Setup, point: str, prompt: str, results: list[str]

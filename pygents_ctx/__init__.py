@@ -7,7 +7,7 @@ anything else is yielded to the caller.
 """
 
 from pygents_ctx._resources import RunResource, RunScope, injectable
-from pygents_ctx.agent import Agent, BranchMerge
+from pygents_ctx.agent import Agent, BranchMerge, Rewind
 from pygents_ctx.context import (
     ContentBlock,
     ContextItem,
@@ -331,6 +331,7 @@ __all__ = [
     "Relationship",
     "RetryLimitError",
     "RetryPolicy",
+    "Rewind",
     "RunResource",
     "RunScope",
     "SQLiteBlobStore",

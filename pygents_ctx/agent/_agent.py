@@ -48,6 +48,7 @@ from pygents_ctx.agent._branching import (
     merge_branch,
     unique_branch_name,
 )
+from pygents_ctx.agent._checkpoints import Rewind, rewind_agent, save_checkpoint
 from pygents_ctx.agent._checks import check_name, index_tools, refused_tool, require_tools
 from pygents_ctx.agent._names import (
     AgentNames,
@@ -627,6 +628,79 @@ class Agent(JsonSerializable):
         if not isinstance(branch, Agent):
             raise TypeError(f"Agent.merge takes a branch (an Agent), not {type(branch).__name__}")
         return await merge_branch(self, branch, on_conflict)
+
+    async def checkpoint(self) -> int:
+        """Save the agent's queued turns, queue items and pool items in its conversation's
+        store, at the current end of the conversation; the number of messages it holds.
+
+        `rewind(to=that number)` later gives the agent this state back. A
+        second checkpoint at the same point replaces the first. The store keeps
+        each distinct state once (SQLite and PostgreSQL share its bytes between
+        checkpoints and forks); a fork at or after the point has it too, and a
+        rewind before it, `clear` or a compaction that archives past it drops it.
+        A `ModelLoop` whose context has `checkpoints=True` calls this for you
+        before each new prompt and each model call.
+
+        Raises:
+            ValueError: The agent has no `context`, or one with
+                `HistoryRetention.NONE` (no store); nothing was written.
+            TypeError: A turn's arguments or an item's content is not JSON
+                (the message names it); nothing was written.
+            NotImplementedError: The store keeps no checkpoints (a store of
+                your own without `save_checkpoint`).
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx import ContextConfig, ContextItem, Message
+            >>> async def main():
+            ...     agent = Agent("notes", "keeps notes", [], context=ContextConfig.default())
+            ...     await agent.context.store.append(Message("user", "note this"))
+            ...     await agent.context_pool.add(ContextItem("a note", "the note", id="n1"))
+            ...     at = await agent.checkpoint()
+            ...     await agent.context.store.append(Message("user", "and forget it"))
+            ...     await agent.context_pool.remove("n1")
+            ...     rewound = await agent.rewind(at)
+            ...     return at, rewound, [item.id for item in agent.context_pool]
+            >>> asyncio.run(main())
+            (1, Rewind(removed=1, restored=True), ['n1'])
+        """
+        return await save_checkpoint(self)
+
+    async def rewind(self, to: int) -> Rewind:
+        """Rewind the conversation to message `to`, and the agent with it where it can.
+
+        The conversation keeps its oldest `to` live messages (`history[:to]`,
+        as `ContextStore.rewind` does); the agent gets back the queued turns,
+        queue items and pool items its checkpoint at that message saved
+        (see `checkpoint()`), and the result says `restored=True`. Where the
+        agent saved no checkpoint at message `to`, only the conversation is
+        rewound: the agent keeps its turns, queue and pool as they are, and
+        the result says `restored=False`; check it.
+
+        Everything is checked before anything changes: `to`, the agent being
+        idle, and the checkpoint (its agent, its turns' tools). The store's
+        rewind is one transaction; if it fails, the agent is given back what
+        it held. The queue and pool keep their limits, hooks, counter and
+        selector, and no hook fires. Hold the session's lease (`lease()`)
+        when other writers may change the conversation meanwhile.
+
+        Args:
+            to: How many of the oldest live messages to keep (0 to the count).
+
+        Returns:
+            The messages removed, and whether the agent's state was restored.
+
+        Raises:
+            TypeError: `to` is not an int.
+            ValueError: `to` is negative or past the conversation's end, the
+                agent has no context (or `HistoryRetention.NONE`), or its
+                checkpoint at `to` is not one of its states or names a tool
+                it no longer has; nothing changed.
+            UnregisteredToolError: The checkpoint's turns name a tool no
+                longer registered; nothing changed.
+            SafeExecutionError: The agent is running or paused; nothing changed.
+        """
+        return await rewind_agent(self, to)
 
     async def __aenter__(self) -> Agent:
         """`async with agent.branch() as child:` (any agent works): forks its transcript now."""

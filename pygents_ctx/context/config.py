@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.context.stores._common import new_session_id
-from pygents_ctx.context.stores.base import ContextStore, HistoryRetention
+from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, keeps_checkpoints
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.strategies.base import ContextStrategy, Measure
 from pygents_ctx.context.strategies.compose import Pipeline
@@ -73,11 +73,19 @@ class ContextConfig:
             them), `NONE` never writes to the store and keeps the messages in
             memory, on this `ContextConfig` (agents sharing one config share
             that conversation; it is not saved).
+        checkpoints: Have a `ModelLoop` (or `Assistant`) save the agent's
+            checkpoint (`Agent.checkpoint()`: its turns, queue and pool) before
+            each new prompt and each model call, so `Agent.rewind(to)` to
+            those messages gives the agent its state back. Off by default:
+            each checkpoint writes the whole state, which changes at every
+            step (see the stores guide for what it costs).
 
     Raises:
         TypeError: `store` is not a `ContextStore`, `strategy` is a class or
-            has no `compact()`, or `retention` is not a `HistoryRetention`.
-        ValueError: `retention` is `RUN` and `store` has no `clear_run()`.
+            has no `compact()`, `retention` is not a `HistoryRetention`, or
+            `checkpoints` is not a bool.
+        ValueError: `retention` is `RUN` and `store` has no `clear_run()`, or
+            `checkpoints` is True and `store` keeps no checkpoints.
 
     Examples:
         >>> config = ContextConfig.default()
@@ -85,7 +93,15 @@ class ContextConfig:
         ('MemoryContextStore', 'permanent')
     """
 
-    __slots__ = ("_forked", "_pending", "_store", "_unsaved", "retention", "strategy")
+    __slots__ = (
+        "_forked",
+        "_pending",
+        "_store",
+        "_unsaved",
+        "checkpoints",
+        "retention",
+        "strategy",
+    )
 
     def __init__(
         self,
@@ -93,6 +109,7 @@ class ContextConfig:
         strategy: ContextStrategy | None = None,
         *,
         retention: HistoryRetention = HistoryRetention.PERMANENT,
+        checkpoints: bool = False,
     ) -> None:
         if not isinstance(store, ContextStore):
             raise TypeError(f"ContextConfig store must be a ContextStore, not {store!r}")
@@ -118,6 +135,15 @@ class ContextConfig:
                 f"{type(store).__name__} does not override it: implement clear_run() "
                 "or use HistoryRetention.PERMANENT"
             )
+        if not isinstance(checkpoints, bool):
+            raise TypeError(f"ContextConfig checkpoints must be True or False, not {checkpoints!r}")
+        if checkpoints and not keeps_checkpoints(store):
+            raise ValueError(
+                f"ContextConfig checkpoints=True needs a store that keeps checkpoints; "
+                f"{type(store).__name__} does not override save_checkpoint(): implement it, "
+                "or use MemoryContextStore, SQLiteContextStore or PostgresContextStore"
+            )
+        self.checkpoints = checkpoints
         self._store = store
         self.strategy: ContextStrategy = StableWindow() if strategy is None else strategy
         self.retention = retention
@@ -163,7 +189,9 @@ class ContextConfig:
         """
         strategy = _own_copy(self.strategy)
         # Until the fork is made, the child holds this store only to say what it is.
-        child = ContextConfig(self._store, strategy, retention=self.retention)
+        child = ContextConfig(
+            self._store, strategy, retention=self.retention, checkpoints=self.checkpoints
+        )
         if self.retention is HistoryRetention.NONE:
             child._unsaved = list(self._unsaved)
         else:
@@ -204,7 +232,8 @@ class ContextConfig:
     def __repr__(self) -> str:
         return (
             f"ContextConfig({type(self._store).__name__}(session_id={self.session_id!r}), "
-            f"{self.strategy!r}, retention={self.retention.name})"
+            f"{self.strategy!r}, retention={self.retention.name}"
+            + (", checkpoints=True)" if self.checkpoints else ")")
         )
 
     def to_dict(self) -> dict[str, str]:

@@ -230,6 +230,15 @@ class ContextPool(JsonSerializable, Generic[T]):
         """
         self._items, self._shared = items, False
 
+    def _restore_items(self, items: list[ContextItem[T]]) -> None:
+        """Hold `items` (each with an id) instead, as `from_dict` loads them: no hook fires.
+
+        What an agent's rewind to a checkpoint does to its pool. The selector's
+        index is built again at the next `select()`.
+        """
+        self._store(OrderedDict((str(item.id), item) for item in items))
+        self._index = None
+
     def _frozen_items(self) -> Mapping[str, ContextItem[T]]:
         """The items by id as they are now, in a mapping nothing will change.
 

@@ -326,6 +326,22 @@ class ContextQueue(JsonSerializable, Generic[T]):
         self._slots, self._head, self._counts, self._tokens = slots, 0, counts, sum(counts)
         self._shared = False
 
+    def _restore_items(self, items: list[ContextItem[T]]) -> None:
+        """Hold `items` instead, as `from_dict` loads them: no hook fires, nothing is evicted.
+
+        What an agent's rewind to a checkpoint does to its queue.
+
+        Raises:
+            Exception: Whatever the queue's token counter raises; nothing changed.
+        """
+        counter = self.counter
+        counts = (
+            [count_content_tokens(item.content, counter) for item in items]
+            if self._counting
+            else []
+        )
+        self._store(list(items), counts)
+
     def _frozen_items(self) -> tuple[list[ContextItem[T]], int]:
         """The items as they are now, as `list[start:]` of a list nothing will change.
 

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from pygents_ctx.agent import Agent
+from pygents_ctx.agent._checkpoints import auto_checkpoint
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.messages import (
@@ -661,6 +662,7 @@ class ModelLoop:
 
     async def _ask(self, data: dict[str, Any]) -> AsyncIterator[Any]:
         self._state()
+        await auto_checkpoint(self.agent, self._context)  # at the message before the prompt
         message = from_dict(data)
         waiting = unanswered_calls(await self._context.history())
         if waiting:  # the conversation moves on: those calls are answered without running
@@ -690,6 +692,7 @@ class ModelLoop:
             for value in self._answer(run, history[-1]):
                 yield value
             return
+        await auto_checkpoint(self.agent, context)  # what a retry of this call starts from
         sent = self._with_instructions(history)
         window = await context.window_of(sent)
         stop = self._limit(run, window.tokens)

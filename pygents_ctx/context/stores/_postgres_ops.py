@@ -18,6 +18,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._common import (
@@ -81,6 +82,7 @@ __all__ = [
     "erase",
     "fenced",
     "fork",
+    "get_checkpoint",
     "get_decisions",
     "get_journal",
     "get_tokens",
@@ -100,6 +102,7 @@ __all__ = [
     "replace_prefix",
     "restore",
     "rewind",
+    "save_checkpoint",
     "scalar",
     "set_tokens",
     "snapshot",
@@ -410,7 +413,13 @@ async def clear(session_id: str, conn: AsyncConnection[Any]) -> None:
         )
         if cursor.rowcount:  # no row, no messages (they reference it)
             await detach_readers(session_id, LOWEST, conn)
-            for table in ("pygents_forks", "pygents_messages", "pygents_archive"):
+            # The checkpoints too: positions start again at 0.
+            for table in (
+                "pygents_checkpoints",
+                "pygents_forks",
+                "pygents_messages",
+                "pygents_archive",
+            ):
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
 
@@ -441,12 +450,14 @@ async def clear_run(session_id: str, run_id: str, conn: AsyncConnection[Any]) ->
         await detach(session_id, conn)
         cursor = await conn.execute(
             "WITH gone AS (DELETE FROM pygents_messages "
-            "WHERE session_id = %(session)s AND run_id = %(run)s RETURNING tokens) "
-            "SELECT count(*), coalesce(sum(tokens), 0) FROM gone",
+            "WHERE session_id = %(session)s AND run_id = %(run)s RETURNING tokens, position) "
+            "SELECT count(*), coalesce(sum(tokens), 0), min(position) FROM gone",
             params,
         )
         live = await cursor.fetchone()
         assert live is not None  # an aggregate always gives a row
+        if live[2] is not None:  # checkpoints after it saw a message that is gone
+            await checkpoint_sql.drop_postgres(session_id, live[2] + 1, HIGHEST, conn)
         archived = await conn.execute(
             "DELETE FROM pygents_archive WHERE session_id = %(session)s AND run_id = %(run)s",
             params,
@@ -497,6 +508,9 @@ async def replace_prefix(
         )
         first_kept = await cursor.fetchone()
         boundary = next_position if first_kept is None else first_kept[0]
+        # Checkpoints before the boundary saw messages that leave the live history; with
+        # nothing archived, the one at the boundary saw none of the messages put before it.
+        await checkpoint_sql.drop_postgres(session_id, LOWEST, boundary + (count == 0), conn)
         # The running counts of what goes in end where the first one kept begins (or
         # where the next append will), so they stay a running sum.
         end = await _one(
@@ -823,6 +837,7 @@ async def rewind(session_id: str, to: int, conn: AsyncConnection[Any]) -> int:
         whole = edges is not None and edges[1] - edges[0] + 1 == count
         cut = await position_of(lineage, keep, count, next_position, edges, conn)
         await detach_readers(session_id, cut, conn)
+        await checkpoint_sql.drop_postgres(session_id, cut + 1, HIGHEST, conn)
         dropped = await tokens_between(lineage, cut, HIGHEST, whole, conn)
         await conn.execute(
             "UPDATE pygents_forks SET live_upto = greatest(live_from, %s) "
@@ -847,6 +862,44 @@ async def rewind(session_id: str, to: int, conn: AsyncConnection[Any]) -> int:
             ),
         )
     return count - keep
+
+
+# -- checkpoints (see `_checkpoint_sql`) --------------------------------------------
+
+
+async def save_checkpoint(
+    session_id: str, agent: str, state: bytes, conn: AsyncConnection[Any]
+) -> int:
+    """Keep `state` as `agent`'s checkpoint at the end of the live history, in one
+    transaction; the number of live messages it was taken at."""
+    async with conn.transaction():
+        return await checkpoint_sql.save_postgres(session_id, agent, state, conn)
+
+
+async def get_checkpoint(
+    session_id: str, agent: str, at: int, conn: AsyncConnection[Any]
+) -> bytes | None:
+    """The state of `agent`'s checkpoint at live message `at`, read at one moment."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        cursor = await conn.execute(
+            "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = %s",
+            (session_id,),
+        )
+        session = await cursor.fetchone()
+        count, next_position = session or (0, 0)
+        keep = check_at(at, count, session_id, "get_checkpoint(at=...)")
+        if session is None:
+            return None
+        lineage = await postgres_segments(conn, session_id)
+        edges = await bounds(lineage, conn)
+        high = await position_of(lineage, keep, count, next_position, edges, conn)
+        low = (
+            LOWEST
+            if keep == 0
+            else await position_of(lineage, keep - 1, count, next_position, edges, conn)
+        )
+        return await checkpoint_sql.read_postgres(session_id, agent, low, high, conn)
 
 
 # -- snapshot and restore ---------------------------------------------------------

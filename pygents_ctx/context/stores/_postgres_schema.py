@@ -40,6 +40,10 @@ picks another).
 - `pygents_journal` (version 12): the step journal, one row per tool call a
   model loop started, with its result once it finished (see `_journal_sql`);
   a session's rows go with the session.
+- `pygents_checkpoints` and `pygents_checkpoint_data` (version 13): agents'
+  saved states at points of a session's history, the bytes kept once per
+  distinct content (see `_checkpoint_sql`); a session's rows go with the
+  session, and bytes no row names go with the last row.
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the
@@ -51,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
@@ -175,7 +180,7 @@ _V11: Final = (
     "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at, id) "
     "WHERE owner IS NOT NULL",
 )
-# Version 12: the step journal.
+# Version 12: the step journal. Version 13: agents' checkpoints.
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
@@ -189,6 +194,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     POSTGRES_WINDOW,
     _V11,
     journal_sql.POSTGRES_TABLE,
+    checkpoint_sql.POSTGRES_TABLE,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypeVa
 
 from pygents_ctx.context.messages import Message, ToolResultBlock
 from pygents_ctx.context.stores import _journal_sql as journal_sql
+from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
     Erasure,
     HistoryCache,
@@ -89,6 +90,10 @@ class Ops(Protocol):
     def rewind(self, session_id: str, to: int, db: Any, /) -> Any: ...
 
     def snapshot(self, session_id: str, db: Any, /) -> Any: ...
+
+    def save_checkpoint(self, session_id: str, agent: str, state: bytes, db: Any, /) -> Any: ...
+
+    def get_checkpoint(self, session_id: str, agent: str, at: int, db: Any, /) -> Any: ...
 
     def list_sessions(self, owner: str | None, db: Any, /) -> Any: ...
 
@@ -279,6 +284,18 @@ class Dialect(ABC, Generic[C]):
     def snapshot(self, session_id: str) -> Awaitable[SessionSnapshot]:
         """The session at one consistent moment."""
         return self.run(self.ops.snapshot, session_id)
+
+    def save_checkpoint(
+        self, session_id: str, agent: str, state: bytes, fence: int | None
+    ) -> Awaitable[int]:
+        """Keep `state` as `agent`'s checkpoint at the end of the live history; the count."""
+        return self.write(
+            session_id, fence, partial(self.ops.save_checkpoint, session_id, agent, state)
+        )
+
+    def get_checkpoint(self, session_id: str, agent: str, at: int) -> Awaitable[bytes | None]:
+        """The state of `agent`'s checkpoint at live message `at`, if there is one."""
+        return self.run(self.ops.get_checkpoint, session_id, agent, at)
 
     @abstractmethod
     def restore(
@@ -669,6 +686,30 @@ class SQLStore(ContextStore, Generic[C]):
         """
         self._cache.forget()
         return await self._write(partial(self._sql.rewind, self.session_id, to), ensures=False)
+
+    async def save_checkpoint(self, agent: str, state: bytes) -> int:
+        """Keep `state` as `agent`'s checkpoint at the end of the live history, in one
+        transaction (see `ContextStore.save_checkpoint`); the bytes are stored once
+        per distinct content, shared by every checkpoint and fork that has them.
+
+        Raises:
+            TypeError, ValueError: As `ContextStore.save_checkpoint` says.
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out; nothing was written.
+        """
+        name = self._sql.text("agent", check_agent(agent))
+        data = check_state(state)
+        return await self._write(partial(self._sql.save_checkpoint, self.session_id, name, data))
+
+    async def get_checkpoint(self, agent: str, at: int) -> bytes | None:
+        """The state `agent` saved at live message `at`, or None (see
+        `ContextStore.get_checkpoint`); one read transaction.
+
+        Raises:
+            TypeError, ValueError: As `ContextStore.get_checkpoint` says.
+        """
+        name = self._sql.text("agent", check_agent(agent))
+        return await self._sql.get_checkpoint(self.session_id, name, at)
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records.

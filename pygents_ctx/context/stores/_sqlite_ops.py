@@ -12,8 +12,10 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, NamedTuple, TypeVar
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores import _usage_sql as usage_sql
+from pygents_ctx.context.stores._checkpoint_sql import save_sqlite as save_checkpoint
 from pygents_ctx.context.stores._common import (
     Erasure,
     blob_handles,
@@ -63,6 +65,7 @@ __all__ = [
     "encode",
     "erase",
     "fork",
+    "get_checkpoint",
     "get_decisions",
     "get_journal",
     "get_tokens",
@@ -83,6 +86,7 @@ __all__ = [
     "replace_prefix",
     "restore",
     "rewind",
+    "save_checkpoint",
     "scalar",
     "segments",
     "snapshot",
@@ -313,6 +317,7 @@ def bump(db: Db, session_id: str) -> None:
 def clear(session_id: str, db: Db) -> None:
     detach_readers(db, session_id)
     for table in (
+        "pygents_checkpoints",  # their positions start again at 0
         "pygents_forks",
         "pygents_live_rows",
         "pygents_archive_rows",
@@ -331,6 +336,9 @@ def clear_run(session_id: str, run_id: str, db: Db) -> None:
     detach(db, session_id)
     of_run = "FROM {} WHERE session_id = ? AND run_id = ?"
     live, archived = of_run.format("pygents_live_rows"), of_run.format("pygents_archive_rows")
+    first_gone = db.execute(f"SELECT min(position) {live}", (session_id, run_id)).fetchone()[0]
+    if first_gone is not None:  # checkpoints after it saw a message that is gone
+        checkpoint_sql.drop_sqlite(session_id, first_gone + 1, HIGHEST, db)
     db.execute(
         f"DELETE FROM pygents_message_data WHERE id IN "
         f"(SELECT data_id {live} UNION ALL SELECT data_id {archived})",
@@ -393,6 +401,9 @@ def replace_prefix(
         (session_id, count),
     ).fetchone()
     boundary = next_position if first_kept is None else first_kept[0]
+    # Checkpoints before the boundary saw messages that leave the live history; with
+    # nothing archived, the one at the boundary saw none of the messages put before it.
+    checkpoint_sql.drop_sqlite(session_id, LOWEST, boundary + (count == 0), db)
     if count:
         # Only the small rows move: the messages' data stays where it was written.
         last_archived = scalar(
@@ -659,6 +670,7 @@ def rewind(session_id: str, to: int, db: Db) -> int:
     whole = no_gaps(db, lineage, count)
     cut = position_of(db, lineage, keep, count, next_position, whole)
     detach_readers(db, session_id, cut)
+    checkpoint_sql.drop_sqlite(session_id, cut + 1, HIGHEST, db)
     *inherited, _ = lineage
     dropped = tokens_between(db, inherited, cut, HIGHEST, whole)
     # The inherited rows past the cut stop being read; the own ones are deleted (their
@@ -689,6 +701,29 @@ def rewind(session_id: str, to: int, db: Db) -> int:
         (first_preview(db, session_id), session_id),
     )
     return count - keep
+
+
+def get_checkpoint(session_id: str, agent: str, at: int, db: Db) -> bytes | None:
+    """The state of `agent`'s checkpoint at live message `at` (see `_checkpoint_sql`)."""
+
+    def read(db: Db) -> bytes | None:
+        session = db.execute(
+            "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        count, next_position = session or (0, 0)
+        keep = check_at(at, count, session_id, "get_checkpoint(at=...)")
+        if session is None:
+            return None
+        lineage = segments(db, session_id)
+        whole = no_gaps(db, lineage, count)
+        high = position_of(db, lineage, keep, count, next_position, whole)
+        low = (
+            LOWEST if keep == 0 else position_of(db, lineage, keep - 1, count, next_position, whole)
+        )
+        return checkpoint_sql.read_sqlite(session_id, agent, low, high, db)
+
+    return in_transaction(db, read, "BEGIN")
 
 
 def snapshot(session_id: str, db: Db) -> SessionSnapshot:

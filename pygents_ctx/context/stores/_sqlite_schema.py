@@ -53,6 +53,10 @@ Tables (schema version 12):
 - `pygents_journal` (version 15): the step journal, one row per tool call a
   model loop started, with its result once it finished (see `_journal_sql`);
   a session's rows go with the session.
+- `pygents_checkpoints` and `pygents_checkpoint_data` (version 17): agents'
+  saved states at points of a session's history, the bytes kept once per
+  distinct content (see `_checkpoint_sql`); a session's rows go with the
+  session, and bytes no row names go with the last row.
 
 Every message's data is pointed at by exactly one live or archive row: the
 stores delete a row and its data in the same transaction (no foreign key from
@@ -68,6 +72,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
@@ -446,7 +451,7 @@ _V13: Final = (
     "WHERE owner IS NOT NULL",
 )
 # Version 15: the step journal. Version 16: the search index catches up at search
-# time, not on each append (`pygents_search_state`).
+# time, not on each append (`pygents_search_state`). Version 17: agents' checkpoints.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V1,
     _V2,
@@ -464,6 +469,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     SQLITE_OFFLOADED_WORDS,
     journal_sql.SQLITE_TABLE,
     SQLITE_LAZY_INDEX,
+    checkpoint_sql.SQLITE_TABLE,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any, Self
 
 from pygents_ctx.context.messages import Message, ToolResultBlock
+from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
     ClosesOnExit,
     changed_prefix,
@@ -75,6 +76,11 @@ __all__ = [
 def keeps_archive(store: ContextStore) -> bool:
     """Whether `store` has its own `replace_prefix` (the default keeps no archive)."""
     return type(store).replace_prefix is not ContextStore.replace_prefix
+
+
+def keeps_checkpoints(store: ContextStore) -> bool:
+    """Whether `store` keeps agents' checkpoints (`save_checkpoint` works)."""
+    return store._keeps_checkpoints()
 
 
 def can_replace_prefix(store: ContextStore) -> bool:
@@ -423,9 +429,11 @@ class ContextStore(
         The message is named as in `fork(at=...)`: its index in `get_history()`.
         The removed messages are deleted, not archived (fork first to keep
         them: a fork is cheap); the archive, token usage and usage records
-        stay. It rewinds the stored history only: no store keeps a checkpoint
-        of an agent's queue or pool, so an agent using the store keeps them
-        as they are (rebuild them, or start the agent again, to match).
+        stay, and so do the agents' checkpoints up to the point (see
+        `save_checkpoint`); those after it are dropped. It rewinds the stored
+        history only: an agent using the store keeps its queue and pool as
+        they are. `Agent.rewind(to)` rewinds both: the store, and the agent's
+        queue and pool from its checkpoint at `to` where one exists.
 
         The SQLite and PostgreSQL stores delete the rows after the point in
         one transaction and copy nothing (a fork that shares them gets its own
@@ -458,6 +466,78 @@ class ContextStore(
             )
         )
         return held - keep
+
+    # -- agents' checkpoints ---------------------------------------------------
+
+    def _keeps_checkpoints(self) -> bool:
+        """Whether `save_checkpoint` works here (a store that wraps another asks it)."""
+        return type(self).save_checkpoint is not ContextStore.save_checkpoint
+
+    async def save_checkpoint(self, agent: str, state: bytes) -> int:
+        """Keep `state`, agent `agent`'s saved state, as its checkpoint at this point of
+        the session: after the live messages there are now. Returns their number.
+
+        What `Agent.checkpoint()` calls (use that); `state` is opaque bytes to
+        the store. One checkpoint per agent and point: a second one at the
+        same point replaces the first. A checkpoint stays while the messages
+        before its point do, through appends, forks (a fork at or after the
+        point has it too) and compactions that archive no message before it;
+        a `rewind` before its point, `clear`, or a `clear_run` or compaction
+        that removes a message before it drops it. `erase` removes it with
+        the session. The built-in stores keep each distinct state once,
+        however many checkpoints and forks name it.
+
+        This default keeps none: it raises `NotImplementedError`.
+
+        Args:
+            agent: The name of the agent the state is of.
+            state: The saved state.
+
+        Raises:
+            TypeError: `agent` is not a str or `state` not bytes.
+            ValueError: `agent` or `state` is empty, or `agent` holds a NUL
+                or a lone surrogate; nothing was written.
+            NotImplementedError: The store keeps no checkpoints (this default).
+            LeaseLostError: Made under a lease that passed to another holder
+                or ran out (see `lease()`); nothing was written.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx.context.stores import MemoryContextStore
+            >>> async def main():
+            ...     store = MemoryContextStore([Message("user", "hi")])
+            ...     at = await store.save_checkpoint("helper", b"{}")
+            ...     await store.append(Message("assistant", "hello"))
+            ...     after = await store.get_checkpoint("helper", 2)
+            ...     return at, await store.get_checkpoint("helper", 1), after
+            >>> asyncio.run(main())
+            (1, b'{}', None)
+        """
+        check_agent(agent)
+        check_state(state)
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no checkpoints; MemoryContextStore, "
+            "SQLiteContextStore and PostgresContextStore do (or override save_checkpoint() "
+            "and get_checkpoint() in yours)"
+        )
+
+    async def get_checkpoint(self, agent: str, at: int) -> bytes | None:
+        """The state `agent` saved at live message `at` (after `history[:at]`), or None.
+
+        `at` is named as in `rewind(to=...)`. When the agent saved several
+        states at that point (messages removed between them by `clear_run`
+        left no trace), the newest one.
+
+        This default keeps none: it checks its arguments and returns None.
+
+        Raises:
+            TypeError: `agent` is not a str or `at` not an int.
+            ValueError: `agent` is empty, or `at` is negative or more than
+                `count()`.
+        """
+        check_agent(agent)
+        check_at(at, await self.count(), self.session_id, "get_checkpoint(at=...)")
+        return None
 
     async def snapshot(self) -> SessionSnapshot:
         """Everything the session holds: the history and the archive with their run ids, the

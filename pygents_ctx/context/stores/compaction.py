@@ -436,6 +436,17 @@ class AutoCompactStore(ContextStore):
             context_window=self.context_window,
         )
 
+    def _keeps_checkpoints(self) -> bool:
+        return self.inner._keeps_checkpoints()
+
+    async def save_checkpoint(self, agent: str, state: bytes) -> int:
+        """Keep an agent's checkpoint in the inner store (see `ContextStore.save_checkpoint`)."""
+        return await self.inner.save_checkpoint(agent, state)
+
+    async def get_checkpoint(self, agent: str, at: int) -> bytes | None:
+        """An agent's checkpoint in the inner store (see `ContextStore.get_checkpoint`)."""
+        return await self.inner.get_checkpoint(agent, at)
+
     async def snapshot(self) -> SessionSnapshot:
         """The inner store's snapshot."""
         return await self.inner.snapshot()

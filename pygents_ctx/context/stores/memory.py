@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
     changed_prefix,
     check_count,
@@ -26,7 +27,7 @@ from pygents_ctx.context.stores._common import (
     session_not_empty,
     window,
 )
-from pygents_ctx.context.stores._lineage import check_at
+from pygents_ctx.context.stores._lineage import HIGHEST, LOWEST, check_at
 from pygents_ctx.context.stores._records import check_snapshot
 from pygents_ctx.context.stores.base import (
     ContextStore,
@@ -112,6 +113,12 @@ class MemoryContextStore(ContextStore):
         self._total = 0
         self._archive: list[_Archived] = []
         self._preview = ""
+        # Each live message's position, as the database stores number them (appends
+        # count up, compaction puts its messages just before the first one kept),
+        # and the agents' checkpoints by name, then by position (see `_checkpoint_sql`).
+        self._positions: list[int] = []
+        self._next_position = 0
+        self._checkpoints: dict[str, dict[int, bytes]] = {}
         self._extend(batch, None)
 
     def __repr__(self) -> str:
@@ -123,6 +130,8 @@ class MemoryContextStore(ContextStore):
         self._messages.extend(batch)
         self._runs.extend([run_id] * len(batch))
         self._ids.extend(itertools.islice(self._new_ids, len(batch)))
+        self._positions.extend(range(self._next_position, self._next_position + len(batch)))
+        self._next_position += len(batch)
         self._counts.extend(counts)
         self._total += sum(counts)
         self._note_preview(batch)
@@ -227,6 +236,17 @@ class MemoryContextStore(ContextStore):
         self._archive = []
         self._preview = ""
         self._words = {}
+        self._forget_positions()
+
+    def _forget_positions(self) -> None:
+        """No live message: positions start again at 0, and no checkpoint is left."""
+        self._positions, self._next_position, self._checkpoints = [], 0, {}
+
+    def _drop_checkpoints(self, low: int, high: int) -> None:
+        """Drop every agent's checkpoints with `low <= position < high`."""
+        for kept in self._checkpoints.values():
+            for position in [p for p in kept if low <= p < high]:
+                del kept[position]
 
     async def clear_run(self, run_id: str) -> None:
         """Remove the messages appended with `run_id`, live and archived.
@@ -238,15 +258,21 @@ class MemoryContextStore(ContextStore):
         self._check_fence()
         if target not in self._runs and all(entry.run_id != target for entry in self._archive):
             return  # nothing of that run: the preview stays, as in SQLite
+        gone = [p for p, run in zip(self._positions, self._runs, strict=True) if run == target]
+        if gone:  # checkpoints after it saw a message that is gone
+            self._drop_checkpoints(gone[0] + 1, HIGHEST)
         kept = [
             entry
-            for entry in zip(self._messages, self._runs, self._counts, self._ids, strict=True)
+            for entry in zip(
+                self._messages, self._runs, self._counts, self._ids, self._positions, strict=True
+            )
             if entry[1] != target
         ]
-        self._messages = [message for message, _, _, _ in kept]
-        self._runs = [run for _, run, _, _ in kept]
-        self._counts = [count for _, _, count, _ in kept]
-        self._ids = [message_id for _, _, _, message_id in kept]
+        self._messages = [entry[0] for entry in kept]
+        self._runs = [entry[1] for entry in kept]
+        self._counts = [entry[2] for entry in kept]
+        self._ids = [entry[3] for entry in kept]
+        self._positions = [entry[4] for entry in kept]
         self._total = sum(self._counts)
         self._archive = [entry for entry in self._archive if entry.run_id != target]
         held = {*self._ids, *(entry.id for entry in self._archive)}
@@ -298,6 +324,11 @@ class MemoryContextStore(ContextStore):
             )
         )
         counts = [count_message_tokens(message) for message in batch]
+        boundary = self._positions[count] if count < len(self._positions) else self._next_position
+        # As the database stores do: checkpoints before the boundary saw messages that
+        # leave; with nothing archived, the one at it saw none of those put before it.
+        self._drop_checkpoints(LOWEST, boundary + (count == 0))
+        self._positions = [*range(boundary - len(batch), boundary), *self._positions[count:]]
         self._messages = batch + self._messages[count:]
         self._runs = [run_id] * len(batch) + self._runs[count:]
         self._ids = list(itertools.islice(self._new_ids, len(batch))) + self._ids[count:]
@@ -323,6 +354,12 @@ class MemoryContextStore(ContextStore):
         clone._messages, clone._runs = self._messages[:keep], self._runs[:keep]
         clone._counts = self._counts[:keep]
         clone._ids, clone._words = self._ids[:keep], dict(self._words)
+        clone._positions = self._positions[:keep]
+        clone._next_position = self._positions[keep] if keep < held else self._next_position
+        clone._checkpoints = {
+            agent: {p: state for p, state in kept.items() if p <= clone._next_position}
+            for agent, kept in self._checkpoints.items()
+        }
         clone._new_ids = itertools.count(max([0, *self._ids, *(e.id for e in self._archive)]) + 1)
         clone._total = self._total if keep == held else sum(clone._counts)
         clone._archive = list(self._archive)
@@ -347,12 +384,43 @@ class MemoryContextStore(ContextStore):
         self._check_fence()
         for gone in self._ids[keep:]:
             self._words.pop(gone, None)
+        if keep < held:
+            self._next_position = self._positions[keep]
+            self._drop_checkpoints(self._next_position + 1, HIGHEST)
         del self._messages[keep:], self._runs[keep:], self._counts[keep:], self._ids[keep:]
+        del self._positions[keep:]
         self._total = sum(self._counts)
         self._preview = ""
         self._note_preview(entry.message for entry in self._archive)
         self._note_preview(self._messages)
         return held - keep
+
+    async def save_checkpoint(self, agent: str, state: bytes) -> int:
+        """Keep `state` as `agent`'s checkpoint after the live messages there are now;
+        their number (see `ContextStore.save_checkpoint`).
+
+        Raises:
+            TypeError, ValueError, LeaseLostError: As `ContextStore.save_checkpoint` says.
+        """
+        name, data = check_agent(agent), check_state(state)
+        self._check_fence()
+        self._checkpoints.setdefault(name, {})[self._next_position] = data
+        return len(self._messages)
+
+    async def get_checkpoint(self, agent: str, at: int) -> bytes | None:
+        """The state `agent` saved at live message `at`, or None (see
+        `ContextStore.get_checkpoint`).
+
+        Raises:
+            TypeError, ValueError: As `ContextStore.get_checkpoint` says.
+        """
+        name = check_agent(agent)
+        held = len(self._messages)
+        keep = check_at(at, held, self.session_id, "get_checkpoint(at=...)")
+        high = self._positions[keep] if keep < held else self._next_position
+        low = self._positions[keep - 1] if keep else LOWEST
+        found = [p for p in self._checkpoints.get(name, {}) if low < p <= high]
+        return self._checkpoints[name][max(found)] if found else None
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records."""
@@ -437,6 +505,7 @@ class MemoryContextStore(ContextStore):
         self._archive = []
         self._preview = ""
         self._words = {}
+        self._forget_positions()
         self._usage_records = None
         self._decisions = None
         self._journal = None

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores._common import ClosesOnExit, Connecting
@@ -354,3 +355,4 @@ async def _fork(
     async with conn.transaction():
         await ops.fork(session_id, new_id, at, conn)
         await ops.own_fork(session_id, new_id, owner, conn)
+        await checkpoint_sql.copy_postgres(session_id, new_id, conn)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores._common import Connecting, now_iso
@@ -183,7 +184,7 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
     def fork(
         self, session_id: str, new_id: str, at: int | None, owner: str | None
     ) -> Awaitable[None]:
-        work = partial(ops.fork, session_id, new_id, now_iso(), at, owner)
+        work = partial(_fork, session_id, new_id, now_iso(), at, owner)
         return self.conn.run(partial(ops.in_transaction, work=work))
 
     def restore(
@@ -270,3 +271,10 @@ def _caught_up(read: Callable[[Db], T], db: Db) -> T:
     if search_sql.behind_sqlite(db):
         ops.in_transaction(db, work=search_sql.catch_up_sqlite)
     return ops.in_transaction(db, work=read, begin="BEGIN")
+
+
+def _fork(
+    session_id: str, new_id: str, created_at: str, at: int | None, owner: str | None, db: Db
+) -> None:
+    ops.fork(session_id, new_id, created_at, at, owner, db)
+    checkpoint_sql.copy_sqlite(session_id, new_id, db)

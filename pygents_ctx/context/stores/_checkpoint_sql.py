@@ -1,0 +1,290 @@
+"""Checkpoints of agents' state, kept beside a session's messages: the checks and the SQL.
+
+A checkpoint is the bytes of one agent's saved state (its turns, queue and
+pool, as `Agent.checkpoint()` writes them) recorded at a point of the
+session's live history. The point is the session's `next_position` when it
+was taken: the checkpoint describes the agent while the live history was the
+messages stored below that position. That stays true while the history grows
+and when compaction rewrites messages before it; what removes messages below
+it (a `rewind` before it, `clear`, a `clear_run` of an earlier message, a
+compaction that archives past it) drops the checkpoint in the same transaction.
+
+Live message `k` (as in `history[:k]`) holds the checkpoints whose position
+`c` lies in `(position of message k - 1, position of message k]`: the messages
+stored below `c` are then exactly `history[:k]` (the interval allows for the
+gaps a `clear_run` leaves). The newest such checkpoint is the one read.
+
+Both databases keep two tables (created by a migration of each store):
+
+- `pygents_checkpoint_data`: the state bytes, once per distinct content
+  (keyed by its BLAKE2b digest), whatever the session or the position: an
+  agent whose state did not change between two checkpoints, or a fork that
+  inherits them, stores no second copy.
+- `pygents_checkpoints`: a small row per checkpoint: session, agent name,
+  position, digest. A session's rows go with the session (foreign key); a
+  trigger deletes data that no row names any more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from typing import TYPE_CHECKING, Any, Final
+
+from pygents_ctx.context.stores._common import check_text, now_iso
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+__all__ = [
+    "POSTGRES_TABLE",
+    "SQLITE_TABLE",
+    "check_agent",
+    "check_state",
+    "copy_postgres",
+    "copy_sqlite",
+    "digest",
+    "drop_postgres",
+    "drop_sqlite",
+    "read_postgres",
+    "read_sqlite",
+    "save_postgres",
+    "save_sqlite",
+]
+
+SQLITE_TABLE: Final = (
+    """
+    CREATE TABLE pygents_checkpoint_data (
+        id     INTEGER PRIMARY KEY,
+        digest BLOB    NOT NULL UNIQUE,
+        data   BLOB    NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE pygents_checkpoints (
+        session_id TEXT    NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        agent      TEXT    NOT NULL,
+        position   INTEGER NOT NULL,
+        digest     BLOB    NOT NULL,
+        created_at TEXT    NOT NULL,
+        PRIMARY KEY (session_id, agent, position)
+    ) WITHOUT ROWID
+    """,
+    "CREATE INDEX pygents_checkpoints_by_digest ON pygents_checkpoints (digest)",
+    # Deletes by a session's foreign key fire it too.
+    """
+    CREATE TRIGGER pygents_checkpoints_dropped AFTER DELETE ON pygents_checkpoints BEGIN
+        DELETE FROM pygents_checkpoint_data WHERE digest = OLD.digest
+        AND NOT EXISTS (SELECT 1 FROM pygents_checkpoints WHERE digest = OLD.digest);
+    END
+    """,
+    """
+    CREATE TRIGGER pygents_checkpoints_replaced AFTER UPDATE OF digest ON pygents_checkpoints
+    WHEN NEW.digest IS NOT OLD.digest BEGIN
+        DELETE FROM pygents_checkpoint_data WHERE digest = OLD.digest
+        AND NOT EXISTS (SELECT 1 FROM pygents_checkpoints WHERE digest = OLD.digest);
+    END
+    """,
+)
+
+POSTGRES_TABLE: Final = (
+    """
+    CREATE TABLE pygents_checkpoint_data (
+        digest bytea NOT NULL PRIMARY KEY,
+        data   bytea NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE pygents_checkpoints (
+        session_id text        NOT NULL
+                   REFERENCES pygents_sessions (session_id) ON DELETE CASCADE,
+        agent      text        NOT NULL,
+        position   bigint      NOT NULL,
+        digest     bytea       NOT NULL,
+        created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+        PRIMARY KEY (session_id, agent, position)
+    )
+    """,
+    "CREATE INDEX pygents_checkpoints_by_digest ON pygents_checkpoints (digest)",
+    """
+    CREATE FUNCTION pygents_checkpoint_dropped() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF TG_OP = 'DELETE' OR NEW.digest IS DISTINCT FROM OLD.digest THEN
+            DELETE FROM pygents_checkpoint_data WHERE digest = OLD.digest
+            AND NOT EXISTS (SELECT 1 FROM pygents_checkpoints WHERE digest = OLD.digest);
+        END IF;
+        RETURN NULL;
+    END
+    $$
+    """,
+    """
+    CREATE TRIGGER pygents_checkpoints_dropped
+    AFTER DELETE OR UPDATE OF digest ON pygents_checkpoints
+    FOR EACH ROW EXECUTE FUNCTION pygents_checkpoint_dropped()
+    """,
+)
+
+
+def check_agent(agent: object) -> str:
+    """Return `agent` if it can name a checkpoint's agent.
+
+    Raises:
+        TypeError: It is not a str.
+        ValueError: It is empty, or holds a NUL or a lone surrogate.
+    """
+    if not isinstance(agent, str):
+        raise TypeError(f"a checkpoint's agent is its name (a str), not {type(agent).__name__}")
+    if not agent or "\x00" in agent:
+        raise ValueError(
+            f"a checkpoint's agent name must be a non-empty str without NUL, not {agent!r}"
+        )
+    return check_text("agent", agent)
+
+
+def check_state(state: object) -> bytes:
+    """Return `state` if it is the bytes of a saved state.
+
+    Raises:
+        TypeError: It is not bytes.
+        ValueError: It is empty.
+    """
+    if not isinstance(state, bytes):
+        raise TypeError(f"a checkpoint's state is bytes, not {type(state).__name__}")
+    if not state:
+        raise ValueError("a checkpoint's state must not be empty")
+    return state
+
+
+def digest(state: bytes) -> bytes:
+    """The key a checkpoint's bytes are kept under: equal bytes are kept once."""
+    return hashlib.blake2b(state, digest_size=20).digest()
+
+
+# ----------------------------------------------------------------------------- SQLite
+
+
+def save_sqlite(session_id: str, agent: str, state: bytes, db: sqlite3.Connection) -> int:
+    """Keep `state` as `agent`'s checkpoint at the end of the live history (in the
+    caller's transaction); the number of live messages it was taken at."""
+    at = now_iso()
+    db.execute(
+        "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
+        "ON CONFLICT (session_id) DO NOTHING",
+        (session_id, at),
+    )
+    key = digest(state)
+    db.execute(
+        "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (?, ?) "
+        "ON CONFLICT (digest) DO NOTHING",
+        (key, state),
+    )
+    position, count = db.execute(
+        "SELECT next_position, message_count FROM pygents_sessions WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    db.execute(
+        "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
+        "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
+        (session_id, agent, position, key, at),
+    )
+    return int(count)
+
+
+def read_sqlite(
+    session_id: str, agent: str, low: int, high: int, db: sqlite3.Connection
+) -> bytes | None:
+    """The state of `agent`'s newest checkpoint with `low < position <= high`, if any."""
+    row = db.execute(
+        "SELECT d.data FROM pygents_checkpoints AS c JOIN pygents_checkpoint_data AS d "
+        "ON d.digest = c.digest WHERE c.session_id = ? AND c.agent = ? "
+        "AND c.position > ? AND c.position <= ? ORDER BY c.position DESC LIMIT 1",
+        (session_id, agent, low, high),
+    ).fetchone()
+    return None if row is None else bytes(row[0])
+
+
+def drop_sqlite(session_id: str, low: int, high: int, db: sqlite3.Connection) -> None:
+    """Drop the session's checkpoints with `low <= position < high` (every agent's)."""
+    db.execute(
+        "DELETE FROM pygents_checkpoints WHERE session_id = ? AND position >= ? AND position < ?",
+        (session_id, low, high),
+    )
+
+
+def copy_sqlite(source: str, target: str, db: sqlite3.Connection) -> None:
+    """Give the fork `target` the checkpoints of `source` up to its cut (`target`'s
+    `next_position`): their rows only, the state bytes are shared."""
+    db.execute(
+        "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+        "SELECT ?, agent, position, digest, created_at FROM pygents_checkpoints "
+        "WHERE session_id = ? AND position <= "
+        "(SELECT next_position FROM pygents_sessions WHERE session_id = ?)",
+        (target, source, target),
+    )
+
+
+# ----------------------------------------------------------------------------- PostgreSQL
+
+
+async def save_postgres(
+    session_id: str, agent: str, state: bytes, conn: AsyncConnection[Any]
+) -> int:
+    """`save_sqlite` on PostgreSQL, in the caller's transaction (the session's row locked
+    first, as every write does)."""
+    cursor = await conn.execute(
+        "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
+        "ON CONFLICT (session_id) DO UPDATE SET input_tokens = s.input_tokens "
+        "RETURNING next_position, message_count",
+        (session_id,),
+    )
+    row = await cursor.fetchone()
+    assert row is not None  # an upsert with RETURNING always gives a row
+    key = digest(state)
+    await conn.execute(
+        "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (%s, %s) "
+        "ON CONFLICT (digest) DO NOTHING",
+        (key, state),
+    )
+    await conn.execute(
+        "INSERT INTO pygents_checkpoints (session_id, agent, position, digest) "
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, agent, position) "
+        "DO UPDATE SET digest = excluded.digest, created_at = clock_timestamp()",
+        (session_id, agent, row[0], key),
+    )
+    return int(row[1])
+
+
+async def read_postgres(
+    session_id: str, agent: str, low: int, high: int, conn: AsyncConnection[Any]
+) -> bytes | None:
+    """`read_sqlite` on PostgreSQL."""
+    cursor = await conn.execute(
+        "SELECT d.data FROM pygents_checkpoints AS c JOIN pygents_checkpoint_data AS d "
+        "ON d.digest = c.digest WHERE c.session_id = %s AND c.agent = %s "
+        "AND c.position > %s AND c.position <= %s ORDER BY c.position DESC LIMIT 1",
+        (session_id, agent, low, high),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else bytes(row[0])
+
+
+async def drop_postgres(session_id: str, low: int, high: int, conn: AsyncConnection[Any]) -> None:
+    """`drop_sqlite` on PostgreSQL."""
+    await conn.execute(
+        "DELETE FROM pygents_checkpoints WHERE session_id = %s "
+        "AND position >= %s AND position < %s",
+        (session_id, low, high),
+    )
+
+
+async def copy_postgres(source: str, target: str, conn: AsyncConnection[Any]) -> None:
+    """`copy_sqlite` on PostgreSQL, up to the fork's cut (`target`'s `next_position`)."""
+    await conn.execute(
+        "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+        "SELECT %s, agent, position, digest, created_at FROM pygents_checkpoints "
+        "WHERE session_id = %s AND position <= "
+        "(SELECT next_position FROM pygents_sessions WHERE session_id = %s)",
+        (target, source, target),
+    )

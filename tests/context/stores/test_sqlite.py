@@ -26,6 +26,8 @@ NEWER = rf"version 99, newer than version {SCHEMA_VERSION} .* upgrade"
 # schema version 4; from version 5 SQLite's messages and archive are views over others.
 TABLES = [
     "pygents_archive",
+    "pygents_checkpoint_data",
+    "pygents_checkpoints",
     "pygents_decisions",
     "pygents_forks",
     "pygents_journal",

@@ -287,7 +287,7 @@ def test_a_new_file_and_a_migrated_one_have_the_same_schema(tmp_path: Path) -> N
     for path in (fresh, migrated):
         db = sqlite3.connect(path, isolation_level=None)
         db.execute("PRAGMA foreign_keys = ON")
-        assert migrate(db) == SCHEMA_VERSION == 16
+        assert migrate(db) == SCHEMA_VERSION == 17
         db.close()
 
     def schema(path: Path) -> list[Any]:

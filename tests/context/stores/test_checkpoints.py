@@ -525,7 +525,8 @@ async def test_a_rewind_gives_the_agent_its_state_at_the_message(make_store: Mak
     assert rewound == Rewind(removed=2, restored=True)
     assert held(agent) == then
     assert texts(await agent.context.store.get_history()) == ["first"]  # type: ignore[union-attr]
-    assert agent.context_queue.limit == 50 and agent.context_pool.limit == 5
+    assert agent.context_queue.limit == 50
+    assert agent.context_pool.limit == 5
 
 
 async def test_a_rewind_where_no_checkpoint_is_rewinds_the_transcript_and_says_so(

@@ -73,7 +73,7 @@ class ContextConfig:
             them), `NONE` never writes to the store and keeps the messages in
             memory, on this `ContextConfig` (agents sharing one config share
             that conversation; it is not saved).
-        checkpoints: Have a `ModelLoop` (or `Assistant`) save the agent's
+        checkpoints: Have a `ModelLoop` save the agent's
             checkpoint (`Agent.checkpoint()`: its turns, queue and pool) before
             each new prompt and each model call, so `Agent.rewind(to)` to
             those messages gives the agent its state back. Off by default:

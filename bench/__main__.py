@@ -24,6 +24,9 @@ sessions, axio-context-sqlite, langgraph-checkpoint-sqlite, numpy and sqlite-vec
 100,000 sessions beside an empty database (see `bench/postgres_scale.py`).
 `python -m bench --forks` times a fork at message 50,000 of 100,000 and the
 storage it adds, on SQLite and PostgreSQL (see `bench/forks.py`).
+`python -m bench --checkpoints` times an agent's checkpoint and a rewind that
+restores one, with queues of 10 and 1,000 messages, on memory, SQLite and
+PostgreSQL (see `bench/checkpoints.py`), writing bench/out/checkpoints.json.
 `python -m bench --search` times `ContextStore.search` over 100,000 archived
 messages on SQLite and PostgreSQL, with recall@5 on planted facts (see
 `bench/search.py`), writing bench/out/search.json.
@@ -44,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import (
+    checkpoints,
     footprint,
     forks,
     graph,
@@ -221,6 +225,9 @@ def main() -> None:
         return
     if "--forks" in sys.argv:
         forks.run(_about_this_run())
+        return
+    if "--checkpoints" in sys.argv:
+        checkpoints.run(_about_this_run())
         return
     if "--search" in sys.argv:
         search.run(_about_this_run())

@@ -384,7 +384,9 @@ class ContextStore(
 
         A message is named by its index in the live history: `at=n` keeps
         `history[:n]`, as `get_history()` returns it (stored messages carry no
-        id of their own). The archive is kept whole.
+        id of their own). The archive is kept whole, and so are the agents'
+        checkpoints up to the point (see `save_checkpoint`; the database stores
+        copy a small row per checkpoint and share the saved bytes).
 
         The SQLite and PostgreSQL stores share the stored messages instead of
         copying them: the fork is a session row and a row per session it reads

@@ -94,6 +94,8 @@ def _dbos() -> Any:
     return DBOS
 
 
+# Read back by DBOS from its records (pickled), across restarts and upgrades: keep its
+# module, name and fields.
 @dataclass(frozen=True)
 class _Record:
     """What one step of a durable run recorded: its kind, its identity, and its output.
@@ -188,6 +190,7 @@ class _Replay:
                 return record.value
             self._file(record)
             if (record.kind, record.key) == (kind, key) and record.value is not None:
+                self.responses.pop(key, None)  # this call's: no later call takes it
                 return record.value
 
 
@@ -276,7 +279,11 @@ def _check(runner: object, prompt: object, session: object) -> None:
             )
     else:
         raise TypeError(f"durable_run runs a ModelLoop or an Assistant, not {runner!r}")
-    if prompt is not None and not isinstance(prompt, str | Message):
+    if not (
+        prompt is None
+        or isinstance(prompt, str)
+        or (isinstance(prompt, Message) and prompt.role == "user")
+    ):
         raise TypeError(f"durable_run prompt must be a str, a user Message or None, not {prompt!r}")
     if DBOS.workflow_id is None or DBOS.step_id is not None:
         raise RuntimeError(
@@ -341,6 +348,8 @@ async def durable_run(
     The loop is built by the workflow's code, so a process that recovers the
     workflow builds it again: build it (and open its store) inside the
     workflow. Model calls are made with `complete` (no streamed deltas).
+    Bad input (the ImportError, RuntimeError, ValueError and TypeError below)
+    is refused before anything is recorded or stored.
 
     Args:
         runner: A `ModelLoop` whose conversation is in a SQLite or PostgreSQL
@@ -360,10 +369,10 @@ async def durable_run(
         ValueError: The loop's conversation is not kept in a database (a
             `MemoryContextStore`, or `HistoryRetention.NONE`): no other
             process could go on with it.
-        TypeError: `runner` is neither a `ModelLoop` nor an `Assistant`, or
-            `session` is missing (an `Assistant`) or given (a loop).
-        SessionBusyError, ModelError, ...: As for `ModelLoop.run`. All of
-            these are raised before anything is recorded or stored.
+        TypeError: `runner` is neither a `ModelLoop` nor an `Assistant`,
+            `session` is missing (an `Assistant`) or given (a loop), or
+            `prompt` is not user text.
+        SessionBusyError, ModelError, ...: As for `ModelLoop.run`.
 
     Examples:
         A workflow answering a question in a session, with the `Assistant`

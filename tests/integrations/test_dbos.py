@@ -270,15 +270,21 @@ async def test_a_run_outside_a_dbos_workflow_is_refused_before_anything_is_store
 
 
 @pytest.mark.parametrize(
-    ("runner", "session", "error", "match"),
+    ("runner", "session", "prompt", "error", "match"),
     [
-        ("assistant", None, TypeError, "session='alice'"),
-        ("loop", "alice", TypeError, "takes no session"),
-        ("other", None, TypeError, "ModelLoop or an Assistant"),
+        ("assistant", None, "hello", TypeError, "session='alice'"),
+        ("loop", "alice", "hello", TypeError, "takes no session"),
+        ("other", None, "hello", TypeError, "ModelLoop or an Assistant"),
+        ("loop", None, Message("assistant", "hi"), TypeError, "a user Message"),
     ],
 )
 async def test_arguments_that_do_not_fit_the_runner_are_refused(
-    tmp_path: Path, runner: str, session: str | None, error: type[Exception], match: str
+    tmp_path: Path,
+    runner: str,
+    session: str | None,
+    prompt: str | Message,
+    error: type[Exception],
+    match: str,
 ) -> None:
     async with connect(str(tmp_path / "s.db")) as conn, AgentScope():
         store = SQLiteContextStore(conn, session_id="chat")
@@ -289,7 +295,8 @@ async def test_arguments_that_do_not_fit_the_runner_are_refused(
             "other": object(),
         }[runner]
         with pytest.raises(error, match=match):
-            await durable.durable_run(chosen, "hello", session=session)
+            await durable.durable_run(chosen, prompt, session=session)
+        assert await store.get_history() == []
 
 
 async def test_without_dbos_installed_the_error_names_the_extra(

@@ -66,7 +66,7 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.stores.base import ApprovalDecision, HistoryRetention
 from pygents_ctx.context.stores.base import check_decision as check_storable
 from pygents_ctx.context.stores.lease import SessionLease, current_fence
-from pygents_ctx.context.strategies.summarize import summary_mark
+from pygents_ctx.context.strategies.summarize import SUMMARY_HEAD, is_summary, summary_mark
 from pygents_ctx.context.usage import Usage, UsageRecord, WindowRecord
 from pygents_ctx.errors import OutputValidationError, SafeExecutionError, ToolResultNotFoundError
 from pygents_ctx.model._acting import Journal, cancel_unanswered, run_calls
@@ -112,7 +112,7 @@ from pygents_ctx.model.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from pygents_ctx.model.history_search import names_offloaded
+from pygents_ctx.model.history_search import names_offloaded, search_history
 from pygents_ctx.model.offload import ToolResultOffload, offloaded_handles, read_tool
 from pygents_ctx.model.options import LeasePolicy, LoopLimits, ToolPolicy
 from pygents_ctx.model.retry import RetryPolicy
@@ -122,6 +122,7 @@ from pygents_ctx.turns import Turn
 __all__ = ["ModelLoop"]
 
 # The defaults of the option groups (frozen: one value serves every loop).
+SEARCH_HISTORY: Final = search_history.metadata.name
 _LIMITS: Final = LoopLimits()
 _LEASE: Final = LeasePolicy()
 _OWN_EVENTS: Final = (
@@ -277,6 +278,8 @@ class ModelLoop:
         self._call_settings = settings if output is None else output.settings(settings)
         self._read_tool = None if offload is None else read_tool(self._read, offload.page_chars)
         self._by_name = {t.metadata.name: t for t in chosen}
+        searching = policy.search_history and SEARCH_HISTORY not in self._by_name
+        self._search_tool = search_history if searching else None
         self._instructions = None if instructions is None else Message("system", instructions)
         self._run: _Run | None = None
         # A sub-agent's loop (`as_tool`): where its usage goes, linked to its call.
@@ -711,6 +714,8 @@ class ModelLoop:
             offloaded_handles(window.messages) or names_offloaded(window.messages)
         ):
             tools = [*tools, self._read_tool]
+        if self._search_tool is not None and _leaves_out(context, sent, window.messages):
+            tools = [*tools, self._search_tool]
         replies = call_model(
             self.model,
             window,
@@ -848,6 +853,8 @@ class ModelLoop:
         tools = self._by_name
         if self._read_tool is not None and any(call.name == READ_TOOL_RESULT for call in todo):
             tools = {**tools, READ_TOOL_RESULT: self._read_tool}  # listed only when offered
+        if self._search_tool is not None and any(call.name == SEARCH_HISTORY for call in todo):
+            tools = {**tools, SEARCH_HISTORY: self._search_tool}
         checked = [check_call(call, tools) for call in todo]
         decided = await decisions_of(checked, store)
         undecided = tuple(pending_of(todo, decided))
@@ -879,6 +886,17 @@ class ModelLoop:
             async for value in values:
                 yield value
         yield self._think_turn()
+
+
+def _leaves_out(context: ContextConfig, sent: list[Message], window: list[Message]) -> bool:
+    """Whether the model cannot see all of a conversation it could search: the window is
+    not the stored messages as they are (some left out or edited), or a compaction
+    archived some (the history then starts with its summary)."""
+    if context.retention is HistoryRetention.NONE:
+        return False
+    if len(window) != len(sent) or any(a is not b for a, b in zip(window, sent, strict=True)):
+        return True
+    return any(is_summary(message) for message in sent[:SUMMARY_HEAD])
 
 
 def _reply_of(history: list[Message], call: ToolUseBlock) -> Message | None:

@@ -106,19 +106,27 @@ class ToolPolicy:
             the `read_tool_result` tool (`ToolResultOffload`); None keeps
             every result whole. Default: a `ToolResultOffload()` of the
             policy's own, beside the conversation.
+        search_history: Offers the `search_history` tool while the window
+            is not the whole stored conversation (the strategy left messages
+            out or edited them, or a compaction archived some), so the model
+            can find what it no longer sees. Not offered when the agent keeps
+            no history (`HistoryRetention.NONE`) or has a tool of that name;
+            False never offers it (give the tool to the loop to offer it always).
 
     Raises:
         ValueError: `parallel` or `timeout` is not a positive number.
-        TypeError: `offload` is not a `ToolResultOffload` or None.
+        TypeError: `offload` is not a `ToolResultOffload` or None, or
+            `search_history` is not a bool.
 
     Examples:
-        >>> ToolPolicy(parallel=1, offload=None)
-        ToolPolicy(parallel=1, timeout=60.0, offload=None)
+        >>> ToolPolicy(parallel=1, offload=None, search_history=False)
+        ToolPolicy(parallel=1, timeout=60.0, offload=None, search_history=False)
     """
 
     parallel: int = 4
     timeout: float = 60.0
     offload: ToolResultOffload | None = field(default_factory=ToolResultOffload)
+    search_history: bool = True
 
     def __post_init__(self) -> None:
         _positive("ToolPolicy", "parallel", self.parallel, (int,), "a positive int")
@@ -127,6 +135,11 @@ class ToolPolicy:
             raise TypeError(
                 f"ToolPolicy.offload must be a ToolResultOffload, or None to keep results "
                 f"whole, not {self.offload!r}"
+            )
+        if not isinstance(self.search_history, bool):
+            raise TypeError(
+                f"ToolPolicy.search_history must be a bool (False: never offer the tool), "
+                f"not {self.search_history!r}"
             )
 
 

@@ -17,6 +17,7 @@ from pygents_ctx import (
     Message,
     ModelLoop,
     SlidingWindow,
+    ToolPolicy,
     ToolRegistry,
     search_history,
     to_openai_tools,
@@ -164,3 +165,67 @@ async def test_a_tool_of_your_own_receives_the_agent_context() -> None:
 
     assert seen == [config]
     assert ToolRegistry.get("search_history") is search_history
+
+
+# -- offered by the loop while the window leaves something out ---------------------------
+
+
+async def test_the_loop_offers_it_once_the_window_leaves_messages_out() -> None:
+    history = chat(4)
+    history[1] = Message("assistant", "The locker code is 5521-B.")
+    agent = Agent(
+        "helper", "Helps", [], context=ContextConfig(MemoryContextStore(history), SlidingWindow(6))
+    )
+    model = ScriptedModel(
+        [
+            "Hello again.",  # 5 messages then: the whole conversation fits
+            assistant(tool_call("search_history", query="locker code")),  # 7: one left out
+            "It is 5521-B.",
+        ]
+    )
+    loop = ModelLoop(agent, model)
+
+    await loop.run("Hi")
+    finished = await loop.run("What was the locker code?")
+
+    assert finished.text == "It is 5521-B."
+    assert [call.tools for call in model.calls] == [(), ("search_history",), ("search_history",)]
+    result = model.calls[2].messages[-1].tool_results[0].text
+    assert "The locker code is 5521-B." in result  # found, though the window no longer held it
+
+
+@pytest.mark.parametrize(
+    ("policy", "offered"),
+    [(None, ("search_history",)), (ToolPolicy(search_history=False), ())],
+)
+async def test_after_a_compaction_it_is_offered_unless_the_policy_says_never(
+    policy: ToolPolicy | None, offered: tuple[str, ...]
+) -> None:
+    store = AutoCompactStore(
+        MemoryContextStore(chat(12)), ScriptedSummarizer(["We chatted."]), keep_recent=4
+    )
+    assert await store.compact() is True  # the live history fits; the archive holds the rest
+    model = ScriptedModel(["Sure."])
+    agent = Agent("helper", "Helps", [], context=ContextConfig(store))
+
+    await ModelLoop(agent, model, tool_policy=policy).run("Go on")
+
+    assert model.calls[0].tools == offered
+
+
+async def test_not_offered_without_a_kept_history_nor_twice() -> None:
+    store = MemoryContextStore(chat(12))
+    unsaved = ContextConfig(store, SlidingWindow(4), retention=HistoryRetention.NONE)
+    model = ScriptedModel(["Sure."])
+    await ModelLoop(Agent("unsaved", "Helps", [], context=unsaved), model).run("Go on")
+    assert model.calls[0].tools == ()  # nothing kept to search
+
+    own = Agent("own", "Helps", [search_history], context=ContextConfig(store, SlidingWindow(4)))
+    model = ScriptedModel(["Sure."])
+    await ModelLoop(own, model).run("Go on")
+    assert model.calls[0].tools == ("search_history",)  # the agent's own, listed once
+
+
+def test_the_search_history_policy_must_be_a_bool() -> None:
+    with pytest.raises(TypeError, match=r"ToolPolicy.search_history must be a bool"):
+        ToolPolicy(search_history="yes")  # type: ignore[arg-type]

@@ -37,6 +37,7 @@ EXTRA_IMPORTS = {
     "mcp": "import mcp; from pygents_ctx.integrations.mcp import MCPClient",
     "otel": "import opentelemetry.trace; from pygents_ctx.integrations.tracing import instrument",
     "langgraph": "from pygents_ctx.integrations.langgraph import ContextStoreSaver",
+    "dbos": "import dbos; from pygents_ctx.integrations.dbos import durable_run",
 }
 DEVELOPMENT = {"test", "dev", "docs"}
 

@@ -10,13 +10,14 @@
 
 Inside a DBOS workflow, `durable_run` runs the loop with its model calls
 and its tool calls as DBOS steps. When the process dies, DBOS runs the
-workflow again (in the next process it launches, or on another machine
-sharing its system database), and the run goes on where it stopped: a model
-call DBOS recorded is not made again, even when its reply had not reached the
-store; a tool call DBOS recorded, or the step journal finished, is not run
-again and is answered with its result; one that started and was not recorded
-shows the model `INTERRUPTED` (it may have run), as in any resumed run.
-Needs the `dbos` extra (`pip install -e '.[dbos]'` from a checkout).
+workflow again when it recovers it (at the next launch, or in another
+process DBOS hands the dead one's workflows to), and the run goes on where
+it stopped: a model call DBOS recorded is not made again, even when its
+reply had not reached the store; a tool call DBOS recorded, or the step
+journal finished, is not run again and is answered with its result; one that
+started and was not recorded shows the model `INTERRUPTED` (it may have
+run), as in any resumed run. Needs the `dbos` extra
+(`pip install -e '.[dbos]'` from a checkout).
 
 How a run matches DBOS's records. DBOS knows a step by its place in the
 workflow (the first step, the second, ...), and re-runs the workflow's code,

@@ -384,7 +384,7 @@ async def test_the_default_strategy_is_a_stable_window_of_64k_tokens(
 
     window = await agent.prompt_window()
     assert isinstance(context.strategy, StableWindow)
-    assert (context.strategy.max_tokens, context.strategy.low_water) == (64_000, 0.5)
+    assert (context.strategy.max_tokens, context.strategy.low_water) == (24_000, 0.5)
     # 130 short messages fit 64k tokens: all of them are shown (a window of 100 messages
     # would have dropped the oldest), and all of this window opens the next one.
     assert texts(window.messages) == [f"turn {i}" for i in range(130)]
@@ -654,7 +654,7 @@ def test_context_config_defaults() -> None:
 
     assert config.store is store
     assert isinstance(config.strategy, StableWindow)
-    assert config.strategy.max_tokens == 64_000
+    assert config.strategy.max_tokens == 24_000
     assert config.retention is HistoryRetention.PERMANENT
 
 

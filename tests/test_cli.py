@@ -279,10 +279,10 @@ def test_window_without_a_strategy_is_the_one_context_config_uses_and_says_so(
     tokens = count_tokens(expected)
     assert lines[-2] == (
         f"window: 9 of 9 messages, {tokens} tokens (history {tokens}); "
-        f"budget 64000: {64000 - tokens} left"
+        f"budget 24000: {24000 - tokens} left"
     )
     assert lines[-1] == (
-        "strategy: stable (StableWindow(max_tokens=64000, low_water=0.5)), what ContextConfig "
+        "strategy: stable (StableWindow(max_tokens=24000, low_water=0.5)), what ContextConfig "
         "uses when given none; --strategy SPEC builds another"
     )
     result = run_cli("--db", db, "window", "weather", "--json")
@@ -290,7 +290,7 @@ def test_window_without_a_strategy_is_the_one_context_config_uses_and_says_so(
     assert (shown["strategy"], shown["default_strategy"], shown["budget"]) == (
         "stable",
         True,
-        64000,
+        24000,
     )
     chosen = orjson.loads(run_cli("--db", db, "window", "weather", "-s", "fit:8k", "--json").stdout)
     assert chosen["default_strategy"] is False
@@ -775,7 +775,7 @@ def test_a_bad_strategy_spec_is_a_usage_error_that_says_what_is_wrong(
         ("middle-out:1_000", "MiddleOut(1000)"),
         ("sliding", "SlidingWindow(max_messages=100)"),
         ("sliding:50", "SlidingWindow(max_messages=50)"),
-        ("stable", "StableWindow(max_tokens=64000, low_water=0.5)"),
+        ("stable", "StableWindow(max_tokens=24000, low_water=0.5)"),
         ("stable:16k", "StableWindow(max_tokens=16000, low_water=0.5)"),
         ("rounds:3", "TrimRounds(3)"),
         ("truncate-messages:10", "Truncate(max_messages=10, max_chars=None, on_overflow='keep')"),

@@ -89,7 +89,7 @@ def test_the_command_line_reads_the_demos_session_right_after_it(tmp_path: Path)
     window = _run(tmp_path, "-m", "pygents_ctx", "window", "research-demo")
     assert "window: 8 of 8 messages" in window
     assert window.splitlines()[-1].startswith(
-        "strategy: stable (StableWindow(max_tokens=64000, low_water=0.5))"
+        "strategy: stable (StableWindow(max_tokens=24000, low_water=0.5))"
     )
 
 

@@ -8,7 +8,7 @@ optionally followed by `:` and a whole number (`k` multiplies by 1,000).
 Several stages become a `Pipeline`, applied left to right:
 
     fit:8000                      FitTokens(8000)
-    stable                        StableWindow(64000)
+    stable                        StableWindow(24000)
     sliding                       SlidingWindow(100)
     clear-results:3,fit:8k        Pipeline([ClearToolResults(3), FitTokens(8000)])
 """
@@ -92,7 +92,7 @@ STAGES: Final[dict[str, Stage]] = {
         Stage("fit", FitTokens, "MAX_TOKENS", None, "FitTokens(MAX_TOKENS)", budgeted=True),
         Stage("middle-out", MiddleOut, "MAX_TOKENS", None, "MiddleOut(MAX_TOKENS)", budgeted=True),
         Stage(
-            "stable", StableWindow, "MAX_TOKENS", 64_000, "StableWindow(MAX_TOKENS)", budgeted=True
+            "stable", StableWindow, "MAX_TOKENS", 24_000, "StableWindow(MAX_TOKENS)", budgeted=True
         ),
         Stage("sliding", SlidingWindow, "MAX_MESSAGES", 100, "SlidingWindow(MAX_MESSAGES)"),
         Stage("rounds", TrimRounds, "MAX_ROUNDS", None, "TrimRounds(MAX_ROUNDS)"),

@@ -66,8 +66,9 @@ class ContextConfig:
     Args:
         store: The durable transcript.
         strategy: Builds the window from the stored history (default:
-            `StableWindow()`: an append-only window of up to 64,000 tokens,
-            which a provider serves from its prompt cache between compactions).
+            `StableWindow()`: an append-only window of up to 24,000 tokens,
+            which a provider serves from its prompt cache between compactions;
+            a `ModelLoop` offers `search_history` for what it leaves out).
         retention: `PERMANENT` keeps messages across runs, `RUN` removes a
             run's messages when the run ends normally (a crashed run keeps
             them), `NONE` never writes to the store and keeps the messages in

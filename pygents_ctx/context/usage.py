@@ -206,7 +206,7 @@ class WindowRecord:
 
     Attributes:
         strategy: The strategy's `repr()`: its name and parameters, e.g.
-            `"FitTokens(4000)"` or `"StableWindow(max_tokens=64000, low_water=0.5)"`.
+            `"FitTokens(4000)"` or `"StableWindow(max_tokens=24000, low_water=0.5)"`.
         history: How many messages the live history held at the call.
         positions: The history messages the window holds, as runs, in order.
         edited: The part of `positions` the strategy sent edited (results

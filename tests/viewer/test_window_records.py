@@ -84,7 +84,7 @@ def test_each_call_shows_the_messages_it_was_sent_and_the_strategy(tmp_path: Pat
         assert len(first.indexes()) < len(second.indexes())
         # The next call has not been made: rebuilt, and the page says with what.
         nxt = text_of(get(server, "/session/long/window").body)
-        assert "Rebuilt with stable (StableWindow(max_tokens=64000, low_water=0.5))" in nxt
+        assert "Rebuilt with stable (StableWindow(max_tokens=24000, low_water=0.5))" in nxt
         assert "the next call has not been made" in nxt
         # A strategy in the address rebuilds on purpose.
         asked = text_of(get(server, "/session/long/window?step=16&strategy=sliding:5").body)
@@ -116,7 +116,7 @@ def test_a_session_without_records_says_so_and_names_the_strategy_used(tmp_path:
     assert "SubStrategy" not in first
     assert "this session's calls recorded no windows" in first
     assert "this session's calls recorded no windows" in shown
-    assert "Rebuilt with stable (StableWindow(max_tokens=64000, low_water=0.5))" in shown
+    assert "Rebuilt with stable (StableWindow(max_tokens=24000, low_water=0.5))" in shown
 
 
 def test_a_window_recorded_before_a_compaction_is_not_placed_in_the_history_after_it(
@@ -147,5 +147,5 @@ def test_the_last_call_of_a_compacted_session_shows_its_window_on_both_databases
     shown = text_of(body)
     # Recorded by the loop (no strategy given: the default), after both compactions.
     assert "As sent" in shown
-    assert "built by StableWindow(max_tokens=64000, low_water=0.5)" in shown
+    assert "built by StableWindow(max_tokens=24000, low_water=0.5)" in shown
     assert _shown(body)[:2] == [0, 1]  # the system message and the summary lead the window

@@ -242,7 +242,7 @@ class StableWindow:
 
     def __init__(
         self,
-        max_tokens: int = 64_000,
+        max_tokens: int = 24_000,
         low_water: float = 0.5,
         *,
         counter: TokenCounter = DEFAULT_COUNTER,

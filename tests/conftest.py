@@ -3,7 +3,11 @@ runs for the whole session when a test asks for one."""
 
 from __future__ import annotations
 
+import sqlite3
+import sys
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +47,18 @@ def postgres() -> Iterator[postgres_server.PostgresServer]:
         yield server
     finally:
         server.stop()
+
+
+# DBOS's SQLite system database needs SQLite 3.42+ under Python 3.12+ (its schema's
+# defaults call unixepoch('subsec')); older, its launch fails on an insert.
+DBOS_ON_SQLITE = sys.version_info < (3, 12) or sqlite3.sqlite_version_info >= (3, 42)
+
+
+@pytest.fixture
+def dbos_system_database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new system database for DBOS: a SQLite file, or where DBOS cannot use this
+    Python's SQLite (`DBOS_ON_SQLITE`), a new database on the session's PostgreSQL server."""
+    if DBOS_ON_SQLITE:
+        return f"sqlite:///{tmp_path}/dbos.sqlite"
+    server = request.getfixturevalue("postgres")
+    return f"postgresql://postgres@/dbos_{uuid.uuid4().hex[:12]}?host={server.directory}&port=5432"

@@ -55,6 +55,17 @@ def test_most_pages_have_examples() -> None:
     assert len(PAGES) >= 5, [str(p) for p in PAGES]
 
 
+# Pages whose examples read a setting from the environment, as apps do: the variable,
+# and the fixture that gives its value here.
+SETTINGS = {"guides/durable-runs.md": ("DBOS_DATABASE_URL", "dbos_system_database")}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(GUIDES)) for p in PAGES])
-def test_page_examples_run(page: Path) -> None:
+def test_page_examples_run(
+    page: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setting = SETTINGS.get(str(page.relative_to(GUIDES)))
+    if setting is not None:
+        variable, fixture = setting
+        monkeypatch.setenv(variable, request.getfixturevalue(fixture))
     asyncio.run(_run_blocks(page))

@@ -138,10 +138,14 @@ class Setup:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def setup(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Setup]:
+    """Both on SQLite (DBOS's database and the conversation's), or both on PostgreSQL.
+
+    DBOS's database is on PostgreSQL for both where DBOS cannot use this
+    Python's SQLite (`tests.conftest.DBOS_ON_SQLITE`).
+    """
     if request.param == "sqlite":
-        yield Setup(
-            f"sqlite:///{tmp_path}/dbos.sqlite", "sqlite", str(tmp_path / "store.db"), tmp_path
-        )
+        system = request.getfixturevalue("dbos_system_database")
+        yield Setup(system, "sqlite", str(tmp_path / "store.db"), tmp_path)
         return
     server = request.getfixturevalue("postgres")
     name = f"dbos_{uuid.uuid4().hex[:12]}"  # DBOS creates its system database
@@ -218,10 +222,10 @@ async def test_a_killed_worker_is_recovered_by_dbos_in_another_process_repeating
 
 
 @pytest.mark.timeout(60)
-async def test_an_assistant_killed_after_its_run_ended_is_not_run_again(tmp_path: Path) -> None:
-    setup = Setup(
-        f"sqlite:///{tmp_path}/dbos.sqlite", "sqlite", str(tmp_path / "store.db"), tmp_path
-    )
+async def test_an_assistant_killed_after_its_run_ended_is_not_run_again(
+    tmp_path: Path, dbos_system_database: str
+) -> None:
+    setup = Setup(dbos_system_database, "sqlite", str(tmp_path / "store.db"), tmp_path)
     session, workflow = f"s-{uuid.uuid4().hex}", uuid.uuid4().hex
     setup.killed_at("after", "run", "assistant", session, workflow, "order 8")
     calls = setup.lines("model.log")

@@ -14,11 +14,12 @@ vectors no search returns, never an item with the wrong ones.
 from __future__ import annotations
 
 import asyncio
-import math
+import heapq
 import secrets
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from array import array
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -58,6 +59,7 @@ from pygents_ctx.memory import (
     SQLiteVectorStore,
     VectorDocument,
 )
+from pygents_ctx.memory._table import check_vector
 from pygents_ctx.memory.vectors.base import VectorStoreBase
 
 __all__ = ["ContextStoreMemory"]
@@ -155,11 +157,16 @@ class _MemoryItems:
             for row in self._rows.values()
             if _under(row.namespace, prefix) and not (unscored and row.vector_count)
         ]
-        rows.sort(key=lambda row: (-row.updated_at, row.namespace, row.key))
-        return rows if limit is None else rows[:limit]
+        if limit is not None:
+            return heapq.nsmallest(limit, rows, key=_newest_first)
+        return sorted(rows, key=_newest_first)
 
     async def namespaces(self) -> list[str]:
         return list({namespace for namespace, _ in self._rows})
+
+
+def _newest_first(row: _Row) -> tuple[int, str, str]:
+    return (-row.updated_at, row.namespace, row.key)
 
 
 def _under(namespace: str, prefix: str | None) -> bool:
@@ -404,73 +411,74 @@ class _Put:
 class ContextStoreMemory(BaseStore):
     """LangGraph's long-term memory (`BaseStore`) in a pygents_ctx SQLite or PostgreSQL database.
 
-    Pass it where an app passes LangGraph's `InMemoryStore`:
-    `graph.compile(checkpointer=..., store=ContextStoreMemory(conn))`, `conn`
-    from `await connect(path)` or `await connect_postgres(dsn)`: the same
-    connection (and file or database) as the context stores and the
-    checkpointer. With no connection it keeps everything in this process.
-    Its table is created on first use.
+        Pass it where an app passes LangGraph's `InMemoryStore`:
+        `graph.compile(checkpointer=..., store=ContextStoreMemory(conn))`, `conn`
+        from `await connect(path)` or `await connect_postgres(dsn)`: the same
+        connection (and file or database) as the context stores and the
+        checkpointer. With no connection it keeps everything in this process.
+        Its table is created on first use.
 
-    It keeps LangGraph's semantics: items under tuple namespaces, found by
-    `get`, `search` (in a namespace and every namespace under it, with
-    `filter`, `limit` and `offset`) and `list_namespaces` (prefix, suffix,
-    `"*"` wildcards, `max_depth`). What differs from `InMemoryStore`, where
-    `InMemoryStore` leaves it to chance:
+        It keeps LangGraph's semantics: items under tuple namespaces, found by
+        `get`, `search` (in a namespace and every namespace under it, with
+        `filter`, `limit` and `offset`) and `list_namespaces` (prefix, suffix,
+        `"*"` wildcards, `max_depth`). What differs from `InMemoryStore`, where
+        `InMemoryStore` leaves it to chance:
 
-    - Without a query, `search` returns the most recently updated items
-      first (as LangGraph's SQLite and PostgreSQL stores do).
-    - `created_at` is when the item was first put; a put updates only
-      `updated_at`.
-    - `list_namespaces` lists the namespaces that hold items (not those
-      only looked in, or emptied).
-    - A filter compares JSON values: `True` is not `1`; `$gt`, `$gte`,
-      `$lt` and `$lte` hold between two numbers or two strings, never
-      between a number and a string or a missing value.
-    - A search with a `query` on a store without `index` raises a
-      `ValueError` (LangGraph's stores ignore the query).
+        - Without a query, `search` returns the most recently updated items
+          first (as LangGraph's SQLite and PostgreSQL stores do).
+        - `created_at` is when the item was first put; a put updates only
+          `updated_at`.
+        - `list_namespaces` lists the namespaces that hold items (not those
+          only looked in, or emptied).
+        - A filter compares JSON values: `True` is not `1`; `$gt`, `$gte`,
+          `$lt` and `$lte` hold between two numbers or two strings, never
+          between a number and a string or a missing value.
+        - A search with a `query` on a store without `index` raises a
+          `ValueError` (LangGraph's stores ignore the query).
 
-    With `index={"dims": ..., "embed": ..., "fields": [...]}` (LangGraph's
-    `IndexConfig`), each put embeds the texts at `fields` (default `["$"]`,
-    the whole value; a put's `index=[...]` names others, `index=False` none),
-    and a search with a `query` ranks items by the cosine similarity of their
-    best-matching text, best first, then the items with no vector (e.g. put
-    with `index=False`), newest first. The vectors live in our vector store
-    on the same connection (`SQLiteVectorStore`, `PostgresVectorStore` with
-    pgvector, or `InMemoryVectorStore`), in a collection named
-    `langgraph_store`. A text whose vector is all zeros has no direction and
-    is not indexed.
+        With `index={"dims": ..., "embed": ..., "fields": [...]}` (LangGraph's
+        `IndexConfig`), each put embeds the texts at `fields` (default `["$"]`,
+        the whole value; a put's `index=[...]` names others, `index=False` none),
+        and a search with a `query` ranks items by the cosine similarity of their
+        best-matching text, best first, then the items with no vector (e.g. put
+        with `index=False`), newest first. The vectors live in our vector store
+        on the same connection (`SQLiteVectorStore`, `PostgresVectorStore` with
+        pgvector, or `InMemoryVectorStore`), in a collection named
+        `langgraph_store`. A text whose vector is all zeros has no direction and
+        is not indexed.
 
-    The async methods (`aput`, `asearch`, and a graph's `ainvoke`) run on the
-    event loop the connection was opened on. The sync ones work from other
-    threads while that loop runs (`await asyncio.to_thread(graph.invoke,
-    ...)`), and raise on the loop's own thread. A store without a connection
-    made outside a running loop runs its sync methods in a loop of its own.
-    TTLs are not supported (`ttl=` raises `NotImplementedError`).
+        The async methods (`aput`, `asearch`, and a graph's `ainvoke`) run on the
+        event loop the connection was opened on. The sync ones work from other
+        threads while that loop runs (`await asyncio.to_thread(graph.invoke,
+        ...)`), and raise on the loop's own thread. A store without a connection
+        made outside a running loop runs its sync methods in a loop of its own.
+        TTLs are not supported (`ttl=` raises `NotImplementedError`).
 
-    Args:
-        conn: A `SQLiteConnection` or `PostgresConnection`, or None to keep
-            the items in this process.
-        index: Embed and search items by meaning: `dims` (the vectors'
-            length), `embed` (a LangChain `Embeddings`, a sync or async
-            function of a list of texts, or a provider string) and `fields`.
+        Args:
+            conn: A `SQLiteConnection` or `PostgresConnection`, or None to keep
+                the items in this process.
+            index: Embed and search items by meaning: `dims` (the vectors'
+                length), `embed` (a LangChain `Embeddings`, a sync or async
+                function of a list of texts, or a provider string) and `fields`.
 
-    Raises:
-        TypeError: `conn` is not one of our connections, or `index` is not
-            a dict with `dims` and `embed`.
-        ValueError: `index["dims"]` is below 1.
-        RuntimeError: `conn` is given and no event loop is running (make the
-            store inside `async def`).
+        Raises:
+            TypeError: `conn` is not one of our connections, or `index` is not
+                a dict with `dims` and `embed`.
+            ValueError: `index["dims"]` is below 1.
+            RuntimeError: `conn` is given and no event loop is running (make the
+                store inside `async def`).
 
-    Examples:
-        >>> import asyncio
-        >>> from pygents_ctx.integrations.langgraph import ContextStoreMemory
-        >>> async def main():
-        ...     store = ContextStoreMemory()
-        ...     await store.aput(("users", "u1"), "prefs", {"theme": "dark"})
-        ...     found = await store.asearch(("users",), filter={"theme": "dark"})
-        ...     return [(item.namespace, item.key) for item in found]
-        >>> asyncio.run(main())
-        [(('users', 'u1'), 'prefs')]
+        Examples:
+            >>> import asyncio
+    import heapq
+            >>> from pygents_ctx.integrations.langgraph import ContextStoreMemory
+            >>> async def main():
+            ...     store = ContextStoreMemory()
+            ...     await store.aput(("users", "u1"), "prefs", {"theme": "dark"})
+            ...     found = await store.asearch(("users",), filter={"theme": "dark"})
+            ...     return [(item.namespace, item.key) for item in found]
+            >>> asyncio.run(main())
+            [(('users', 'u1'), 'prefs')]
     """
 
     supports_ttl = False
@@ -666,7 +674,7 @@ class ContextStoreMemory(BaseStore):
                 continue
             token = secrets.token_hex(8) if put.texts else ""
             count = 0
-            labels = {f"ns{i}": label for i, label in enumerate(put.namespace.split("."))}
+            prefixes = _prefixes(put.namespace.split("."))
             for path, text in put.texts:
                 vector = next(vectors)
                 if not any(vector):
@@ -676,7 +684,7 @@ class ContextStoreMemory(BaseStore):
                         f"{token}.{count}",
                         text,
                         {"ns": put.namespace, "key": put.key, "token": token, "path": path}
-                        | labels,
+                        | prefixes,
                         tuple(vector),
                     )
                 )
@@ -696,7 +704,7 @@ class ContextStoreMemory(BaseStore):
         if stale and self._vectors is not None:
             await self._vectors.delete(COLLECTION, stale)
 
-    async def _embed_documents(self, texts: list[str]) -> list[list[float]]:
+    async def _embed_documents(self, texts: list[str]) -> list[array[float]]:
         if not texts:
             return []
         assert self.embeddings is not None
@@ -707,20 +715,19 @@ class ContextStoreMemory(BaseStore):
             )
         return [self._checked(vector, text) for vector, text in zip(vectors, texts, strict=True)]
 
-    def _checked(self, vector: object, text: str) -> list[float]:
-        if isinstance(vector, str | bytes) or not isinstance(vector, Sequence | Iterable):
-            raise TypeError(f"index['embed'] must return lists of numbers, not {vector!r}")
-        numbers = list(vector)
-        if len(numbers) != self._dims:
+    def _checked(self, vector: object, text: str) -> array[float]:
+        """`vector` as 32-bit floats, if it is one of `dims` finite numbers (zeros allowed)."""
+        what = f"the vector index['embed'] gave for {text[:40]!r}"
+        if (
+            isinstance(vector, Sized)
+            and not isinstance(vector, str | bytes | Mapping)
+            and len(vector) != self._dims
+        ):
             raise ValueError(
-                f"index['embed'] returned {len(numbers)} numbers for {text[:40]!r}, "
-                f"but index['dims'] is {self._dims}: set dims to the model's vector length"
+                f"{what} has {len(vector)} numbers, but index['dims'] is {self._dims}: "
+                "set dims to the embedding model's vector length"
             )
-        if not all(isinstance(n, int | float) and math.isfinite(n) for n in numbers):
-            raise ValueError(
-                f"index['embed'] returned a vector holding a non-number or NaN for {text[:40]!r}"
-            )
-        return [float(n) for n in numbers]
+        return check_vector(vector, what, self._dims, allow_zero=True)
 
     # -- reading ---------------------------------------------------------------
 
@@ -766,10 +773,10 @@ class ContextStoreMemory(BaseStore):
         vector = self._checked(await self.embeddings.aembed_query(query), query)
         if not any(vector):
             return []
-        labels = {f"ns{i}": label for i, label in enumerate(prefix)}
+        under = {f"p{len(prefix)}": ".".join(prefix)} if prefix else None
         k = max(_FIRST_K, 2 * wanted)
         while True:
-            hits = await self._vectors.search(COLLECTION, vector, k=k, filter=labels)
+            hits = await self._vectors.search(COLLECTION, vector, k=k, filter=under)
             pairs = [(hit.metadata["ns"], hit.metadata["key"]) for hit in hits]
             rows = await self._items.get(pairs)
             best: dict[tuple[str, str], tuple[_Row, float]] = {}
@@ -825,6 +832,12 @@ class ContextStoreMemory(BaseStore):
                 "there: call them while the loop that made the store runs"
             )
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()  # type: ignore[arg-type]
+
+
+def _prefixes(labels: Sequence[str]) -> dict[str, str]:
+    """A vector's metadata naming each prefix of its item's namespace: `p2` is its first two
+    labels joined, so a search under a prefix is one equality filter."""
+    return {f"p{depth}": ".".join(labels[:depth]) for depth in range(1, len(labels) + 1)}
 
 
 def _fits(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:

@@ -466,10 +466,20 @@ async def test_an_embedder_that_misbehaves_stores_nothing(where: str) -> None:
     async def short(texts: list[str]) -> list[list[float]]:
         return [[1.0, 0.0] for _ in texts]
 
-    async with ours(where, index={"dims": DIMS, "embed": short}) as store:
-        with pytest.raises(ValueError, match=r"returned 2 numbers.*dims"):
-            await store.aput(("a",), "k", {"text": "moon"})
-        assert await store.aget(("a",), "k") is None
+    async def not_a_number(texts: list[str]) -> list[list[float]]:
+        return [[float("nan")] * DIMS for _ in texts]
+
+    for embedder, message in [
+        (short, r"gave for 'moon' has 2 numbers, but index\['dims'\] is 64"),
+        (not_a_number, r"gave for 'moon' holds nan"),
+    ]:
+        async with ours(where, index={"dims": DIMS, "embed": embedder}) as store:
+            await store.aput(("a",), "k", {"text": "sea"}, index=False)
+            with pytest.raises(ValueError, match=message):
+                await store.aput(("a",), "k", {"text": "moon"}, index=["text"])
+            item = await store.aget(("a",), "k")
+            assert item is not None
+            assert item.value == {"text": "sea"}
 
 
 def test_a_bad_store_configuration_is_refused() -> None:

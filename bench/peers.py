@@ -44,6 +44,18 @@ against langgraph-checkpoint-sqlite on the same thread and the same calls
 the bytes the database grows by per turn over those turns (its pages, the
 WAL included), and the cold load of a 2,000-message checkpoint.
 
+Our LangGraph long-term memory store, `ContextStoreMemory`, against
+LangGraph's own on the same items (`langgraph_stores`): `STORE_ITEMS` items
+in 100 namespaces `("users", "u<n>", "memories")`, each `{"text", "n"}`,
+embedded by one function of `STORE_DIMS` seeded random numbers per text
+(both stores call it alike). In memory, both with an index: a put, a get, a
+search by meaning in one user's namespace and in all, a filtered search.
+On SQLite against langgraph-checkpoint-sqlite's `AsyncSqliteStore` without
+an index (its index needs sqlite-vec to load into this Python's sqlite3): a
+put, a get, a filtered search; and our SQLite store's search by meaning
+against `InMemoryStore`'s, or against `AsyncSqliteStore`'s where sqlite-vec
+loads.
+
 Vector rows: `bench/scale.py`'s, against numpy and sqlite-vec's `vec0`
 where this Python's sqlite3 loads extensions.
 """
@@ -76,6 +88,8 @@ MESSAGE_BYTES = 4_096
 REPEATS = 7
 LANGGRAPH_OPS = 2  # appends per timed run: each rewrites the whole history (docstring)
 LANGGRAPH = "langgraph-checkpoint-sqlite (a checkpoint per turn)"
+STORE_DIMS = 256
+STORE_OPS = 20  # calls per timed run of the store rows
 
 
 def _text(index: int) -> str:
@@ -454,6 +468,134 @@ async def _langgraph_saver_cold_load(count: int, tmp: Path) -> Versus:
     return _row(f"LangGraph cold load, {count:,} x 4 KB (SQLite)", *timed, LANGGRAPH)
 
 
+async def _store_embed(texts: list[str]) -> list[list[float]]:
+    """The same vector for the same text, for every store: seeded by the text's CRC."""
+    import zlib
+
+    import numpy as np
+
+    return [
+        np.random.default_rng(zlib.crc32(text.encode())).standard_normal(STORE_DIMS).tolist()
+        for text in texts
+    ]
+
+
+def _store_item(index: int) -> tuple[tuple[str, ...], str, dict[str, Any]]:
+    value = {"text": f"memory {index}: topic {index % 37}, detail {index % 11}", "n": index}
+    return ("users", f"u{index % 100}", "memories"), f"m{index}", value
+
+
+async def _store_rows(
+    where: str, ours: Any, theirs: Any, peer: str, count: int, *, semantic: bool, kv: bool = True
+) -> list[Versus]:
+    """Each store filled with `count` items, then timed: put, get, searches (see the docstring)."""
+    from langgraph.store.base import PutOp  # type: ignore[import-not-found]
+
+    for store in (ours, theirs):
+        for start in range(0, count, 500):
+            ops = [PutOp(*_store_item(i)) for i in range(start, min(start + 500, count))]
+            await store.abatch(ops)
+    counter = iter(range(count, 10**9))
+    rows: list[Versus] = []
+
+    async def timed(name: str, call: Callable[[Any], Awaitable[Any]]) -> None:
+        async def run_ours() -> None:
+            for _ in range(STORE_OPS):
+                await call(ours)
+
+        async def run_theirs() -> None:
+            for _ in range(STORE_OPS):
+                await call(theirs)
+
+        mine, other = await _median_pair(run_ours, run_theirs, repeats=5)
+        label = f"LangGraph store {name}, {count:,} items ({where})"
+        rows.append(_row(label, mine / STORE_OPS, other / STORE_OPS, peer))
+
+    async def put(store: Any) -> None:
+        await store.aput(*_store_item(next(counter)))
+
+    async def get(store: Any) -> None:
+        namespace, key, _ = _store_item(next(counter) % count)
+        assert await store.aget(namespace, key) is not None
+
+    async def in_one(store: Any) -> None:
+        namespace, _, value = _store_item(next(counter) % count)
+        assert len(await store.asearch(namespace, query=value["text"], limit=10)) == 10
+
+    async def in_all(store: Any) -> None:
+        _, _, value = _store_item(next(counter) % count)
+        assert len(await store.asearch(("users",), query=value["text"], limit=10)) == 10
+
+    async def filtered(store: Any) -> None:
+        found = await store.asearch(("users",), filter={"n": {"$gte": count // 2}}, limit=10)
+        assert len(found) == 10
+
+    if kv:
+        await timed("put", put)
+        await timed("get", get)
+        await timed("filtered search", filtered)
+    if semantic:
+        await timed("search by meaning in a namespace", in_one)
+        await timed("search by meaning in all", in_all)
+    return rows
+
+
+async def langgraph_stores(count: int, tmp: Path) -> list[Versus]:
+    """`ContextStoreMemory` against LangGraph's `InMemoryStore` and `AsyncSqliteStore`."""
+    try:
+        from langgraph.store.memory import InMemoryStore  # type: ignore[import-not-found]
+        from langgraph.store.sqlite.aio import AsyncSqliteStore  # type: ignore[import-not-found]
+    except ImportError:
+        return []
+    from pygents_ctx.integrations.langgraph import ContextStoreMemory
+    from pygents_ctx.memory.vectors.sqlite import sqlite_vec_loads
+
+    index: Any = {"dims": STORE_DIMS, "embed": _store_embed, "fields": ["text"]}
+    rows = await _store_rows(
+        "in memory",
+        ContextStoreMemory(index=index),
+        InMemoryStore(index=index),
+        "InMemoryStore",
+        count,
+        semantic=True,
+    )
+    vec = sqlite_vec_loads()
+    async with (
+        connect(tmp / "ours-store.db") as conn,
+        AsyncSqliteStore.from_conn_string(str(tmp / "langgraph-store.db")) as theirs,
+    ):
+        await theirs.setup()
+        rows += await _store_rows(
+            "SQLite",
+            ContextStoreMemory(conn),
+            theirs,
+            "AsyncSqliteStore (no index)",
+            count,
+            semantic=False,
+        )
+    async with connect(tmp / "ours-store-index.db") as conn:
+        ours = ContextStoreMemory(conn, index=index)
+        if vec:
+            async with AsyncSqliteStore.from_conn_string(
+                str(tmp / "langgraph-store-index.db"), index=index
+            ) as theirs:
+                await theirs.setup()
+                rows += await _store_rows(
+                    "SQLite", ours, theirs, "AsyncSqliteStore", count, semantic=True, kv=False
+                )
+        else:
+            rows += await _store_rows(
+                "SQLite",
+                ours,
+                InMemoryStore(index=index),
+                "InMemoryStore (sqlite-vec cannot load)",
+                count,
+                semantic=True,
+                kv=False,
+            )
+    return rows
+
+
 async def cold_loads_postgres(count: int, dsn: str, url: str) -> Versus:
     """As `cold_loads_sqlite`, on PostgreSQL against the SQLAlchemy session (asyncpg)."""
     from agents.extensions.memory import SQLAlchemySession  # type: ignore[import-not-found]
@@ -651,6 +793,7 @@ async def collect(quick: bool) -> list[Versus]:
     try:
         rows = [*await appends(stored, tmp), *await cold_loads_sqlite(history, tmp)]
         rows += await langgraph_savers(stored, history, tmp)
+        rows += await langgraph_stores(1_000 if quick else 10_000, tmp)
         async with _postgres() as server:
             if server is not None:
                 rows.append(await cold_loads_postgres(history, *server))

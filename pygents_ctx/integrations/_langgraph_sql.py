@@ -34,8 +34,9 @@ value no checkpoint holds and a segment no range uses are deleted by
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx.context.stores._postgres_schema import migrate as _postgres_migrate
@@ -283,6 +284,21 @@ class SQLiteDatabase:
 
         return await self.conn.run(partial(in_transaction, work=work, begin="BEGIN"))
 
+    async def first(
+        self,
+        sql: str,
+        params: tuple[object, ...],
+        keep: Callable[[tuple[Any, ...]], bool],
+        count: int,
+    ) -> list[tuple[Any, ...]]:
+        """The first `count` rows of the query that `keep` keeps: the rest are not read."""
+
+        def work(db: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            kept = (row for row in db.execute(sql, params) if keep(row))
+            return list(islice(kept, count))
+
+        return await self.conn.run(partial(in_transaction, work=work, begin="BEGIN"))
+
 
 class PostgresDatabase:
     """The statements on a `PostgresConnection`: each batch in one transaction."""
@@ -345,6 +361,17 @@ class PostgresDatabase:
             return found
 
         return await self.conn.run(work)
+
+    async def first(
+        self,
+        sql: str,
+        params: tuple[object, ...],
+        keep: Callable[[tuple[Any, ...]], bool],
+        count: int,
+    ) -> list[tuple[Any, ...]]:
+        """The first `count` rows of the query that `keep` keeps (all read: one round trip)."""
+        (rows,) = await self.read([(sql, params)])
+        return list(islice((row for row in rows if keep(row)), count))
 
 
 def _postgres(sql: str) -> str:

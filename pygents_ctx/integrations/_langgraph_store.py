@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence, Si
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from functools import partial
+from itertools import islice
 from typing import Any, Final, TypeVar
 
 import orjson
@@ -161,6 +162,12 @@ class _MemoryItems:
             return heapq.nsmallest(limit, rows, key=_newest_first)
         return sorted(rows, key=_newest_first)
 
+    async def first(
+        self, prefix: str | None, keep: Callable[[_Row], bool], count: int, *, unscored: bool
+    ) -> list[_Row]:
+        rows = await self.scan(prefix, unscored=unscored)
+        return list(islice((row for row in rows if keep(row)), count))
+
     async def namespaces(self) -> list[str]:
         return list({namespace for namespace, _ in self._rows})
 
@@ -228,13 +235,7 @@ class _TableItems:
         found = await self._db.exchange(queries)
         return [_row(found[at][0]) if found[at] else None for at in reads]
 
-    async def scan(
-        self,
-        prefix: str | None,
-        *,
-        unscored: bool = False,
-        limit: int | None = None,
-    ) -> list[_Row]:
+    def _scan(self, prefix: str | None, *, unscored: bool) -> tuple[str, list[object]]:
         where: list[str] = []
         params: list[object] = []
         if prefix is not None:
@@ -245,11 +246,23 @@ class _TableItems:
         sql = f"SELECT {_COLUMNS} FROM pygents_lg_store"
         if where:
             sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY updated_at DESC, namespace, key"
+        return sql + " ORDER BY updated_at DESC, namespace, key", params
+
+    async def scan(
+        self, prefix: str | None, *, unscored: bool = False, limit: int | None = None
+    ) -> list[_Row]:
+        sql, params = self._scan(prefix, unscored=unscored)
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
         (rows,) = await self._db.read([(sql, tuple(params))])
+        return [_row(values) for values in rows]
+
+    async def first(
+        self, prefix: str | None, keep: Callable[[_Row], bool], count: int, *, unscored: bool
+    ) -> list[_Row]:
+        sql, params = self._scan(prefix, unscored=unscored)
+        rows = await self._db.first(sql, tuple(params), lambda values: keep(_row(values)), count)
         return [_row(values) for values in rows]
 
     async def namespaces(self) -> list[str]:
@@ -755,8 +768,9 @@ class ContextStoreMemory(BaseStore):
         """The first `count` items in `prefix` meeting `conditions`, newest first."""
         if not conditions:
             return await self._items.scan(prefix, unscored=unscored, limit=count)
-        rows = await self._items.scan(prefix, unscored=unscored)
-        return [row for row in rows if _kept(row, conditions)][:count]
+        return await self._items.first(
+            prefix, partial(_kept, conditions=conditions), count, unscored=unscored
+        )
 
     async def _ranked(
         self,

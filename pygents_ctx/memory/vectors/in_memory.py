@@ -212,6 +212,8 @@ class InMemoryVectorStore(VectorStoreBase):
     ) -> list[SearchResult]:
         collection = self._collection(name)
         among = collection.matching(conditions) if conditions else None
+        if among is not None and len(among) == len(collection.table):
+            among = None  # the filter keeps every document (it names only stored ids)
         hits = collection.table.top_k(vector, k, among)
         return [
             SearchResult(i, collection.text(i), collection.metadata_of(i), score)

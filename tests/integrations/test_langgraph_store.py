@@ -311,10 +311,13 @@ async def test_replaced_values_leave_no_vectors_behind(tmp_path: Path) -> None:
             await store.aput(("n",), "k", {"text": f"moon {round_}"})
         await store.aput(("n",), "gone", {"text": "sea"})
         await store.adelete(("n",), "gone")
-        assert store._vectors is not None
         assert await store._vectors.count("langgraph_store") == 1
         found = await store.asearch(("n",), query="moon 4")
         assert [(item.key, item.value) for item in found] == [("k", {"text": "moon 4"})]
+        await ContextStoreMemory(conn).aput(("n",), "k", {"text": "sea"})  # a store with no index
+        assert await store._vectors.count("langgraph_store") == 0
+        found = await store.asearch(("n",), query="moon 4")
+        assert [(item.key, item.score) for item in found] == [("k", None)]
 
 
 async def test_vectors_of_a_put_broken_off_are_never_returned(tmp_path: Path) -> None:
@@ -354,7 +357,6 @@ async def test_two_writers_on_the_same_items_leave_one_vector_each(database: str
             for store, word in [(first, "moon"), (second, "sea")]
         ]
         await asyncio.gather(*writes)
-        assert first._vectors is not None
         assert await first._vectors.count("langgraph_store") == 3
         for key in ["k0", "k1", "k2"]:
             item = await second.aget(("race",), key)

@@ -426,75 +426,73 @@ class _Put:
 class ContextStoreMemory(BaseStore):
     """LangGraph's long-term memory (`BaseStore`) in a pygents_ctx SQLite or PostgreSQL database.
 
-            Pass it where an app passes LangGraph's `InMemoryStore`:
-            `graph.compile(checkpointer=..., store=ContextStoreMemory(conn))`, `conn`
-            from `await connect(path)` or `await connect_postgres(dsn)`: the same
-            connection (and file or database) as the context stores and the
-            checkpointer. With no connection it keeps everything in this process.
-            Its table is created on first use.
+    Pass it where an app passes LangGraph's `InMemoryStore`:
+    `graph.compile(checkpointer=..., store=ContextStoreMemory(conn))`, `conn`
+    from `await connect(path)` or `await connect_postgres(dsn)`: the same
+    connection (and file or database) as the context stores and the
+    checkpointer. With no connection it keeps everything in this process.
+    Its table is created on first use.
 
-            It keeps LangGraph's semantics: items under tuple namespaces, found by
-            `get`, `search` (in a namespace and every namespace under it, with
-            `filter`, `limit` and `offset`) and `list_namespaces` (prefix, suffix,
-            `"*"` wildcards, `max_depth`). What differs from `InMemoryStore`, where
-            `InMemoryStore` leaves it to chance:
+    It keeps LangGraph's semantics: items under tuple namespaces, found by
+    `get`, `search` (in a namespace and every namespace under it, with
+    `filter`, `limit` and `offset`) and `list_namespaces` (prefix, suffix,
+    `"*"` wildcards, `max_depth`). What differs from `InMemoryStore`, where
+    `InMemoryStore` leaves it to chance:
 
-            - Without a query, `search` returns the most recently updated items
-              first (as LangGraph's SQLite and PostgreSQL stores do).
-            - `created_at` is when the item was first put; a put updates only
-              `updated_at`.
-            - `list_namespaces` lists the namespaces that hold items (not those
-              only looked in, or emptied).
-            - A filter compares JSON values: `True` is not `1`; `$gt`, `$gte`,
-              `$lt` and `$lte` hold between two numbers or two strings, never
-              between a number and a string or a missing value.
-            - A search with a `query` on a store without `index` raises a
-              `ValueError` (LangGraph's stores ignore the query).
+    - Without a query, `search` returns the most recently updated items
+      first (as LangGraph's SQLite and PostgreSQL stores do).
+    - `created_at` is when the item was first put; a put updates only
+      `updated_at`.
+    - `list_namespaces` lists the namespaces that hold items (not those
+      only looked in, or emptied).
+    - A filter compares JSON values: `True` is not `1`; `$gt`, `$gte`,
+      `$lt` and `$lte` hold between two numbers or two strings, never
+      between a number and a string or a missing value.
+    - A search with a `query` on a store without `index` raises a
+      `ValueError` (LangGraph's stores ignore the query).
 
-            With `index={"dims": ..., "embed": ..., "fields": [...]}` (LangGraph's
-            `IndexConfig`), each put embeds the texts at `fields` (default `["$"]`,
-            the whole value; a put's `index=[...]` names others, `index=False` none),
-            and a search with a `query` ranks items by the cosine similarity of their
-            best-matching text, best first, then the items with no vector (e.g. put
-            with `index=False`), newest first. The vectors live in our vector store
-            on the same connection (`SQLiteVectorStore`, `PostgresVectorStore` with
-            pgvector, or `InMemoryVectorStore`), in a collection named
-            `langgraph_store`. A text whose vector is all zeros has no direction and
-            is not indexed.
+    With `index={"dims": ..., "embed": ..., "fields": [...]}` (LangGraph's
+    `IndexConfig`), each put embeds the texts at `fields` (default `["$"]`,
+    the whole value; a put's `index=[...]` names others, `index=False` none),
+    and a search with a `query` ranks items by the cosine similarity of their
+    best-matching text, best first, then the items with no vector (e.g. put
+    with `index=False`), newest first. The vectors live in our vector store
+    on the same connection (`SQLiteVectorStore`, `PostgresVectorStore` with
+    pgvector, or `InMemoryVectorStore`), in a collection named
+    `langgraph_store`. A text whose vector is all zeros has no direction and
+    is not indexed.
 
-            The async methods (`aput`, `asearch`, and a graph's `ainvoke`) run on the
-            event loop the connection was opened on. The sync ones work from other
-            threads while that loop runs (`await asyncio.to_thread(graph.invoke,
-            ...)`), and raise on the loop's own thread. A store without a connection
-            made outside a running loop runs its sync methods in a loop of its own.
-            TTLs are not supported (`ttl=` raises `NotImplementedError`).
+    The async methods (`aput`, `asearch`, and a graph's `ainvoke`) run on the
+    event loop the connection was opened on. The sync ones work from other
+    threads while that loop runs (`await asyncio.to_thread(graph.invoke,
+    ...)`), and raise on the loop's own thread. A store without a connection
+    made outside a running loop runs its sync methods in a loop of its own.
+    TTLs are not supported (`ttl=` raises `NotImplementedError`).
 
-            Args:
-                conn: A `SQLiteConnection` or `PostgresConnection`, or None to keep
-                    the items in this process.
-                index: Embed and search items by meaning: `dims` (the vectors'
-                    length), `embed` (a LangChain `Embeddings`, a sync or async
-                    function of a list of texts, or a provider string) and `fields`.
+    Args:
+        conn: A `SQLiteConnection` or `PostgresConnection`, or None to keep
+            the items in this process.
+        index: Embed and search items by meaning: `dims` (the vectors'
+            length), `embed` (a LangChain `Embeddings`, a sync or async
+            function of a list of texts, or a provider string) and `fields`.
 
-            Raises:
-                TypeError: `conn` is not one of our connections, or `index` is not
-                    a dict with `dims` and `embed`.
-                ValueError: `index["dims"]` is below 1.
-                RuntimeError: `conn` is given and no event loop is running (make the
-                    store inside `async def`).
+    Raises:
+        TypeError: `conn` is not one of our connections, or `index` is not
+            a dict with `dims` and `embed`.
+        ValueError: `index["dims"]` is below 1.
+        RuntimeError: `conn` is given and no event loop is running (make the
+            store inside `async def`).
 
-            Examples:
-                >>> import asyncio
-    import contextlib
-        import heapq
-                >>> from pygents_ctx.integrations.langgraph import ContextStoreMemory
-                >>> async def main():
-                ...     store = ContextStoreMemory()
-                ...     await store.aput(("users", "u1"), "prefs", {"theme": "dark"})
-                ...     found = await store.asearch(("users",), filter={"theme": "dark"})
-                ...     return [(item.namespace, item.key) for item in found]
-                >>> asyncio.run(main())
-                [(('users', 'u1'), 'prefs')]
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx.integrations.langgraph import ContextStoreMemory
+        >>> async def main():
+        ...     store = ContextStoreMemory()
+        ...     await store.aput(("users", "u1"), "prefs", {"theme": "dark"})
+        ...     found = await store.asearch(("users",), filter={"theme": "dark"})
+        ...     return [(item.namespace, item.key) for item in found]
+        >>> asyncio.run(main())
+        [(('users', 'u1'), 'prefs')]
     """
 
     supports_ttl = False

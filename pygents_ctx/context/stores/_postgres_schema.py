@@ -61,10 +61,10 @@ from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
 from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
 from pygents_ctx.context.stores._usage_sql import (
-    POSTGRES_LINKS,
+    LINKS,
     POSTGRES_REASONING,
     POSTGRES_TABLE,
-    POSTGRES_WINDOW,
+    WINDOW,
 )
 from pygents_ctx.errors import StoreSchemaError
 
@@ -189,9 +189,9 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V5,
     POSTGRES_INDEX,
     decisions_sql.POSTGRES_TABLE,
-    POSTGRES_LINKS,
+    LINKS,
     POSTGRES_REASONING,
-    POSTGRES_WINDOW,
+    WINDOW,
     _V11,
     journal_sql.POSTGRES_TABLE,
     checkpoint_sql.POSTGRES_TABLE,

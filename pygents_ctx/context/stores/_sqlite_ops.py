@@ -656,13 +656,18 @@ def detach_readers(db: Db, session_id: str, below: int = LOWEST) -> None:
         detach(db, reader)
 
 
-def rewind(session_id: str, to: int, db: Db) -> int:
-    """Keep the oldest `to` live messages, remove the rest; return how many went."""
-    session = db.execute(
+def counters(db: Db, session_id: str) -> tuple[int, int] | None:
+    """The session's `(message_count, next_position)`, or None when it has no row."""
+    row: tuple[int, int] | None = db.execute(
         "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
         (session_id,),
     ).fetchone()
-    count, next_position = session or (0, 0)
+    return row
+
+
+def rewind(session_id: str, to: int, db: Db) -> int:
+    """Keep the oldest `to` live messages, remove the rest; return how many went."""
+    count, next_position = counters(db, session_id) or (0, 0)
     keep = check_at(to, count, session_id, "rewind(to=...)")
     if keep == count:
         return 0
@@ -707,10 +712,7 @@ def get_checkpoint(session_id: str, agent: str, at: int, db: Db) -> bytes | None
     """The state of `agent`'s checkpoint at live message `at` (see `_checkpoint_sql`)."""
 
     def read(db: Db) -> bytes | None:
-        session = db.execute(
-            "SELECT message_count, next_position FROM pygents_sessions WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
+        session = counters(db, session_id)
         count, next_position = session or (0, 0)
         keep = check_at(at, count, session_id, "get_checkpoint(at=...)")
         if session is None:

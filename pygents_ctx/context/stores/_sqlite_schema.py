@@ -82,10 +82,10 @@ from pygents_ctx.context.stores._search_sql import (
     SQLITE_OFFLOADED_WORDS,
 )
 from pygents_ctx.context.stores._usage_sql import (
-    SQLITE_LINKS,
+    LINKS,
     SQLITE_REASONING,
     SQLITE_TABLE,
-    SQLITE_WINDOW,
+    WINDOW,
 )
 from pygents_ctx.errors import StoreSchemaError
 
@@ -462,9 +462,9 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _V7,
     SQLITE_INDEX,
     decisions_sql.SQLITE_TABLE,
-    SQLITE_LINKS,
+    LINKS,
     SQLITE_REASONING,
-    SQLITE_WINDOW,
+    WINDOW,
     _V13,
     SQLITE_OFFLOADED_WORDS,
     journal_sql.SQLITE_TABLE,

@@ -22,14 +22,12 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 __all__ = [
-    "POSTGRES_LINKS",
+    "LINKS",
     "POSTGRES_REASONING",
     "POSTGRES_TABLE",
-    "POSTGRES_WINDOW",
-    "SQLITE_LINKS",
     "SQLITE_REASONING",
     "SQLITE_TABLE",
-    "SQLITE_WINDOW",
+    "WINDOW",
     "read_postgres",
     "read_sqlite",
     "record_postgres",
@@ -76,20 +74,11 @@ POSTGRES_TABLE: Final = (
 
 # A sub-agent's call: the session and the tool call that ran it, and its own transcript.
 # Indexed by the calling session and call, so a transcript's call finds its sub-agent.
-SQLITE_LINKS: Final = (
+# The same SQL on SQLite and PostgreSQL.
+LINKS: Final = (
     "ALTER TABLE pygents_usage ADD COLUMN parent_session TEXT",
     "ALTER TABLE pygents_usage ADD COLUMN call_id TEXT",
     "ALTER TABLE pygents_usage ADD COLUMN subagent_session TEXT",
-    """
-    CREATE INDEX pygents_usage_by_call ON pygents_usage (parent_session, call_id)
-    WHERE parent_session IS NOT NULL
-    """,
-)
-
-POSTGRES_LINKS: Final = (
-    "ALTER TABLE pygents_usage ADD COLUMN parent_session text",
-    "ALTER TABLE pygents_usage ADD COLUMN call_id text",
-    "ALTER TABLE pygents_usage ADD COLUMN subagent_session text",
     """
     CREATE INDEX pygents_usage_by_call ON pygents_usage (parent_session, call_id)
     WHERE parent_session IS NOT NULL
@@ -106,8 +95,7 @@ POSTGRES_REASONING: Final = (
 
 # The window each call was sent (`WindowRecord.to_dict()` as JSON text: PostgreSQL's
 # jsonb would refuse a NUL escaped in a strategy's description).
-SQLITE_WINDOW: Final = ("ALTER TABLE pygents_usage ADD COLUMN window_record TEXT",)
-POSTGRES_WINDOW: Final = ("ALTER TABLE pygents_usage ADD COLUMN window_record text",)
+WINDOW: Final = ("ALTER TABLE pygents_usage ADD COLUMN window_record TEXT",)
 
 _COLUMNS: Final = (
     "run_id, model, input_tokens, output_tokens, cached_tokens, cache_write_tokens, "

@@ -231,15 +231,15 @@ class MemoryContextStore(ContextStore):
     async def clear(self) -> None:
         """Remove every message, live and archived; token usage stays."""
         self._check_fence()
+        self._empty()
+
+    def _empty(self) -> None:
+        """No message, live or archived: positions start again at 0, no checkpoint is left."""
         self._messages, self._runs, self._counts, self._ids = [], [], [], []
         self._total = 0
         self._archive = []
         self._preview = ""
         self._words = {}
-        self._forget_positions()
-
-    def _forget_positions(self) -> None:
-        """No live message: positions start again at 0, and no checkpoint is left."""
         self._positions, self._next_position, self._checkpoints = [], 0, {}
 
     def _drop_checkpoints(self, low: int, high: int) -> None:
@@ -500,12 +500,7 @@ class MemoryContextStore(ContextStore):
             or (target.before is not None and self._created_at >= target.before)
         ):
             return 0
-        self._messages, self._runs, self._counts, self._ids = [], [], [], []
-        self._total = 0
-        self._archive = []
-        self._preview = ""
-        self._words = {}
-        self._forget_positions()
+        self._empty()
         self._usage_records = None
         self._decisions = None
         self._journal = None

@@ -84,17 +84,15 @@ def to_openai_tools(
         >>> definition["function"]["parameters"]["required"]
         ['city', 'days']
     """
-    definitions = []
-    for item in _checked(tools):
-        metadata = item.metadata
-        function: dict[str, Any] = {"name": metadata.name}
-        if metadata.description:
-            function["description"] = metadata.description
-        function["parameters"] = _parameters(item, strict=strict, all_required=True)
-        if strict:
-            function["strict"] = True
-        definitions.append({"type": "function", "function": function})
-    return definitions
+    return [
+        {
+            "type": "function",
+            "function": _declaration(
+                item, "parameters", _parameters(item, strict=strict, all_required=True), strict
+            ),
+        }
+        for item in _checked(tools)
+    ]
 
 
 def to_anthropic_tools(
@@ -121,17 +119,12 @@ def to_anthropic_tools(
         >>> to_anthropic_tools([outlook])[0]["input_schema"]["required"]
         ['city']
     """
-    definitions = []
-    for item in _checked(tools):
-        metadata = item.metadata
-        definition: dict[str, Any] = {"name": metadata.name}
-        if metadata.description:
-            definition["description"] = metadata.description
-        definition["input_schema"] = _parameters(item, strict=strict, all_required=False)
-        if strict:
-            definition["strict"] = True
-        definitions.append(definition)
-    return definitions
+    return [
+        _declaration(
+            item, "input_schema", _parameters(item, strict=strict, all_required=False), strict
+        )
+        for item in _checked(tools)
+    ]
 
 
 def to_gemini_tools(tools: Iterable[Tool[..., Any]]) -> list[dict[str, Any]]:
@@ -153,14 +146,25 @@ def to_gemini_tools(tools: Iterable[Tool[..., Any]]) -> list[dict[str, Any]]:
         >>> to_gemini_tools([outlook])[0]["functionDeclarations"][0]["name"]
         'outlook'
     """
-    declarations = []
-    for item in _checked(tools):
-        declaration: dict[str, Any] = {"name": item.metadata.name}
-        if item.metadata.description:
-            declaration["description"] = item.metadata.description
-        declaration["parametersJsonSchema"] = input_schema(item)
-        declarations.append(declaration)
+    declarations = [
+        _declaration(item, "parametersJsonSchema", input_schema(item), strict=False)
+        for item in _checked(tools)
+    ]
     return [{"functionDeclarations": declarations}] if declarations else []
+
+
+def _declaration(
+    item: Tool[..., Any], schema_key: str, schema: dict[str, Any], strict: bool
+) -> dict[str, Any]:
+    """One tool as every provider declares it: its name, its description when it has
+    one, `schema` under the provider's `schema_key`, and `"strict": True` when asked."""
+    declaration: dict[str, Any] = {"name": item.metadata.name}
+    if item.metadata.description:
+        declaration["description"] = item.metadata.description
+    declaration[schema_key] = schema
+    if strict:
+        declaration["strict"] = True
+    return declaration
 
 
 def input_schema(item: Tool[..., Any]) -> dict[str, Any]:

@@ -78,6 +78,7 @@ __all__ = [
     "claim",
     "clear",
     "clear_run",
+    "delete_blob",
     "encode",
     "erase",
     "fenced",
@@ -1148,16 +1149,21 @@ async def erase(target: Erasure, conn: AsyncConnection[Any]) -> int:
                     conn,
                 )
                 if not named:
-                    await _delete_blob(handle, conn)
+                    await delete_blob(handle, conn)
     return len(doomed)
 
 
-async def _delete_blob(name: str, conn: AsyncConnection[Any]) -> None:
-    # The tables of `PostgresBlobStore` (pygents_ctx.memory.blobs.postgres), which
-    # this layer cannot import: the name's row, and its content (its chunks cascade).
+async def delete_blob(name: str, conn: AsyncConnection[Any]) -> bool:
+    """Delete the blob `name` of `PostgresBlobStore`'s tables; whether there was one.
+
+    Here, below the memory layer, so that erasing a session can delete its offloaded
+    results; the blob store deletes with it too. A blob is its name's row and its
+    content's row (its chunks cascade).
+    """
     cursor = await conn.execute(
         "DELETE FROM pygents_blobs WHERE name = %s RETURNING content_id", (name,)
     )
     row = await cursor.fetchone()
     if row is not None:
         await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (row[0],))
+    return row is not None

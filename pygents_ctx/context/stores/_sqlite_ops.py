@@ -62,6 +62,7 @@ __all__ = [
     "claim",
     "clear",
     "clear_run",
+    "delete_blob",
     "encode",
     "erase",
     "fork",
@@ -880,20 +881,25 @@ def erase(target: Erasure, db: Db) -> int:
                 (handle,),
             ).fetchone()
             if still_named is None:
-                _delete_blob(handle, db)
+                delete_blob(handle, db)
     # FTS5 keeps a deleted row's words in its segments until they are merged.
     db.execute("INSERT INTO pygents_search (pygents_search) VALUES ('optimize')")
     return len(doomed)
 
 
-def _delete_blob(name: str, db: Db) -> None:
-    # The tables of `SQLiteBlobStore` (pygents_ctx.memory.blobs.sqlite), which this
-    # layer cannot import: a blob is its name's row and its content's row.
+def delete_blob(name: str, db: Db) -> bool:
+    """Delete the blob `name` of `SQLiteBlobStore`'s tables; whether there was one.
+
+    Here, below the memory layer, so that erasing a session can delete its offloaded
+    results; the blob store deletes with it too. A blob is its name's row and its
+    content's row.
+    """
     row = db.execute(
         "DELETE FROM pygents_blobs WHERE name = ? RETURNING content_id", (name,)
     ).fetchone()
     if row is not None:
         db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (row[0],))
+    return row is not None
 
 
 def encode(message: Message) -> Encoded:

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Final
 
+from pygents_ctx.context.stores._postgres_ops import delete_blob
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.memory._shared import OnPostgres, PostgresTables
 from pygents_ctx.memory.blobs._sql import BlobSQL, SQLBlobStore
@@ -174,13 +175,7 @@ async def _list(prefix: str, conn: AsyncConnection[Any]) -> list[BlobInfo]:
 
 async def _delete(name: str, conn: AsyncConnection[Any]) -> bool:
     await _lock(name, conn)
-    cursor = await conn.execute(
-        "DELETE FROM pygents_blobs WHERE name = %s RETURNING content_id", (name,)
-    )
-    row = await cursor.fetchone()
-    if row is not None:
-        await conn.execute("DELETE FROM pygents_blob_contents WHERE id = %s", (row[0],))
-    return row is not None
+    return await delete_blob(name, conn)
 
 
 _SQL: Final = BlobSQL(_store, _get, _lookup, _list, _delete)

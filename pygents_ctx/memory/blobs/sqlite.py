@@ -26,6 +26,7 @@ from datetime import datetime
 from functools import partial
 from typing import IO, Final
 
+from pygents_ctx.context.stores._sqlite_ops import delete_blob
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
 from pygents_ctx.memory.blobs._sql import BlobSQL, SQLBlobStore
@@ -175,16 +176,7 @@ def _list(prefix: str, db: Db) -> list[BlobInfo]:
     return [_info(row) for row in rows]
 
 
-def _delete(name: str, db: Db) -> bool:
-    row = db.execute(
-        "DELETE FROM pygents_blobs WHERE name = ? RETURNING content_id", (name,)
-    ).fetchone()
-    if row is not None:
-        db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (row[0],))
-    return row is not None
-
-
-_SQL: Final = BlobSQL(write_blob, read_blob, _lookup, _list, _delete)
+_SQL: Final = BlobSQL(write_blob, read_blob, _lookup, _list, delete_blob)
 
 
 class SQLiteBlobStore(SQLBlobStore[SQLiteTables], OnSQLite):

@@ -62,11 +62,12 @@ _ENCODING: Final = "utf-8"
 _ERRORS: Final = "surrogatepass"
 
 
-def _count(name: str, value: object, least: int) -> int:
+def _count(name: str, value: object, least: int, owner: str = "ToolResultOffload") -> int:
+    """`value` if it is an int of at least `least`; the errors name `owner` and `name`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"ToolResultOffload {name} must be an int, not {value!r}")
+        raise TypeError(f"{owner} {name} must be an int, not {value!r}")
     if value < least:
-        raise ValueError(f"ToolResultOffload {name} must be at least {least}, not {value}")
+        raise ValueError(f"{owner} {name} must be at least {least}, not {value}")
     return value
 
 
@@ -318,9 +319,9 @@ class ToolResultOffload:
                 f"{handle!r} is not the handle of an offloaded tool result; "
                 f"use the handle a stub names (it starts with {HANDLE_PREFIX!r})"
             )
-        start = _count_argument("offset", offset, 0)
+        start = _count("offset", offset, 0, "read_tool_result")
         if length is not None:
-            _count_argument("length", length, 1)
+            _count("length", length, 1, "read_tool_result")
         try:
             blob = await self.blob_store(store).get(handle)
         except BlobNotFoundError:
@@ -335,14 +336,6 @@ class ToolResultOffload:
                 f"{handle!r}, which is {len(text):,} chars long; give an offset below {len(text)}"
             )
         return text
-
-
-def _count_argument(name: str, value: object, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"read_tool_result {name} must be an int, not {value!r}")
-    if value < least:
-        raise ValueError(f"read_tool_result {name} must be at least {least}, not {value}")
-    return value
 
 
 def read_tool(read: Callable[[str, int, int], Awaitable[str]], page_chars: int) -> Tool[..., Any]:

@@ -28,22 +28,12 @@ picks another).
 - Version 6 adds to the live history and the archive `message_id` (from the
   sequence `pygents_message_ids`, kept when a message is archived) and
   `search`, the `tsvector` that `search` looks in (see `_search_sql`).
-- `pygents_leases`: who holds each session's lease and until when (see
-  `_lease_sql`); a session's row goes with the session.
-- `pygents_forks` (version 4): what a forked session reads of other sessions'
-  rows instead of copying them (see `_lineage`).
-- Version 5: `running` on each live message and `running_end` on each session,
-  the running token count that makes summing a stretch of history two lookups.
-- `pygents_decisions` (version 7): a person's decision on each tool call of
-  the session that waited for approval (see `_decisions_sql`); a session's
-  rows go with the session.
-- `pygents_journal` (version 12): the step journal, one row per tool call a
-  model loop started, with its result once it finished (see `_journal_sql`);
-  a session's rows go with the session.
-- `pygents_checkpoints` and `pygents_checkpoint_data` (version 13): agents'
-  saved states at points of a session's history, the bytes kept once per
-  distinct content (see `_checkpoint_sql`); a session's rows go with the
-  session, and bytes no row names go with the last row.
+- The tables `_sqlite_schema` describes for the lease, forks, running counts,
+  decisions, journal and checkpoints, the same on both (see each table's
+  `_*_sql` module), came here in these versions: `pygents_leases` (3),
+  `pygents_forks` (4), `running` and `running_end` (5), `pygents_decisions`
+  (7), `pygents_journal` (12), `pygents_checkpoints` and
+  `pygents_checkpoint_data` (13).
 
 Messages are `bytea` holding the same orjson bytes as the SQLite store, and
 previews are `bytea` of UTF-8: PostgreSQL `text` and `jsonb` cannot hold the

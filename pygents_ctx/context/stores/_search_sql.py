@@ -57,6 +57,8 @@ __all__ = [
     "indexed_words",
     "live_ids_postgres",
     "live_ids_sqlite",
+    "messages_postgres",
+    "messages_sqlite",
     "search_postgres",
     "search_sqlite",
 ]
@@ -229,15 +231,8 @@ SQLITE_OFFLOADED_WORDS: Final = (
 # The best `limit` matches of the session (not among `:seen`, a JSON array of ids),
 # and where each one is. FTS5 ranks by BM25 (smaller is better); the data id
 # breaks ties, newest first. `{scope}` says which data is the session's.
-_SQLITE_SEARCH: Final = """
-    WITH hits AS (
-        SELECT s.rowid AS id, bm25(pygents_search) AS rank
-        FROM pygents_search AS s JOIN pygents_message_data AS d ON d.id = s.rowid
-        WHERE pygents_search MATCH :query AND {scope}
-          AND s.rowid NOT IN (SELECT value FROM json_each(:seen))
-        ORDER BY rank, s.rowid DESC
-        LIMIT :limit
-    )
+# Where each of the `hits` (a CTE of data ids and ranks) is in the session, with its data.
+_SQLITE_LOCATE: Final = """
     SELECT hits.rank, hits.id, 0, r.position, r.run_id, r.tokens, d.data
     FROM hits
     JOIN pygents_live_rows AS r ON r.data_id = hits.id
@@ -247,8 +242,38 @@ _SQLITE_SEARCH: Final = """
     FROM hits
     JOIN pygents_archive_rows AS r ON r.data_id = hits.id
     JOIN pygents_message_data AS d ON d.id = hits.id
-    ORDER BY 1, 2 DESC
 """
+
+_SQLITE_SEARCH: Final = (
+    """
+    WITH hits AS (
+        SELECT d.id AS id, bm25(pygents_search) AS rank
+        FROM pygents_search AS s JOIN pygents_message_data AS d ON d.id = s.rowid
+        WHERE pygents_search MATCH :query AND {scope}
+          AND s.rowid NOT IN (SELECT value FROM json_each(:seen))
+        ORDER BY rank, s.rowid DESC
+        LIMIT :limit
+    )
+"""
+    + _SQLITE_LOCATE
+    + "ORDER BY 1, 2 DESC"
+)
+
+# The session's messages by data id: above `:after`, and among `:ids` (a JSON array) if given.
+_SQLITE_MESSAGES: Final = (
+    """
+    WITH hits AS (
+        SELECT d.id AS id, 0.0 AS rank
+        FROM pygents_message_data AS d
+        WHERE {scope} AND d.id > :after
+          AND (:ids IS NULL OR d.id IN (SELECT value FROM json_each(:ids)))
+        ORDER BY d.id
+        LIMIT :limit
+    )
+"""
+    + _SQLITE_LOCATE
+    + "ORDER BY 2"
+)
 
 
 def search_sqlite(
@@ -295,15 +320,35 @@ _INHERITED: Final = f"""(
         EXISTS (
             SELECT 1 FROM pygents_live_rows AS r JOIN {_SEGMENTS} AS seg
                 ON r.session_id = seg.source AND r.position >= seg.low AND r.position < seg.high
-            WHERE r.data_id = s.rowid
+            WHERE r.data_id = d.id
         )
         OR EXISTS (
             SELECT 1 FROM pygents_archive_rows AS r JOIN {_SEGMENTS} AS seg
                 ON r.session_id = seg.source AND r.id <= seg.top
-            WHERE r.data_id = s.rowid
+            WHERE r.data_id = d.id
         )
     )
 )"""
+
+
+def messages_sqlite(
+    session_id: str, after: int, ids: list[int] | None, limit: int, db: sqlite3.Connection
+) -> list[HistoryHit]:
+    """The session's messages with a data id above `after` (and in `ids`, if given), by
+    id: `ContextStore.messages_after` and `messages_with_ids`. Run it in a read transaction."""
+    segments = sqlite_segments(db, session_id)
+    scope = _OWN if len(segments) == 1 else _INHERITED
+    rows = db.execute(
+        _SQLITE_MESSAGES.format(scope=scope),
+        {
+            "session": session_id,
+            "segments": orjson.dumps(segments).decode(),
+            "after": after,
+            "ids": None if ids is None else orjson.dumps(ids).decode(),
+            "limit": limit,
+        },
+    ).fetchall()
+    return [_hit(session_id, *row) for row in rows]
 
 
 def live_ids_sqlite(session_id: str, count: int, db: sqlite3.Connection) -> list[int] | None:
@@ -462,6 +507,73 @@ async def search_postgres(
             if len(hits) == limit:
                 break
     return hits
+
+
+# The session's messages by `message_id`: above `after`, and among `ids` if given.
+_POSTGRES_MESSAGES: Final = """
+    WITH seg AS (
+        SELECT * FROM unnest(%(sources)s::text[], %(lows)s::bigint[], %(highs)s::bigint[],
+                             %(tops)s::bigint[]) AS seg (source, low, high, top)
+    ),
+    hits AS (
+        SELECT * FROM (
+            SELECT m.message_id, false AS archived, m.session_id AS source, m.position AS key
+            FROM pygents_messages AS m JOIN seg ON m.session_id = seg.source
+                AND m.position >= seg.low AND m.position < seg.high
+            WHERE m.message_id > %(after)s
+              AND (%(ids)s::bigint[] IS NULL OR m.message_id = ANY (%(ids)s::bigint[]))
+            UNION ALL
+            SELECT a.message_id, true, a.session_id, a.id
+            FROM pygents_archive AS a JOIN seg ON a.session_id = seg.source
+                AND a.id <= seg.top
+            WHERE a.message_id > %(after)s
+              AND (%(ids)s::bigint[] IS NULL OR a.message_id = ANY (%(ids)s::bigint[]))
+        ) AS found
+        ORDER BY message_id
+        LIMIT %(limit)s
+    )
+    SELECT hits.message_id, hits.archived, hits.key, m.run_id, m.tokens, m.data
+    FROM hits JOIN pygents_messages AS m
+        ON NOT hits.archived AND m.session_id = hits.source AND m.position = hits.key
+    UNION ALL
+    SELECT hits.message_id, hits.archived, hits.key, a.run_id, a.tokens, a.data
+    FROM hits JOIN pygents_archive AS a ON hits.archived AND a.id = hits.key
+    ORDER BY 1
+"""
+
+
+async def messages_postgres(
+    session_id: str, after: int, ids: list[int] | None, limit: int, conn: AsyncConnection[Any]
+) -> list[HistoryHit]:
+    """`messages_sqlite` on PostgreSQL, by `message_id`, in one repeatable-read transaction."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        segments = await postgres_segments(conn, session_id)
+        sources, lows, highs, tops = (list(column) for column in zip(*segments, strict=True))
+        cursor = await conn.execute(
+            _POSTGRES_MESSAGES,
+            {
+                "sources": sources,
+                "lows": lows,
+                "highs": highs,
+                "tops": tops,
+                "after": after,
+                "ids": ids,
+                "limit": limit,
+            },
+            binary=True,
+        )
+        return [
+            HistoryHit(
+                message=decode(session_id, key, tokens, data),
+                archived=archived,
+                position=key,
+                id=message_id,
+                score=0.0,
+                run_id=run_id,
+            )
+            for message_id, archived, key, run_id, tokens, data in await cursor.fetchall()
+        ]
 
 
 async def live_ids_postgres(

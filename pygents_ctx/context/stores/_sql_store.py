@@ -37,6 +37,7 @@ from pygents_ctx.context.stores._common import (
     new_session_id,
     require_run_id,
 )
+from pygents_ctx.context.stores._lineage import LOWEST
 from pygents_ctx.context.stores._paged import check_batch, iter_pages
 from pygents_ctx.context.stores._records import check_call_id, check_decision, check_snapshot
 from pygents_ctx.context.stores.base import (
@@ -46,7 +47,12 @@ from pygents_ctx.context.stores.base import (
     SessionSnapshot,
 )
 from pygents_ctx.context.stores.lease import fenced
-from pygents_ctx.context.stores.search import HistoryHit, check_search
+from pygents_ctx.context.stores.search import (
+    HistoryHit,
+    check_message_ids,
+    check_messages_after,
+    check_search,
+)
 
 if TYPE_CHECKING:
     from pygents_ctx.context.stores._lease_sql import LeaseState
@@ -230,6 +236,12 @@ class Dialect(ABC, Generic[C]):
     @abstractmethod
     def search(self, session_id: str, query: str, limit: int) -> Awaitable[list[HistoryHit]]:
         """The best `limit` matches for `query` in the session's full-text index."""
+
+    @abstractmethod
+    def messages(
+        self, session_id: str, after: int, ids: list[int] | None, limit: int
+    ) -> Awaitable[list[HistoryHit]]:
+        """The session's messages with an id above `after` (and in `ids`), by id."""
 
     def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
         """The ids `search` gives the oldest `count` live messages (None: not known)."""
@@ -560,6 +572,20 @@ class SQLStore(ContextStore, Generic[C]):
         """
         query, limit = check_search(query, limit)
         return await self._sql.search(self.session_id, query, limit)
+
+    async def messages_after(self, after: int, *, limit: int = 1000) -> list[HistoryHit]:
+        """The session's messages whose id is above `after`, by id (see
+        `ContextStore.messages_after`): one indexed read."""
+        after, limit = check_messages_after(after, limit)
+        return await self._sql.messages(self.session_id, after, None, limit)
+
+    async def messages_with_ids(self, ids: Iterable[int]) -> list[HistoryHit]:
+        """Where the messages with these ids are now, by id (see
+        `ContextStore.messages_with_ids`)."""
+        wanted = check_message_ids(ids)
+        if not wanted:
+            return []
+        return await self._sql.messages(self.session_id, LOWEST, wanted, len(wanted))
 
     async def _live_ids(self, count: int) -> list[int] | None:
         return await self._sql.live_ids(self.session_id, count)

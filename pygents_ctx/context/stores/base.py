@@ -59,7 +59,14 @@ from pygents_ctx.context.stores.protocols import (
     TranscriptStore,
     UsageStore,
 )
-from pygents_ctx.context.stores.search import HistoryHit, candidate, check_search, rank
+from pygents_ctx.context.stores.search import (
+    HistoryHit,
+    candidate,
+    check_message_ids,
+    check_messages_after,
+    check_search,
+    rank,
+)
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import UsageRecord
 
@@ -270,6 +277,49 @@ class ContextStore(
             for index, message in enumerate(part)
         ]
         return rank(candidates, query, limit)
+
+    async def messages_after(self, after: int, *, limit: int = 1000) -> list[HistoryHit]:
+        """The session's messages, live and archived, whose id is above `after`, by id.
+
+        What an index of one's own (`pygents_ctx.memory.SemanticRecall`)
+        catches up with: page through the session with `after` set to the
+        last id read. Each hit says where the message is now, as `search`
+        does (`score` is 0). Ids only grow as messages are written, except
+        that a SQLite database may give a deleted newest row's id again.
+
+        The memory, SQLite and PostgreSQL stores have it; this default
+        (for stores of your own, which keep no ids) raises.
+
+        Args:
+            after: A message id (`HistoryHit.id`); 0 reads from the first.
+            limit: The most messages to return.
+
+        Raises:
+            TypeError: `after` or `limit` is not an int.
+            ValueError: `limit` is less than 1.
+            NotImplementedError: The store keeps no message ids (this default).
+        """
+        check_messages_after(after, limit)
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no message ids, so it cannot list messages by id; "
+            "use MemoryContextStore, SQLiteContextStore or PostgresContextStore"
+        )
+
+    async def messages_with_ids(self, ids: Iterable[int]) -> list[HistoryHit]:
+        """Where the messages with these ids are now in the session, by id.
+
+        An id the session does not hold (any more) is left out. Each hit is
+        as `search` returns it (`score` is 0).
+
+        Raises:
+            TypeError: `ids` is not an iterable of ints.
+            NotImplementedError: The store keeps no message ids (this default).
+        """
+        check_message_ids(ids)
+        raise NotImplementedError(
+            f"{type(self).__name__} keeps no message ids, so it cannot find messages by id; "
+            "use MemoryContextStore, SQLiteContextStore or PostgresContextStore"
+        )
 
     async def _live_ids(self, count: int) -> list[int] | None:
         """The ids of the oldest `count` live messages (what a summary of them records);

@@ -383,6 +383,14 @@ class AutoCompactStore(ContextStore):
     async def _live_ids(self, count: int) -> list[int] | None:
         return await self.inner._live_ids(count)
 
+    async def messages_after(self, after: int, *, limit: int = 1000) -> list[HistoryHit]:
+        """The inner store's `messages_after`."""
+        return await self.inner.messages_after(after, limit=limit)
+
+    async def messages_with_ids(self, ids: Iterable[int]) -> list[HistoryHit]:
+        """The inner store's `messages_with_ids`."""
+        return await self.inner.messages_with_ids(ids)
+
     async def token_count(self) -> int:
         """The inner store's live token count."""
         return await self.inner.token_count()

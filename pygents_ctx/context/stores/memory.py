@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import NamedTuple
 
@@ -40,6 +41,8 @@ from pygents_ctx.context.stores.lease import InProcessLeases
 from pygents_ctx.context.stores.search import (
     HistoryHit,
     candidate,
+    check_message_ids,
+    check_messages_after,
     check_search,
     indexed_text,
     rank,
@@ -214,6 +217,45 @@ class MemoryContextStore(ContextStore):
             for index, (message, run_id, message_id) in enumerate(part)
         ]
         return rank(candidates, query, limit)
+
+    async def messages_after(self, after: int, *, limit: int = 1000) -> list[HistoryHit]:
+        """The session's messages whose id is above `after`, by id (see
+        `ContextStore.messages_after`): a scan of the session."""
+        after, limit = check_messages_after(after, limit)
+        return heapq.nsmallest(
+            limit, self._located(lambda message_id: message_id > after), key=_by_id
+        )
+
+    async def messages_with_ids(self, ids: Iterable[int]) -> list[HistoryHit]:
+        """Where the messages with these ids are now, by id (see
+        `ContextStore.messages_with_ids`)."""
+        wanted = set(check_message_ids(ids))
+        return sorted(self._located(wanted.__contains__), key=_by_id)
+
+    def _located(self, keep: Callable[[int], bool]) -> Iterator[HistoryHit]:
+        """The session's messages whose id `keep` keeps, where `search` says they are."""
+        for index, entry in enumerate(self._archive):
+            if keep(entry.id):
+                yield HistoryHit(
+                    message=entry.message,
+                    archived=True,
+                    position=index,
+                    id=entry.id,
+                    score=0.0,
+                    run_id=entry.run_id,
+                )
+        for index, (message, run_id, message_id) in enumerate(
+            zip(self._messages, self._runs, self._ids, strict=True)
+        ):
+            if keep(message_id):
+                yield HistoryHit(
+                    message=message,
+                    archived=False,
+                    position=index,
+                    id=message_id,
+                    score=0.0,
+                    run_id=run_id,
+                )
 
     def _counted(self, message_id: int, message: Message) -> Counter[str]:
         found = self._words.get(message_id)
@@ -508,6 +550,10 @@ class MemoryContextStore(ContextStore):
         if self._leases is not None:  # a holder's next write is refused: its lease is gone
             self._leases = InProcessLeases()
         return 1
+
+
+def _by_id(hit: HistoryHit) -> int:
+    return hit.id or 0
 
 
 def _storable(messages: Iterable[Message]) -> list[Message]:

@@ -254,6 +254,11 @@ class PostgresDialect(Dialect[PostgresConnection]):
         """From the tsvector index, kept by each write; a hit's `id` is its `message_id`."""
         return self.run(search_sql.search_postgres, session_id, query, limit)
 
+    def messages(
+        self, session_id: str, after: int, ids: list[int] | None, limit: int
+    ) -> Awaitable[list[HistoryHit]]:
+        return self.run(search_sql.messages_postgres, session_id, after, ids, limit)
+
     def count(self, session_id: str) -> Awaitable[int]:
         return self.run(ops.scalar, ops.MESSAGE_COUNT, session_id)
 

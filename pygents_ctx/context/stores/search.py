@@ -40,7 +40,12 @@ from typing import Any, Final
 from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 # Public: these. The helpers below (`words`, `check_search`, `rank`, ...) serve the stores.
-__all__ = ["MAX_SEARCH_LIMIT", "MAX_SEARCH_QUERY", "HistoryHit", "search_text"]
+__all__ = [
+    "MAX_SEARCH_LIMIT",
+    "MAX_SEARCH_QUERY",
+    "HistoryHit",
+    "search_text",
+]
 
 INDEXED_CHARACTERS: Final = 100_000
 """How much of a text's words a search indexes, in characters: an offloaded result's
@@ -288,6 +293,37 @@ def check_search(query: object, limit: object) -> tuple[str, int]:
             f"not {limit}; ask for fewer hits, or refine the query"
         )
     return query, limit
+
+
+def check_messages_after(after: object, limit: object) -> tuple[int, int]:
+    """The arguments of `messages_after`, checked.
+
+    Raises:
+        TypeError: `after` or `limit` is not an int.
+        ValueError: `limit` is less than 1.
+    """
+    if isinstance(after, bool) or not isinstance(after, int):
+        raise TypeError(f"messages_after takes a message id (an int), not {type(after).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"messages_after limit must be an int, not {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"messages_after limit must be at least 1, not {limit}")
+    return after, limit
+
+
+def check_message_ids(ids: object) -> list[int]:
+    """The ids `messages_with_ids` looks up: distinct, in the order given.
+
+    Raises:
+        TypeError: `ids` is a str or not iterable, or holds something not an int.
+    """
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise TypeError(f"messages_with_ids takes an iterable of message ids, not {ids!r}")
+    checked = list(dict.fromkeys(ids))
+    for item in checked:
+        if isinstance(item, bool) or not isinstance(item, int):
+            raise TypeError(f"a message id is an int, not {item!r}")
+    return checked
 
 
 def search_text(message: Message) -> str:

@@ -156,6 +156,13 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         with the messages written since the last search (appends do not index)."""
         return self.run(_caught_up, partial(search_sql.search_sqlite, session_id, query, limit))
 
+    def messages(
+        self, session_id: str, after: int, ids: list[int] | None, limit: int
+    ) -> Awaitable[list[HistoryHit]]:
+        """In one read transaction (the search index plays no part)."""
+        read = partial(search_sql.messages_sqlite, session_id, after, ids, limit)
+        return self.run(_read, read)
+
     def count(self, session_id: str) -> Awaitable[int]:
         sql = "SELECT message_count FROM pygents_sessions WHERE session_id = ?"
         return self.conn.run(partial(ops.scalar, sql=sql, session_id=session_id))
@@ -263,6 +270,11 @@ class SQLiteContextStore(SQLStore[SQLiteConnection]):
     """
 
     _dialect = SQLiteDialect
+
+
+def _read(read: Callable[[Db], T], db: Db) -> T:
+    """`read(db)` in a read transaction."""
+    return ops.in_transaction(db, work=read, begin="BEGIN")
 
 
 def _caught_up(read: Callable[[Db], T], db: Db) -> T:

@@ -1,0 +1,100 @@
+"""`messages_after` and `messages_with_ids`: a session's messages by id, where `search`
+says they are, on the memory, SQLite and PostgreSQL stores alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from pygents_ctx import Message
+from pygents_ctx.context.stores import ContextStore, HistoryHit
+
+from .conftest import MakeStore
+
+
+def located(hits: list[HistoryHit]) -> list[tuple[int | None, bool, int, str]]:
+    return [(hit.id, hit.archived, hit.position, hit.message.text) for hit in hits]
+
+
+async def test_pages_by_id_through_archive_and_live_history_as_search_locates(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store(*(Message("user", f"note {i} kiwi{i}") for i in range(6)))
+    await store.replace_prefix(3, [Message("assistant", "summary kiwisum")], run_id="r1")
+    everything = await store.messages_after(0, limit=100)
+    assert [hit.message.text for hit in everything] == [
+        *(f"note {i} kiwi{i}" for i in range(6)),
+        "summary kiwisum",
+    ]
+    ids = [hit.id for hit in everything]
+    assert ids == sorted(ids)
+    assert [hit.archived for hit in everything] == [True] * 3 + [False] * 4
+    assert everything[-1].run_id == "r1"
+    for hit in everything:  # ids and places are those search gives
+        (found,) = await store.search(hit.message.text.split()[-1])
+        assert located([found]) == located([hit])
+    paged: list[HistoryHit] = []
+    after = 0
+    while page := await store.messages_after(after, limit=2):
+        paged += page
+        after = page[-1].id or 0
+    assert located(paged) == located(everything)
+    wanted = [ids[5], ids[1], 10**9]
+    assert located(await store.messages_with_ids(wanted)) == located([everything[1], everything[5]])
+    assert await store.messages_with_ids([]) == []
+
+
+async def test_a_fork_lists_what_it_reads_of_its_source_and_not_what_came_after(
+    make_store: MakeStore,
+) -> None:
+    source = await make_store(*(Message("user", f"m{i}") for i in range(4)))
+    await source.replace_prefix(1, [])
+    inherited = await source.messages_after(0)
+    fork = await source.fork(at=2)
+    await fork.append(Message("user", "fork's"))
+    await source.append(Message("user", "source's"))
+    texts = [hit.message.text for hit in await fork.messages_after(0)]
+    assert texts == ["m0", "m1", "m2", "fork's"]
+    assert located(await fork.messages_with_ids(h.id for h in inherited if h.id is not None)) == (
+        located(inherited[:3])
+    )
+
+
+async def test_removed_messages_are_not_listed(make_store: MakeStore) -> None:
+    store = await make_store(*(Message("user", f"m{i}") for i in range(4)))
+    before = await store.messages_after(0)
+    await store.rewind(2)
+    assert await store.messages_with_ids(h.id for h in before if h.id is not None) == before[:2]
+    await store.clear()
+    assert await store.messages_after(0) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda s: s.messages_after("1"), TypeError, r"message id \(an int\)"),
+        (lambda s: s.messages_after(0, limit=0), ValueError, "at least 1"),
+        (lambda s: s.messages_with_ids("12"), TypeError, "iterable of message ids"),
+        (lambda s: s.messages_with_ids([1, "2"]), TypeError, "a message id is an int"),
+    ],
+)
+async def test_bad_arguments_are_refused(
+    make_store: MakeStore, call: object, error: type, words: str
+) -> None:
+    store = await make_store(Message("user", "m"))
+    with pytest.raises(error, match=words):
+        await call(store)  # type: ignore[operator]
+
+
+async def test_a_store_without_ids_says_which_stores_have_them() -> None:
+    class ListStore(ContextStore):
+        async def append(self, message: Message, *, run_id: str | None = None) -> None: ...
+
+        async def get_history(
+            self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
+        ) -> list[Message]:
+            return []
+
+    with pytest.raises(NotImplementedError, match="SQLiteContextStore"):
+        await ListStore().messages_after(0)
+    with pytest.raises(NotImplementedError, match="keeps no message ids"):
+        await ListStore().messages_with_ids([1])

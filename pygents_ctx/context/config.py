@@ -13,6 +13,7 @@ from pygents_ctx._resources import injectable
 from pygents_ctx.context.stores._common import new_session_id
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, keeps_checkpoints
 from pygents_ctx.context.stores.memory import MemoryContextStore
+from pygents_ctx.context.stores.recall import HistoryRecall
 from pygents_ctx.context.strategies.base import ContextStrategy, Measure
 from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.pinned import PinnedWindow
@@ -80,11 +81,15 @@ class ContextConfig:
             those messages gives the agent its state back. Off by default:
             each checkpoint writes the whole state, which changes at every
             step (see the stores guide for what it costs).
+        recall: What `search_history` searches the store with instead of
+            `store.search`: `SemanticRecall(vectors, embedder)` (from
+            `pygents_ctx.memory`) adds a search by meaning, fused with the
+            full-text one. None (the default): the store's full-text search.
 
     Raises:
         TypeError: `store` is not a `ContextStore`, `strategy` is a class or
             has no `compact()`, `retention` is not a `HistoryRetention`, or
-            `checkpoints` is not a bool.
+            `checkpoints` is not a bool, or `recall` has no async `search(store, query)`.
         ValueError: `retention` is `RUN` and `store` has no `clear_run()`, or
             `checkpoints` is True and `store` keeps no checkpoints.
 
@@ -100,6 +105,7 @@ class ContextConfig:
         "_store",
         "_unsaved",
         "checkpoints",
+        "recall",
         "retention",
         "strategy",
     )
@@ -111,6 +117,7 @@ class ContextConfig:
         *,
         retention: HistoryRetention = HistoryRetention.PERMANENT,
         checkpoints: bool = False,
+        recall: HistoryRecall | None = None,
     ) -> None:
         if not isinstance(store, ContextStore):
             raise TypeError(f"ContextConfig store must be a ContextStore, not {store!r}")
@@ -144,7 +151,13 @@ class ContextConfig:
                 f"{type(store).__name__} does not override save_checkpoint(): implement it, "
                 "or use MemoryContextStore, SQLiteContextStore or PostgresContextStore"
             )
+        if recall is not None and not isinstance(recall, HistoryRecall):
+            raise TypeError(
+                "ContextConfig recall must have an async search(store, query, limit=...), "
+                f"e.g. SemanticRecall(vectors, embedder), not {recall!r}"
+            )
         self.checkpoints = checkpoints
+        self.recall = recall
         self._store = store
         self.strategy: ContextStrategy = StableWindow() if strategy is None else strategy
         self.retention = retention
@@ -191,7 +204,11 @@ class ContextConfig:
         strategy = _own_copy(self.strategy)
         # Until the fork is made, the child holds this store only to say what it is.
         child = ContextConfig(
-            self._store, strategy, retention=self.retention, checkpoints=self.checkpoints
+            self._store,
+            strategy,
+            retention=self.retention,
+            checkpoints=self.checkpoints,
+            recall=self.recall,
         )
         if self.retention is HistoryRetention.NONE:
             child._unsaved = list(self._unsaved)
@@ -208,7 +225,9 @@ class ContextConfig:
         """
         strategy = _own_copy(self.strategy)
         history = await self.history()
-        child = ContextConfig(await self.ready(), strategy, retention=HistoryRetention.NONE)
+        child = ContextConfig(
+            await self.ready(), strategy, retention=HistoryRetention.NONE, recall=self.recall
+        )
         child._unsaved = history
         return child
 

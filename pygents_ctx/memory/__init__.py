@@ -9,6 +9,8 @@ backends that share the context stores' connections (`connect()` for SQLite,
 - Embeddings: the `Embedder` protocol and `HashingEmbedder`, its dependency-free
   default.
 - `VectorStore`: documents searched by embedding, with metadata filters.
+- `SemanticRecall`: a conversation's search by meaning over a `VectorStore`,
+  fused with the store's full-text search (`ContextConfig(recall=...)`).
 - `GraphStore`: a knowledge graph of entities and relationships, with
   breadth-first `neighbors()`.
 - `BlobStore`: named binary artifacts with a content type, streamed in chunks.
@@ -51,6 +53,7 @@ from pygents_ctx.memory.graph import (
     SQLiteGraphStore,
     Subgraph,
 )
+from pygents_ctx.memory.recall import SemanticRecall
 from pygents_ctx.memory.selection import BM25Selector, SemanticSelector
 from pygents_ctx.memory.tasks import (
     InMemoryTaskStore,
@@ -101,6 +104,7 @@ __all__ = [
     "SQLiteTaskStore",
     "SQLiteVectorStore",
     "SearchResult",
+    "SemanticRecall",
     "SemanticSelector",
     "Subgraph",
     "Task",

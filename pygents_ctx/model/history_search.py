@@ -14,6 +14,10 @@ The model calls `search_history(query, limit=5)` and reads the hits as JSON,
 whole text, not the stub the message shows) also has `offloaded`: the handles
 to read with `read_tool_result`. The model's own searching is left out of the hits:
 messages made only of `search_history` calls, and their results.
+
+With `ContextConfig(store, recall=SemanticRecall(vectors, embedder))` the
+search is the recall's (full-text and semantic hits fused): the same tool,
+the same arguments and result, better hits for a question in other words.
 """
 
 from __future__ import annotations
@@ -77,7 +81,11 @@ async def _search_history(
             "ask for fewer matches, or use more distinctive words"
         )
     # Room for the model's own searches, which are left out.
-    hits = await store.search(query, limit=min(limit * 2 + 10, MAX_SEARCH_LIMIT))
+    wanted = min(limit * 2 + 10, MAX_SEARCH_LIMIT)
+    if context.recall is None:
+        hits = await store.search(query, limit=wanted)
+    else:
+        hits = await context.recall.search(store, query, limit=wanted)
     shown: list[dict[str, Any]] = []
     for hit in hits:
         if _own_search(hit.message):

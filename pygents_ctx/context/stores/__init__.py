@@ -31,6 +31,7 @@ from pygents_ctx.context.stores.protocols import (
     TranscriptStore,
     UsageStore,
 )
+from pygents_ctx.context.stores.recall import HistoryRecall
 from pygents_ctx.context.stores.search import (
     MAX_SEARCH_LIMIT,
     MAX_SEARCH_QUERY,
@@ -56,6 +57,7 @@ __all__ = [
     "ConcurrentModificationError",
     "ContextStore",
     "HistoryHit",
+    "HistoryRecall",
     "HistoryRetention",
     "JournalStore",
     "LeaseLostError",

@@ -1,0 +1,401 @@
+"""`SemanticRecall`: a conversation's search by meaning, fused with its full-text search.
+
+`ContextStore.search` finds the messages that share words with a query. A
+question put in other words ("what is the door passcode?" for "the gate code
+is 4417") needs a search by meaning: `SemanticRecall` keeps an embedding of
+every message of a session in a `VectorStore` and fuses the two rankings.
+Give it to the agent's context, and `search_history` uses it:
+
+    recall = SemanticRecall(SQLiteVectorStore(conn), embedder)
+    agent = Agent(..., context=ContextConfig(store, recall=recall))
+
+How it works:
+
+- **Lazily indexed.** Appending a message does nothing here: the turn pays
+  nothing. A search first catches up (`catch_up`): it reads the messages
+  written since the last one (`ContextStore.messages_after`), embeds them in
+  batches of `batch_size` and stores their vectors; call `catch_up` yourself
+  (after a turn, in a background task) to keep the first search quick.
+- **One collection per session**, named `<collection>:<session id>`, each
+  document the message's id (`HistoryHit.id`) with its searched text
+  (`search.indexed_text`). How far a session is indexed (the newest id) is a
+  document of `<collection>:indexed`, stored after each batch. Indexing is
+  idempotent by message id: documents are upserted, so a batch embedded again
+  (after a crash between its write and its mark, or by two processes at once)
+  is stored once. A fork is a session of its own: its first search indexes
+  the history it inherits.
+- **Fused.** `search` asks the store's full-text search and the vector store
+  for `pool` hits each and merges them by reciprocal rank fusion (each list
+  adds `1 / (fusion_k + rank)` to a message's score); the hits are the
+  store's `HistoryHit`s (ids, positions, the archived flag) with that score.
+  A vector hit is looked up where its message is now
+  (`ContextStore.messages_with_ids`): a message removed since (a rewind, a
+  cleared run) is left out, and one whose id now holds another text (SQLite
+  may give a deleted row's id again) is embedded again and left out of this
+  search. A vector hit with a cosine similarity of 0 or less (unrelated) is
+  left out.
+- **Failures.** If the embedder or the vector store fails, `search` returns
+  the full-text hits alone, logs a warning on the `pygents_ctx` logger and
+  keeps the error in `last_error`; nothing is lost (the index catches up at a
+  later search). `catch_up` raises the error.
+- **Erasing.** `erase` erases sessions from the store and their vectors;
+  `forget(session_id)` drops one session's vectors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Final
+
+from pygents_ctx.context.stores.base import ContextStore
+from pygents_ctx.context.stores.search import (
+    MAX_SEARCH_LIMIT,
+    HistoryHit,
+    check_search,
+    indexed_text,
+    words,
+)
+from pygents_ctx.errors import CollectionNotFoundError
+from pygents_ctx.memory.embedders import Embedder
+from pygents_ctx.memory.vectors.base import VectorDocument, VectorStore
+
+__all__ = ["SemanticRecall"]
+
+logger = logging.getLogger("pygents_ctx")
+
+_MARKS: Final = "indexed"
+
+
+class SemanticRecall:
+    """Search a session by meaning and by words, fused: what `ContextConfig(recall=...)` takes.
+
+    See the module docstring for how it indexes, fuses and fails.
+
+    Args:
+        vectors: Where the embeddings are kept (`InMemoryVectorStore`,
+            `SQLiteVectorStore`, `PostgresVectorStore`); its own embedder, if
+            any, is not used.
+        embedder: Embeds the messages and the queries.
+        collection: The prefix of the collections it makes.
+        batch_size: The most messages embedded in one `embed` call, and
+            read from the store in one page.
+        pool: How many hits each of the two searches contributes before
+            fusion (at least a search's `limit`).
+        fusion_k: Reciprocal rank fusion's constant: larger evens out the
+            weight of the first ranks.
+
+    Raises:
+        TypeError: An argument has the wrong type.
+        ValueError: `collection` is empty, or a number is below 1.
+
+    Examples:
+        >>> import asyncio
+        >>> from pygents_ctx import HashingEmbedder, InMemoryVectorStore, Message
+        >>> from pygents_ctx import MemoryContextStore
+        >>> recall = SemanticRecall(InMemoryVectorStore(), HashingEmbedder(64))
+        >>> async def main():
+        ...     store = MemoryContextStore([Message("user", "The gate code is 4417.")])
+        ...     hits = await recall.search(store, "gate code")
+        ...     return [(hit.id, hit.message.text) for hit in hits]
+        >>> asyncio.run(main())
+        [(1, 'The gate code is 4417.')]
+    """
+
+    def __init__(
+        self,
+        vectors: VectorStore,
+        embedder: Embedder,
+        *,
+        collection: str = "pygents_recall",
+        batch_size: int = 256,
+        pool: int = 40,
+        fusion_k: int = 60,
+    ) -> None:
+        if not isinstance(vectors, VectorStore):
+            raise TypeError(
+                f"SemanticRecall vectors must be a VectorStore (e.g. SQLiteVectorStore(conn)), "
+                f"not {vectors!r}"
+            )
+        if not isinstance(embedder, Embedder):
+            raise TypeError(
+                f"SemanticRecall embedder must have an async embed(texts) method, not {embedder!r}"
+            )
+        if not isinstance(collection, str):
+            raise TypeError(f"SemanticRecall collection must be a str, not {collection!r}")
+        if not collection or "\x00" in collection:
+            raise ValueError(
+                f"SemanticRecall collection must be a non-empty name without NUL, "
+                f"not {collection!r}; e.g. 'pygents_recall'"
+            )
+        for name, value in (("batch_size", batch_size), ("pool", pool), ("fusion_k", fusion_k)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise TypeError(f"SemanticRecall {name} must be an int, not {value!r}")
+            if value < 1:
+                raise ValueError(f"SemanticRecall {name} must be at least 1, not {value}")
+        self._vectors = vectors
+        self._embedder = embedder
+        self._prefix = collection
+        self._batch_size = batch_size
+        self._pool = pool
+        self._fusion_k = fusion_k
+        self._lock = asyncio.Lock()
+        self.last_error: Exception | None = None
+        """The error of the last search whose semantic half failed, or None."""
+
+    def __repr__(self) -> str:
+        return (
+            f"SemanticRecall({type(self._vectors).__name__}, {self._embedder!r}, "
+            f"collection={self._prefix!r})"
+        )
+
+    def collection_of(self, session_id: str) -> str:
+        """The vector collection that holds `session_id`'s embeddings."""
+        return f"{self._prefix}:{session_id}"
+
+    # -- indexing --------------------------------------------------------------
+
+    async def catch_up(self, store: ContextStore) -> int:
+        """Embed the messages of `store`'s session written since the last catch-up.
+
+        Reads them by id (`store.messages_after`), `batch_size` at a time,
+        embeds each batch in one `embed` call and upserts it, then records
+        the newest id: an interrupted catch-up resumes at its last whole
+        batch. Messages without a word (`search.words`) are not embedded, and
+        those the embedder gives a vector of zeros are not stored.
+
+        Returns:
+            How many messages were embedded.
+
+        Raises:
+            NotImplementedError: The store keeps no message ids.
+            Exception: What the embedder or the vector store raised; what
+                earlier batches stored stays, and the next call resumes.
+        """
+        async with self._lock:
+            session = store.session_id
+            indexed = await self._still_held(store, await self._indexed_through(session))
+            done = 0
+            while True:
+                hits = await store.messages_after(indexed, limit=self._batch_size)
+                if not hits:
+                    return done
+                done += await self._embed_hits(session, hits)
+                indexed = max(hit.id or 0 for hit in hits)
+                await self._mark(session, indexed)
+
+    async def _still_held(self, store: ContextStore, indexed: int) -> int:
+        """The newest id up to `indexed` whose message the session still holds as it was
+        embedded: where a catch-up reads on from (0: from the start).
+
+        Usually `indexed` itself. A rewind, `clear` or `clear_run` may remove the newest
+        messages, and SQLite gives the ids of a table's newest deleted rows to the next
+        rows written: the ids are probed downwards (64, then 4 times more at each step)
+        until one holds the text its vector was made from.
+        """
+        name = self.collection_of(store.session_id)
+        high, span = indexed + 1, 64
+        while high > 1:
+            low = max(high - span, 1)
+            held = await store.messages_with_ids(range(low, high))
+            for hit in sorted(held, key=_by_id, reverse=True):
+                try:
+                    document = await self._vectors.get(name, str(hit.id))
+                except CollectionNotFoundError:
+                    return 0
+                if document is not None and document.text == indexed_text(hit.message):
+                    return hit.id or 0
+            high, span = low, span * 4
+        return 0
+
+    async def _embed_hits(self, session: str, hits: Sequence[HistoryHit]) -> int:
+        documents = [(hit, indexed_text(hit.message)) for hit in hits]
+        documents = [(hit, text) for hit, text in documents if words(text)]
+        if not documents:
+            return 0
+        vectors = await self._embed([text for _, text in documents])
+        # A vector of zeros has no direction: nothing is near it (the text's words still
+        # find the message).
+        kept = [
+            VectorDocument(str(hit.id), text, embedding=tuple(vector))
+            for (hit, text), vector in zip(documents, vectors, strict=True)
+            if any(vector)
+        ]
+        if kept:
+            name = self.collection_of(session)
+            await self._vectors.create_collection(name, len(vectors[0]))
+            await self._vectors.upsert(name, kept)
+        return len(kept)
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = await self._embedder.embed(texts)
+        if len(vectors) != len(texts) or not vectors:
+            raise ValueError(
+                f"the embedder returned {len(vectors)} vectors for {len(texts)} texts; "
+                "embed(texts) must return one vector per text"
+            )
+        return vectors
+
+    async def _indexed_through(self, session: str) -> int:
+        try:
+            mark = await self._vectors.get(self._marks(), session)
+        except CollectionNotFoundError:
+            return 0
+        return 0 if mark is None else int(mark.metadata["through"])
+
+    async def _mark(self, session: str, through: int) -> None:
+        await self._vectors.create_collection(self._marks(), 1)
+        await self._vectors.upsert(
+            self._marks(),
+            [VectorDocument(session, "", {"through": through}, embedding=(1.0,))],
+        )
+
+    def _marks(self) -> str:
+        return f"{self._prefix}:{_MARKS}"
+
+    # -- searching -------------------------------------------------------------
+
+    async def search(self, store: ContextStore, query: str, *, limit: int = 5) -> list[HistoryHit]:
+        """The messages of `store`'s session that best match `query`, by words or by meaning.
+
+        The store's full-text hits and the semantic hits (after a
+        `catch_up`), fused by reciprocal rank: a message both find comes
+        first. Each hit is a `HistoryHit` as `store.search` gives it (id,
+        position, archived), its `score` the fused one. If the semantic half
+        fails, the full-text hits alone (see the module docstring).
+
+        Args:
+            store: The session to search.
+            query: Plain text, at most `MAX_SEARCH_QUERY` characters.
+            limit: The most hits, 1 to `MAX_SEARCH_LIMIT`.
+
+        Raises:
+            TypeError, ValueError: The query or limit is unusable (as
+                `ContextStore.search`); nothing is read.
+            NotImplementedError: The store keeps no message ids.
+        """
+        query, limit = check_search(query, limit)
+        pool = min(max(self._pool, limit), MAX_SEARCH_LIMIT)
+        lexical = await store.search(query, limit=pool)
+        try:
+            semantic = await self.semantic_search(store, query, limit=pool)
+        except NotImplementedError:
+            raise
+        except Exception as error:
+            self.last_error = error
+            logger.warning(
+                "semantic recall failed for session %r (%s: %s); "
+                "search_history answers with the full-text hits alone",
+                store.session_id,
+                type(error).__name__,
+                error,
+            )
+            return lexical[:limit]
+        self.last_error = None
+        return self._fused([lexical, semantic], limit)
+
+    async def semantic_search(
+        self, store: ContextStore, query: str, *, limit: int = 5
+    ) -> list[HistoryHit]:
+        """The messages closest in meaning to `query`, after a `catch_up`; `score` is the
+        cosine similarity.
+
+        Raises:
+            TypeError, ValueError: The query or limit is unusable.
+            Exception: What the embedder or the vector store raised.
+        """
+        query, limit = check_search(query, limit)
+        await self.catch_up(store)
+        name = self.collection_of(store.session_id)
+        try:
+            found = await self._vectors.search(name, (await self._embed([query]))[0], k=limit)
+        except CollectionNotFoundError:
+            return []  # nothing indexed yet: no message has a word
+        located = {hit.id: hit for hit in await store.messages_with_ids(int(r.id) for r in found)}
+        hits: list[HistoryHit] = []
+        stale: list[HistoryHit] = []
+        for result in found:
+            hit = located.get(int(result.id))
+            if hit is None or result.score <= 0.0:
+                continue  # removed from the session since (a rewind, a cleared run), or unrelated
+            if indexed_text(hit.message) != result.text:
+                stale.append(hit)  # the id holds another message now
+                continue
+            hits.append(
+                HistoryHit(
+                    message=hit.message,
+                    archived=hit.archived,
+                    position=hit.position,
+                    id=hit.id,
+                    score=result.score,
+                    run_id=hit.run_id,
+                )
+            )
+        if stale:
+            await self._embed_hits(store.session_id, stale)
+        return hits
+
+    def _fused(self, rankings: list[list[HistoryHit]], limit: int) -> list[HistoryHit]:
+        scores: dict[int | None, float] = {}
+        first: dict[int | None, HistoryHit] = {}
+        for ranking in rankings:
+            for rank, hit in enumerate(ranking, start=1):
+                scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (self._fusion_k + rank)
+                first.setdefault(hit.id, hit)
+        best = sorted(scores, key=lambda key: (-scores[key], -(key or 0)))[:limit]
+        return [
+            HistoryHit(
+                message=first[key].message,
+                archived=first[key].archived,
+                position=first[key].position,
+                id=key,
+                score=scores[key],
+                run_id=first[key].run_id,
+            )
+            for key in best
+        ]
+
+    # -- forgetting ------------------------------------------------------------
+
+    async def forget(self, session_id: str) -> None:
+        """Drop `session_id`'s embeddings and its mark (nothing if it has none)."""
+        with contextlib.suppress(CollectionNotFoundError):
+            await self._vectors.delete_collection(self.collection_of(session_id))
+        with contextlib.suppress(CollectionNotFoundError):
+            await self._vectors.delete(self._marks(), [session_id])
+
+    async def erase(
+        self,
+        store: ContextStore,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+    ) -> int:
+        """`store.erase(...)`, then `forget` every session it erased.
+
+        The sessions erased are those `store.list_sessions(owner=owner)`
+        listed before and no longer lists (and `session`, if given).
+
+        Returns:
+            How many sessions were erased.
+
+        Raises:
+            What `store.erase` raises; nothing is erased or forgotten then.
+        """
+        before = {info.session_id for info in await store.list_sessions(owner=owner)}
+        erased = await store.erase(owner=owner, session=session, older_than=older_than)
+        after = {info.session_id for info in await store.list_sessions(owner=owner)}
+        gone = before - after
+        if session is not None and erased:
+            gone.add(session)
+        for session_id in sorted(gone):
+            await self.forget(session_id)
+        return erased
+
+
+def _by_id(hit: HistoryHit) -> int:
+    return hit.id or 0

@@ -1,0 +1,421 @@
+"""`SemanticRecall`: a session's search by meaning, fused with its full-text search,
+on the memory, SQLite and PostgreSQL stores alike (the context store and the vector
+store on one connection)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from pygents_ctx import (
+    ContextConfig,
+    HashingEmbedder,
+    InMemoryVectorStore,
+    Message,
+    PostgresVectorStore,
+    SemanticRecall,
+    SQLiteVectorStore,
+    search_history,
+)
+from pygents_ctx.context.stores import (
+    ContextStore,
+    MemoryContextStore,
+    SQLiteConnection,
+    SQLiteContextStore,
+    connect,
+)
+from pygents_ctx.context.stores.postgres import PostgresConnection, PostgresContextStore
+from pygents_ctx.context.stores.search import STOP_WORDS
+from pygents_ctx.errors import CollectionNotFoundError
+from pygents_ctx.memory.vectors.base import VectorStore
+
+# Words that mean the same thing, for `ConceptEmbedder`: the first of each group stands
+# for the others.
+SYNONYMS = (
+    ("gate", "door", "entrance"),
+    ("code", "passcode", "pin"),
+    ("budget", "spending", "allowance"),
+    ("report", "summary", "writeup"),
+    ("car", "vehicle", "automobile"),
+    ("parked", "left", "stationed"),
+)
+_CONCEPT = {word: group[0] for group in SYNONYMS for word in group}
+
+
+class ConceptEmbedder:
+    """A deterministic embedder that knows synonyms: each word becomes its group's first
+    word, stop words are left out, then the words are hashed (`HashingEmbedder`)."""
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+        self._hashing = HashingEmbedder(256, ngram=0)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.embedded += texts
+        return [self._hashing.vector(self.concepts(text)) for text in texts]
+
+    @staticmethod
+    def concepts(text: str) -> str:
+        found = re.findall(r"\w+", text.lower())
+        return " ".join(_CONCEPT.get(word, word) for word in found if word not in STOP_WORDS)
+
+
+class BrokenEmbedder(ConceptEmbedder):
+    """Fails while `broken` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.broken = True
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if self.broken:
+            raise ConnectionError("the embedding service is down")
+        return await super().embed(texts)
+
+
+@dataclass
+class Backend:
+    name: str
+    conn: SQLiteConnection | PostgresConnection | None
+    vectors: VectorStore
+
+    def store(self, session_id: str | None = None) -> ContextStore:
+        if isinstance(self.conn, SQLiteConnection):
+            return SQLiteContextStore(self.conn, session_id=session_id)
+        if isinstance(self.conn, PostgresConnection):
+            return PostgresContextStore(self.conn, session_id=session_id)
+        return MemoryContextStore(session_id=session_id)
+
+
+@pytest.fixture
+def db(backend: str, request: pytest.FixtureRequest) -> Backend:
+    if backend == "sqlite":
+        conn = request.getfixturevalue("sqlite_conn")
+        return Backend(backend, conn, SQLiteVectorStore(conn))
+    if backend == "postgres":
+        conn = request.getfixturevalue("pg_conn")
+        return Backend(backend, conn, PostgresVectorStore(conn))
+    return Backend(backend, None, InMemoryVectorStore())
+
+
+def recall_for(db: Backend, embedder: Any = None, **options: Any) -> SemanticRecall:
+    # A prefix of its own: the PostgreSQL database is shared by the tests.
+    options.setdefault("collection", f"recall-{uuid.uuid4().hex[:8]}")
+    return SemanticRecall(db.vectors, embedder or ConceptEmbedder(), **options)
+
+
+def chatter(count: int) -> list[Message]:
+    return [
+        Message("user" if i % 2 == 0 else "assistant", f"Chatter {i}: the weather and lunch.")
+        for i in range(count)
+    ]
+
+
+async def archived_fact(db: Backend, fact: str) -> ContextStore:
+    """A session with `fact` among chatter, all but the last 5 messages archived."""
+    store = db.store()
+    await store.append_many([*chatter(10), Message("user", fact), *chatter(10)])
+    await store.replace_prefix(16, [Message("assistant", "Summary: small talk.")])
+    return store
+
+
+async def test_a_question_in_other_words_finds_the_fact_the_full_text_search_misses(
+    db: Backend,
+) -> None:
+    store = await archived_fact(db, "The gate code is 4417.")
+    recall = recall_for(db)
+    assert await store.search("what is the door passcode?") == []
+    hits = await recall.search(store, "what is the door passcode?")
+    assert hits[0].message.text == "The gate code is 4417."
+    assert hits[0].archived
+    # Where the store's own search says the message is.
+    (lexical,) = await store.search("gate code 4417")
+    assert (hits[0].id, hits[0].position, hits[0].archived) == (
+        lexical.id,
+        lexical.position,
+        lexical.archived,
+    )
+
+
+async def test_a_message_both_searches_find_ranks_first(db: Backend) -> None:
+    store = db.store()
+    await store.append_many(
+        [
+            *chatter(4),
+            Message("user", "Our spending summary for March is attached."),  # meaning only
+            Message("user", "The budget report for March is final."),  # both
+            Message("user", "Report cards come home in March."),  # words only: report, march
+            *chatter(4),
+        ]
+    )
+    hits = await recall_for(db).search(store, "budget report March", limit=3)
+    texts = [hit.message.text for hit in hits]
+    assert texts[0] == "The budget report for March is final."
+    assert set(texts[1:]) == {
+        "Our spending summary for March is attached.",
+        "Report cards come home in March.",
+    }
+    assert [hit.score for hit in hits] == sorted((hit.score for hit in hits), reverse=True)
+
+
+async def test_indexing_is_lazy_incremental_and_once_per_message(db: Backend) -> None:
+    store = await archived_fact(db, "The gate code is 4417.")
+    embedder = ConceptEmbedder()
+    recall = recall_for(db, embedder, batch_size=4)
+    assert embedder.embedded == []  # appending embeds nothing
+    assert await recall.catch_up(store) == 22  # 21 messages and the summary
+    assert await recall.catch_up(store) == 0
+    await store.append(Message("user", "My car is parked on level 3."))
+    assert await recall.catch_up(store) == 1
+    # Another recall object on the same vectors (another process, a restart) resumes.
+    again = SemanticRecall(db.vectors, embedder, collection=recall.collection_of("x")[:-2])
+    assert await again.catch_up(store) == 0
+    await store.append(Message("user", "Lunch is at noon."))
+    hits = await again.search(store, "where did I leave the vehicle?")
+    assert hits[0].message.text == "My car is parked on level 3."
+    assert len(embedder.embedded) - embedder.embedded.count("where did I leave the vehicle?") == 24
+    assert await db.vectors.count(recall.collection_of(store.session_id)) == 24
+
+
+async def test_indexing_survives_reopening_the_sqlite_file(tmp_path: Path) -> None:
+    path = tmp_path / "recall.db"
+    embedder = ConceptEmbedder()
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="s")
+        await store.append_many(chatter(6))
+        assert await SemanticRecall(SQLiteVectorStore(conn), embedder).catch_up(store) == 6
+    async with connect(path) as conn:
+        store = SQLiteContextStore(conn, session_id="s")
+        await store.append(Message("user", "The gate code is 4417."))
+        recall = SemanticRecall(SQLiteVectorStore(conn), embedder)
+        assert await recall.catch_up(store) == 1
+        assert (await recall.search(store, "door pin"))[0].message.text.startswith("The gate")
+    assert len(embedder.embedded) == 7 + 1  # each message once, and the query
+
+
+async def test_a_failing_embedder_leaves_the_full_text_hits_and_loses_nothing(
+    db: Backend, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await archived_fact(db, "The gate code is 4417.")
+    embedder = BrokenEmbedder()
+    recall = recall_for(db, embedder)
+    with caplog.at_level(logging.WARNING, logger="pygents_ctx"):
+        hits = await recall.search(store, "gate code")
+    assert [hit.message.text for hit in hits] == ["The gate code is 4417."]
+    assert hits == await store.search("gate code")
+    assert isinstance(recall.last_error, ConnectionError)
+    assert "semantic recall failed" in caplog.text
+    assert "the embedding service is down" in caplog.text
+    with pytest.raises(ConnectionError):
+        await recall.catch_up(store)
+    assert await store.count() == 6
+    assert len(await store.get_history(include_archived=True)) == 22
+
+    embedder.broken = False
+    hits = await recall.search(store, "door passcode")
+    assert hits[0].message.text == "The gate code is 4417."
+    assert recall.last_error is None
+
+
+async def test_a_catch_up_broken_off_resumes_without_embedding_anything_twice(
+    db: Backend,
+) -> None:
+    store = db.store()
+    await store.append_many(chatter(10))
+    embedder = BrokenEmbedder()
+    embedder.broken = False
+    recall = recall_for(db, embedder, batch_size=3)
+    calls = 0
+    real = embedder.embed
+
+    async def fails_third(texts: Sequence[str]) -> list[list[float]]:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise TimeoutError("embedding timed out")
+        return await real(texts)
+
+    embedder.embed = fails_third  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        await recall.catch_up(store)
+    assert await db.vectors.count(recall.collection_of(store.session_id)) == 6
+    assert await recall.catch_up(store) == 4
+    assert sorted(embedder.embedded) == sorted(m.text for m in chatter(10))
+
+
+async def test_erase_removes_the_sessions_vectors_and_only_them(db: Backend) -> None:
+    recall = recall_for(db)
+    kept = db.store()
+    await kept.append(Message("user", "The budget report is final."))
+    gone = db.store(session_id=f"gone-{uuid.uuid4().hex[:6]}")
+    await gone.append_many([Message("user", f"canaryzq{i} gate code") for i in range(5)])
+    await recall.catch_up(kept)
+    await recall.catch_up(gone)
+
+    assert await recall.erase(gone, session=gone.session_id) == 1
+    names = {info.name for info in await db.vectors.list_collections()}
+    assert recall.collection_of(gone.session_id) not in names
+    assert recall.collection_of(kept.session_id) in names
+    with pytest.raises(CollectionNotFoundError):
+        await db.vectors.count(recall.collection_of(gone.session_id))
+    if isinstance(db.conn, SQLiteConnection):
+        raw = sqlite3.connect(db.conn.path)
+        try:
+            rows = raw.execute(
+                "SELECT count(*) FROM pygents_vectors WHERE text LIKE '%canaryzq%' "
+                "OR id = ? OR collection LIKE ?",
+                (gone.session_id, f"%{gone.session_id}%"),
+            ).fetchone()
+        finally:
+            raw.close()
+        assert rows == (0,)
+    # Its mark is gone too: a new session of that id is indexed from its start.
+    again = db.store(session_id=gone.session_id)
+    await again.append(Message("user", "The door pin changed to 9902."))
+    assert await recall.catch_up(again) == 1
+    assert (await recall.search(kept, "spending summary"))[0].message.text.startswith("The budget")
+
+
+async def test_a_fork_finds_what_it_shares_with_its_source_where_its_own_search_does(
+    db: Backend,
+) -> None:
+    source = await archived_fact(db, "The gate code is 4417.")
+    await source.append(Message("user", "My car is parked on level 3."))
+    recall = recall_for(db)
+    await recall.catch_up(source)
+    await source.append(Message("user", "Lunch at noon."))
+    fork = await source.fork(at=await source.count() - 1)  # without the lunch
+    await fork.append(Message("user", "The fork's budget report."))
+    await source.append(Message("user", "The source's spending summary."))
+
+    for query, text in [
+        ("door passcode", "The gate code is 4417."),
+        ("vehicle", "My car is parked on level 3."),
+    ]:
+        (hit, *_) = await recall.search(fork, query)
+        assert hit.message.text == text
+        (own, *_) = await fork.search(text)
+        assert (hit.id, hit.position, hit.archived) == (own.id, own.position, own.archived)
+    texts = [hit.message.text for hit in await recall.search(fork, "spending summary")]
+    assert "The fork's budget report." in texts
+    assert "The source's spending summary." not in texts
+    texts = [hit.message.text for hit in await recall.search(source, "spending summary")]
+    assert "The fork's budget report." not in texts
+
+
+async def test_a_message_removed_from_the_session_is_not_found_any_more(db: Backend) -> None:
+    store = db.store()
+    await store.append_many([*chatter(3), Message("user", "The gate code is 4417.")])
+    recall = recall_for(db)
+    await recall.catch_up(store)
+    await store.rewind(3)
+    await store.append(Message("user", "My car is parked on level 3."))
+    texts = [hit.message.text for hit in await recall.search(store, "door passcode vehicle")]
+    assert "The gate code is 4417." not in texts
+    assert texts[0] == "My car is parked on level 3."
+
+
+async def test_search_history_uses_the_contexts_recall(db: Backend) -> None:
+    store = await archived_fact(db, "The gate code is 4417.")
+    plain = ContextConfig(store)
+    assert (await search_history("door passcode", context=plain))["search_history"] == []
+    context = ContextConfig(store, recall=recall_for(db))
+    (first, *_) = (await search_history("door passcode", context=context))["search_history"]
+    assert first["text"] == "The gate code is 4417."
+    assert first["archived"] is True
+    assert set(first) == {"id", "position", "archived", "role", "text"}
+    assert context.branch().recall is context.recall
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "words"),
+    [
+        ({"vectors": object()}, TypeError, "VectorStore"),
+        ({"embedder": object()}, TypeError, "embed(texts)"),
+        ({"collection": ""}, ValueError, "non-empty"),
+        ({"batch_size": 0}, ValueError, "batch_size must be at least 1"),
+        ({"pool": 1.5}, TypeError, "pool must be an int"),
+    ],
+)
+def test_bad_arguments_name_the_fix(options: dict[str, Any], error: type, words: str) -> None:
+    arguments: dict[str, Any] = {"vectors": InMemoryVectorStore(), "embedder": ConceptEmbedder()}
+    arguments.update(options)
+    with pytest.raises(error, match=re.escape(words)):
+        SemanticRecall(**arguments)
+
+
+async def test_a_bad_query_or_recall_is_refused_before_anything_is_read() -> None:
+    embedder = ConceptEmbedder()
+    recall = SemanticRecall(InMemoryVectorStore(), embedder)
+    store = MemoryContextStore([Message("user", "hello")])
+    with pytest.raises(ValueError, match="empty"):
+        await recall.search(store, "  ")
+    with pytest.raises(ValueError, match="between 1 and 100"):
+        await recall.search(store, "hello", limit=0)
+    assert embedder.embedded == []
+    with pytest.raises(TypeError, match="SemanticRecall"):
+        ContextConfig(store, recall=object())  # type: ignore[arg-type]
+
+
+_WORD = st.text("abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8).filter(
+    lambda word: word not in STOP_WORDS
+)
+# Texts of distinct sets of words: the hashing embedder gives "a a" and "a" one direction.
+_TEXTS = st.lists(
+    st.frozensets(_WORD, min_size=1, max_size=6), min_size=1, max_size=25, unique=True
+).map(lambda sets: [" ".join(sorted(words)) for words in sets])
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+# SQLite gives the rewound rows' ids to "goat hen" and "ibis jay".
+@example(
+    texts=["apple bee", "cat dog", "eel fox", "goat hen", "ibis jay"], split=3, rewind=1, archive=0
+)
+@given(
+    texts=_TEXTS,
+    split=st.integers(0, 25),
+    rewind=st.integers(0, 25),
+    archive=st.integers(0, 25),
+)
+async def test_every_stored_message_is_found_by_its_own_text_after_catch_up(
+    backend: str, tmp_path: Path, texts: list[str], split: int, rewind: int, archive: int
+) -> None:
+    """Indexed in two goes, with a rewind between (SQLite then gives the removed rows'
+    ids to the new ones) and a compaction after: each message held is found by its own
+    text, and none removed is found."""
+    async with connect(tmp_path / f"{uuid.uuid4().hex}.db") as conn:
+        db = (
+            Backend("sqlite", conn, SQLiteVectorStore(conn))
+            if backend == "sqlite"
+            else Backend("memory", None, InMemoryVectorStore())
+        )
+        store = db.store()
+        embedder = HashingEmbedder(512, ngram=0)
+        recall = SemanticRecall(db.vectors, embedder, batch_size=7)
+        first, rest = texts[:split], texts[split:]
+        await store.append_many(Message("user", text) for text in first)
+        await recall.catch_up(store)
+        kept = min(rewind, len(first))
+        await store.rewind(kept)
+        await store.append_many(Message("user", text) for text in rest)
+        await store.replace_prefix(min(archive, await store.count()), [])
+        held = [*first[:kept], *rest]
+        # The held first: searching a removed one would repair a reused id's vector.
+        for text in [*held, *first[kept:]]:
+            if not any(embedder.vector(text)):
+                continue  # its features cancel out: no direction to find it by
+            found = [hit.message.text for hit in await recall.semantic_search(store, text, limit=3)]
+            assert (text in found) == (text in held)

@@ -84,9 +84,9 @@ class SemanticRecall:
         batch_size: The most messages embedded in one `embed` call, and
             read from the store in one page.
         pool: How many hits each of the two searches contributes before
-            fusion (at least a search's `limit`).
-        fusion_k: Reciprocal rank fusion's constant: larger evens out the
-            weight of the first ranks.
+            fusion (at least a search's `limit`, at most 100).
+        fusion_k: Reciprocal rank fusion's constant (60, the usual one):
+            larger evens out the weight of the first ranks.
 
     Raises:
         TypeError: An argument has the wrong type.
@@ -112,7 +112,7 @@ class SemanticRecall:
         *,
         collection: str = "pygents_recall",
         batch_size: int = 256,
-        pool: int = 40,
+        pool: int = 60,
         fusion_k: int = 60,
     ) -> None:
         if not isinstance(vectors, VectorStore):
@@ -193,11 +193,11 @@ class SemanticRecall:
 
         Usually `indexed` itself. A rewind, `clear` or `clear_run` may remove the newest
         messages, and SQLite gives the ids of a table's newest deleted rows to the next
-        rows written: the ids are probed downwards (64, then 4 times more at each step)
-        until one holds the text its vector was made from.
+        rows written: the ids below are probed downwards (64, then 4 times more at each
+        step) until one holds the text its vector was made from.
         """
         name = self.collection_of(store.session_id)
-        high, span = indexed + 1, 64
+        high, span = indexed + 1, 1
         while high > 1:
             low = max(high - span, 1)
             held = await store.messages_with_ids(range(low, high))
@@ -208,7 +208,7 @@ class SemanticRecall:
                     return 0
                 if document is not None and document.text == indexed_text(hit.message):
                     return hit.id or 0
-            high, span = low, span * 4
+            high, span = low, 64 if span == 1 else span * 4
         return 0
 
     async def _embed_hits(self, session: str, hits: Sequence[HistoryHit]) -> int:
@@ -273,8 +273,10 @@ class SemanticRecall:
             limit: The most hits, 1 to `MAX_SEARCH_LIMIT`.
 
         Raises:
-            TypeError, ValueError: The query or limit is unusable (as
-                `ContextStore.search`); nothing is read.
+            TypeError: The query is not a str or the limit not an int;
+                nothing is read.
+            ValueError: The query is empty or too long, or the limit out of
+                range (as `ContextStore.search`); nothing is read.
             NotImplementedError: The store keeps no message ids.
         """
         query, limit = check_search(query, limit)
@@ -304,7 +306,8 @@ class SemanticRecall:
         cosine similarity.
 
         Raises:
-            TypeError, ValueError: The query or limit is unusable.
+            TypeError: The query is not a str or the limit not an int.
+            ValueError: The query is empty or too long, or the limit out of range.
             Exception: What the embedder or the vector store raised.
         """
         query, limit = check_search(query, limit)
@@ -384,7 +387,9 @@ class SemanticRecall:
             How many sessions were erased.
 
         Raises:
-            What `store.erase` raises; nothing is erased or forgotten then.
+            ValueError: As `store.erase`: neither `owner` nor `session` is
+                given, or one is unusable; nothing is erased or forgotten.
+            TypeError: An argument has the wrong type (as `store.erase`).
         """
         before = {info.session_id for info in await store.list_sessions(owner=owner)}
         erased = await store.erase(owner=owner, session=session, older_than=older_than)

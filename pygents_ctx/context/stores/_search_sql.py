@@ -259,14 +259,14 @@ _SQLITE_SEARCH: Final = (
     + "ORDER BY 1, 2 DESC"
 )
 
-# The session's messages by data id: above `:after`, and among `:ids` (a JSON array) if given.
+# The session's messages by data id: `{which}` is above `:after`, or among `:ids` (a JSON
+# array); each a search of the primary key.
 _SQLITE_MESSAGES: Final = (
     """
     WITH hits AS (
         SELECT d.id AS id, 0.0 AS rank
         FROM pygents_message_data AS d
-        WHERE {scope} AND d.id > :after
-          AND (:ids IS NULL OR d.id IN (SELECT value FROM json_each(:ids)))
+        WHERE {scope} AND {which}
         ORDER BY d.id
         LIMIT :limit
     )
@@ -338,8 +338,9 @@ def messages_sqlite(
     id: `ContextStore.messages_after` and `messages_with_ids`. Run it in a read transaction."""
     segments = sqlite_segments(db, session_id)
     scope = _OWN if len(segments) == 1 else _INHERITED
+    which = "d.id > :after" if ids is None else "d.id IN (SELECT value FROM json_each(:ids))"
     rows = db.execute(
-        _SQLITE_MESSAGES.format(scope=scope),
+        _SQLITE_MESSAGES.format(scope=scope, which=which),
         {
             "session": session_id,
             "segments": orjson.dumps(segments).decode(),

@@ -89,12 +89,12 @@ class Backend:
     conn: SQLiteConnection | PostgresConnection | None
     vectors: VectorStore
 
-    def store(self, session_id: str | None = None) -> ContextStore:
+    def store(self, session_id: str | None = None, owner: str | None = None) -> ContextStore:
         if isinstance(self.conn, SQLiteConnection):
-            return SQLiteContextStore(self.conn, session_id=session_id)
+            return SQLiteContextStore(self.conn, session_id=session_id, owner=owner)
         if isinstance(self.conn, PostgresConnection):
-            return PostgresContextStore(self.conn, session_id=session_id)
-        return MemoryContextStore(session_id=session_id)
+            return PostgresContextStore(self.conn, session_id=session_id, owner=owner)
+        return MemoryContextStore(session_id=session_id, owner=owner)
 
 
 @pytest.fixture
@@ -279,11 +279,35 @@ async def test_erase_removes_the_sessions_vectors_and_only_them(db: Backend) -> 
         finally:
             raw.close()
         assert rows == (0,)
+    if isinstance(db.conn, PostgresConnection):
+
+        async def leftovers(conn: Any) -> Any:
+            cursor = await conn.execute(
+                "SELECT count(*) FROM pygents_vectors WHERE text LIKE '%%canaryzq%%' "
+                "OR id = %s OR collection LIKE %s",
+                (gone.session_id, f"%{gone.session_id}%"),
+            )
+            return await cursor.fetchone()
+
+        assert await db.conn.run(leftovers) == (0,)
     # Its mark is gone too: a new session of that id is indexed from its start.
     again = db.store(session_id=gone.session_id)
     await again.append(Message("user", "The door pin changed to 9902."))
     assert await recall.catch_up(again) == 1
     assert (await recall.search(kept, "spending summary"))[0].message.text.startswith("The budget")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_erasing_an_owner_drops_the_vectors_of_their_sessions_only(db: Backend) -> None:
+    recall = recall_for(db)
+    ann = f"ann-{uuid.uuid4().hex[:6]}"
+    stores = [db.store(owner=ann), db.store(owner=ann), db.store(owner="bob")]
+    for store in stores:
+        await store.append(Message("user", "The gate code is 4417."))
+        await recall.catch_up(store)
+    assert await recall.erase(stores[2], owner=ann) == 2
+    names = {info.name for info in await db.vectors.list_collections()}
+    assert [recall.collection_of(s.session_id) in names for s in stores] == [False, False, True]
 
 
 async def test_a_fork_finds_what_it_shares_with_its_source_where_its_own_search_does(

@@ -14,7 +14,7 @@ from pygents_ctx.context.stores._common import new_session_id
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, keeps_checkpoints
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.stores.recall import HistoryRecall
-from pygents_ctx.context.strategies.base import ContextStrategy, Measure
+from pygents_ctx.context.strategies.base import ContextStrategy, Measure, WindowStep
 from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.pinned import PinnedWindow
 from pygents_ctx.context.strategies.stable import StableWindow
@@ -33,9 +33,10 @@ class PromptWindow:
     Attributes:
         messages: The window, oldest first.
         tokens: Its token count, as the strategy counts (a `StableWindow`'s or
-            a `PinnedWindow`'s own total, or the counter of a budgeted strategy
-            such as `FitTokens`), otherwise `count_tokens` with the default
-            counter; from cached counts.
+            a `PinnedWindow`'s own total, the counter of a budgeted strategy
+            such as `FitTokens`, or of the stage that built a `Pipeline`'s or
+            an `UntilFits`'s window when it knows the count), otherwise
+            `count_tokens` with the default counter; from cached counts.
         stable_prefix: With a `StableWindow` or `PinnedWindow` strategy, how
             many leading messages this window shares with the one built before
             it (a `StableWindow`'s whole previous window, as it grows by
@@ -321,8 +322,18 @@ class ContextConfig:
         ):
             window = await strategy.build(history)
             return PromptWindow(window.messages, window.tokens, window.stable_prefix)
-        messages = await self.strategy.compact(history)
-        measure = getattr(self.strategy, "measure", None)
+        since = getattr(strategy, "compact_since", None)
+        tokens = None
+        if since is None:
+            messages = await strategy.compact(history)
+        else:  # the incremental form, which may know the window's size already
+            step: WindowStep = await since(history, None, 0)
+            messages, tokens = step.messages, step.tokens
+            if messages is not history:
+                messages = list(messages)  # the strategy may keep and change its own list
+        if tokens is not None:
+            return PromptWindow(messages, tokens)
+        measure = getattr(strategy, "measure", None)
         if isinstance(measure, Measure):  # count as the strategy does: cached, same units
             return PromptWindow(messages, measure.total(messages))
         return PromptWindow(messages, count_tokens(messages))

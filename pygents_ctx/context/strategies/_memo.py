@@ -5,13 +5,19 @@ at every old message on every call. Rebuilding them each time would cost a new
 message object per old message per call, and a new object has no cached token
 count, so everything downstream would re-tokenize the history: O(n²) over a run.
 
-`OldMessageEditor` avoids that in two ways:
+`OldMessageEditor` avoids that:
 
-- It remembers its previous call. When the new input extends the previous one
-  (the usual case: a history that only grows), the outputs of the messages that
-  were already old are reused as they are, and only the newly old messages are
-  edited. What is left per call is a few list copies and comparisons, which run
-  at C speed.
+- It remembers its previous call. When the old part of the new input is the
+  old part of the previous one (the history grew, or only its newest messages
+  changed, as in the output of an editor before it), the outputs of the
+  messages that were already old are reused as they are, and only the newly
+  old messages are edited.
+- It keeps its window and grows it in place: the old part's outputs stay in
+  the list, and only what follows them is rebuilt. Through `compact_since`,
+  a caller that knows how much of the input is unchanged (a `Pipeline`)
+  spares it even the comparison, so a step costs the new messages and the
+  newest ones, whatever the history's length; `compact` pays one comparison
+  and one copy of the window, at C speed.
 - Otherwise it looks each old message up by identity in a memo of the previous
   call's edits, so an unchanged message maps to the same output object.
 
@@ -28,13 +34,13 @@ from typing import Final
 
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.strategies._rounds import head_end
+from pygents_ctx.context.strategies.base import WindowStep
 
 __all__ = [
     "ALL",
     "Last",
     "OldMessageEditor",
     "count_blocks",
-    "extends",
     "find_by_blocks",
     "has_tool_blocks",
 ]
@@ -52,27 +58,38 @@ class Last:
     """What an editor remembers from its previous call."""
 
     inputs: list[Message]
-    """A copy of the previous input."""
+    """A copy of the previous input's first `settled` messages."""
+    recent: list[Message]
+    """A copy of the rest of the previous input."""
     settled: int
     """`inputs[:settled]` are all old: their outputs stay final as the history grows."""
-    outputs: list[Message]
-    """The outputs of `inputs[:settled]` (removed messages left out)."""
+    window: list[Message]
+    """The outputs of `inputs` (removed messages left out), then the rest of the window."""
+    kept: int
+    """How many messages of `window` are the outputs of `inputs`."""
     changed: bool
-    """Whether `outputs` differs from `inputs[:settled]`."""
+    """Whether `window[:kept]` differs from `inputs`."""
     memo: dict[int, Entry]
     """Edits by input identity: the settled part's, and the boundary message's."""
     scan: object
     """What the strategy's `_find` wants back next call."""
     names: dict[str, str] | None
-    """Tool names by call id, for the calls in `inputs[:settled]`, when tracked."""
+    """Tool names by call id, for the calls in `inputs`, when tracked."""
+    step: WindowStep
+    """The step the previous call returned."""
+
+    @property
+    def size(self) -> int:
+        """The length of the previous input."""
+        return self.settled + len(self.recent)
 
 
-def extends(messages: Sequence[Message], previous: list[Message]) -> bool:
-    """True if `messages` starts with the messages of `previous` (equal ones count)."""
-    known = len(previous)
-    if len(messages) == known:
-        return messages == previous  # C speed; identical elements compare in O(1)
-    return len(messages) > known and messages[:known] == previous
+def _same(messages: list[Message], inputs: list[Message], known: int) -> bool:
+    """True if `messages` starts with `inputs`, whose first `known` are vouched for."""
+    settled = len(inputs)
+    if known:  # compare only the rest
+        return messages[known:settled] == inputs[known:]
+    return messages[:settled] == inputs  # one copy, not two
 
 
 def count_blocks(message: Message, kind: type) -> int:
@@ -89,6 +106,10 @@ class OldMessageEditor:
     task) is never edited. Messages before the index `_find` returns are wholly
     old; the message at that index may be partly old (`old` of its target
     blocks, counted from its first).
+
+    The window is kept between calls and grown in place: the outputs of the
+    old part stay, and only what follows them is rebuilt. `compact_since`
+    returns that list itself (see `WindowStep`); `compact` returns a copy.
     """
 
     tracks_names: bool = False
@@ -100,41 +121,68 @@ class OldMessageEditor:
         """The edited history (`messages` itself if nothing changed)."""
         return self.edit(messages)
 
+    async def compact_since(
+        self, messages: list[Message], previous: WindowStep | None, unchanged: int
+    ) -> WindowStep:
+        """`compact`, over what the previous call built (see `WindowStep`)."""
+        return self._edit(messages, previous, unchanged)
+
     def edit(self, messages: list[Message]) -> list[Message]:
         """`compact`, synchronously."""
+        window = self._edit(messages, None, 0).messages
+        return window if window is messages else list(window)
+
+    def _edit(
+        self, messages: list[Message], previous_step: WindowStep | None, unchanged: int
+    ) -> WindowStep:
         # Taken out first: a call that fails part way leaves no half-updated memory.
         previous, self._last = self._last, None
-        base = previous if previous is not None and extends(messages, previous.inputs) else None
+        base, grown = None, False
+        if previous is not None:
+            known = min(unchanged, len(messages)) if previous_step is previous.step else 0
+            settled = previous.settled
+            # The old part's outputs are reused when the old part is as it was; only
+            # what a caller did not vouch for is compared (at C speed).
+            if known >= settled or _same(messages, previous.inputs, known):
+                base = previous
+                grown = messages[settled : previous.size] == previous.recent
         start = head_end(messages)
-        settled, old, scan = self._find(messages, start, base)
+        settled, old, scan = self._find(messages, start, base if grown else None)
         if base is not None and settled >= base.settled:
-            lo, seen, memo = base.settled, base.memo, base.memo
-            inputs, outputs, changed, names = base.inputs, base.outputs, base.changed, base.names
-            inputs.extend(messages[len(inputs) :])
+            lo, seen, memo, same = base.settled, base.memo, base.memo, base.kept
+            inputs, window, changed, names = base.inputs, base.window, base.changed, base.names
+            del window[same:]
+            inputs.extend(messages[lo:settled])
         else:
-            lo, seen, memo = 0, previous.memo if previous is not None else {}, {}
-            inputs, outputs, changed = list(messages), [], False
+            lo, seen, memo, same = 0, previous.memo if previous is not None else {}, {}, 0
+            inputs, window, changed = messages[:settled], [], False
             names = {} if self.tracks_names else None
-        outputs.extend(messages[lo:start])
+        window.extend(messages[lo:start])
         for index in range(max(lo, start), settled):
             message = messages[index]
             output = self._cached(message, ALL, names, seen, memo)
             if output is not message:
                 changed = True
             if output is not None:
-                outputs.append(output)
+                window.append(output)
             if names is not None:
                 _record_names(message, names)
-        tail, boundary, boundary_changed = settled, [], False
+        kept, tail, boundary_changed = len(window), settled, False
         if old:
             message = messages[settled]
             output = self._cached(message, old, names, seen, memo)
             tail, boundary_changed = settled + 1, output is not message
-            boundary = [] if output is None else [output]
-        self._last = Last(inputs, settled, outputs, changed, memo, scan, names)
+            if output is not None:
+                window.append(output)
+        window.extend(messages[tail:])
         if not changed and not boundary_changed:
-            return messages
-        return [*outputs, *boundary, *messages[tail:]]
+            # Unchanged, it was the input's old part before too: as many of it stay.
+            step = WindowStep(messages, same)
+        else:
+            step = WindowStep(window, same)
+        recent = messages[settled:]
+        self._last = Last(inputs, recent, settled, window, kept, changed, memo, scan, names, step)
+        return step
 
     def _cached(
         self,
@@ -205,7 +253,7 @@ def find_by_blocks(
         return size, 0, None
     lo, carried = start, ()
     if base is not None and isinstance(base.scan, tuple):
-        lo, carried = max(start, len(base.inputs)), base.scan
+        lo, carried = max(start, base.size), base.scan
     recent: list[tuple[int, int]] = []
     count = 0
     for index in range(size - 1, lo - 1, -1):

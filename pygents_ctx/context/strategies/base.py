@@ -15,7 +15,7 @@ from pygents_ctx.context.tokens import (
 )
 from pygents_ctx.errors import ContextOverflowError
 
-__all__ = ["ContextStrategy"]
+__all__ = ["ContextStrategy", "WindowStep"]
 
 OnOverflow: TypeAlias = Literal["keep", "raise"]
 
@@ -27,11 +27,56 @@ class ContextStrategy(Protocol):
     `compact` never mutates its input or the messages in it, and returns the
     very same list object when it changed nothing, so callers can skip work by
     identity. Its output never separates a tool call from its result.
+
+    A strategy may also build its window incrementally, over what it built
+    before, with an optional `compact_since` method (see `WindowStep`);
+    `Pipeline` and `UntilFits` call it on the stages that have one, and
+    `compact` alone on the others. Only `compact` is required.
     """
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The window for `messages`: `messages` itself when nothing changes."""
         ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WindowStep:
+    """One window built by `compact_since`, and what a caller hands back on the next call.
+
+    A strategy that builds its window incrementally has, beside `compact`,
+
+        async def compact_since(
+            self, messages: list[Message], previous: WindowStep | None, unchanged: int
+        ) -> WindowStep
+
+    where `previous` is the step it returned to this caller last time (None on
+    the first call) and `unchanged` says how many leading messages of
+    `messages` are the very objects, in the same places, of the input of that
+    call. The strategy trusts `unchanged` only when `previous` is the step it
+    returned last (another caller may have called it since: then it works as
+    if nothing were known), so one instance shared by two pipelines stays
+    correct, only slower. The window must equal what `compact(messages)` of a
+    new instance returns, and be `messages` itself exactly when that is.
+
+    `Pipeline` and `UntilFits` pass each stage's step and the previous stage's
+    `unchanged` along, so a stage after an edit that only changed the newest
+    messages rereads only those. The built-in editors (`ClearToolResults`,
+    `ClearToolInputs`, `TruncateToolResults`, `DropToolRounds`), `FitTokens`,
+    `Pipeline` and `UntilFits` have `compact_since`.
+
+    Attributes:
+        messages: The window. It may be a list the strategy keeps and changes
+            on its next call: read it before calling again, never change it
+            (`compact` returns a list of the caller's own).
+        unchanged: How many leading messages of `messages` are those of the
+            window of the previous step, in place (0 when not known).
+        tokens: The window's token count, as the strategy counts, when it
+            knows it without counting again (None: not known).
+    """
+
+    messages: list[Message]
+    unchanged: int
+    tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

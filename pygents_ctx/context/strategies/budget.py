@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.strategies._rounds import (
     head_end,
@@ -12,6 +15,7 @@ from pygents_ctx.context.strategies._rounds import (
 from pygents_ctx.context.strategies.base import (
     Measure,
     OnOverflow,
+    WindowStep,
     check_budget,
     check_on_overflow,
     overflow,
@@ -92,31 +96,65 @@ class FitTokens(_Budgeted):
         4
     """
 
+    _rounds: _Rounds | None = None
+    _step: _Fitted | None = None
+
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The head, the task and the newest rounds within budget (`messages` if all fit)."""
         return self.fit(messages)
 
+    async def compact_since(
+        self, messages: list[Message], previous: WindowStep | None, unchanged: int
+    ) -> WindowStep:
+        """`compact`, over what the previous call read (see `WindowStep`).
+
+        The rounds of the previous window that lie within the unchanged part
+        are not read again: a step costs the messages after the newest such
+        round, whatever the window's size.
+        """
+        trusted = previous is not None and previous is self._step
+        return self._fit(messages, unchanged if trusted else 0)
+
     def fit(self, messages: list[Message]) -> list[Message]:
         """`compact`, synchronously."""
+        return self._fit(messages, 0).messages
+
+    def _fit(self, messages: list[Message], unchanged: int) -> WindowStep:
+        # Taken out first: a call that fails part way leaves nothing half remembered.
+        known, self._rounds = self._rounds, None
+        last, self._step = self._step, None
         start = head_end(messages)
         used = self.measure.total(messages, 0, start)
+        unchanged = min(unchanged, len(messages))
+        tokens: int | None = used
         if start == len(messages):  # no rounds: the head and task are all there is
             if used > self.budget:
                 overflow("FitTokens", self.on_overflow, tokens=used, budget=self.budget)
-            return messages
-        keep_from = _fit_newest_rounds(messages, start, used, self.budget, self.measure)
-        if keep_from is None:  # unpaired results in view: the careful, general walk
-            return self._fit_by_rounds(messages, start, used)
-        if keep_from == len(messages):  # not even the newest round fits
-            newest = next(rounds_newest_first(messages, start))
-            size = used + self.measure.total(messages, newest)
-            overflow("FitTokens", self.on_overflow, tokens=size, budget=self.budget)
-            keep_from = newest
-        if keep_from == start:
-            return messages
-        return [*messages[:start], *messages[keep_from:]]
+            keep_from = start
+        else:
+            resume = -1  # the newest remembered round start within the unchanged part
+            if known is not None and known.start == start and unchanged >= start:
+                resume = bisect_right(known.starts, unchanged) - 1
+            keep_from, tokens, self._rounds = _fit_newest_rounds(
+                messages, start, used, self.budget, self.measure, known, resume
+            )
+            if keep_from is None:  # unpaired results in view: the careful, general walk
+                keep_from, tokens = self._fit_by_rounds(messages, start, used), None
+            elif keep_from == len(messages):  # not even the newest round fits
+                newest = next(rounds_newest_first(messages, start))
+                tokens = used + self.measure.total(messages, newest)
+                overflow("FitTokens", self.on_overflow, tokens=tokens, budget=self.budget)
+                keep_from = newest
+        window = _window(messages, start, keep_from)
+        # The window is the head, then the history from `keep_from`: when that did not
+        # move, its messages up to the unchanged part's end are those of the last window.
+        same = min(unchanged, start)
+        if last is not None and (last.start, last.keep_from) == (start, keep_from):
+            same += max(0, unchanged - keep_from)
+        self._step = step = _Fitted(window, same, tokens, start=start, keep_from=keep_from)
+        return step
 
-    def _fit_by_rounds(self, messages: list[Message], start: int, used: int) -> list[Message]:
+    def _fit_by_rounds(self, messages: list[Message], start: int, used: int) -> int:
         measure, budget, end = self.measure, self.budget, len(messages)
         keep_from = end
         for round_start in rounds_newest_first(messages, start):
@@ -131,10 +169,31 @@ class FitTokens(_Budgeted):
         else:
             if used > budget:  # head and task alone are over budget
                 overflow("FitTokens", self.on_overflow, tokens=used, budget=budget)
-            return messages
-        if keep_from == start:
-            return messages
-        return [*messages[:start], *messages[keep_from:]]
+            return start
+        return keep_from
+
+
+@dataclass(frozen=True, slots=True, eq=False, kw_only=True)
+class _Fitted(WindowStep):
+    """A `FitTokens` step: the window, where its head ends and where its rounds begin."""
+
+    start: int
+    keep_from: int
+
+
+class _Rounds:
+    """The rounds a `FitTokens` call kept, oldest first, for the next call to skip.
+
+    `marks[i] - marks[j]` is the size in tokens of the rounds from `starts[j]`
+    up to `starts[i]`.
+    """
+
+    __slots__ = ("marks", "start", "starts")
+
+    def __init__(self, start: int, starts: list[int], marks: list[int]) -> None:
+        self.start = start
+        self.starts = starts
+        self.marks = marks
 
 
 class MiddleOut(_Budgeted):
@@ -276,8 +335,14 @@ def _window(messages: list[Message], head: int, keep_from: int) -> list[Message]
 
 
 def _fit_newest_rounds(
-    messages: list[Message], start: int, used: int, budget: int, measure: Measure
-) -> int | None:
+    messages: list[Message],
+    start: int,
+    used: int,
+    budget: int,
+    measure: Measure,
+    known: _Rounds | None = None,
+    resume: int = -1,
+) -> tuple[int | None, int, _Rounds | None]:
     """Where the newest whole rounds that fit begin: one backward pass, stopping early.
 
     The same rounds as `rounds_newest_first`, fused with measuring, because this
@@ -286,15 +351,27 @@ def _fit_newest_rounds(
     (the general walk handles those). With such results further back than the
     budget reaches, it may keep a round less than the general walk would:
     never a split pair.
+
+    Also returns the tokens of the head and the rounds kept, and those rounds,
+    for the next call. When the pass reaches
+    `known.starts[resume]` and a round starts there, the rounds below it are
+    those `known` holds (the caller knows they have not changed): as many as
+    fit are taken at once, by their sizes, and the pass goes on below them
+    only if they all fit.
     """
     waiting: set[str] = set()
     keep_from = len(messages)
     size = 0  # of the round being read
-    for index in range(len(messages) - 1, start - 1, -1):
+    newer: list[tuple[int, int]] = []  # (start, size) of the rounds read above `resume`
+    older: list[tuple[int, int]] = []  # and below the known rounds, newest first
+    read = newer
+    skipped = 0, 0  # the known rounds taken: starts[first:resume]
+    index = len(messages) - 1
+    while index >= start:
         message = messages[index]
         size += measure(message)
         if used + size > budget:
-            return keep_from  # this round cannot fit; rounds are kept whole
+            break  # this round cannot fit; rounds are kept whole
         answers = message.has_tool_results
         if answers or message.has_tool_uses:
             for block in message.content:
@@ -305,10 +382,56 @@ def _fit_newest_rounds(
                     waiting.discard(block.id)  # type: ignore[union-attr]
         if waiting:
             if index == start:
-                return None
+                return None, used, None
+            index -= 1
             continue
         if index == start or opens_round(message, answers, messages[index - 1]):
             used += size
+            read.append((index, size))
             size = 0
             keep_from = index
-    return keep_from
+            if known is not None and resume > 0 and index == known.starts[resume]:
+                marks = known.marks
+                first = bisect_left(marks, marks[resume] - (budget - used), 0, resume)
+                used += marks[resume] - marks[first]
+                keep_from, skipped, read = known.starts[first], (first, resume), older
+                if first:
+                    break  # the round before them does not fit
+                index = keep_from
+        index -= 1
+    if keep_from == len(messages):
+        return keep_from, used, None
+    return keep_from, used, _kept_rounds(start, known, skipped, newer, older)
+
+
+def _kept_rounds(
+    start: int,
+    known: _Rounds | None,
+    skipped: tuple[int, int],
+    newer: list[tuple[int, int]],
+    older: list[tuple[int, int]],
+) -> _Rounds:
+    """The rounds a pass kept, oldest first: those read below the known ones, the known
+    ones it took (`known.starts[first:resume]`, copied at C speed), and those read above."""
+    first, resume = skipped
+    if known is None or first == resume:
+        starts, marks, base = [], [], 0
+    else:
+        starts, marks = known.starts[first:resume], known.marks[first:resume]
+        base = known.marks[resume]
+    low = marks[0] if marks else base
+    below_starts, below_marks = [], []
+    for at, size in older:
+        low -= size
+        below_starts.append(at)
+        below_marks.append(low)
+    below_starts.reverse()
+    below_marks.reverse()
+    above_starts, above_marks = [], []
+    for at, size in reversed(newer):
+        above_starts.append(at)
+        above_marks.append(base)
+        base += size
+    return _Rounds(
+        start, [*below_starts, *starts, *above_starts], [*below_marks, *marks, *above_marks]
+    )

@@ -9,6 +9,7 @@ ships with the major OpenAI, Anthropic and Gemini families and that
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Iterable
 from typing import Final
 
@@ -17,6 +18,7 @@ from pygents_ctx.context.strategies.base import (
     ContextStrategy,
     Measure,
     OnOverflow,
+    WindowStep,
     check_budget,
     check_count,
     check_on_overflow,
@@ -164,6 +166,11 @@ def _check_strategies(owner: str, strategies: object) -> tuple[ContextStrategy, 
     return checked
 
 
+def _same_measure(strategy: ContextStrategy, measure: Measure) -> bool:
+    """True if `strategy` counts tokens as `measure` does."""
+    return getattr(strategy, "measure", None) == measure
+
+
 def _strategies_repr(strategies: tuple[ContextStrategy, ...]) -> str:
     return f"[{', '.join(map(repr, strategies))}]"
 
@@ -203,6 +210,8 @@ class Pipeline:
     def __init__(self, strategies: Iterable[ContextStrategy]) -> None:
         self.strategies = _check_strategies("Pipeline", strategies)
         self._last: list[Message] = []  # the window `build` returned last
+        self._chain = _Chain(len(self.strategies))
+        self._step: WindowStep | None = None
 
     def __repr__(self) -> str:
         return f"Pipeline({_strategies_repr(self.strategies)})"
@@ -239,9 +248,10 @@ class Pipeline:
                 f"not {type(first).__name__}: put the window builder first, or use compact()"
             )
         window = await first.build(messages)
-        edited = window.messages
-        for strategy in self.strategies[1:]:
-            edited = await strategy.compact(edited)
+        # The window builder's stable prefix is what the later stages may take as unchanged.
+        unchanged = 0 if window.repinned else window.stable_prefix
+        step = await self._chain.run(self.strategies, window.messages, unchanged, 1)
+        edited = step.messages if step.messages is window.messages else list(step.messages)
         last, self._last = self._last, edited
         shared, most = 0, min(window.stable_prefix, len(edited), len(last))
         while shared < most and (edited[shared] is last[shared] or edited[shared] == last[shared]):
@@ -251,9 +261,77 @@ class Pipeline:
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The last stage's output (`messages` itself if no stage changed anything)."""
-        for strategy in self.strategies:
-            messages = await strategy.compact(messages)
-        return messages
+        window = (await self._run(messages, 0)).messages
+        return window if window is messages else list(window)
+
+    async def compact_since(
+        self, messages: list[Message], previous: WindowStep | None, unchanged: int
+    ) -> WindowStep:
+        """`compact`, each stage over what it built before (see `WindowStep`)."""
+        trusted = previous is not None and previous is self._step
+        return await self._run(messages, unchanged if trusted else 0)
+
+    async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
+        self._step = None
+        step = await self._chain.run(self.strategies, messages, unchanged)
+        self._step = step
+        return step
+
+
+class _Chain:
+    """What a composition remembers of its stages, to call each over what it built before.
+
+    Per stage: the `WindowStep` it returned last, whether it returned its own
+    input last (for a stage with only `compact`: then its output is as
+    unchanged as its input), and the fewest messages its input kept unchanged
+    since it last ran (a stage after one that fitted does not run).
+    """
+
+    __slots__ = ("floors", "steps", "through")
+
+    def __init__(self, size: int) -> None:
+        self.steps: list[WindowStep | None] = [None] * size
+        self.through = [False] * size
+        self.floors = [0] * (size + 1)  # the last: the output's, unused
+
+    def reset(self) -> None:
+        """Forget every stage's step: after a failed call, nothing known is trusted."""
+        size = len(self.steps)
+        self.steps, self.through, self.floors = [None] * size, [False] * size, [0] * (size + 1)
+
+    async def call(
+        self, index: int, strategy: ContextStrategy, messages: list[Message], unchanged: int
+    ) -> WindowStep:
+        """Run stage `index` on `messages`; its output's unchanged count goes to the next stage."""
+        floor = min(self.floors[index], unchanged)
+        self.floors[index] = sys.maxsize
+        since = getattr(strategy, "compact_since", None)
+        if since is not None:
+            step: WindowStep = await since(messages, self.steps[index], floor)
+            self.steps[index] = step
+        else:
+            output = await strategy.compact(messages)
+            through, self.through[index] = self.through[index], output is messages
+            step = WindowStep(output, floor if output is messages and through else 0)
+        self.floors[index + 1] = min(self.floors[index + 1], step.unchanged)
+        return step
+
+    async def run(
+        self,
+        strategies: tuple[ContextStrategy, ...],
+        messages: list[Message],
+        unchanged: int,
+        first: int = 0,
+    ) -> WindowStep:
+        """Every stage from `first` on, each on the previous one's output."""
+        step = WindowStep(messages, unchanged)
+        try:
+            for index in range(first, len(strategies)):
+                step = await self.call(index, strategies[index], step.messages, step.unchanged)
+        except BaseException:
+            self.reset()
+            raise
+        return step
 
 
 class UntilFits:
@@ -268,7 +346,11 @@ class UntilFits:
 
     Measuring reads counts cached on the messages, newest first, and stops
     once over the budget, so a long history costs what fits in the window.
-    Use the same counter settings as the budgeted strategies inside (the
+    Each stage is called over what it built before (`compact_since`, see
+    `WindowStep`), and the part of a stage's output that it left unchanged
+    is counted as a running total, so a step late in a long run costs what
+    changed, not the window. Use one instance per conversation for that
+    (sharing one is correct, only slower). Use the same counter settings as the budgeted strategies inside (the
     defaults are the same): a message caches one count, and counting it under
     other settings on every call means tokenizing it again each time.
 
@@ -314,6 +396,12 @@ class UntilFits:
         self.strategies = _check_strategies("UntilFits", strategies)
         self.measure = Measure(counter, per_message_overhead, tokens_per_media)
         self.on_overflow = check_on_overflow("UntilFits", on_overflow)
+        self._chain = _Chain(len(self.strategies))
+        self._step: WindowStep | None = None
+        self._exit = -2  # which stage's output the last call returned (-1: its input)
+        # Per output of the chain (0: the input): how many leading messages were
+        # counted, and their tokens.
+        self._sums: list[tuple[int, int] | None] = [None] * (len(self.strategies) + 1)
 
     @classmethod
     def for_model(
@@ -363,14 +451,74 @@ class UntilFits:
 
     async def compact(self, messages: list[Message]) -> list[Message]:
         """The first output that fits (`messages` itself if it already fits)."""
-        if self._fits(messages):
-            return messages
-        for strategy in self.strategies:
-            output = await strategy.compact(messages)
-            if output is not messages:  # an unchanged window is still over
-                messages = output
-                if self._fits(messages):
-                    return messages
+        window = (await self._run(messages, 0)).messages
+        return window if window is messages else list(window)
+
+    async def compact_since(
+        self, messages: list[Message], previous: WindowStep | None, unchanged: int
+    ) -> WindowStep:
+        """`compact`, each stage over what it built before (see `WindowStep`)."""
+        trusted = previous is not None and previous is self._step
+        return await self._run(messages, unchanged if trusted else 0)
+
+    async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
+        self._step = None
+        last, self._exit = self._exit, -2
+        chain = self._chain
+        chain.floors[0] = min(chain.floors[0], unchanged)
+        step, exit = WindowStep(messages, unchanged), -1
+        try:
+            tokens = self._count(0, messages, unchanged)
+            if tokens is None:
+                for index, strategy in enumerate(self.strategies):
+                    output = await chain.call(index, strategy, messages, chain.floors[index])
+                    if output.messages is messages:  # an unchanged window is still over
+                        self._sums[index + 1] = None  # what was counted there is not its input
+                        continue
+                    messages, step, exit = output.messages, output, index
+                    if output.tokens is not None and _same_measure(strategy, self.measure):
+                        # The stage counted its window as this would: no need to again.
+                        tokens = output.tokens if output.tokens <= self.max_tokens else None
+                        self._sums[index + 1] = None  # what was counted there is not this
+                    else:
+                        tokens = self._count(index + 1, messages, output.unchanged)
+                    if tokens is not None:
+                        break
+                else:
+                    self._overflow(messages)
+        except BaseException:
+            chain.reset()
+            self._sums = [None] * len(self._sums)
+            raise
+        # The same stage's output as last time: as unchanged as that stage says.
+        self._step = WindowStep(step.messages, step.unchanged if exit == last else 0, tokens)
+        self._exit = exit
+        return self._step
+
+    def _count(self, at: int, messages: list[Message], unchanged: int) -> int | None:
+        """The tokens of `messages`, output `at` of the chain (0: the input); None if over.
+
+        The newest messages, after the `unchanged` ones, are counted newest first,
+        stopping once over the budget. The unchanged ones are counted as a running
+        total kept per output, from where the last count stopped, and only as far
+        as needed: a step costs what changed, not the window.
+        """
+        measure, budget = self.measure, self.max_tokens
+        used = 0
+        for index in range(len(messages) - 1, unchanged - 1, -1):
+            used += measure(messages[index])
+            if used > budget:
+                return None
+        known = self._sums[at]
+        mark, total = known if known is not None and known[0] <= unchanged else (0, 0)
+        while mark < unchanged and used + total <= budget:
+            total += measure(messages[mark])
+            mark += 1
+        self._sums[at] = mark, total
+        used += total
+        return None if used > budget else used
+
+    def _overflow(self, messages: list[Message]) -> None:
         if self.on_overflow == "raise":
             tokens, budget = self.measure.total(messages), self.max_tokens
             raise ContextOverflowError(
@@ -380,13 +528,3 @@ class UntilFits:
                 tokens=tokens,
                 budget=budget,
             )
-        return messages
-
-    def _fits(self, messages: list[Message]) -> bool:
-        # Newest first, stopping once over: a long history costs only what fits.
-        measure, budget, used = self.measure, self.max_tokens, 0
-        for message in reversed(messages):
-            used += measure(message)
-            if used > budget:
-                return False
-        return True

@@ -826,6 +826,107 @@ def test_over_a_growing_history_unchanged_messages_stay_the_same_objects(
         assert isinstance(error, kind.errors(kwargs))  # noqa: PT017
 
 
+# What a history does between two windows: grow by some messages, lose its newest
+# (a rewind, then the same messages again), have one replaced by an equal copy (a
+# store that reloads it) or, where it holds no tool block, by another text.
+edits_between = st.lists(
+    st.one_of(
+        st.tuples(st.just("grow"), st.integers(1, 4)),
+        st.tuples(st.just("grow"), st.integers(1, 4)),
+        st.tuples(st.just("rewind"), st.integers(1, 5)),
+        st.tuples(st.sampled_from(["copy", "reword"]), st.integers(0, 10**6)),
+    ),
+    min_size=1,
+    max_size=16,
+)
+
+
+def _change(history: list[Message], pool: list[Message], grown: int, edit: tuple[Any, int]) -> int:
+    """Apply one edit to `history` (in place); return how much of `pool` it holds now."""
+    kind, amount = edit
+    head = head_size(pool)
+    if kind == "grow":
+        history += pool[grown : grown + amount]
+        return min(len(pool), grown + amount)
+    if kind == "rewind":
+        cut = min(amount, len(history) - head)
+        del history[len(history) - cut :]
+        return grown - cut
+    if len(history) <= head:
+        return grown
+    index = head + amount % (len(history) - head)
+    message = history[index]
+    if kind == "copy":
+        history[index] = from_dict(to_dict(message))
+    elif not message.tool_uses and not message.tool_results:
+        history[index] = Message(message.role, f"reworded message {amount}")
+    return grown
+
+
+def _measure_of(strategy: ContextStrategy) -> Any:
+    if isinstance(strategy, Pipeline):
+        return _measure_of(strategy.strategies[-1]) if strategy.strategies else None
+    return getattr(strategy, "measure", None)
+
+
+STATEFUL = {"Summarize", "StableWindow"}
+
+
+@pytest.mark.parametrize("name", names(lambda kind: kind.stateless and kind.name not in STATEFUL))
+@SETTINGS
+@given(data=st.data(), messages=transcripts(), edits=edits_between)
+def test_a_reused_instance_builds_what_a_new_one_does_whatever_the_history_does(
+    name: str, data: st.DataObject, messages: list[Message], edits: list[tuple[Any, int]]
+) -> None:
+    """One instance called through `compact`, and one through `compact_since` with the
+    true count of unchanged messages, over a history that grows, rewinds and has
+    messages replaced: each window equals a new instance's, and what `compact_since`
+    says of its window (unchanged part, token count) holds."""
+    kind = BY_NAME[name]
+    kwargs = draw_params(data, kind, messages)
+    if "stages" in kwargs:  # these keep what they built, and say so in their docs
+        kwargs["stages"] = [
+            (stage, options) for stage, options in kwargs["stages"] if stage not in STATEFUL
+        ]
+
+    async def scenario() -> None:
+        plain, vouched = kind.build(kwargs), kind.build(kwargs)
+        since = getattr(vouched, "compact_since", None)
+        history, grown = messages[: head_size(messages)], head_size(messages)
+        previous: list[Message] = []
+        step = None
+        for edit in edits:
+            grown = _change(history, messages, grown, edit)
+            current = list(history)  # a new list each time, as a store returns it
+            fresh = await kind.build(kwargs).compact(current)
+            window = await plain.compact(current)
+            assert snapshot(window) == snapshot(fresh), "a reused instance differs from a new one"
+            assert (window is current) == (fresh is current)
+            check_pairing(current, window)
+            if since is None:
+                continue
+            unchanged = next(
+                (i for i, (a, b) in enumerate(zip(current, previous, strict=False)) if a is not b),
+                min(len(current), len(previous)),
+            )
+            earlier = list(step.messages) if step is not None else []
+            step = await since(current, step, unchanged)
+            assert snapshot(step.messages) == snapshot(fresh), "compact_since differs from compact"
+            assert (step.messages is current) == (fresh is current)
+            assert step.unchanged <= min(len(step.messages), len(earlier))
+            kept = step.unchanged
+            assert snapshot(step.messages[:kept]) == snapshot(earlier[:kept]), "not unchanged"
+            measure = _measure_of(vouched)
+            if step.tokens is not None and measure is not None:
+                assert step.tokens == measure.total(step.messages), "a wrong token count"
+            previous = current
+
+    try:
+        run(scenario())
+    except (ContextOverflowError, SummarizationError) as error:
+        assert isinstance(error, kind.errors(kwargs))  # noqa: PT017
+
+
 # ----------------------------------------------------------------------------- summaries
 
 

@@ -5,7 +5,7 @@ input, returns the very same list when it changed nothing, and never separates
 a tool call from its result.
 """
 
-from pygents_ctx.context.strategies.base import ContextStrategy
+from pygents_ctx.context.strategies.base import ContextStrategy, WindowStep
 from pygents_ctx.context.strategies.budget import FitTokens, MiddleOut
 from pygents_ctx.context.strategies.compose import (
     MODEL_CONTEXT_WINDOWS,
@@ -57,6 +57,7 @@ __all__ = [
     "TruncateToolResults",
     "UntilFits",
     "Window",
+    "WindowStep",
     "bridge_message",
     "is_bridge",
     "is_summary",

@@ -28,7 +28,6 @@ same input: reuse is only taken where it cannot change the result.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 

@@ -51,11 +51,11 @@ class WindowStep:
 
     where `previous` is the step it returned to this caller last time (None on
     the first call) and `unchanged` says how many leading messages of
-    `messages` are the very objects, in the same places, of the input of that
-    call. The strategy trusts `unchanged` only when `previous` is the step it
-    returned last (another caller may have called it since: then it works as
-    if nothing were known), so one instance shared by two pipelines stays
-    correct, only slower. The window must equal what `compact(messages)` of a
+    `messages` are those of the input of that call, in the same places (the
+    same objects, or equal ones). The strategy trusts `unchanged` only when
+    `previous` is the step it returned last (another caller may have called
+    it since: then it works as if nothing were known), so one instance shared
+    by two pipelines stays correct, only slower. The window must equal what `compact(messages)` of a
     new instance returns, and be `messages` itself exactly when that is.
 
     `Pipeline` and `UntilFits` pass each stage's step and the previous stage's
@@ -69,7 +69,8 @@ class WindowStep:
             on its next call: read it before calling again, never change it
             (`compact` returns a list of the caller's own).
         unchanged: How many leading messages of `messages` are those of the
-            window of the previous step, in place (0 when not known).
+            window of the previous step (equal, usually the same objects), in
+            place (0 when not known).
         tokens: The window's token count, as the strategy counts, when it
             knows it without counting again (None: not known).
     """

@@ -135,12 +135,14 @@ class FitTokens(_Budgeted):
             resume = -1  # the newest remembered round start within the unchanged part
             if known is not None and known.start == start and unchanged >= start:
                 resume = bisect_right(known.starts, unchanged) - 1
-            keep_from, tokens, self._rounds = _fit_newest_rounds(
+            found, tokens, self._rounds = _fit_newest_rounds(
                 messages, start, used, self.budget, self.measure, known, resume
             )
-            if keep_from is None:  # unpaired results in view: the careful, general walk
+            if found is None:  # unpaired results in view: the careful, general walk
                 keep_from, tokens = self._fit_by_rounds(messages, start, used), None
-            elif keep_from == len(messages):  # not even the newest round fits
+            else:
+                keep_from = found
+            if keep_from == len(messages):  # not even the newest round fits
                 newest = next(rounds_newest_first(messages, start))
                 tokens = used + self.measure.total(messages, newest)
                 overflow("FitTokens", self.on_overflow, tokens=tokens, budget=self.budget)

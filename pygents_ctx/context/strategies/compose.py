@@ -350,9 +350,10 @@ class UntilFits:
     `WindowStep`), and the part of a stage's output that it left unchanged
     is counted as a running total, so a step late in a long run costs what
     changed, not the window. Use one instance per conversation for that
-    (sharing one is correct, only slower). Use the same counter settings as the budgeted strategies inside (the
-    defaults are the same): a message caches one count, and counting it under
-    other settings on every call means tokenizing it again each time.
+    (sharing one is correct, only slower). Use the same counter settings as
+    the budgeted strategies inside (the defaults are the same): a message
+    caches one count, and counting it under other settings on every call
+    means tokenizing it again each time.
 
     Args:
         max_tokens: The budget for the prompt.

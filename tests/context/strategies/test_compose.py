@@ -494,3 +494,62 @@ async def test_a_copied_pipeline_builds_its_own_windows() -> None:
     assert branch.strategies[0] is not pipeline.strategies[0]
     assert first.repinned  # nothing built before, in the branch
     assert first.stable_prefix == 0
+
+
+# -- building over what was built before ---------------------------------------------------
+
+
+class _Counting:
+    """A user's strategy with only `compact`: keeps the newest `keep` messages after the task."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        if len(messages) <= self.keep + 1:
+            return messages
+        return [messages[0], *messages[-self.keep :]]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda clear: Pipeline([clear, FitTokens(300, **EXACT)]),
+        lambda clear: UntilFits(300, [clear, FitTokens(300, **EXACT)], **EXACT),
+        lambda clear: Pipeline([_Counting(9), clear, _Counting(7)]),
+    ],
+)
+async def test_one_editor_shared_by_two_compositions_builds_each_ones_window(make: Any) -> None:
+    """Each composition passes its stages what it knows of their input; a stage another
+    caller called since must not trust it, so sharing an instance stays correct."""
+    shared = ClearToolResults(keep_recent=2)
+    first, second = make(shared), make(shared)
+    one = [Message("user", "task one")]
+    two = [Message("user", "task two")]
+    steps: dict[int, Any] = {}
+    for n in range(12):
+        one += _tool_step(n, 40)
+        two += _tool_step(100 + n, 25 + n)
+        for composition, history in ((first, one), (second, two)):
+            # Each composition vouches for the history it saw last: all but the new step.
+            step = await composition.compact_since(
+                list(history), steps.get(id(composition)), len(history) - 2
+            )
+            steps[id(composition)] = step
+            expected = await make(ClearToolResults(keep_recent=2)).compact(list(history))
+            assert step.messages == expected
+
+
+async def test_a_step_says_what_stayed_and_what_it_counted() -> None:
+    pipeline = Pipeline([ClearToolResults(keep_recent=2), FitTokens(400, **EXACT)])
+    history = [Message("user", "the task")]
+    step = None
+    for n in range(20):
+        history += _tool_step(n, 60)
+        earlier = [] if step is None else list(step.messages)
+        step = await pipeline.compact_since(list(history), step, len(history) - 2)
+        assert step.tokens == count_tokens(step.messages, **EXACT) <= 400
+        assert step.messages[: step.unchanged] == earlier[: step.unchanged]
+        assert step.messages == await Pipeline(
+            [ClearToolResults(keep_recent=2), FitTokens(400, **EXACT)]
+        ).compact(history)

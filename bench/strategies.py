@@ -24,8 +24,9 @@ that must look at every message, a comprehension that reads each message's
 first block.
 
 Last, a step late in a long run (`per_step`): every built-in strategy and the
-documented compositions with a 64k window, on a `size`-message history read
-once, then a step at a time; a step may cost 1 ms.
+documented compositions (those of `python -m bench context`) with a 64k
+window, on a `size`-message history read once, then a step at a time through
+`ContextConfig.window_of`, as a run builds it; a step may cost 1 ms.
 """
 
 from __future__ import annotations
@@ -39,9 +40,11 @@ from bench.harness import REPEATS, Result, compare
 from pygents_ctx import (
     ClearToolInputs,
     ClearToolResults,
+    ContextConfig,
     ContextStrategy,
     DropToolRounds,
     FitTokens,
+    MemoryContextStore,
     Message,
     MiddleOut,
     PinnedWindow,
@@ -276,73 +279,122 @@ async def _pass(
 # ----------------------------------------------------------------------------- per step, late
 
 
-def _per_step_strategies() -> list[tuple[str, Callable[[], ContextStrategy]]]:
-    """Every built-in strategy and the documented compositions, with a 64k window."""
-    budget = STEP_BUDGET
+def _per_step_strategies(budget: int) -> list[tuple[str, Callable[[], ContextStrategy]]]:
+    """Every built-in strategy and the documented compositions (those of `python -m bench
+    context`), with a `budget`-token window."""
+    inner = budget * 6 // 10
+
+    def summarized(window: int) -> Pipeline:
+        summarize = Summarize(
+            ScriptedSummarizer(_summary),
+            keep_recent_tokens=budget // 4,
+            min_old_tokens=budget * 3 // 4,
+            max_tokens=window,
+        )
+        return Pipeline([summarize, ClearToolResults(5), FitTokens(window)])
+
     return [
-        ("StableWindow(64k)", lambda: StableWindow(budget)),
-        ("SlidingWindow()", lambda: SlidingWindow()),
-        ("TrimRounds(10)", lambda: TrimRounds(10)),
-        ("Truncate(200 messages)", lambda: Truncate(max_messages=200)),
-        ("FitTokens(64k)", lambda: FitTokens(budget)),
-        ("MiddleOut(64k)", lambda: MiddleOut(budget)),
-        ("TruncateToolResults(500)", lambda: TruncateToolResults(500)),
-        ("ClearToolResults()", lambda: ClearToolResults()),
-        ("ClearToolInputs()", lambda: ClearToolInputs()),
-        ("DropToolRounds()", lambda: DropToolRounds()),
+        ("StableWindow(B)", lambda: StableWindow(budget)),
         (
-            "Summarize(32k recent, 64k)",
+            "StableWindow(B) + ClearToolResults(5)",
+            lambda: Pipeline([StableWindow(budget), ClearToolResults(5)]),
+        ),
+        ("SlidingWindow(100)", lambda: SlidingWindow(100)),
+        ("TrimRounds(20)", lambda: TrimRounds(20)),
+        ("Truncate(max_chars=4B)", lambda: Truncate(max_chars=4 * budget)),
+        ("FitTokens(B)", lambda: FitTokens(budget)),
+        ("MiddleOut(B)", lambda: MiddleOut(budget)),
+        (
+            "ClearToolResults(5) + FitTokens(B)",
+            lambda: Pipeline([ClearToolResults(5), FitTokens(budget)]),
+        ),
+        (
+            "ClearToolInputs(5) + FitTokens(B)",
+            lambda: Pipeline([ClearToolInputs(5), FitTokens(budget)]),
+        ),
+        (
+            "TruncateToolResults(500) + FitTokens(B)",
+            lambda: Pipeline([TruncateToolResults(500), FitTokens(budget)]),
+        ),
+        (
+            "DropToolRounds(5) + FitTokens(B)",
+            lambda: Pipeline([DropToolRounds(5), FitTokens(budget)]),
+        ),
+        (
+            "UntilFits(B, [ClearToolResults(5), DropToolRounds(5), FitTokens(B)])",
+            lambda: UntilFits(budget, [ClearToolResults(5), DropToolRounds(5), FitTokens(budget)]),
+        ),
+        ("PinnedWindow(FitTokens(0.6B), B)", lambda: PinnedWindow(FitTokens(inner), budget)),
+        (
+            "PinnedWindow(ClearToolResults(5) + FitTokens(0.6B), B)",
+            lambda: PinnedWindow(Pipeline([ClearToolResults(5), FitTokens(inner)]), budget),
+        ),
+        ("Summarize + ClearToolResults(5) + FitTokens(B)", lambda: summarized(budget)),
+        (
+            "PinnedWindow(Summarize + ClearToolResults(5) + FitTokens(0.6B), B)",
+            lambda: PinnedWindow(summarized(inner), budget),
+        ),
+        # Alone, an editor's window is the whole history: counting it follows the history.
+        ("TruncateToolResults(500)", lambda: TruncateToolResults(500)),
+        ("ClearToolResults(5)", lambda: ClearToolResults(5)),
+        ("ClearToolInputs(5)", lambda: ClearToolInputs(5)),
+        ("DropToolRounds(5)", lambda: DropToolRounds(5)),
+        (
+            "Summarize(B/2 recent, B)",
             lambda: Summarize(
                 ScriptedSummarizer(_summary), keep_recent_tokens=budget // 2, max_tokens=budget
             ),
         ),
-        ("Pipeline(clear, fit)", lambda: Pipeline([ClearToolResults(), FitTokens(budget)])),
         (
-            "UntilFits(clip, fit)",
+            "UntilFits(B, [TruncateToolResults(500), FitTokens(B)])",
             lambda: UntilFits(budget, [TruncateToolResults(500), FitTokens(budget)]),
         ),
-        ("PinnedWindow(fit 0.6)", lambda: PinnedWindow(FitTokens(budget * 6 // 10), budget)),
         # Selecting first, editing the window: what a step costs does not follow the history.
-        ("Pipeline(stable, clear)", lambda: Pipeline([StableWindow(budget), ClearToolResults()])),
-        ("Pipeline(fit, clear)", lambda: Pipeline([FitTokens(budget), ClearToolResults()])),
+        (
+            "FitTokens(B) + ClearToolResults(5)",
+            lambda: Pipeline([FitTokens(budget), ClearToolResults(5)]),
+        ),
     ]
 
 
-async def per_step(size: int = 100_000, steps: int = 30) -> list[Result]:
+async def per_step(
+    size: int = 100_000, steps: int = 30, budgets: tuple[int, ...] = (STEP_BUDGET,)
+) -> list[Result]:
     """The cost of one step late in a long run: `size` messages, a 64k window.
 
-    One instance per strategy reads the `size`-message history once (not
-    timed: what a resumed session costs once), then `steps` agent steps come,
-    each a new history list (as a store returns it) one step longer, and the
-    strategy runs before each. Reported: the median step, in this process's CPU
-    time (steadier than wall time on a shared machine). The floor slices the
-    history to the window the strategy returned; the target is the 1 ms a step
-    may cost (`STEP_LIMIT_NS`), given as a ratio to that floor.
+    One `ContextConfig` per strategy builds the window of the `size`-message
+    history once (not timed: what a resumed session costs once), then `steps`
+    agent steps come, each a new history list (as a store returns it) one step
+    longer, and `window_of` builds the window before each, as a run does (its
+    token count included). Reported: the median step, in this process's CPU
+    time (steadier than wall time on a shared machine), against the 1 ms a step
+    may cost (`STEP_LIMIT_NS`); the floor slices the history to the window the
+    strategy returned.
     """
     results = []
-    for name, make in _per_step_strategies():
-        history = _history(size)
-        strategy = make()
-        await strategy.compact(history)
-        spans, floors = [], []
-        gc.collect()
-        gc.disable()
-        try:
-            for n in range(steps):
-                history = history + _step(size + n)
-                start = time.process_time_ns()
-                window = await strategy.compact(history)
-                spans.append(time.process_time_ns() - start)
-                kept = len(window)
-                start = time.process_time_ns()
-                [*history[:2], *history[len(history) - kept + 2 :]]
-                floors.append(time.process_time_ns() - start)
-        finally:
-            gc.enable()
-        ours, floor = statistics.median(spans), max(1.0, statistics.median(floors))
-        results.append(
-            Result(f"{name}: step at {size:,} msgs, 64k", ours, floor, STEP_LIMIT_NS / floor)
-        )
+    for budget in budgets:
+        for name, make in _per_step_strategies(budget):
+            history = _history(size)
+            config = ContextConfig(MemoryContextStore(), make())
+            await config.window_of(history)
+            spans, floors = [], []
+            gc.collect()
+            gc.disable()
+            try:
+                for n in range(steps):
+                    history = history + _step(size + n)
+                    start = time.process_time_ns()
+                    window = await config.window_of(history)
+                    spans.append(time.process_time_ns() - start)
+                    kept = len(window.messages)
+                    start = time.process_time_ns()
+                    [*history[:2], *history[len(history) - kept + 2 :]]
+                    floors.append(time.process_time_ns() - start)
+            finally:
+                gc.enable()
+            ours, floor = statistics.median(spans), max(1.0, statistics.median(floors))
+            label = f"{name}, B={budget // 1000}k: step at {size:,} msgs"
+            results.append(Result(label, ours, floor, None, bound_ns=STEP_LIMIT_NS))
     return results
 
 
@@ -360,5 +412,5 @@ async def strategies(steps: int = 3_000, size: int = 100_000) -> list[Result]:
     )
     results += await agent_run("StableWindow(8000)", lambda: StableWindow(BUDGET), steps)
     results += await one_pass(size)
-    results += await per_step(size)
+    results += await per_step(size, budgets=(STEP_BUDGET, 16_000))
     return results

@@ -247,6 +247,7 @@ class Pipeline:
                 "Pipeline.build needs a StableWindow or a PinnedWindow as the first stage, "
                 f"not {type(first).__name__}: put the window builder first, or use compact()"
             )
+        self._step = None  # a later compact_since does not follow on from this input
         window = await first.build(messages)
         # The window builder's stable prefix is what the later stages may take as unchanged.
         unchanged = 0 if window.repinned else window.stable_prefix

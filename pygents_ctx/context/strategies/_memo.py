@@ -137,8 +137,11 @@ class OldMessageEditor:
         # Taken out first: a call that fails part way leaves no half-updated memory.
         previous, self._last = self._last, None
         base, grown = None, False
+        # Another caller may have called since: then nothing it says is known, and what
+        # this says it left unchanged is not relative to that caller's last window.
+        trusted = previous is not None and previous_step is previous.step
         if previous is not None:
-            known = min(unchanged, len(messages)) if previous_step is previous.step else 0
+            known = min(unchanged, len(messages)) if trusted else 0
             settled = previous.settled
             # The old part's outputs are reused when the old part is as it was; only
             # what a caller did not vouch for is compared (at C speed).
@@ -174,6 +177,8 @@ class OldMessageEditor:
             if output is not None:
                 window.append(output)
         window.extend(messages[tail:])
+        if not trusted:
+            same = 0
         if not changed and not boundary_changed:
             # Unchanged, it was the input's old part before too: as many of it stay.
             step = WindowStep(messages, same)

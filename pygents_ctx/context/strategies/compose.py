@@ -251,7 +251,11 @@ class Pipeline:
         window = await first.build(messages)
         # The window builder's stable prefix is what the later stages may take as unchanged.
         unchanged = 0 if window.repinned else window.stable_prefix
-        step = await self._chain.run(self.strategies, window.messages, unchanged, 1)
+        chain, self._chain = self._chain, _Chain(len(self.strategies))
+        try:
+            step = await chain.run(self.strategies, window.messages, unchanged, 1)
+        finally:
+            self._chain = chain
         edited = step.messages if step.messages is window.messages else list(step.messages)
         last, self._last = self._last, edited
         shared, most = 0, min(window.stable_prefix, len(edited), len(last))
@@ -270,11 +274,18 @@ class Pipeline:
     ) -> WindowStep:
         """`compact`, each stage over what it built before (see `WindowStep`)."""
         trusted = previous is not None and previous is self._step
-        return await self._run(messages, unchanged if trusted else 0)
+        step = await self._run(messages, unchanged if trusted else 0)
+        return step if trusted else WindowStep(step.messages, 0, step.tokens)
 
     async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
         self._step = None
-        step = await self._chain.run(self.strategies, messages, unchanged)
+        # Taken out while in use: a call made meanwhile (a stage awaits) starts from
+        # nothing known, rather than read the stages' steps half updated.
+        chain, self._chain = self._chain, _Chain(len(self.strategies))
+        try:
+            step = await chain.run(self.strategies, messages, unchanged)
+        finally:
+            self._chain = chain
         self._step = step
         return step
 
@@ -461,43 +472,61 @@ class UntilFits:
     ) -> WindowStep:
         """`compact`, each stage over what it built before (see `WindowStep`)."""
         trusted = previous is not None and previous is self._step
-        return await self._run(messages, unchanged if trusted else 0)
+        step = await self._run(messages, unchanged if trusted else 0)
+        return step if trusted else WindowStep(step.messages, 0, step.tokens)
 
     async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
         self._step = None
         last, self._exit = self._exit, -2
-        chain = self._chain
+        # Taken out while in use, as in `Pipeline`: a call made meanwhile knows nothing.
+        chain, self._chain = self._chain, _Chain(len(self.strategies))
+        sums, self._sums = self._sums, [None] * len(self._sums)
+        try:
+            return await self._fit(messages, unchanged, chain, sums, last)
+        finally:
+            self._chain, self._sums = chain, sums
+
+    async def _fit(
+        self,
+        messages: list[Message],
+        unchanged: int,
+        chain: _Chain,
+        sums: list[tuple[int, int] | None],
+        last: int,
+    ) -> WindowStep:
         chain.floors[0] = min(chain.floors[0], unchanged)
         step, exit = WindowStep(messages, unchanged), -1
         try:
-            tokens = self._count(0, messages, unchanged)
+            tokens = self._count(sums, 0, messages, unchanged)
             if tokens is None:
                 for index, strategy in enumerate(self.strategies):
                     output = await chain.call(index, strategy, messages, chain.floors[index])
                     if output.messages is messages:  # an unchanged window is still over
-                        self._sums[index + 1] = None  # what was counted there is not its input
+                        sums[index + 1] = None  # what was counted there is not its input
                         continue
                     messages, step, exit = output.messages, output, index
                     if output.tokens is not None and _same_measure(strategy, self.measure):
                         # The stage counted its window as this would: no need to again.
                         tokens = output.tokens if output.tokens <= self.max_tokens else None
-                        self._sums[index + 1] = None  # what was counted there is not this
+                        sums[index + 1] = None  # what was counted there is not this
                     else:
-                        tokens = self._count(index + 1, messages, output.unchanged)
+                        tokens = self._count(sums, index + 1, messages, output.unchanged)
                     if tokens is not None:
                         break
                 else:
                     self._overflow(messages)
         except BaseException:
             chain.reset()
-            self._sums = [None] * len(self._sums)
+            sums[:] = [None] * len(sums)
             raise
         # The same stage's output as last time: as unchanged as that stage says.
         self._step = WindowStep(step.messages, step.unchanged if exit == last else 0, tokens)
         self._exit = exit
         return self._step
 
-    def _count(self, at: int, messages: list[Message], unchanged: int) -> int | None:
+    def _count(
+        self, sums: list[tuple[int, int] | None], at: int, messages: list[Message], unchanged: int
+    ) -> int | None:
         """The tokens of `messages`, output `at` of the chain (0: the input); None if over.
 
         The newest messages, after the `unchanged` ones, are counted newest first,
@@ -511,12 +540,12 @@ class UntilFits:
             used += measure(messages[index])
             if used > budget:
                 return None
-        known = self._sums[at]
+        known = sums[at]
         mark, total = known if known is not None and known[0] <= unchanged else (0, 0)
         while mark < unchanged and used + total <= budget:
             total += measure(messages[mark])
             mark += 1
-        self._sums[at] = mark, total
+        sums[at] = mark, total
         used += total
         return None if used > budget else used
 

@@ -524,11 +524,13 @@ async def test_one_editor_shared_by_two_compositions_builds_each_ones_window(mak
     caller called since must not trust it, so sharing an instance stays correct."""
     shared = ClearToolResults(keep_recent=2)
     first, second = make(shared), make(shared)
-    one = [Message("user", "task one")]
-    two = [Message("user", "task two")]
+    common = [Message("user", "the task")]
+    for n in range(6):
+        common += _tool_step(n, 30 + n)
+    one, two = list(common), list(common)  # one start, then each its own way
     steps: dict[int, Any] = {}
     for n in range(12):
-        one += _tool_step(n, 40)
+        one += _tool_step(10 + n, 40)
         two += _tool_step(100 + n, 25 + n)
         for composition, history in ((first, one), (second, two)):
             # Each composition vouches for the history it saw last: all but the new step.
@@ -553,3 +555,45 @@ async def test_a_step_says_what_stayed_and_what_it_counted() -> None:
         assert step.messages == await Pipeline(
             [ClearToolResults(keep_recent=2), FitTokens(400, **EXACT)]
         ).compact(history)
+
+
+async def test_a_stage_another_caller_called_since_says_nothing_stayed() -> None:
+    """A second pipeline sharing the editor calls it between two calls of the first: the
+    editor reuses what it built from the other's history, but must not tell the stage
+    after it that its window is unchanged since this pipeline's last call."""
+    shared = ClearToolResults(keep_recent=2)
+    first = Pipeline([shared, FitTokens(240, **EXACT)])
+    second = Pipeline([shared, FitTokens(240, **EXACT)])
+    common = [Message("user", "the task"), *_tool_step(0, 30)]
+    own = [*common, *[m for n in range(100_000, 100_008) for m in _tool_step(n, 15)]]
+    other = [*common, *[m for n in range(20, 28) for m in _tool_step(n, 70)]]
+
+    step = await second.compact_since(own, None, 0)
+    await first.compact_since(other, None, 0)
+    grown = [*other, *_tool_step(40, 50)]
+    step = await second.compact_since(grown, step, len(common))
+
+    expected = await Pipeline([ClearToolResults(keep_recent=2), FitTokens(240, **EXACT)]).compact(
+        grown
+    )
+    assert step.messages == expected
+
+
+class _Slow:
+    """A user's stage that awaits (as a summarizer would) and changes nothing."""
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        await asyncio.sleep(0)
+        return messages
+
+
+async def test_calls_made_while_another_awaits_build_each_ones_window() -> None:
+    pipeline = Pipeline([ClearToolResults(keep_recent=2), _Slow(), FitTokens(240, **EXACT)])
+    fresh = Pipeline([ClearToolResults(keep_recent=2), FitTokens(240, **EXACT)])
+    one = [Message("user", "the task"), *_tool_step(0, 30)]
+    two = list(one)
+    for n in range(10):
+        one += _tool_step(10 + n, 40 + n)
+        two += _tool_step(100 + n, 90 - n)
+        windows = await asyncio.gather(pipeline.compact(list(one)), pipeline.compact(list(two)))
+        assert windows == [await fresh.compact(one), await fresh.compact(two)]

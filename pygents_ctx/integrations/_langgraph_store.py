@@ -450,6 +450,9 @@ class ContextStoreMemory(BaseStore):
       between a number and a string or a missing value.
     - A search with a `query` on a store without `index` raises a
       `ValueError` (LangGraph's stores ignore the query).
+    - A put replaces the item's vectors: LangGraph's stores keep those of
+      texts the new put does not embed (with `index=False`, all of them), so
+      the item stayed found by its old text.
 
     With `index={"dims": ..., "embed": ..., "fields": [...]}` (LangGraph's
     `IndexConfig`), each put embeds the texts at `fields` (default `["$"]`,

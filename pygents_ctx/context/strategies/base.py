@@ -53,9 +53,10 @@ class WindowStep:
     the first call) and `unchanged` says how many leading messages of
     `messages` are those of the input of that call, in the same places (the
     same objects, or equal ones). The strategy trusts `unchanged` only when
-    `previous` is the step it returned last (another caller may have called
-    it since: then it works as if nothing were known), so one instance shared
-    by two pipelines stays correct, only slower. The window must equal what `compact(messages)` of a
+    `previous` is the step it returned last: another caller may have called
+    it since, and then it works as if nothing were known, and says that none
+    of its window is unchanged (its last window was another caller's). So
+    one instance shared by two pipelines stays correct, only slower. The window must equal what `compact(messages)` of a
     new instance returns, and be `messages` itself exactly when that is.
 
     `Pipeline` and `UntilFits` pass each stage's step and the previous stage's

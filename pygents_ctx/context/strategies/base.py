@@ -56,8 +56,9 @@ class WindowStep:
     `previous` is the step it returned last: another caller may have called
     it since, and then it works as if nothing were known, and says that none
     of its window is unchanged (its last window was another caller's). So
-    one instance shared by two pipelines stays correct, only slower. The window must equal what `compact(messages)` of a
-    new instance returns, and be `messages` itself exactly when that is.
+    one instance shared by two pipelines stays correct, only slower. The
+    window must equal what `compact(messages)` of a new instance returns,
+    and be `messages` itself exactly when that is.
 
     `Pipeline` and `UntilFits` pass each stage's step and the previous stage's
     `unchanged` along, so a stage after an edit that only changed the newest

@@ -104,13 +104,16 @@ class _Collection:
             if text or metadata != "{}":
                 self._describe(document_id, text, metadata)
 
-    def matching(self, conditions: dict[str, MetadataValue]) -> set[str]:
-        """The ids whose metadata has every condition's key with an equal value."""
+    def matching(self, conditions: dict[str, MetadataValue]) -> set[str] | None:
+        """The ids whose metadata has every condition's key with an equal value; None when
+        that is every document (the index names only stored ids)."""
         sets = sorted(
             (self.with_value.get((key, _key(value)), set()) for key, value in conditions.items()),
             key=len,
         )
-        return set(sets[0]).intersection(*sets[1:])
+        if len(sets[0]) == len(self.table):
+            return None
+        return sets[0].intersection(*sets[1:])
 
 
 class InMemoryVectorStore(VectorStoreBase):
@@ -212,8 +215,6 @@ class InMemoryVectorStore(VectorStoreBase):
     ) -> list[SearchResult]:
         collection = self._collection(name)
         among = collection.matching(conditions) if conditions else None
-        if among is not None and len(among) == len(collection.table):
-            among = None  # the filter keeps every document (it names only stored ids)
         hits = collection.table.top_k(vector, k, among)
         return [
             SearchResult(i, collection.text(i), collection.metadata_of(i), score)

@@ -9,16 +9,19 @@ own schema version (`pygents_vector_schema`), at first use:
 
 - `pygents_vector_collections`: a collection's name and dimension.
 - `pygents_vectors`: one row per document: its text, its metadata as `jsonb`
-  and its embedding as a pgvector `vector` (32-bit floats).
+  (with a GIN index, `jsonb_path_ops`, that filters read) and its embedding as
+  a pgvector `vector` (32-bit floats).
 
 A search is one SELECT ordered by pgvector's cosine distance (`<=>`), then
 by id. By default (`index="exact"`) it compares every vector of the
-collection, so it is exact. With `index="hnsw"` each collection gets a
-pgvector HNSW index of its own: a partial index (`WHERE collection = ...
-AND vector_dims(embedding) = n`, so rows of another collection, or of the
-same name made again with another dimension, never reach it) on the
-embedding cast to the collection's dimension (`vector(n)`, which an index
-needs), named `pygents_hnsw_<hash of the name>_<dimension>`; a search then
+collection that passes the filter, so it is exact; a filter's rows are found
+through the metadata index, so a selective filter compares only those.
+With `index="hnsw"` each collection gets a pgvector HNSW index of its own:
+a partial index (`WHERE collection = ... AND vector_dims(embedding) = n`,
+so rows of another collection, or of the same name made again with another
+dimension, never reach it) on the embedding cast to the collection's
+dimension (`vector(n)`, which an index needs), named
+`pygents_hnsw_<hash of the name>_<dimension>`; a search then
 walks the graph: approximate, and much faster on large collections.
 """
 
@@ -77,6 +80,12 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             PRIMARY KEY (collection, id)
         )
         """,
+    ),
+    (
+        # What a filter reads first: the rows whose metadata contains the
+        # filter's values (`@>`), then only those are compared with the query.
+        "CREATE INDEX pygents_vectors_metadata ON pygents_vectors "
+        "USING gin (metadata jsonb_path_ops)",
     ),
 )
 # feature_not_supported ("extension is not available"), undefined_file (older
@@ -391,6 +400,12 @@ class PostgresVectorStore(VectorStoreBase):
             params.extend([key, orjson.dumps(value).decode()])
         if self._index == "hnsw":
             return await self._hnsw_search(name, vector, k, where[1:], params[1:])
+        if conditions:
+            # Every row that passes holds the filter's values: the metadata index
+            # finds those rows (containment, which the equalities above then
+            # check exactly), and only those are compared with the query.
+            where.append("metadata @> %s::jsonb")
+            params.append(orjson.dumps(conditions).decode())
         sql = (
             "SELECT id, text, metadata, 1 - (embedding <=> %s::vector) AS score "
             f"FROM pygents_vectors WHERE {' AND '.join(where)} "

@@ -9,12 +9,18 @@ version (`pygents_vector_schema`) and are created on first use:
 - `pygents_vectors`: one row per document: its text, its metadata as JSON, its
   embedding as little-endian 32-bit floats (the format sqlite-vec reads) and
   the embedding's norm.
+- `pygents_vector_metadata`: the index filters read: one row per top-level
+  scalar value of a document's metadata (collection, key, kind, value, id),
+  written by triggers on `pygents_vectors` in the transaction of every
+  insert, update and delete (see `_indexed`).
 
-With numpy installed (and `matrix=True`, the default), a search scores the
-collection's vectors kept in this process as one float32 matrix, read from
-the table at the first search and kept in step with it; SQL then reads only
-the ids a filter keeps and the texts of the hits. Otherwise a search is one
-SELECT that scores every document passing the filter and keeps the best `k`
+A filter is one lookup in that index a condition, so it reads the ids it
+keeps, not every document. With numpy installed (and `matrix=True`, the
+default), a search scores the collection's vectors kept in this process as
+one float32 matrix, read from the table at the first search and kept in
+step with it, only the rows the filter keeps (see `VectorTable.top_k`); SQL
+then reads the texts of the hits. Otherwise a search is one SELECT that
+scores every document passing the filter and keeps the best `k`
 (`ORDER BY score DESC, id LIMIT k`), with a function registered on the
 connection (in Python, in double precision) or, with the sqlite-vec
 extension loaded, its `vec_distance_cosine` (in C, in single precision).
@@ -62,6 +68,29 @@ __all__ = ["SQLiteVectorStore"]
 Db = sqlite3.Connection
 T = TypeVar("T")
 
+
+def _indexed(row: str, rows: str = "") -> str:
+    """The SELECT of a document's indexed metadata: `(collection, key, kind, value, id)` for
+    each top-level value that is not a list or an object, from the document `row` (in `rows`).
+
+    JSON equality, as the filter compared values before the index (the same
+    json_each): integers and reals are both a "number" (SQLite compares them
+    by value: 1 = 1.0), a text a "text"; true, false and null are kinds of
+    their own, with the value ''.
+    """
+    return (
+        f"SELECT {row}.collection, m.key, "
+        "CASE WHEN m.type IN ('integer', 'real') THEN 'number' ELSE m.type END, "
+        f"CASE WHEN m.type IN ('integer', 'real', 'text') THEN m.value ELSE '' END, {row}.id "
+        f"FROM {rows}json_each({row}.metadata) AS m WHERE m.type NOT IN ('object', 'array')"
+    )
+
+
+_INDEX: Final = "INSERT INTO pygents_vector_metadata (collection, key, kind, value, id) "
+_UNINDEX: Final = (
+    "DELETE FROM pygents_vector_metadata WHERE collection = {row}.collection AND id = {row}.id"
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         """
@@ -87,6 +116,44 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         # Bumped by every write to the collection, from a random start: a store
         # that keeps the vectors in memory sees whether anyone changed them.
         "ALTER TABLE pygents_vector_collections ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
+    ),
+    (
+        # An index of the documents' top-level scalar metadata values, kept by
+        # triggers in the transaction of every write (whoever writes), from the
+        # same json_each the filter read before: a filter reads the ids it keeps.
+        """
+        CREATE TABLE pygents_vector_metadata (
+            collection TEXT NOT NULL,
+            key        TEXT NOT NULL,
+            kind       TEXT NOT NULL,
+            value           NOT NULL,
+            id         TEXT NOT NULL,
+            PRIMARY KEY (collection, id, key)
+        ) WITHOUT ROWID
+        """,
+        # What a filter reads: the ids with a value (the primary key's columns
+        # are in every entry, so it reads nothing else).
+        "CREATE INDEX pygents_vector_metadata_values "
+        "ON pygents_vector_metadata (collection, key, kind, value)",
+        f"""
+        CREATE TRIGGER pygents_vectors_indexed AFTER INSERT ON pygents_vectors BEGIN
+            {_INDEX}{_indexed("new")};
+        END
+        """,
+        f"""
+        CREATE TRIGGER pygents_vectors_reindexed AFTER UPDATE OF collection, id, metadata
+        ON pygents_vectors WHEN old.metadata IS NOT new.metadata
+            OR old.id IS NOT new.id OR old.collection IS NOT new.collection BEGIN
+            {_UNINDEX.format(row="old")};
+            {_INDEX}{_indexed("new")};
+        END
+        """,
+        f"""
+        CREATE TRIGGER pygents_vectors_unindexed AFTER DELETE ON pygents_vectors BEGIN
+            {_UNINDEX.format(row="old")};
+        END
+        """,
+        _INDEX + _indexed("v", "pygents_vectors AS v, "),
     ),
 )
 _SCORE_FUNCTION: Final = "pygents_vector_cosine"
@@ -117,22 +184,24 @@ def _vector(blob: bytes) -> array[float]:
     return vector
 
 
-def _condition(key: str, value: MetadataValue) -> tuple[str, list[Any]]:
-    """SQL (and its parameters) that holds when the metadata has `key` equal to `value`."""
-    params: list[Any]
-    if value is None:
-        test, params = "m.type = 'null'", []
-    elif isinstance(value, bool):
-        test, params = ("m.type = 'true'" if value else "m.type = 'false'"), []
-    elif isinstance(value, int | float):
-        test, params = "m.type IN ('integer', 'real') AND m.value = ?", [value]
-    else:
-        test, params = "m.type = 'text' AND m.value = ?", [value]
-    return (
-        f"EXISTS (SELECT 1 FROM json_each(pygents_vectors.metadata) AS m "
-        f"WHERE m.key = ? AND {test})",
-        [key, *params],
-    )
+def _kept(name: str, conditions: dict[str, MetadataValue]) -> tuple[str, list[Any]]:
+    """A SELECT of the ids in collection `name` whose metadata meets every condition, and its
+    parameters: one lookup in the metadata index a condition (see `_indexed`)."""
+    lookups, params = [], []
+    for key, value in conditions.items():
+        kind: str
+        if value is None:
+            kind, value = "null", ""
+        elif isinstance(value, bool):
+            kind, value = ("true" if value else "false"), ""
+        else:
+            kind = "number" if isinstance(value, int | float) else "text"
+        lookups.append(
+            "SELECT id FROM pygents_vector_metadata "
+            "WHERE collection = ? AND key = ? AND kind = ? AND value = ?"
+        )
+        params.extend([name, key, kind, value])
+    return " INTERSECT ".join(lookups), params
 
 
 def _load_sqlite_vec(db: Db) -> None:
@@ -438,14 +507,9 @@ class SQLiteVectorStore(VectorStoreBase):
     async def _search(
         self, name: str, vector: array[float], k: int, conditions: dict[str, MetadataValue]
     ) -> list[SearchResult]:
-        where = ["collection = ?"]
-        params: list[Any] = [name]
-        for key, value in conditions.items():
-            sql, values = _condition(key, value)
-            where.append(sql)
-            params.extend(values)
+        kept, params = _kept(name, conditions) if conditions else ("", [])
         if self.uses_matrix:
-            return await self._run(partial(self._matrix_search, name, vector, k, where, params))
+            return await self._run(partial(self._matrix_search, name, vector, k, kept, params))
         uses_vec = self._uses_vec
         score = (
             "1.0 - vec_distance_cosine(embedding, ?)"
@@ -454,7 +518,8 @@ class SQLiteVectorStore(VectorStoreBase):
         )
         sql = (
             f"SELECT id, text, metadata, {score} AS score FROM pygents_vectors "
-            f"WHERE {' AND '.join(where)} ORDER BY score DESC, id LIMIT ?"
+            f"WHERE collection = ?{f' AND id IN ({kept})' if kept else ''} "
+            "ORDER BY score DESC, id LIMIT ?"
         )
         query_norm = norm(vector)
 
@@ -464,12 +529,12 @@ class SQLiteVectorStore(VectorStoreBase):
         def search(db: Db) -> list[SearchResult]:
             _require(db, name)
             if uses_vec:
-                rows = db.execute(sql, (_blob(unit_vector(vector)), *params, k)).fetchall()
+                rows = db.execute(sql, (_blob(unit_vector(vector)), name, *params, k)).fetchall()
             else:
                 # Registered per search (the worker runs one call at a time), so the
                 # function holds this query.
                 db.create_function(_SCORE_FUNCTION, 2, score_row, deterministic=True)
-                rows = db.execute(sql, (*params, k)).fetchall()
+                rows = db.execute(sql, (name, *params, k)).fetchall()
             return [
                 SearchResult(i, text, orjson.loads(metadata), float(s))
                 for i, text, metadata, s in rows
@@ -482,11 +547,12 @@ class SQLiteVectorStore(VectorStoreBase):
         name: str,
         vector: array[float],
         k: int,
-        where: list[str],
+        kept: str,
         params: list[Any],
         db: Db,
     ) -> list[SearchResult]:
-        """Score the collection's matrix; read what the filter keeps and the hits' texts in SQL."""
+        """Score the collection's matrix (only the rows `kept` selects, when it is given);
+        read the hits' texts in SQL."""
         db.execute("BEGIN")  # one snapshot: the generation, the rows and the texts agree
         try:
             found = db.execute(
@@ -497,13 +563,12 @@ class SQLiteVectorStore(VectorStoreBase):
                 raise unknown_collection(name)
             table = self._matrices.table(db, name, int(found[0]), int(found[1]))
             among = None
-            if len(where) > 1:
-                among = {
-                    row[0]
-                    for row in db.execute(
-                        f"SELECT id FROM pygents_vectors WHERE {' AND '.join(where)}", params
-                    )
-                }
+            if kept:
+                # Counted first (in the index): a filter that keeps every document
+                # searches the whole matrix without reading an id.
+                (count,) = db.execute(f"SELECT count(*) FROM ({kept})", params).fetchone()
+                if count < len(table):
+                    among = {row[0] for row in db.execute(kept, params)} if count else set()
             hits = table.top_k(vector, k, among)
             details = _texts(db, name, [item_id for item_id, _ in hits])
         finally:

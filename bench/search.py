@@ -14,7 +14,7 @@ does). Then each fact is asked for with a question in plain words ("What is
 the door code for the Oslo lab?"), stop words and all: the latency of each
 search (p50, p99) and recall@5 (the fact among the first five hits).
 
-Semantic recall (SQLite): each fact is asked for again in other words, the
+Semantic recall (SQLite and PostgreSQL, each with its vector store): each fact is asked for again in other words, the
 place name alone in common ("Which entry pin belongs to the Oslo
 laboratory?"), by the store's full-text search and by `SemanticRecall`
 (full-text and semantic hits fused) over a `SQLiteVectorStore` on the same
@@ -35,7 +35,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bench.postgres_scale import Measured, run_and_save
-from pygents_ctx import HashingEmbedder, Message, SemanticRecall, SQLiteVectorStore
+from pygents_ctx import (
+    HashingEmbedder,
+    Message,
+    PostgresVectorStore,
+    SemanticRecall,
+    SQLiteVectorStore,
+)
 from pygents_ctx.context.stores import (
     ContextStore,
     PostgresContextStore,
@@ -273,7 +279,7 @@ async def _measure(
 
 
 async def _semantic(
-    store: ContextStore, recall: SemanticRecall, planted: list[tuple[str, str, str]]
+    store: ContextStore, recall: SemanticRecall, planted: list[tuple[str, str, str]], label: str
 ) -> list[Measured]:
     """Paraphrased questions: the full-text search alone, then fused with `recall`."""
     archived = len(await store.get_history(include_archived=True)) - await store.count()
@@ -300,7 +306,7 @@ async def _semantic(
     facts = len(planted)
     return [
         Measured(
-            f"SQLite semantic: embed and index {embedded:,} messages ({archived:,} archived)",
+            f"{label} semantic: embed and index {embedded:,} messages ({archived:,} archived)",
             f"{indexing:.1f} s",
             f"{indexing / embedded * 1e6:.0f} µs a message",
             None,
@@ -308,7 +314,7 @@ async def _semantic(
             None,
         ),
         Measured(
-            f"SQLite: recall@5, {facts} paraphrased questions, full-text search",
+            f"{label}: recall@5, {facts} paraphrased questions, full-text search",
             f"{lexical / facts:.3f}",
             "",
             None,
@@ -316,7 +322,7 @@ async def _semantic(
             None,
         ),
         Measured(
-            f"SQLite: recall@5, {facts} paraphrased questions, fused (SemanticRecall)",
+            f"{label}: recall@5, {facts} paraphrased questions, fused (SemanticRecall)",
             f"{fused / facts:.3f}",
             "",
             None,
@@ -324,7 +330,7 @@ async def _semantic(
             fused / facts >= 0.95,
         ),
         Measured(
-            "SQLite: fused search p50",
+            f"{label}: fused search p50",
             f"{statistics.median(times) * 1e3:.1f} ms",
             f"p99 {sorted(times)[int(0.99 * len(times))] * 1e3:.1f} ms",
             None,
@@ -332,7 +338,7 @@ async def _semantic(
             None,
         ),
         Measured(
-            "SQLite: fused search after a turn's 4 new messages, p50",
+            f"{label}: fused search after a turn's 4 new messages, p50",
             f"{statistics.median(after_turn) * 1e3:.1f} ms",
             "",
             None,
@@ -354,7 +360,7 @@ async def collect(quick: bool) -> list[Measured]:
             filled = await _fill(store, messages)
             rows += await _measure(store, planted, "SQLite", filled)
             recall = SemanticRecall(SQLiteVectorStore(conn), ParaphraseEmbedder())
-            rows += await _semantic(store, recall, planted)
+            rows += await _semantic(store, recall, planted, "SQLite")
     server = postgres_server.start()
     try:
         async with connect_postgres(server.dsn) as pg:
@@ -362,6 +368,8 @@ async def collect(quick: bool) -> list[Measured]:
             filled = await _fill(pg_store, messages)
             await pg.run(lambda db: db.execute("ANALYZE"))
             rows += await _measure(pg_store, planted, "PostgreSQL", filled)
+            recall = SemanticRecall(PostgresVectorStore(pg), ParaphraseEmbedder())
+            rows += await _semantic(pg_store, recall, planted, "PostgreSQL")
     finally:
         server.stop()
     return rows

@@ -27,7 +27,8 @@ picks another).
   and the window it was sent (version 10: `window_record`, see `_usage_sql`).
 - Version 6 adds to the live history and the archive `message_id` (from the
   sequence `pygents_message_ids`, kept when a message is archived) and
-  `search`, the `tsvector` that `search` looks in (see `_search_sql`).
+  `search`, the `tsvector` that `search` looks in (see `_search_sql`);
+  version 14 indexes each session's `message_id`s (`messages_after`).
 - The tables `_sqlite_schema` describes for the lease, forks, running counts,
   decisions, journal and checkpoints, the same on both (see each table's
   `_*_sql` module), came here in these versions: `pygents_leases` (3),
@@ -49,7 +50,7 @@ from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _decisions_sql as decisions_sql
 from pygents_ctx.context.stores import _journal_sql as journal_sql
 from pygents_ctx.context.stores import _lease_sql as lease_sql
-from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX
+from pygents_ctx.context.stores._search_sql import POSTGRES_INDEX, POSTGRES_MESSAGE_IDS
 from pygents_ctx.context.stores._usage_sql import (
     LINKS,
     POSTGRES_REASONING,
@@ -170,7 +171,8 @@ _V11: Final = (
     "CREATE INDEX pygents_sessions_by_owner ON pygents_sessions (owner, created_at, id) "
     "WHERE owner IS NOT NULL",
 )
-# Version 12: the step journal. Version 13: agents' checkpoints.
+# Version 12: the step journal. Version 13: agents' checkpoints. Version 14: a session's
+# messages found by `message_id`.
 MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V1,
     POSTGRES_TABLE,
@@ -185,6 +187,7 @@ MIGRATIONS: Final[tuple[tuple[Step, ...], ...]] = (
     _V11,
     journal_sql.POSTGRES_TABLE,
     checkpoint_sql.POSTGRES_TABLE,
+    POSTGRES_MESSAGE_IDS,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 

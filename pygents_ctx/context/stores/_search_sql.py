@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 __all__ = [
     "INDEXED_CHARACTERS",
     "POSTGRES_INDEX",
+    "POSTGRES_MESSAGE_IDS",
     "SQLITE_INDEX",
     "SQLITE_LAZY_INDEX",
     "SQLITE_OFFLOADED_WORDS",
@@ -510,7 +511,9 @@ async def search_postgres(
     return hits
 
 
-# The session's messages by `message_id`: above `after`, and among `ids` if given.
+# The session's messages by `message_id`: `{which}` is above `after`, or among `ids`. Each
+# segment's live rows and archive rows are read in id order from their `(session_id,
+# message_id)` index (version 14), at most `limit` rows of each.
 _POSTGRES_MESSAGES: Final = """
     WITH seg AS (
         SELECT * FROM unnest(%(sources)s::text[], %(lows)s::bigint[], %(highs)s::bigint[],
@@ -518,17 +521,20 @@ _POSTGRES_MESSAGES: Final = """
     ),
     hits AS (
         SELECT * FROM (
-            SELECT m.message_id, false AS archived, m.session_id AS source, m.position AS key
-            FROM pygents_messages AS m JOIN seg ON m.session_id = seg.source
-                AND m.position >= seg.low AND m.position < seg.high
-            WHERE m.message_id > %(after)s
-              AND (%(ids)s::bigint[] IS NULL OR m.message_id = ANY (%(ids)s::bigint[]))
+            SELECT found.* FROM seg, LATERAL (
+                SELECT m.message_id, false AS archived, m.session_id AS source, m.position AS key
+                FROM pygents_messages AS m
+                WHERE m.session_id = seg.source AND m.position >= seg.low
+                  AND m.position < seg.high AND m.{which}
+                ORDER BY m.message_id LIMIT %(limit)s
+            ) AS found
             UNION ALL
-            SELECT a.message_id, true, a.session_id, a.id
-            FROM pygents_archive AS a JOIN seg ON a.session_id = seg.source
-                AND a.id <= seg.top
-            WHERE a.message_id > %(after)s
-              AND (%(ids)s::bigint[] IS NULL OR a.message_id = ANY (%(ids)s::bigint[]))
+            SELECT found.* FROM seg, LATERAL (
+                SELECT a.message_id, true, a.session_id, a.id
+                FROM pygents_archive AS a
+                WHERE a.session_id = seg.source AND a.id <= seg.top AND a.{which}
+                ORDER BY a.message_id LIMIT %(limit)s
+            ) AS found
         ) AS found
         ORDER BY message_id
         LIMIT %(limit)s
@@ -542,6 +548,12 @@ _POSTGRES_MESSAGES: Final = """
     ORDER BY 1
 """
 
+POSTGRES_MESSAGE_IDS: Final = (
+    # Version 14: a session's messages found by id (`messages_after`, `messages_with_ids`).
+    "CREATE INDEX pygents_messages_by_message_id ON pygents_messages (session_id, message_id)",
+    "CREATE INDEX pygents_archive_by_message_id ON pygents_archive (session_id, message_id)",
+)
+
 
 async def messages_postgres(
     session_id: str, after: int, ids: list[int] | None, limit: int, conn: AsyncConnection[Any]
@@ -551,8 +563,9 @@ async def messages_postgres(
         await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         segments = await postgres_segments(conn, session_id)
         sources, lows, highs, tops = (list(column) for column in zip(*segments, strict=True))
+        which = "message_id > %(after)s" if ids is None else "message_id = ANY (%(ids)s)"
         cursor = await conn.execute(
-            _POSTGRES_MESSAGES,
+            _POSTGRES_MESSAGES.replace("{which}", which),
             {
                 "sources": sources,
                 "lows": lows,

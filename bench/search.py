@@ -14,13 +14,14 @@ does). Then each fact is asked for with a question in plain words ("What is
 the door code for the Oslo lab?"), stop words and all: the latency of each
 search (p50, p99) and recall@5 (the fact among the first five hits).
 
-Semantic recall (SQLite and PostgreSQL, each with its vector store): each fact is asked for again in other words, the
-place name alone in common ("Which entry pin belongs to the Oslo
-laboratory?"), by the store's full-text search and by `SemanticRecall`
-(full-text and semantic hits fused) over a `SQLiteVectorStore` on the same
-file. Its embedder is a stand-in for a real model: it knows the paraphrases'
-synonyms (`ParaphraseEmbedder`), so the rows measure the index and the fusion,
-not a model's quality. Also timed: embedding the whole session (the first
+Semantic recall, on each database with its own vector store: each fact is
+asked for again in other words, the place name alone in common ("Which entry
+pin belongs to the Oslo laboratory?"), by the store's full-text search and by
+`SemanticRecall` (full-text and semantic hits fused) over a
+`SQLiteVectorStore` or `PostgresVectorStore` on the same connection. Its
+embedder is a stand-in for a real model: it knows the paraphrases' synonyms
+(`ParaphraseEmbedder`), so the rows measure the index and the fusion, not a
+model's quality. Also timed: embedding the whole session (the first
 search's catch-up, in batches), a fused search, and a fused search right
 after a turn's 4 new messages (their catch-up included).
 """

@@ -17,8 +17,9 @@ How it works:
   batches of `batch_size` and stores their vectors; call `catch_up` yourself
   (after a turn, in a background task) to keep the first search quick.
 - **One collection per session**, named `<collection>:<session id>`, each
-  document the message's id (`HistoryHit.id`) with its searched text
-  (`search.indexed_text`). How far a session is indexed (the newest id) is a
+  document the message's id (`HistoryHit.id`) and, as its text, a digest of
+  the text it was embedded from (`search.indexed_text`), not the text: the
+  message's words stay in the context store alone. How far a session is indexed (the newest id) is a
   document of `<collection>:indexed`, stored after each batch. Indexing is
   idempotent by message id: documents are upserted, so a batch embedded again
   (after a crash between its write and its mark, or by two processes at once)
@@ -30,10 +31,10 @@ How it works:
   store's `HistoryHit`s (ids, positions, the archived flag) with that score.
   A vector hit is looked up where its message is now
   (`ContextStore.messages_with_ids`): a message removed since (a rewind, a
-  cleared run) is left out, and one whose id now holds another text (SQLite
-  may give a deleted row's id again) is embedded again and left out of this
-  search. A vector hit with a cosine similarity of 0 or less (unrelated) is
-  left out.
+  cleared run) is left out and its vector deleted, and one whose id now
+  holds another text (SQLite may give a deleted row's id again) is embedded
+  again and left out of this search. A vector hit with a cosine similarity
+  of 0 or less (unrelated) is left out.
 - **Failures.** If the embedder or the vector store fails, `search` returns
   the full-text hits alone, logs a warning on the `pygents_ctx` logger and
   keeps the error in `last_error`; nothing is lost (the index catches up at a
@@ -46,11 +47,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Final
 
+from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores.base import ContextStore
 from pygents_ctx.context.stores.search import (
     MAX_SEARCH_LIMIT,
@@ -206,7 +209,7 @@ class SemanticRecall:
                     document = await self._vectors.get(name, str(hit.id))
                 except CollectionNotFoundError:
                     return 0
-                if document is not None and document.text == indexed_text(hit.message):
+                if document is not None and document.text == _digest(hit.message):
                     return hit.id or 0
             high, span = low, 64 if span == 1 else span * 4
         return 0
@@ -214,13 +217,14 @@ class SemanticRecall:
     async def _embed_hits(self, session: str, hits: Sequence[HistoryHit]) -> int:
         documents = [(hit, indexed_text(hit.message)) for hit in hits]
         documents = [(hit, text) for hit, text in documents if words(text)]
+        digests = {hit.id: _digest(hit.message) for hit, _ in documents}
         if not documents:
             return 0
         vectors = await self._embed([text for _, text in documents])
         # A vector of zeros has no direction: nothing is near it (the text's words still
         # find the message).
         kept = [
-            VectorDocument(str(hit.id), text, embedding=tuple(vector))
+            VectorDocument(str(hit.id), digests[hit.id], embedding=tuple(vector))
             for (hit, text), vector in zip(documents, vectors, strict=True)
             if any(vector)
         ]
@@ -320,11 +324,15 @@ class SemanticRecall:
         located = {hit.id: hit for hit in await store.messages_with_ids(int(r.id) for r in found)}
         hits: list[HistoryHit] = []
         stale: list[HistoryHit] = []
+        gone: list[str] = []
         for result in found:
             hit = located.get(int(result.id))
-            if hit is None or result.score <= 0.0:
-                continue  # removed from the session since (a rewind, a cleared run), or unrelated
-            if indexed_text(hit.message) != result.text:
+            if hit is None:
+                gone.append(result.id)  # removed from the session (a rewind, a cleared run)
+                continue
+            if result.score <= 0.0:
+                continue  # unrelated
+            if _digest(hit.message) != result.text:
                 stale.append(hit)  # the id holds another message now
                 continue
             hits.append(
@@ -337,6 +345,8 @@ class SemanticRecall:
                     run_id=hit.run_id,
                 )
             )
+        if gone:
+            await self._vectors.delete(name, gone)
         if stale:
             await self._embed_hits(store.session_id, stale)
         return hits
@@ -404,3 +414,8 @@ class SemanticRecall:
 
 def _by_id(hit: HistoryHit) -> int:
     return hit.id or 0
+
+
+def _digest(message: Message) -> str:
+    """What a message's vector document keeps of the text it was embedded from."""
+    return hashlib.blake2b(indexed_text(message).encode(), digest_size=16).hexdigest()

@@ -347,6 +347,8 @@ async def test_a_message_removed_from_the_session_is_not_found_any_more(db: Back
     texts = [hit.message.text for hit in await recall.search(store, "door passcode vehicle")]
     assert "The gate code is 4417." not in texts
     assert texts[0] == "My car is parked on level 3."
+    # The removed message's vector went with that search: one vector per message held.
+    assert await db.vectors.count(recall.collection_of(store.session_id)) == 4
 
 
 async def test_search_history_uses_the_contexts_recall(db: Backend) -> None:

@@ -13,6 +13,7 @@ lease, its row locked FOR SHARE (see `SessionLease`).
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
@@ -76,7 +77,14 @@ async def _widen_read_buffer(conn: AsyncConnection[Any]) -> None:
     await conn.execute("SELECT repeat(' ', %s)", (_WIDE_VALUE,))
 
 
-def connect_postgres(dsn: str = "") -> Connecting[PostgresConnection]:
+STALLED_WRITE_TIMEOUT: Final = 10.0
+"""`connect_postgres`'s default: seconds a write's transaction may stall before the server
+ends it."""
+
+
+def connect_postgres(
+    dsn: str = "", *, stalled_write_timeout: float | None = STALLED_WRITE_TIMEOUT
+) -> Connecting[PostgresConnection]:
     """Connect to the PostgreSQL database at `dsn`, ready for context stores.
 
     Await the result for the connection, or use it with `async with`, which
@@ -89,9 +97,18 @@ def connect_postgres(dsn: str = "") -> Connecting[PostgresConnection]:
             what it leaves out (`""` uses them alone). The tables go in the
             first schema of the `search_path`: add
             `options='-c search_path=agents'` to use the schema `agents`.
+        stalled_write_timeout: Seconds the server lets a transaction of this
+            connection wait on its client in the middle of a write (the
+            process frozen, or stuck) before it ends the transaction, rolled
+            back, and the connection with it. A write holds row locks that a
+            lease's takeover waits for, so without a bound a holder frozen
+            inside a write would keep every other worker from the session
+            until it wakes. Sets the connection's
+            `idle_in_transaction_session_timeout`; None keeps the server's.
 
     Raises:
-        TypeError: `dsn` is not a str.
+        TypeError: `dsn` is not a str, or `stalled_write_timeout` is not a number.
+        ValueError: `stalled_write_timeout` is not positive and finite.
         ImportError: psycopg is not installed (the `postgres` extra).
         psycopg.OperationalError: (when awaited) The server cannot be reached.
         StoreSchemaError: (when awaited) The database was written by a newer pygents_ctx.
@@ -109,8 +126,20 @@ def connect_postgres(dsn: str = "") -> Connecting[PostgresConnection]:
     """
     if not isinstance(dsn, str):
         raise TypeError(f"connect_postgres dsn must be a str, not {type(dsn).__name__}")
+    stalled = stalled_write_timeout
+    if stalled is not None:
+        if isinstance(stalled, bool) or not isinstance(stalled, int | float):
+            raise TypeError(
+                f"connect_postgres stalled_write_timeout must be a number of seconds or None, "
+                f"not {stalled!r}"
+            )
+        if not 0 < stalled < math.inf:
+            raise ValueError(
+                f"connect_postgres stalled_write_timeout must be positive and finite (seconds), "
+                f"not {stalled!r}; None keeps the server's idle_in_transaction_session_timeout"
+            )
     psycopg = _import_psycopg()
-    return Connecting(PostgresConnection._open(psycopg, dsn))
+    return Connecting(PostgresConnection._open(psycopg, dsn, stalled))
 
 
 class PostgresConnection(ClosesOnExit):
@@ -138,11 +167,19 @@ class PostgresConnection(ClosesOnExit):
         self._database = (info.host, info.port, info.dbname, schema)
 
     @classmethod
-    async def _open(cls, psycopg: ModuleType, dsn: str) -> PostgresConnection:
+    async def _open(
+        cls, psycopg: ModuleType, dsn: str, stalled_write_timeout: float | None
+    ) -> PostgresConnection:
         conn: AsyncConnection[Any] = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
         try:
             await migrate(conn)
             await _widen_read_buffer(conn)
+            if stalled_write_timeout is not None:
+                milliseconds = max(1, round(stalled_write_timeout * 1000))
+                await conn.execute(
+                    "SELECT set_config('idle_in_transaction_session_timeout', %s, false)",
+                    (f"{milliseconds}ms",),
+                )
             cursor = await conn.execute("SELECT current_schema()")
             schema = await cursor.fetchone()
         except BaseException:

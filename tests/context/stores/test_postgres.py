@@ -288,6 +288,71 @@ def test_connect_postgres_needs_a_str_dsn() -> None:
         connect_postgres(b"host=/tmp")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    ("timeout", "error", "message"),
+    [
+        ("10", TypeError, "stalled_write_timeout must be a number of seconds or None"),
+        (True, TypeError, "stalled_write_timeout must be a number of seconds or None"),
+        (0, ValueError, "stalled_write_timeout must be positive and finite"),
+        (float("inf"), ValueError, "stalled_write_timeout must be positive and finite"),
+    ],
+)
+def test_a_bad_stalled_write_timeout_is_refused_before_connecting(
+    timeout: Any, error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        connect_postgres("host=/nowhere", stalled_write_timeout=timeout)
+
+
+async def test_a_holder_stalled_inside_a_write_lets_the_lease_pass_on(postgres: Server) -> None:
+    """A process frozen in the middle of a write holds the lease row's lock, which a
+    takeover waits for: the server ends the stalled transaction, rolled back, after
+    `stalled_write_timeout`, and the next worker takes the session over."""
+    async with (
+        connect_postgres(postgres.dsn, stalled_write_timeout=0.5) as frozen_conn,
+        connect_postgres(postgres.dsn) as next_conn,
+    ):
+        session = f"stalled-{uuid.uuid4().hex}"
+        frozen = PostgresContextStore(frozen_conn, session_id=session)
+        await frozen.append(Message("user", "before the stall"))
+        held = await frozen.lease(ttl=0.2).acquire()
+        woken = asyncio.Event()
+
+        async def write_then_stall(conn: Any) -> None:
+            async with conn.transaction():  # as a fenced write: the session's rows, then the lease
+                await conn.execute(
+                    "SELECT 1 FROM pygents_leases WHERE session_id = %s FOR SHARE", (session,)
+                )
+                await conn.execute(
+                    "UPDATE pygents_sessions SET preview = 'written while stalled' "
+                    "WHERE session_id = %s",
+                    (session,),
+                )
+                await woken.wait()  # the process is frozen here
+
+        stalled = asyncio.ensure_future(frozen_conn.run(write_then_stall))
+        started = asyncio.get_running_loop().time()
+        successor = (
+            await PostgresContextStore(next_conn, session_id=session)
+            .lease(ttl=5, wait=10)
+            .acquire()
+        )
+        waited = asyncio.get_running_loop().time() - started
+
+        assert successor.token > held.token
+        assert waited < 5  # the 0.5 s bound and the 0.2 s ttl, not the stall's length
+        woken.set()  # the frozen process wakes and goes on to commit
+        with pytest.raises(psycopg.Error, match="idle-in-transaction timeout"):
+            await stalled  # the server ended the stalled transaction: nothing of it stays
+        (preview,) = (
+            await query(
+                next_conn, "SELECT preview FROM pygents_sessions WHERE session_id = %s", session
+            )
+        )[0]
+        assert preview != "written while stalled"
+        await successor.release()
+
+
 def test_without_psycopg_connecting_says_which_extra_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

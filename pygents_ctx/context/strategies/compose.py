@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Protocol
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.strategies.base import (
@@ -175,6 +175,23 @@ def _strategies_repr(strategies: tuple[ContextStrategy, ...]) -> str:
     return f"[{', '.join(map(repr, strategies))}]"
 
 
+class _Staged(Protocol):
+    """A composition of stages (`Pipeline`, `UntilFits`): its last step, and a run over it."""
+
+    _step: WindowStep | None
+
+    async def _run(self, messages: list[Message], unchanged: int) -> WindowStep: ...
+
+
+async def _since(
+    staged: _Staged, messages: list[Message], previous: WindowStep | None, unchanged: int
+) -> WindowStep:
+    """`staged.compact_since`: trust `unchanged` only when `previous` is its own last step."""
+    trusted = previous is not None and previous is staged._step
+    step = await staged._run(messages, unchanged if trusted else 0)
+    return step if trusted else WindowStep(step.messages, 0, step.tokens)
+
+
 class Pipeline:
     """Apply strategies in order, each one's output feeding the next.
 
@@ -273,9 +290,7 @@ class Pipeline:
         self, messages: list[Message], previous: WindowStep | None, unchanged: int
     ) -> WindowStep:
         """`compact`, each stage over what it built before (see `WindowStep`)."""
-        trusted = previous is not None and previous is self._step
-        step = await self._run(messages, unchanged if trusted else 0)
-        return step if trusted else WindowStep(step.messages, 0, step.tokens)
+        return await _since(self, messages, previous, unchanged)
 
     async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
         self._step = None
@@ -471,9 +486,7 @@ class UntilFits:
         self, messages: list[Message], previous: WindowStep | None, unchanged: int
     ) -> WindowStep:
         """`compact`, each stage over what it built before (see `WindowStep`)."""
-        trusted = previous is not None and previous is self._step
-        step = await self._run(messages, unchanged if trusted else 0)
-        return step if trusted else WindowStep(step.messages, 0, step.tokens)
+        return await _since(self, messages, previous, unchanged)
 
     async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
         self._step = None

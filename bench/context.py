@@ -72,6 +72,7 @@ from bench.cache_sim import (
 from bench.context_report import (
     SEARCH_TOP,
     STABLE_AT_B,
+    Row,
     markdown_report,
     table,
     target_table,
@@ -353,28 +354,6 @@ async def _stores(kind: str, dsn: str | None = None) -> AsyncIterator[Opener]:
 
 
 # ----------------------------------------------------------------------------- the run
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One strategy's measurements over the conversation."""
-
-    strategy: str
-    facts: int
-    in_window: int
-    recoverable: int
-    search_top5: int | None
-    orphans: int
-    window_tokens_mean: float
-    window_tokens_max: int
-    cached_share: dict[str, float]
-    cost: dict[str, float]
-    build_us_mean: float
-    build_us_p99: float
-    summaries: int
-    summaries_while_fitting: int
-    compactions: int
-    prefix_breaks: int
 
 
 def _models() -> tuple[Any, Any]:

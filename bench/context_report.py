@@ -4,22 +4,42 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from bench.prices import PROVIDERS
-
-if TYPE_CHECKING:
-    from bench.context import Row
 
 __all__ = [
     "SEARCH_TOP",
     "STABLE_AT_B",
+    "Row",
     "Target",
     "markdown_report",
     "table",
     "target_table",
     "targets",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One strategy's measurements over the conversation."""
+
+    strategy: str
+    facts: int
+    in_window: int
+    recoverable: int
+    search_top5: int | None
+    orphans: int
+    window_tokens_mean: float
+    window_tokens_max: int
+    cached_share: dict[str, float]
+    cost: dict[str, float]
+    build_us_mean: float
+    build_us_p99: float
+    summaries: int
+    summaries_while_fitting: int
+    compactions: int
+    prefix_breaks: int
 
 SEARCH_TOP: Final = 5  # a fact is recoverable when the archive search returns it this high
 STABLE_AT_B: Final = "StableWindow(B)"  # the default strategy's row at the budget B

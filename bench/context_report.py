@@ -41,6 +41,7 @@ class Row:
     compactions: int
     prefix_breaks: int
 
+
 SEARCH_TOP: Final = 5  # a fact is recoverable when the archive search returns it this high
 STABLE_AT_B: Final = "StableWindow(B)"  # the default strategy's row at the budget B
 

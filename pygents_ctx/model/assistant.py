@@ -31,6 +31,7 @@ from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores import (
     ContextStore,
+    HistoryRecall,
     MemoryContextStore,
     PostgresConnection,
     PostgresContextStore,
@@ -101,6 +102,9 @@ class Assistant:
         description: What the agent does (`Agent.description`).
         strategy: How each window is built (`ContextConfig`'s strategy; default
             `StableWindow()`); each call works on a shallow copy of it.
+        recall: What `search_history` searches a session with (`ContextConfig`'s
+            `recall`): `SemanticRecall(vectors, embedder)` adds a search by
+            meaning; None, the store's full-text search.
         output_type: The type of every answer (a dataclass, `TypedDict` or
             pydantic model), as `ModelLoop(output_type=...)`.
         settings: Settings for every model call, as for `ModelLoop`.
@@ -140,6 +144,7 @@ class Assistant:
         "model",
         "name",
         "output_type",
+        "recall",
         "retry",
         "settings",
         "store",
@@ -154,6 +159,7 @@ class Assistant:
     tools: tuple[Tool[..., Any], ...]
     description: str
     strategy: ContextStrategy | None
+    recall: HistoryRecall | None
     output_type: type[Any] | None
     settings: ModelSettings | None
     retry: RetryPolicy | None
@@ -171,6 +177,7 @@ class Assistant:
         tools: Iterable[Tool[..., Any]] = (),
         description: str = "",
         strategy: ContextStrategy | None = None,
+        recall: HistoryRecall | None = None,
         output_type: type[Any] | None = None,
         settings: ModelSettings | None = None,
         retry: RetryPolicy | None = None,
@@ -191,6 +198,7 @@ class Assistant:
             ("tools", chosen),
             ("description", description),
             ("strategy", strategy),
+            ("recall", recall),
             ("output_type", output_type),
             ("settings", settings),
             ("retry", retry),
@@ -202,7 +210,7 @@ class Assistant:
             object.__setattr__(self, field, value)
         # Every other argument is checked as Agent and ModelLoop check it, now, once.
         with AgentScope():
-            self._loop(ContextConfig(MemoryContextStore(), self._strategy()), model)
+            self._loop(self._context(MemoryContextStore()), model)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(
@@ -415,7 +423,7 @@ class Assistant:
             else:
                 where, base, owner = caller.connection, f"{caller.session}/{name}", caller.owner
             async with _connected(where) as connection, AgentScope():
-                context = ContextConfig(_store(connection, base, owner), self._strategy())
+                context = self._context(_store(connection, base, owner))
                 loop = self._loop(context, self.model)
                 return await run_subagent(loop, name, task, merge=False, keep=keep)
 
@@ -423,8 +431,10 @@ class Assistant:
 
     # -- per call ----------------------------------------------------------------
 
-    def _strategy(self) -> ContextStrategy | None:
-        return None if self.strategy is None else copy.copy(self.strategy)
+    def _context(self, store: ContextStore) -> ContextConfig:
+        """A call's context over `store`: its own copy of the strategy, and the recall."""
+        strategy = None if self.strategy is None else copy.copy(self.strategy)
+        return ContextConfig(store, strategy, recall=self.recall)
 
     def _loop(
         self, context: ContextConfig, model: Model | None, *, asking: type[Any] | None = None
@@ -463,7 +473,7 @@ class Assistant:
             )
         where = self.store if store is None else store
         async with _connected(where) as connection, AgentScope():
-            context = ContextConfig(_store(connection, session, owner), self._strategy())
+            context = self._context(_store(connection, session, owner))
             token = _RUNNING.set(_Running(connection, session, owner))
             try:
                 yield context, chosen

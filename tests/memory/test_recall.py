@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from pygents_ctx import (
+    Assistant,
     ContextConfig,
     HashingEmbedder,
     InMemoryVectorStore,
@@ -38,6 +39,7 @@ from pygents_ctx.context.stores.postgres import PostgresConnection, PostgresCont
 from pygents_ctx.context.stores.search import STOP_WORDS
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory.vectors.base import VectorStore
+from pygents_ctx.testing import ScriptedModel, assistant, tool_call
 
 # Words that mean the same thing, for `ConceptEmbedder`: the first of each group stands
 # for the others.
@@ -445,3 +447,26 @@ async def test_every_stored_message_is_found_by_its_own_text_after_catch_up(
                 continue  # its features cancel out: no direction to find it by
             found = [hit.message.text for hit in await recall.semantic_search(store, text, limit=3)]
             assert (text in found) == (text in held)
+
+
+async def test_an_assistant_searches_its_sessions_with_its_recall(
+    sqlite_conn: SQLiteConnection,
+) -> None:
+    recall = SemanticRecall(
+        SQLiteVectorStore(sqlite_conn), ConceptEmbedder(), collection=f"r-{uuid.uuid4().hex[:8]}"
+    )
+    earlier = SQLiteContextStore(sqlite_conn, session_id="ann")
+    await earlier.append_many(
+        [*chatter(10), Message("user", "The gate code is 4417."), *chatter(4)]
+    )
+    model = ScriptedModel(
+        [assistant(tool_call("search_history", query="door passcode")), "It is 4417."]
+    )
+    helper = Assistant("helper", model=model, tools=[search_history], recall=recall)
+
+    done = await helper.run("What opens the door?", session="ann", store=sqlite_conn)
+
+    assert done.text == "It is 4417."
+    found = model.calls[1].messages[-1].tool_results[0].text
+    assert "The gate code is 4417." in found  # by meaning: no word of the question is in it
+    assert helper.recall is recall

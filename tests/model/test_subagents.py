@@ -444,7 +444,11 @@ async def test_a_sub_agent_records_under_its_callers_lease_and_not_after_it_pass
         renew = store._renew_lease
 
         async def stalled_renewal(owner: str, token: int, ttl: float) -> Any:
-            await stalled.wait()  # as a frozen process: no renewal reaches the store
+            # Frozen once the sub-agent is in its call, as a process stopped there: no
+            # renewal reaches the store. Before that (on a slow machine the lead's own
+            # steps can outlast the 0.2 s ttl, and check() renews), renewals go through.
+            if in_call.is_set():
+                await stalled.wait()
             return await renew(owner, token, ttl)
 
         monkeypatch.setattr(store, "_renew_lease", stalled_renewal)

@@ -50,6 +50,7 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Final
 
@@ -335,16 +336,7 @@ class SemanticRecall:
             if _digest(hit.message) != result.text:
                 stale.append(hit)  # the id holds another message now
                 continue
-            hits.append(
-                HistoryHit(
-                    message=hit.message,
-                    archived=hit.archived,
-                    position=hit.position,
-                    id=hit.id,
-                    score=result.score,
-                    run_id=hit.run_id,
-                )
-            )
+            hits.append(replace(hit, score=result.score))
         if gone:
             await self._vectors.delete(name, gone)
         if stale:
@@ -359,17 +351,7 @@ class SemanticRecall:
                 scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (self._fusion_k + rank)
                 first.setdefault(hit.id, hit)
         best = sorted(scores, key=lambda key: (-scores[key], -(key or 0)))[:limit]
-        return [
-            HistoryHit(
-                message=first[key].message,
-                archived=first[key].archived,
-                position=first[key].position,
-                id=key,
-                score=scores[key],
-                run_id=first[key].run_id,
-            )
-            for key in best
-        ]
+        return [replace(first[key], score=scores[key]) for key in best]
 
     # -- forgetting ------------------------------------------------------------
 

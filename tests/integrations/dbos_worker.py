@@ -47,7 +47,7 @@ from pygents_ctx import (
     ModelLoop,
     tool,
 )
-from pygents_ctx.context.stores import SQLiteContextStore, connect
+from pygents_ctx.context.stores import ContextStore, SQLiteContextStore, connect
 from pygents_ctx.context.stores.postgres import PostgresContextStore, connect_postgres
 from pygents_ctx.integrations.dbos import durable_run
 from pygents_ctx.model import ModelResponse
@@ -135,7 +135,9 @@ async def finished(order: str) -> None:
         await asyncio.sleep(0.02)
 
 
-class PausingSQLite(SQLiteContextStore):
+class Pausing(ContextStore):
+    """Pauses where the test kills: after a reply is stored, after a call is recorded."""
+
     async def append(self, message: Message, **options: Any) -> Any:
         if message.role == "assistant":
             await pause("stored")
@@ -146,15 +148,12 @@ class PausingSQLite(SQLiteContextStore):
         await super().journal_finish(call_id, result)
 
 
-class PausingPostgres(PostgresContextStore):
-    async def append(self, message: Message, **options: Any) -> Any:
-        if message.role == "assistant":
-            await pause("stored")
-        return await super().append(message, **options)
+class PausingSQLite(Pausing, SQLiteContextStore):
+    pass
 
-    async def journal_finish(self, call_id: str, result: Any) -> None:
-        await pause("recorded")
-        await super().journal_finish(call_id, result)
+
+class PausingPostgres(Pausing, PostgresContextStore):
+    pass
 
 
 SUPPORT = Assistant(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from pygents_ctx import Message
+from pygents_ctx.context.stores import ContextStore
 
 
 def texts(messages: list[Message]) -> list[str]:
@@ -34,3 +35,18 @@ def unaccounted(db: sqlite3.Connection) -> tuple[int, int, int]:
         "HAVING count(*) > 1)"
     ).fetchone()[0]
     return orphans, dangling, shared
+
+
+class ListStore(ContextStore):
+    """A store of your own, as the seed's minimal one: `append` and `get_history`, no more."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+
+    async def append(self, message: Message, *, run_id: str | None = None) -> None:
+        self.messages.append(message)
+
+    async def get_history(
+        self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
+    ) -> list[Message]:
+        return list(self.messages)

@@ -38,7 +38,7 @@ from pygents_ctx.context.stores import (
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 
 from .conftest import MakeStore
-from .helpers import numbered, texts
+from .helpers import ListStore, numbered, texts
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
@@ -712,21 +712,6 @@ def test_a_snapshot_checks_what_it_is_given() -> None:
 
 
 # -- the contract's defaults, for a store that implements only the two methods ----
-
-
-class ListStore(ContextStore):
-    """The seed's minimal store: append and get_history, nothing else."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def append(self, message: Message, *, run_id: str | None = None) -> None:
-        self.messages.append(message)
-
-    async def get_history(
-        self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
-    ) -> list[Message]:
-        return list(self.messages)
 
 
 class ClearableStore(ListStore):

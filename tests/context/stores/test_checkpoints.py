@@ -49,7 +49,7 @@ from pygents_ctx.testing import ScriptedSummarizer
 from tests import postgres_server
 
 from .conftest import MakeStore
-from .helpers import numbered, texts
+from .helpers import ListStore, numbered, texts
 from .test_postgres import fresh_database
 
 
@@ -252,16 +252,6 @@ async def test_a_checkpoint_at_no_message_is_an_error_naming_the_range(
 
 
 async def test_a_store_of_your_own_keeps_no_checkpoints_and_says_so() -> None:
-    class ListStore(ContextStore):
-        def __init__(self) -> None:
-            self.messages: list[Message] = []
-
-        async def append(self, message: Message, *, run_id: str | None = None) -> None:
-            self.messages.append(message)
-
-        async def get_history(self, **_: Any) -> list[Message]:
-            return list(self.messages)
-
     store = ListStore()
     with pytest.raises(NotImplementedError, match="keeps no checkpoints"):
         await store.save_checkpoint("a", b"x")

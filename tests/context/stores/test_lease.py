@@ -33,6 +33,7 @@ from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.context.stores._sqlite_schema import MIGRATIONS, migrate
 
 from .conftest import MakeStore
+from .helpers import ListStore
 
 TTL = 0.3
 
@@ -429,18 +430,6 @@ async def test_an_auto_compact_store_leases_its_inner_session(make_store: MakeSt
 
 
 async def test_a_custom_store_gets_a_lease_held_in_this_process() -> None:
-    class ListStore(ContextStore):
-        def __init__(self) -> None:
-            self.messages: list[Message] = []
-
-        async def append(self, message: Message, *, run_id: str | None = None) -> None:
-            self.messages.append(message)
-
-        async def get_history(
-            self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
-        ) -> list[Message]:
-            return list(self.messages)
-
     store = ListStore()
     async with store.lease(owner="one"):
         with pytest.raises(SessionBusyError, match="'one'"):

@@ -26,7 +26,6 @@ from pygents_ctx import (
 )
 from pygents_ctx.context.stores import (
     AutoCompactStore,
-    ContextStore,
     HistoryHit,
     SQLiteContextStore,
     connect,
@@ -48,6 +47,7 @@ from pygents_ctx.testing import ScriptedModel, ScriptedSummarizer, assistant, to
 from tests import postgres_server
 
 from .conftest import MakeStore
+from .helpers import ListStore
 from .test_postgres import fresh_database
 from .test_sqlite_archive import build_v4_file
 
@@ -297,21 +297,6 @@ async def test_an_archived_hit_is_shown_in_place_of_the_summary_that_replaced_it
     place = next(index for index, message in enumerate(live) if summary_covers(message, hit.id))
     assert place == 0
     assert is_summary(live[0])
-
-
-class ListStore(ContextStore):
-    """A store of your own: `append` and `get_history` only."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def append(self, message: Message, *, run_id: str | None = None) -> None:
-        self.messages.append(message)
-
-    async def get_history(
-        self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
-    ) -> list[Message]:
-        return list(self.messages)
 
 
 async def test_a_store_of_your_own_gets_a_search_that_scans_its_history() -> None:

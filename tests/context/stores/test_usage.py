@@ -12,7 +12,6 @@ import pytest
 
 from pygents_ctx import (
     AutoCompactStore,
-    ContextStore,
     MemoryContextStore,
     Message,
     SQLiteContextStore,
@@ -24,6 +23,7 @@ from pygents_ctx.context.stores import _sqlite_schema
 from pygents_ctx.testing import ScriptedSummarizer
 
 from .conftest import MakeStore
+from .helpers import ListStore
 
 
 def record(input_tokens: int, output_tokens: int, **fields: Any) -> UsageRecord:
@@ -234,16 +234,6 @@ async def test_a_version_1_sqlite_file_gains_the_usage_table(tmp_path: Path) -> 
 
 
 async def test_a_custom_store_gets_working_defaults() -> None:
-    class ListStore(ContextStore):
-        def __init__(self) -> None:
-            self.messages: list[Message] = []
-
-        async def append(self, message: Message, *, run_id: str | None = None) -> None:
-            self.messages.append(message)
-
-        async def get_history(self, **_: Any) -> list[Message]:
-            return list(self.messages)
-
     store, other = ListStore(), ListStore()
     await store.record_usage(record(9, 2, run_id="r"))
 

@@ -18,7 +18,7 @@ from pygents_ctx.context.strategies.base import ContextStrategy, Measure, Window
 from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.pinned import PinnedWindow
 from pygents_ctx.context.strategies.stable import StableWindow
-from pygents_ctx.context.tokens import count_tokens
+from pygents_ctx.context.tokens import count_message_tokens
 
 if TYPE_CHECKING:
     from pygents_ctx.context.messages import Message
@@ -102,6 +102,7 @@ class ContextConfig:
 
     __slots__ = (
         "_forked",
+        "_last_window",
         "_pending",
         "_store",
         "_unsaved",
@@ -165,6 +166,7 @@ class ContextConfig:
         self._unsaved: list[Message] = []  # the NONE retention's conversation
         self._pending: _PendingFork | None = None
         self._forked = False
+        self._last_window: _LastWindow | None = None
 
     @property
     def store(self) -> ContextStore:
@@ -323,20 +325,43 @@ class ContextConfig:
             window = await strategy.build(history)
             return PromptWindow(window.messages, window.tokens, window.stable_prefix)
         since = getattr(strategy, "compact_since", None)
-        tokens = None
+        measure = getattr(strategy, "measure", None)
+        count = measure if isinstance(measure, Measure) else count_message_tokens
         if since is None:
             messages = await strategy.compact(history)
-        else:  # the incremental form, which may know the window's size already
-            step: WindowStep = await since(history, None, 0)
-            messages, tokens = step.messages, step.tokens
-            if messages is not history:
-                messages = list(messages)  # the strategy may keep and change its own list
-        if tokens is not None:
-            return PromptWindow(messages, tokens)
-        measure = getattr(strategy, "measure", None)
-        if isinstance(measure, Measure):  # count as the strategy does: cached, same units
-            return PromptWindow(messages, measure.total(messages))
-        return PromptWindow(messages, count_tokens(messages))
+            return PromptWindow(messages, sum(map(count, messages)))
+        # The incremental form: handed its last step back, it says how much of its
+        # window is as it was, so only the rest is counted (a step costs the new
+        # messages, not the window). Another caller of the same strategy makes it
+        # say 0, and everything is counted again.
+        last = self._last_window
+        if last is None or last.strategy is not strategy:
+            last = None
+        step: WindowStep = await since(history, None if last is None else last.step, 0)
+        messages = step.messages
+        sums = [0] if last is None else last.sums
+        del sums[step.unchanged + 1 :]
+        if step.tokens is None:
+            for message in messages[len(sums) - 1 :]:
+                sums.append(sums[-1] + count(message))
+            tokens = sums[-1]
+        else:
+            sums[1:] = []  # the strategy counted: nothing here to keep
+            tokens = step.tokens
+        self._last_window = _LastWindow(strategy, step, sums)
+        if messages is not history:
+            messages = list(messages)  # the strategy keeps and changes its own list
+        return PromptWindow(messages, tokens)
+
+
+@dataclass(slots=True, eq=False)
+class _LastWindow:
+    """What `window_of` keeps of its last incremental step, to count only what changed."""
+
+    strategy: ContextStrategy
+    step: WindowStep
+    sums: list[int]
+    """`sums[i]` is the tokens of the step's first `i` messages, as far as counted."""
 
 
 def _own_copy(strategy: ContextStrategy) -> ContextStrategy:

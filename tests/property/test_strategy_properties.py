@@ -30,12 +30,14 @@ from hypothesis import strategies as st
 from pygents_ctx import (
     ClearToolInputs,
     ClearToolResults,
+    ContextConfig,
     ContextOverflowError,
     ContextStrategy,
     DropToolRounds,
     FitTokens,
     HeuristicTokenCounter,
     ImageBlock,
+    MemoryContextStore,
     Message,
     MiddleOut,
     PinnedWindow,
@@ -878,10 +880,12 @@ STATEFUL = {"Summarize", "StableWindow"}
 def test_a_reused_instance_builds_what_a_new_one_does_whatever_the_history_does(
     name: str, data: st.DataObject, messages: list[Message], edits: list[tuple[Any, int]]
 ) -> None:
-    """One instance called through `compact`, and one through `compact_since` with the
-    true count of unchanged messages, over a history that grows, rewinds and has
-    messages replaced: each window equals a new instance's, and what `compact_since`
-    says of its window (unchanged part, token count) holds."""
+    """One instance called through `compact`, one through `compact_since` with the
+    true count of unchanged messages, and one through a `ContextConfig` (which counts
+    only what its strategy says changed), over a history that grows, rewinds and has
+    messages replaced: each window equals a new instance's, what `compact_since`
+    says of its window (unchanged part, token count) holds, and the config's window
+    and token count are a new config's."""
     kind = BY_NAME[name]
     kwargs = draw_params(data, kind, messages)
     if "stages" in kwargs:  # these keep what they built, and say so in their docs
@@ -892,6 +896,7 @@ def test_a_reused_instance_builds_what_a_new_one_does_whatever_the_history_does(
     async def scenario() -> None:
         plain, vouched = kind.build(kwargs), kind.build(kwargs)
         since = getattr(vouched, "compact_since", None)
+        config = ContextConfig(MemoryContextStore(), kind.build(kwargs))
         history, grown = messages[: head_size(messages)], head_size(messages)
         previous: list[Message] = []
         step = None
@@ -903,6 +908,10 @@ def test_a_reused_instance_builds_what_a_new_one_does_whatever_the_history_does(
             assert snapshot(window) == snapshot(fresh), "a reused instance differs from a new one"
             assert (window is current) == (fresh is current)
             check_pairing(current, window)
+            reused = await config.window_of(current)
+            new = await ContextConfig(MemoryContextStore(), kind.build(kwargs)).window_of(current)
+            assert snapshot(reused.messages) == snapshot(fresh)
+            assert reused.tokens == new.tokens, "the config counted its window wrong"
             if since is None:
                 continue
             unchanged = next(

@@ -1,8 +1,9 @@
-"""Token counting: counters, and message counts that are computed once.
+"""Token counting: counters, message counts that are computed once, and calibration.
 
 A `TokenCounter` is any callable `str -> int`. `count_message_tokens` caches its
 result on the message (keyed by the counter and the settings), so windows and
-stores never re-tokenize a history to learn how big it is.
+stores never re-tokenize a history to learn how big it is. `calibrate` fits the
+estimate to what a provider reported for the same prompts (usage records).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 import os
 import string
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import orjson
@@ -30,6 +31,7 @@ from pygents_ctx.context.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from pygents_ctx.context.usage import UsageRecord
 
 if TYPE_CHECKING:
     import tiktoken
@@ -38,7 +40,9 @@ __all__ = [
     "EstimatedTokenCounter",
     "HeuristicTokenCounter",
     "TiktokenCounter",
+    "TokenCalibration",
     "TokenCounter",
+    "calibrate",
     "count_message_tokens",
     "count_tokens",
 ]
@@ -550,3 +554,260 @@ def count_content_tokens(content: object, counter: TokenCounter = DEFAULT_COUNTE
     except TypeError:
         text = str(content)
     return counter(text)
+
+
+# -- calibration ------------------------------------------------------------------------------
+
+# A per-call overhead and a scale are two unknowns: fewer records than this cannot
+# tell them apart from the noise of single calls.
+MIN_RECORDS_WITH_OVERHEAD: Final = 3
+
+
+def _finite(owner: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{owner} must be a finite number, not {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCalibration:
+    """How a provider's count of the prompt relates to this library's estimate of it.
+
+    `calibrate()` fits it to usage records; it predicts the provider's
+    `input_tokens` as `scale * estimate + overhead`. Use it by giving the
+    strategy the scaled counter and reserving the overhead out of its budget:
+    `FitTokens(budget, reserve_tokens=calibration.reserve_tokens,
+    counter=calibration.counter())`.
+
+    Attributes:
+        scale: What the estimate is multiplied by: the provider's tokens per
+            estimated token (above 1: its tokenizer counts more).
+        overhead: Tokens a call costs beyond the scaled estimate: what the
+            window's estimate leaves out (the tool definitions, the provider's
+            own framing of the request), less what it counts too much (the
+            estimate's 4 tokens a message); 0.0 when fitted without it.
+        records: How many usage records the fit used.
+        model: The model the records are of.
+        mean_error_before: The mean absolute error of the estimate itself
+            against `input_tokens`, in % of `input_tokens`, over those records.
+        max_error_before: The largest of those errors, in %.
+        mean_error_after: The mean absolute error of `predict(estimate)`, in %.
+        max_error_after: The largest of those errors, in %.
+
+    Raises:
+        ValueError: `scale` is not a positive finite number, `overhead` or an
+            error is not finite (or an error is negative), or `records` is
+            not a positive int.
+    """
+
+    scale: float
+    overhead: float = 0.0
+    records: int = field(default=1, kw_only=True)
+    model: str = field(default="", kw_only=True)
+    mean_error_before: float = field(default=0.0, kw_only=True)
+    max_error_before: float = field(default=0.0, kw_only=True)
+    mean_error_after: float = field(default=0.0, kw_only=True)
+    max_error_after: float = field(default=0.0, kw_only=True)
+
+    def __post_init__(self) -> None:
+        _positive_number("TokenCalibration.scale", self.scale)
+        _finite("TokenCalibration.overhead", self.overhead)
+        if isinstance(self.records, bool) or not isinstance(self.records, int) or self.records < 1:
+            raise ValueError(
+                f"TokenCalibration.records must be an int of at least 1, not {self.records!r}"
+            )
+        if not isinstance(self.model, str):
+            raise ValueError(f"TokenCalibration.model must be a str, not {self.model!r}")
+        for name in (
+            "mean_error_before",
+            "max_error_before",
+            "mean_error_after",
+            "max_error_after",
+        ):
+            if _finite(f"TokenCalibration.{name}", getattr(self, name)) < 0:
+                raise ValueError(
+                    f"TokenCalibration.{name} must be at least 0, not {getattr(self, name)!r}"
+                )
+
+    def __str__(self) -> str:
+        return (
+            f"scale {self.scale:.4f}, overhead {self.overhead:.0f} tokens a call, from "
+            f"{self.records} records of {self.model or 'an unnamed model'}: mean error "
+            f"{self.mean_error_before:.1f}% (largest {self.max_error_before:.1f}%) before, "
+            f"{self.mean_error_after:.1f}% (largest {self.max_error_after:.1f}%) after"
+        )
+
+    @property
+    def reserve_tokens(self) -> int:
+        """`overhead` rounded, or 0 when negative: the `reserve_tokens` to give a strategy."""
+        return max(0, round(self.overhead))
+
+    def predict(self, estimate: int) -> int:
+        """The provider's `input_tokens` for a prompt this library estimated at `estimate` tokens.
+
+        Raises:
+            ValueError: `estimate` is not an int of at least 0.
+        """
+        _check_amount("TokenCalibration.predict estimate", estimate)
+        return max(0, round(self.scale * estimate + self.overhead))
+
+    def counter(
+        self, base: EstimatedTokenCounter | HeuristicTokenCounter = DEFAULT_COUNTER
+    ) -> EstimatedTokenCounter | HeuristicTokenCounter:
+        """`base` corrected by `scale`: the counter that made the records' estimates, calibrated.
+
+        `base` must be the counter the records were estimated with (the
+        default's, unless the strategy was given another): an
+        `EstimatedTokenCounter` gets its `scale` multiplied, a
+        `HeuristicTokenCounter` its `chars_per_token` divided. The per-message
+        overhead of `count_message_tokens` is not scaled (a difference of
+        `4 * (scale - 1)` tokens a message).
+
+        Raises:
+            TypeError: `base` is another kind of counter (an exact
+                `TiktokenCounter` is not scaled: calibrate the estimate instead).
+        """
+        if isinstance(base, EstimatedTokenCounter):
+            return EstimatedTokenCounter(base.scale * self.scale)
+        if isinstance(base, HeuristicTokenCounter):
+            return HeuristicTokenCounter(base.chars_per_token / self.scale)
+        raise TypeError(
+            f"TokenCalibration.counter scales an EstimatedTokenCounter or a "
+            f"HeuristicTokenCounter, not {base!r}; pass the counter the records were "
+            f"estimated with"
+        )
+
+
+def _fit(pairs: list[tuple[int, int]], overhead: bool) -> tuple[float, float]:
+    """`(scale, overhead)` minimizing the squared relative error of `scale * x + overhead` to y."""
+    weights = [1 / (y * y) for _, y in pairs]
+    if not overhead:  # through 0: d/ds of sum(w (s x - y)^2) = 0
+        xy = sum(w * x * y for w, (x, y) in zip(weights, pairs, strict=True))
+        xx = sum(w * x * x for w, (x, _) in zip(weights, pairs, strict=True))
+        return xy / xx, 0.0
+    total = sum(weights)
+    mean_x = sum(w * x for w, (x, _) in zip(weights, pairs, strict=True)) / total
+    mean_y = sum(w * y for w, (_, y) in zip(weights, pairs, strict=True)) / total
+    spread = sum(w * (x - mean_x) ** 2 for w, (x, _) in zip(weights, pairs, strict=True))
+    if spread <= 0:
+        return math.nan, math.nan
+    covariance = sum(
+        w * (x - mean_x) * (y - mean_y) for w, (x, y) in zip(weights, pairs, strict=True)
+    )
+    scale = covariance / spread
+    return scale, mean_y - scale * mean_x
+
+
+def _errors(pairs: list[tuple[int, int]], scale: float, overhead: float) -> tuple[float, float]:
+    """The mean and largest absolute % error of `scale * x + overhead` against y."""
+    errors = [abs(scale * x + overhead - y) / y * 100 for x, y in pairs]
+    return math.fsum(errors) / len(errors), max(errors)
+
+
+def calibrate(
+    records: Iterable[UsageRecord], *, model: str | None = None, overhead: bool = True
+) -> TokenCalibration:
+    """Fit the token estimate to what a provider reported: a scale, and a per-call overhead.
+
+    Each record a `ModelLoop` keeps (`await store.get_usage()`) holds the
+    provider's `usage.input_tokens` beside `estimated_input_tokens`, the
+    window's size as the strategy counted it before the call: its messages
+    and the loop's instructions, not the tool definitions. The fit is the
+    least squares of the relative error of `scale * estimate + overhead`
+    against `input_tokens` (so a few long prompts do not outweigh many
+    short ones); records without an estimate or with no input tokens
+    reported are left out.
+
+    Calibrate on records estimated with one counter, of one model: after
+    switching to the calibrated counter, leave the older records out (their
+    `created_at`), or pass the counter they were made with to `counter()`.
+
+    Args:
+        records: Usage records, such as `await store.get_usage()`.
+        model: Only the records of this model (`UsageRecord.model`); needed
+            when the records are of several.
+        overhead: Fit a per-call overhead besides the scale (at least 3
+            records of different sizes); False fits the scale alone (one
+            record will do).
+
+    Raises:
+        TypeError: An item of `records` is not a `UsageRecord`, or `model`
+            is not a str.
+        ValueError: No record has both numbers (of `model`, when given), the
+            records are of several models and `model` is None, there are too
+            few records or sizes to fit an overhead, or the fit of one gives
+            no positive scale.
+
+    Examples:
+        >>> from pygents_ctx import Usage, UsageRecord
+        >>> records = [
+        ...     UsageRecord(Usage(round(1.1 * n) + 300, 20), model="m", estimated_input_tokens=n)
+        ...     for n in (500, 1_000, 2_000, 4_000)
+        ... ]
+        >>> calibration = calibrate(records)
+        >>> round(calibration.scale, 3), calibration.reserve_tokens, calibration.predict(3_000)
+        (1.1, 300, 3600)
+        >>> round(calibration.mean_error_before), round(calibration.mean_error_after)
+        (26, 0)
+        >>> round(calibration.counter().scale, 3)
+        1.1
+        >>> print(calibration)
+        scale 1.1000, overhead 300 tokens a call, from 4 records of m: ... 0.0% (largest 0.0%) after
+    """
+    if model is not None and not isinstance(model, str):
+        raise TypeError(f"calibrate model must be a str or None, not {type(model).__name__}")
+    given = list(records)
+    for record in given:
+        if not isinstance(record, UsageRecord):
+            raise TypeError(
+                f"calibrate takes UsageRecords (await store.get_usage()), not "
+                f"{type(record).__name__}"
+            )
+    measured = [
+        record
+        for record in given
+        if record.estimated_input_tokens and record.usage.input_tokens > 0
+    ]
+    models = sorted({record.model for record in measured})
+    if model is not None:
+        measured = [record for record in measured if record.model == model]
+    if not measured:
+        where = "" if model is None else f" of model {model!r} (the records have {models})"
+        raise ValueError(
+            f"calibrate found no usage record{where} with both estimated_input_tokens and "
+            f"usage.input_tokens among {len(given)}; calibrate on records a ModelLoop "
+            f"made, which hold both, after some calls to the provider"
+        )
+    if model is None and len(models) > 1:
+        raise ValueError(
+            f"calibrate: the records are of {len(models)} models {models}, whose tokenizers "
+            f"may differ; pass model= one of them"
+        )
+    pairs = [(record.estimated_input_tokens or 0, record.usage.input_tokens) for record in measured]
+    if overhead and (len(pairs) < MIN_RECORDS_WITH_OVERHEAD or len({x for x, _ in pairs}) < 2):
+        raise ValueError(
+            f"calibrate needs at least {MIN_RECORDS_WITH_OVERHEAD} records of different sizes "
+            f"to fit a per-call overhead, and has {len(pairs)} "
+            f"({len({x for x, _ in pairs})} different); record more calls, or pass "
+            f"overhead=False to fit the scale alone"
+        )
+    scale, extra = _fit(pairs, overhead)
+    if not scale > 0 or not math.isfinite(scale):
+        raise ValueError(
+            f"calibrate: the records do not tell a per-call overhead apart from the scale "
+            f"(the fit gives a scale of {scale:.3g}): their sizes vary too little for how "
+            f"much the counts stray; record calls of more varied sizes, or pass "
+            f"overhead=False to fit the scale alone"
+        )
+    before = _errors(pairs, 1.0, 0.0)
+    after = _errors(pairs, scale, extra)
+    return TokenCalibration(
+        scale,
+        extra,
+        records=len(pairs),
+        model=measured[0].model,
+        mean_error_before=before[0],
+        max_error_before=before[1],
+        mean_error_after=after[0],
+        max_error_after=after[1],
+    )

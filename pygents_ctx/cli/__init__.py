@@ -4,7 +4,8 @@
 
 `sessions` lists the sessions (`--owner`: one owner's), `erase` removes an
 owner's sessions or one session for good, `show` prints one session's messages, `window`
-the window a strategy would build from it, `export` writes a session to a JSON
+the window a strategy would build from it, `calibrate` fits the token estimate
+to the provider's counts in the usage records, `export` writes a session to a JSON
 file and `import` reads one back into a (new) session; `view` serves all of it
 as local web pages (`pygents_ctx.cli.viewer`). Run it as
 `pygents-ctx` or `python -m pygents_ctx`; `main(argv)` is the same in-process.
@@ -14,7 +15,8 @@ import file), 2 a usage error (bad arguments, a bad `--strategy` spec).
 
 This module parses the arguments; each group of commands is a module of this
 package: `_sessions` (`sessions`, `erase`, `show`), `_window` (`window` and its
-`--strategy` language), `_transfer` (`export`, `import` and the session file),
+`--strategy` language), `_calibrate` (`calibrate`), `_transfer` (`export`,
+`import` and the session file),
 `_view` (`view`, over the `viewer` package),
 `_mcp` (`mcp serve`: tools served to MCP clients),
 over what they share: `_db` (opening the database) and `_render` (the output).
@@ -27,10 +29,11 @@ import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any, Final
 
 from pygents_ctx import __version__
-from pygents_ctx.cli import _mcp, _sessions, _transfer, _view, _window
+from pygents_ctx.cli import _calibrate, _mcp, _sessions, _transfer, _view, _window
 from pygents_ctx.cli._db import DB_ENV, DEFAULT_DB, PROG, CliError
 from pygents_ctx.cli._render import Output, output
 from pygents_ctx.cli._window import (
@@ -142,6 +145,38 @@ def _owner(text: str) -> str:
     return text
 
 
+def _since(text: str) -> datetime:
+    try:
+        return _calibrate.parse_since(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _scale(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {text!r}")
+    return value
+
+
+_CALIBRATE_EPILOG = f"""\
+Each model call a ModelLoop makes leaves a usage record with the window's
+estimated size and the provider's input_tokens. calibrate() fits
+input_tokens = scale * estimate + overhead to them (the overhead: the tool
+definitions and what else each call sends beside the window) and says how far
+off the estimate was, and the fit is, in % of input_tokens.
+
+Fit the records of one model (--model when there are several), estimated
+with one counter: --counter-scale is the scale of the EstimatedTokenCounter
+they were counted with (1.0: the default), and --since leaves out the records
+made before the strategy counted with it. --no-overhead fits the scale alone.
+
+example: {PROG} --db agent.db calibrate --model claude-sonnet-4-5
+"""
+
 _ERASE_EPILOG = """\
 Everything of an erased session goes: messages, archive, usage, lease,
 approval decisions, search index rows, and offloaded tool results no other
@@ -230,6 +265,35 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"e.g. fit:8000 (default: {DEFAULT_SPEC}, ContextConfig's own default)",
     )
     window.add_argument("--budget", type=_tokens, metavar="TOKENS", help="measure against this")
+
+    fit = command(
+        "calibrate",
+        _calibrate.calibrate_command,
+        both,
+        help="fit the token estimate to the provider's counts in the usage records",
+        epilog=_CALIBRATE_EPILOG,
+    )
+    fit.add_argument(
+        "session",
+        nargs="?",
+        type=_session,
+        metavar="SESSION",
+        help="only this session's records (an id or prefix; default: every session's)",
+    )
+    fit.add_argument("--model", metavar="NAME", help="only this model's records")
+    fit.add_argument(
+        "--since", type=_since, metavar="DATE", help="only records made since (ISO 8601, UTC)"
+    )
+    fit.add_argument(
+        "--counter-scale",
+        type=_scale,
+        default=1.0,
+        metavar="S",
+        help="the records were estimated with EstimatedTokenCounter(scale=S) (default 1.0)",
+    )
+    fit.add_argument(
+        "--no-overhead", action="store_true", help="fit the scale alone, no per-call overhead"
+    )
 
     export = command("export", _transfer.export, [db_option], help="write a session as JSON")
     export.add_argument(

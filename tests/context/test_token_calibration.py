@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.resources import files
 from typing import Any
 
@@ -25,6 +25,7 @@ from bench.token_corpus import corpus
 from pygents_ctx import (
     Agent,
     ContextConfig,
+    ContextStore,
     EstimatedTokenCounter,
     FitTokens,
     HeuristicTokenCounter,
@@ -95,14 +96,21 @@ def conversation(number: int) -> tuple[str, list[Any]]:
 
 
 async def run_conversations(
-    numbers: range, tokenizer: TokenCounter, counter: TokenCounter, reserve: int = 0
+    numbers: range,
+    tokenizer: TokenCounter,
+    counter: TokenCounter,
+    reserve: int = 0,
+    store_of: Callable[[int], ContextStore] = lambda number: MemoryContextStore(),
 ) -> list[UsageRecord]:
-    """The usage records of one ModelLoop conversation per number, counted with `counter`."""
+    """The usage records of one ModelLoop conversation per number, counted with `counter`.
+
+    Each conversation is kept in `store_of(number)`.
+    """
     ToolRegistry.register(read)  # each test starts with empty registries
     records: list[UsageRecord] = []
     for number in numbers:
         question, script = conversation(number)
-        store = MemoryContextStore()
+        store = store_of(number)
         strategy = FitTokens(1_000_000, reserve_tokens=reserve, counter=counter)
         agent = Agent(
             f"reader-{next(AGENTS)}", "Reads", [read], context=ContextConfig(store, strategy)

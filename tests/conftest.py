@@ -20,13 +20,12 @@ def registry() -> Iterator[AgentRegistry]:
     """The test's own registries (agents, tools, hooks), current while it runs.
 
     Tools, agents and hooks the test makes are named there, not in the process
-    default, so tests never see each other's; the global hooks it makes with
-    `@hook` (which fire process-wide) are detached when it ends.
+    default, and its global hooks (`@hook`) are that registry's: they fire only
+    where it is current, so tests never see each other's.
     """
     own = AgentRegistry()
     with own.use():
         yield own
-    own.hooks.clear_globals()
 
 
 @pytest.fixture(scope="session")

@@ -664,19 +664,144 @@ def test_a_model_loop_registers_its_steps_in_its_agents_registry() -> None:
     assert not {t.key for t in ToolRegistry.all()} & {"model_ask", "model_think", "model_act"}
 
 
-def test_a_hook_registry_of_its_own_detaches_the_global_hooks_it_names() -> None:
+async def test_a_global_hook_fires_where_its_registry_is_current() -> None:
     own = AgentRegistry()
+    fired: list[str] = []
     with own.use():
 
         @hook(TurnHook.BEFORE_RUN)
         async def watch(turn: Any) -> None:
-            pass
+            fired.append(turn.tool_name)
 
-    assert watch in HookRegistry.globals_for(TurnHook.BEFORE_RUN)  # global: process-wide
+    @tool
+    async def ping() -> None:
+        pass
+
+    await Turn(ping).returning()  # the test's registry is current: not `own`'s hook
+    assert fired == []
+    with own.use():
+        await Turn(ping).returning()
+        await ContextQueue[str](limit=1).clear()  # not a turn event: nothing
+    assert fired == ["ping"]
+    assert list(own.hooks.globals_for(TurnHook.BEFORE_RUN)) == [watch]
+    assert list(HookRegistry.globals_for(TurnHook.BEFORE_RUN)) == []  # the current one's
     with pytest.raises(UnregisteredHookError):
         HookRegistry.get("watch")  # named in `own`, not here
+
     own.hooks.clear()
-    assert watch not in HookRegistry.globals_for(TurnHook.BEFORE_RUN)
+    with own.use():
+        await Turn(ping).returning()
+    assert fired == ["ping"]  # cleared with its name
+    assert list(own.hooks.globals_for(TurnHook.BEFORE_RUN)) == []
+
+
+def _recorder(kind: Any, seen: list[str]) -> Hook:
+    """A global hook of `kind`, in the current registry, noting the event's name in `seen`."""
+
+    async def record(*args: Any, **kwargs: Any) -> None:
+        seen.append(kind.value)
+
+    record.__name__ = f"record_{type(kind).__name__}_{kind.name}".lower()
+    return hook(kind)(record)
+
+
+async def test_an_agent_fires_its_registrys_global_hooks_wherever_it_runs(
+    registry: AgentRegistry,
+) -> None:
+    from pygents_ctx import AgentHook, ContextItem, ToolHook
+
+    plugin, seen, here = AgentRegistry(), [], []
+    with plugin.use():
+        for kind in (
+            AgentHook.BEFORE_PUT,
+            AgentHook.ON_PAUSE,
+            AgentHook.ON_RESUME,
+            AgentHook.BEFORE_TURN,
+            AgentHook.AFTER_TURN,
+            TurnHook.BEFORE_RUN,
+            ToolHook.BEFORE_INVOKE,
+            ToolHook.ON_YIELD,
+            ContextQueueHook.AFTER_APPEND,
+        ):
+            _recorder(kind, seen)
+
+        @tool
+        async def note(text: str) -> ContextItem[str]:
+            return ContextItem(text)
+
+        @tool
+        async def count(n: int) -> Any:
+            for i in range(n):
+                yield i
+
+        agent = Agent("worker", "d", [note, count])
+    # The test's registry is current from here on: its global hooks are not the agent's.
+    _recorder(TurnHook.BEFORE_RUN, here)
+    _recorder(AgentHook.BEFORE_PUT, here)
+
+    await agent.put(Turn(note, kwargs={"text": "hi"}))
+    await agent.put(Turn(count, args=[2]))
+    agent.pause()
+    asyncio.get_running_loop().call_later(0.01, agent.resume)
+    values = []
+    async for _, value in agent.run():
+        values.append(value)
+        assert HookRegistry.current() is registry.hooks  # the caller's code: the caller's
+    assert values == [0, 1]
+    assert seen == [
+        *["before_put"] * 2,
+        "on_pause",
+        "on_resume",
+        *["before_turn", "before_run", "before_invoke", "after_append", "after_turn"],
+        *["before_turn", "before_run", "before_invoke", "on_yield", "on_yield", "after_turn"],
+    ]
+    assert here == []
+    assert HookRegistry.current() is registry.hooks
+
+    await Turn(note, kwargs={"text": "again"}).returning()  # outside the agent: the current's
+    assert here == ["before_run"]
+    assert seen[-1] == "after_turn"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 2), max_size=8))
+def test_a_turn_fires_the_global_hooks_of_the_registry_current_where_it_runs(
+    made_in: list[int],
+) -> None:
+    registries = [AgentRegistry() for _ in range(3)]
+    fired: list[str] = []
+    expected: list[list[str]] = [[], [], []]
+    for number, which in enumerate(made_in):
+        with registries[which].use():
+            _recorder_named(f"hook_{number}", fired)
+        expected[which].append(f"hook_{number}")
+
+    elsewhere = AgentRegistry()
+    with elsewhere.use():
+
+        @tool
+        async def ping() -> None:
+            pass
+
+    for which, registry in enumerate(registries):
+        del fired[:]
+        with registry.use():
+            asyncio.run(Turn(ping).returning())
+        assert fired == expected[which]
+    del fired[:]
+    with elsewhere.use():
+        asyncio.run(Turn(ping).returning())  # the tool's own registry: none of them
+    assert fired == []
+
+
+def _recorder_named(name: str, fired: list[str]) -> Hook:
+    """A global `before_run` hook called `name`, in the current registry."""
+
+    async def record(turn: Any) -> None:
+        fired.append(name)
+
+    record.__name__ = name
+    return hook(TurnHook.BEFORE_RUN)(record)
 
 
 @settings(max_examples=50, deadline=None)

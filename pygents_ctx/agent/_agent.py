@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from contextlib import aclosing
 from contextvars import Token
-from typing import Any, Final, cast
+from typing import Any, Final, TypeAlias, cast
 
 from pygents_ctx._json import JsonSerializable, loads, refuses_deep_nesting
 from pygents_ctx._resources import (
@@ -64,7 +64,15 @@ from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
-from pygents_ctx.hooks._dispatch import AgentHookList, HookSlot, TurnHookList, fire, hooks_given
+from pygents_ctx.hooks._dispatch import (
+    AgentHookList,
+    HookSlot,
+    TurnHookList,
+    enter_hooks,
+    fire,
+    hooks_given,
+    leave_hooks,
+)
 from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry, TurnHook
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
@@ -101,8 +109,9 @@ class Agent(JsonSerializable):
             as if the tool had returned it, and goes on with the next turn.
             A tool's own `on_tool_error` wins over this.
         registry: The `AgentRegistry` to register in, whose `tools` its tools
-            must be registered in (None: the current one, the process default
-            unless `AgentRegistry.use()` says otherwise; in the current
+            must be registered in and whose global hooks its events (and its
+            turns') fire, wherever it runs (None: the current one, the process
+            default unless `AgentRegistry.use()` says otherwise; in the current
             `AgentScope` when it is that registry's).
         replace: Take the name from an idle agent that holds it (what a re-run
             notebook cell wants), unless another asyncio task that is still
@@ -310,9 +319,13 @@ class Agent(JsonSerializable):
             ValueError: The agent does not have the turn's tool.
         """
         self._check_turn(turn)
-        await fire(AgentHook.BEFORE_PUT, self.hooks, self.tags, self, turn)
-        self._turns.append(turn)
-        await fire(AgentHook.AFTER_PUT, self.hooks, self.tags, self, turn)
+        events = enter_hooks(self._names.registry.hooks)
+        try:
+            await fire(AgentHook.BEFORE_PUT, self.hooks, self.tags, self, turn)
+            self._turns.append(turn)
+            await fire(AgentHook.AFTER_PUT, self.hooks, self.tags, self, turn)
+        finally:
+            leave_hooks(events)
 
     async def send(self, name: str, turn: Turn) -> None:
         """Queue `turn` on the agent registered as `name`, as seen from this agent's scope.
@@ -343,9 +356,13 @@ class Agent(JsonSerializable):
 
     async def _wait_while_paused(self) -> None:
         """A run's stop at the pause: `on_pause`, the wait for `resume()`, `on_resume`."""
-        await fire(AgentHook.ON_PAUSE, self.hooks, self.tags, self)
-        await self._state.gate.wait()
-        await fire(AgentHook.ON_RESUME, self.hooks, self.tags, self)
+        events = enter_hooks(self._names.registry.hooks)
+        try:
+            await fire(AgentHook.ON_PAUSE, self.hooks, self.tags, self)
+            await self._state.gate.wait()
+            await fire(AgentHook.ON_RESUME, self.hooks, self.tags, self)
+        finally:
+            leave_hooks(events)
 
     @property
     def run_id(self) -> str | None:
@@ -466,6 +483,15 @@ class Agent(JsonSerializable):
                 turn = state.current_turn = self._turns.popleft()
             return turn
 
+    def _enter(self, context: tuple[Any, ...]) -> _Entered | None:
+        """Enter this agent's turn: `context` (its queue, pool and resources) becomes what
+        tools and hooks reading their agent's find, and its registry the one whose global
+        hooks its events and its turns' fire (see `enter_hooks`); None when there is nothing
+        to set (nothing in the process reads the context, the registry is current)."""
+        read = CURRENT_CONTEXT.set(context) if CONTEXT_READERS.exist else None
+        events = enter_hooks(self._names.registry.hooks)
+        return None if read is None and events is None else (read, events)
+
     def _turn_hooks(self, turn: Turn) -> list[Hook]:
         """The hooks watching a run of `turn`: its own, then the agent's turn hooks."""
         return turn._hooks + self.turn_hooks if self.turn_hooks else turn._hooks
@@ -478,7 +504,7 @@ class Agent(JsonSerializable):
         longer current once it has its value: saved then, the agent does not run
         it again.
         """
-        entered = _enter(context)
+        entered = self._enter(context)
         try:
             await fire(AgentHook.BEFORE_TURN, self.hooks, self.tags, self)
             try:
@@ -501,7 +527,7 @@ class Agent(JsonSerializable):
         Under `on_tool_error="return"` a failure is the last value, given once the
         turn has ended. The caller's code runs outside this agent's context.
         """
-        entered = _enter(context)
+        entered = self._enter(context)
         try:
             await fire(AgentHook.BEFORE_TURN, self.hooks, self.tags, self)
             values = turn._yielding(self._turn_hooks(turn))
@@ -520,7 +546,7 @@ class Agent(JsonSerializable):
                         _leave(entered)
                         entered = None
                         yield value
-                        entered = _enter(context)
+                        entered = self._enter(context)
             self._state.current_turn = None
         finally:
             _leave(entered)
@@ -536,7 +562,7 @@ class Agent(JsonSerializable):
 
     async def _after_turn(self, turn: Turn, context: tuple[Any, ...]) -> None:
         """Fire `after_turn`, in this agent's context."""
-        entered = _enter(context)
+        entered = self._enter(context)
         try:
             await fire(AgentHook.AFTER_TURN, self.hooks, self.tags, self, turn)
         finally:
@@ -851,13 +877,14 @@ _ROUTED = (Turn, ContextItem)
 _ROUTED_AWAY = object()  # what a turn's value is for the caller once routed: nothing
 
 
-def _enter(context: tuple[Any, ...]) -> Token[Any] | None:
-    """Make `context` (an agent's queue, pool and resources) what tools and hooks reading
-    their agent's find; None when nothing in the process reads it (then nothing is set)."""
-    return CURRENT_CONTEXT.set(context) if CONTEXT_READERS.exist else None
+# What `Agent._enter` set, to undo: the context readers' token, and `enter_hooks`'s.
+_Entered: TypeAlias = tuple[Token[Any] | None, Token[HookRegistry] | None]
 
 
-def _leave(entered: Token[Any] | None) -> None:
-    """Undo `_enter`."""
+def _leave(entered: _Entered | None) -> None:
+    """Undo `Agent._enter`."""
     if entered is not None:
-        CURRENT_CONTEXT.reset(entered)
+        read, events = entered
+        leave_hooks(events)
+        if read is not None:
+            CURRENT_CONTEXT.reset(read)

@@ -330,7 +330,8 @@ class AgentRegistryBase(Generic[A]):
         Code inside it that does not name a registry (`@tool`, `Agent(...)`,
         `ToolRegistry.get(...)`, `HookRegistry.register(...)`, loading) uses
         this one, its `tools` and its `hooks`, as module-level pygents code
-        uses the process default; the asyncio tasks started inside share it.
+        uses the process default, and the events fired inside it fire its
+        global hooks (`@hook`); the asyncio tasks started inside share it.
         It is what a test does to start from empty registries.
 
         Examples:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, Self, SupportsIndex, TypeVar, cast, overload
 
 from pygents_ctx.errors import UnregisteredHookError, UnserializableHookError
 from pygents_ctx.hooks._hooks import (
+    CURRENT_HOOKS,
     AgentHook,
     ContextPoolHook,
     ContextQueueHook,
@@ -35,11 +36,13 @@ __all__ = [
     "QueueHookList",
     "ToolHookList",
     "TurnHookList",
+    "enter_hooks",
     "fire",
     "hook_of_kind",
     "hooks_from_dict",
     "hooks_given",
     "hooks_to_dict",
+    "leave_hooks",
     "listening",
 ]
 
@@ -49,7 +52,8 @@ def listening(kind: HookKind, own: list[Hook], tags: frozenset[str]) -> bool:
     build (a snapshot), asked before building them."""
     if own and any(kind in h.kinds for h in own):
         return True
-    return HookRegistry.any_global and bool(HookRegistry.globals_for(kind).matching(tags))
+    registry = CURRENT_HOOKS.get()
+    return registry.any_global and bool(registry.global_hooks(kind, tags))
 
 
 async def fire(
@@ -58,21 +62,42 @@ async def fire(
     """Run the hooks of one event: the owner's own hooks of `kind`, in list order, then
     the global hooks of `kind` whose tags match `tags`, each function once.
 
-    Every event site calls this; when no hook listens it returns at once. A hook
-    that raises stops the dispatch (the rest do not run) and the error propagates.
-    `args` and `kwargs` go to every hook (a `before_invoke` hook gets the call's).
+    The global hooks are those of the `HookRegistry` current here (an agent makes
+    its registry current while it fires its events and runs its turns, see
+    `enter_hooks`). Every event site calls this; when no hook listens it returns at
+    once. A hook that raises stops the dispatch (the rest do not run) and the
+    error propagates. `args` and `kwargs` go to every hook (a `before_invoke`
+    hook gets the call's).
     """
-    if not (own or HookRegistry.any_global):
+    registry = CURRENT_HOOKS.get()
+    if not (own or registry.any_global):
         return
     called: list[HookFunction] = []  # by function: an equivalent twice still fires once
     for h in tuple(own):  # a hook may change the list it is in
         if kind in h.kinds and h.fn not in called:
             called.append(h.fn)
             await h(*args, **kwargs)
-    if HookRegistry.any_global:
-        for h in HookRegistry.globals_for(kind).matching(tags):
+    if registry.any_global:
+        for h in registry.global_hooks(kind, tags):
             if h.fn not in called:
                 await h(*args, **kwargs)
+
+
+def enter_hooks(registry: HookRegistry) -> Token[HookRegistry] | None:
+    """Make `registry` the current `HookRegistry`: the events fired here fire its global
+    hooks, and hook names are looked up in it. None when it already is (then nothing
+    is set); `leave_hooks` undoes it.
+
+    An agent calls it around its events and its turns: an agent whose registry is
+    not current where it runs still fires its own registry's global hooks.
+    """
+    return None if CURRENT_HOOKS.get() is registry else CURRENT_HOOKS.set(registry)
+
+
+def leave_hooks(entered: Token[HookRegistry] | None) -> None:
+    """Undo `enter_hooks`."""
+    if entered is not None:
+        CURRENT_HOOKS.reset(entered)
 
 
 class HookAttacher:

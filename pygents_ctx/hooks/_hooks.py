@@ -2,10 +2,14 @@
 
 A hook is attached to one object with an instance decorator
 (`@agent.before_turn`, `@queue.on_evict`, ...) or to every object that fires
-its kind with `@hook(kind)`. For one event the object's own hooks run first, in
-list order, then the global hooks of that kind not already called; a global
-hook with `tags` fires only for objects that share one of them. A hook that
-raises stops the dispatch and the exception propagates.
+its kind with `@hook(kind)`: a global hook, which belongs to the current
+`HookRegistry` (the process default unless `AgentRegistry.use()` says
+otherwise). For one event the object's own hooks run first, in list order,
+then the global hooks of that kind not already called, from the registry
+current where the event fires (an agent makes its registry's current while
+it fires its events and runs its turns); a global hook with `tags` fires only
+for objects that share one of them. A hook that raises stops the dispatch and
+the exception propagates.
 
 Examples:
     >>> from pygents_ctx import AgentHook, hook
@@ -21,7 +25,7 @@ from collections.abc import Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pygents_ctx.errors import UnregisteredHookError
 from pygents_ctx.hooks._calls import CallSpec, LoopLock, tag_set
@@ -370,27 +374,37 @@ SCOPED_HOOK_NAMES: ContextVar[HookNames | None] = ContextVar("pygents_ctx_hook_n
 
 
 class HookRegistry(NameRegistry["Hook | HookFunction"]):
-    """Every hook by its function's name; and, process-wide, the global hooks by kind.
+    """Every hook by its function's name, and the global hooks by kind.
 
     Owners save their hooks by name; loading resolves the names here. As in
     pygents, a plain `async def` function may be registered as it is
     (`register(fn)`): it then names no events, and a saved owner naming it
     gets a hook of that function for the events it saved.
 
-    `HookRegistry()` makes an empty registry of names (an `AgentRegistry`
-    brings one); called on the class (`HookRegistry.get(name)`), the methods
-    act on the current one (see `AgentRegistry.use`). Global hooks (`@hook`,
-    `add_global`) fire for every object in the process, whichever registry
-    holds their names; unregistering a name detaches its global hook.
+    `HookRegistry()` makes an empty registry, with no global hooks (an
+    `AgentRegistry` brings one); called on the class (`HookRegistry.get(name)`,
+    and `@hook` registering), the methods act on the current one: the process
+    default, unless `AgentRegistry.use()` made another current.
+
+    Global hooks (`@hook`, `add_global`) belong to a registry. An event fires
+    the global hooks of the registry current where it fires: an agent makes
+    its own registry's current while it fires its events and runs its turns
+    (so the turns, tools, queue and pool it runs fire them too); a tool, turn,
+    queue or pool used outside an agent fires the current registry's. With
+    one registry (module-level code, the process default), a global hook fires
+    for every object, as in pygents. Unregistering a name detaches its global hook.
     """
 
     _noun = "hook"
     _missing = UnregisteredHookError
     _missing_hint = "define (import) it before loading"
-    # One list per kind, created on first use and only ever mutated in place.
-    _globals: ClassVar[dict[HookKind, GlobalHooks]] = {}
-    # Whether any global hook is attached: while none is, a dispatch looks up nothing.
-    any_global: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        # One list per kind, created on first use and only ever mutated in place.
+        self._globals: dict[HookKind, GlobalHooks] = {}
+        # Whether any global hook is attached: while none is, a dispatch looks up nothing.
+        self.any_global = False
 
     @classmethod
     def current(cls) -> HookRegistry:
@@ -544,11 +558,11 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
                 return
             scope = scope.outer
         del self._entries[name]
-        _detach([hook])
+        self._detach(hook)
 
     @on_current
     def clear(self) -> None:
-        """Forget every hook name (the current `AgentScope`'s too), detaching their global hooks."""
+        """Forget every hook name (the current `AgentScope`'s too) and every global hook."""
         self.clear_globals()
         super().clear()
         scope = SCOPED_HOOK_NAMES.get()
@@ -558,8 +572,12 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
 
     @on_current
     def clear_globals(self) -> None:
-        """Detach the global hooks named here, keeping the names."""
-        _detach(self._entries.values())
+        """Detach every global hook of this registry, keeping the names."""
+        for held in self._globals.values():
+            if held:
+                held.clear()
+                held.changed()
+        self.any_global = False
 
     @classmethod
     def get_by_type(cls, kind: HookKind, hooks: Iterable[Hook]) -> list[Hook]:
@@ -570,23 +588,31 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
         """
         return [h for h in hooks if kind in _kinds_of(h)]
 
-    @classmethod
-    def globals_for(cls, kind: HookKind) -> GlobalHooks:
-        """The live list of global hooks of `kind` (mutated in place, never replaced)."""
-        hooks = cls._globals.get(kind)
+    @on_current
+    def globals_for(self, kind: HookKind) -> GlobalHooks:
+        """The live list of this registry's global hooks of `kind` (mutated in place,
+        never replaced)."""
+        hooks = self._globals.get(kind)
         if hooks is None:
-            hooks = cls._globals[kind] = GlobalHooks(kind)
+            hooks = self._globals[kind] = GlobalHooks(kind)
         return hooks
 
-    @classmethod
-    def add_global(cls, hook: Hook) -> None:
-        """Make `hook` fire for every object dispatching one of its kinds."""
+    @on_current
+    def add_global(self, hook: Hook) -> None:
+        """Make `hook` a global hook of this registry: it fires for every object
+        dispatching one of its kinds while this registry is current (see the class)."""
         for kind in hook.kinds:
-            hooks = cls.globals_for(kind)
+            hooks = self.globals_for(kind)
             if not any(held.same_as(hook) for held in hooks):
                 hooks.append(hook)
                 hooks.changed()
-                cls.any_global = True
+                self.any_global = True
+
+    def global_hooks(self, kind: HookKind, tags: frozenset[str]) -> tuple[Hook, ...]:
+        """The global hooks of `kind` that fire for an owner with `tags`, in order
+        (see `GlobalHooks.matching`)."""
+        hooks = self._globals.get(kind)
+        return () if hooks is None else hooks.matching(tags)
 
     @on_current
     def is_saved_as(self, hook: Hook) -> bool:
@@ -599,16 +625,14 @@ class HookRegistry(NameRegistry["Hook | HookFunction"]):
             return held is not None and held.same_as(hook)
         return _loads_as(held, hook)
 
-
-def _detach(hooks: Iterable[Hook | HookFunction]) -> None:
-    """Take `hooks` out of the global hooks (those of them that are there)."""
-    gone = {id(h) for h in hooks}
-    for held in HookRegistry._globals.values():
-        kept = [h for h in held if id(h) not in gone]
-        if len(kept) != len(held):
-            held[:] = kept
-            held.changed()
-    HookRegistry.any_global = any(HookRegistry._globals.values())
+    def _detach(self, hook: Hook | HookFunction) -> None:
+        """Take `hook` out of this registry's global hooks (if it is there)."""
+        for held in self._globals.values():
+            kept = [h for h in held if h is not hook]
+            if len(kept) != len(held):
+                held[:] = kept
+                held.changed()
+        self.any_global = any(self._globals.values())
 
 
 # The registry `HookRegistry.get(...)` and the other calls on the class use: the process
@@ -628,6 +652,11 @@ def hook(
     **fixed_kwargs: Any,
 ) -> Callable[[HookFunction], Hook]:
     """Register a global hook: it fires for every object that dispatches `kind`.
+
+    The hook is named in the current `HookRegistry` and is one of its global
+    hooks: the process default's, unless `AgentRegistry.use()` made another
+    registry current (then it fires where that registry is current, and for
+    that registry's agents; see `HookRegistry`).
 
     Args:
         kind: One event kind, or a list of kinds (the function should then take
@@ -654,8 +683,9 @@ def hook(
 
     def register(fn: HookFunction) -> Hook:
         created = Hook(fn, kinds, lock=lock, tags=tags, fixed_kwargs=fixed_kwargs)
-        HookRegistry.register(created)
-        HookRegistry.add_global(created)
+        registry = HookRegistry.current()
+        registry.register(created)
+        registry.add_global(created)
         return created
 
     return register

@@ -1095,6 +1095,71 @@ def test_from_dict_with_an_unknown_hook_raises(add: Tool[..., Any]) -> None:
         Turn.from_dict(saved)
 
 
+@pytest.mark.parametrize("load", ["from_dict", "from_json"])
+def test_a_saved_turn_loads_against_the_registry_given(load: str) -> None:
+    from pygents_ctx import AgentRegistry
+
+    plugin = AgentRegistry()
+    with plugin.use():
+
+        @tool
+        async def fetch(url: str) -> str:
+            return url
+
+        turn = Turn(fetch, kwargs={"url": "a"})
+
+        @turn.before_run
+        async def note_start(t: Turn) -> None:
+            pass
+
+        saved: Any = turn.to_dict() if load == "from_dict" else turn.to_json()
+    loader = getattr(Turn, load)
+
+    with pytest.raises(UnregisteredToolError, match="'fetch' not found"):
+        loader(saved)  # the current registry (the test's) has no tool 'fetch'
+    restored = loader(saved, registry=plugin)
+    assert restored.tool is fetch
+    assert restored.kwargs == {"url": "a"}
+    assert restored.hooks == [note_start]  # found in plugin.hooks
+    assert HookRegistry.current() is not plugin.hooks  # only while it loaded
+    with pytest.raises(UnregisteredHookError, match="note_start"):
+        loader(saved, registry=plugin.tools)  # the tool there, the hooks in the current one
+    bare: Any = {"tool_name": "fetch"} if load == "from_dict" else b'{"tool_name": "fetch"}'
+    assert loader(bare, registry=plugin.tools).tool is fetch
+    assert Turn("fetch", registry=plugin).tool is fetch  # Turn(...) takes either too
+
+
+def test_a_tool_missing_from_the_registry_given_says_where_it_was_looked_up(
+    add: Tool[..., Any],
+) -> None:
+    from pygents_ctx import AgentRegistry
+
+    empty = AgentRegistry()
+    with pytest.raises(UnregisteredToolError) as missing:
+        Turn.from_dict({"tool_name": "add"}, registry=empty)
+    assert str(missing.value).startswith("tool 'add' not found")
+    assert "in the ToolRegistry given (<ToolRegistry of 0 tools>)" in str(missing.value)
+    assert "not the current one" in str(missing.value)
+    assert "the current ToolRegistry has a tool 'add': register it in this one too" in str(
+        missing.value
+    )
+    with pytest.raises(UnregisteredToolError, match="register the tool in it"):
+        Turn("nowhere", registry=empty.tools)
+    with pytest.raises(UnregisteredToolError) as here:
+        Turn.from_dict({"tool_name": "nowhere"})  # the current registry: as before
+    assert str(here.value).endswith("decorate it with @tool first")
+
+
+@pytest.mark.parametrize("given", [HookRegistry(), "tools", 1])
+def test_a_registry_keyword_of_the_wrong_type_is_refused(add: Tool[..., Any], given: Any) -> None:
+    with pytest.raises(TypeError, match=r"Turn\.from_dict registry must be a ToolRegistry or an"):
+        Turn.from_dict({"tool_name": "add"}, registry=given)
+    with pytest.raises(TypeError, match=r"Turn\.from_json registry must be a ToolRegistry or an"):
+        Turn.from_json(b'{"tool_name": "add"}', registry=given)
+    with pytest.raises(TypeError, match="Turn registry must be a ToolRegistry or an AgentRegistry"):
+        Turn("add", registry=given)
+
+
 def _instance_audit(calls: list[str]) -> Callable[[Turn], Awaitable[None]]:
     async def audit(t: Turn) -> None:
         calls.append("instance")

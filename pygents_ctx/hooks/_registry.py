@@ -148,9 +148,28 @@ class NameRegistry(Generic[T]):
             guess = "" if meant is None else f" (did you mean {meant!r}?)"
             raise self._missing(
                 f"{self._noun} {name!r} not found{guess}: nothing is registered under that "
-                f"name; {self._missing_hint}"
+                f"name{self._elsewhere(name)}"
             ) from None
         return entry
+
+    def _elsewhere(self, name: str) -> str:
+        """The end of the message for a name not found here: how to register it, and,
+        for a registry that is not the current one (one given by `registry=`), that
+        registering (`@tool`, `@hook`) goes to the current one."""
+        current = type(self).current()
+        if current is self:
+            return f"; {self._missing_hint}"
+        kind = type(self).__name__
+        there = (
+            f"; the current {kind} has a {self._noun} {name!r}: register it in this one too"
+            if name in current._entries
+            else f"; register the {self._noun} in it"
+        )
+        return (
+            f" in the {kind} given ({self!r}), which is not the current one (where @tool and "
+            f"@hook register){there} (`registry.register(...)`, or define it inside "
+            f"`with agent_registry.use():`)"
+        )
 
     @on_current
     def clear(self) -> None:

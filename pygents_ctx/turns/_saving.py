@@ -10,12 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from pygents_ctx._json import JsonSerializable, is_mapping, refuses_deep_nesting
-from pygents_ctx.hooks import TurnHook
+from pygents_ctx.hooks import HookRegistry, TurnHook
 from pygents_ctx.hooks._calls import tag_set
-from pygents_ctx.hooks._dispatch import TurnHookList, hooks_from_dict, hooks_to_dict
+from pygents_ctx.hooks._dispatch import (
+    TurnHookList,
+    enter_hooks,
+    hooks_from_dict,
+    hooks_to_dict,
+    leave_hooks,
+)
 from pygents_ctx.tools import ToolRegistry
 from pygents_ctx.turns._state import (
     NO_SAVED_METADATA,
@@ -30,7 +36,38 @@ from pygents_ctx.turns._state import (
 if TYPE_CHECKING:
     from pygents_ctx.tools import Tool
 
-__all__ = ["TurnSaving"]
+__all__ = ["Registries", "TurnSaving", "tools_of"]
+
+
+class Registries(Protocol):
+    """An `AgentRegistry`, as a turn's `registry=` takes it: its tools and hooks (turns
+    sit below the agent, so they know it by this shape)."""
+
+    @property
+    def tools(self) -> ToolRegistry: ...
+
+    @property
+    def hooks(self) -> HookRegistry: ...
+
+
+def tools_of(registry: ToolRegistry | Registries | None, owner: str) -> ToolRegistry | None:
+    """The `ToolRegistry` a turn's `registry=` names: itself, or an `AgentRegistry`'s
+    `tools`; None (the current one) for None.
+
+    Raises:
+        TypeError: `registry` is neither.
+    """
+    if registry is None or isinstance(registry, ToolRegistry):
+        return registry
+    tools = getattr(registry, "tools", None)
+    if isinstance(tools, ToolRegistry) and isinstance(
+        getattr(registry, "hooks", None), HookRegistry
+    ):
+        return tools
+    raise TypeError(
+        f"{owner} registry must be a ToolRegistry or an AgentRegistry, not {registry!r}"
+    )
+
 
 # The saved fields of a turn that hold what users gave it (see `TurnSaving._user_values`).
 _USER_FIELDS = itemgetter("args", "kwargs", "output")
@@ -98,9 +135,31 @@ class TurnSaving(TurnState, JsonSerializable):
         return cls._from_saved(data, {}, parsed=True)
 
     @classmethod
+    def _load(
+        cls, data: object, parsed: bool, registry: ToolRegistry | Registries | None, owner: str
+    ) -> Self:
+        """`from_dict` and `from_json`: one turn, its names looked up where `registry` says
+        (an `AgentRegistry`'s hooks are current while it loads)."""
+        tools = tools_of(registry, owner)
+        if registry is None or isinstance(registry, ToolRegistry):
+            return cls._from_saved(data, {}, parsed, tools)
+        entered = enter_hooks(registry.hooks)
+        try:
+            return cls._from_saved(data, {}, parsed, tools)
+        finally:
+            leave_hooks(entered)
+
+    @classmethod
     @refuses_deep_nesting("Turn")
-    def _from_saved(cls, data: object, tools: dict[str, Tool[..., Any]], parsed: bool) -> Self:
-        """`from_dict`, looking tool names up in `tools` before the registry.
+    def _from_saved(
+        cls,
+        data: object,
+        tools: dict[str, Tool[..., Any]],
+        parsed: bool,
+        registry: ToolRegistry | None = None,
+    ) -> Self:
+        """`from_dict`, looking tool names up in `tools`, then in `registry` (None: the
+        current one).
 
         Loading many turns (an agent's queue) with one `tools` resolves each name
         once; afterwards `tools` holds every tool the turns use. `parsed`: `data`
@@ -113,7 +172,9 @@ class TurnSaving(TurnState, JsonSerializable):
             raise ValueError(f"turn 'tool_name' must be a string, not {name!r}")
         tool = tools.get(name)
         if tool is None:
-            tool = tools[name] = ToolRegistry.get(name)
+            tool = tools[name] = (ToolRegistry.current() if registry is None else registry).get(
+                name
+            )
         args, kwargs, tags = data.get("args"), data.get("kwargs"), data.get("tags")
         try:
             if parsed and type(args) is list and type(kwargs) is dict:

@@ -25,13 +25,14 @@ from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from pygents_ctx._json import loads
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks import Hook, TurnHook
 from pygents_ctx.hooks._calls import tag_set
 from pygents_ctx.hooks._dispatch import HookSlot, TurnHookList
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns._running import TurnRunning
-from pygents_ctx.turns._saving import TurnSaving
+from pygents_ctx.turns._saving import Registries, TurnSaving, tools_of
 from pygents_ctx.turns._state import (
     StopReason,
     TurnMetadata,
@@ -57,9 +58,9 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         kwargs: Keyword arguments for the tool.
         timeout: Seconds the whole run (every step of a generator) may take.
         tags: Tags that global hooks can filter on.
-        registry: The `ToolRegistry` a name (or function) is looked up in
-            (None: the current one, the process default unless
-            `AgentRegistry.use()` says otherwise).
+        registry: The `ToolRegistry` a name (or function) is looked up in, or
+            an `AgentRegistry` (its `tools`); None: the current one, the
+            process default unless `AgentRegistry.use()` says otherwise.
 
     Any zero-argument function among the `args` / `kwargs` values is called
     for its value when the tool is invoked, not when the turn is made.
@@ -67,7 +68,8 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     Raises:
         UnregisteredToolError: No tool is registered under `tool`.
         ValueError: `timeout` is not a positive number.
-        TypeError: `args` is not a list or tuple, or `kwargs` is not a dict of str keys.
+        TypeError: `args` is not a list or tuple, `kwargs` is not a dict of str
+            keys, or `registry` is not a registry.
     """
 
     # The fields are `TurnState`'s (see `turns._state`).
@@ -87,10 +89,10 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         timeout: float = 60,
         tags: Iterable[str] | None = None,
         *,
-        registry: ToolRegistry | None = None,
+        registry: ToolRegistry | Registries | None = None,
     ) -> None:
         self._fill(
-            self._resolve(tool, registry),
+            self._resolve(tool, tools_of(registry, "Turn")),
             *check_args(args),
             *check_kwargs(kwargs),
             check_timeout(timeout),
@@ -253,12 +255,47 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         return self._saved(fresh=True)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Turn:
+    def from_dict(
+        cls, data: Mapping[str, Any], *, registry: ToolRegistry | Registries | None = None
+    ) -> Turn:
         """Rebuild a turn saved by `to_dict()`; only `tool_name` is required.
+
+        Args:
+            data: What `to_dict()` returned.
+            registry: Where the saved names are looked up: an `AgentRegistry`
+                (the tool in its `tools`, the hooks in its `hooks`), or a
+                `ToolRegistry` (the tool; the hooks in the current
+                `HookRegistry`). None: the current registries.
 
         Raises:
             ValueError: A key is missing or has the wrong type.
-            UnregisteredToolError: The tool is not registered.
+            UnregisteredToolError: The tool is not registered (there).
             UnregisteredHookError: A hook name is not registered.
+            TypeError: `registry` is not a registry.
+
+        Examples:
+            >>> from pygents_ctx import AgentRegistry, Turn, tool
+            >>> plugin = AgentRegistry()
+            >>> with plugin.use():
+            ...     @tool
+            ...     async def fetch(url: str) -> str:
+            ...         return url
+            >>> saved = Turn(fetch, kwargs={"url": "a"}).to_dict()
+            >>> Turn.from_dict(saved, registry=plugin).tool is fetch
+            True
         """
-        return cls._from_saved(data, {}, parsed=False)
+        return cls._load(data, False, registry, "Turn.from_dict")
+
+    @classmethod
+    def from_json(
+        cls, data: bytes | str, *, registry: ToolRegistry | Registries | None = None
+    ) -> Turn:
+        """Rebuild a turn from `to_json()` output; `registry` as for `from_dict`.
+
+        Raises:
+            ValueError: The JSON is invalid or does not describe a turn.
+            UnregisteredToolError: The tool is not registered (there).
+            UnregisteredHookError: A hook name is not registered.
+            TypeError: `registry` is not a registry.
+        """
+        return cls._load(loads(data, cls.__name__), True, registry, "Turn.from_json")

@@ -48,7 +48,12 @@ from pygents_ctx.agent._branching import (
     merge_branch,
     unique_branch_name,
 )
-from pygents_ctx.agent._checkpoints import Rewind, rewind_agent, save_checkpoint
+from pygents_ctx.agent._checkpoints import (
+    Rewind,
+    list_checkpoints,
+    rewind_agent,
+    save_checkpoint,
+)
 from pygents_ctx.agent._checks import check_name, index_tools, refused_tool, require_tools
 from pygents_ctx.agent._names import (
     AgentNames,
@@ -62,6 +67,7 @@ from pygents_ctx.context import ContextItem, ContextPool, ContextQueue
 from pygents_ctx.context._shared import INHERIT, Inherit
 from pygents_ctx.context.config import ContextConfig, PromptWindow
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores.base import CheckpointInfo
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.hooks._calls import CONTEXT_READERS, CURRENT_CONTEXT, tag_set
 from pygents_ctx.hooks._dispatch import (
@@ -691,6 +697,33 @@ class Agent(JsonSerializable):
             (1, Rewind(removed=1, restored=True), ['n1'])
         """
         return await save_checkpoint(self)
+
+    async def checkpoints(self) -> list[CheckpointInfo]:
+        """The agent's checkpoints in its conversation's store, oldest message first.
+
+        One per message the agent saved a state at (`checkpoint()`): the one
+        `rewind(to=info.at)` restores. Each says its message (`at`), when it
+        was taken and the size of the saved state; the states are not read.
+        A rewind, `clear` or compaction that drops a checkpoint drops it from
+        this list too.
+
+        Raises:
+            ValueError: The agent has no `context`, or one with
+                `HistoryRetention.NONE` (no store).
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx import ContextConfig, Message
+            >>> async def main():
+            ...     agent = Agent("notes", "keeps notes", [], context=ContextConfig.default())
+            ...     await agent.checkpoint()
+            ...     await agent.context.store.append(Message("user", "note this"))
+            ...     await agent.checkpoint()
+            ...     return [info.at for info in await agent.checkpoints()]
+            >>> asyncio.run(main())
+            [0, 1]
+        """
+        return await list_checkpoints(self)
 
     async def rewind(self, to: int) -> Rewind:
         """Rewind the conversation to message `to`, and the agent with it where it can.

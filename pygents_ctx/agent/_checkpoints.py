@@ -20,14 +20,26 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pygents_ctx._json import dumps, is_mapping, loads, shown
 from pygents_ctx.context.items import ContextItem
 from pygents_ctx.context.stores._lineage import check_at
-from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, keeps_checkpoints
+from pygents_ctx.context.stores.base import (
+    CheckpointInfo,
+    ContextStore,
+    HistoryRetention,
+    keeps_checkpoints,
+)
 from pygents_ctx.errors import SafeExecutionError
 from pygents_ctx.turns import Turn
 
 if TYPE_CHECKING:
     from pygents_ctx.context.config import ContextConfig
 
-__all__ = ["Rewind", "auto_checkpoint", "read_state", "rewind_agent", "save_checkpoint"]
+__all__ = [
+    "Rewind",
+    "auto_checkpoint",
+    "list_checkpoints",
+    "read_state",
+    "rewind_agent",
+    "save_checkpoint",
+]
 
 _KEYS = ("agent", "turns", "queue", "pool")
 
@@ -96,6 +108,12 @@ async def save_checkpoint(agent: Any) -> int:
     """`Agent.checkpoint()`."""
     store = await _store_of(agent, "checkpoint")
     return await store.save_checkpoint(agent.name, state_of(agent))
+
+
+async def list_checkpoints(agent: Any) -> list[CheckpointInfo]:
+    """`Agent.checkpoints()`."""
+    store = await _store_of(agent, "list checkpoints of")
+    return await store.list_checkpoints(agent.name)
 
 
 async def auto_checkpoint(agent: Any, context: ContextConfig) -> None:

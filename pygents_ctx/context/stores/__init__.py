@@ -10,10 +10,12 @@ file opened with `connect()`, `PostgresContextStore` in PostgreSQL.
 from pygents_ctx.context.stores._common import MAX_MESSAGE_BYTES
 from pygents_ctx.context.stores.base import (
     ApprovalDecision,
+    CheckpointInfo,
     ContextStore,
     HistoryRetention,
     SessionInfo,
     SessionSnapshot,
+    StoredCheckpoint,
     StoredMessage,
 )
 from pygents_ctx.context.stores.compaction import AutoCompactStore, compact_context
@@ -54,6 +56,7 @@ __all__ = [
     "MAX_SEARCH_QUERY",
     "ApprovalDecision",
     "AutoCompactStore",
+    "CheckpointInfo",
     "ConcurrentModificationError",
     "ContextStore",
     "HistoryHit",
@@ -75,6 +78,7 @@ __all__ = [
     "SessionSnapshot",
     "StoreClosedError",
     "StoreSchemaError",
+    "StoredCheckpoint",
     "StoredMessage",
     "TranscriptStore",
     "UsageStore",

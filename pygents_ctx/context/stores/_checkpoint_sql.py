@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pygents_ctx.context.stores._common import check_text, now_iso
 
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "POSTGRES_TABLE",
     "SQLITE_TABLE",
+    "Row",
     "check_agent",
     "check_state",
     "copy_postgres",
@@ -46,10 +49,18 @@ __all__ = [
     "digest",
     "drop_postgres",
     "drop_sqlite",
+    "iso",
+    "live",
     "read_postgres",
     "read_sqlite",
+    "restore_postgres",
+    "restore_sqlite",
+    "rows_postgres",
+    "rows_sqlite",
     "save_postgres",
     "save_sqlite",
+    "states_postgres",
+    "states_sqlite",
 ]
 
 SQLITE_TABLE: Final = (
@@ -161,6 +172,36 @@ def digest(state: bytes) -> bytes:
     return hashlib.blake2b(state, digest_size=20).digest()
 
 
+class Row(NamedTuple):
+    """A session's checkpoint as its table row says (`size`: the state's length)."""
+
+    agent: str
+    position: int
+    created_at: str
+    digest: bytes
+    size: int
+
+
+def live(rows: Iterable[Row], positions: Iterable[int]) -> list[tuple[int, Row]]:
+    """The checkpoints `get_checkpoint` finds, each with the live message it is at.
+
+    `rows` in order of position, `positions` the live messages' positions in
+    order. A checkpoint at position `c` is at live message `k`, the number of
+    live positions below `c`; of an agent's checkpoints at one message (gaps
+    a `clear_run` left), the newest. In order of message, then agent.
+    """
+    found: dict[tuple[str, int], Row] = {}
+    below = 0
+    ahead = iter(positions)
+    upcoming = next(ahead, None)
+    for row in rows:
+        while upcoming is not None and upcoming < row.position:
+            below += 1
+            upcoming = next(ahead, None)
+        found[row.agent, below] = row  # a later row is newer
+    return sorted(((at, row) for (_, at), row in found.items()), key=lambda f: (f[0], f[1].agent))
+
+
 # ----------------------------------------------------------------------------- SQLite
 
 
@@ -211,6 +252,51 @@ def drop_sqlite(session_id: str, low: int, high: int, db: sqlite3.Connection) ->
         "DELETE FROM pygents_checkpoints WHERE session_id = ? AND position >= ? AND position < ?",
         (session_id, low, high),
     )
+
+
+def rows_sqlite(session_id: str, agent: str | None, db: sqlite3.Connection) -> list[Row]:
+    """The session's checkpoint rows (of `agent` alone, if given), in order of position."""
+    rows = db.execute(
+        "SELECT c.agent, c.position, c.created_at, c.digest, length(d.data) "
+        "FROM pygents_checkpoints AS c JOIN pygents_checkpoint_data AS d ON d.digest = c.digest "
+        "WHERE c.session_id = ? AND (? IS NULL OR c.agent = ?) ORDER BY c.position, c.agent",
+        (session_id, agent, agent),
+    )
+    return [Row(a, int(p), str(t), bytes(d), int(n)) for a, p, t, d, n in rows]
+
+
+def states_sqlite(keys: Iterable[bytes], db: sqlite3.Connection) -> dict[bytes, bytes]:
+    """The saved states kept under `keys`."""
+    states = {}
+    for key in keys:
+        (data,) = db.execute(
+            "SELECT data FROM pygents_checkpoint_data WHERE digest = ?", (key,)
+        ).fetchone()
+        states[key] = bytes(data)
+    return states
+
+
+def restore_sqlite(
+    session_id: str,
+    start: int,
+    checkpoints: Iterable[tuple[str, int, str, bytes]],
+    db: sqlite3.Connection,
+) -> None:
+    """Keep `(agent, at, created_at, state)` checkpoints of a session whose live message
+    `k` is at position `start + k` (in the caller's transaction)."""
+    for agent, at, created_at, state in checkpoints:
+        key = digest(state)
+        db.execute(
+            "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (?, ?) "
+            "ON CONFLICT (digest) DO NOTHING",
+            (key, state),
+        )
+        db.execute(
+            "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
+            "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
+            (session_id, agent, start + at, key, created_at),
+        )
 
 
 def copy_sqlite(source: str, target: str, db: sqlite3.Connection) -> None:
@@ -277,6 +363,55 @@ async def drop_postgres(session_id: str, low: int, high: int, conn: AsyncConnect
         "AND position >= %s AND position < %s",
         (session_id, low, high),
     )
+
+
+async def rows_postgres(
+    session_id: str, agent: str | None, conn: AsyncConnection[Any]
+) -> list[Row]:
+    """`rows_sqlite` on PostgreSQL."""
+    cursor = await conn.execute(
+        "SELECT c.agent, c.position, c.created_at, c.digest, octet_length(d.data) "
+        "FROM pygents_checkpoints AS c JOIN pygents_checkpoint_data AS d ON d.digest = c.digest "
+        "WHERE c.session_id = %s AND (%s::text IS NULL OR c.agent = %s) "
+        "ORDER BY c.position, c.agent",
+        (session_id, agent, agent),
+    )
+    return [Row(a, int(p), iso(t), bytes(d), int(n)) for a, p, t, d, n in await cursor.fetchall()]
+
+
+async def states_postgres(keys: Iterable[bytes], conn: AsyncConnection[Any]) -> dict[bytes, bytes]:
+    """`states_sqlite` on PostgreSQL."""
+    cursor = await conn.execute(
+        "SELECT digest, data FROM pygents_checkpoint_data WHERE digest = ANY(%s)", (list(keys),)
+    )
+    return {bytes(key): bytes(data) for key, data in await cursor.fetchall()}
+
+
+async def restore_postgres(
+    session_id: str,
+    start: int,
+    checkpoints: Iterable[tuple[str, int, str, bytes]],
+    conn: AsyncConnection[Any],
+) -> None:
+    """`restore_sqlite` on PostgreSQL."""
+    for agent, at, created_at, state in checkpoints:
+        key = digest(state)
+        await conn.execute(
+            "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (%s, %s) "
+            "ON CONFLICT (digest) DO NOTHING",
+            (key, state),
+        )
+        await conn.execute(
+            "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+            "VALUES (%s, %s, %s, %s, %s::timestamptz) ON CONFLICT (session_id, agent, position) "
+            "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
+            (session_id, agent, start + at, key, created_at),
+        )
+
+
+def iso(moment: datetime) -> str:
+    """A PostgreSQL time as the stores give times: ISO 8601 in UTC with microseconds."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 async def copy_postgres(source: str, target: str, conn: AsyncConnection[Any]) -> None:

@@ -53,7 +53,13 @@ from pygents_ctx.context.stores._search_sql import indexed_words
 from pygents_ctx.context.stores._search_sql import live_ids_postgres as live_ids
 from pygents_ctx.context.stores._usage_sql import read_postgres as get_usage
 from pygents_ctx.context.stores._usage_sql import record_postgres as record_usage
-from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
+from pygents_ctx.context.stores.base import (
+    CheckpointInfo,
+    SessionInfo,
+    SessionSnapshot,
+    StoredCheckpoint,
+    StoredMessage,
+)
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 
@@ -90,6 +96,7 @@ __all__ = [
     "get_usage",
     "journal_finish",
     "journal_start",
+    "list_checkpoints",
     "list_sessions",
     "live_ids",
     "own_fork",
@@ -903,6 +910,41 @@ async def get_checkpoint(
         return await checkpoint_sql.read_postgres(session_id, agent, low, high, conn)
 
 
+async def list_checkpoints(
+    session_id: str, agent: str | None, conn: AsyncConnection[Any]
+) -> list[CheckpointInfo]:
+    """The checkpoints `get_checkpoint` finds (of `agent` alone, if given), read at one moment."""
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        rows = await checkpoint_sql.rows_postgres(session_id, agent, conn)
+        if not rows:
+            return []
+        count = await _one(
+            "SELECT message_count FROM pygents_sessions WHERE session_id = %s", (session_id,), conn
+        )
+        edges = await bounds(await postgres_segments(conn, session_id), conn)
+        positions: Iterable[int]
+        if edges is None:  # an empty session: every checkpoint is at message 0
+            positions = []
+        elif edges[1] - edges[0] + 1 == count:
+            positions = range(edges[0], edges[1] + 1)
+        else:
+            cursor = await conn.execute(LIVE_POSITIONS, {"session": session_id})
+            positions = [int(position) for (position,) in await cursor.fetchall()]
+    return [
+        CheckpointInfo(row.agent, at, row.created_at, row.size)
+        for at, row in checkpoint_sql.live(rows, positions)
+    ]
+
+
+LIVE_POSITIONS: Final = f"""
+    WITH lineage AS ({LINEAGE})
+    SELECT m.position FROM lineage AS l JOIN pygents_messages AS m
+    ON m.session_id = l.source_id AND m.position >= l.live_from AND m.position < l.live_upto
+    ORDER BY m.position
+"""
+
+
 # -- snapshot and restore ---------------------------------------------------------
 
 # The token usage, the archive and the live history in one statement; `snapshot` reads
@@ -929,6 +971,11 @@ async def snapshot(session_id: str, conn: AsyncConnection[Any]) -> SessionSnapsh
         cursor = await conn.execute(SNAPSHOT, {"session": session_id}, binary=True)
         rows = await cursor.fetchall()
         usage = await usage_sql.read_postgres(session_id, None, conn)
+        found = checkpoint_sql.live(
+            await checkpoint_sql.rows_postgres(session_id, None, conn),
+            (int(row[1]) for row in rows if row[0] == 2),
+        )
+        states = await checkpoint_sql.states_postgres({row.digest for _, row in found}, conn)
     tokens = (0, 0)
     parts: tuple[list[StoredMessage], list[StoredMessage]] = ([], [])
     for part, order, count, data, run_id, extra in rows:
@@ -937,7 +984,12 @@ async def snapshot(session_id: str, conn: AsyncConnection[Any]) -> SessionSnapsh
         else:
             parts[part - 1].append(StoredMessage(decode(session_id, order, count, data), run_id))
     archived, live = parts
-    return SessionSnapshot(session_id, live, archived, *tokens, usage=usage)
+    checkpoints = [
+        StoredCheckpoint(row.agent, at, row.created_at, states[row.digest]) for at, row in found
+    ]
+    return SessionSnapshot(
+        session_id, live, archived, *tokens, usage=usage, checkpoints=checkpoints
+    )
 
 
 async def restore(
@@ -946,6 +998,7 @@ async def restore(
     archived: tuple[list[str | None], Batch],
     tokens: tuple[int, int],
     usage: tuple[UsageRecord, ...],
+    checkpoints: tuple[StoredCheckpoint, ...],
     conn: AsyncConnection[Any],
 ) -> None:
     (live_runs, batch), (archived_runs, old) = live, archived
@@ -1007,6 +1060,9 @@ async def restore(
             },
         )
         await usage_sql.insert_postgres(session_id, usage, conn)
+        await checkpoint_sql.restore_postgres(
+            session_id, start, ((c.agent, c.at, c.created_at, c.state) for c in checkpoints), conn
+        )
         await conn.execute(
             "UPDATE pygents_sessions SET message_count = %(count)s, live_tokens = %(total)s, "
             "running_end = %(total)s, "

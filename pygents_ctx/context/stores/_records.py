@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from enum import Enum
 from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
     check_run_id,
     check_session_id,
@@ -24,11 +26,14 @@ from pygents_ctx.context.usage import UsageRecord
 
 __all__ = [
     "ApprovalDecision",
+    "CheckpointInfo",
     "HistoryRetention",
     "SessionInfo",
     "SessionSnapshot",
+    "StoredCheckpoint",
     "StoredMessage",
     "check_call_id",
+    "check_created_at",
     "check_decision",
     "check_snapshot",
 ]
@@ -181,6 +186,122 @@ def _stored(messages: Iterable[StoredMessage | Message], owner: str) -> tuple[St
     return tuple(batch)
 
 
+@dataclass(frozen=True, slots=True)
+class CheckpointInfo:
+    """An agent's checkpoint as a store lists it (`ContextStore.list_checkpoints()`).
+
+    Attributes:
+        agent: The name of the agent whose state it is.
+        at: The live message it was taken at, as in `rewind(to=...)`: the
+            agent's state while the history was `history[:at]`.
+        created_at: When it was taken: ISO 8601 in UTC with microseconds
+            (`"2025-01-15T10:30:00.123456+00:00"`).
+        size: The saved state's length in bytes.
+
+    Examples:
+        >>> info = CheckpointInfo("helper", 4, "2025-01-15T10:30:00.123456+00:00", 812)
+        >>> info.agent, info.at
+        ('helper', 4)
+    """
+
+    agent: str
+    at: int
+    created_at: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredCheckpoint:
+    """An agent's checkpoint as a `SessionSnapshot` carries it: where, when, and the state.
+
+    Attributes:
+        agent: The name of the agent whose state it is.
+        at: The live message it was taken at (0 to the snapshot's message count).
+        created_at: When it was taken: ISO 8601 with a time zone.
+        state: The saved state, as `Agent.checkpoint()` wrote it (opaque bytes
+            to the store).
+
+    Raises:
+        TypeError: A field has the wrong type.
+        ValueError: `agent` or `state` is empty, `at` is negative, or
+            `created_at` is not an ISO 8601 time with a time zone.
+
+    Examples:
+        >>> saved = StoredCheckpoint("helper", 0, "2025-01-15T10:30:00+00:00", b"{}")
+        >>> saved.at, saved.state
+        (0, b'{}')
+    """
+
+    agent: str
+    at: int
+    created_at: str
+    state: bytes
+
+    def __post_init__(self) -> None:
+        check_agent(self.agent)
+        check_state(self.state)
+        if isinstance(self.at, bool) or not isinstance(self.at, int):
+            raise TypeError(f"StoredCheckpoint.at must be an int, not {type(self.at).__name__}")
+        if self.at < 0:
+            raise ValueError(f"StoredCheckpoint.at must be 0 or more, not {self.at}")
+        check_created_at(self.created_at, "StoredCheckpoint.created_at")
+
+    @property
+    def info(self) -> CheckpointInfo:
+        """What `list_checkpoints()` says of it."""
+        return CheckpointInfo(self.agent, self.at, self.created_at, len(self.state))
+
+
+def check_created_at(value: object, field: str) -> str:
+    """Return `value` if it is an ISO 8601 time with a time zone.
+
+    Raises:
+        TypeError: It is not a str.
+        ValueError: It is not such a time; the message names `field`.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be an ISO 8601 str, not {type(value).__name__}")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise ValueError(
+            f"{field} must be an ISO 8601 time with a time zone "
+            f'("2025-01-15T10:30:00.123456+00:00"), not {value!r}'
+        )
+    return value
+
+
+def _checkpoints(
+    checkpoints: Iterable[StoredCheckpoint], count: int
+) -> tuple[StoredCheckpoint, ...]:
+    if not isinstance(checkpoints, Iterable) or isinstance(checkpoints, StoredCheckpoint):
+        raise TypeError(
+            "SessionSnapshot.checkpoints must be an iterable of StoredCheckpoint, "
+            f"not {type(checkpoints).__name__}"
+        )
+    seen: set[tuple[str, int]] = set()
+    kept = []
+    for index, item in enumerate(checkpoints):
+        where = f"SessionSnapshot.checkpoints[{index}]"
+        if not isinstance(item, StoredCheckpoint):
+            raise TypeError(f"{where} must be a StoredCheckpoint, not {type(item).__name__}")
+        if item.at > count:
+            raise ValueError(
+                f"{where} is at message {item.at}, past the {count} live messages; "
+                f"a checkpoint is at a message from 0 to {count}"
+            )
+        if (item.agent, item.at) in seen:
+            raise ValueError(
+                f"{where}: agent {item.agent!r} has two checkpoints at message {item.at}; "
+                "keep one (a store keeps one per agent and message)"
+            )
+        seen.add((item.agent, item.at))
+        kept.append(item)
+    return tuple(sorted(kept, key=lambda item: (item.at, item.agent)))
+
+
 @dataclass(frozen=True, slots=True, init=False)
 class SessionSnapshot:
     """Everything a session holds, read at one moment: what `snapshot()` reads, `restore()` writes.
@@ -195,10 +316,14 @@ class SessionSnapshot:
         input_tokens: Input tokens the provider reported for the session.
         output_tokens: Output tokens the provider reported for the session.
         usage: The usage records (`record_usage`), oldest first.
+        checkpoints: The agents' checkpoints (`Agent.checkpoint()`), in
+            order of message, then agent; one per agent and message.
 
     Raises:
         TypeError: A field has the wrong type.
-        ValueError: `session_id` is empty, or a token count is negative.
+        ValueError: `session_id` is empty, a token count is negative, or a
+            checkpoint is past the live messages or a second one of its
+            agent at its message.
 
     Examples:
         >>> from pygents_ctx import Message
@@ -213,6 +338,7 @@ class SessionSnapshot:
     input_tokens: int
     output_tokens: int
     usage: tuple[UsageRecord, ...]
+    checkpoints: tuple[StoredCheckpoint, ...]
 
     def __init__(
         self,
@@ -223,15 +349,18 @@ class SessionSnapshot:
         output_tokens: int = 0,
         *,
         usage: Iterable[UsageRecord] = (),
+        checkpoints: Iterable[StoredCheckpoint] = (),
     ) -> None:
         tokens = check_tokens(input_tokens, output_tokens)
         records = tuple(map(check_usage_record, usage))
+        live = _stored(messages, "messages")
         object.__setattr__(self, "session_id", check_session_id(session_id))
-        object.__setattr__(self, "messages", _stored(messages, "messages"))
+        object.__setattr__(self, "messages", live)
         object.__setattr__(self, "archived", _stored(archived, "archived"))
         object.__setattr__(self, "input_tokens", tokens[0])
         object.__setattr__(self, "output_tokens", tokens[1])
         object.__setattr__(self, "usage", records)
+        object.__setattr__(self, "checkpoints", _checkpoints(checkpoints, len(live)))
 
 
 def check_snapshot(snapshot: object) -> SessionSnapshot:

@@ -42,9 +42,11 @@ from pygents_ctx.context.stores._paged import check_batch, iter_pages
 from pygents_ctx.context.stores._records import check_call_id, check_decision, check_snapshot
 from pygents_ctx.context.stores.base import (
     ApprovalDecision,
+    CheckpointInfo,
     ContextStore,
     SessionInfo,
     SessionSnapshot,
+    StoredCheckpoint,
 )
 from pygents_ctx.context.stores.lease import fenced
 from pygents_ctx.context.stores.search import (
@@ -100,6 +102,8 @@ class Ops(Protocol):
     def save_checkpoint(self, session_id: str, agent: str, state: bytes, db: Any, /) -> Any: ...
 
     def get_checkpoint(self, session_id: str, agent: str, at: int, db: Any, /) -> Any: ...
+
+    def list_checkpoints(self, session_id: str, agent: str | None, db: Any, /) -> Any: ...
 
     def list_sessions(self, owner: str | None, db: Any, /) -> Any: ...
 
@@ -309,6 +313,12 @@ class Dialect(ABC, Generic[C]):
         """The state of `agent`'s checkpoint at live message `at`, if there is one."""
         return self.run(self.ops.get_checkpoint, session_id, agent, at)
 
+    def list_checkpoints(
+        self, session_id: str, agent: str | None
+    ) -> Awaitable[list[CheckpointInfo]]:
+        """The session's checkpoints (`agent`'s alone, if given), read at one moment."""
+        return self.run(self.ops.list_checkpoints, session_id, agent)
+
     @abstractmethod
     def restore(
         self,
@@ -317,6 +327,7 @@ class Dialect(ABC, Generic[C]):
         archived: tuple[list[str | None], Any],
         tokens: tuple[int, int],
         usage: tuple[UsageRecord, ...],
+        checkpoints: tuple[StoredCheckpoint, ...],
         fence: int | None,
     ) -> Awaitable[None]:
         """Write a snapshot's parts into the empty session (ValueError if it is not).
@@ -737,6 +748,17 @@ class SQLStore(ContextStore, Generic[C]):
         name = self._sql.text("agent", check_agent(agent))
         return await self._sql.get_checkpoint(self.session_id, name, at)
 
+    async def list_checkpoints(self, agent: str | None = None) -> list[CheckpointInfo]:
+        """The agents' checkpoints (`agent`'s alone, if given), in order of message, then
+        agent (see `ContextStore.list_checkpoints`); one read transaction, the states
+        not read.
+
+        Raises:
+            TypeError, ValueError: As `ContextStore.list_checkpoints` says.
+        """
+        name = None if agent is None else self._sql.text("agent", check_agent(agent))
+        return await self._sql.list_checkpoints(self.session_id, name)
+
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records.
 
@@ -761,8 +783,12 @@ class SQLStore(ContextStore, Generic[C]):
         )
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
         usage = tuple(map(self._storable, snapshot.usage))
+        for checkpoint in snapshot.checkpoints:
+            self._sql.text("agent", checkpoint.agent)
         self._cache.forget()
-        write = partial(self._sql.restore, self.session_id, live, archived, tokens, usage)
+        write = partial(
+            self._sql.restore, self.session_id, live, archived, tokens, usage, snapshot.checkpoints
+        )
         await self._write(write)
 
     async def close(self) -> None:

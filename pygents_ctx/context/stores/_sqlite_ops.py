@@ -47,7 +47,13 @@ from pygents_ctx.context.stores._paged import sqlite_page as page
 from pygents_ctx.context.stores._search_sql import live_ids_sqlite as live_ids
 from pygents_ctx.context.stores._usage_sql import read_sqlite as get_usage
 from pygents_ctx.context.stores._usage_sql import record_sqlite as record_usage
-from pygents_ctx.context.stores.base import SessionInfo, SessionSnapshot, StoredMessage
+from pygents_ctx.context.stores.base import (
+    CheckpointInfo,
+    SessionInfo,
+    SessionSnapshot,
+    StoredCheckpoint,
+    StoredMessage,
+)
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 
@@ -74,6 +80,7 @@ __all__ = [
     "in_transaction",
     "journal_finish",
     "journal_start",
+    "list_checkpoints",
     "list_sessions",
     "live_ids",
     "live_rows",
@@ -729,6 +736,37 @@ def get_checkpoint(session_id: str, agent: str, at: int, db: Db) -> bytes | None
     return in_transaction(db, read, "BEGIN")
 
 
+def list_checkpoints(session_id: str, agent: str | None, db: Db) -> list[CheckpointInfo]:
+    """The checkpoints `get_checkpoint` finds (of `agent` alone, if given), read at one moment."""
+
+    def read(db: Db) -> list[CheckpointInfo]:
+        rows = checkpoint_sql.rows_sqlite(session_id, agent, db)
+        if not rows:
+            return []
+        lineage = segments(db, session_id)
+        count = scalar(
+            db, "SELECT message_count FROM pygents_sessions WHERE session_id = ?", session_id
+        )
+        edges = bounds(db, lineage)
+        positions: Iterable[int] = (
+            []
+            if edges is None  # an empty session: every checkpoint is at message 0
+            else range(edges[0], edges[1] + 1)
+            if edges[1] - edges[0] + 1 == count
+            else [row[0] for row in live_rows(db, lineage, columns="position")]
+        )
+        return [
+            CheckpointInfo(row.agent, at, row.created_at, row.size)
+            for at, row in checkpoint_sql.live(rows, positions)
+        ]
+
+    return in_transaction(db, read, "BEGIN")
+
+
+def _row_of(checkpoint: StoredCheckpoint) -> tuple[str, int, str, bytes]:
+    return checkpoint.agent, checkpoint.at, checkpoint.created_at, checkpoint.state
+
+
 def snapshot(session_id: str, db: Db) -> SessionSnapshot:
     def read(db: Db) -> tuple[Any, ...]:
         tokens = db.execute(
@@ -738,10 +776,20 @@ def snapshot(session_id: str, db: Db) -> SessionSnapshot:
         lineage = segments(db, session_id)
         live = live_rows(db, lineage, columns="position, tokens, data, run_id")
         archived = archive_rows(db, lineage, columns="id, tokens, data, run_id")
-        return tokens or (0, 0), live, archived, usage_sql.read_sqlite(session_id, None, db)
+        found = checkpoint_sql.live(
+            checkpoint_sql.rows_sqlite(session_id, None, db), (row[0] for row in live)
+        )
+        states = checkpoint_sql.states_sqlite({row.digest for _, row in found}, db)
+        checkpoints = [
+            StoredCheckpoint(row.agent, at, row.created_at, states[row.digest]) for at, row in found
+        ]
+        usage = usage_sql.read_sqlite(session_id, None, db)
+        return tokens or (0, 0), live, archived, usage, checkpoints
 
     # One read transaction: one moment, whoever writes meanwhile.
-    (input_tokens, output_tokens), live, archived, usage = in_transaction(db, read, "BEGIN")
+    (input_tokens, output_tokens), live, archived, usage, checkpoints = in_transaction(
+        db, read, "BEGIN"
+    )
     return SessionSnapshot(
         session_id,
         [StoredMessage(decode(session_id, *row), run_id) for *row, run_id in live],
@@ -749,6 +797,7 @@ def snapshot(session_id: str, db: Db) -> SessionSnapshot:
         input_tokens,
         output_tokens,
         usage=usage,
+        checkpoints=checkpoints,
     )
 
 
@@ -759,6 +808,7 @@ def restore(
     archived: list[tuple[str | None, Encoded]],
     tokens: tuple[int, int],
     usage: tuple[UsageRecord, ...],
+    checkpoints: tuple[StoredCheckpoint, ...],
     db: Db,
 ) -> None:
     db.execute(ENSURE, (session_id, created_at))
@@ -778,8 +828,12 @@ def restore(
         "VALUES (?, ?, ?, ?, ?)",
         [(session_id, run_id, *row) for run_id, row in archived],
     )
+    start = scalar(
+        db, "SELECT next_position FROM pygents_sessions WHERE session_id = ?", session_id
+    )
     db.executemany(APPEND, [(session_id, session_id, run_id, *row) for run_id, row in live])
     usage_sql.insert_sqlite(session_id, usage, db)
+    checkpoint_sql.restore_sqlite(session_id, start, (_row_of(c) for c in checkpoints), db)
     db.execute(
         "UPDATE pygents_sessions SET input_tokens = ?, output_tokens = ?, preview = ?, "
         "generation = generation + 1 WHERE session_id = ?",

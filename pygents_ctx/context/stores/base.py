@@ -43,9 +43,11 @@ from pygents_ctx.context.stores._lineage import check_at
 from pygents_ctx.context.stores._paged import check_batch, iter_windows
 from pygents_ctx.context.stores._records import (
     ApprovalDecision,
+    CheckpointInfo,
     HistoryRetention,
     SessionInfo,
     SessionSnapshot,
+    StoredCheckpoint,
     StoredMessage,
 )
 from pygents_ctx.context.stores._records import check_call_id as check_call_id
@@ -72,10 +74,12 @@ from pygents_ctx.context.usage import UsageRecord
 
 __all__ = [
     "ApprovalDecision",
+    "CheckpointInfo",
     "ContextStore",
     "HistoryRetention",
     "SessionInfo",
     "SessionSnapshot",
+    "StoredCheckpoint",
     "StoredMessage",
 ]
 
@@ -470,7 +474,12 @@ class ContextStore(
         snapshot = await self.snapshot()
         keep = len(snapshot.messages) if at is None else at
         check_at(keep, len(snapshot.messages), self.session_id, "fork(at=...)")
-        kept = SessionSnapshot(self.session_id, snapshot.messages[:keep], snapshot.archived)
+        kept = SessionSnapshot(
+            self.session_id,
+            snapshot.messages[:keep],
+            snapshot.archived,
+            checkpoints=[c for c in snapshot.checkpoints if c.at <= keep],
+        )
         clone = _FORK_INTO[0](session_id=session_id, owner=self.owner)
         await clone.restore(kept)
         return clone
@@ -515,6 +524,7 @@ class ContextStore(
                 snapshot.archived,
                 snapshot.input_tokens,
                 snapshot.output_tokens,
+                checkpoints=[c for c in snapshot.checkpoints if c.at <= keep],
             )
         )
         return held - keep
@@ -591,14 +601,46 @@ class ContextStore(
         check_at(at, await self.count(), self.session_id, "get_checkpoint(at=...)")
         return None
 
+    async def list_checkpoints(self, agent: str | None = None) -> list[CheckpointInfo]:
+        """The agents' checkpoints in the session (`agent`'s alone, if given), in order of
+        message, then agent.
+
+        One per agent and message: the one `get_checkpoint(agent, at)` reads
+        (`Agent.rewind(to)` restores). `Agent.checkpoints()` lists an agent's own.
+        The built-in stores read the small rows, not the saved states, in one
+        read transaction.
+
+        This default keeps none: it checks `agent` and returns `[]` (a store
+        of your own that keeps checkpoints overrides it beside
+        `save_checkpoint()` and `get_checkpoint()`).
+
+        Raises:
+            TypeError: `agent` is not a str or None.
+            ValueError: `agent` is empty, or holds a NUL or a lone surrogate.
+
+        Examples:
+            >>> import asyncio
+            >>> from pygents_ctx.context.stores import MemoryContextStore
+            >>> async def main():
+            ...     store = MemoryContextStore([Message("user", "hi")])
+            ...     await store.save_checkpoint("helper", b"{}")
+            ...     return [(c.agent, c.at, c.size) for c in await store.list_checkpoints()]
+            >>> asyncio.run(main())
+            [('helper', 1, 2)]
+        """
+        if agent is not None:
+            check_agent(agent)
+        return []
+
     async def snapshot(self) -> SessionSnapshot:
         """Everything the session holds: the history and the archive with their run ids, the
-        token usage and the usage records.
+        token usage, the usage records and the agents' checkpoints.
 
         The built-in backends read it in one transaction, so it is one consistent
         moment even while other processes write. This default reads
-        `get_history()` (with and without the archive), `get_context_tokens()`
-        and `get_usage()`; it knows no run ids.
+        `get_history()` (with and without the archive), `get_context_tokens()`,
+        `get_usage()`, and `list_checkpoints()` with `get_checkpoint()` for
+        each; it knows no run ids.
         """
         live = await self.get_history()
         if takes_keyword(self.get_history, "include_archived"):
@@ -607,25 +649,38 @@ class ContextStore(
         else:
             archived = []
         tokens = await self.get_context_tokens()
+        checkpoints = []
+        for info in await self.list_checkpoints():
+            state = await self.get_checkpoint(info.agent, info.at)
+            if state is not None:
+                checkpoints.append(StoredCheckpoint(info.agent, info.at, info.created_at, state))
         return SessionSnapshot(
-            self.session_id, live, archived, *tokens, usage=await self.get_usage()
+            self.session_id,
+            live,
+            archived,
+            *tokens,
+            usage=await self.get_usage(),
+            checkpoints=checkpoints,
         )
 
     async def restore(self, snapshot: SessionSnapshot) -> None:
         """Write `snapshot` into this store's session, which must hold no messages yet.
 
         The history and the archive keep their order and run ids, the usage
-        records are added, and the token usage becomes the snapshot's.
+        records are added, the token usage becomes the snapshot's, and the
+        agents' checkpoints are kept at their messages (with their times).
         `snapshot.session_id` is not used: the messages go to this store's
         session, so `restore(other.snapshot())` copies a session, across
         backends too. The built-in backends write everything in one
         transaction: if it fails, nothing was written.
 
         This default checks `count()` and the archive, then calls `append_many()`
-        (once per run), `replace_prefix()`, `record_usage()` (once per record)
-        and `set_context_tokens()`: not atomic.
-        A store without its own `replace_prefix` keeps no archive, so only the
-        live history is written to it.
+        (once per run), `save_checkpoint()` between them (the checkpoints get
+        the time of the call), `replace_prefix()`, `record_usage()` (once per
+        record) and `set_context_tokens()`: not atomic.
+        A store without its own `replace_prefix` keeps no archive, and one
+        without its own `save_checkpoint` no checkpoints: only what it keeps
+        is written to it.
 
         Raises:
             TypeError: `snapshot` is not a `SessionSnapshot`.
@@ -640,8 +695,17 @@ class ContextStore(
             raise session_not_empty(self.session_id)
         archived = snapshot.archived if keeps_archive(self) else ()
         everything = [*archived, *snapshot.messages]
-        for run_id, group in itertools.groupby(everything, key=lambda stored: stored.run_id):
-            await self.append_many([stored.message for stored in group], run_id=run_id)
+        checkpoints = snapshot.checkpoints if self._keeps_checkpoints() else ()
+        # Appended up to each checkpoint's message, then the checkpoint, then on.
+        start = 0
+        for end in sorted({len(everything), *(len(archived) + c.at for c in checkpoints)}):
+            part = everything[start:end]
+            for run_id, group in itertools.groupby(part, key=lambda stored: stored.run_id):
+                await self.append_many([stored.message for stored in group], run_id=run_id)
+            for checkpoint in checkpoints:
+                if len(archived) + checkpoint.at == end:
+                    await self.save_checkpoint(checkpoint.agent, checkpoint.state)
+            start = end
         if archived:
             await self.replace_prefix(len(archived), ())
         for record in snapshot.usage:

@@ -24,6 +24,7 @@ from pygents_ctx.context.stores._common import (
 )
 from pygents_ctx.context.stores._lease_sql import LeaseState
 from pygents_ctx.context.stores.base import (
+    CheckpointInfo,
     ContextStore,
     SessionInfo,
     SessionSnapshot,
@@ -454,6 +455,10 @@ class AutoCompactStore(ContextStore):
     async def get_checkpoint(self, agent: str, at: int) -> bytes | None:
         """An agent's checkpoint in the inner store (see `ContextStore.get_checkpoint`)."""
         return await self.inner.get_checkpoint(agent, at)
+
+    async def list_checkpoints(self, agent: str | None = None) -> list[CheckpointInfo]:
+        """The checkpoints in the inner store (see `ContextStore.list_checkpoints`)."""
+        return await self.inner.list_checkpoints(agent)
 
     async def snapshot(self) -> SessionSnapshot:
         """The inner store's snapshot."""

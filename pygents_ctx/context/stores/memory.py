@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import NamedTuple
 
 from pygents_ctx.context.messages import Message
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
     changed_prefix,
@@ -31,9 +32,11 @@ from pygents_ctx.context.stores._common import (
 from pygents_ctx.context.stores._lineage import HIGHEST, LOWEST, check_at
 from pygents_ctx.context.stores._records import check_snapshot
 from pygents_ctx.context.stores.base import (
+    CheckpointInfo,
     ContextStore,
     SessionInfo,
     SessionSnapshot,
+    StoredCheckpoint,
     StoredMessage,
     fork_into,
 )
@@ -58,6 +61,11 @@ class _Archived(NamedTuple):
     run_id: str | None
     tokens: int
     id: int
+
+
+class _Checkpoint(NamedTuple):
+    state: bytes
+    created_at: str
 
 
 class MemoryContextStore(ContextStore):
@@ -121,7 +129,7 @@ class MemoryContextStore(ContextStore):
         # and the agents' checkpoints by name, then by position (see `_checkpoint_sql`).
         self._positions: list[int] = []
         self._next_position = 0
-        self._checkpoints: dict[str, dict[int, bytes]] = {}
+        self._checkpoints: dict[str, dict[int, _Checkpoint]] = {}
         self._extend(batch, None)
 
     def __repr__(self) -> str:
@@ -446,7 +454,7 @@ class MemoryContextStore(ContextStore):
         """
         name, data = check_agent(agent), check_state(state)
         self._check_fence()
-        self._checkpoints.setdefault(name, {})[self._next_position] = data
+        self._checkpoints.setdefault(name, {})[self._next_position] = _Checkpoint(data, now_iso())
         return len(self._messages)
 
     async def get_checkpoint(self, agent: str, at: int) -> bytes | None:
@@ -462,7 +470,35 @@ class MemoryContextStore(ContextStore):
         high = self._positions[keep] if keep < held else self._next_position
         low = self._positions[keep - 1] if keep else LOWEST
         found = [p for p in self._checkpoints.get(name, {}) if low < p <= high]
-        return self._checkpoints[name][max(found)] if found else None
+        return self._checkpoints[name][max(found)].state if found else None
+
+    async def list_checkpoints(self, agent: str | None = None) -> list[CheckpointInfo]:
+        """The agents' checkpoints (`agent`'s alone, if given), in order of message, then
+        agent (see `ContextStore.list_checkpoints`).
+
+        Raises:
+            TypeError, ValueError: As `ContextStore.list_checkpoints` says.
+        """
+        if agent is not None:
+            check_agent(agent)
+        return [
+            CheckpointInfo(row.agent, at, row.created_at, row.size)
+            for at, row in self._live_checkpoints(agent)
+        ]
+
+    def _live_checkpoints(self, agent: str | None) -> list[tuple[int, checkpoint_sql.Row]]:
+        """The checkpoints `get_checkpoint` finds, each with its live message (see
+        `_checkpoint_sql.live`; no digest here)."""
+        rows = sorted(
+            (
+                checkpoint_sql.Row(name, position, saved.created_at, b"", len(saved.state))
+                for name, kept in self._checkpoints.items()
+                if agent in (None, name)
+                for position, saved in kept.items()
+            ),
+            key=lambda row: (row.position, row.agent),
+        )
+        return checkpoint_sql.live(rows, self._positions)
 
     async def snapshot(self) -> SessionSnapshot:
         """The history and the archive with their run ids, the token usage and usage records."""
@@ -473,6 +509,12 @@ class MemoryContextStore(ContextStore):
             self._input_tokens,
             self._output_tokens,
             usage=self._usage_records or (),
+            checkpoints=[
+                StoredCheckpoint(
+                    row.agent, at, row.created_at, self._checkpoints[row.agent][row.position].state
+                )
+                for at, row in self._live_checkpoints(None)
+            ],
         )
 
     async def restore(self, snapshot: SessionSnapshot) -> None:
@@ -497,8 +539,12 @@ class MemoryContextStore(ContextStore):
             for stored in snapshot.archived
         ]
         self._note_preview(entry.message for entry in self._archive)
+        start = self._next_position
         for stored in snapshot.messages:
             self._extend([stored.message], stored.run_id)
+        for checkpoint in snapshot.checkpoints:
+            saved = _Checkpoint(checkpoint.state, checkpoint.created_at)
+            self._checkpoints.setdefault(checkpoint.agent, {})[start + checkpoint.at] = saved
         if snapshot.usage:
             self._usage_records = [*(self._usage_records or ()), *snapshot.usage]
         self._input_tokens, self._output_tokens = snapshot.input_tokens, snapshot.output_tokens

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pygents_ctx.context.messages import Message
     from pygents_ctx.context.stores._common import Erasure
     from pygents_ctx.context.stores._postgres_ops import Batch
+    from pygents_ctx.context.stores.base import StoredCheckpoint
     from pygents_ctx.context.stores.search import HistoryHit
     from pygents_ctx.context.usage import UsageRecord
 
@@ -329,9 +330,10 @@ class PostgresDialect(Dialect[PostgresConnection]):
         archived: tuple[list[str | None], Batch],
         tokens: tuple[int, int],
         usage: tuple[UsageRecord, ...],
+        checkpoints: tuple[StoredCheckpoint, ...],
         fence: int | None,
     ) -> Awaitable[None]:
-        work = partial(ops.restore, session_id, live, archived, tokens, usage)
+        work = partial(ops.restore, session_id, live, archived, tokens, usage, checkpoints)
         return self.write(session_id, fence, work)
 
     def set_tokens(

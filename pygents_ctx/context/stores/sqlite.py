@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pygents_ctx.context.messages import Message
     from pygents_ctx.context.stores._common import Erasure
     from pygents_ctx.context.stores._sqlite_ops import Encoded
+    from pygents_ctx.context.stores.base import StoredCheckpoint
     from pygents_ctx.context.stores.search import HistoryHit
     from pygents_ctx.context.usage import UsageRecord
 
@@ -201,10 +202,13 @@ class SQLiteDialect(Dialect[SQLiteConnection]):
         archived: tuple[list[str | None], list[Encoded]],
         tokens: tuple[int, int],
         usage: tuple[UsageRecord, ...],
+        checkpoints: tuple[StoredCheckpoint, ...],
         fence: int | None,
     ) -> Awaitable[None]:
         rows = [list(zip(*part, strict=True)) for part in (live, archived)]
-        work = partial(ops.restore, session_id, now_iso(), rows[0], rows[1], tokens, usage)
+        work = partial(
+            ops.restore, session_id, now_iso(), rows[0], rows[1], tokens, usage, checkpoints
+        )
         return self.write(session_id, fence, work)
 
     def set_tokens(

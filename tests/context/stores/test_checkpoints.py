@@ -12,6 +12,7 @@ import asyncio
 import sqlite3
 import tempfile
 import uuid
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,10 @@ from pygents_ctx.context.stores import (
     AutoCompactStore,
     ContextStore,
     MemoryContextStore,
+    SessionSnapshot,
+    SQLiteConnection,
     SQLiteContextStore,
+    StoredCheckpoint,
     connect,
 )
 from pygents_ctx.context.stores import _postgres_schema as postgres_schema
@@ -51,6 +55,9 @@ from tests import postgres_server
 from .conftest import MakeStore
 from .helpers import ListStore, numbered, texts
 from .test_postgres import fresh_database
+
+
+NOW = "2026-01-15T10:30:00.123456+00:00"
 
 
 async def states(store: ContextStore, agent: str = "a") -> list[bytes | None]:
@@ -220,6 +227,164 @@ async def test_a_compacting_store_keeps_checkpoints_in_the_one_it_wraps(
     assert await store.get_checkpoint("a", 2) == b"state"
 
 
+# -- listing, snapshots and restores ----------------------------------------------------
+
+
+async def test_the_listed_checkpoints_are_those_a_rewind_finds_in_order(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    await store.save_checkpoint("b", b"b at 0")
+    for at, run in enumerate(["r1", "r2", "r1"]):
+        await store.append(Message("user", f"m{at}"), run_id=run)
+        await store.save_checkpoint("a", f"a at {at + 1}".encode())
+    await store.save_checkpoint("b", b"b at 3!")
+    await store.clear_run("r2")  # m1 goes: a's checkpoints at 2 and 3 go with it
+
+    listed = await store.list_checkpoints()
+    assert [(c.agent, c.at, c.size) for c in listed] == [("b", 0, 6), ("a", 1, 6)]
+    assert [c.at for c in await store.list_checkpoints("b")] == [0]
+    assert await store.list_checkpoints("nobody") == []
+    for info in listed:
+        assert await store.get_checkpoint(info.agent, info.at) is not None
+        assert datetime.fromisoformat(info.created_at).utcoffset() == timedelta(0)
+    assert listed[0].created_at < listed[1].created_at
+
+
+async def test_a_fork_lists_the_checkpoints_up_to_its_point_with_their_times(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    for at in range(3):
+        await store.save_checkpoint("a", f"s{at}".encode())
+        await store.append(Message("user", f"m{at}"))
+    await store.append(Message("user", "gap"))
+    await store.rewind(3)  # positions are no longer 0, 1, 2, ... after a compaction
+    await store.replace_prefix(1, [Message("user", "summary"), Message("user", "more")])
+
+    fork = await store.fork(at=3)
+    assert [(c.at, c.size) for c in await fork.list_checkpoints()] == [(2, 2), (3, 2)]
+    assert await fork.list_checkpoints() == (await store.list_checkpoints())[:2]
+
+
+async def test_a_snapshot_carries_the_checkpoints_and_a_restore_keeps_them(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    for at in range(3):
+        await store.append(Message("user", f"m{at}"), run_id="r1")
+        await store.save_checkpoint("a", f"s{at}".encode())
+        await store.save_checkpoint("b", b"unchanged")
+    await store.replace_prefix(1, [Message("user", "summary")])
+
+    snapshot = await store.snapshot()
+    assert [(c.agent, c.at, c.state) for c in snapshot.checkpoints] == [
+        ("a", 1, b"s0"),
+        ("b", 1, b"unchanged"),
+        ("a", 2, b"s1"),
+        ("b", 2, b"unchanged"),
+        ("a", 3, b"s2"),
+        ("b", 3, b"unchanged"),
+    ]
+    copy = await make_store(session_id="copy")
+    await copy.restore(snapshot)
+    assert await copy.list_checkpoints() == await store.list_checkpoints()
+    assert await states(copy) == await states(store)
+    assert (await copy.snapshot()).checkpoints == snapshot.checkpoints
+    await copy.append(Message("user", "after"))
+    assert await states(copy, "b") == [None, b"unchanged", b"unchanged", b"unchanged", None]
+    assert await data_rows(copy) in (None, 4)  # each distinct state once, shared
+
+
+async def test_a_restore_into_another_backend_keeps_the_checkpoints(
+    make_store: MakeStore, conn: SQLiteConnection
+) -> None:
+    store = await make_store(*numbered(2))
+    await store.save_checkpoint("a", b"at two")
+    copy = SQLiteContextStore(conn, session_id="elsewhere")
+    await copy.restore(await store.snapshot())
+    assert await states(copy) == [None, None, b"at two"]
+    back = MemoryContextStore()
+    await back.restore(await copy.snapshot())
+    assert await back.list_checkpoints() == await store.list_checkpoints()
+
+
+async def test_a_store_of_your_own_lists_none_and_a_restore_into_it_keeps_the_messages(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store(*numbered(2))
+    await store.save_checkpoint("a", b"state")
+    own = ListStore()
+    await own.restore(await store.snapshot())
+    assert texts(own.messages) == ["m0", "m1"]
+    assert await own.list_checkpoints() == []
+    assert (await own.snapshot()).checkpoints == ()
+
+
+class CheckpointListStore(MemoryContextStore):
+    """A store of your own that keeps checkpoints through the defaults of the rest."""
+
+    restore = ContextStore.restore
+    snapshot = ContextStore.snapshot
+
+
+async def test_the_default_restore_saves_each_checkpoint_at_its_message() -> None:
+    source = MemoryContextStore()
+    await source.save_checkpoint("a", b"at 0")
+    await source.append_many(numbered(2), run_id="r1")
+    await source.save_checkpoint("a", b"at 2")
+    await source.save_checkpoint("b", b"b at 2")
+    await source.append(Message("user", "last"), run_id="r2")
+    await source.save_checkpoint("a", b"at 3")
+
+    copy = CheckpointListStore()
+    await copy.restore(await source.snapshot())
+    assert await states(copy) == [b"at 0", None, b"at 2", b"at 3"]
+    assert await states(copy, "b") == [None, None, b"b at 2", None]
+    snapshot = await copy.snapshot()
+    assert [(c.agent, c.at) for c in snapshot.checkpoints] == [
+        ("a", 0),
+        ("a", 2),
+        ("b", 2),
+        ("a", 3),
+    ]
+    assert texts([s.message for s in snapshot.messages]) == ["m0", "m1", "last"]
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "match"),
+    [
+        ([StoredCheckpoint("a", 3, NOW, b"x")], r"checkpoints\[0\] is at message 3, past the 2"),
+        (
+            [StoredCheckpoint("a", 1, NOW, b"x"), StoredCheckpoint("a", 1, NOW, b"y")],
+            "two checkpoints at message 1",
+        ),
+        (["not one"], r"checkpoints\[0\] must be a StoredCheckpoint"),
+    ],
+)
+async def test_a_snapshot_with_a_checkpoint_at_no_message_is_refused(
+    checkpoints: list[Any], match: str
+) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        SessionSnapshot("s", numbered(2), checkpoints=checkpoints)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        (("a", -1, NOW, b"x"), "at must be 0 or more"),
+        (("a", True, NOW, b"x"), "at must be an int"),
+        (("a", 0, "yesterday", b"x"), "created_at must be an ISO 8601 time with a time zone"),
+        (("a", 0, "2025-01-15T10:30:00", b"x"), "with a time zone"),
+        (("", 0, NOW, b"x"), "non-empty"),
+        (("a", 0, NOW, b""), "must not be empty"),
+    ],
+)
+def test_a_bad_stored_checkpoint_names_its_field(fields: tuple[Any, ...], match: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        StoredCheckpoint(*fields)
+
+
 # -- bad input --------------------------------------------------------------------------
 
 
@@ -343,6 +508,16 @@ async def run_program(program: list[tuple[Any, ...]], make: Any) -> None:
                     expected.saved.get(agent, {}).get(at) for at in range(len(expected.runs) + 1)
                 ]
                 assert await states(session, agent) == want, (step, name, agent)
+            listed = [(c.at, c.agent) for c in await session.list_checkpoints()]
+            assert listed == sorted(
+                (at, agent) for agent, saved in expected.saved.items() for at in saved
+            ), (step, name)
+    for store in stores:  # a copy made by restore(snapshot()) finds the same ones
+        copy = await make(uuid.uuid4().hex)
+        await copy.restore(await store.snapshot())
+        assert await copy.list_checkpoints() == await store.list_checkpoints()
+        for agent in ("a", "b"):
+            assert await states(copy, agent) == await states(store, agent)
 
 
 def no_orphans(db: sqlite3.Connection) -> tuple[int, int]:
@@ -631,6 +806,30 @@ async def test_an_agent_without_a_stored_conversation_has_nothing_to_rewind() ->
         await agent.rewind(0)
     with pytest.raises(ValueError, match="no conversation to checkpoint"):
         await agent.checkpoint()
+    with pytest.raises(ValueError, match="no conversation to list checkpoints of"):
+        await agent.checkpoints()
+
+
+async def test_an_agent_lists_its_own_checkpoints_and_a_rewind_drops_those_after(
+    make_store: MakeStore,
+) -> None:
+    store = await make_store()
+    agent, other = await agent_on(store), await agent_on(store, "other")
+    await agent.checkpoint()
+    await say(agent, "first")
+    await agent.checkpoint()
+    await other.checkpoint()
+    await say(agent, "second")
+    await agent.context_pool.add(ContextItem("fact", "a fact", id="f1"))
+    await agent.checkpoint()
+
+    listed = await agent.checkpoints()
+    assert [(c.agent, c.at) for c in listed] == [("helper", 0), ("helper", 1), ("helper", 2)]
+    assert listed[2].size > listed[1].size  # the pool item is in the state at message 2
+    assert [c.at for c in await other.checkpoints()] == [1]
+
+    assert await agent.rewind(listed[1].at) == Rewind(removed=1, restored=True)
+    assert [c.at for c in await agent.checkpoints()] == [0, 1]
 
 
 # -- any run of an agent: a rewind restores what was saved at its message ---------------------

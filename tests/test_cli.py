@@ -335,9 +335,11 @@ def test_export_then_import_recreates_the_session_exactly(db: Path, tmp_path: Pa
         "run_ids",
         "usage",
         "blobs",
+        "checkpoint_states",
+        "checkpoints",
     ]
     assert document["usage"] == [ARCHIVE_USAGE.to_dict()]
-    assert document["blobs"] == []
+    assert document["blobs"] == document["checkpoints"] == document["checkpoint_states"] == []
     assert [from_dict(m) for m in document["archived"]] == ARCHIVED
     assert (document["archived_run_ids"], document["run_ids"]) == (
         [None, "run-7"],
@@ -406,6 +408,7 @@ def test_a_version_2_file_without_usage_records_still_imports(
     file = tmp_path / "v2.json"
     document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
     del document["usage"], document["blobs"]
+    del document["checkpoint_states"], document["checkpoints"]
     file.write_bytes(orjson.dumps({**document, "version": 2}))
 
     code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
@@ -421,6 +424,7 @@ def test_a_version_1_file_without_run_ids_still_imports(
     file = tmp_path / "v1.json"
     document = SessionFile("old", LIVE, ARCHIVED, 3, 4).to_dict()
     del document["run_ids"], document["archived_run_ids"], document["usage"], document["blobs"]
+    del document["checkpoint_states"], document["checkpoints"]
     file.write_bytes(orjson.dumps({**document, "version": 1}))
 
     code, _, err = run_main(capsys, "--db", tmp_path / "new.db", "import", file)
@@ -956,7 +960,15 @@ def test_import_without_a_session_id_makes_a_new_one(
         ("[]", "{file} must hold a JSON object with a 'messages' list, not a list"),
         ('{"messages": [], "extra": 1}', "{file} has unknown keys 'extra'"),
         ('{"archived": []}', "{file} has no 'messages' list"),
-        ('{"version": 5, "messages": []}', "version 5 is not supported; this pygents_ctx"),
+        ('{"version": 6, "messages": []}', "version 6 is not supported; this pygents_ctx"),
+        (
+            '{"version": 6, "messages": [], "checkpoint_labels": []}',
+            "version 6 is not supported; this pygents_ctx reads versions 1 to 5 (upgrade",
+        ),
+        (
+            '{"version": 4, "messages": [], "checkpoints": []}',
+            "{file} has unknown keys 'checkpoints'; a version 4 session file holds only",
+        ),
         ('{"version": 3, "messages": [], "blobs": []}', "{file} has unknown keys 'blobs'"),
         ('{"messages": [], "blobs": [3]}', "{file}: blobs[0] must be an object of exactly name"),
         (

@@ -21,7 +21,9 @@ from typing import IO, Any, Final, Protocol
 from pygents_ctx._json import shown
 from pygents_ctx.cli._json_stream import JsonStreamError, NotAnObjectError, ObjectReader
 from pygents_ctx.context.messages import Message, from_dict
+from pygents_ctx.context.stores._checkpoint_sql import check_agent, digest
 from pygents_ctx.context.stores._common import LARGEST, check_session_id, check_text, encode_message
+from pygents_ctx.context.stores._records import check_created_at
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.memory.blobs.base import check_content_type, check_name
 from pygents_ctx.model.offload import HANDLE_PREFIX
@@ -37,12 +39,21 @@ __all__ = [
     "read_session",
 ]
 
-FORMAT_VERSION: Final = 4
+FORMAT_VERSION: Final = 5
 _KEYS_V1: Final = ("version", "session_id", "input_tokens", "output_tokens", "archived", "messages")
 _KEYS_V2: Final = (*_KEYS_V1[:5], "archived_run_ids", "messages", "run_ids")
 _KEYS_V3: Final = (*_KEYS_V2, "usage")
-KEYS: Final = {1: _KEYS_V1, 2: _KEYS_V2, 3: _KEYS_V3, 4: (*_KEYS_V3, "blobs")}
+_KEYS_V4: Final = (*_KEYS_V3, "blobs")
+KEYS: Final = {
+    1: _KEYS_V1,
+    2: _KEYS_V2,
+    3: _KEYS_V3,
+    4: _KEYS_V4,
+    5: (*_KEYS_V4, "checkpoint_states", "checkpoints"),
+}
 _BLOB_KEYS: Final = ("name", "content_type", "data")
+_STATE_KEYS: Final = ("digest", "data")
+_CHECKPOINT_KEYS: Final = ("agent", "at", "created_at", "state")
 _RUNS_OF: Final = {"run_ids": "messages", "archived_run_ids": "archived"}
 
 
@@ -64,6 +75,12 @@ class SessionSink(Protocol):
 
     def blob(self, blob: SessionBlob) -> None:
         """The next blob (the whole text of an offloaded tool result)."""
+
+    def checkpoint_state(self, key: bytes, data: bytes) -> None:
+        """The next saved state of a checkpoint, and the digest it is kept under."""
+
+    def checkpoint(self, agent: str, at: int, created_at: str, key: bytes) -> None:
+        """The next checkpoint: agent `agent`'s state `key` at live message `at`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,11 +157,13 @@ def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader
     seen: list[str] = []
     scalars: dict[str, Any] = {}
     counts = {"messages": 0, "archived": 0, "run_ids": 0, "archived_run_ids": 0}
+    checkpoints = _Checkpoints(sink)
     while (key := reader.key()) is not None:
         if key in seen:
             raise SessionFileError(f"{source} has the key {key!r} twice; a key appears once")
         seen.append(key)
         if key not in KEYS[FORMAT_VERSION]:
+            _check_version(scalars.get("version", FORMAT_VERSION), source)
             _refuse_unknown(seen, scalars.get("version", FORMAT_VERSION), source)
         if key in ("messages", "archived"):
             counts[key] = _read_list(reader, key, source, "a list of messages", _message(sink))
@@ -155,16 +174,16 @@ def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader
             _read_list(reader, key, source, what, _usage_record(sink))
         elif key == "blobs":
             _read_list(reader, key, source, "a list of blobs", _blob(sink))
+        elif key == "checkpoint_states":
+            what = "a list of saved states"
+            _read_list(reader, key, source, what, checkpoints.take_state)
+        elif key == "checkpoints":
+            _read_list(reader, key, source, "a list of checkpoints", checkpoints.take)
         else:
             scalars[key] = reader.value()
     reader.finish()
     version = scalars.get("version", FORMAT_VERSION)  # each version reads the one before
-    if isinstance(version, bool) or not isinstance(version, int) or version not in KEYS:
-        newer = isinstance(version, int) and version > FORMAT_VERSION
-        raise SessionFileError(
-            f"{source}: version {shown(version)} is not supported; this pygents_ctx reads versions "
-            f"1 to {FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
-        )
+    _check_version(version, source)
     _refuse_unknown(seen, version, source)
     if "messages" not in seen:
         raise SessionFileError(f"{source} has no 'messages' list; export writes one")
@@ -174,6 +193,7 @@ def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader
                 f"{source}: {runs_key} must be a list with one run id (or null) for each of the "
                 f"{counts[key]} {key}, not {counts[runs_key]} of them"
             )
+    checkpoints.finish(counts["messages"], source)
     return SessionHeader(
         _session_id(scalars.get("session_id"), source),
         _tokens(scalars, "input_tokens", source),
@@ -181,6 +201,15 @@ def _read(reader: ObjectReader, source: str, sink: SessionSink) -> SessionHeader
         counts["messages"],
         counts["archived"],
     )
+
+
+def _check_version(version: object, source: str) -> None:
+    if isinstance(version, bool) or not isinstance(version, int) or version not in KEYS:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        raise SessionFileError(
+            f"{source}: version {shown(version)} is not supported; this pygents_ctx reads versions "
+            f"1 to {FORMAT_VERSION}{' (upgrade pygents_ctx to read newer files)' if newer else ''}"
+        )
 
 
 def _refuse_unknown(seen: list[str], version: object, source: str) -> None:
@@ -294,6 +323,113 @@ def _blob(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
         sink.blob(SessionBlob(name, content_type, raw))
 
     return take
+
+
+class _Checkpoints:
+    """Reads `checkpoint_states` and `checkpoints`, and checks at the end what only both
+    lists and the message count can tell: each checkpoint at a message of the file,
+    each state a checkpoint names present, each state present named."""
+
+    def __init__(self, sink: SessionSink) -> None:
+        self._sink = sink
+        self._states: dict[bytes, int] = {}  # digest -> its index in checkpoint_states
+        self._named: dict[bytes, int] = {}  # digest -> the first checkpoint naming it
+        self._last: tuple[int, str] | None = None
+        self._count = 0
+
+    def take_state(self, key: str, index: int, item: Any, source: str) -> None:
+        where = f"{source}: checkpoint_states[{index}]"
+        if not isinstance(item, dict) or set(item) != set(_STATE_KEYS):
+            raise SessionFileError(
+                f"{where} must be an object of exactly {', '.join(_STATE_KEYS)} "
+                f"(the data in base64), not {shown(item)}"
+            )
+        named = _digest(item["digest"], f"{where}.digest")
+        try:
+            if not isinstance(item["data"], str):
+                raise TypeError(f"data must be base64 text, not {type(item['data']).__name__}")
+            data = base64.b64decode(item["data"], validate=True)
+        except (TypeError, ValueError, binascii.Error) as exc:
+            raise SessionFileError(f"{where}: {exc}") from None
+        if not data:
+            raise SessionFileError(f"{where}: data must not be empty (a saved state is not)")
+        if digest(data) != named:
+            raise SessionFileError(
+                f"{where}: the data is not the state its digest was made from (the "
+                "BLAKE2b digest differs); export the session again"
+            )
+        if named in self._states:
+            raise SessionFileError(
+                f"{where} is checkpoint_states[{self._states[named]}] again; "
+                "a state appears once, however many checkpoints name it"
+            )
+        self._states[named] = index
+        self._sink.checkpoint_state(named, data)
+
+    def take(self, key: str, index: int, item: Any, source: str) -> None:
+        where = f"{source}: checkpoints[{index}]"
+        if not isinstance(item, dict) or set(item) != set(_CHECKPOINT_KEYS):
+            raise SessionFileError(
+                f"{where} must be an object of exactly {', '.join(_CHECKPOINT_KEYS)}, "
+                f"not {shown(item)}"
+            )
+        at = item["at"]
+        if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= LARGEST:
+            raise SessionFileError(
+                f"{where}.at must be the number of the message it was taken at (0 or more), "
+                f"not {shown(at)}"
+            )
+        try:
+            agent = check_text("agent", check_agent(item["agent"]))
+            created_at = check_created_at(item["created_at"], "created_at")
+        except (TypeError, ValueError) as exc:
+            raise SessionFileError(f"{where}: {exc}") from None
+        named = _digest(item["state"], f"{where}.state")
+        if self._last is not None and (at, agent) <= self._last:
+            raise SessionFileError(
+                f"{where} (agent {agent!r} at message {at}) comes after agent "
+                f"{self._last[1]!r} at message {self._last[0]}: checkpoints are in order of "
+                "message, then agent, one per agent and message (as export writes them)"
+            )
+        self._last = (at, agent)
+        self._named.setdefault(named, index)
+        self._count = index + 1
+        self._sink.checkpoint(agent, at, created_at, named)
+
+    def finish(self, messages: int, source: str) -> None:
+        if self._last is not None and self._last[0] > messages:
+            raise SessionFileError(
+                f"{source}: checkpoints[{self._count - 1}] is at message {self._last[0]}, but "
+                f"the file holds {messages} messages: a checkpoint is at a message from 0 to "
+                f"{messages}; remove it, or export the session again"
+            )
+        for named, index in self._named.items():
+            if named not in self._states:
+                raise SessionFileError(
+                    f"{source}: checkpoints[{index}] names the state {named.hex()}, which "
+                    "checkpoint_states does not hold; export the session again"
+                )
+        for named, index in self._states.items():
+            if named not in self._named:
+                raise SessionFileError(
+                    f"{source}: checkpoint_states[{index}] is named by no checkpoint; "
+                    "remove it, or export the session again"
+                )
+
+
+def _digest(value: object, where: str) -> bytes:
+    """A state's digest as the file writes it: 40 lowercase hex digits."""
+    if isinstance(value, str) and len(value) == 40:
+        try:
+            key = bytes.fromhex(value)
+        except ValueError:
+            pass
+        else:
+            if key.hex() == value:
+                return key
+    raise SessionFileError(
+        f"{where} must be a state's digest (40 lowercase hex digits), not {shown(value)}"
+    )
 
 
 def _strip_owner(reason: str) -> str:

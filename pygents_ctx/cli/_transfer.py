@@ -1,9 +1,9 @@
 """The `export` and `import` commands, and the session file one writes and the other reads.
 
-One JSON object, format version 4:
+One JSON object, format version 5:
 
     {
-      "version": 4,
+      "version": 5,
       "session_id": "demo",
       "input_tokens": 1200,
       "output_tokens": 340,
@@ -13,15 +13,24 @@ One JSON object, format version 4:
       "run_ids": [ ...each live message's run id, or null... ],
       "usage": [ ...the usage records in UsageRecord.to_dict() form, oldest first... ],
       "blobs": [ ...{"name", "content_type", "data" (base64)}: the whole text of each
-                 offloaded tool result the messages name, by its handle... ]
+                 offloaded tool result the messages name, by its handle... ],
+      "checkpoint_states": [ ...{"digest", "data" (base64)}: each distinct saved state
+                 of the agents' checkpoints once, by its BLAKE2b-160 digest (hex)... ],
+      "checkpoints": [ ...{"agent", "at", "created_at", "state" (a digest)}: the agents'
+                 checkpoints (`list_checkpoints()`), in order of message, then agent... ]
     }
 
-Only `messages` is required when reading: `version` defaults to 4, `session_id`
-to none (a new id), `archived`, `usage` and `blobs` to `[]`, the run ids to null
-and the token counts to 0. Version 3 (written before tool results were
-offloaded) is the same without `blobs`, version 2 (before usage records were
-kept) also without `usage`, and version 1 (before run ids) also without the two
-run id lists; each refuses the keys it did not have. A blob named
+Only `messages` is required when reading: `version` defaults to 5, `session_id`
+to none (a new id), `archived`, `usage`, `blobs` and the checkpoint lists to
+`[]`, the run ids to null and the token counts to 0. Version 4 (written before
+checkpoints were kept) is the same without the two checkpoint lists, version 3
+(before tool results were offloaded) also without `blobs`, version 2 (before
+usage records were kept) also without `usage`, and version 1 (before run ids)
+also without the two run id lists; each refuses the keys it did not have, and a
+newer version is refused with a word to upgrade. A checkpoint is at a message
+of the file (`at` from 0 to the number of `messages`) and names a state the
+file holds, whose data has that digest; a state no checkpoint names is
+refused. A blob named
 `tool-results/<sha256>` must hold the text of that SHA-256. Export carries the
 blobs the database holds (in its `SQLiteBlobStore` tables, where `ModelLoop`
 puts them by default); import writes them there, in the same transaction.
@@ -37,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import io
 import shutil
@@ -63,12 +73,19 @@ from pygents_ctx.cli._session_reader import (
 )
 from pygents_ctx.context.messages import Message, to_dict
 from pygents_ctx.context.stores import SessionInfo, SQLiteContextStore, connect
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
 from pygents_ctx.context.stores import _usage_sql as usage_sql
+from pygents_ctx.context.stores._checkpoint_sql import digest
 from pygents_ctx.context.stores._common import decode, new_session_id, now_iso, preview_of
 from pygents_ctx.context.stores._lineage import archive_of, live_of
 from pygents_ctx.context.stores._sqlite_schema import migrate
-from pygents_ctx.context.stores.base import ContextStore, SessionSnapshot, StoredMessage
+from pygents_ctx.context.stores.base import (
+    ContextStore,
+    SessionSnapshot,
+    StoredCheckpoint,
+    StoredMessage,
+)
 from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.memory._shared import utc_now
@@ -94,7 +111,8 @@ _BATCH = 1000  # messages per INSERT batch when importing
 @dataclass(frozen=True, slots=True, init=False)
 class SessionFile:
     """A session as the file holds it: its id, history and archive with run ids, token
-    usage, usage records, and the blobs of its offloaded tool results.
+    usage, usage records, the blobs of its offloaded tool results, and the agents'
+    checkpoints.
 
     `messages` and `archived` accept `StoredMessage`s or plain `Message`s
     (no run id).
@@ -107,6 +125,7 @@ class SessionFile:
     output_tokens: int
     usage: tuple[UsageRecord, ...]
     blobs: tuple[SessionBlob, ...]
+    checkpoints: tuple[StoredCheckpoint, ...]
 
     def __init__(
         self,
@@ -117,6 +136,7 @@ class SessionFile:
         output_tokens: int = 0,
         usage: Sequence[UsageRecord] = (),
         blobs: Sequence[SessionBlob] = (),
+        checkpoints: Sequence[StoredCheckpoint] = (),
     ) -> None:
         object.__setattr__(self, "session_id", session_id)
         object.__setattr__(self, "messages", _as_stored(messages))
@@ -125,6 +145,9 @@ class SessionFile:
         object.__setattr__(self, "output_tokens", output_tokens)
         object.__setattr__(self, "usage", tuple(usage))
         object.__setattr__(self, "blobs", tuple(blobs))
+        object.__setattr__(
+            self, "checkpoints", tuple(sorted(checkpoints, key=lambda c: (c.at, c.agent)))
+        )
 
     @classmethod
     def of(cls, snapshot: SessionSnapshot) -> SessionFile:
@@ -136,6 +159,7 @@ class SessionFile:
             snapshot.input_tokens,
             snapshot.output_tokens,
             snapshot.usage,
+            checkpoints=snapshot.checkpoints,
         )
 
     def snapshot(self, session_id: str) -> SessionSnapshot:
@@ -147,6 +171,7 @@ class SessionFile:
             self.input_tokens,
             self.output_tokens,
             usage=self.usage,
+            checkpoints=self.checkpoints,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,11 +187,31 @@ class SessionFile:
             "run_ids": [stored.run_id for stored in self.messages],
             "usage": [record.to_dict() for record in self.usage],
             "blobs": [blob.to_dict() for blob in self.blobs],
+            "checkpoint_states": [
+                _state_dict(key, data) for key, data in _states_of(self.checkpoints).items()
+            ],
+            "checkpoints": [
+                _checkpoint_dict(c.agent, c.at, c.created_at, digest(c.state))
+                for c in self.checkpoints
+            ],
         }
 
     def to_json(self) -> bytes:
         """The file's bytes: indented JSON with a final newline."""
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2) + b"\n"
+
+
+def _states_of(checkpoints: Iterable[StoredCheckpoint]) -> dict[bytes, bytes]:
+    """Each distinct state of `checkpoints` once, by digest, in the order first named."""
+    return {digest(c.state): c.state for c in checkpoints}
+
+
+def _state_dict(key: bytes, data: bytes) -> dict[str, str]:
+    return {"digest": key.hex(), "data": base64.b64encode(data).decode("ascii")}
+
+
+def _checkpoint_dict(agent: str, at: int, created_at: str, key: bytes) -> dict[str, Any]:
+    return {"agent": agent, "at": at, "created_at": created_at, "state": key.hex()}
 
 
 def _as_stored(messages: Sequence[StoredMessage | Message]) -> tuple[StoredMessage, ...]:
@@ -197,6 +242,7 @@ def parse_session_file(data: bytes, source: str) -> SessionFile:
         header.output_tokens,
         kept.records,
         kept.blobs,
+        [StoredCheckpoint(*row[:3], kept.states[row[3]]) for row in kept.checkpoints],
     )
 
 
@@ -208,9 +254,17 @@ class _Kept:
         self.run_ids: dict[str, dict[int, str]] = {"run_ids": {}, "archived_run_ids": {}}
         self.records: list[UsageRecord] = []
         self.blobs: list[SessionBlob] = []
+        self.states: dict[bytes, bytes] = {}
+        self.checkpoints: list[tuple[str, int, str, bytes]] = []
 
     def message(self, key: str, message: Message, data: bytes) -> None:
         self.messages[key].append(message)
+
+    def checkpoint_state(self, key: bytes, data: bytes) -> None:
+        self.states[key] = data
+
+    def checkpoint(self, agent: str, at: int, created_at: str, key: bytes) -> None:
+        self.checkpoints.append((agent, at, created_at, key))
 
     def blob(self, blob: SessionBlob) -> None:
         self.blobs.append(blob)
@@ -250,6 +304,7 @@ async def load_session(store: ContextStore, blobs: BlobStore | None = None) -> S
         file.output_tokens,
         file.usage,
         carried,
+        file.checkpoints,
     )
 
 
@@ -356,10 +411,34 @@ def write_session_file(
         records = usage_sql.read_sqlite(session_id, None, db)
         _write_member(write, "usage", (record.to_dict() for record in records))
         _write_member(write, "blobs", _blobs_in(db, sorted(handles)))
+        found = _checkpoints_in(db, session_id, live_of() if forks else "pygents_messages")
+        keys = list(dict.fromkeys(row.digest for _, row in found))  # each once, as first named
+        states = (_state_dict(key, checkpoint_sql.states_sqlite([key], db)[key]) for key in keys)
+        _write_member(write, "checkpoint_states", states)
+        checkpoints = (_checkpoint_dict(r.agent, at, r.created_at, r.digest) for at, r in found)
+        _write_member(write, "checkpoints", checkpoints)
         write(b"\n}\n")
     finally:
         db.close()
     return SessionHeader(session_id, tokens[0], tokens[1], counts[1], counts[0])
+
+
+def _checkpoints_in(
+    db: sqlite3.Connection, session_id: str, live: str
+) -> list[tuple[int, checkpoint_sql.Row]]:
+    """The session's checkpoints as `list_checkpoints()` finds them (none in a database
+    older than them), each with its live message; the states are not read."""
+    if not db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_checkpoints'"
+    ).fetchone():
+        return []
+    rows = checkpoint_sql.rows_sqlite(session_id, None, db)
+    if not rows:
+        return []
+    positions = db.execute(
+        f"SELECT position FROM {live} WHERE session_id = ? ORDER BY position", (session_id,)
+    )
+    return checkpoint_sql.live(rows, (position for (position,) in positions))
 
 
 def _noting_handles(
@@ -485,7 +564,10 @@ def _import_into(
         "PRIMARY KEY (kind, idx))"
     )
     db.execute(f"DELETE FROM {_RUNS_TABLE}")
-    sink = _DatabaseSink(db, session_id)
+    start = db.execute(
+        "SELECT next_position FROM pygents_sessions WHERE session_id = ?", (session_id,)
+    ).fetchone()[0]
+    sink = _DatabaseSink(db, session_id, start)
     header = read_session(stream, source, sink)
     sink.flush()
     for kind, table, order in (
@@ -511,12 +593,14 @@ def _import_into(
 class _DatabaseSink:
     """A session sink writing into the import's transaction, a batch at a time."""
 
-    def __init__(self, db: sqlite3.Connection, session_id: str) -> None:
+    def __init__(self, db: sqlite3.Connection, session_id: str, start: int) -> None:
         self._db, self._session_id = db, session_id
+        self._start = start  # the position the first live message is written at
         self._archived: list[tuple[Any, ...]] = []
         self._live: list[tuple[Any, ...]] = []
         self._runs: list[tuple[str, int, str]] = []
         self._records: list[UsageRecord] = []
+        self._checkpoints: list[tuple[str, str, int, bytes, str]] = []
 
     def message(self, key: str, message: Message, data: bytes) -> None:
         row = (count_message_tokens(message), preview_of(message), data)
@@ -543,6 +627,20 @@ class _DatabaseSink:
             blob.name, blob.content_type, digest, len(blob.data), blob.data, utc_now(), self._db
         )
 
+    def checkpoint_state(self, key: bytes, data: bytes) -> None:
+        self._db.execute(
+            "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (?, ?) "
+            "ON CONFLICT (digest) DO NOTHING",
+            (key, data),
+        )
+
+    def checkpoint(self, agent: str, at: int, created_at: str, key: bytes) -> None:
+        # Live message `at` is at position start + at (the import writes them in a row);
+        # the reader refuses a file whose checkpoints name missing messages or states.
+        self._checkpoints.append((self._session_id, agent, self._start + at, key, created_at))
+        if len(self._checkpoints) >= _BATCH:
+            self.flush()
+
     def flush(self) -> None:
         """Write what waits."""
         self._db.executemany(
@@ -556,4 +654,11 @@ class _DatabaseSink:
             self._runs,
         )
         usage_sql.insert_sqlite(self._session_id, self._records, self._db)
+        self._db.executemany(
+            "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
+            "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
+            self._checkpoints,
+        )
         self._archived, self._live, self._runs, self._records = [], [], [], []
+        self._checkpoints = []

@@ -50,7 +50,7 @@ from pygents_ctx import (
 )
 from pygents_ctx.cli import main
 from pygents_ctx.cli._transfer import SessionFile
-from pygents_ctx.context.stores import StoredMessage
+from pygents_ctx.context.stores import StoredCheckpoint, StoredMessage
 
 # Many processes (or thousands of examples) per test: on a busy machine, sharing its
 # cores with the other test workers, one can take minutes; the guard is against hangs.
@@ -202,7 +202,7 @@ def as_exported(document: dict[str, Any]) -> dict[str, Any]:
     """What exporting an imported file must give: the file, with the defaults filled in."""
     messages, archived = document["messages"], document.get("archived", [])
     return {
-        "version": 4,
+        "version": 5,
         "session_id": ANY,  # imported under --session
         "input_tokens": document.get("input_tokens", 0),
         "output_tokens": document.get("output_tokens", 0),
@@ -212,6 +212,8 @@ def as_exported(document: dict[str, Any]) -> dict[str, Any]:
         "run_ids": document.get("run_ids", [None] * len(messages)),
         "usage": document.get("usage", []),
         "blobs": document.get("blobs", []),
+        "checkpoint_states": document.get("checkpoint_states", []),
+        "checkpoints": document.get("checkpoints", []),
     }
 
 
@@ -260,6 +262,11 @@ async def _documents() -> dict[str, dict[str, Any]]:
         [Message("user", "old")],
         5,
         6,
+        checkpoints=[
+            StoredCheckpoint("helper", 1, "2026-01-15T10:30:00.123456+00:00", b'{"a": 1}'),
+            StoredCheckpoint("helper", 3, "2026-01-15T10:31:00.000001+00:00", b'{"a": 1}'),
+            StoredCheckpoint("other", 3, "2026-01-15T10:31:00.000002+00:00", b"\x00\xff"),
+        ],
     )
     return {**documents, "session": session.to_dict()}
 

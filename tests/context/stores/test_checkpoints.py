@@ -56,7 +56,6 @@ from .conftest import MakeStore
 from .helpers import ListStore, numbered, texts
 from .test_postgres import fresh_database
 
-
 NOW = "2026-01-15T10:30:00.123456+00:00"
 
 

@@ -715,9 +715,9 @@ class Agent(JsonSerializable):
             >>> import asyncio
             >>> from pygents_ctx import ContextConfig, Message
             >>> async def main():
-            ...     agent = Agent("notes", "keeps notes", [], context=ContextConfig.default())
+            ...     agent = Agent("journal", "keeps a journal", [], context=ContextConfig.default())
             ...     await agent.checkpoint()
-            ...     await agent.context.store.append(Message("user", "note this"))
+            ...     await agent.context.store.append(Message("user", "write this down"))
             ...     await agent.checkpoint()
             ...     return [info.at for info in await agent.checkpoints()]
             >>> asyncio.run(main())

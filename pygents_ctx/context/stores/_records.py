@@ -246,11 +246,6 @@ class StoredCheckpoint:
             raise ValueError(f"StoredCheckpoint.at must be 0 or more, not {self.at}")
         check_created_at(self.created_at, "StoredCheckpoint.created_at")
 
-    @property
-    def info(self) -> CheckpointInfo:
-        """What `list_checkpoints()` says of it."""
-        return CheckpointInfo(self.agent, self.at, self.created_at, len(self.state))
-
 
 def check_created_at(value: object, field: str) -> str:
     """Return `value` if it is an ISO 8601 time with a time zone.

@@ -783,7 +783,7 @@ class SQLStore(ContextStore, Generic[C]):
         )
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
         usage = tuple(map(self._storable, snapshot.usage))
-        for checkpoint in snapshot.checkpoints:
+        for checkpoint in snapshot.checkpoints:  # refused before anything is written
             self._sql.text("agent", checkpoint.agent)
         self._cache.forget()
         write = partial(

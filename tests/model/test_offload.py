@@ -515,7 +515,7 @@ def test_export_and_import_carry_the_blob_and_the_viewer_opens_it(
 
     assert main(["--db", str(source), "export", session, "-o", str(file)]) == 0
     document = orjson.loads(file.read_bytes())
-    assert document["version"] == 4
+    assert document["version"] == 5
     assert [blob["name"] for blob in document["blobs"]] == [stub.handle]
     assert main(["--db", str(copy), "import", str(file)]) == 0
     capsys.readouterr()

@@ -19,19 +19,21 @@ from pygents_ctx.integrations._mcp_content import to_mcp_content
 from pygents_ctx.model.definitions import input_schema
 from pygents_ctx.tools import Tool
 
-__all__ = ["mcp_server", "serve_tools"]
+__all__ = ["mcp_server", "require_mcp", "serve_tools"]
 
 # What MCP takes as a tool's name.
 _NAME: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
-def _require() -> None:
+def require_mcp() -> Any:
+    """The `mcp` package, or an ImportError naming the extra to install."""
     try:
-        import mcp  # noqa: F401
+        import mcp
     except ImportError as exc:
         raise ImportError(
-            "Serving tools over MCP needs the mcp package: pip install mcp (the mcp extra)"
+            "MCP support needs the mcp package: pip install mcp (the mcp extra)"
         ) from exc
+    return mcp
 
 
 def _indexed(tools: Iterable[Tool[..., Any]]) -> dict[str, Tool[..., Any]]:
@@ -85,7 +87,7 @@ def mcp_server(tools: Iterable[Tool[..., Any]], *, name: str = "pygents-ctx") ->
         TypeError: Something is not a `Tool`.
         ValueError: No tools, two with the same name, or a name MCP does not take.
     """
-    _require()
+    require_mcp()
     import mcp.types as types
     from mcp.server.lowlevel import Server
 

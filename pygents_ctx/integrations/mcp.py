@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pygents_ctx.context.messages import TextBlock
 from pygents_ctx.errors import PygentsError
 from pygents_ctx.integrations._mcp_content import MCPToolResult
-from pygents_ctx.integrations._mcp_serve import mcp_server, serve_tools
+from pygents_ctx.integrations._mcp_serve import mcp_server, require_mcp, serve_tools
 from pygents_ctx.registry import ToolRegistry
 from pygents_ctx.tools import Tool
 from pygents_ctx.tools._errors import check_on_tool_error
@@ -66,17 +66,6 @@ _CLOSING: set[asyncio.Task[None]] = set()
 _GIVE_UP_WAIT: Final = 0.5
 # What a model API takes as a tool's name; anything else in a server's names becomes "_".
 _NOT_IN_NAME: Final = re.compile(r"[^a-zA-Z0-9_-]")
-
-
-def require_mcp() -> Any:
-    """The `mcp` package, or an ImportError naming the extra to install."""
-    try:
-        import mcp
-    except ImportError as exc:
-        raise ImportError(
-            "MCP support needs the mcp package: pip install mcp (the mcp extra)"
-        ) from exc
-    return mcp
 
 
 class MCPToolError(PygentsError, RuntimeError):

@@ -24,7 +24,6 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.wire._common import (
     _b64,
     _cannot_carry,
-    _choices,
     _get,
     _image,
     _is_blank,
@@ -35,7 +34,7 @@ from pygents_ctx.context.wire._common import (
     _our_messages,
     _text_blocks_only,
     _text_part,
-    _unsupported,
+    _typed,
     _wire_messages,
 )
 
@@ -258,10 +257,7 @@ def _read_anthropic_block(block: object, path: str, allowed: tuple[str, ...]) ->
 def _read_anthropic_block_fields(
     block: object, path: str, allowed: tuple[str, ...]
 ) -> ContentBlock:
-    block = _mapping(block, path)
-    kind = _get(block, "type", path, str, _choices(allowed))
-    if kind not in allowed:
-        raise _unsupported(path, kind, allowed)
+    block, kind = _typed(block, path, allowed)
     if kind == "text":
         return TextBlock(_get(block, "text", path, str, "a string"))
     if kind == "image":

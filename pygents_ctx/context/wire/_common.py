@@ -34,6 +34,7 @@ __all__ = [
     "_our_messages",
     "_text_blocks_only",
     "_text_part",
+    "_typed",
     "_unsupported",
     "_wire_messages",
 ]
@@ -163,6 +164,15 @@ def _unsupported(path: str, kind: object, allowed: tuple[str, ...]) -> ValueErro
         f"expected {_choices(allowed)}. Filter such entries out, or turn them into text, "
         "before converting"
     )
+
+
+def _typed(value: object, path: str, allowed: tuple[str, ...]) -> tuple[Mapping[str, Any], str]:
+    """A wire block or part as a mapping, and its `type`, which must be one of `allowed`."""
+    part = _mapping(value, path)
+    kind = _get(part, "type", path, str, _choices(allowed))
+    if kind not in allowed:
+        raise _unsupported(path, kind, allowed)
+    return part, kind
 
 
 def _text_part(text: str) -> dict[str, Any]:

@@ -27,7 +27,6 @@ from pygents_ctx.context.messages import (
 from pygents_ctx.context.wire._common import (
     _b64,
     _cannot_carry,
-    _choices,
     _get,
     _image,
     _is_blank,
@@ -38,6 +37,7 @@ from pygents_ctx.context.wire._common import (
     _our_messages,
     _text_blocks_only,
     _text_part,
+    _typed,
     _unsupported,
     _wire_messages,
 )
@@ -274,10 +274,7 @@ def _read_openai_parts(
 
 
 def _read_openai_part(part: object, path: str, allowed: tuple[str, ...]) -> TextBlock | ImageBlock:
-    part = _mapping(part, path)
-    kind = _get(part, "type", path, str, _choices(allowed))
-    if kind not in allowed:
-        raise _unsupported(path, kind, allowed)
+    part, kind = _typed(part, path, allowed)
     if kind == "text":
         return TextBlock(_get(part, "text", path, str, "a string"))
     if kind == "refusal":

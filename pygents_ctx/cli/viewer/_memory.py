@@ -55,34 +55,16 @@ def memory(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
             "SELECT c.name, c.dimension, (SELECT count(*) FROM pygents_vectors AS v "
             "WHERE v.collection = c.name) FROM pygents_vector_collections AS c ORDER BY c.name"
         )
-        cells = [
-            [
-                f'<a href="{href(["memory", "vectors", name])}">{esc(name)}</a>',
-                number(int(dim)),
-                number(int(n)),
-            ]
-            for name, dim, n in rows
-        ]
-        sections.append(
-            ("Vector store", table_html(["collection", "dimension", "documents"], cells, {1, 2}))
-        )
+        headers = ["collection", "dimension", "documents"]
+        sections.append(("Vector store", _counts_table("vectors", headers, rows)))
     if "pygents_graph_entities" in tables:
         rows = reading.rows(
             "SELECT graph, count(*), (SELECT count(*) FROM pygents_graph_relationships AS r "
             "WHERE r.graph = e.graph) FROM pygents_graph_entities AS e "
             "GROUP BY graph ORDER BY graph"
         )
-        cells = [
-            [
-                f'<a href="{href(["memory", "graph", name])}">{esc(name)}</a>',
-                number(int(e)),
-                number(int(r)),
-            ]
-            for name, e, r in rows
-        ]
-        sections.append(
-            ("Graph store", table_html(["graph", "entities", "relationships"], cells, {1, 2}))
-        )
+        headers = ["graph", "entities", "relationships"]
+        sections.append(("Graph store", _counts_table("graph", headers, rows)))
     if "pygents_blobs" in tables:
         count, size = reading.rows("SELECT count(*), coalesce(sum(size), 0) FROM pygents_blobs")[0]
         sections.append(
@@ -126,6 +108,28 @@ def memory(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
     return viewer.page("Memory", body, "memory")
 
 
+def _counts_table(kind: str, headers: list[str], rows: list[tuple[Any, ...]]) -> str:
+    """A table of `(name, count, count)` rows, each name linked to its page under `kind`."""
+    cells = [
+        [
+            f'<a href="{href(["memory", kind, name])}">{esc(name)}</a>',
+            number(int(a)),
+            number(int(b)),
+        ]
+        for name, a, b in rows
+    ]
+    return table_html(headers, cells, {1, 2})
+
+
+def _paged(
+    reading: Reading, query: Mapping[str, str], total: int, path: list[str], sql: str, *params: Any
+) -> tuple[list[tuple[Any, ...]], str]:
+    """The rows of `sql` on the page asked for (`PER_PAGE` a page), and the pager to the others."""
+    current, pages = page_number(query, total, PER_PAGE)
+    rows = reading.rows(f"{sql} LIMIT ? OFFSET ?", [*params, PER_PAGE, (current - 1) * PER_PAGE])
+    return rows, pager(path, {}, current, pages)
+
+
 def _need(reading: Reading, table: str, what: str) -> None:
     if table not in reading.tables():
         raise NotFound(f"this database has no {what}; /memory lists what it has")
@@ -142,16 +146,12 @@ def vectors(viewer: Viewer, reading: Reading, collection: str, query: Mapping[st
     (total,) = reading.rows(
         "SELECT count(*) FROM pygents_vectors WHERE collection = ?", [collection]
     )[0]
-    current, pages = page_number(query, int(total), PER_PAGE)
-    rows = reading.rows(
-        "SELECT id, text, metadata FROM pygents_vectors WHERE collection = ? ORDER BY id "
-        "LIMIT ? OFFSET ?",
-        [collection, PER_PAGE, (current - 1) * PER_PAGE],
-    )
+    sql = "SELECT id, text, metadata FROM pygents_vectors WHERE collection = ? ORDER BY id"
+    path = ["memory", "vectors", collection]
+    rows, nav = _paged(reading, query, int(total), path, sql, collection)
     cells = [
         [esc(doc), _clip(as_text(text)), f"<pre>{_json(meta)}</pre>"] for doc, text, meta in rows
     ]
-    nav = pager(["memory", "vectors", collection], {}, current, pages)
     body = (
         f"{_crumbs(('vectors', '/memory'))}<h1>{esc(collection)}</h1><p class=muted>"
         f"{number(int(total))} documents, {number(int(found[0][0]))} dimensions</p>"
@@ -168,12 +168,8 @@ def graph(viewer: Viewer, reading: Reading, name: str, query: Mapping[str, str])
     ]
     if not total:
         raise NotFound(f"no graph {name!r}; /memory lists them")
-    current, pages = page_number(query, int(total), PER_PAGE)
-    entities = reading.rows(
-        "SELECT id, type, properties FROM pygents_graph_entities WHERE graph = ? ORDER BY id "
-        "LIMIT ? OFFSET ?",
-        [name, PER_PAGE, (current - 1) * PER_PAGE],
-    )
+    sql = "SELECT id, type, properties FROM pygents_graph_entities WHERE graph = ? ORDER BY id"
+    entities, nav = _paged(reading, query, int(total), ["memory", "graph", name], sql, name)
     ids = [str(entity) for entity, _, _ in entities]
     relations: dict[str, list[str]] = {entity: [] for entity in ids}
     if ids:
@@ -195,7 +191,6 @@ def graph(viewer: Viewer, reading: Reading, name: str, query: Mapping[str, str])
         ]
         for entity, kind, props in entities
     ]
-    nav = pager(["memory", "graph", name], {}, current, pages)
     body = (
         f"{_crumbs(('graphs', '/memory'))}<h1>{esc(name)}</h1>"
         f"<p class=muted>{number(int(total))} entities</p>{nav}"
@@ -208,12 +203,8 @@ def blobs(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
     """`/memory/blobs`: the blobs by name: size, type, checksum, times."""
     _need(reading, "pygents_blobs", "blob store")
     (total,) = reading.rows("SELECT count(*) FROM pygents_blobs")[0]
-    current, pages = page_number(query, int(total), PER_PAGE)
-    rows = reading.rows(
-        "SELECT name, size, content_type, sha256, updated_at FROM pygents_blobs ORDER BY name "
-        "LIMIT ? OFFSET ?",
-        [PER_PAGE, (current - 1) * PER_PAGE],
-    )
+    sql = "SELECT name, size, content_type, sha256, updated_at FROM pygents_blobs ORDER BY name"
+    rows, nav = _paged(reading, query, int(total), ["memory", "blobs"], sql)
     cells = [
         [
             f'<a href="{href(["memory", "blobs", name])}">{esc(name)}</a>',
@@ -224,7 +215,6 @@ def blobs(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
         ]
         for name, size, kind, digest, updated in rows
     ]
-    nav = pager(["memory", "blobs"], {}, current, pages)
     headers = ["name", "bytes", "content type", "sha256", "updated (UTC)"]
     body = (
         f"{_crumbs()}<p class=muted><a href='/memory'>Memory</a> &rsaquo;</p><h1>Blobs</h1>"
@@ -327,12 +317,12 @@ def tasks(
     )
     if not board:
         raise NotFound(f"no task board for agent {agent!r} in {conversation!r}; /memory lists them")
-    current, pages = page_number(query, int(total), PER_PAGE)
-    rows = reading.rows(
+    sql = (
         "SELECT id, title, status, attempts, max_attempts, note, updated_at FROM pygents_tasks "
-        "WHERE conversation = ? AND agent = ? ORDER BY id LIMIT ? OFFSET ?",
-        [conversation, agent, PER_PAGE, (current - 1) * PER_PAGE],
+        "WHERE conversation = ? AND agent = ? ORDER BY id"
     )
+    path = ["memory", "tasks", conversation, agent]
+    rows, nav = _paged(reading, query, int(total), path, sql, conversation, agent)
     cells = [
         [
             str(task),
@@ -344,7 +334,6 @@ def tasks(
         ]
         for task, title, status, attempts, most, note, updated in rows
     ]
-    nav = pager(["memory", "tasks", conversation, agent], {}, current, pages)
     headers = ["#", "title", "status", "attempts", "note", "updated (UTC)"]
     body = (
         "<p class=muted><a href='/memory'>Memory</a> &rsaquo; tasks &rsaquo;</p>"

@@ -237,6 +237,11 @@ Steps = list[tuple[str, Sequence[tuple[object, ...]]]]  # each statement with it
 Queries = list[tuple[str, tuple[object, ...]]]
 
 
+def _sqlite_rows(queries: Queries, db: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
+    """The rows each of `queries` returns (none for a write), run in turn on `db`."""
+    return [db.execute(sql, params).fetchall() for sql, params in queries]
+
+
 class SQLiteDatabase:
     """The statements on a `SQLiteConnection`: each batch in one job of its worker thread."""
 
@@ -270,18 +275,12 @@ class SQLiteDatabase:
 
     async def exchange(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
         """Run `queries` in one `BEGIN IMMEDIATE` transaction; the rows each returned."""
-
-        def work(db: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
-            return [db.execute(sql, params).fetchall() for sql, params in queries]
-
+        work = partial(_sqlite_rows, queries)
         return await self.conn.run(partial(in_transaction, work=work))
 
     async def read(self, queries: Queries) -> list[list[tuple[Any, ...]]]:
         """The rows of each query, all read in one transaction (one moment of the database)."""
-
-        def work(db: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
-            return [db.execute(sql, params).fetchall() for sql, params in queries]
-
+        work = partial(_sqlite_rows, queries)
         return await self.conn.run(partial(in_transaction, work=work, begin="BEGIN"))
 
     async def first(

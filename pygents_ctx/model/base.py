@@ -38,6 +38,16 @@ __all__ = [
 ]
 
 
+def number_from(value: object, low: float) -> bool:
+    """Whether `value` is a finite int or float (not a bool) of at least `low`."""
+    return (
+        not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        and value >= low
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class OutputSchema:
     """The shape a model's final answer must take: a JSON schema the provider enforces.
@@ -131,12 +141,7 @@ class ModelSettings:
             )
         for name in ("temperature", "top_p"):
             value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
+            if value is not None and not number_from(value, 0.0):
                 raise ValueError(
                     f"ModelSettings.{name} must be a number of at least 0 or None, not {value!r}"
                 )
@@ -372,12 +377,7 @@ class Pricing:
             value = getattr(self, name)
             if value is None and name in ("cached_input", "cache_write"):
                 continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
+            if not number_from(value, 0.0):
                 raise ValueError(f"Pricing.{name} must be a number of at least 0, not {value!r}")
 
     def cost(self, usage: Usage) -> float:

@@ -18,6 +18,7 @@ from email.utils import parsedate_to_datetime
 from typing import Final
 
 from pygents_ctx.errors import ModelAPIError
+from pygents_ctx.model.base import number_from
 
 __all__ = ["RetryPolicy"]
 
@@ -103,12 +104,7 @@ class RetryPolicy:
             )
         for name, low in (("initial_delay", 0.0), ("max_delay", 0.0), ("multiplier", 1.0)):
             value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < low
-            ):
+            if not number_from(value, low):
                 raise ValueError(
                     f"RetryPolicy.{name} must be a number of at least {low:g}, not {value!r}"
                 )

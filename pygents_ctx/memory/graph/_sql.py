@@ -10,7 +10,7 @@ read several times from one snapshot, is said here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, Generic
@@ -18,7 +18,24 @@ from typing import Any, ClassVar, Generic
 from pygents_ctx.memory._shared import AnyTables, check_key
 from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 
-__all__ = ["GraphSQL", "SQLGraphStore"]
+__all__ = ["GraphSQL", "SQLGraphStore", "stored_relationships", "walked"]
+
+
+def stored_relationships(rows: Iterable[Sequence[Any]]) -> list[Relationship]:
+    """The relationships of `(source, target, type, properties)` rows, in key order."""
+    return sorted((Relationship._stored(*row) for row in rows), key=_key)
+
+
+def _key(relationship: Relationship) -> tuple[str, str, str]:
+    return relationship.key
+
+
+def walked(
+    rows: Iterable[Sequence[Any]], relationships: list[Relationship], distances: dict[str, int]
+) -> Subgraph:
+    """A walk's `Subgraph`: its entities, of `(id, type, properties)` rows, nearest first."""
+    entities = sorted((Entity._stored(*row) for row in rows), key=lambda e: (distances[e.id], e.id))
+    return Subgraph(entities, relationships, {e.id: distances[e.id] for e in entities})
 
 
 @dataclass(frozen=True, slots=True)

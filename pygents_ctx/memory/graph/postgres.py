@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import OnPostgres, PostgresTables
-from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore
+from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore, stored_relationships, walked
 from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
@@ -173,7 +173,7 @@ async def _touching(
     else:
         cursor = await conn.execute(_TOUCHING, {"graph": graph, "ids": ids, "types": types})
     rows = await cursor.fetchall()
-    return sorted((Relationship._stored(*row) for row in rows), key=_by_key)
+    return stored_relationships(rows)
 
 
 async def _relationships(
@@ -205,8 +205,7 @@ async def _neighbors(
     rows = await cursor.fetchall()
     inner = [node for node, hops in distances.items() if hops < depth]
     relationships = await _touching(graph, inner, types, conn) if inner else []
-    entities = sorted((Entity._stored(*row) for row in rows), key=lambda e: (distances[e.id], e.id))
-    return Subgraph(entities, relationships, {e.id: distances[e.id] for e in entities})
+    return walked(rows, relationships, distances)
 
 
 async def _delete_entity(graph: str, entity_id: str, conn: AsyncConnection[Any]) -> bool:
@@ -229,10 +228,6 @@ async def _delete_relationship(
 
 def _by_id(entity: Entity) -> str:
     return entity.id
-
-
-def _by_key(relationship: Relationship) -> tuple[str, str, str]:
-    return relationship.key
 
 
 _SQL: Final = GraphSQL(

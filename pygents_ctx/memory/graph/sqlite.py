@@ -25,7 +25,7 @@ import orjson
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import OnSQLite, SQLiteTables
-from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore
+from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore, stored_relationships, walked
 from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph
 from pygents_ctx.memory.graph.in_memory import missing_end
 
@@ -174,7 +174,7 @@ def _relationships(graph: str, types: list[str] | None, db: Db) -> list[Relation
             f"{select} WHERE graph = ? AND type IN (SELECT value FROM json_each(?))",
             (graph, orjson.dumps(types)),
         ).fetchall()
-    return sorted((Relationship._stored(*row) for row in rows), key=_by_key)
+    return stored_relationships(rows)
 
 
 def _relationships_of(
@@ -182,11 +182,7 @@ def _relationships_of(
 ) -> list[Relationship]:
     _require(graph, entity_id, db)
     rows = _touching(graph, [entity_id], types, db)
-    return sorted((Relationship._stored(*row) for row in rows), key=_by_key)
-
-
-def _by_key(relationship: Relationship) -> tuple[str, str, str]:
-    return relationship.key
+    return stored_relationships(rows)
 
 
 def _touching(
@@ -207,9 +203,7 @@ def _neighbors(graph: str, start: str, depth: int, types: list[str] | None, db: 
     rows = db.execute(_ENTITIES_IN, ids).fetchall()
     inner = [node for node, hops in distances.items() if hops < depth]
     touching = _touching(graph, inner, types, db) if inner else []
-    entities = sorted((Entity._stored(*row) for row in rows), key=lambda e: (distances[e.id], e.id))
-    relationships = sorted((Relationship._stored(*row) for row in touching), key=_by_key)
-    return Subgraph(entities, relationships, {e.id: distances[e.id] for e in entities})
+    return walked(rows, stored_relationships(touching), distances)
 
 
 def _delete_entity(graph: str, entity_id: str, db: Db) -> bool:

@@ -144,6 +144,16 @@ def _model_name(model: Any) -> str:
     return type(model).__name__
 
 
+def _model_attributes(model: Any) -> dict[str, Any]:
+    """Who serves the model, and the model asked for (a run's span and a call's say both)."""
+    provider = _provider(model)
+    return {
+        "gen_ai.provider.name": provider,
+        "gen_ai.system": provider,
+        "gen_ai.request.model": _model_name(model),
+    }
+
+
 def _part(block: Any) -> dict[str, Any]:
     if isinstance(block, TextBlock):
         return {"type": "text", "content": block.text}
@@ -248,9 +258,7 @@ class _SpanObserver:
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": agent.name,
-            "gen_ai.provider.name": _provider(model),
-            "gen_ai.system": _provider(model),
-            "gen_ai.request.model": _model_name(model),
+            **_model_attributes(model),
         }
         if agent.description:
             attributes["gen_ai.agent.description"] = agent.description
@@ -268,9 +276,7 @@ class _SpanObserver:
         requested = _model_name(model)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": _provider(model),
-            "gen_ai.system": _provider(model),
-            "gen_ai.request.model": requested,
+            **_model_attributes(model),
             "pygents_ctx.loop.step": step,
             "pygents_ctx.window.tokens": window.tokens,
             **_settings_attributes(_effective_settings(model, loop)),
@@ -314,9 +320,11 @@ def _raised(otel: _Otel, span: Any, error: BaseException) -> None:
     _fail(otel, span, type(error).__qualname__, f"{type(error).__name__}: {error}")
 
 
-def _stopped(error: BaseException) -> bool:
-    """Whether `error` is the caller stopping, not a failure (a stream left early)."""
-    return isinstance(error, GeneratorExit)
+def _end(otel: _Otel, span: Any, error: BaseException | None) -> None:
+    """End `span`, failed by `error` unless that is the caller stopping (a stream left early)."""
+    if error is not None and not isinstance(error, GeneratorExit):
+        _raised(otel, span, error)
+    span.end()
 
 
 class _RunSpan:
@@ -346,9 +354,7 @@ class _RunSpan:
                     "pygents_ctx.loop.stop_reason": finished.reason.value,
                 }
             )
-        if error is not None and not _stopped(error):
-            _raised(self._otel, span, error)
-        span.end()
+        _end(self._otel, span, error)
 
 
 class _ChatSpan:
@@ -371,9 +377,7 @@ class _ChatSpan:
                 # A reply with no reason given still has one by the schema: it stopped.
                 reason = response.finish_reason or "stop"
                 span.set_attribute("gen_ai.output.messages", _messages([response.message], reason))
-        if error is not None and not _stopped(error):
-            _raised(self._otel, span, error)
-        span.end()
+        _end(self._otel, span, error)
 
 
 class _ToolSpan:
@@ -401,6 +405,4 @@ class _ToolSpan:
             if result.is_error and not self._failed:
                 # It did not run (no such tool, arguments that are not JSON): nothing raised.
                 _fail(self._otel, span, "tool_call_refused", result.text)
-        if error is not None and not _stopped(error):
-            _raised(self._otel, span, error)
-        span.end()
+        _end(self._otel, span, error)

@@ -54,6 +54,13 @@ def _buckets(count: int) -> list[range]:
     return [range(start, min(start + size, count)) for start in range(0, count, size)]
 
 
+def _bucket_name(labels: Sequence[str], bucket: range) -> str:
+    """What a bar's tooltip calls the calls it stands for: the call's label, or their range."""
+    return (
+        labels[bucket[0]] if len(bucket) == 1 else f"calls {bucket[0] + 1}&ndash;{bucket[-1] + 1}"
+    )
+
+
 def _frame(top: int, label: str, count: int) -> list[str]:
     plot_h = _HEIGHT - _TOP - _BOTTOM
     parts = []
@@ -111,11 +118,7 @@ def stacked_bars(title: str, series: Sequence[Series], labels: Sequence[str]) ->
     for column, bucket in enumerate(buckets):
         x = _LEFT + column * slot + slot * 0.1
         base = float(_TOP + plot_h)
-        what = (
-            labels[bucket[0]]
-            if len(bucket) == 1
-            else f"calls {bucket[0] + 1}&ndash;{bucket[-1] + 1}"
-        )
+        what = _bucket_name(labels, bucket)
         tip = f"{what}: " + ", ".join(
             f"{part.name} {number(sums[index][column])}" for index, part in enumerate(series)
         )
@@ -145,11 +148,7 @@ def bars_against(
     for column, bucket in enumerate(buckets):
         height = plot_h * heights[column] / top
         x = _LEFT + column * slot + slot * 0.1
-        what = (
-            labels[bucket[0]]
-            if len(bucket) == 1
-            else f"calls {bucket[0] + 1}&ndash;{bucket[-1] + 1}"
-        )
+        what = _bucket_name(labels, bucket)
         over = budget is not None and heights[column] > budget
         parts.append(
             f'<rect class=bar x="{x:.1f}" y="{_TOP + plot_h - height:.1f}" '

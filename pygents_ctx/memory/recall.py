@@ -50,9 +50,11 @@ import contextlib
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Final
+from typing import Final, TypeAlias
+
+import orjson
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores.base import ContextStore
@@ -72,6 +74,19 @@ __all__ = ["SemanticRecall"]
 logger = logging.getLogger("pygents_ctx")
 
 _MARKS: Final = "indexed"
+_LENDS: Final = "lends:"  # a mark's key naming a session whose vectors its index reads
+_ANY: Final = 2**63 - 1  # the newest id a session's own collection answers for
+
+# A session a fork's index reads the vectors of, and the newest id the fork shares of it.
+_Source: TypeAlias = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """How far a session is indexed (the newest id), and the sources its index reads."""
+
+    through: int
+    sources: list[_Source]
 
 
 class SemanticRecall:
@@ -169,7 +184,9 @@ class SemanticRecall:
         embeds each batch in one `embed` call and upserts it, then records
         the newest id: an interrupted catch-up resumes at its last whole
         batch. Messages without a word (`search.words`) are not embedded, and
-        those the embedder gives a vector of zeros are not stored.
+        those the embedder gives a vector of zeros are not stored. A fork's
+        first catch-up embeds none of the messages its sources' indexes hold
+        (see the module docstring).
 
         Returns:
             How many messages were embedded.
@@ -179,41 +196,97 @@ class SemanticRecall:
             Exception: What the embedder or the vector store raised; what
                 earlier batches stored stays, and the next call resumes.
         """
+        done, _ = await self._caught_up(store)
+        return done
+
+    async def _caught_up(self, store: ContextStore) -> tuple[int, list[_Source]]:
+        """`catch_up`: how many messages it embedded, and the sources the session's
+        index reads besides its own collection."""
         async with self._lock:
             session = store.session_id
-            indexed = await self._still_held(store, await self._indexed_through(session))
+            mark = await self._mark_of(session)
+            if mark is None:
+                sources = await self._sources_of(store)
+                indexed = await self._inherited_through(store, sources)
+                if sources:  # recorded first: a source lending vectors keeps them
+                    await self._mark(session, indexed, sources)
+            else:
+                sources = [s for s in mark.sources if await self._mark_of(s[0]) is not None]
+                if len(sources) < len(mark.sources):
+                    # A source's vectors were forgotten (its session erased): what it
+                    # lent is embedded again, from where the others still hold it.
+                    indexed = await self._inherited_through(store, sources)
+                    await self._mark(session, indexed, sources)
+                else:
+                    indexed = await self._still_held(store, mark.through, sources)
             done = 0
             while True:
                 hits = await store.messages_after(indexed, limit=self._batch_size)
                 if not hits:
-                    return done
+                    return done, sources
                 done += await self._embed_hits(session, hits)
                 indexed = max(hit.id or 0 for hit in hits)
-                await self._mark(session, indexed)
+                await self._mark(session, indexed, sources)
 
-    async def _still_held(self, store: ContextStore, indexed: int) -> int:
+    async def _sources_of(self, store: ContextStore) -> list[_Source]:
+        """The indexed sessions a fork shares messages with (`store.shared_from`), and
+        theirs: each with the newest id the fork shares of it."""
+        newest: dict[str, int] = {}
+        for source, shared in await store.shared_from():
+            mark = await self._mark_of(source)
+            if mark is None:
+                continue  # never indexed: nothing to take
+            for name, through in [(source, shared), *mark.sources]:
+                through = min(through, shared)
+                if through > newest.get(name, 0) and await self._mark_of(name) is not None:
+                    newest[name] = through
+        return sorted(newest.items())
+
+    async def _inherited_through(self, store: ContextStore, sources: list[_Source]) -> int:
+        """Where a fork's catch-up starts: the newest id it shares whose message a
+        source's index holds (0: none). Every message it shares up to there is held by
+        one of them, as each index holds every message of its session up to its mark."""
+        below = max((through for _, through in sources), default=0)
+        return await self._newest_held(store, below, sources, own=False)
+
+    async def _still_held(self, store: ContextStore, indexed: int, sources: list[_Source]) -> int:
         """The newest id up to `indexed` whose message the session still holds as it was
-        embedded: where a catch-up reads on from (0: from the start).
+        embedded: where a catch-up reads on from (0: from the start)."""
+        return await self._newest_held(store, indexed, sources, own=True)
 
-        Usually `indexed` itself. A rewind, `clear` or `clear_run` may remove the newest
+    async def _newest_held(
+        self, store: ContextStore, below: int, sources: list[_Source], *, own: bool
+    ) -> int:
+        """The newest id up to `below` whose message the session holds as a vector of
+        its own collection (with `own`) or of a source's (up to the id it shares) was
+        made from; 0 when there is none.
+
+        Usually `below` itself. A rewind, `clear` or `clear_run` may remove the newest
         messages, and SQLite gives the ids of a table's newest deleted rows to the next
         rows written: the ids below are probed downwards (64, then 4 times more at each
         step) until one holds the text its vector was made from.
         """
-        name = self.collection_of(store.session_id)
-        high, span = indexed + 1, 1
-        while high > 1:
+        where = [(self.collection_of(name), through) for name, through in sources]
+        if own:
+            where.insert(0, (self.collection_of(store.session_id), _ANY))
+        high, span = below + 1, 1
+        while high > 1 and where:
             low = max(high - span, 1)
             held = await store.messages_with_ids(range(low, high))
             for hit in sorted(held, key=_by_id, reverse=True):
-                try:
-                    document = await self._vectors.get(name, str(hit.id))
-                except CollectionNotFoundError:
-                    return 0
-                if document is not None and document.text == _digest(hit.message):
-                    return hit.id or 0
+                for name, through in where:
+                    if (hit.id or 0) <= through and await self._holds(name, hit):
+                        return hit.id or 0
             high, span = low, 64 if span == 1 else span * 4
         return 0
+
+    async def _holds(self, name: str, hit: HistoryHit) -> bool:
+        """Whether collection `name` has a vector made from `hit`'s message."""
+        try:
+            document = await self._vectors.get(name, str(hit.id))
+        except CollectionNotFoundError:
+            return False
+        return document is not None and document.text == _digest(hit.message)
 
     async def _embed_hits(self, session: str, hits: Sequence[HistoryHit]) -> int:
         documents = [(hit, indexed_text(hit.message)) for hit in hits]
@@ -244,19 +317,37 @@ class SemanticRecall:
             )
         return vectors
 
-    async def _indexed_through(self, session: str) -> int:
+    async def _mark_of(self, session: str) -> _Mark | None:
         try:
             mark = await self._vectors.get(self._marks(), session)
         except CollectionNotFoundError:
-            return 0
-        return 0 if mark is None else int(mark.metadata["through"])
+            return None
+        if mark is None:
+            return None
+        sources = orjson.loads(mark.metadata.get("sources", "[]"))
+        return _Mark(int(mark.metadata["through"]), [(str(a), int(b)) for a, b in sources])
 
-    async def _mark(self, session: str, through: int) -> None:
+    async def _mark(self, session: str, through: int, sources: list[_Source]) -> None:
+        """Record how far `session` is indexed, and the sources its index reads: each
+        named in a key of its own too, which `_lent` looks for."""
+        metadata: dict[str, object] = {"through": through}
+        if sources:
+            metadata["sources"] = orjson.dumps(sources).decode()
+            metadata.update({_LENDS + name: True for name, _ in sources})
         await self._vectors.create_collection(self._marks(), 1)
         await self._vectors.upsert(
-            self._marks(),
-            [VectorDocument(session, "", {"through": through}, embedding=(1.0,))],
+            self._marks(), [VectorDocument(session, "", metadata, embedding=(1.0,))]
         )
+
+    async def _lent(self, session: str) -> bool:
+        """Whether the index of another session reads `session`'s vectors."""
+        try:
+            found = await self._vectors.search(
+                self._marks(), (1.0,), k=1, filter={_LENDS + session: True}
+            )
+        except CollectionNotFoundError:
+            return False
+        return bool(found)
 
     def _marks(self) -> str:
         return f"{self._prefix}:{_MARKS}"
@@ -310,38 +401,78 @@ class SemanticRecall:
         """The messages closest in meaning to `query`, after a `catch_up`; `score` is the
         cosine similarity.
 
+        A fork's own collection and its sources' are searched alike; a hit
+        is always a message the session holds, where it is in the session.
+
         Raises:
             TypeError: The query is not a str or the limit not an int.
             ValueError: The query is empty or too long, or the limit out of range.
             Exception: What the embedder or the vector store raised.
         """
         query, limit = check_search(query, limit)
-        await self.catch_up(store)
-        name = self.collection_of(store.session_id)
-        try:
-            found = await self._vectors.search(name, (await self._embed([query]))[0], k=limit)
-        except CollectionNotFoundError:
-            return []  # nothing indexed yet: no message has a word
-        located = {hit.id: hit for hit in await store.messages_with_ids(int(r.id) for r in found)}
-        hits: list[HistoryHit] = []
-        stale: list[HistoryHit] = []
-        gone: list[str] = []
-        for result in found:
-            hit = located.get(int(result.id))
-            if hit is None:
-                gone.append(result.id)  # removed from the session (a rewind, a cleared run)
-                continue
-            if result.score <= 0.0:
-                continue  # unrelated
-            if _digest(hit.message) != result.text:
-                stale.append(hit)  # the id holds another message now
-                continue
-            hits.append(replace(hit, score=result.score))
-        if gone:
+        _, sources = await self._caught_up(store)
+        vector = (await self._embed([query]))[0]
+        found: dict[int | None, HistoryHit] = {}
+        own = self.collection_of(store.session_id)
+        for name, through in [(own, _ANY), *((self.collection_of(s), t) for s, t in sources)]:
+            for hit in await self._nearest(store, name, through, vector, limit, own=name == own):
+                found.setdefault(hit.id, hit)
+        # As one collection ranks them: by similarity, then by id.
+        return sorted(found.values(), key=lambda hit: (-hit.score, str(hit.id)))[:limit]
+
+    async def _nearest(
+        self,
+        store: ContextStore,
+        name: str,
+        through: int,
+        vector: list[float],
+        limit: int,
+        *,
+        own: bool,
+    ) -> list[HistoryHit]:
+        """The `limit` messages of the session nearest `vector` among collection `name`'s
+        vectors with an id up to `through`.
+
+        A vector whose message the session does not hold (removed since, or another
+        branch's) or holds with another text is passed over; the search asks for 4
+        times more until `limit` are found or the collection has no more. In the
+        session's own collection, the vectors of removed messages are deleted (unless
+        a fork's index reads them) and a message whose id now holds another text is
+        embedded again; a source's vector of a message the session holds with another
+        text has the session's own embedded.
+        """
+        located: dict[int, HistoryHit | None] = {}
+        k = limit
+        while True:
+            try:
+                found = await self._vectors.search(name, vector, k=k)
+            except CollectionNotFoundError:
+                return []  # nothing indexed there yet: no message has a word
+            # A vector with a cosine similarity of 0 or less is unrelated.
+            wanted = [r for r in found if r.score > 0.0 and int(r.id) <= through]
+            unknown = [int(r.id) for r in wanted if int(r.id) not in located]
+            located.update(dict.fromkeys(unknown))
+            located.update({hit.id or 0: hit for hit in await store.messages_with_ids(unknown)})
+            hits = [
+                replace(hit, score=r.score)
+                for r in wanted
+                if (hit := located[int(r.id)]) is not None and _digest(hit.message) == r.text
+            ]
+            if len(hits) >= limit or len(found) < k or found[-1].score <= 0.0:
+                break  # enough, or no more vectors, or none more related
+            k *= 4
+        texts = {r.id: r.text for r in wanted}
+        gone = [str(key) for key, hit in located.items() if hit is None]
+        stale = [
+            hit
+            for key, hit in located.items()
+            if hit is not None and _digest(hit.message) != texts.get(str(key))
+        ]
+        if own and gone and not await self._lent(store.session_id):
             await self._vectors.delete(name, gone)
         if stale:
             await self._embed_hits(store.session_id, stale)
-        return hits
+        return hits[:limit]
 
     def _fused(self, rankings: list[list[HistoryHit]], limit: int) -> list[HistoryHit]:
         scores: dict[int | None, float] = {}

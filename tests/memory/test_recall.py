@@ -36,7 +36,7 @@ from pygents_ctx.context.stores import (
     connect,
 )
 from pygents_ctx.context.stores.postgres import PostgresConnection, PostgresContextStore
-from pygents_ctx.context.stores.search import STOP_WORDS
+from pygents_ctx.context.stores.search import STOP_WORDS, HistoryHit
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory.vectors.base import VectorStore
 from pygents_ctx.testing import ScriptedModel, assistant, tool_call
@@ -470,3 +470,178 @@ async def test_an_assistant_searches_its_sessions_with_its_recall(
     found = model.calls[1].messages[-1].tool_results[0].text
     assert "The gate code is 4417." in found  # by meaning: no word of the question is in it
     assert helper.recall is recall
+
+
+class CountingEmbedder:
+    """A hashing embedder that counts its calls and the texts it embedded."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.texts: list[str] = []
+        self._hashing = HashingEmbedder(256, ngram=0)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.calls += 1
+        self.texts += texts
+        return await self._hashing.embed(texts)
+
+
+def numbered(count: int, start: int = 0, tag: str = "") -> list[Message]:
+    """Messages of distinct words: each its number spelt out, and a topic."""
+    topics = ("gate code", "budget report", "parked car", "lunch plans", "weather")
+    return [
+        Message(
+            "user" if i % 2 == 0 else "assistant",
+            f"{tag} item{i} note{i % 97} {topics[i % len(topics)]} n{i * 7919 % 1000}",
+        )
+        for i in range(start, start + count)
+    ]
+
+
+QUERIES = ("door passcode item12", "budget report", "where is the parked car", "item998 weather")
+
+
+async def results(recall: SemanticRecall, store: ContextStore) -> list[list[HistoryHit]]:
+    found = []
+    for query in QUERIES:
+        found.append(await recall.search(store, query, limit=10))
+        found.append(await recall.semantic_search(store, query, limit=10))
+    return found
+
+
+async def test_a_fork_embeds_only_its_own_messages_and_finds_what_a_fresh_index_finds(
+    db: Backend,
+) -> None:
+    """A fork of an indexed 1,000-message session, and a fork of that fork: the first
+    search embeds the fork's new messages alone, and gives the hits an index of the
+    fork made from scratch gives, in the same order, where the fork has them."""
+    source = db.store()
+    await source.append_many(numbered(1000))
+    await source.replace_prefix(100, [Message("assistant", "Summary: the first hundred.")])
+    embedder = CountingEmbedder()
+    recall = recall_for(db, embedder, batch_size=128)
+    assert await recall.catch_up(source) == 1001
+    fork = await source.fork(at=800)
+    await fork.append_many(numbered(5, 5000, tag="fork"))
+    await source.append_many(numbered(20, 6000, tag="source"))  # another branch now
+    await recall.catch_up(source)
+
+    embedder.calls, embedder.texts = 0, []
+    shared = await results(recall, fork)
+    assert sorted(embedder.texts) == sorted(
+        [*(m.text for m in numbered(5, 5000, tag="fork")), *QUERIES, *QUERIES]
+    )
+    assert embedder.calls == 1 + 2 * len(QUERIES)  # one batch of five, and the queries
+    fresh = recall_for(db, CountingEmbedder())
+    assert shared == await results(fresh, fork)
+    held = {hit.id for hit in await fork.messages_with_ids(h.id or 0 for r in shared for h in r)}
+    assert {hit.id for ranking in shared for hit in ranking} <= held
+
+    deeper = await fork.fork(at=600)
+    await deeper.append_many(numbered(3, 7000, tag="deeper"))
+    embedder.texts = []
+    shared = await results(recall, deeper)
+    assert len(embedder.texts) == 3 + 2 * len(QUERIES)
+    assert shared == await results(recall_for(db, CountingEmbedder()), deeper)
+
+
+async def test_a_fork_keeps_finding_what_its_source_removed_or_erased(db: Backend) -> None:
+    """The source rewound below the fork's point and searched (its own removed messages'
+    vectors go, unless a fork reads them), then erased: the fork still finds each of
+    its messages, only its own."""
+    source = db.store(session_id=f"src-{uuid.uuid4().hex[:6]}")
+    await source.append_many(numbered(60))
+    recall = recall_for(db, CountingEmbedder(), batch_size=16)
+    await recall.catch_up(source)
+    fork = await source.fork(at=50)
+    await fork.append_many(numbered(4, 100, tag="fork"))
+    await recall.catch_up(fork)
+    await source.rewind(10)
+    await source.append_many(numbered(5, 200, tag="source"))
+    for store in (source, fork):
+        for message in await store.get_history():
+            (hit,) = await recall.semantic_search(store, message.text, limit=1)
+            assert hit.message == message
+    for message in numbered(60)[10:]:  # the source meets the vectors of what it removed
+        hits = await recall.semantic_search(source, message.text, limit=1)
+        assert [hit.message for hit in hits] != [message]
+
+    async def fork_finds_its_own() -> None:
+        history = await fork.get_history()
+        for message in history:
+            hits = await recall.semantic_search(fork, message.text, limit=3)
+            assert hits[0].message == message
+            assert {hit.message.text for hit in hits} <= {m.text for m in history}
+
+    await fork_finds_its_own()
+    assert await recall.erase(source, session=source.session_id) == 1
+    await fork_finds_its_own()
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 3), st.integers(1, 6)),
+        st.tuples(st.just("fork"), st.integers(0, 3), st.integers(0, 30)),
+        st.tuples(st.just("rewind"), st.integers(0, 3), st.integers(0, 30)),
+        st.tuples(st.just("compact"), st.integers(0, 3), st.integers(0, 4)),
+        st.tuples(st.just("search"), st.integers(0, 3), st.integers(0, 200)),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=_OPS)
+async def test_forks_searched_between_appends_rewinds_and_compactions_find_their_own(
+    backend: str, tmp_path: Path, ops: list[tuple[str, int, int]]
+) -> None:
+    """Whatever order sessions are appended to, forked, rewound, compacted and searched
+    in: every hit is a message the searched session holds, where it holds it (never
+    one of another branch), and each message it holds is found by its own text."""
+    async with connect(tmp_path / f"{uuid.uuid4().hex}.db") as conn:
+        db = (
+            Backend("sqlite", conn, SQLiteVectorStore(conn))
+            if backend == "sqlite"
+            else Backend("memory", None, InMemoryVectorStore())
+        )
+        recall = SemanticRecall(db.vectors, HashingEmbedder(512, ngram=0), batch_size=4)
+        first = db.store()
+        await first.append_many(numbered(8))
+        sessions = [first]
+        written = 8
+
+        async def check(store: ContextStore, query: str) -> None:
+            hits = await recall.search(store, query, limit=8)
+            hits += await recall.semantic_search(store, query, limit=8)
+            where = {hit.id: hit for hit in await store.messages_with_ids(h.id or 0 for h in hits)}
+            for hit in hits:
+                held = where[hit.id]
+                assert (hit.message, hit.position, hit.archived) == (
+                    held.message,
+                    held.position,
+                    held.archived,
+                )
+
+        for op, which, number in ops:
+            store = sessions[which % len(sessions)]
+            count = await store.count()
+            if op == "append":
+                await store.append_many(numbered(number, written, tag=f"s{which}"))
+                written += number
+            elif op == "fork":
+                sessions.append(await store.fork(at=min(number, count)))
+            elif op == "rewind":
+                await store.rewind(min(number, count))
+            elif op == "compact":
+                await store.replace_prefix(min(number, count), [])
+            else:
+                await check(store, f"item{number % written} note{number % 97}")
+        for store in sessions:
+            for message in await store.get_history(include_archived=True):
+                (hit, *_) = await recall.semantic_search(store, message.text, limit=2)
+                assert hit.message == message
+            await check(store, "gate code budget report")

@@ -46,6 +46,8 @@ __all__ = [
     "live_of",
     "own_from",
     "postgres_segments",
+    "shared_postgres",
+    "shared_sqlite",
     "sqlite_segments",
 ]
 
@@ -81,6 +83,49 @@ async def postgres_segments(conn: AsyncConnection[Any], session_id: str) -> list
     """`sqlite_segments` on PostgreSQL."""
     cursor = await conn.execute(_LINEAGE.format("%s"), (session_id,))
     return _with_own(session_id, await cursor.fetchall())
+
+
+# The newest message id a fork reads of one source: of its live rows in the range, and of
+# its archive rows up to the top (`ContextStore.shared_from`).
+_SHARED_SQLITE: Final = (
+    "SELECT max(coalesce((SELECT max(data_id) FROM pygents_live_rows WHERE session_id = ? "
+    "AND position >= ? AND position < ?), 0), coalesce((SELECT max(data_id) "
+    "FROM pygents_archive_rows WHERE session_id = ? AND id <= ?), 0))"
+)
+_SHARED_POSTGRES: Final = (
+    "SELECT greatest(coalesce((SELECT max(message_id) FROM pygents_messages "
+    "WHERE session_id = %(source)s AND position >= %(low)s AND position < %(high)s), 0), "
+    "coalesce((SELECT max(message_id) FROM pygents_archive WHERE session_id = %(source)s "
+    "AND id <= %(top)s), 0))"
+)
+
+
+def shared_sqlite(session_id: str, db: sqlite3.Connection) -> list[tuple[str, int]]:
+    """The sessions whose rows `session_id` reads, oldest first, each with the newest
+    message id it reads of them (those it reads none of left out)."""
+    *inherited, _ = sqlite_segments(db, session_id)
+    shared = [
+        (source, int(db.execute(_SHARED_SQLITE, (source, low, high, source, top)).fetchone()[0]))
+        for source, low, high, top in inherited
+    ]
+    return [(source, through) for source, through in shared if through > 0]
+
+
+async def shared_postgres(session_id: str, conn: AsyncConnection[Any]) -> list[tuple[str, int]]:
+    """`shared_sqlite` on PostgreSQL, in one repeatable-read transaction."""
+    shared = []
+    async with conn.transaction():
+        await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        *inherited, _ = await postgres_segments(conn, session_id)
+        for source, low, high, top in inherited:
+            cursor = await conn.execute(
+                _SHARED_POSTGRES, {"source": source, "low": low, "high": high, "top": top}
+            )
+            row = await cursor.fetchone()
+            through = 0 if row is None else int(row[0])
+            if through > 0:
+                shared.append((source, through))
+    return shared
 
 
 def check_at(at: object, count: int, session_id: str, call: str) -> int:

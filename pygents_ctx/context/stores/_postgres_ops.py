@@ -48,6 +48,7 @@ from pygents_ctx.context.stores._lineage import (
     check_at,
     postgres_segments,
 )
+from pygents_ctx.context.stores._lineage import shared_postgres as shared_from
 from pygents_ctx.context.stores._paged import postgres_page as page
 from pygents_ctx.context.stores._search_sql import indexed_words
 from pygents_ctx.context.stores._search_sql import live_ids_postgres as live_ids
@@ -113,6 +114,7 @@ __all__ = [
     "save_checkpoint",
     "scalar",
     "set_tokens",
+    "shared_from",
     "snapshot",
 ]
 

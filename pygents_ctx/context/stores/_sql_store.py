@@ -113,6 +113,8 @@ class Ops(Protocol):
 
     def live_ids(self, session_id: str, count: int, db: Any, /) -> Any: ...
 
+    def shared_from(self, session_id: str, db: Any, /) -> Any: ...
+
     def get_tokens(self, session_id: str, db: Any, /) -> Any: ...
 
     def record_usage(self, session_id: str, record: UsageRecord, db: Any, /) -> Any: ...
@@ -250,6 +252,10 @@ class Dialect(ABC, Generic[C]):
     def live_ids(self, session_id: str, count: int) -> Awaitable[list[int] | None]:
         """The ids `search` gives the oldest `count` live messages (None: not known)."""
         return self.run(self.ops.live_ids, session_id, count)
+
+    def shared_from(self, session_id: str) -> Awaitable[list[tuple[str, int]]]:
+        """The sessions whose rows the session reads, with the newest id it reads of each."""
+        return self.run(self.ops.shared_from, session_id)
 
     @abstractmethod
     def count(self, session_id: str) -> Awaitable[int]:
@@ -600,6 +606,11 @@ class SQLStore(ContextStore, Generic[C]):
 
     async def _live_ids(self, count: int) -> list[int] | None:
         return await self._sql.live_ids(self.session_id, count)
+
+    async def shared_from(self) -> list[tuple[str, int]]:
+        """The sessions whose stored rows this fork reads (see `ContextStore.shared_from`):
+        while it shares them; copying them (copy on write, see `fork`) ends it."""
+        return await self._sql.shared_from(self.session_id)
 
     async def count(self) -> int:
         """The number of messages in the live history (a stored counter)."""

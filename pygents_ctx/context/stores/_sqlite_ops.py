@@ -43,6 +43,7 @@ from pygents_ctx.context.stores._lineage import (
     check_at,
     sqlite_segments,
 )
+from pygents_ctx.context.stores._lineage import shared_sqlite as shared_from
 from pygents_ctx.context.stores._paged import sqlite_page as page
 from pygents_ctx.context.stores._search_sql import live_ids_sqlite as live_ids
 from pygents_ctx.context.stores._usage_sql import read_sqlite as get_usage
@@ -97,6 +98,7 @@ __all__ = [
     "save_checkpoint",
     "scalar",
     "segments",
+    "shared_from",
     "snapshot",
     "write",
 ]

@@ -325,6 +325,25 @@ class ContextStore(
             "use MemoryContextStore, SQLiteContextStore or PostgresContextStore"
         )
 
+    async def shared_from(self) -> list[tuple[str, int]]:
+        """The sessions this fork shares stored messages with, oldest first, each with the
+        newest message id (`HistoryHit.id`) it shares of them.
+
+        A fork keeps the ids of the messages it inherits: a message of this
+        session whose id is at most that number is the source's message of
+        that id, as the source held it when the fork was made. What an index
+        of one's own (`pygents_ctx.memory.SemanticRecall`) uses to take a
+        fork's inherited messages from its source's index instead of making
+        them again. A fork of a fork names both sessions.
+
+        The SQLite and PostgreSQL stores name the sessions whose rows the fork
+        reads, while it reads them: once copy on write gave it rows of its own
+        (see `fork`), none. A `MemoryContextStore` fork names its sources for
+        good (it shares their message objects). This default, and a session
+        that is not a fork: none.
+        """
+        return []
+
     async def _live_ids(self, count: int) -> list[int] | None:
         """The ids of the oldest `count` live messages (what a summary of them records);
         None for a store that keeps no ids (this default)."""

@@ -384,6 +384,10 @@ class AutoCompactStore(ContextStore):
     async def _live_ids(self, count: int) -> list[int] | None:
         return await self.inner._live_ids(count)
 
+    async def shared_from(self) -> list[tuple[str, int]]:
+        """The inner store's `shared_from`."""
+        return await self.inner.shared_from()
+
     async def messages_after(self, after: int, *, limit: int = 1000) -> list[HistoryHit]:
         """The inner store's `messages_after`."""
         return await self.inner.messages_after(after, limit=limit)

@@ -119,6 +119,8 @@ class MemoryContextStore(ContextStore):
         # archived, copied by `fork` (so a fork's summaries name the same ids).
         self._ids: list[int] = []
         self._new_ids = itertools.count(1)
+        # The sessions this one was forked from, with the newest id it took of each.
+        self._shared: list[tuple[str, int]] = []
         # The words of each message, by id, counted on its first search.
         self._words: dict[int, Counter[str]] = {}
         self._total = 0
@@ -274,6 +276,11 @@ class MemoryContextStore(ContextStore):
     async def _live_ids(self, count: int) -> list[int] | None:
         return self._ids[:count]
 
+    async def shared_from(self) -> list[tuple[str, int]]:
+        """The sessions this one was forked from, oldest first, each with the newest id
+        it took of them (see `ContextStore.shared_from`)."""
+        return list(self._shared)
+
     async def token_count(self) -> int:
         """The total token count of the live history (a running sum)."""
         return self._total
@@ -410,6 +417,8 @@ class MemoryContextStore(ContextStore):
             agent: {p: state for p, state in kept.items() if p <= clone._next_position}
             for agent, kept in self._checkpoints.items()
         }
+        newest = max([0, *clone._ids, *(entry.id for entry in self._archive)])
+        clone._shared = [*self._shared, (self.session_id, newest)] if newest else list(self._shared)
         clone._new_ids = itertools.count(max([0, *self._ids, *(e.id for e in self._archive)]) + 1)
         clone._total = self._total if keep == held else sum(clone._counts)
         clone._archive = list(self._archive)

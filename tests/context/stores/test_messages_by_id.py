@@ -6,9 +6,13 @@ from __future__ import annotations
 import pytest
 
 from pygents_ctx import Message
-from pygents_ctx.context.stores import ContextStore, HistoryHit
+from pygents_ctx.context.stores import AutoCompactStore, ContextStore, HistoryHit
 
 from .conftest import MakeStore
+
+
+async def summarize(messages: list[Message]) -> str:
+    return "summary"
 
 
 def located(hits: list[HistoryHit]) -> list[tuple[int | None, bool, int, str]]:
@@ -98,3 +102,41 @@ async def test_a_store_without_ids_says_which_stores_have_them() -> None:
         await ListStore().messages_after(0)
     with pytest.raises(NotImplementedError, match="keeps no message ids"):
         await ListStore().messages_with_ids([1])
+    assert await ListStore().shared_from() == []
+
+
+async def test_a_fork_names_the_sessions_it_shares_ids_with_and_the_newest_it_shares(
+    make_store: MakeStore,
+) -> None:
+    source = await make_store(*(Message("user", f"m{i}") for i in range(6)))
+    assert await source.shared_from() == []
+    await source.replace_prefix(2, [Message("assistant", "summary")])
+    before = {hit.id: hit.message for hit in await source.messages_after(0)}
+    fork = await source.fork(at=3)  # the summary, m2 and m3; the archive
+    await fork.append(Message("user", "fork's"))
+    deeper = await fork.fork()
+    await deeper.append(Message("user", "deeper's"))
+    await source.append(Message("user", "source's"))
+    kept = {hit.id: hit.message for hit in await fork.messages_after(0)}
+    ((name, through),) = await fork.shared_from()
+    assert name == source.session_id
+    assert through == max(i for i, m in kept.items() if m.text != "fork's")
+    # Each message up to it is the source's message of that id; the fork's own come after.
+    assert all(before[i] == m for i, m in kept.items() if (i or 0) <= through)
+    assert all((i or 0) > through for i, m in kept.items() if m.text == "fork's")
+    assert [name for name, _ in await deeper.shared_from()] == [
+        source.session_id,
+        fork.session_id,
+    ]
+    wrapped = AutoCompactStore(deeper, summarize, max_tokens=10**6)
+    assert await wrapped.shared_from() == await deeper.shared_from()
+    # What copies the shared messages (a compaction of the source) ends the sharing on
+    # the database stores; ids that stay named keep naming the source's messages.
+    await source.replace_prefix(1, [])
+    for name, through in await fork.shared_from():
+        assert name == source.session_id
+        assert all(
+            before[hit.id] == hit.message
+            for hit in await fork.messages_after(0)
+            if (hit.id or 0) <= through
+        )

@@ -30,6 +30,9 @@ PostgreSQL (see `bench/checkpoints.py`), writing bench/out/checkpoints.json.
 `python -m bench --search` times `ContextStore.search` over 100,000 archived
 messages on SQLite and PostgreSQL, with recall@5 on planted facts (see
 `bench/search.py`), writing bench/out/search.json.
+`python -m bench --recall-forks` counts what `SemanticRecall` embeds for the first
+search of a fork of an indexed 10,000-message session, and times it, on SQLite (see
+`bench/recall_forks.py`), writing bench/out/recall_forks.json.
 `python -m bench --owners` times `list_sessions(owner=...)` among 1,000,000 sessions
 on SQLite and PostgreSQL (see `bench/owners.py`), writing bench/out/owners.json.
 `python -m bench --memory` measures only peak memory (see `bench/footprint.py`),
@@ -59,6 +62,7 @@ from bench import (
     peers,
     peers_env,
     postgres_scale,
+    recall_forks,
     runtime,
     scale,
     search,
@@ -228,6 +232,9 @@ def main() -> None:
         return
     if "--checkpoints" in sys.argv:
         checkpoints.run(_about_this_run())
+        return
+    if "--recall-forks" in sys.argv:
+        recall_forks.run(_about_this_run())
         return
     if "--search" in sys.argv:
         search.run(_about_this_run())

@@ -23,24 +23,43 @@ How it works:
   document of `<collection>:indexed`, stored after each batch. Indexing is
   idempotent by message id: documents are upserted, so a batch embedded again
   (after a crash between its write and its mark, or by two processes at once)
-  is stored once. A fork is a session of its own: its first search indexes
-  the history it inherits.
+  is stored once.
+- **A fork shares its source's vectors.** A fork keeps the ids of the
+  messages it inherits (`ContextStore.shared_from` names its sources, and
+  the newest id it shares of each), so its index reads the vectors its
+  sources' indexes hold for them: its first catch-up embeds only what they
+  do not hold (its own messages, and any its source had not indexed yet),
+  and a search asks its own collection and its sources' alike. A vector of
+  a source's message the fork does not hold (written after the fork point,
+  or another branch's) is never a hit. Its mark names its sources: while a
+  fork's index reads a session's vectors, the session's removed messages'
+  vectors stay (the fork may still hold them), and if a source's vectors are
+  forgotten (its session erased), the fork's next catch-up embeds what they
+  held for it. On SQLite, what copies a fork's shared messages into rows of
+  its own (a compaction, `clear`, `clear_run`, `restore` or a rewind below
+  the fork point, on either side) gives them new ids: they are embedded
+  again, once.
 - **Fused.** `search` asks the store's full-text search and the vector store
   for `pool` hits each and merges them by reciprocal rank fusion (each list
   adds `1 / (fusion_k + rank)` to a message's score); the hits are the
   store's `HistoryHit`s (ids, positions, the archived flag) with that score.
   A vector hit is looked up where its message is now
   (`ContextStore.messages_with_ids`): a message removed since (a rewind, a
-  cleared run) is left out and its vector deleted, and one whose id now
-  holds another text (SQLite may give a deleted row's id again) is embedded
-  again and left out of this search. A vector hit with a cosine similarity
-  of 0 or less (unrelated) is left out.
+  cleared run) is left out and its vector deleted (unless a fork's index
+  reads it), and one whose id now holds another text (SQLite may give a
+  deleted row's id again) is embedded again and left out of this search;
+  the vector search asks for more until it has `pool` hits or no more
+  vectors. A vector hit with a cosine similarity of 0 or less (unrelated)
+  is left out.
 - **Failures.** If the embedder or the vector store fails, `search` returns
   the full-text hits alone, logs a warning on the `pygents_ctx` logger and
   keeps the error in `last_error`; nothing is lost (the index catches up at a
   later search). `catch_up` raises the error.
 - **Erasing.** `erase` erases sessions from the store and their vectors;
-  `forget(session_id)` drops one session's vectors.
+  `forget(session_id)` drops one session's vectors. `store.erase` alone (or
+  the command line's `pygents-ctx erase`) cannot reach the vector store: after
+  one, `forget` each session it erased. A vector of a message a rewind or a
+  cleared run removed is deleted when a search meets it, not at catch-up.
 """
 
 from __future__ import annotations

@@ -35,10 +35,11 @@ How it works:
   fork's index reads a session's vectors, the session's removed messages'
   vectors stay (the fork may still hold them), and if a source's vectors are
   forgotten (its session erased), the fork's next catch-up embeds what they
-  held for it. On SQLite, what copies a fork's shared messages into rows of
-  its own (a compaction, `clear`, `clear_run`, `restore` or a rewind below
-  the fork point, on either side) gives them new ids: they are embedded
-  again, once.
+  held for it. On the database stores, what copies a fork's shared messages
+  into rows of its own (a compaction, `clear`, `clear_run`, `restore` or a
+  rewind below the fork point, on either side) ends the sharing: a fork
+  first searched after that is indexed whole, and on SQLite, where the
+  copies get new ids, an indexed fork embeds them again, once.
 - **Fused.** `search` asks the store's full-text search and the vector store
   for `pool` hits each and merges them by reciprocal rank fusion (each list
   adds `1 / (fusion_k + rank)` to a message's score); the hits are the
@@ -93,6 +94,7 @@ __all__ = ["SemanticRecall"]
 logger = logging.getLogger("pygents_ctx")
 
 _MARKS: Final = "indexed"
+_PRUNED: Final = "pruned"  # the sessions whose index deleted a removed message's vector
 _LENDS: Final = "lends:"  # a mark's key naming a session whose vectors its index reads
 _ANY: Final = 2**63 - 1  # the newest id a session's own collection answers for
 
@@ -226,16 +228,13 @@ class SemanticRecall:
             mark = await self._mark_of(session)
             if mark is None:
                 sources = await self._sources_of(store)
-                indexed = await self._inherited_through(store, sources)
-                if sources:  # recorded first: a source lending vectors keeps them
-                    await self._mark(session, indexed, sources)
+                indexed = await self._inherited_through(store, sources) if sources else 0
             else:
                 sources = [s for s in mark.sources if await self._mark_of(s[0]) is not None]
                 if len(sources) < len(mark.sources):
                     # A source's vectors were forgotten (its session erased): what it
                     # lent is embedded again, from where the others still hold it.
                     indexed = await self._inherited_through(store, sources)
-                    await self._mark(session, indexed, sources)
                 else:
                     indexed = await self._still_held(store, mark.through, sources)
             done = 0
@@ -243,30 +242,42 @@ class SemanticRecall:
                 hits = await store.messages_after(indexed, limit=self._batch_size)
                 if not hits:
                     return done, sources
-                done += await self._embed_hits(session, hits)
+                done += await self._embed_hits(session, hits, sources)
                 indexed = max(hit.id or 0 for hit in hits)
                 await self._mark(session, indexed, sources)
 
     async def _sources_of(self, store: ContextStore) -> list[_Source]:
         """The indexed sessions a fork shares messages with (`store.shared_from`), and
-        theirs: each with the newest id the fork shares of it."""
+        the sources their indexes read: each with the newest id the fork shares of it
+        that its index holds."""
         newest: dict[str, int] = {}
         for source, shared in await store.shared_from():
             mark = await self._mark_of(source)
             if mark is None:
                 continue  # never indexed: nothing to take
             for name, through in [(source, shared), *mark.sources]:
-                through = min(through, shared)
-                if through > newest.get(name, 0) and await self._mark_of(name) is not None:
-                    newest[name] = through
-        return sorted(newest.items())
+                indexed = mark if name == source else await self._mark_of(name)
+                if indexed is not None:
+                    through = min(through, shared, indexed.through)
+                    newest[name] = max(through, newest.get(name, 0))
+        return sorted((name, through) for name, through in newest.items() if through > 0)
 
     async def _inherited_through(self, store: ContextStore, sources: list[_Source]) -> int:
-        """Where a fork's catch-up starts: the newest id it shares whose message a
-        source's index holds (0: none). Every message it shares up to there is held by
-        one of them, as each index holds every message of its session up to its mark."""
-        below = max((through for _, through in sources), default=0)
-        return await self._newest_held(store, below, sources, own=False)
+        """Where a fork's catch-up starts, its sources recorded in its mark first (from
+        then on they keep the vectors of the messages they remove: `_nearest`).
+
+        The newest id it shares whose message the index of a source that never
+        deleted a vector holds (0: none): each index holds every message of its
+        session up to its mark, so every message the fork shares up to there is held
+        by one of them. Those above are embedded, unless a source holds them
+        (`_embed_hits` asks).
+        """
+        await self._mark(store.session_id, 0, sources)
+        whole = [source for source in sources if not await self._pruned(source[0])]
+        below = max((through for _, through in whole), default=0)
+        indexed = await self._newest_held(store, below, whole, own=False)
+        await self._mark(store.session_id, indexed, sources)
+        return indexed
 
     async def _still_held(self, store: ContextStore, indexed: int, sources: list[_Source]) -> int:
         """The newest id up to `indexed` whose message the session still holds as it was
@@ -307,9 +318,19 @@ class SemanticRecall:
             return False
         return document is not None and document.text == _digest(hit.message)
 
-    async def _embed_hits(self, session: str, hits: Sequence[HistoryHit]) -> int:
+    async def _embed_hits(
+        self, session: str, hits: Sequence[HistoryHit], sources: Sequence[_Source] = ()
+    ) -> int:
+        """Embed and store the messages of `hits` that have words and that no source's
+        index holds (up to the newest id the session shares of it)."""
         documents = [(hit, indexed_text(hit.message)) for hit in hits]
         documents = [(hit, text) for hit, text in documents if words(text)]
+        for name, through in sources:
+            documents = [
+                (hit, text)
+                for hit, text in documents
+                if (hit.id or 0) > through or not await self._holds(self.collection_of(name), hit)
+            ]
         digests = {hit.id: _digest(hit.message) for hit, _ in documents}
         if not documents:
             return 0
@@ -368,8 +389,25 @@ class SemanticRecall:
             return False
         return bool(found)
 
+    async def _mark_pruned(self, session: str) -> None:
+        """Record that `session`'s index deletes vectors (of messages it removed)."""
+        await self._vectors.create_collection(self._pruned_marks(), 1)
+        await self._vectors.upsert(
+            self._pruned_marks(), [VectorDocument(session, "", embedding=(1.0,))]
+        )
+
+    async def _pruned(self, session: str) -> bool:
+        """Whether `session`'s index ever deleted a vector of a message it removed."""
+        try:
+            return await self._vectors.get(self._pruned_marks(), session) is not None
+        except CollectionNotFoundError:
+            return False
+
     def _marks(self) -> str:
         return f"{self._prefix}:{_MARKS}"
+
+    def _pruned_marks(self) -> str:
+        return f"{self._prefix}:{_PRUNED}"
 
     # -- searching -------------------------------------------------------------
 
@@ -487,8 +525,13 @@ class SemanticRecall:
             for key, hit in located.items()
             if hit is not None and _digest(hit.message) != texts.get(str(key))
         ]
-        if own and gone and not await self._lent(store.session_id):
-            await self._vectors.delete(name, gone)
+        if own and gone:
+            # Recorded before the fork's check (`_lent`), read after a fork's record
+            # (`_inherited_through`): a fork then either keeps these vectors or does
+            # not take them on trust.
+            await self._mark_pruned(store.session_id)
+            if not await self._lent(store.session_id):
+                await self._vectors.delete(name, gone)
         if stale:
             await self._embed_hits(store.session_id, stale)
         return hits[:limit]
@@ -509,8 +552,9 @@ class SemanticRecall:
         """Drop `session_id`'s embeddings and its mark (nothing if it has none)."""
         with contextlib.suppress(CollectionNotFoundError):
             await self._vectors.delete_collection(self.collection_of(session_id))
-        with contextlib.suppress(CollectionNotFoundError):
-            await self._vectors.delete(self._marks(), [session_id])
+        for marks in (self._marks(), self._pruned_marks()):
+            with contextlib.suppress(CollectionNotFoundError):
+                await self._vectors.delete(marks, [session_id])
 
     async def erase(
         self,

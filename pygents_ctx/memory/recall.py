@@ -20,7 +20,9 @@ How it works:
   document the message's id (`HistoryHit.id`) and, as its text, a digest of
   the text it was embedded from (`search.indexed_text`), not the text: the
   message's words stay in the context store alone. How far a session is indexed (the newest id) is a
-  document of `<collection>:indexed`, stored after each batch. Indexing is
+  document of `<collection>:indexed`, stored after each batch (and a
+  session whose index ever deleted a vector, a document of
+  `<collection>:indexed:pruned`). Indexing is
   idempotent by message id: documents are upserted, so a batch embedded again
   (after a crash between its write and its mark, or by two processes at once)
   is stored once.
@@ -94,7 +96,7 @@ __all__ = ["SemanticRecall"]
 logger = logging.getLogger("pygents_ctx")
 
 _MARKS: Final = "indexed"
-_PRUNED: Final = "pruned"  # the sessions whose index deleted a removed message's vector
+_PRUNED: Final = "indexed:pruned"  # the sessions whose index deleted a removed message's vector
 _LENDS: Final = "lends:"  # a mark's key naming a session whose vectors its index reads
 _ANY: Final = 2**63 - 1  # the newest id a session's own collection answers for
 

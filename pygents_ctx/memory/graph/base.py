@@ -17,12 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
 
 __all__ = ["Entity", "GraphStore", "Relationship", "Subgraph"]
+
+_Read = TypeVar("_Read", "Entity", "Relationship")
+
+
+def _read_back(made: _Read, data: bytes) -> _Read:
+    """`made`, read back from a store, given the properties its JSON `data` holds.
+
+    The JSON is kept as it is, not encoded again: it was checked when written.
+    """
+    object.__setattr__(made, "properties", decode_properties(data))
+    object.__setattr__(made, "_json", data)
+    return made
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +77,7 @@ class Entity:
         entity = object.__new__(cls)
         object.__setattr__(entity, "id", entity_id)
         object.__setattr__(entity, "type", kind)
-        object.__setattr__(entity, "properties", decode_properties(data))
-        object.__setattr__(entity, "_json", data)
-        return entity
+        return _read_back(entity, data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +135,7 @@ class Relationship:
         object.__setattr__(relationship, "source", source)
         object.__setattr__(relationship, "target", target)
         object.__setattr__(relationship, "type", kind)
-        object.__setattr__(relationship, "properties", decode_properties(data))
-        object.__setattr__(relationship, "_json", data)
-        return relationship
+        return _read_back(relationship, data)
 
 
 @dataclass(frozen=True, slots=True)

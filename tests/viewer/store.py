@@ -68,10 +68,13 @@ async def weather(city: str) -> str:
     return f"{city}: 21°C, light wind " + "and a long forecast " * 20
 
 
-async def _run(store: ContextStore, prompt: str, script: list[Any]) -> None:
+async def _run(
+    store: ContextStore, prompt: str, script: list[Any], *, checkpoints: bool = False
+) -> None:
     # Registered for the run only: the tests' registries are emptied around each test.
     weather_tool = tool(weather)
-    agent = Agent("planner", "Plans trips", [weather_tool], context=ContextConfig(store))
+    context = ContextConfig(store, checkpoints=checkpoints)
+    agent = Agent("planner", "Plans trips", [weather_tool], context=context)
     try:
         await ModelLoop(agent, ScriptedModel(script), instructions="You plan trips.").run(prompt)
     finally:
@@ -80,7 +83,8 @@ async def _run(store: ContextStore, prompt: str, script: list[Any]) -> None:
 
 
 async def fill_trip(store: ContextStore) -> None:
-    """Two runs, with tool calls and an error result, an image, and two compactions."""
+    """Two runs, with tool calls and an error result, an image, and two compactions; then a
+    third run taking checkpoints."""
     await store.append(Message("system", "You plan trips."))
     await store.append(
         Message("user", [TextBlock("Here is the map."), ImageBlock("image/png", PNG)])
@@ -98,10 +102,11 @@ async def fill_trip(store: ContextStore) -> None:
         )
         summarizer = ScriptedSummarizer([f"Summary {round_number}: the user asked about weather."])
         assert await AutoCompactStore(store, summarizer, keep_recent=4).compact()
-    await _run(
+    await _run(  # checkpoints before the prompt and before each model call
         store,
         "And Pune?",
         [assistant(tool_call("weather", city="Pune")), "Pune is warm."],
+        checkpoints=True,
     )
     # A call another model made, its prompt mostly served from the provider's cache.
     await store.record_usage(

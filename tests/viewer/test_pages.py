@@ -271,7 +271,8 @@ def test_browsing_every_page_changes_no_byte_of_the_database(
     with serving(Viewer(SQLiteSource(str(copy)))) as server:
         for path in (
             "/", "/session/trip", "/session/trip/archive", "/session/trip/window?pin=500",
-            "/session/trip/spend", "/memory", "/memory/blobs/pixel.png", "/session/nope",
+            "/session/trip/spend", "/session/trip/checkpoints", "/memory",
+            "/memory/blobs/pixel.png", "/session/nope",
         ):  # fmt: skip
             get(server, path)
     after = _fingerprint(tmp_path)
@@ -315,10 +316,61 @@ def test_a_long_session_is_read_a_page_at_a_time(
 def test_an_empty_session_has_pages_that_say_so(server: ViewerServer) -> None:
     assert "This session has no messages." in get(server, "/session/empty").body
     assert "No usage records" in get(server, "/session/empty/spend").body
+    assert "No checkpoints" in get(server, "/session/empty/checkpoints").body
     window = text_of(get(server, "/session/empty/window").body)
     assert "0 of 0" in window
     assert "next call" in window
     assert "Nothing was archived." in get(server, "/session/empty/archive").body
+
+
+def test_the_checkpoints_page_lists_each_agents_checkpoint_at_its_message(
+    server: ViewerServer,
+) -> None:
+    page = get(server, "/session/trip/checkpoints")
+    rows = re.findall(r"<tr><td>planner</td>.*?</tr>", page.body)
+    cells = [[text_of(cell) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)] for row in rows]
+    # The last run: before its prompt (7 messages then), before each of its two model calls.
+    assert [row[:3] for row in cells] == [
+        ["planner", "7", "before message 7"],
+        ["planner", "8", "before message 8"],
+        ["planner", "10", "before message 10"],
+    ]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", row[3]) for row in cells)
+    assert int(cells[2][4].replace(",", "")) > int(cells[0][4].replace(",", ""))  # more queued
+    assert 'href="/session/trip?page=1#m-8"' in page.body
+    assert "m-8" in get(server, "/session/trip").body  # where the link lands
+    assert 'href="/session/trip/checkpoints" class=on>Checkpoints</a>' in page.body
+    assert "No checkpoints" in get(server, "/session/xss/checkpoints").body
+
+
+def test_a_forks_checkpoints_page_shows_those_up_to_its_point(tmp_path: Path) -> None:
+    async def fill() -> None:
+        async with connect(tmp_path / "fork.db") as conn:
+            store = SQLiteContextStore(conn, session_id="main")
+            await store.append_many([Message("user", f"m{n}") for n in range(3)])
+            await store.save_checkpoint("writer", b'{"at": 3}')
+            await store.append(Message("user", "m3"))
+            await store.save_checkpoint("writer", b'{"at": 4}')
+            await store.fork(session_id="branch", at=3)
+            gaps = SQLiteContextStore(conn, session_id="gaps")
+            for n, run in enumerate(["r1", "r1", "r2", "r1"]):
+                if n == 2:
+                    await gaps.save_checkpoint("writer", b"after g1")
+                await gaps.append(Message("user", f"g{n}"), run_id=run)
+            await gaps.save_checkpoint("writer", b"after g3")
+            await gaps.clear_run("r2")  # g2 goes, and the checkpoint that saw it
+
+    asyncio.run(fill())
+    with serving(Viewer(SQLiteSource(str(tmp_path / "fork.db")))) as server:
+        branch = text_of(get(server, "/session/branch/checkpoints").body)
+        main = text_of(get(server, "/session/main/checkpoints").body)
+        gaps = text_of(get(server, "/session/gaps/checkpoints").body)
+    assert "writer 3 after the last message" in branch
+    assert "writer 4" not in branch
+    assert "writer 3 before message 3" in main
+    assert "writer 4 after the last message" in main
+    assert "writer 2 before message 2" in gaps  # positions 0, 1, 3: a gap after message 1
+    assert "after the last message" not in gaps
 
 
 def test_a_clipped_tool_result_is_marked_truncated(server: ViewerServer) -> None:

@@ -6,7 +6,8 @@ It serves, on 127.0.0.1 by default, pages built on the server (no
 JavaScript, no network): the sessions, a session's transcript with its runs,
 tool calls linked to their results, images and the archive compaction left,
 the window a strategy builds at any step beside the history, the spend per
-model call as SVG charts, and the memory stores kept in the same database.
+model call as SVG charts, the agents' checkpoints, and the memory stores kept
+in the same database.
 
 From Python, `ViewerServer(Viewer(SQLiteSource(path)))` serves the same pages;
 `start()` runs it in a background thread.

@@ -40,6 +40,7 @@ __all__ = [
     "Redirect",
     "Viewer",
     "archive",
+    "checkpoints",
     "cost_text",
     "find_row",
     "page_number",
@@ -57,6 +58,7 @@ SESSIONS_PER_PAGE: Final = 50
 MESSAGES_PER_PAGE: Final = 100
 MOST_PER_PAGE: Final = 1000
 CALLS_PER_PAGE: Final = 100
+CHECKPOINTS_PER_PAGE: Final = 100
 
 
 class NotFound(Exception):
@@ -227,7 +229,12 @@ def sessions(viewer: Viewer, reading: Reading, query: Mapping[str, str]) -> str:
 
 def session_tabs(session_id: str, on: str, archived: int) -> str:
     """The links between a session's pages, the current one marked."""
-    tabs = [("transcript", []), ("window", ["window"]), ("spend", ["spend"])]
+    tabs = [
+        ("transcript", []),
+        ("window", ["window"]),
+        ("spend", ["spend"]),
+        ("checkpoints", ["checkpoints"]),
+    ]
     if archived:
         tabs.append(("archive", ["archive"]))
     return (
@@ -586,3 +593,49 @@ def spend(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, str
         f"{table_html(headers, cells, numeric={0, 3, 4, 5, 6})}"
     )
     return viewer.page(f"{row.session_id}: spend", body)
+
+
+# -- checkpoints ----------------------------------------------------------------------
+
+
+def _message_link(session_id: str, at: int, count: int) -> str:
+    """Where checkpoint `at` was taken: before message `at`, on its transcript page."""
+    if at == count:
+        return "after the last message"
+    where = href(["session", session_id], {"page": at // MESSAGES_PER_PAGE + 1}, f"m-{at}")
+    return f'<a href="{where}">before message {at}</a>'
+
+
+def checkpoints(viewer: Viewer, reading: Reading, wanted: str, query: Mapping[str, str]) -> str:
+    """`/session/ID/checkpoints`: the agents' checkpoints, each at its message."""
+    row = find_row(reading, viewer, wanted)
+    found = q.checkpoints(reading, row.session_id, row.messages)
+    header = session_header(viewer, row, "checkpoints")
+    if not found:
+        body = header + (
+            "<p class=muted>No checkpoints: no agent saved its state in this session "
+            "(<code>await agent.checkpoint()</code>, or <code>ContextConfig(store, "
+            "checkpoints=True)</code> for a model loop).</p>"
+        )
+        return viewer.page(f"{row.session_id}: checkpoints", body)
+    current, pages = page_number(query, len(found), CHECKPOINTS_PER_PAGE)
+    first = (current - 1) * CHECKPOINTS_PER_PAGE
+    cells = [
+        [
+            esc(info.agent),
+            number(info.at),
+            _message_link(row.session_id, info.at, row.messages),
+            when(info.created_at),
+            number(info.size),
+        ]
+        for info in found[first : first + CHECKPOINTS_PER_PAGE]
+    ]
+    headers = ["agent", "at", "where", "taken (UTC)", "state (bytes)"]
+    body = (
+        f"{header}<p class=note>Each agent's saved turns, queue and pool, one per agent and "
+        "message: <code>await agent.rewind(at)</code> rewinds the conversation to that message "
+        "and gives the agent of that name this state back.</p>"
+        f"{pager(['session', row.session_id, 'checkpoints'], {}, current, pages)}"
+        f"{table_html(headers, cells, numeric={1, 4})}"
+    )
+    return viewer.page(f"{row.session_id}: checkpoints", body)

@@ -18,6 +18,8 @@ import orjson
 from pygents_ctx.cli._db import pick_session
 from pygents_ctx.cli.viewer._source import Reading, as_bytes, as_text
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
+from pygents_ctx.context.stores import CheckpointInfo
+from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores._common import decode
 from pygents_ctx.context.stores._lineage import archive_of, live_of
 from pygents_ctx.context.strategies.summarize import SUMMARY_PREFIX, is_bridge, is_summary
@@ -32,6 +34,7 @@ __all__ = [
     "SessionRow",
     "Summaries",
     "archive_page",
+    "checkpoints",
     "find_session",
     "find_tool_block",
     "is_carried",
@@ -238,6 +241,48 @@ def find_session(reading: Reading, wanted: str, where: str) -> str:
         [wanted, len(wanted), wanted],
     )
     return pick_session(wanted, [str(session) for (session,) in found], where)
+
+
+def checkpoints(reading: Reading, session_id: str, count: int) -> list[CheckpointInfo]:
+    """The agents' checkpoints in the session of `count` live messages as `list_checkpoints()`
+    gives them, each at its live message (none before SQLite schema 17 and PostgreSQL 14);
+    neither the states nor the messages are read."""
+    if "pygents_checkpoints" not in reading.tables():
+        return []
+    rows = [
+        checkpoint_sql.Row(str(agent), int(position), as_text(created), b"", int(size))
+        for agent, position, created, size in reading.rows(
+            "SELECT c.agent, c.position, c.created_at, length(d.data) "
+            "FROM pygents_checkpoints AS c JOIN pygents_checkpoint_data AS d "
+            "ON d.digest = c.digest WHERE c.session_id = ? ORDER BY c.position, c.agent",
+            [session_id],
+        )
+    ]
+    if not rows:
+        return []
+    return [
+        CheckpointInfo(row.agent, at, row.created_at, row.size)
+        for at, row in checkpoint_sql.live(rows, _positions(reading, session_id, count))
+    ]
+
+
+def _positions(reading: Reading, session_id: str, count: int) -> Sequence[int]:
+    """The positions of the session's `count` live messages, in order: from the first and
+    the last alone when none is missing between them (no `clear_run` left a gap)."""
+    live = _live(reading, session_id)
+    # One aggregate a statement: SQLite answers a lone min() or max() from the index.
+    (first,), (last,) = (
+        reading.rows(f"SELECT {edge}(position) FROM {live} WHERE session_id = ?", [session_id])[0]
+        for edge in ("min", "max")
+    )
+    if first is None:
+        return []
+    if int(last) - int(first) + 1 == count:
+        return range(int(first), int(last) + 1)
+    rows = reading.rows(
+        f"SELECT position FROM {live} WHERE session_id = ? ORDER BY position", [session_id]
+    )
+    return [int(position) for (position,) in rows]
 
 
 def session_row(reading: Reading, session_id: str) -> SessionRow:

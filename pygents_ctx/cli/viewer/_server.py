@@ -52,6 +52,8 @@ def route(viewer: Viewer, reading: Reading, parts: list[str], query: Mapping[str
             return _window_page.window(viewer, reading, wanted, query)
         case ["session", wanted, "spend"]:
             return _pages.spend(viewer, reading, wanted, query)
+        case ["session", wanted, "checkpoints"]:
+            return _pages.checkpoints(viewer, reading, wanted, query)
         case ["session", wanted, "archive"]:
             return _pages.archive(viewer, reading, wanted, query)
         case ["session", wanted, "tool", call_id]:

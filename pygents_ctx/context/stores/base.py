@@ -1075,7 +1075,7 @@ class ContextStore(
     @classmethod
     async def from_context(cls, store: ContextStore, /, **kwargs: Any) -> Self:
         """A new store of this class holding a copy of `store`: history, archive, run ids,
-        token usage and usage records.
+        token usage, usage records and the agents' checkpoints.
 
         `kwargs` go to the constructor, as for `from_history`. It is
         `restore(await store.snapshot())` on a new store.

@@ -20,9 +20,9 @@ The contract every backend keeps:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeAlias, runtime_checkable
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
@@ -41,6 +41,7 @@ from pygents_ctx.memory.vectors._bulk import (
     metadata_json,
     no_nul,
 )
+from pygents_ctx.memory.vectors._writes import Outcome, Write, WriteQueue
 
 if TYPE_CHECKING:
     from array import array
@@ -257,6 +258,11 @@ class VectorStoreBase(ABC):
         ValueError: `batch_size` is less than 1.
     """
 
+    # Whether concurrent writes wait for one writer that commits them together (a
+    # backend with transactions); False: each is committed at once, by its caller
+    # (a backend whose commit never waits, so there is nothing to batch).
+    _batched: ClassVar[bool] = True
+
     def __init__(self, *, embedder: Embedder | None = None, batch_size: int = 128) -> None:
         if embedder is not None and not isinstance(embedder, Embedder):
             raise TypeError(
@@ -271,6 +277,11 @@ class VectorStoreBase(ABC):
             )
         self._embedder = embedder
         self._batch_size = batch_size
+        # What writes check their documents against before they join a batch: each
+        # collection's dimension as last read or made here. The batch's transaction
+        # checks it again, so one changed by another writer is never written to.
+        self._dimensions: dict[str, int] = {}
+        self._writes = WriteQueue(self._commit)
 
     @property
     def embedder(self) -> Embedder | None:
@@ -287,7 +298,9 @@ class VectorStoreBase(ABC):
             ValueError: `name` is empty, `dimension` is outside 1 to 16,000, or
                 the collection exists with another dimension.
         """
-        await self._create(check_name(name), _check_dimension(dimension))
+        checked = check_name(name)
+        await self._create(checked, _check_dimension(dimension))
+        self._dimensions[checked] = dimension
 
     async def delete_collection(self, name: str) -> None:
         """Delete a collection and every document in it.
@@ -295,7 +308,9 @@ class VectorStoreBase(ABC):
         Raises:
             CollectionNotFoundError: There is no such collection.
         """
-        await self._drop(check_name(name))
+        checked = check_name(name)
+        self._dimensions.pop(checked, None)
+        await self._drop(checked)
 
     async def list_collections(self) -> list[CollectionInfo]:
         """Every collection with its dimension and document count, by name."""
@@ -327,9 +342,12 @@ class VectorStoreBase(ABC):
         """
         name = check_name(collection)
         batch = _check_documents(documents)
-        dimension = await self._dimension(name)
-        present = await self._present(name, [d.id for d in batch]) if batch else set()
-        columns = await self._columns(name, dimension, [d for d in batch if d.id not in present])
+
+        async def prepare(dimension: int) -> Columns:
+            present = await self._present(name, [d.id for d in batch]) if batch else set()
+            return await self._columns(name, dimension, [d for d in batch if d.id not in present])
+
+        dimension, columns = await self._prepared(name, prepare)
         return await self._write(name, dimension, columns, replace=False) if columns.ids else []
 
     async def add_many(
@@ -384,14 +402,21 @@ class VectorStoreBase(ABC):
         name = check_name(collection)
         if not isinstance(replace, bool):
             raise TypeError(f"add_many replace must be True or False, not {replace!r}")
-        dimension = await self._dimension(name)
-        columns = check_columns(ids, vectors, texts, metadata, dimension)
+
+        async def prepare(dimension: int) -> Columns:
+            return check_columns(ids, vectors, texts, metadata, dimension)
+
+        dimension, columns = await self._prepared(name, prepare)
         if not columns.ids:
             return []
         return await self._write(name, dimension, columns, replace=replace)
 
     async def upsert(self, collection: str, documents: Iterable[VectorDocument]) -> None:
         """Insert the documents, replacing any with the same id, in one transaction.
+
+        Concurrent calls (`asyncio.gather` of upserts, or many tasks upserting)
+        are committed together, one transaction a batch; each call returns
+        once its documents are committed.
 
         Raises:
             CollectionNotFoundError: There is no such collection.
@@ -400,8 +425,11 @@ class VectorStoreBase(ABC):
         """
         name = check_name(collection)
         batch = _check_documents(documents)
-        dimension = await self._dimension(name)
-        columns = await self._columns(name, dimension, batch)
+
+        async def prepare(dimension: int) -> Columns:
+            return await self._columns(name, dimension, batch)
+
+        dimension, columns = await self._prepared(name, prepare)
         if columns.ids:
             await self._write(name, dimension, columns, replace=True)
 
@@ -456,12 +484,59 @@ class VectorStoreBase(ABC):
         name = check_name(collection)
         wanted = _check_k(k)
         conditions = _check_filter(filter)
-        dimension = await self._dimension(name)
+        dimension = await self._read_dimension(name)
         if isinstance(query, str):
             vector = (await self._embed(name, dimension, [query], "a text query"))[0]
         else:
             vector = check_vector(query, "the query vector", dimension)
         return await self._search(name, vector, wanted, conditions)
+
+    async def _read_dimension(self, name: str) -> int:
+        """The collection's dimension, read from the backend (and remembered for writes)."""
+        dimension = await self._dimension(name)
+        self._dimensions[name] = dimension
+        return dimension
+
+    async def _prepared(
+        self, name: str, prepare: Callable[[int], Awaitable[Columns]]
+    ) -> tuple[int, Columns]:
+        """The dimension of collection `name` and `prepare(dimension)`: a write's checked columns.
+
+        The dimension is the one remembered, when there is one (no round trip to
+        the database); if the documents do not fit it, it is read again, and
+        they are checked again if another writer changed it meanwhile.
+        """
+        known = self._dimensions.get(name)
+        dimension = await self._read_dimension(name) if known is None else known
+        try:
+            return dimension, await prepare(dimension)
+        except ValueError:
+            if known is None or await self._read_dimension(name) == known:
+                raise
+        dimension = self._dimensions[name]
+        return dimension, await prepare(dimension)
+
+    async def _write(
+        self, name: str, dimension: int, columns: Columns, *, replace: bool
+    ) -> list[str]:
+        """Store checked columns: the one write path of `add`, `upsert` and `add_many`.
+
+        The write waits for the store's writer, which commits it with the
+        writes made meanwhile (see `_writes`); the ids written, in order
+        (without `replace`, ids already stored are left as they are).
+        """
+        self._refuse(columns)
+        write = Write(name, dimension, columns, replace)
+        try:
+            if self._batched:
+                return await self._writes.write(write)
+            [outcome] = await self._commit([write])
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
+        except (CollectionNotFoundError, ValueError):
+            self._dimensions.pop(name, None)  # read it again next time
+            raise
 
     async def _columns(self, name: str, dimension: int, batch: list[VectorDocument]) -> Columns:
         """The documents as the columns `_write` stores, embedding those without an embedding.
@@ -532,12 +607,19 @@ class VectorStoreBase(ABC):
         """Which of `ids` are stored."""
 
     @abstractmethod
-    async def _write(
-        self, name: str, dimension: int, columns: Columns, *, replace: bool
-    ) -> list[str]:
-        """Store checked columns in one transaction, checking the collection still has
-        `dimension`; return the ids written, in order (without `replace`, ids already
-        stored are left as they are and not returned)."""
+    def _refuse(self, columns: Columns) -> None:
+        """Raise if the backend cannot store `columns` (before the write joins a batch)."""
+
+    @abstractmethod
+    async def _commit(self, batch: list[Write]) -> list[Outcome]:
+        """Store a batch of writes in one transaction, in order; each write's outcome.
+
+        A write whose collection is gone, or has another dimension than the
+        write's, is left out, its outcome the error (`dimension_changed`); the
+        others' outcomes are the ids written, in order (without `replace`, ids
+        already stored are left as they are and not returned). If it raises,
+        nothing of the batch is stored.
+        """
 
     @abstractmethod
     async def _delete(self, name: str, ids: list[str]) -> int: ...

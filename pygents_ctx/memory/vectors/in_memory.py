@@ -10,6 +10,7 @@ import orjson
 from pygents_ctx.memory._table import VectorTable
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors._bulk import Columns
+from pygents_ctx.memory.vectors._writes import Outcome, Write, runs
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
@@ -142,6 +143,8 @@ class InMemoryVectorStore(VectorStoreBase):
         ['a']
     """
 
+    _batched = False  # a write never waits: each is stored at once, whole
+
     def __init__(self, *, embedder: Embedder | None = None, batch_size: int = 128) -> None:
         super().__init__(embedder=embedder, batch_size=batch_size)
         self._collections_by_name: dict[str, _Collection] = {}
@@ -181,18 +184,24 @@ class InMemoryVectorStore(VectorStoreBase):
     async def _present(self, name: str, ids: list[str]) -> set[str]:
         return self._collection(name).table.present(ids)
 
-    async def _write(
-        self, name: str, dimension: int, columns: Columns, *, replace: bool
-    ) -> list[str]:
-        collection = self._collections_by_name.get(name)
-        if collection is None or collection.dimension != dimension:
-            now = None if collection is None else collection.dimension
-            raise dimension_changed(name, dimension, now)
-        present = collection.table.present(columns.ids)
-        if present and not replace:  # left as they are
-            columns = columns.take([i for i, d in enumerate(columns.ids) if d not in present])
-        collection.put_many(columns)
-        return list(columns.ids)
+    def _refuse(self, columns: Columns) -> None:
+        return None  # it stores any checked vector
+
+    async def _commit(self, batch: list[Write]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        for run in runs(batch):
+            collection = self._collections_by_name.get(run.name)
+            if collection is None or collection.dimension != run.dimension:
+                now = None if collection is None else collection.dimension
+                outcomes += [dimension_changed(run.name, run.dimension, now)] * len(run.writes)
+                continue
+            columns = run.columns
+            present = collection.table.present(columns.ids)
+            if present and not run.replace:  # left as they are
+                columns = columns.take([i for i, d in enumerate(columns.ids) if d not in present])
+            collection.put_many(columns)
+            outcomes += run.outcomes(set(columns.ids))
+        return outcomes
 
     async def _delete(self, name: str, ids: list[str]) -> int:
         collection = self._collection(name)

@@ -40,6 +40,7 @@ from pygents_ctx.errors import MissingExtensionError
 from pygents_ctx.memory._table import unit_vector
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors._bulk import Columns
+from pygents_ctx.memory.vectors._writes import Outcome, Write, runs
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
@@ -53,7 +54,7 @@ from pygents_ctx.memory.vectors.base import (
 )
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, AsyncCursor
 
 __all__ = ["PostgresVectorStore"]
 
@@ -326,39 +327,33 @@ class PostgresVectorStore(VectorStoreBase):
 
         return await self._run(present)
 
-    async def _write(
-        self, name: str, dimension: int, columns: Columns, *, replace: bool
-    ) -> list[str]:
-        """One INSERT a chunk of rows, all in one transaction; the embeddings go in binary."""
+    def _refuse(self, columns: Columns) -> None:
         refuse_single_precision_overflow(columns, "PostgresVectorStore (pgvector)")
-        sql = (
-            "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
-            "SELECT %s, d.id, d.text, d.metadata::jsonb, d.embedding "
-            "FROM unnest(%s::text[], %s::text[], %s::text[], %s::vector[]) "
-            "AS d (id, text, metadata, embedding) "
-            f"ON CONFLICT (collection, id) DO {_on_conflict(replace)} RETURNING id"
-        )
-        ids, texts, metadata = columns.ids, columns.texts, columns.metadata
 
-        async def write(db: AsyncConnection[Any]) -> list[str]:
-            from pygents_ctx.memory.vectors._pg_binary import (
-                VectorArray,
-                VectorArrayDumper,
-                vector_arrays,
-            )
+    async def _commit(self, batch: list[Write]) -> list[Outcome]:
+        """The batch's runs in one transaction: one INSERT a chunk of a run's rows, the
+        embeddings in binary."""
+        oid = self._vector_oid
 
-            written: set[str] = set()
+        async def write(db: AsyncConnection[Any]) -> list[Outcome]:
+            from pygents_ctx.memory.vectors._pg_binary import VectorArray, VectorArrayDumper
+
+            outcomes: list[Outcome] = []
+            dimensions: dict[str, int | None] = {}
             async with db.transaction():
-                await _hold_dimension(db, name, dimension)
                 cursor = db.cursor()
                 cursor.adapters.register_dumper(VectorArray, VectorArrayDumper)
-                for start, stop, vectors in vector_arrays(columns, self._vector_oid):
-                    chunk = slice(start, stop)
-                    await cursor.execute(
-                        sql, (name, ids[chunk], texts[chunk], metadata[chunk], vectors)
-                    )
-                    written.update(row[0] for row in await cursor.fetchall())
-            return [item_id for item_id in ids if item_id in written]
+                for run in runs(batch):
+                    if run.name not in dimensions:
+                        dimensions[run.name] = await _held_dimension(db, run.name)
+                    now = dimensions[run.name]
+                    if now != run.dimension:
+                        error = dimension_changed(run.name, run.dimension, now)
+                        outcomes.extend([error] * len(run.writes))
+                        continue
+                    written = await _insert(cursor, run.name, run.columns, run.replace, oid)
+                    outcomes.extend(run.outcomes(written))
+            return outcomes
 
         return await self._run(write)
 
@@ -507,18 +502,34 @@ def _on_conflict(replace: bool) -> str:
     return "NOTHING"
 
 
-async def _hold_dimension(db: AsyncConnection[Any], name: str, dimension: int) -> None:
-    """Lock collection `name` until the commit (it cannot go or change meanwhile) and check
-    it still has `dimension`.
-
-    Raises:
-        CollectionNotFoundError: The collection was dropped meanwhile.
-        ValueError: It was re-created with another dimension.
-    """
+async def _held_dimension(db: AsyncConnection[Any], name: str) -> int | None:
+    """Lock collection `name` until the commit (it cannot go or change meanwhile); its
+    dimension, or None when it is gone."""
     cursor = await db.execute(
         "SELECT dimension FROM pygents_vector_collections WHERE name = %s FOR SHARE", (name,)
     )
     row = await cursor.fetchone()
-    now = None if row is None else int(row[0])
-    if now != dimension:
-        raise dimension_changed(name, dimension, now)
+    return None if row is None else int(row[0])
+
+
+async def _insert(
+    cursor: AsyncCursor[Any], name: str, columns: Columns, replace: bool, vector_oid: int
+) -> set[str]:
+    """Insert the rows of `columns`, one INSERT a chunk (replacing stored ids with
+    `replace`, else leaving them as they are); the ids written."""
+    from pygents_ctx.memory.vectors._pg_binary import vector_arrays
+
+    sql = (
+        "INSERT INTO pygents_vectors (collection, id, text, metadata, embedding) "
+        "SELECT %s, d.id, d.text, d.metadata::jsonb, d.embedding "
+        "FROM unnest(%s::text[], %s::text[], %s::text[], %s::vector[]) "
+        "AS d (id, text, metadata, embedding) "
+        f"ON CONFLICT (collection, id) DO {_on_conflict(replace)} RETURNING id"
+    )
+    ids, texts, metadata = columns.ids, columns.texts, columns.metadata
+    written: set[str] = set()
+    for start, stop, vectors in vector_arrays(columns, vector_oid):
+        chunk = slice(start, stop)
+        await cursor.execute(sql, (name, ids[chunk], texts[chunk], metadata[chunk], vectors))
+        written.update(row[0] for row in await cursor.fetchall())
+    return written

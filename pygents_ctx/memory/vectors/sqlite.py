@@ -51,6 +51,7 @@ from pygents_ctx.memory._table import (
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors._bulk import Columns
 from pygents_ctx.memory.vectors._sqlite_matrix import Matrices, bump, first_generation
+from pygents_ctx.memory.vectors._writes import Outcome, Write, runs
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
@@ -416,45 +417,39 @@ class SQLiteVectorStore(VectorStoreBase):
     async def _present(self, name: str, ids: list[str]) -> set[str]:
         return await self._run(partial(_stored, name=name, ids=ids))
 
-    async def _write(
-        self, name: str, dimension: int, columns: Columns, *, replace: bool
-    ) -> list[str]:
+    def _refuse(self, columns: Columns) -> None:
         if self._uses_vec:
             refuse_single_precision_overflow(columns, "SQLiteVectorStore with sqlite-vec")
-        width = 4 * dimension
 
-        def blobs(kept: Columns) -> memoryview:
-            if _LITTLE_ENDIAN:
-                return kept.vector_bytes()
-            swapped = kept.float_array()
-            swapped.byteswap()
-            return memoryview(swapped).cast("B")
+    async def _commit(self, batch: list[Write]) -> list[Outcome]:
+        return await self._run(partial(self._commit_batch, batch))
 
-        def write(db: Db) -> tuple[list[str], int | None]:
-            _same_dimension(db, name, dimension)
-            keep = columns
-            if not replace:  # inside the write lock: the stored ids cannot change now
-                stored = _stored(db, name, columns.ids)
-                if stored:
-                    keep = columns.take([i for i, d in enumerate(columns.ids) if d not in stored])
-            data = blobs(keep)
-            db.executemany(
-                _INSERT + _REPLACE,
-                (
-                    (name, item_id, text, metadata, data[i * width : (i + 1) * width], row_norm)
-                    for i, (item_id, text, metadata, row_norm) in enumerate(
-                        zip(keep.ids, keep.texts, keep.metadata, keep.norms, strict=True)
+    def _commit_batch(self, batch: list[Write], db: Db) -> list[Outcome]:
+        """Write the batch's runs in one transaction, then bring the matrices in step."""
+        outcomes: list[Outcome] = []
+        changes: list[tuple[str, Columns]] = []
+
+        def write(db: Db) -> dict[str, int | None]:
+            dimensions: dict[str, int | None] = {}
+            for run in runs(batch):
+                if run.name not in dimensions:
+                    dimensions[run.name] = _dimension_in(db, run.name)
+                now = dimensions[run.name]
+                if now != run.dimension:
+                    outcomes.extend(
+                        [dimension_changed(run.name, run.dimension, now)] * len(run.writes)
                     )
-                ),
-            )
-            return list(keep.ids), bump(db, name)
+                    continue
+                kept = _insert(db, run.name, run.columns, run.replace)
+                outcomes.extend(run.outcomes(set(kept.ids)))
+                changes.append((run.name, kept))
+            return {name: bump(db, name) for name, _ in changes}
 
-        def change(table: VectorTable, written: list[str]) -> None:
-            wanted = set(written)
-            kept = columns.take([i for i, d in enumerate(columns.ids) if d in wanted])
-            table.put_many(kept.ids, kept.vectors, kept.norms)
-
-        return await self._run(partial(self._committed, name, write, change))
+        generations = in_transaction(db, write)
+        for name, generation in generations.items():
+            mine = [kept for changed, kept in changes if changed == name]
+            self._matrices.changed(name, generation, partial(_put_all, mine))
+        return outcomes
 
     def _committed(
         self,
@@ -576,17 +571,43 @@ class SQLiteVectorStore(VectorStoreBase):
         return [SearchResult(item_id, *details[item_id], score) for item_id, score in hits]
 
 
+def _insert(db: Db, name: str, columns: Columns, replace: bool) -> Columns:
+    """Insert the rows of `columns` (replacing stored ids with `replace`, else leaving them
+    as they are); the rows written."""
+    if not replace:  # inside the write lock: the stored ids cannot change now
+        stored = _stored(db, name, columns.ids)
+        if stored:
+            columns = columns.take([i for i, d in enumerate(columns.ids) if d not in stored])
+    width = 4 * columns.dimension
+    if _LITTLE_ENDIAN:
+        data = columns.vector_bytes()
+    else:
+        swapped = columns.float_array()
+        swapped.byteswap()
+        data = memoryview(swapped).cast("B")
+    db.executemany(
+        _INSERT + _REPLACE,
+        (
+            (name, item_id, text, metadata, data[i * width : (i + 1) * width], row_norm)
+            for i, (item_id, text, metadata, row_norm) in enumerate(
+                zip(columns.ids, columns.texts, columns.metadata, columns.norms, strict=True)
+            )
+        ),
+    )
+    return columns
+
+
+def _put_all(written: list[Columns], table: VectorTable) -> None:
+    """Put the rows written, in order, into a collection's matrix."""
+    for columns in written:
+        table.put_many(columns.ids, columns.vectors, columns.norms)
+
+
 def _dimension_in(db: Db, name: str) -> int | None:
     row = db.execute(
         "SELECT dimension FROM pygents_vector_collections WHERE name = ?", (name,)
     ).fetchone()
     return None if row is None else int(row[0])
-
-
-def _same_dimension(db: Db, name: str, dimension: int) -> None:
-    now = _dimension_in(db, name)
-    if now != dimension:
-        raise dimension_changed(name, dimension, now)
 
 
 def _chunks(ids: list[str]) -> Iterator[tuple[list[str], str]]:

@@ -122,9 +122,13 @@ async def test_a_failed_batch_fails_every_caller_in_it_and_writes_none_of_them(
     store = await make_store()
     await store.create_collection("c", 4)
     await _refuse_id(store, backend, "d5")
-    outcomes = await asyncio.gather(
-        *(store.upsert("c", [doc(i)]) for i in range(COUNT)), return_exceptions=True
-    )
+    try:
+        outcomes = await asyncio.gather(
+            *(store.upsert("c", [doc(i)]) for i in range(COUNT)), return_exceptions=True
+        )
+    finally:  # the PostgreSQL database is the next tests' too
+        on = "" if backend.startswith("sqlite") else " ON pygents_vectors"
+        await _run(store, backend, f"DROP TRIGGER refuse{on}")
     failed = [i for i, outcome in enumerate(outcomes) if outcome is not None]
     assert 5 in failed
     for i in failed:
@@ -136,6 +140,17 @@ async def test_a_failed_batch_fails_every_caller_in_it_and_writes_none_of_them(
     # The store goes on: the next writes are stored.
     await store.upsert("c", [doc(COUNT)])
     assert await store.count("c") == COUNT - len(failed) + 1
+
+
+async def _run(store: Any, backend: str, sql: str) -> None:
+    if backend.startswith("sqlite"):
+        await store.connection.run(lambda db: db.execute(sql))
+    else:
+
+        async def run(db: Any) -> None:
+            await db.execute(sql)
+
+        await store.connection.run(run)
 
 
 async def _refuse_id(store: Any, backend: str, refused: str) -> None:

@@ -87,8 +87,10 @@ class TextBlock:
     type: ClassVar[str] = "text"
 
     def __post_init__(self) -> None:
-        _require("TextBlock", "text", self.text, str)
-        _checked_cache_control("TextBlock", self.cache_control)
+        if type(self.text) is not str:
+            _require("TextBlock", "text", self.text, str)
+        if self.cache_control is not None:
+            _checked_cache_control("TextBlock", self.cache_control)
         if self.signature is not None:
             _require("TextBlock", "signature", self.signature, str)
 
@@ -682,7 +684,11 @@ def _plain_text_message(data: object) -> Message | None:
         if type(text) is not str:
             return None
         blocks.append(TextBlock(text))
-    return Message(role, blocks)  # type: ignore[arg-type]  # one of ROLES
+    # Made from values checked above (a role, text blocks: no tool calls or results),
+    # without checking them again in `Message.__init__`.
+    message = Message.__new__(Message)
+    message._fill(role, tuple(blocks), False, False)  # type: ignore[arg-type]  # one of ROLES
+    return message
 
 
 def _refuse_unknown_keys(data: Mapping[str, Any], known: frozenset[str], where: str) -> None:

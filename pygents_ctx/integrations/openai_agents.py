@@ -326,6 +326,9 @@ def message_items(message: Message) -> list[dict[str, Any]]:
     tool call a `function_call` and each result a `function_call_output`.
     Unsigned reasoning is left out, as it is never sent back.
     """
+    content = message.content
+    if not message.metadata and len(content) == 1 and type(content[0]) is TextBlock:
+        return [{"role": message.role, "content": content[0].text}]  # plain text, the usual
     kept = message.metadata.get(ITEM_KEY) if message.metadata else None
     if isinstance(kept, dict):
         return [kept]

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pygents_ctx import (
     Agent,
@@ -339,6 +341,39 @@ def test_round_trip_through_json_is_exact(value: Any) -> None:
 
     assert rebuilt == value
     assert to_dict(rebuilt) == to_dict(value)
+
+
+_texts = st.text(max_size=20)
+_blocks = st.one_of(
+    st.builds(TextBlock, _texts),
+    st.builds(TextBlock, _texts, cache_control=st.just({"type": "ephemeral"})),
+    st.builds(ToolUseBlock, st.just("c1"), st.just("tool"), st.just({"a": 1})),
+    st.builds(ToolResultBlock, st.just("c1"), _texts),
+)
+
+
+@given(
+    role=st.sampled_from(["user", "assistant", "system"]),
+    blocks=st.lists(_blocks, max_size=4),
+    name=st.none() | st.just("alice"),
+)
+def test_a_stored_message_reads_back_as_the_same_message(
+    role: Any, blocks: list[Any], name: str | None
+) -> None:
+    """Plain text messages (the usual stored form) and every other come back alike."""
+    message = Message(role, blocks, name=name)
+    rebuilt = from_dict(orjson.loads(orjson.dumps(to_dict(message))))
+
+    assert rebuilt == message
+    if not message.has_tool_uses:  # a tool call's input is a dict: unhashable
+        assert hash(rebuilt) == hash(message)
+    assert repr(rebuilt) == repr(message)
+    assert (rebuilt.has_tool_uses, rebuilt.has_tool_results) == (
+        message.has_tool_uses,
+        message.has_tool_results,
+    )
+    assert rebuilt.tool_uses == message.tool_uses
+    assert rebuilt.text == message.text
 
 
 @pytest.mark.parametrize("data", [b"", b"\x00", bytes(range(256)) * 3, PNG])

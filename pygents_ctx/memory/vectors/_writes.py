@@ -2,11 +2,14 @@
 
 Every write (`add`, `upsert`, `add_many`) is checked, and its embeddings
 computed, by its caller; then it joins the store's `WriteQueue` and waits.
-One writer task takes everything waiting and hands it to the backend's
-commit as one batch: in SQLite and PostgreSQL one transaction. Writes that
-arrive while a batch is being committed wait for the next one. So a single
-awaited write costs one transaction, as before, and many concurrent writes
-(`asyncio.gather` of upserts, or many tasks upserting) share one.
+When nothing is being written, the caller commits its write at once, as a
+batch of one. Otherwise it waits: one writer task takes everything waiting
+and hands it to the backend's commit as one batch (in SQLite and PostgreSQL
+one transaction), and writes that arrive meanwhile wait for the next one.
+The connection runs its calls in the order they were made, so the batches
+commit in that order. So a single awaited write costs one transaction, as
+before, and many concurrent writes (`asyncio.gather` of upserts, or many
+tasks upserting) share a few.
 
 A caller's await returns only after the batch holding its write committed.
 If the batch fails (the database refuses the transaction, the disk is
@@ -116,15 +119,27 @@ class WriteQueue:
     per write, in order; if it raises, nothing of the batch is stored.
     """
 
-    __slots__ = ("_commit", "_waiting", "_writer")
+    __slots__ = ("_alone", "_commit", "_waiting", "_writer")
 
     def __init__(self, commit: Commit) -> None:
         self._commit = commit
         self._waiting: list[tuple[Write, asyncio.Future[list[str]]]] = []
         self._writer: asyncio.Task[None] | None = None
+        self._alone = 0  # batches of one being committed by their callers
 
     async def write(self, write: Write) -> list[str]:
         """Store `write` in the next batch; its ids written, once that batch committed."""
+        if self._writer is None and not self._alone:
+            # Nothing is being written: a batch of one, committed by its caller at once.
+            # Writes made meanwhile wait for the writer, committed after this one.
+            self._alone += 1
+            try:
+                [outcome] = await self._commit([write])
+            finally:
+                self._alone -= 1
+            if isinstance(outcome, Exception):
+                raise outcome
+            return outcome
         loop = asyncio.get_running_loop()
         future: asyncio.Future[list[str]] = loop.create_future()
         self._waiting.append((write, future))

@@ -19,12 +19,17 @@ timed in ours and in the floor alike. `python -m bench.memory` runs only
 these rows (`--quick`: a tenth of the sizes).
 
 The upsert rows store documents one `upsert` call each against one
-`add_many` of the same columns, in memory and in SQLite (target: 3x).
+`add_many` of the same columns, in memory, in SQLite and in PostgreSQL (a
+throwaway server, when one can be started): awaited one after another, and
+all at once (`asyncio.gather`, which the store commits in a few batches);
+target 3x. Memory and SQLite count this process's CPU time (the SQLite
+worker thread's included), PostgreSQL wall time (its server does the work).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import math
 import operator
@@ -32,9 +37,10 @@ import random
 import sqlite3
 import sys
 import tempfile
+import time
 from array import array
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +52,12 @@ from pygents_ctx import (
     ContextPool,
     HashingEmbedder,
     InMemoryVectorStore,
+    PostgresVectorStore,
     SemanticSelector,
     SQLiteVectorStore,
     VectorDocument,
     connect,
+    connect_postgres,
 )
 from pygents_ctx.memory import _table
 from pygents_ctx.memory.vectors.sqlite import sqlite_vec_loads
@@ -289,27 +297,55 @@ async def _upserts(count: int) -> list[Result]:
         VectorDocument(i, t, m, v) for i, t, m, v in zip(ids, texts, metadata, vectors, strict=True)
     ]
 
-    async def row(store: Any, where: str) -> Result:
-        await store.create_collection("one", _UPSERT_DIMENSION)
-        await store.create_collection("bulk", _UPSERT_DIMENSION)
+    async def rows(store: Any, where: str, cpu: bool = True) -> list[Result]:
+        for collection in ("one", "all", "bulk"):
+            await store.create_collection(collection, _UPSERT_DIMENSION)
 
-        async def ours(n: int) -> None:
+        async def one_by_one(n: int) -> None:
             for document in documents[:n]:
                 await store.upsert("one", [document])
+
+        async def all_at_once(n: int) -> None:
+            await asyncio.gather(*(store.upsert("all", [document]) for document in documents[:n]))
 
         async def floor(n: int) -> None:
             await store.add_many(
                 "bulk", ids[:n], vectors[:n], texts=texts[:n], metadata=metadata[:n], replace=True
             )
 
+        clock = time.process_time_ns if cpu else time.perf_counter_ns
         name = f"VectorStore.upsert 1 doc/call vs add_many {where}, {count:,}"
-        return await compare(name, ours, floor, count, 3.0)
+        return [
+            await compare(f"{name}, awaited in turn", one_by_one, floor, count, 3.0, clock=clock),
+            await compare(f"{name}, concurrent", all_at_once, floor, count, 3.0, clock=clock),
+        ]
 
-    results = [await row(InMemoryVectorStore(), "memory")]
+    results = await rows(InMemoryVectorStore(), "memory")
     with tempfile.TemporaryDirectory() as tmp:
         async with connect(Path(tmp) / "upserts.db") as conn:
-            results.append(await row(SQLiteVectorStore(conn, sqlite_vec=False), "SQLite"))
+            results += await rows(SQLiteVectorStore(conn, sqlite_vec=False), "SQLite")
+    async with _postgres() as dsn:
+        if dsn is not None:
+            async with connect_postgres(dsn) as pg:
+                results += await rows(PostgresVectorStore(pg), "PostgreSQL", cpu=False)
     return results
+
+
+@contextlib.asynccontextmanager
+async def _postgres() -> AsyncIterator[str | None]:
+    """A throwaway PostgreSQL server's DSN, or None (said on stderr) when none can start."""
+    from tests import postgres_server
+
+    try:
+        server = postgres_server.start()
+    except postgres_server.ServerUnavailableError as exc:
+        print(f"no PostgreSQL upsert rows: {exc}", file=sys.stderr)
+        yield None
+        return
+    try:
+        yield server.dsn
+    finally:
+        server.stop()
 
 
 async def selection_and_search(scale: int = 1) -> list[Result]:

@@ -29,16 +29,14 @@ from __future__ import annotations
 import asyncio
 from array import array
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from pygents_ctx.memory.vectors._bulk import Columns
 
 __all__ = ["Outcome", "Run", "Write", "WriteQueue", "runs"]
 
 
-@dataclass(frozen=True, slots=True)
-class Write:
+class Write(NamedTuple):
     """One caller's checked documents, for collection `name` of `dimension`."""
 
     name: str
@@ -52,8 +50,7 @@ class Write:
 Outcome: TypeAlias = "list[str] | Exception"
 
 
-@dataclass(frozen=True, slots=True)
-class Run:
+class Run(NamedTuple):
     """Consecutive writes of a batch that one statement can store: `columns` holds them all."""
 
     name: str

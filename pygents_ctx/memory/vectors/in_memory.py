@@ -10,7 +10,7 @@ import orjson
 from pygents_ctx.memory._table import VectorTable
 from pygents_ctx.memory.embedders import Embedder
 from pygents_ctx.memory.vectors._bulk import Columns
-from pygents_ctx.memory.vectors._writes import Outcome, Write, runs
+from pygents_ctx.memory.vectors._writes import Outcome, Write
 from pygents_ctx.memory.vectors.base import (
     CollectionInfo,
     MetadataValue,
@@ -188,19 +188,19 @@ class InMemoryVectorStore(VectorStoreBase):
         return None  # it stores any checked vector
 
     async def _commit(self, batch: list[Write]) -> list[Outcome]:
+        # Written one by one: nothing waits in between, so each is whole at once.
         outcomes: list[Outcome] = []
-        for run in runs(batch):
-            collection = self._collections_by_name.get(run.name)
-            if collection is None or collection.dimension != run.dimension:
+        for name, dimension, columns, replace in batch:
+            collection = self._collections_by_name.get(name)
+            if collection is None or collection.dimension != dimension:
                 now = None if collection is None else collection.dimension
-                outcomes += [dimension_changed(run.name, run.dimension, now)] * len(run.writes)
+                outcomes.append(dimension_changed(name, dimension, now))
                 continue
-            columns = run.columns
             present = collection.table.present(columns.ids)
-            if present and not run.replace:  # left as they are
+            if present and not replace:  # left as they are
                 columns = columns.take([i for i, d in enumerate(columns.ids) if d not in present])
             collection.put_many(columns)
-            outcomes += run.outcomes(set(columns.ids))
+            outcomes.append(list(columns.ids))
         return outcomes
 
     async def _delete(self, name: str, ids: list[str]) -> int:

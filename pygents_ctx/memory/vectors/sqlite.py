@@ -92,6 +92,43 @@ _UNINDEX: Final = (
     "DELETE FROM pygents_vector_metadata WHERE collection = {row}.collection AND id = {row}.id"
 )
 
+_METADATA_INDEX: Final = (
+    # The primary key's columns first, in its order (see the fourth migration).
+    """
+    CREATE TABLE pygents_vector_metadata (
+        collection TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        value           NOT NULL,
+        PRIMARY KEY (collection, id, key)
+    ) WITHOUT ROWID
+    """,
+    # What a filter reads: the ids with a value (the primary key's columns
+    # are in every entry, so it reads nothing else).
+    "CREATE INDEX pygents_vector_metadata_values "
+    "ON pygents_vector_metadata (collection, key, kind, value)",
+    f"""
+    CREATE TRIGGER pygents_vectors_indexed AFTER INSERT ON pygents_vectors BEGIN
+        {_INDEX}{_indexed("new")};
+    END
+    """,
+    f"""
+    CREATE TRIGGER pygents_vectors_reindexed AFTER UPDATE OF collection, id, metadata
+    ON pygents_vectors WHEN old.metadata IS NOT new.metadata
+        OR old.id IS NOT new.id OR old.collection IS NOT new.collection BEGIN
+        {_UNINDEX.format(row="old")};
+        {_INDEX}{_indexed("new")};
+    END
+    """,
+    f"""
+    CREATE TRIGGER pygents_vectors_unindexed AFTER DELETE ON pygents_vectors BEGIN
+        {_UNINDEX.format(row="old")};
+    END
+    """,
+    _INDEX + _indexed("v", "pygents_vectors AS v, "),
+)
+
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         """
@@ -118,43 +155,19 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         # that keeps the vectors in memory sees whether anyone changed them.
         "ALTER TABLE pygents_vector_collections ADD COLUMN generation INTEGER NOT NULL DEFAULT 0",
     ),
+    # An index of the documents' top-level scalar metadata values, kept by triggers in
+    # the transaction of every write (whoever writes), from the same json_each the
+    # filter read before: a filter reads the ids it keeps.
+    _METADATA_INDEX,
+    # Version 3 declared the index's columns out of its primary key's order, which
+    # SQLite 3.40's integrity_check misreads as NULL values: a false alarm, but one a
+    # health check raises. Built again, the key's columns first.
     (
-        # An index of the documents' top-level scalar metadata values, kept by
-        # triggers in the transaction of every write (whoever writes), from the
-        # same json_each the filter read before: a filter reads the ids it keeps.
-        """
-        CREATE TABLE pygents_vector_metadata (
-            collection TEXT NOT NULL,
-            key        TEXT NOT NULL,
-            kind       TEXT NOT NULL,
-            value           NOT NULL,
-            id         TEXT NOT NULL,
-            PRIMARY KEY (collection, id, key)
-        ) WITHOUT ROWID
-        """,
-        # What a filter reads: the ids with a value (the primary key's columns
-        # are in every entry, so it reads nothing else).
-        "CREATE INDEX pygents_vector_metadata_values "
-        "ON pygents_vector_metadata (collection, key, kind, value)",
-        f"""
-        CREATE TRIGGER pygents_vectors_indexed AFTER INSERT ON pygents_vectors BEGIN
-            {_INDEX}{_indexed("new")};
-        END
-        """,
-        f"""
-        CREATE TRIGGER pygents_vectors_reindexed AFTER UPDATE OF collection, id, metadata
-        ON pygents_vectors WHEN old.metadata IS NOT new.metadata
-            OR old.id IS NOT new.id OR old.collection IS NOT new.collection BEGIN
-            {_UNINDEX.format(row="old")};
-            {_INDEX}{_indexed("new")};
-        END
-        """,
-        f"""
-        CREATE TRIGGER pygents_vectors_unindexed AFTER DELETE ON pygents_vectors BEGIN
-            {_UNINDEX.format(row="old")};
-        END
-        """,
-        _INDEX + _indexed("v", "pygents_vectors AS v, "),
+        "DROP TRIGGER pygents_vectors_indexed",
+        "DROP TRIGGER pygents_vectors_reindexed",
+        "DROP TRIGGER pygents_vectors_unindexed",
+        "DROP TABLE pygents_vector_metadata",
+        *_METADATA_INDEX,
     ),
 )
 _SCORE_FUNCTION: Final = "pygents_vector_cosine"

@@ -88,7 +88,10 @@ async def sqlite_index_is_exact(store: SQLiteVectorStore) -> None:
     """The metadata index holds one entry per top-level scalar value of every document."""
 
     def read(db: sqlite3.Connection) -> tuple[list[Any], list[Any]]:
-        held = db.execute("SELECT * FROM pygents_vector_metadata ORDER BY 1, 2, 3, 4, 5")
+        held = db.execute(
+            "SELECT collection, key, kind, value, id FROM pygents_vector_metadata "
+            "ORDER BY 1, 2, 3, 4, 5"
+        )
         derived = db.execute(
             "SELECT v.collection, m.key, CASE WHEN m.type IN ('integer', 'real') "
             "THEN 'number' ELSE m.type END, CASE WHEN m.type IN ('integer', 'real', 'text') "
@@ -181,6 +184,48 @@ async def test_a_sqlite_file_of_the_second_vector_schema_gets_its_metadata_index
         assert [r.id for r in await store.search("c", [0, 1], filter={"tag": "y"})] == ["a"]
         assert [r.id for r in await store.search("c", [0, 1], filter={"tag": "x"})] == ["c"]
         await sqlite_index_is_exact(store)
+
+
+async def test_a_sqlite_file_of_the_third_vector_schema_passes_sqlites_integrity_check(
+    tmp_path: Path,
+) -> None:
+    """Version 3 declared the index's key columns last: SQLite 3.40's integrity_check
+    reported NULLs in it (none were there). The fourth builds it again, entries kept."""
+    path = tmp_path / "v.db"
+    db = sqlite3.connect(path)
+    for step in MIGRATIONS[:2]:
+        for statement in step:
+            db.execute(statement)
+    db.execute(  # the third version's table, as it was
+        "CREATE TABLE pygents_vector_metadata (collection TEXT NOT NULL, key TEXT NOT NULL, "
+        "kind TEXT NOT NULL, value NOT NULL, id TEXT NOT NULL, "
+        "PRIMARY KEY (collection, id, key)) WITHOUT ROWID"
+    )
+    for statement in MIGRATIONS[2][1:]:
+        db.execute(statement)
+    db.execute("CREATE TABLE pygents_vector_schema (id INTEGER PRIMARY KEY, version INTEGER)")
+    db.execute("INSERT INTO pygents_vector_schema VALUES (1, 3)")
+    db.execute("INSERT INTO pygents_vector_collections VALUES ('c', 2, 7)")
+    for item_id, meta, row in [("a", '{"tag": "x"}', [0, 1]), ("b", '{"tag": "y"}', [1, 1])]:
+        blob = np.array(row, dtype="<f4").tobytes()
+        db.execute(
+            "INSERT INTO pygents_vectors VALUES ('c', ?, 'old', ?, ?, ?)",
+            (item_id, meta, blob, float(np.linalg.norm(row))),
+        )
+    db.commit()
+    db.close()
+
+    async with connect(path) as conn:
+        store = SQLiteVectorStore(conn)
+        assert [r.id for r in await store.search("c", [0, 1], filter={"tag": "x"})] == ["a"]
+        await store.upsert("c", [VectorDocument("n", "new", {"tag": "x", "k": 2}, [1, 0])])
+        await sqlite_index_is_exact(store)
+        checked = await conn.run(lambda db: db.execute("PRAGMA integrity_check").fetchall())
+        version = await conn.run(
+            lambda db: db.execute("SELECT version FROM pygents_vector_schema").fetchone()
+        )
+    assert checked == [("ok",)]
+    assert version == (len(MIGRATIONS),)
 
 
 async def test_a_postgres_database_of_the_first_vector_schema_gets_the_metadata_index(

@@ -99,8 +99,7 @@ def test_concurrent_upserts_killed_at_random_lose_nothing_acknowledged(tmp_path:
         assert all(item_id == text for item_id, text, _ in rows)  # no half-written row
         indexed = db.execute("SELECT count(*) FROM pygents_vector_metadata").fetchone()[0]
         assert indexed == len(rows)  # each document's one metadata value, in its transaction
-        # (Not PRAGMA integrity_check: SQLite 3.40 reports NULLs that are not there in the
-        # metadata index, a WITHOUT ROWID table, killed or not.)
+        assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert db.execute("PRAGMA foreign_key_check").fetchall() == []
     finally:
         db.close()

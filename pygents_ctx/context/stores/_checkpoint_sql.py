@@ -214,12 +214,7 @@ def save_sqlite(session_id: str, agent: str, state: bytes, db: sqlite3.Connectio
         "ON CONFLICT (session_id) DO NOTHING",
         (session_id, at),
     )
-    key = digest(state)
-    db.execute(
-        "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (?, ?) "
-        "ON CONFLICT (digest) DO NOTHING",
-        (key, state),
-    )
+    key = _keep_sqlite(state, db)
     position, count = db.execute(
         "SELECT next_position, message_count FROM pygents_sessions WHERE session_id = ?",
         (session_id,),
@@ -285,12 +280,7 @@ def restore_sqlite(
     """Keep `(agent, at, created_at, state)` checkpoints of a session whose live message
     `k` is at position `start + k` (in the caller's transaction)."""
     for agent, at, created_at, state in checkpoints:
-        key = digest(state)
-        db.execute(
-            "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (?, ?) "
-            "ON CONFLICT (digest) DO NOTHING",
-            (key, state),
-        )
+        key = _keep_sqlite(state, db)
         db.execute(
             "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
             "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
@@ -327,12 +317,7 @@ async def save_postgres(
     )
     row = await cursor.fetchone()
     assert row is not None  # an upsert with RETURNING always gives a row
-    key = digest(state)
-    await conn.execute(
-        "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (%s, %s) "
-        "ON CONFLICT (digest) DO NOTHING",
-        (key, state),
-    )
+    key = await _keep_postgres(state, conn)
     await conn.execute(
         "INSERT INTO pygents_checkpoints (session_id, agent, position, digest) "
         "VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, agent, position) "
@@ -395,12 +380,7 @@ async def restore_postgres(
 ) -> None:
     """`restore_sqlite` on PostgreSQL."""
     for agent, at, created_at, state in checkpoints:
-        key = digest(state)
-        await conn.execute(
-            "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (%s, %s) "
-            "ON CONFLICT (digest) DO NOTHING",
-            (key, state),
-        )
+        key = await _keep_postgres(state, conn)
         await conn.execute(
             "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
             "VALUES (%s, %s, %s, %s, %s::timestamptz) ON CONFLICT (session_id, agent, position) "
@@ -423,3 +403,24 @@ async def copy_postgres(source: str, target: str, conn: AsyncConnection[Any]) ->
         "(SELECT next_position FROM pygents_sessions WHERE session_id = %s)",
         (target, source, target),
     )
+
+
+# A state is stored once, under its digest, whoever saves it (a checkpoint, a restore).
+_KEEP_STATE: Final = (
+    "INSERT INTO pygents_checkpoint_data (digest, data) VALUES ({0}, {0}) "
+    "ON CONFLICT (digest) DO NOTHING"
+)
+
+
+def _keep_sqlite(state: bytes, db: sqlite3.Connection) -> bytes:
+    """Store `state` unless it is stored already; its digest."""
+    key = digest(state)
+    db.execute(_KEEP_STATE.format("?"), (key, state))
+    return key
+
+
+async def _keep_postgres(state: bytes, conn: AsyncConnection[Any]) -> bytes:
+    """`_keep_sqlite` on PostgreSQL."""
+    key = digest(state)
+    await conn.execute(_KEEP_STATE.format("%s"), (key, state))
+    return key

@@ -30,6 +30,7 @@ from pygents_ctx import (
     UnregisteredAgentError,
     UnregisteredHookError,
     UnregisteredToolError,
+    UnserializableHookError,
     hook,
     tool,
 )
@@ -609,6 +610,47 @@ async def test_the_registry_keywords_look_names_up_where_they_are_told() -> None
         Agent.from_json(saved)  # the current registry has no tool 'shout'
     with pytest.raises(UnregisteredToolError, match="'shout' not found"):
         Agent("loud", "d", [shout])  # nor may an agent of the current registry use it
+
+
+async def test_an_agents_instance_hooks_are_named_in_its_registry_and_load_there() -> None:
+    """An agent of a registry that is not current: its decorators name their hooks in
+    its registry, saving checks them there, and loading it into that registry finds them."""
+    plugin = AgentRegistry()
+    with plugin.use():
+
+        @tool
+        async def ping() -> str:
+            return "pong"
+
+    agent = Agent("pinger", "d", [ping], registry=plugin)
+    seen: list[str] = []
+
+    @agent.after_turn
+    async def note_turn(agent: Agent, turn: Turn) -> None:
+        seen.append(turn.tool.key)
+
+    @agent.before_run
+    async def note_run(turn: Turn) -> None:
+        seen.append("run")
+
+    assert plugin.hooks.get("note_turn") is note_turn
+    with pytest.raises(UnregisteredHookError):
+        HookRegistry.get("note_turn")  # not named in the current registry
+    saved = agent.to_json()
+    plugin.unregister("pinger")
+    restored = Agent.from_json(saved, registry=plugin)
+    await restored.put(Turn("ping", registry=plugin))
+    assert [value async for _, value in restored.run()] == ["pong"]
+    assert seen == ["run", "ping"]
+
+    # A hook named elsewhere cannot be found where the agent loads: saving says so.
+    @hook(TurnHook.AFTER_RUN)
+    async def named_here(turn: Turn, output: Any) -> None:
+        pass
+
+    restored.turn_hooks.append(named_here)
+    with pytest.raises(UnserializableHookError, match="named_here"):
+        restored.to_json()
 
 
 def test_a_registry_keyword_of_the_wrong_type_is_refused_before_anything_changes() -> None:

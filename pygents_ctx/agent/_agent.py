@@ -90,6 +90,11 @@ __all__ = ["Agent", "BranchMerge"]
 _LET_THE_LOOP_RUN: Final = 256  # turns between two turns of the event loop in `run()`
 
 
+def _hook_names(agent: Agent) -> HookRegistry:
+    """Where an agent's instance decorators name their hooks: its own registry's hooks."""
+    return agent.registry.hooks
+
+
 class Agent(JsonSerializable):
     """Runs turns in order and routes each produced value by its type.
 
@@ -141,18 +146,18 @@ class Agent(JsonSerializable):
         UnregisteredToolError: A tool is not a registered `@tool` tool.
     """
 
-    before_turn = HookSlot(AgentHook.BEFORE_TURN)
-    after_turn = HookSlot(AgentHook.AFTER_TURN)
-    on_turn_value = HookSlot(AgentHook.ON_TURN_VALUE)
-    before_put = HookSlot(AgentHook.BEFORE_PUT)
-    after_put = HookSlot(AgentHook.AFTER_PUT)
-    on_pause = HookSlot(AgentHook.ON_PAUSE)
-    on_resume = HookSlot(AgentHook.ON_RESUME)
-    before_run = HookSlot(TurnHook.BEFORE_RUN, "turn_hooks")
-    after_run = HookSlot(TurnHook.AFTER_RUN, "turn_hooks")
-    on_timeout = HookSlot(TurnHook.ON_TIMEOUT, "turn_hooks")
-    on_error = HookSlot(TurnHook.ON_ERROR, "turn_hooks")
-    on_complete = HookSlot(TurnHook.ON_COMPLETE, "turn_hooks")
+    before_turn = HookSlot(AgentHook.BEFORE_TURN, names=_hook_names)
+    after_turn = HookSlot(AgentHook.AFTER_TURN, names=_hook_names)
+    on_turn_value = HookSlot(AgentHook.ON_TURN_VALUE, names=_hook_names)
+    before_put = HookSlot(AgentHook.BEFORE_PUT, names=_hook_names)
+    after_put = HookSlot(AgentHook.AFTER_PUT, names=_hook_names)
+    on_pause = HookSlot(AgentHook.ON_PAUSE, names=_hook_names)
+    on_resume = HookSlot(AgentHook.ON_RESUME, names=_hook_names)
+    before_run = HookSlot(TurnHook.BEFORE_RUN, "turn_hooks", _hook_names)
+    after_run = HookSlot(TurnHook.AFTER_RUN, "turn_hooks", _hook_names)
+    on_timeout = HookSlot(TurnHook.ON_TIMEOUT, "turn_hooks", _hook_names)
+    on_error = HookSlot(TurnHook.ON_ERROR, "turn_hooks", _hook_names)
+    on_complete = HookSlot(TurnHook.ON_COMPLETE, "turn_hooks", _hook_names)
 
     _state: RunState
     _tools: dict[str, Tool[..., Any]]
@@ -810,8 +815,15 @@ class Agent(JsonSerializable):
         return saved_user_values(data)
 
     def _saved(self, fresh: bool) -> dict[str, Any]:
-        """`to_dict()`; unless `fresh`, the turns share their containers (see `Turn._saved`)."""
-        return save_agent(self, self._turns, self._state.current_turn, fresh)
+        """`to_dict()`; unless `fresh`, the turns share their containers (see `Turn._saved`).
+
+        Hook names are checked in this agent's registry, where loading it looks them up.
+        """
+        entered = enter_hooks(self.registry.hooks)
+        try:
+            return save_agent(self, self._turns, self._state.current_turn, fresh)
+        finally:
+            leave_hooks(entered)
 
     @classmethod
     def from_dict(

@@ -109,11 +109,12 @@ class HookAttacher:
     object and returns it.
     """
 
-    __slots__ = ("_hooks", "_kind")
+    __slots__ = ("_hooks", "_kind", "_names")
 
-    def __init__(self, hooks: list[Hook], kind: HookKind) -> None:
+    def __init__(self, hooks: list[Hook], kind: HookKind, names: HookRegistry | None) -> None:
         self._hooks = hooks
         self._kind = kind
+        self._names = names
 
     @overload
     def __call__(self, fn: HookFunction | Hook, /) -> Hook: ...
@@ -125,7 +126,11 @@ class HookAttacher:
         self, fn: HookFunction | Hook | None = None, /, *, lock: bool = False, **fixed_kwargs: Any
     ) -> Hook | Callable[[HookFunction | Hook], Hook]:
         def attach(f: HookFunction | Hook) -> Hook:
-            made = hook_of_kind(self._kind, f, lock=lock, fixed_kwargs=fixed_kwargs)
+            entered = None if self._names is None else enter_hooks(self._names)
+            try:
+                made = hook_of_kind(self._kind, f, lock=lock, fixed_kwargs=fixed_kwargs)
+            finally:
+                leave_hooks(entered)
             self._hooks.append(made)
             return made
 
@@ -318,13 +323,23 @@ class PoolHookList(HookList):
 
 
 class HookSlot:
-    """Descriptor for an instance decorator: `owner.<name>` attaches a hook of `kind`."""
+    """Descriptor for an instance decorator: `owner.<name>` attaches a hook of `kind`.
 
-    __slots__ = ("_list_name", "kind")
+    The hook is named in the current `HookRegistry`, or, given `names`, in the
+    registry `names(owner)` returns (an agent's own, where loading it looks).
+    """
 
-    def __init__(self, kind: HookKind, list_name: str = "hooks") -> None:
+    __slots__ = ("_list_name", "_names", "kind")
+
+    def __init__(
+        self,
+        kind: HookKind,
+        list_name: str = "hooks",
+        names: Callable[[Any], HookRegistry] | None = None,
+    ) -> None:
         self.kind = kind
         self._list_name = list_name
+        self._names = names
 
     @overload
     def __get__(self, obj: None, objtype: type | None = None) -> HookSlot: ...
@@ -334,7 +349,7 @@ class HookSlot:
         if obj is None:
             return self
         hooks: list[Hook] = getattr(obj, self._list_name)
-        return HookAttacher(hooks, self.kind)
+        return HookAttacher(hooks, self.kind, None if self._names is None else self._names(obj))
 
 
 def hooks_to_dict(hooks: Iterable[Hook], kind_type: type[Enum], owner: str) -> dict[str, list[str]]:

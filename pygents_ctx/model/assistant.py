@@ -24,6 +24,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Final, TypeVar, cast
 
 from pygents_ctx.agent import Agent
@@ -39,7 +40,9 @@ from pygents_ctx.context.stores import (
     SQLiteContextStore,
     connect,
 )
+from pygents_ctx.context.stores._common import check_erase
 from pygents_ctx.context.strategies.base import ContextStrategy
+from pygents_ctx.memory.recall import SemanticRecall
 from pygents_ctx.model._output import StructuredOutput
 from pygents_ctx.model._replies import closing
 from pygents_ctx.model._subagent import Keep, check_subagent, run_subagent, subagent_as_tool
@@ -383,6 +386,41 @@ class Assistant:
                 else:
                     await loop.approve(call_id)
             return await loop.run()
+
+    async def erase(
+        self,
+        *,
+        owner: str | None = None,
+        session: str | None = None,
+        older_than: timedelta | None = None,
+        store: Database | None = None,
+    ) -> int:
+        """Remove sessions for good: `owner`'s, the one named `session`, or both.
+
+        `ContextStore.erase` on the assistant's database (`store=` overrides
+        it, as for `run()`): messages, archive, usage, approvals and offloaded
+        blobs. With `recall=SemanticRecall(...)` the erased sessions' vectors
+        go too (`SemanticRecall.erase`), which a bare `store.erase` cannot
+        reach. Returns how many sessions were erased.
+
+        Raises:
+            ValueError, TypeError: As `ContextStore.erase` (neither `owner` nor
+                `session` given, an empty one, a negative `older_than`):
+                nothing is erased.
+        """
+        check_erase(owner, session, older_than)
+        _check_database(store, "store")
+        async with _connected(self.store if store is None else store) as connection:
+            sessions = (
+                PostgresContextStore(connection)
+                if isinstance(connection, PostgresConnection)
+                else SQLiteContextStore(connection)
+            )
+            if isinstance(self.recall, SemanticRecall):
+                return await self.recall.erase(
+                    sessions, owner=owner, session=session, older_than=older_than
+                )
+            return await sessions.erase(owner=owner, session=session, older_than=older_than)
 
     # -- as a tool -------------------------------------------------------------
 

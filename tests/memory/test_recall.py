@@ -472,6 +472,40 @@ async def test_an_assistant_searches_its_sessions_with_its_recall(
     assert helper.recall is recall
 
 
+async def test_an_assistant_erases_a_users_sessions_with_their_vectors(
+    sqlite_conn: SQLiteConnection,
+) -> None:
+    collection = f"r-{uuid.uuid4().hex[:8]}"
+    vectors = SQLiteVectorStore(sqlite_conn)
+    recall = SemanticRecall(vectors, ConceptEmbedder(), collection=collection)
+    helper = Assistant("helper", model=ScriptedModel(["Noted.", "Noted."]), recall=recall)
+    for user in ("ann", "bob"):
+        await helper.run(
+            "The gate code is 4417.", session=f"{user}-1", owner=user, store=sqlite_conn
+        )
+        await recall.catch_up(SQLiteContextStore(sqlite_conn, session_id=f"{user}-1"))
+
+    async def indexed() -> set[str]:
+        return {info.name for info in await vectors.list_collections()}
+
+    assert {f"{collection}:ann-1", f"{collection}:bob-1"} <= await indexed()
+    with pytest.raises(ValueError, match="owner"):
+        await helper.erase(store=sqlite_conn)  # neither owner nor session: nothing goes
+    assert f"{collection}:ann-1" in await indexed()
+
+    assert await helper.erase(owner="ann", store=sqlite_conn) == 1
+
+    left = [info.session_id for info in await SQLiteContextStore(sqlite_conn).list_sessions()]
+    assert "ann-1" not in left
+    assert "bob-1" in left
+    assert f"{collection}:ann-1" not in await indexed()  # what store.erase cannot reach
+    assert f"{collection}:bob-1" in await indexed()
+    bob = SQLiteContextStore(sqlite_conn, session_id="bob-1")
+    assert [h.message.text for h in await recall.search(bob, "gate code")][:1] == [
+        "The gate code is 4417."
+    ]
+
+
 class CountingEmbedder:
     """A hashing embedder that counts its calls and the texts it embedded."""
 

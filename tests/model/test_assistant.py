@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,25 @@ async def test_another_owner_cannot_decide_a_sessions_approvals(db: SQLiteConnec
     assert refunded == []
     still = await support.run(None, session="s2", owner="ann", store=db)
     assert [c.id for c in still.pending] == [call.id]  # undecided: bob's decision was not kept
+
+
+async def test_erase_removes_one_users_sessions_from_the_assistants_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYGENTS_CTX_DB", raising=False)
+    helper = Assistant("helper", model=ScriptedModel(["Hi ann.", "Hi bob.", "Hi again."]))
+    await helper.run("Hi", session="a1", owner="ann")
+    await helper.run("Hi", session="b1", owner="bob")
+    await helper.run("Hi", session="a2", owner="ann")
+
+    with pytest.raises(ValueError, match="older_than"):
+        await helper.erase(owner="ann", older_than=timedelta(days=-1))  # refused: nothing goes
+    assert await helper.erase(owner="ann") == 2  # the default database, as run() used
+
+    async with connect(tmp_path / "pygents_ctx.db") as connection:
+        left = await SQLiteContextStore(connection).list_sessions()
+    assert [(info.session_id, info.owner) for info in left] == [("b1", "bob")]
 
 
 async def test_the_default_store_is_the_command_lines_database_file(

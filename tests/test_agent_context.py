@@ -50,6 +50,7 @@ from pygents_ctx import (
 )
 from pygents_ctx.context.messages import Role
 from pygents_ctx.testing import FixedTokenCounter, ScriptedModel, ScriptedSummarizer
+from tests.context.stores.helpers import ListStore
 
 NAME = "scribe"
 SESSION = "chat"
@@ -616,32 +617,17 @@ def test_context_config_rejects_bad_arguments(arguments: dict[str, Any], match: 
         ContextConfig(store, **arguments)
 
 
-class _AppendOnlyStore(ContextStore):
-    """A store written for the seed API: append and get_history only."""
-
-    def __init__(self) -> None:
-        self.messages: list[Message] = []
-
-    async def append(self, message: Message, *, run_id: str | None = None) -> None:
-        self.messages.append(message)
-
-    async def get_history(
-        self, *, limit: int | None = None, offset: int = 0, include_archived: bool = False
-    ) -> list[Message]:
-        return list(self.messages)
-
-
 def test_run_retention_needs_a_store_that_can_clear_a_run() -> None:
     # Refused up front, not at the end of the first run after its messages were stored.
     with pytest.raises(ValueError, match=r"retention RUN needs a store with clear_run\(\)"):
-        ContextConfig(_AppendOnlyStore(), retention=HistoryRetention.RUN)
+        ContextConfig(ListStore(), retention=HistoryRetention.RUN)
 
 
 @pytest.mark.parametrize("retention", [HistoryRetention.PERMANENT, HistoryRetention.NONE])
 async def test_other_retentions_work_with_an_append_only_store(
     say: Tool[..., Any], retention: HistoryRetention
 ) -> None:
-    agent = scribe([say], ContextConfig(_AppendOnlyStore(), retention=retention))
+    agent = scribe([say], ContextConfig(ListStore(), retention=retention))
     await agent.put(Turn(say, kwargs={"role": "user", "text": "hello"}))
     await drain(agent)
 

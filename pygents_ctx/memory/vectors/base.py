@@ -22,7 +22,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol, TypeAlias, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
@@ -257,11 +257,6 @@ class VectorStoreBase(ABC):
         TypeError: `embedder` is not an `Embedder`, or `batch_size` not an int.
         ValueError: `batch_size` is less than 1.
     """
-
-    # Whether concurrent writes wait for one writer that commits them together (a
-    # backend with transactions); False: each is committed at once, by its caller
-    # (a backend whose commit never waits, so there is nothing to batch).
-    _batched: ClassVar[bool] = True
 
     def __init__(self, *, embedder: Embedder | None = None, batch_size: int = 128) -> None:
         if embedder is not None and not isinstance(embedder, Embedder):
@@ -528,12 +523,7 @@ class VectorStoreBase(ABC):
         self._refuse(columns)
         write = Write(name, dimension, columns, replace)
         try:
-            if self._batched:
-                return await self._writes.write(write)
-            [outcome] = await self._commit([write])
-            if isinstance(outcome, Exception):
-                raise outcome
-            return outcome
+            return await self._writes.write(write)
         except (CollectionNotFoundError, ValueError):
             self._dimensions.pop(name, None)  # read it again next time
             raise

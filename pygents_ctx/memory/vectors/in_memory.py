@@ -143,8 +143,6 @@ class InMemoryVectorStore(VectorStoreBase):
         ['a']
     """
 
-    _batched = False  # a write never waits: each is stored at once, whole
-
     def __init__(self, *, embedder: Embedder | None = None, batch_size: int = 128) -> None:
         super().__init__(embedder=embedder, batch_size=batch_size)
         self._collections_by_name: dict[str, _Collection] = {}
@@ -188,7 +186,8 @@ class InMemoryVectorStore(VectorStoreBase):
         return None  # it stores any checked vector
 
     async def _commit(self, batch: list[Write]) -> list[Outcome]:
-        # Written one by one: nothing waits in between, so each is whole at once.
+        # Written one by one, never waiting: a write is always committed alone, by its
+        # caller (see `WriteQueue.write`), whole at once.
         outcomes: list[Outcome] = []
         for name, dimension, columns, replace in batch:
             collection = self._collections_by_name.get(name)

@@ -628,11 +628,7 @@ class _DatabaseSink:
         )
 
     def checkpoint_state(self, key: bytes, data: bytes) -> None:
-        self._db.execute(
-            "INSERT INTO pygents_checkpoint_data (digest, data) VALUES (?, ?) "
-            "ON CONFLICT (digest) DO NOTHING",
-            (key, data),
-        )
+        self._db.execute(checkpoint_sql.KEEP_STATE_SQLITE, (key, data))
 
     def checkpoint(self, agent: str, at: int, created_at: str, key: bytes) -> None:
         # Live message `at` is at position start + at (the import writes them in a row);
@@ -654,11 +650,6 @@ class _DatabaseSink:
             self._runs,
         )
         usage_sql.insert_sqlite(self._session_id, self._records, self._db)
-        self._db.executemany(
-            "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
-            "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
-            self._checkpoints,
-        )
+        self._db.executemany(checkpoint_sql.PUT_SQLITE, self._checkpoints)
         self._archived, self._live, self._runs, self._records = [], [], [], []
         self._checkpoints = []

@@ -39,7 +39,11 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 __all__ = [
+    "KEEP_STATE_POSTGRES",
+    "KEEP_STATE_SQLITE",
     "POSTGRES_TABLE",
+    "PUT_POSTGRES",
+    "PUT_SQLITE",
     "SQLITE_TABLE",
     "Row",
     "check_agent",
@@ -202,6 +206,26 @@ def live(rows: Iterable[Row], positions: Iterable[int]) -> list[tuple[int, Row]]
     return sorted(((at, row) for (_, at), row in found.items()), key=lambda f: (f[0], f[1].agent))
 
 
+# A state is stored once, under its digest, whoever saves it (a checkpoint, a restore,
+# an imported session file).
+_KEEP_STATE: Final = (
+    "INSERT INTO pygents_checkpoint_data (digest, data) VALUES ({0}, {0}) "
+    "ON CONFLICT (digest) DO NOTHING"
+)
+KEEP_STATE_SQLITE: Final = _KEEP_STATE.format("?")
+KEEP_STATE_POSTGRES: Final = _KEEP_STATE.format("%s")
+
+# One checkpoint of an agent at a position, with when it was taken; a later one at the
+# same place replaces it.
+_PUT: Final = (
+    "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
+    "VALUES ({0}, {0}, {0}, {0}, {1}) ON CONFLICT (session_id, agent, position) "
+    "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at"
+)
+PUT_SQLITE: Final = _PUT.format("?", "?")
+PUT_POSTGRES: Final = _PUT.format("%s", "%s::timestamptz")
+
+
 # ----------------------------------------------------------------------------- SQLite
 
 
@@ -219,12 +243,7 @@ def save_sqlite(session_id: str, agent: str, state: bytes, db: sqlite3.Connectio
         "SELECT next_position, message_count FROM pygents_sessions WHERE session_id = ?",
         (session_id,),
     ).fetchone()
-    db.execute(
-        "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
-        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
-        "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
-        (session_id, agent, position, key, at),
-    )
+    db.execute(PUT_SQLITE, (session_id, agent, position, key, at))
     return int(count)
 
 
@@ -281,12 +300,7 @@ def restore_sqlite(
     `k` is at position `start + k` (in the caller's transaction)."""
     for agent, at, created_at, state in checkpoints:
         key = _keep_sqlite(state, db)
-        db.execute(
-            "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
-            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, agent, position) "
-            "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
-            (session_id, agent, start + at, key, created_at),
-        )
+        db.execute(PUT_SQLITE, (session_id, agent, start + at, key, created_at))
 
 
 def copy_sqlite(source: str, target: str, db: sqlite3.Connection) -> None:
@@ -381,12 +395,7 @@ async def restore_postgres(
     """`restore_sqlite` on PostgreSQL."""
     for agent, at, created_at, state in checkpoints:
         key = await _keep_postgres(state, conn)
-        await conn.execute(
-            "INSERT INTO pygents_checkpoints (session_id, agent, position, digest, created_at) "
-            "VALUES (%s, %s, %s, %s, %s::timestamptz) ON CONFLICT (session_id, agent, position) "
-            "DO UPDATE SET digest = excluded.digest, created_at = excluded.created_at",
-            (session_id, agent, start + at, key, created_at),
-        )
+        await conn.execute(PUT_POSTGRES, (session_id, agent, start + at, key, created_at))
 
 
 def iso(moment: datetime) -> str:
@@ -405,22 +414,15 @@ async def copy_postgres(source: str, target: str, conn: AsyncConnection[Any]) ->
     )
 
 
-# A state is stored once, under its digest, whoever saves it (a checkpoint, a restore).
-_KEEP_STATE: Final = (
-    "INSERT INTO pygents_checkpoint_data (digest, data) VALUES ({0}, {0}) "
-    "ON CONFLICT (digest) DO NOTHING"
-)
-
-
 def _keep_sqlite(state: bytes, db: sqlite3.Connection) -> bytes:
     """Store `state` unless it is stored already; its digest."""
     key = digest(state)
-    db.execute(_KEEP_STATE.format("?"), (key, state))
+    db.execute(KEEP_STATE_SQLITE, (key, state))
     return key
 
 
 async def _keep_postgres(state: bytes, conn: AsyncConnection[Any]) -> bytes:
     """`_keep_sqlite` on PostgreSQL."""
     key = digest(state)
-    await conn.execute(_KEEP_STATE.format("%s"), (key, state))
+    await conn.execute(KEEP_STATE_POSTGRES, (key, state))
     return key

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from pygents_ctx.context.stores import SessionInfo, SQLiteConnection, SQLiteContextStore, connect
+from pygents_ctx.context.stores._sqlite_schema import has_table
 
 __all__ = [
     "DB_ENV",
@@ -48,16 +49,14 @@ def check_database(path: str) -> None:
     try:
         db = sqlite3.connect(target.absolute().as_uri() + "?mode=ro", uri=True)
         try:
-            found = db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_sessions'"
-            ).fetchone()
+            found = has_table(db, "pygents_sessions")
         finally:
             db.close()
     except sqlite3.OperationalError as exc:
         raise CliError(f"cannot read {path!r}: {exc}") from None
     except sqlite3.DatabaseError as exc:
         raise CliError(f"{path!r} is not a SQLite database ({exc})") from None
-    if found is None:
+    if not found:
         raise CliError(f"{path!r} is a SQLite database, but not a pygents_ctx store (no sessions)")
 
 

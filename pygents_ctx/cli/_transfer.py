@@ -79,7 +79,7 @@ from pygents_ctx.context.stores import _usage_sql as usage_sql
 from pygents_ctx.context.stores._checkpoint_sql import digest
 from pygents_ctx.context.stores._common import decode, new_session_id, now_iso, preview_of
 from pygents_ctx.context.stores._lineage import archive_of, live_of
-from pygents_ctx.context.stores._sqlite_schema import migrate
+from pygents_ctx.context.stores._sqlite_schema import has_table, migrate
 from pygents_ctx.context.stores.base import (
     ContextStore,
     SessionSnapshot,
@@ -386,9 +386,7 @@ def write_session_file(
         counts, handles = [], set[str]()
         # A fork reads rows of other sessions too (schema 6 and later).
         forks = (
-            db.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_forks'"
-            ).fetchone()
+            has_table(db, "pygents_forks")
             and db.execute(
                 "SELECT 1 FROM pygents_forks WHERE session_id = ? LIMIT 1", (session_id,)
             ).fetchone()
@@ -428,9 +426,7 @@ def _checkpoints_in(
 ) -> list[tuple[int, checkpoint_sql.Row]]:
     """The session's checkpoints as `list_checkpoints()` finds them (none in a database
     older than them), each with its live message; the states are not read."""
-    if not db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_checkpoints'"
-    ).fetchone():
+    if not has_table(db, "pygents_checkpoints"):
         return []
     rows = checkpoint_sql.rows_sqlite(session_id, None, db)
     if not rows:
@@ -452,10 +448,7 @@ def _noting_handles(
 
 def _blobs_in(db: sqlite3.Connection, names: list[str]) -> Iterable[dict[str, str]]:
     """Each named blob the database holds, one at a time, in its session-file form."""
-    has_blobs = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_blobs'"
-    ).fetchone()
-    if not has_blobs:
+    if not has_table(db, "pygents_blobs"):
         return
     for name in names:
         try:

@@ -46,6 +46,7 @@ from pygents_ctx.context.stores._lineage import (
 from pygents_ctx.context.stores._lineage import shared_sqlite as shared_from
 from pygents_ctx.context.stores._paged import sqlite_page as page
 from pygents_ctx.context.stores._search_sql import live_ids_sqlite as live_ids
+from pygents_ctx.context.stores._sqlite_schema import has_table
 from pygents_ctx.context.stores._usage_sql import read_sqlite as get_usage
 from pygents_ctx.context.stores._usage_sql import record_sqlite as record_usage
 from pygents_ctx.context.stores.base import (
@@ -925,12 +926,7 @@ def erase(target: Erasure, db: Db) -> int:
     # Everything else references the session row: its delete cascades to them
     # (the search index rows go with the message data, by trigger).
     db.executemany("DELETE FROM pygents_sessions WHERE session_id = ?", [(s,) for s in doomed])
-    if (
-        handles
-        and db.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'pygents_blobs'"
-        ).fetchone()
-    ):
+    if handles and has_table(db, "pygents_blobs"):
         for handle in sorted(handles):
             still_named = db.execute(
                 "SELECT 1 FROM pygents_message_data WHERE instr(data, CAST(? AS BLOB)) > 0 LIMIT 1",

@@ -554,11 +554,14 @@ def check_synchronous(value: object) -> str:
     return str(value)
 
 
+def has_table(db: sqlite3.Connection, table: str) -> bool:
+    """Whether the database has `table` (an older schema may not)."""
+    found = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+    return found.fetchone() is not None
+
+
 def _version(db: sqlite3.Connection, table: str) -> int:
-    exists = db.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-    ).fetchone()
-    if exists is None:
+    if not has_table(db, table):
         return 0
     row = db.execute(f"SELECT version FROM {table} WHERE id = 1").fetchone()
     return 0 if row is None else int(row[0])

@@ -299,17 +299,10 @@ def _usage_record(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
 def _blob(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
     def take(key: str, index: int, item: Any, source: str) -> None:
         where = f"{source}: blobs[{index}]"
-        if not isinstance(item, dict) or set(item) != set(_BLOB_KEYS):
-            raise SessionFileError(
-                f"{where} must be an object of exactly {', '.join(_BLOB_KEYS)} "
-                f"(the data in base64), not {shown(item)}"
-            )
+        _check_keys(item, _BLOB_KEYS, where, " (the data in base64)")
         try:
             name, content_type = check_name(item["name"]), check_content_type(item["content_type"])
-            data = item["data"]
-            if not isinstance(data, str):
-                raise TypeError(f"data must be base64 text, not {type(data).__name__}")
-            raw = base64.b64decode(data, validate=True)
+            raw = _base64_data(item["data"])
         except (TypeError, ValueError, binascii.Error) as exc:
             raise SessionFileError(f"{where}: {exc}") from None
         if (
@@ -339,16 +332,10 @@ class _Checkpoints:
 
     def take_state(self, key: str, index: int, item: Any, source: str) -> None:
         where = f"{source}: checkpoint_states[{index}]"
-        if not isinstance(item, dict) or set(item) != set(_STATE_KEYS):
-            raise SessionFileError(
-                f"{where} must be an object of exactly {', '.join(_STATE_KEYS)} "
-                f"(the data in base64), not {shown(item)}"
-            )
+        _check_keys(item, _STATE_KEYS, where, " (the data in base64)")
         named = _digest(item["digest"], f"{where}.digest")
         try:
-            if not isinstance(item["data"], str):
-                raise TypeError(f"data must be base64 text, not {type(item['data']).__name__}")
-            data = base64.b64decode(item["data"], validate=True)
+            data = _base64_data(item["data"])
         except (TypeError, ValueError, binascii.Error) as exc:
             raise SessionFileError(f"{where}: {exc}") from None
         if not data:
@@ -368,11 +355,7 @@ class _Checkpoints:
 
     def take(self, key: str, index: int, item: Any, source: str) -> None:
         where = f"{source}: checkpoints[{index}]"
-        if not isinstance(item, dict) or set(item) != set(_CHECKPOINT_KEYS):
-            raise SessionFileError(
-                f"{where} must be an object of exactly {', '.join(_CHECKPOINT_KEYS)}, "
-                f"not {shown(item)}"
-            )
+        _check_keys(item, _CHECKPOINT_KEYS, where, "")
         at = item["at"]
         if isinstance(at, bool) or not isinstance(at, int) or not 0 <= at <= LARGEST:
             raise SessionFileError(
@@ -415,6 +398,26 @@ class _Checkpoints:
                     f"{source}: checkpoint_states[{index}] is named by no checkpoint; "
                     "remove it, or export the session again"
                 )
+
+
+def _check_keys(item: object, keys: tuple[str, ...], where: str, note: str) -> None:
+    """Refuse `item` unless it is an object of exactly `keys`."""
+    if not isinstance(item, dict) or set(item) != set(keys):
+        raise SessionFileError(
+            f"{where} must be an object of exactly {', '.join(keys)}{note}, not {shown(item)}"
+        )
+
+
+def _base64_data(data: object) -> bytes:
+    """The bytes a `data` field holds as base64 text.
+
+    Raises:
+        TypeError: `data` is not a str.
+        binascii.Error: It is not base64.
+    """
+    if not isinstance(data, str):
+        raise TypeError(f"data must be base64 text, not {type(data).__name__}")
+    return base64.b64decode(data, validate=True)
 
 
 def _digest(value: object, where: str) -> bytes:

@@ -411,11 +411,7 @@ class Assistant:
         check_erase(owner, session, older_than)
         _check_database(store, "store")
         async with _connected(self.store if store is None else store) as connection:
-            sessions = (
-                PostgresContextStore(connection)
-                if isinstance(connection, PostgresConnection)
-                else SQLiteContextStore(connection)
-            )
+            sessions = _store(connection, None, None)  # erase names its sessions itself
             if isinstance(self.recall, SemanticRecall):
                 return await self.recall.erase(
                     sessions, owner=owner, session=session, older_than=older_than
@@ -578,8 +574,9 @@ async def _connected(
 
 
 def _store(
-    connection: SQLiteConnection | PostgresConnection, session: str, owner: str | None
+    connection: SQLiteConnection | PostgresConnection, session: str | None, owner: str | None
 ) -> ContextStore:
+    """A store of `session` (None: a new id) on `connection`, SQLite or PostgreSQL."""
     if isinstance(connection, PostgresConnection):
         return PostgresContextStore(connection, session_id=session, owner=owner)
     return SQLiteContextStore(connection, session_id=session, owner=owner)

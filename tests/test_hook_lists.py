@@ -122,6 +122,32 @@ async def test_pairs_in_a_tools_hooks_become_hooks_of_that_kind() -> None:
         double.hooks.append((AgentHook.BEFORE_TURN, before))
 
 
+async def test_a_pair_asked_about_stands_for_the_hook_appending_it_put_in() -> None:
+    seen: list[str] = []
+    queue: ContextQueue[Any] = ContextQueue(limit=1)
+
+    async def evicted(*args: Any) -> None:
+        seen.append("evicted")
+
+    kept = queue.on_evict(evicted)
+    cleared = HookRegistry.wrap(evicted, ContextQueueHook.AFTER_CLEAR)
+
+    assert (ContextQueueHook.ON_EVICT, kept) in queue.hooks
+    assert (ContextQueueHook.ON_EVICT, evicted) in queue.hooks  # the function it was made of
+    assert (ContextQueueHook.ON_EVICT, cleared) in queue.hooks  # another hook of that function
+    assert (ContextQueueHook.AFTER_CLEAR, kept) not in queue.hooks  # not for that kind
+    assert (TurnHook.BEFORE_RUN, kept) not in queue.hooks  # not a queue's kind: a plain tuple
+    assert ("on_evict", kept) not in queue.hooks
+    assert queue.hooks.count((ContextQueueHook.ON_EVICT, kept)) == 1
+
+    queue.hooks.remove((ContextQueueHook.ON_EVICT, kept))
+    assert queue.hooks == []
+    with pytest.raises(ValueError, match="is not in list"):
+        queue.hooks.remove((ContextQueueHook.ON_EVICT, kept))
+    await _evicting_queue(queue)
+    assert seen == []
+
+
 async def test_branches_and_agents_convert_what_they_are_given() -> None:
     seen: list[str] = []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar, Token
 from enum import Enum
@@ -217,7 +218,9 @@ class HookList(list[Hook]):
     that it fires as it did there: a function whose `type` attribute names its
     event kind (or a tuple of kinds), and a `(kind, hook)` pair as pygents'
     tools hold. Anything else, or a hook of none of the owner's kinds (it would
-    never fire), is refused then, with nothing added.
+    never fire), is refused then, with nothing added. A pair given to `in`,
+    `index`, `count` or `remove` stands for what appending it put in: the hooks
+    of that kind made of that hook's function.
     """
 
     __slots__ = ()
@@ -253,6 +256,39 @@ class HookList(list[Hook]):
             super().__setitem__(index, [self._hook(each) for each in item])
         else:
             super().__setitem__(index, self._hook(item))
+
+    # pygents' tools hold `(kind, hook)` pairs. Asked about, a pair stands for what
+    # appending it puts in: a hook of that kind made of that hook's (or function's) function.
+    def _pair_positions(self, item: object) -> list[int] | None:
+        """Where the hooks a `(kind, hook or function)` pair stands for are (None: not a pair)."""
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], self.kinds)):
+            return None
+        kind, given = item
+        fn = given.fn if isinstance(given, Hook) else given
+        return [i for i, held in enumerate(self) if kind in held.kinds and held.fn is fn]
+
+    def __contains__(self, item: object, /) -> bool:
+        positions = self._pair_positions(item)
+        return super().__contains__(item) if positions is None else bool(positions)
+
+    def count(self, item: Any, /) -> int:
+        positions = self._pair_positions(item)
+        return super().count(item) if positions is None else len(positions)
+
+    def index(
+        self, item: Any, start: SupportsIndex = 0, stop: SupportsIndex = sys.maxsize, /
+    ) -> int:
+        positions = self._pair_positions(item)
+        if positions is None:
+            return super().index(item, start, stop)
+        first, last, _ = slice(start, stop).indices(len(self))
+        for position in positions:
+            if first <= position < last:
+                return position
+        raise ValueError(f"{item!r} is not in list")
+
+    def remove(self, item: Any, /) -> None:
+        del self[self.index(item)]
 
     @classmethod
     def _hook(cls, item: object) -> Hook:

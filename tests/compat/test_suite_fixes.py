@@ -137,3 +137,39 @@ def test_a_parameter_defaulting_to_none_has_pygents_schema(impl: Impl) -> None:
         },
         "required": ["query"],
     }
+
+
+@covers("Tool.hooks")
+def test_a_tools_hooks_answer_for_kind_and_hook_pairs(impl: Impl) -> None:
+    m = impl.m
+
+    @m.tool
+    async def double(n: int) -> int:
+        return 2 * n
+
+    async def noted(*args: Any, **kwargs: Any) -> None:
+        pass
+
+    async def before(n: int) -> None:
+        pass
+
+    after = double.after_invoke(noted)  # pygents holds (AFTER_INVOKE, after)
+    double.hooks.append((m.ToolHook.BEFORE_INVOKE, before))
+    double.hooks.append((m.ToolHook.ON_ERROR, after))  # another event of the same function
+
+    assert (m.ToolHook.AFTER_INVOKE, after) in double.hooks
+    assert (m.ToolHook.BEFORE_INVOKE, before) in double.hooks
+    assert (m.ToolHook.ON_ERROR, after) in double.hooks
+    assert (m.ToolHook.BEFORE_INVOKE, after) not in double.hooks
+    assert (m.ToolHook.AFTER_INVOKE, before) not in double.hooks
+    assert double.hooks.index((m.ToolHook.ON_ERROR, after)) == 2
+    assert double.hooks.count((m.ToolHook.AFTER_INVOKE, after)) == 1
+    assert double.hooks.count((m.ToolHook.ON_YIELD, after)) == 0
+
+    double.hooks.remove((m.ToolHook.AFTER_INVOKE, after))
+    assert (m.ToolHook.AFTER_INVOKE, after) not in double.hooks
+    assert len(double.hooks) == 2
+    with pytest.raises(ValueError, match="not in list"):
+        double.hooks.remove((m.ToolHook.AFTER_INVOKE, after))
+    with pytest.raises(ValueError, match="not in list"):
+        double.hooks.index((m.ToolHook.ON_ERROR, after), 0, 1)

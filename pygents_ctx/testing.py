@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import orjson
 
+from pygents_ctx._checks import number, whole_number
 from pygents_ctx.context.messages import Message, TextBlock, ToolUseBlock
 from pygents_ctx.context.tokens import count_tokens
 from pygents_ctx.context.usage import Usage
@@ -237,10 +238,7 @@ class ScriptedModel:
             raise TypeError(
                 f"ScriptedModel script must be a list of replies, not {type(script).__name__}"
             )
-        if isinstance(chunk_delay, bool) or not isinstance(chunk_delay, int | float):
-            raise TypeError(f"ScriptedModel chunk_delay must be a number, not {chunk_delay!r}")
-        if chunk_delay < 0:
-            raise ValueError(f"ScriptedModel chunk_delay must be at least 0, not {chunk_delay}")
+        number(chunk_delay, "ScriptedModel chunk_delay", fix="a number of seconds")
         self._replies = list(script)
         self.chunk_delay = chunk_delay
         self.calls: list[ModelCall] = []
@@ -338,7 +336,8 @@ class FixedTokenCounter:
         tokens: The count every text gets, even an empty one.
 
     Raises:
-        ValueError: `tokens` is not an int of at least 0.
+        TypeError: `tokens` is not an int.
+        ValueError: `tokens` is negative.
 
     Examples:
         >>> counter = FixedTokenCounter(3)
@@ -349,10 +348,7 @@ class FixedTokenCounter:
     __slots__ = ("calls", "tokens")
 
     def __init__(self, tokens: int = 1) -> None:
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            raise ValueError(
-                f"FixedTokenCounter tokens must be an int of at least 0, not {tokens!r}"
-            )
+        whole_number(tokens, "FixedTokenCounter tokens")
         self.tokens = tokens
         self.calls = 0
 

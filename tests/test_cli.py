@@ -756,7 +756,7 @@ def test_window_over_budget_says_by_how_much(
         ("sliding:", "'sliding:' needs a number"),
         ("fit:lots", "'fit:lots': MAX_TOKENS must be a whole number such as fit:8000"),
         ("fit:1:2", "must be a whole number"),
-        ("rounds:0", "'rounds:0': TrimRounds max_rounds must be an int of at least 1, not 0"),
+        ("rounds:0", "'rounds:0': TrimRounds max_rounds must be at least 1, not 0"),
         ("fit:8000,,rounds:2", "stage 2 of 'fit:8000,,rounds:2' is empty"),
         ("tokens:5", "unknown strategy 'tokens'; choose from clear-inputs, clear-results"),
     ],

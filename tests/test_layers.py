@@ -43,6 +43,7 @@ LAYERS: dict[str, Layer] = {
         (
             "pygents_ctx.errors",
             "pygents_ctx._json",
+            "pygents_ctx._checks",
             "pygents_ctx._clock",
             "pygents_ctx._resources",
             "pygents_ctx._suggest",

@@ -131,5 +131,6 @@ def test_fixed_counter_shows_that_message_counts_are_cached() -> None:
 
 @pytest.mark.parametrize("tokens", [-1, True, 1.5, "3"])
 def test_fixed_counter_rejects_a_bad_count(tokens: Any) -> None:
-    with pytest.raises(ValueError, match="tokens must be an int of at least 0"):
+    error = ValueError if tokens == -1 else TypeError
+    with pytest.raises(error, match="FixedTokenCounter tokens must be"):
         FixedTokenCounter(tokens)

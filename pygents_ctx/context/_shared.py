@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any, Final, NamedTuple
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.items import ContextItem
 
 __all__ = [
@@ -37,11 +38,7 @@ def check_limit(limit: object, owner: str) -> int:
         TypeError: It is not an int.
         ValueError: It is less than 1.
     """
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"{owner} limit must be an int, not {limit!r}")
-    if limit < 1:
-        raise ValueError(f"{owner} limit must be >= 1, not {limit}")
-    return limit
+    return whole_number(limit, f"{owner} limit", least=1)
 
 
 class Saved(NamedTuple):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final, Literal, TypeAlias, get_args
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._json import refuses_deep_nesting
 from pygents_ctx._suggest import closest
 
@@ -207,11 +208,7 @@ class OffloadedResult:
         for name in ("handle", "head", "tail", "media_type", "words"):
             _require("OffloadedResult", name, getattr(self, name), str)
         for name in ("chars", "tokens"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"OffloadedResult.{name} must be an int, not {value!r}")
-            if value < 0:
-                raise ValueError(f"OffloadedResult.{name} must not be negative, not {value}")
+            whole_number(getattr(self, name), f"OffloadedResult.{name}")
         if not self.handle:
             raise ValueError("OffloadedResult.handle must not be empty")
         if len(self.head) + len(self.tail) > self.chars:

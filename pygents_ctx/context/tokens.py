@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 import orjson
 
+from pygents_ctx._checks import number, whole_number
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
@@ -64,7 +65,8 @@ class HeuristicTokenCounter:
     the default, is within 5% on average on each.
 
     Raises:
-        ValueError: `chars_per_token` is not a positive finite number.
+        TypeError: `chars_per_token` is not a number.
+        ValueError: `chars_per_token` is not positive and finite.
 
     Examples:
         >>> HeuristicTokenCounter()("hello world")
@@ -74,18 +76,10 @@ class HeuristicTokenCounter:
     chars_per_token: float = 4.0
 
     def __post_init__(self) -> None:
-        _positive_number("HeuristicTokenCounter.chars_per_token", self.chars_per_token)
+        number(self.chars_per_token, "HeuristicTokenCounter.chars_per_token", above=True)
 
     def __call__(self, text: str, /) -> int:
         return math.ceil(len(text) / self.chars_per_token)
-
-
-def _positive_number(owner: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{owner} must be a positive number, not {value!r}")
-    if math.isinf(value):
-        raise ValueError(f"{owner} must be a finite number, not {value!r}")
-    return float(value)
 
 
 def _marks(*classes: tuple[bytes, bytes]) -> bytes:
@@ -137,7 +131,8 @@ class EstimatedTokenCounter:
     (`calibrate(records).counter()`).
 
     Raises:
-        ValueError: `scale` is not a positive finite number.
+        TypeError: `scale` is not a number.
+        ValueError: `scale` is not positive and finite.
 
     Examples:
         >>> EstimatedTokenCounter()("hello world")
@@ -149,7 +144,7 @@ class EstimatedTokenCounter:
     scale: float = 1.0
 
     def __post_init__(self) -> None:
-        _positive_number("EstimatedTokenCounter.scale", self.scale)
+        number(self.scale, "EstimatedTokenCounter.scale", above=True)
 
     def __call__(self, text: str, /) -> int:
         if not text:
@@ -428,12 +423,6 @@ def counter_from_dict(data: object) -> TokenCounter:
     )
 
 
-def _check_amount(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name} must be an int of at least 0, not {value!r}")
-    return value
-
-
 def _input_json(data: dict[str, Any]) -> str:
     try:
         return orjson.dumps(data).decode()  # non-ASCII stays as is, as models see it
@@ -516,8 +505,8 @@ def count_message_tokens(
             and (seen_counter is counter or seen_counter == counter)
         ):
             return count
-    _check_amount("per_message_overhead", per_message_overhead)
-    _check_amount("tokens_per_media", tokens_per_media)
+    whole_number(per_message_overhead, "per_message_overhead")
+    whole_number(tokens_per_media, "tokens_per_media")
     count = per_message_overhead + _count_blocks(message, counter, tokens_per_media)
     key = settings_key(counter, per_message_overhead, tokens_per_media)
     object.__setattr__(message, "_tokens", (key, count))
@@ -563,12 +552,6 @@ def count_content_tokens(content: object, counter: TokenCounter = DEFAULT_COUNTE
 MIN_RECORDS_WITH_OVERHEAD: Final = 3
 
 
-def _finite(owner: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{owner} must be a finite number, not {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True, slots=True)
 class TokenCalibration:
     """How a provider's count of the prompt relates to this library's estimate of it.
@@ -595,9 +578,11 @@ class TokenCalibration:
         max_error_after: The largest of those errors, in %.
 
     Raises:
-        ValueError: `scale` is not a positive finite number, `overhead` or an
+        TypeError: A number field is not a number (`records` not an int), or
+            `model` is not a str.
+        ValueError: `scale` is not positive and finite, `overhead` or an
             error is not finite (or an error is negative), or `records` is
-            not a positive int.
+            below 1.
     """
 
     scale: float
@@ -610,12 +595,9 @@ class TokenCalibration:
     max_error_after: float = field(default=0.0, kw_only=True)
 
     def __post_init__(self) -> None:
-        _positive_number("TokenCalibration.scale", self.scale)
-        _finite("TokenCalibration.overhead", self.overhead)
-        if isinstance(self.records, bool) or not isinstance(self.records, int) or self.records < 1:
-            raise ValueError(
-                f"TokenCalibration.records must be an int of at least 1, not {self.records!r}"
-            )
+        number(self.scale, "TokenCalibration.scale", above=True)
+        number(self.overhead, "TokenCalibration.overhead", least=None)
+        whole_number(self.records, "TokenCalibration.records", least=1)
         if not isinstance(self.model, str):
             raise ValueError(f"TokenCalibration.model must be a str, not {self.model!r}")
         for name in (
@@ -624,10 +606,7 @@ class TokenCalibration:
             "mean_error_after",
             "max_error_after",
         ):
-            if _finite(f"TokenCalibration.{name}", getattr(self, name)) < 0:
-                raise ValueError(
-                    f"TokenCalibration.{name} must be at least 0, not {getattr(self, name)!r}"
-                )
+            number(getattr(self, name), f"TokenCalibration.{name}")
 
     def __str__(self) -> str:
         return (
@@ -646,9 +625,10 @@ class TokenCalibration:
         """The provider's `input_tokens` for a prompt this library estimated at `estimate` tokens.
 
         Raises:
-            ValueError: `estimate` is not an int of at least 0.
+            TypeError: `estimate` is not an int.
+            ValueError: `estimate` is negative.
         """
-        _check_amount("TokenCalibration.predict estimate", estimate)
+        whole_number(estimate, "TokenCalibration.predict estimate")
         return max(0, round(self.scale * estimate + self.overhead))
 
     def counter(

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pygents_ctx._checks import whole_number
+
 __all__ = ["Usage", "UsageRecord", "WindowRecord"]
 
 _USAGE_FIELDS = (
@@ -40,14 +42,6 @@ _WINDOW_FIELDS = ("strategy", "history", "positions", "edited", "added", "summar
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _check_amount(owner: str, name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner}.{name} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{owner}.{name} must be at least 0, not {value}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +78,7 @@ class Usage:
 
     def __post_init__(self) -> None:
         for name in _USAGE_FIELDS:
-            _check_amount("Usage", name, getattr(self, name))
+            whole_number(getattr(self, name), f"Usage.{name}")
         if self.cached_tokens + self.cache_write_tokens > self.input_tokens:
             raise ValueError(
                 f"Usage.cached_tokens ({self.cached_tokens}) and cache_write_tokens "
@@ -184,8 +178,8 @@ def _check_runs(name: str, runs: object, history: int) -> tuple[tuple[int, int],
     for run in runs:
         if not (isinstance(run, list | tuple) and len(run) == 2):
             raise TypeError(f"WindowRecord.{name} must hold [start, stop] pairs, not {run!r}")
-        start = _check_amount("WindowRecord", name, run[0])
-        stop = _check_amount("WindowRecord", name, run[1])
+        start = whole_number(run[0], f"WindowRecord.{name}")
+        stop = whole_number(run[1], f"WindowRecord.{name}")
         if not end <= start < stop <= history:
             raise ValueError(
                 f"WindowRecord.{name} runs must be increasing, non-empty and within the "
@@ -244,8 +238,8 @@ class WindowRecord:
             raise TypeError(
                 f"WindowRecord.strategy must be a str, not {type(self.strategy).__name__}"
             )
-        _check_amount("WindowRecord", "history", self.history)
-        _check_amount("WindowRecord", "added", self.added)
+        whole_number(self.history, "WindowRecord.history")
+        whole_number(self.added, "WindowRecord.added")
         for name in ("positions", "edited"):
             runs = _check_runs(name, getattr(self, name), self.history)
             object.__setattr__(self, name, runs)
@@ -385,7 +379,7 @@ class UsageRecord:
                     f"UsageRecord.{name} must be a str, not {type(getattr(self, name)).__name__}"
                 )
         if self.estimated_input_tokens is not None:
-            _check_amount("UsageRecord", "estimated_input_tokens", self.estimated_input_tokens)
+            whole_number(self.estimated_input_tokens, "UsageRecord.estimated_input_tokens")
         for name in _LINK_FIELDS:
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):

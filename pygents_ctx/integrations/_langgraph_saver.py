@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.stores import PostgresConnection, SQLiteConnection
 from pygents_ctx.integrations._langgraph_sql import (
     MESSAGES,
@@ -380,10 +381,8 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
                 "ContextStoreSaver needs the connection from `await connect(path)` or "
                 f"`await connect_postgres(dsn)`, not {type(conn).__name__}"
             )
-        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int)):
-            raise TypeError(f"keep must be an int or None, not {type(keep).__name__}")
-        if keep is not None and keep < 1:
-            raise ValueError(f"keep must be at least 1 (the latest checkpoint), not {keep}")
+        if keep is not None:
+            whole_number(keep, "keep", least=1, fix="1 keeps the latest checkpoint, None all")
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -493,8 +492,8 @@ class ContextStoreSaver(BaseCheckpointSaver[str]):
                 params.append(_text("checkpoint_id", before_id))
         if filter is not None and not isinstance(filter, dict):
             raise TypeError(f"filter must be a dict of metadata values, not {filter!r}")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise TypeError(f"limit must be an int or None, not {limit!r}")
+        if limit is not None:
+            whole_number(limit, "limit", least=None, fix="None for all")
         await self.setup()
         sql = "SELECT thread_id, checkpoint_ns, checkpoint_id, metadata_type, metadata FROM "
         sql += "pygents_lg_checkpoints"

@@ -48,6 +48,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._json import dumps
 from pygents_ctx.context.stores import PostgresConnection, SQLiteConnection
 from pygents_ctx.errors import CollectionNotFoundError
@@ -297,14 +298,6 @@ def _check_key(key: object) -> str:
     if len(key) > MAX_NAME:
         raise ValueError(f"an item's key is {len(key)} characters long; keep it to {MAX_NAME}")
     return key
-
-
-def _check_count(value: object, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"search {what} must be an int, not {value!r}")
-    if value < 0:
-        raise ValueError(f"search {what} must be 0 or more, not {value}")
-    return value
 
 
 def _check_filter(filter: object) -> dict[str, Any]:
@@ -617,8 +610,8 @@ class ContextStoreMemory(BaseStore):
             _check_namespace(op.namespace_prefix, "a search's namespace prefix")
         validate_op_namespace(op)
         if isinstance(op, SearchOp):
-            _check_count(op.limit, "limit")
-            _check_count(op.offset, "offset")
+            whole_number(op.limit, "search limit")
+            whole_number(op.offset, "search offset")
             _check_filter(op.filter)
             if op.query is not None:
                 if not isinstance(op.query, str):
@@ -631,9 +624,9 @@ class ContextStoreMemory(BaseStore):
                     )
         elif isinstance(op, ListNamespacesOp):
             if op.max_depth is not None:
-                _check_count(op.max_depth, "max_depth")
-            _check_count(op.limit, "limit")
-            _check_count(op.offset, "offset")
+                whole_number(op.max_depth, "search max_depth")
+            whole_number(op.limit, "search limit")
+            whole_number(op.offset, "search offset")
             for condition in op.match_conditions or ():
                 if condition.match_type not in ("prefix", "suffix"):
                     raise ValueError(
@@ -873,10 +866,7 @@ def _check_index_config(index: object) -> tuple[int, Embeddings, list[tuple[str,
             f"not {index!r}"
         )
     dims = index.get("dims")
-    if isinstance(dims, bool) or not isinstance(dims, int):
-        raise TypeError(f"index['dims'] must be an int (the vectors' length), not {dims!r}")
-    if dims < 1:
-        raise ValueError(f"index['dims'] must be at least 1, not {dims}")
+    dims = whole_number(dims, "index['dims']", least=1, fix="the vectors' length")
     if index.get("embed") is None:
         raise TypeError(
             "index['embed'] is missing: pass LangChain Embeddings, a function of a list "

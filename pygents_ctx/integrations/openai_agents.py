@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import (
     ImageBlock,
     Message,
@@ -210,11 +211,7 @@ class ContextStoreSession:
 def _check_limit(limit: object) -> int | None:
     if limit is None:
         return None
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"get_items limit must be an int or None, not {type(limit).__name__}")
-    if limit < 0:
-        raise ValueError(f"get_items limit must be 0 or more (None for all), not {limit}")
-    return limit
+    return whole_number(limit, "get_items limit", fix="None for all")
 
 
 def item_message(item: object, path: str = "item") -> Message:

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final, Protocol, runtime_checkable
 
+from pygents_ctx._checks import whole_number
+
 __all__ = ["Embedder", "HashingEmbedder"]
 
 _WORD: Final = re.compile(r"\w+")
@@ -90,11 +92,8 @@ class HashingEmbedder:
     __slots__ = ("_dimension", "_ngram")
 
     def __init__(self, dimension: int = 256, *, ngram: int = 3) -> None:
-        for name, value in (("dimension", dimension), ("ngram", ngram)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"HashingEmbedder {name} must be an int, not {value!r}")
-        if dimension < 1:
-            raise ValueError(f"HashingEmbedder dimension must be at least 1, not {dimension}")
+        whole_number(dimension, "HashingEmbedder dimension", least=1)
+        whole_number(ngram, "HashingEmbedder ngram", least=None)
         if ngram < 0 or ngram == 1:
             raise ValueError(
                 f"HashingEmbedder ngram must be 0 (words only) or at least 2, not {ngram}"

@@ -78,6 +78,7 @@ from typing import Final, TypeAlias
 
 import orjson
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores.base import ContextStore
 from pygents_ctx.context.stores.search import (
@@ -174,10 +175,7 @@ class SemanticRecall:
                 f"not {collection!r}; e.g. 'pygents_recall'"
             )
         for name, value in (("batch_size", batch_size), ("pool", pool), ("fusion_k", fusion_k)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"SemanticRecall {name} must be an int, not {value!r}")
-            if value < 1:
-                raise ValueError(f"SemanticRecall {name} must be at least 1, not {value}")
+            whole_number(value, f"SemanticRecall {name}", least=1)
         self._vectors = vectors
         self._embedder = embedder
         self._prefix = collection

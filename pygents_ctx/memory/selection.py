@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final, Generic, Protocol, Self, TypeVar
 
+from pygents_ctx._checks import number, whole_number
 from pygents_ctx.context.selection import SelectionIndex, _set_default_selector
 from pygents_ctx.memory._table import VectorTable, embed_checked
 from pygents_ctx.memory.embedders import Embedder, HashingEmbedder
@@ -263,12 +264,8 @@ class BM25Selector:
     __slots__ = ("_b", "_k1")
 
     def __init__(self, *, k1: float = 1.2, b: float = 0.75) -> None:
-        for name, value in (("k1", k1), ("b", b)):
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise TypeError(f"BM25Selector {name} must be a number, not {value!r}")
-        if not (math.isfinite(k1) and k1 >= 0):
-            raise ValueError(f"BM25Selector k1 must be a finite number of at least 0, not {k1}")
-        if not 0 <= b <= 1:
+        number(k1, "BM25Selector k1")
+        if not 0 <= number(b, "BM25Selector b") <= 1:
             raise ValueError(f"BM25Selector b must be between 0 and 1, not {b}")
         self._k1, self._b = float(k1), float(b)
 
@@ -438,10 +435,7 @@ class SemanticSelector:
                 "SemanticSelector embedder must have an async embed(texts) method, "
                 f"not {embedder!r}"
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"SemanticSelector batch_size must be an int, not {batch_size!r}")
-        if batch_size < 1:
-            raise ValueError(f"SemanticSelector batch_size must be at least 1, not {batch_size}")
+        whole_number(batch_size, "SemanticSelector batch_size", least=1)
         self._embedder: Embedder = HashingEmbedder() if embedder is None else embedder
         self._batch_size = batch_size
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, TypeVar, cast
 
+from pygents_ctx._checks import strings
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.messages import Message
@@ -583,10 +584,4 @@ def _store(
 
 
 def _call_ids(what: str, ids: object) -> list[str]:
-    if isinstance(ids, str) or not isinstance(ids, Iterable):
-        raise TypeError(f"{what} takes a list of call ids ({what}=['call_1']), not {ids!r}")
-    listed = list(ids)
-    for call_id in listed:
-        if not isinstance(call_id, str):
-            raise TypeError(f"{what} takes call ids (str), not {call_id!r}")
-    return listed
+    return strings(ids, what, fix=f"pass a list of call ids ({what}=['call_1'])")

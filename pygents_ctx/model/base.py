@@ -8,11 +8,11 @@ with one assistant `Message` and the usage the provider reported
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
+from pygents_ctx._checks import number, whole_number
 from pygents_ctx.context.config import PromptWindow
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.usage import Usage
@@ -36,16 +36,6 @@ __all__ = [
     "ThinkingDelta",
     "ToolCallDelta",
 ]
-
-
-def number_from(value: object, low: float) -> bool:
-    """Whether `value` is a finite int or float (not a bool) of at least `low`."""
-    return (
-        not isinstance(value, bool)
-        and isinstance(value, int | float)
-        and math.isfinite(value)
-        and value >= low
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,20 +121,12 @@ class ModelSettings:
     output_schema: OutputSchema | None = None
 
     def __post_init__(self) -> None:
-        if self.max_tokens is not None and (
-            isinstance(self.max_tokens, bool)
-            or not isinstance(self.max_tokens, int)
-            or self.max_tokens < 1
-        ):
-            raise ValueError(
-                f"ModelSettings.max_tokens must be a positive int or None, not {self.max_tokens!r}"
-            )
+        if self.max_tokens is not None:
+            whole_number(self.max_tokens, "ModelSettings.max_tokens", least=1)
         for name in ("temperature", "top_p"):
             value = getattr(self, name)
-            if value is not None and not number_from(value, 0.0):
-                raise ValueError(
-                    f"ModelSettings.{name} must be a number of at least 0 or None, not {value!r}"
-                )
+            if value is not None:
+                number(value, f"ModelSettings.{name}", fix="None leaves it to the provider")
         stop: object = self.stop
         if stop is not None:
             if (
@@ -359,7 +341,8 @@ class Pricing:
             (default: `input`).
 
     Raises:
-        ValueError: A price is negative or not a number.
+        TypeError: A price is not a number.
+        ValueError: A price is negative or not finite.
 
     Examples:
         >>> prices = Pricing(input=3.0, output=15.0, cached_input=0.3)
@@ -377,8 +360,7 @@ class Pricing:
             value = getattr(self, name)
             if value is None and name in ("cached_input", "cache_write"):
                 continue
-            if not number_from(value, 0.0):
-                raise ValueError(f"Pricing.{name} must be a number of at least 0, not {value!r}")
+            number(value, f"Pricing.{name}", fix="a price per million tokens")
 
     def cost(self, usage: Usage) -> float:
         """What `usage` costs at these prices."""

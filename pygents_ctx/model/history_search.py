@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores.base import HistoryRetention
@@ -73,13 +74,13 @@ async def _search_history(
             "(HistoryRetention.NONE); give its ContextConfig another retention"
         )
     store = await context.ready()
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"search_history limit must be an int, not {type(limit).__name__}")
-    if not 1 <= limit <= SEARCH_HISTORY_LIMIT:
-        raise ValueError(
-            f"search_history limit must be between 1 and {SEARCH_HISTORY_LIMIT}, not {limit}; "
-            "ask for fewer matches, or use more distinctive words"
-        )
+    whole_number(
+        limit,
+        "search_history limit",
+        least=1,
+        most=SEARCH_HISTORY_LIMIT,
+        fix="ask for fewer matches, or use more distinctive words",
+    )
     # Room for the model's own searches, which are left out.
     wanted = min(limit * 2 + 10, MAX_SEARCH_LIMIT)
     if context.recall is None:

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import (
     READ_TOOL_RESULT,
     ImageBlock,
@@ -60,15 +61,6 @@ _MIN_TOKENS: Final = 256
 # Lone surrogates (which a tool's str may hold) survive the trip through the blob's bytes.
 _ENCODING: Final = "utf-8"
 _ERRORS: Final = "surrogatepass"
-
-
-def _count(name: str, value: object, least: int, owner: str = "ToolResultOffload") -> int:
-    """`value` if it is an int of at least `least`; the errors name `owner` and `name`."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner} {name} must be an int, not {value!r}")
-    if value < least:
-        raise ValueError(f"{owner} {name} must be at least {least}, not {value}")
-    return value
 
 
 def offloaded_handles(history: Iterable[Message]) -> set[str]:
@@ -169,10 +161,12 @@ class ToolResultOffload:
                 f"ToolResultOffload counter must be a callable str -> int, not {counter!r}"
             )
         self.blobs = blobs
-        self.max_tokens = _count("max_tokens", max_tokens, _MIN_TOKENS)
-        self.head_chars = _count("head_chars", head_chars, 0)
-        self.tail_chars = _count("tail_chars", tail_chars, 0)
-        self.page_chars = _count("page_chars", page_chars, 1)
+        self.max_tokens = whole_number(
+            max_tokens, "ToolResultOffload max_tokens", least=_MIN_TOKENS
+        )
+        self.head_chars = whole_number(head_chars, "ToolResultOffload head_chars", least=0)
+        self.tail_chars = whole_number(tail_chars, "ToolResultOffload tail_chars", least=0)
+        self.page_chars = whole_number(page_chars, "ToolResultOffload page_chars", least=1)
         self.counter = counter
         self._memory: InMemoryBlobStore | None = None
         self._beside: tuple[object, BlobStore] | None = None
@@ -319,9 +313,9 @@ class ToolResultOffload:
                 f"{handle!r} is not the handle of an offloaded tool result; "
                 f"use the handle a stub names (it starts with {HANDLE_PREFIX!r})"
             )
-        start = _count("offset", offset, 0, "read_tool_result")
+        start = whole_number(offset, "read_tool_result offset", least=0)
         if length is not None:
-            _count("length", length, 1, "read_tool_result")
+            whole_number(length, "read_tool_result length", least=1)
         try:
             blob = await self.blob_store(store).get(handle)
         except BlobNotFoundError:

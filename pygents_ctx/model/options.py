@@ -9,20 +9,18 @@ included (without the lease: its branch's conversation is its own).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
+from typing import Final
 
+from pygents_ctx._checks import number, whole_number
 from pygents_ctx.context.stores.lease import check_lease_options
 from pygents_ctx.model.base import Pricing
 from pygents_ctx.model.offload import ToolResultOffload
 
 __all__ = ["LeasePolicy", "LoopLimits", "ToolPolicy"]
 
-
-def _positive(owner: str, name: str, value: object, kinds: tuple[type, ...], fix: str) -> None:
-    """Refuse `value` unless it is a positive, finite number of `kinds` (never a bool)."""
-    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < math.inf:  # type: ignore[operator]
-        raise ValueError(f"{owner}.{name} must be {fix}, not {value!r}")
+_NO_LIMIT: Final = "None means no limit"
+_SECONDS: Final = "a number of seconds"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +44,10 @@ class LoopLimits:
             `OutputValidationError` is raised.
 
     Raises:
-        ValueError: A limit or timeout is not a positive number,
+        TypeError: A limit or timeout is not a number (`max_steps`, `max_tokens`
+            and `output_retries` not an int), or `pricing` is not a `Pricing`.
+        ValueError: A limit or timeout is not positive and finite,
             `output_retries` is negative, or `max_cost` is given without `pricing`.
-        TypeError: `pricing` is not a `Pricing`, or `output_retries` is not an int.
 
     Examples:
         >>> LoopLimits(max_steps=5).max_steps
@@ -56,7 +55,7 @@ class LoopLimits:
         >>> LoopLimits(max_steps=0)
         Traceback (most recent call last):
         ...
-        ValueError: LoopLimits.max_steps must be a positive int (None: no limit), not 0
+        ValueError: LoopLimits.max_steps must be at least 1, not 0; None means no limit
     """
 
     max_steps: int | None = 20
@@ -67,13 +66,12 @@ class LoopLimits:
     output_retries: int = 2
 
     def __post_init__(self) -> None:
-        whole = "a positive int (None: no limit)"
         if self.max_steps is not None:
-            _positive("LoopLimits", "max_steps", self.max_steps, (int,), whole)
+            whole_number(self.max_steps, "LoopLimits.max_steps", least=1, fix=_NO_LIMIT)
         if self.max_tokens is not None:
-            _positive("LoopLimits", "max_tokens", self.max_tokens, (int,), whole)
+            whole_number(self.max_tokens, "LoopLimits.max_tokens", least=1, fix=_NO_LIMIT)
         if self.max_cost is not None:
-            _positive("LoopLimits", "max_cost", self.max_cost, (int, float), "a positive number")
+            number(self.max_cost, "LoopLimits.max_cost", above=True, fix=_NO_LIMIT)
             if self.pricing is None:
                 raise ValueError(
                     "LoopLimits.max_cost needs pricing=Pricing(input=..., output=...) "
@@ -81,16 +79,8 @@ class LoopLimits:
                 )
         if self.pricing is not None and not isinstance(self.pricing, Pricing):
             raise TypeError(f"LoopLimits.pricing must be a Pricing, not {self.pricing!r}")
-        _positive(
-            "LoopLimits", "step_timeout", self.step_timeout, (int, float), "a positive number"
-        )
-        retries = self.output_retries
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise TypeError(f"LoopLimits.output_retries must be an int, not {retries!r}")
-        if retries < 0:
-            raise ValueError(
-                f"LoopLimits.output_retries must be at least 0 (0: never ask again), not {retries}"
-            )
+        number(self.step_timeout, "LoopLimits.step_timeout", above=True, fix=_SECONDS)
+        whole_number(self.output_retries, "LoopLimits.output_retries", fix="0 never asks again")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +104,9 @@ class ToolPolicy:
             False never offers it (give the tool to the loop to offer it always).
 
     Raises:
-        ValueError: `parallel` or `timeout` is not a positive number.
-        TypeError: `offload` is not a `ToolResultOffload` or None, or
-            `search_history` is not a bool.
+        TypeError: `parallel` is not an int, `timeout` not a number, `offload`
+            not a `ToolResultOffload` or None, or `search_history` not a bool.
+        ValueError: `parallel` or `timeout` is not positive (`timeout` finite).
 
     Examples:
         >>> ToolPolicy(parallel=1, offload=None, search_history=False)
@@ -129,8 +119,8 @@ class ToolPolicy:
     search_history: bool = True
 
     def __post_init__(self) -> None:
-        _positive("ToolPolicy", "parallel", self.parallel, (int,), "a positive int")
-        _positive("ToolPolicy", "timeout", self.timeout, (int, float), "a positive number")
+        whole_number(self.parallel, "ToolPolicy.parallel", least=1)
+        number(self.timeout, "ToolPolicy.timeout", above=True, fix=_SECONDS)
         if self.offload is not None and not isinstance(self.offload, ToolResultOffload):
             raise TypeError(
                 f"ToolPolicy.offload must be a ToolResultOffload, or None to keep results "

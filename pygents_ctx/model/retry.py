@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Final
 
+from pygents_ctx._checks import number, whole_number
 from pygents_ctx.errors import ModelAPIError
-from pygents_ctx.model.base import number_from
 
 __all__ = ["RetryPolicy"]
 
@@ -94,25 +94,10 @@ class RetryPolicy:
     jitter: float = 0.25
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.max_attempts, bool)
-            or not isinstance(self.max_attempts, int)
-            or self.max_attempts < 1
-        ):
-            raise ValueError(
-                f"RetryPolicy.max_attempts must be an int of at least 1, not {self.max_attempts!r}"
-            )
+        whole_number(self.max_attempts, "RetryPolicy.max_attempts", least=1)
         for name, low in (("initial_delay", 0.0), ("max_delay", 0.0), ("multiplier", 1.0)):
-            value = getattr(self, name)
-            if not number_from(value, low):
-                raise ValueError(
-                    f"RetryPolicy.{name} must be a number of at least {low:g}, not {value!r}"
-                )
-        if (
-            isinstance(self.jitter, bool)
-            or not isinstance(self.jitter, int | float)
-            or not 0 <= self.jitter <= 1
-        ):
+            number(getattr(self, name), f"RetryPolicy.{name}", least=low)
+        if not 0 <= number(self.jitter, "RetryPolicy.jitter") <= 1:
             raise ValueError(
                 f"RetryPolicy.jitter must be a number from 0 to 1, not {self.jitter!r}"
             )

@@ -297,13 +297,15 @@ def test_what_is_not_a_record_or_a_model_name_is_a_type_error() -> None:
 
 
 def test_a_calibration_checks_its_fields() -> None:
-    with pytest.raises(ValueError, match=r"TokenCalibration\.scale must be a positive number"):
+    with pytest.raises(
+        ValueError, match=r"TokenCalibration\.scale must be a finite number more than 0"
+    ):
         TokenCalibration(0.0)
     with pytest.raises(ValueError, match=r"TokenCalibration\.overhead must be a finite number"):
         TokenCalibration(1.0, math.nan)
-    with pytest.raises(ValueError, match=r"TokenCalibration\.records must be an int"):
+    with pytest.raises(ValueError, match=r"TokenCalibration\.records must be at least 1, not 0"):
         TokenCalibration(1.0, records=0)
-    with pytest.raises(ValueError, match="mean_error_after must be at least 0"):
+    with pytest.raises(ValueError, match="mean_error_after must be a finite number of at least 0"):
         TokenCalibration(1.0, mean_error_after=-1.0)
     with pytest.raises(ValueError, match="predict estimate"):
         TokenCalibration(1.0).predict(-1)

@@ -99,7 +99,8 @@ def test_scale_multiplies_the_estimate() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1.0, True, "1.2", None, float("nan"), float("inf")])
 def test_scale_must_be_a_positive_finite_number(bad: Any) -> None:
-    with pytest.raises(ValueError, match=r"EstimatedTokenCounter\.scale must be a"):
+    error = ValueError if isinstance(bad, int | float) and not isinstance(bad, bool) else TypeError
+    with pytest.raises(error, match=r"EstimatedTokenCounter\.scale must be a"):
         EstimatedTokenCounter(bad)
 
 

@@ -83,7 +83,8 @@ def test_heuristic_counter_defaults_to_four_characters_per_token() -> None:
 
 @pytest.mark.parametrize("bad", [0, 0.0, -1, -0.5, True, False, "4", None, float("nan")])
 def test_heuristic_counter_rejects_a_non_positive_or_non_number_ratio(bad: Any) -> None:
-    with pytest.raises(ValueError, match="chars_per_token must be a positive number"):
+    error = ValueError if isinstance(bad, int | float) and not isinstance(bad, bool) else TypeError
+    with pytest.raises(error, match="chars_per_token must be a"):
         HeuristicTokenCounter(bad)
 
 
@@ -180,8 +181,12 @@ def test_a_tool_input_json_cannot_hold_is_still_counted_with_non_ascii_as_is() -
 
 @pytest.mark.parametrize("field", ["per_message_overhead", "tokens_per_media"])
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "4", None])
-def test_negative_or_non_int_amounts_are_value_errors(field: str, bad: Any) -> None:
-    with pytest.raises(ValueError, match=re.escape(f"{field} must be an int of at least 0")):
+def test_negative_or_non_int_amounts_are_refused(field: str, bad: Any) -> None:
+    if isinstance(bad, int) and not isinstance(bad, bool):
+        expected: tuple[type[Exception], str] = (ValueError, f"{field} must be at least 0")
+    else:
+        expected = (TypeError, f"{field} must be an int")
+    with pytest.raises(expected[0], match=re.escape(expected[1])):
         count_message_tokens(Message("user", "hi"), **{field: bad})
 
 

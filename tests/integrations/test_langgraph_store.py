@@ -454,7 +454,7 @@ async def test_bad_input_is_refused_and_nothing_is_stored(where: str) -> None:
         (ValueError, "NUL", lambda s: s.aput(("a",), "k\x00", {})),
         (TypeError, "index must be False, None or a list", lambda s: s.aput(("a",), "k", {}, "x")),
         (ValueError, "operators are", lambda s: s.asearch(("a",), filter={"n": {"$in": [1]}})),
-        (ValueError, "limit must be 0 or more", lambda s: s.asearch(("a",), limit=-1)),
+        (ValueError, "limit must be at least 0", lambda s: s.asearch(("a",), limit=-1)),
         (NotImplementedError, "TTL is not supported", lambda s: s.aput(("a",), "k", {}, ttl=5)),
         (
             NotImplementedError,

@@ -229,7 +229,7 @@ async def test_bad_input_is_refused_and_adds_nothing() -> None:
         with pytest.raises(error, match=message):
             await session.add_items(items)
     assert await session.get_items() == [{"role": "user", "content": "kept"}]
-    with pytest.raises(ValueError, match="0 or more"):
+    with pytest.raises(ValueError, match="at least 0"):
         await session.get_items(-1)
     with pytest.raises(TypeError, match="ContextStore"):
         ContextStoreSession("chat.db")  # type: ignore[arg-type]

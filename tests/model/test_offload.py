@@ -298,7 +298,7 @@ async def test_bad_offsets_and_a_lost_blob_are_clear_errors(read_log: Any) -> No
         await loop.read_tool_result(handle, -1)
     with pytest.raises(ValueError, match="length must be at least 1, not 0"):
         await loop.read_tool_result(handle, 0, 0)
-    with pytest.raises(TypeError, match="offset must be an int, not '3'"):
+    with pytest.raises(TypeError, match="offset must be an int, not str '3'"):
         await loop.read_tool_result(handle, "3")  # type: ignore[arg-type]
     await blobs.delete(handle)
     with pytest.raises(
@@ -313,7 +313,7 @@ async def test_bad_offsets_and_a_lost_blob_are_clear_errors(read_log: Any) -> No
         ({"max_tokens": 255}, ValueError, "max_tokens must be at least 256, not 255"),
         ({"head_chars": -1}, ValueError, "head_chars must be at least 0, not -1"),
         ({"page_chars": 0}, ValueError, "page_chars must be at least 1, not 0"),
-        ({"tail_chars": 1.5}, TypeError, "tail_chars must be an int, not 1.5"),
+        ({"tail_chars": 1.5}, TypeError, "tail_chars must be an int, not float 1.5"),
         ({"blobs": "blobs"}, TypeError, "blobs must be a BlobStore"),
         ({"counter": 3}, TypeError, "counter must be a callable"),
     ],

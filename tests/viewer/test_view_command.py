@@ -92,7 +92,7 @@ def test_a_database_without_sessions_on_postgresql_is_refused(
     [
         (["--pricing", "gpt-4o"], "must be MODEL=INPUT,OUTPUT[,CACHED_INPUT[,CACHE_WRITE]]"),
         (["--pricing", "gpt-4o=a,b"], "the prices in 'gpt-4o=a,b' must be numbers"),
-        (["--pricing", "gpt-4o=-1,2"], "Pricing.input must be a number of at least 0"),
+        (["--pricing", "gpt-4o=-1,2"], "Pricing.input must be a finite number of at least 0"),
         (["--port", "70000"], "must be a port from 0 to 65535"),
         (["--strategy", "fitt:3"], "unknown strategy 'fitt'"),
     ],

@@ -30,6 +30,7 @@ from typing import (
 
 import orjson
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._json import dumps, shown
 from pygents_ctx.context.messages import Message, from_dict, to_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
@@ -386,16 +387,6 @@ def _checked(messages: Iterable[Message], owner: str) -> Iterator[Message]:
 LARGEST: Final = 2**63 - 1  # the largest integer SQLite and PostgreSQL (bigint) hold
 
 
-def _check_natural(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be at least 0, not {value}")
-    if value > LARGEST:
-        raise ValueError(f"{name} must be at most 2**63 - 1, not {value}")
-    return value
-
-
 def check_window(limit: object, offset: object) -> None:
     """Check `get_history` arguments: `limit` None or an int >= 0, `offset` an int >= 0.
 
@@ -404,13 +395,13 @@ def check_window(limit: object, offset: object) -> None:
         ValueError: A value is negative.
     """
     if limit is not None:
-        _check_natural("limit", limit)
-    _check_natural("offset", offset)
+        whole_number(limit, "limit", most=LARGEST)
+    whole_number(offset, "offset", most=LARGEST)
 
 
 def check_count(count: object) -> int:
     """Check `replace_prefix`'s `count`: an int >= 0."""
-    return _check_natural("count", count)
+    return whole_number(count, "count", most=LARGEST)
 
 
 def check_expected(count: int, expected: Iterable[Message] | None) -> list[Message] | None:
@@ -451,8 +442,8 @@ def changed_prefix(session_id: str, count: int) -> ConcurrentModificationError:
 
 def check_tokens(input_tokens: object, output_tokens: object) -> tuple[int, int]:
     """Check a pair of token amounts: ints >= 0."""
-    return _check_natural("input_tokens", input_tokens), _check_natural(
-        "output_tokens", output_tokens
+    return whole_number(input_tokens, "input_tokens", most=LARGEST), whole_number(
+        output_tokens, "output_tokens", most=LARGEST
     )
 
 

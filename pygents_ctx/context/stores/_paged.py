@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import decode
 from pygents_ctx.context.stores._lineage import Segment, postgres_segments, sqlite_segments
@@ -35,11 +36,7 @@ def check_batch(batch: object) -> int:
         TypeError: It is not an int.
         ValueError: It is less than 1.
     """
-    if isinstance(batch, bool) or not isinstance(batch, int):
-        raise TypeError(f"batch must be an int, not {type(batch).__name__}")
-    if batch < 1:
-        raise ValueError(f"batch must be at least 1, not {batch}")
-    return batch
+    return whole_number(batch, "batch", least=1)
 
 
 async def iter_pages(

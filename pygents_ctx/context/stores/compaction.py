@@ -15,6 +15,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores._common import (
     changed_prefix,
@@ -152,7 +153,8 @@ async def compact_context(
         or the result would not be smaller (in tokens) than the history.
 
     Raises:
-        ValueError: `keep_recent` is not an int of at least 0.
+        TypeError: `keep_recent` is not an int.
+        ValueError: `keep_recent` is negative.
         SummarizationError: The summarizer failed or returned no text.
 
     Examples:
@@ -170,19 +172,13 @@ async def compact_context(
         >>> len(compacted), compacted[2].text, compacted[-1].text
         (6, 'Message 18', 'Message 21')
     """
-    _check_keep_recent(keep_recent)
+    whole_number(keep_recent, "keep_recent")
     plan = _Plan(await store.get_history(), keep_recent)
     if not plan.old:
         return None
     await plan.read_ids(store)
     prefix = plan.compacted_prefix(await _summarize(plan, summarizer))
     return None if prefix is None else [*prefix, *plan.recent]
-
-
-def _check_keep_recent(keep_recent: object) -> int:
-    if isinstance(keep_recent, bool) or not isinstance(keep_recent, int) or keep_recent < 0:
-        raise ValueError(f"keep_recent must be an int of at least 0, not {keep_recent!r}")
-    return keep_recent
 
 
 class AutoCompactStore(ContextStore):
@@ -271,16 +267,14 @@ class AutoCompactStore(ContextStore):
             )
         if not callable(summarizer):
             raise TypeError(f"summarizer must be an async callable, not {summarizer!r}")
-        _check_keep_recent(keep_recent)
+        whole_number(keep_recent, "keep_recent")
         if isinstance(threshold, bool) or not isinstance(threshold, int | float):
             raise ValueError(f"threshold must be a number in (0, 1], not {threshold!r}")
         if not 0 < threshold <= 1:
             raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")
         for name, value in (("max_tokens", max_tokens), ("context_window", context_window)):
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise ValueError(f"{name} must be a positive int or None, not {value!r}")
+            if value is not None:
+                whole_number(value, name, least=1)
         self.inner = inner
         self.summarizer = summarizer
         self.keep_recent = keep_recent

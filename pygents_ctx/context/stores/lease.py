@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import random
 import socket
@@ -30,6 +29,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, Self, TypeVar
 
+from pygents_ctx._checks import number
 from pygents_ctx.context.stores._lease_sql import LeaseState, Refused, refusal
 from pygents_ctx.errors import LeaseLostError, SessionBusyError
 
@@ -97,9 +97,7 @@ def check_lease_options(
         ValueError: `ttl` is not positive and finite, or `wait` is negative, NaN or True.
     """
     ttl_name, wait_name = names
-    seconds = _seconds(ttl_name, ttl)
-    if not 0 < seconds < math.inf:
-        raise ValueError(f"{ttl_name} must be a positive, finite number of seconds, not {ttl!r}")
+    seconds = number(ttl, ttl_name, above=True, fix="a number of seconds")
     if wait is True:
         raise ValueError(
             f"{wait_name}=True does not say for how long; pass seconds (math.inf waits forever)"

@@ -13,11 +13,11 @@ lease, its row locked FOR SHARE (see `SessionLease`).
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeAlias, TypeVar
 
+from pygents_ctx._checks import number
 from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _postgres_ops as ops
 from pygents_ctx.context.stores import _search_sql as search_sql
@@ -129,16 +129,12 @@ def connect_postgres(
         raise TypeError(f"connect_postgres dsn must be a str, not {type(dsn).__name__}")
     stalled = stalled_write_timeout
     if stalled is not None:
-        if isinstance(stalled, bool) or not isinstance(stalled, int | float):
-            raise TypeError(
-                f"connect_postgres stalled_write_timeout must be a number of seconds or None, "
-                f"not {stalled!r}"
-            )
-        if not 0 < stalled < math.inf:
-            raise ValueError(
-                f"connect_postgres stalled_write_timeout must be positive and finite (seconds), "
-                f"not {stalled!r}; None keeps the server's idle_in_transaction_session_timeout"
-            )
+        number(
+            stalled,
+            "connect_postgres stalled_write_timeout",
+            above=True,
+            fix="a number of seconds; None keeps the server's idle_in_transaction_session_timeout",
+        )
     psycopg = _import_psycopg()
     return Connecting(PostgresConnection._open(psycopg, dsn, stalled))
 

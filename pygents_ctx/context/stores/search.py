@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 # Public: these. The helpers below (`words`, `check_search`, `rank`, ...) serve the stores.
@@ -285,13 +286,9 @@ def check_search(query: object, limit: object) -> tuple[str, int]:
             f"search query is {len(query):,} characters, more than the {MAX_SEARCH_QUERY:,} "
             "a search takes (MAX_SEARCH_QUERY); pass its key words only"
         )
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"search limit must be an int, not {type(limit).__name__}")
-    if not 1 <= limit <= MAX_SEARCH_LIMIT:
-        raise ValueError(
-            f"search limit must be between 1 and {MAX_SEARCH_LIMIT} (MAX_SEARCH_LIMIT), "
-            f"not {limit}; ask for fewer hits, or refine the query"
-        )
+    limit = whole_number(
+        limit, "search limit", least=1, most=MAX_SEARCH_LIMIT, fix="ask for fewer hits"
+    )
     return query, limit
 
 
@@ -302,13 +299,8 @@ def check_messages_after(after: object, limit: object) -> tuple[int, int]:
         TypeError: `after` or `limit` is not an int.
         ValueError: `limit` is less than 1.
     """
-    if isinstance(after, bool) or not isinstance(after, int):
-        raise TypeError(f"messages_after takes a message id (an int), not {type(after).__name__}")
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"messages_after limit must be an int, not {type(limit).__name__}")
-    if limit < 1:
-        raise ValueError(f"messages_after limit must be at least 1, not {limit}")
-    return after, limit
+    after = whole_number(after, "the message id messages_after starts after", least=None)
+    return after, whole_number(limit, "messages_after limit", least=1)
 
 
 def check_message_ids(ids: object) -> list[int]:
@@ -321,8 +313,7 @@ def check_message_ids(ids: object) -> list[int]:
         raise TypeError(f"messages_with_ids takes an iterable of message ids, not {ids!r}")
     checked = list(dict.fromkeys(ids))
     for item in checked:
-        if isinstance(item, bool) or not isinstance(item, int):
-            raise TypeError(f"a message id is an int, not {item!r}")
+        whole_number(item, "a message id", least=None)
     return checked
 
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
+from pygents_ctx._checks import number
 from pygents_ctx.context.stores import _checkpoint_sql as checkpoint_sql
 from pygents_ctx.context.stores import _search_sql as search_sql
 from pygents_ctx.context.stores import _sqlite_ops as ops
@@ -68,8 +69,9 @@ def connect(
             from the file's free pages; a little more writing per delete.
 
     Raises:
-        TypeError: `path` is not a str or path, or `secure_delete` is not a bool.
-        ValueError: `timeout` is not a positive number, or `synchronous` is unknown.
+        TypeError: `path` is not a str or path, `timeout` not a number, or
+            `secure_delete` not a bool.
+        ValueError: `timeout` is not positive and finite, or `synchronous` is unknown.
         sqlite3.OperationalError: (when awaited) The file cannot be opened: its
             directory is missing, it is a directory, or permissions; the message
             names the path and the cause.
@@ -95,8 +97,7 @@ def connect(
     name = os.fspath(path)
     if not isinstance(name, str):
         raise TypeError("connect path must be a text path, not bytes")
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    number(timeout, "connect timeout", above=True, fix="a number of seconds")
     level = check_synchronous(synchronous)
     if not isinstance(secure_delete, bool):
         raise TypeError(f"secure_delete must be a bool, not {type(secure_delete).__name__}")

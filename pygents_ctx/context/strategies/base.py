@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.tokens import (
     DEFAULT_COUNTER,
@@ -99,9 +100,7 @@ class Measure:
         if not callable(self.counter):
             raise TypeError(f"counter must be a callable str -> int, not {self.counter!r}")
         for name in ("per_message_overhead", "tokens_per_media"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be an int of at least 0, not {value!r}")
+            whole_number(getattr(self, name), name)
         key = settings_key(self.counter, self.per_message_overhead, self.tokens_per_media)
         object.__setattr__(self, "_key", key)
 
@@ -125,19 +124,18 @@ def check_count(owner: str, name: str, value: object, least: int) -> int:
     """Return `value` if it is an int of at least `least`.
 
     Raises:
-        ValueError: It is not an int (bools are not), or it is below `least`.
+        TypeError: It is not an int (bools are not).
+        ValueError: It is below `least`.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{owner} {name} must be an int of at least {least}, not {value!r}")
-    return value
+    return whole_number(value, f"{owner} {name}", least=least)
 
 
 def check_budget(owner: str, max_tokens: object, reserve_tokens: object = 0) -> int:
     """The usable budget, `max_tokens - reserve_tokens`, after checking both.
 
     Raises:
-        ValueError: Either is not an int, `max_tokens` is below 1, or the reserve
-            is negative or leaves nothing.
+        TypeError: Either is not an int.
+        ValueError: `max_tokens` is below 1, or the reserve is negative or leaves nothing.
     """
     budget = check_count(owner, "max_tokens", max_tokens, 1)
     reserve = check_count(owner, "reserve_tokens", reserve_tokens, 0)

@@ -79,10 +79,11 @@ class FitTokens(_Budgeted):
             `ContextOverflowError`.
 
     Raises:
-        ValueError: A budget or a per-message setting is not an int,
-            `max_tokens` is below 1, the reserve or a setting is negative, the
-            reserve leaves nothing, or `on_overflow` is not "keep" or "raise".
-        TypeError: `counter` is not callable.
+        TypeError: A budget or a per-message setting is not an int, or
+            `counter` is not callable.
+        ValueError: `max_tokens` is below 1, the reserve or a setting is
+            negative, the reserve leaves nothing, or `on_overflow` is not
+            "keep" or "raise".
 
     Examples:
         >>> import asyncio
@@ -227,10 +228,11 @@ class MiddleOut(_Budgeted):
             `ContextOverflowError`.
 
     Raises:
-        ValueError: A budget or a per-message setting is not an int,
-            `max_tokens` is below 1, the reserve or a setting is negative, the
-            reserve leaves nothing, or `on_overflow` is not "keep" or "raise".
-        TypeError: `counter` is not callable.
+        TypeError: A budget or a per-message setting is not an int, or
+            `counter` is not callable.
+        ValueError: `max_tokens` is below 1, the reserve or a setting is
+            negative, the reserve leaves nothing, or `on_overflow` is not
+            "keep" or "raise".
 
     Examples:
         >>> import asyncio

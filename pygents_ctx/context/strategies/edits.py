@@ -25,6 +25,7 @@ import string
 from collections.abc import Callable, Iterable
 from typing import Final, TypeVar
 
+from pygents_ctx._checks import strings
 from pygents_ctx.context.messages import (
     ContentBlock,
     ImageBlock,
@@ -305,7 +306,11 @@ class ClearToolResults(OldMessageEditor):
                 f"ClearToolResults placeholder must be a str, not {type(placeholder).__name__}"
             )
         self.placeholder = placeholder
-        self.keep_tools = _tool_names(keep_tools)
+        self.keep_tools = frozenset(
+            strings(
+                keep_tools, "ClearToolResults keep_tools", fix="write e.g. keep_tools=('search',)"
+            )
+        )
         if min_tokens is not None:
             check_count("ClearToolResults", "min_tokens", min_tokens, 1)
         self.min_tokens = min_tokens
@@ -371,19 +376,6 @@ class ClearToolResults(OldMessageEditor):
         return (
             sum(self.counter(part.text) for part in content if isinstance(part, TextBlock)) < limit
         )
-
-
-def _tool_names(keep_tools: object) -> frozenset[str]:
-    if isinstance(keep_tools, str) or not isinstance(keep_tools, Iterable):
-        raise TypeError(
-            f"ClearToolResults keep_tools must be a collection of tool names, not "
-            f"{keep_tools!r}; write e.g. keep_tools=('search',)"
-        )
-    names = frozenset(keep_tools)
-    for name in names:
-        if not isinstance(name, str):
-            raise TypeError(f"ClearToolResults keep_tools must hold tool names (str), not {name!r}")
-    return names
 
 
 # ------------------------------------------------------------------------- ClearToolInputs

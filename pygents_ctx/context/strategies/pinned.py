@@ -165,8 +165,8 @@ class PinnedWindow:
         tokens_per_media: Tokens counted per image.
 
     Raises:
-        TypeError: `strategy` has no `compact` method.
-        ValueError: `max_tokens` is not an int of at least 1.
+        TypeError: `strategy` has no `compact` method, or `max_tokens` is not an int.
+        ValueError: `max_tokens` is below 1.
 
     Examples:
         >>> import asyncio

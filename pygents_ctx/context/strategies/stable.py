@@ -215,10 +215,11 @@ class StableWindow:
             `ContextOverflowError`.
 
     Raises:
-        ValueError: `max_tokens` is not an int of at least 1, `low_water` is
-            not a number above 0 and below 1, a per-message setting is not an
-            int of at least 0, or `on_overflow` is not "keep" or "raise".
-        TypeError: `counter` is not callable.
+        TypeError: `max_tokens` or a per-message setting is not an int, or
+            `counter` is not callable.
+        ValueError: `max_tokens` is below 1, `low_water` is not a number above
+            0 and below 1, a per-message setting is negative, or `on_overflow`
+            is not "keep" or "raise".
 
     Examples:
         >>> import asyncio

@@ -37,7 +37,8 @@ class SlidingWindow:
         max_messages: The most messages the window holds, head and task included.
 
     Raises:
-        ValueError: `max_messages` is not an int of at least 1.
+        TypeError: `max_messages` is not an int.
+        ValueError: `max_messages` is below 1.
 
     Examples:
         >>> import asyncio
@@ -89,7 +90,8 @@ class TrimRounds:
         max_rounds: How many of the newest rounds to keep.
 
     Raises:
-        ValueError: `max_rounds` is not an int of at least 1.
+        TypeError: `max_rounds` is not an int.
+        ValueError: `max_rounds` is below 1.
 
     Examples:
         >>> import asyncio
@@ -144,8 +146,9 @@ class Truncate:
             or characters when the count fits).
 
     Raises:
-        ValueError: Neither limit is given, a limit is not an int of at least 1,
-            or `on_overflow` is not "keep" or "raise".
+        TypeError: A limit is not an int.
+        ValueError: Neither limit is given, a limit is below 1, or
+            `on_overflow` is not "keep" or "raise".
 
     Examples:
         >>> import asyncio

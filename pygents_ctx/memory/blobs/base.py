@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, Final, Protocol, runtime_checkable
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import BlobNotFoundError
 from pygents_ctx.memory._shared import check_key
@@ -128,7 +129,8 @@ class BlobStore(Protocol):
         Raises:
             BlobNotFoundError: (on the first iteration) There is none; or (later)
                 a database store's blob was replaced or deleted meanwhile.
-            ValueError: `chunk_size` is not a positive int.
+            TypeError: `chunk_size` is not an int.
+            ValueError: `chunk_size` is below 1.
         """
         ...
 
@@ -284,11 +286,7 @@ def check_chunk_size(chunk_size: object) -> int:
         TypeError: It is not an int.
         ValueError: It is not positive.
     """
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
-        raise TypeError(f"chunk_size must be an int, not {type(chunk_size).__name__}")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be at least 1 byte, not {chunk_size}")
-    return chunk_size
+    return whole_number(chunk_size, "chunk_size", least=1, fix="a number of bytes")
 
 
 async def chunks_of(chunks: AsyncIterable[bytes] | Iterable[bytes]) -> AsyncIterator[bytes]:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
 
@@ -376,11 +377,7 @@ def check_depth(depth: object) -> int:
         TypeError: It is not an int.
         ValueError: It is negative.
     """
-    if isinstance(depth, bool) or not isinstance(depth, int):
-        raise TypeError(f"depth must be an int, not {type(depth).__name__}")
-    if depth < 0:
-        raise ValueError(f"depth must be 0 or more hops, not {depth}")
-    return depth
+    return whole_number(depth, "depth", fix="a number of hops")
 
 
 def check_types(types: Iterable[str] | None, what: str = "relationship_types") -> list[str] | None:

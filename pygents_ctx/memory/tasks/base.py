@@ -41,6 +41,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final, Protocol, runtime_checkable
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._resources import RunScope, injectable
 from pygents_ctx.errors import RetryLimitError, TaskNotFoundError, TaskTransitionError
 from pygents_ctx.memory._shared import check_key, utc_now
@@ -386,11 +387,7 @@ def check_max_attempts(max_attempts: object) -> int:
         TypeError: It is not an int.
         ValueError: It is below 1.
     """
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-        raise TypeError(f"max_attempts must be an int, not {type(max_attempts).__name__}")
-    if max_attempts < 1:
-        raise ValueError(f"max_attempts must be at least 1 (the first attempt), not {max_attempts}")
-    return max_attempts
+    return whole_number(max_attempts, "max_attempts", least=1, fix="the first attempt counts")
 
 
 def check_task_id(task_id: object) -> int:
@@ -399,9 +396,7 @@ def check_task_id(task_id: object) -> int:
     Raises:
         TypeError: It is not an int.
     """
-    if isinstance(task_id, bool) or not isinstance(task_id, int):
-        raise TypeError(f"task_id must be the task's number (an int), not {task_id!r}")
-    return task_id
+    return whole_number(task_id, "task_id", least=None, fix="the task's number")
 
 
 def check_status(status: object) -> TaskStatus:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
+from pygents_ctx._checks import strings, whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory._table import (
@@ -195,24 +196,6 @@ def check_name(name: object) -> str:
     return no_nul("a collection name", name)
 
 
-def _check_dimension(dimension: object) -> int:
-    if isinstance(dimension, bool) or not isinstance(dimension, int):
-        raise TypeError(f"a collection's dimension must be an int, not {dimension!r}")
-    if not 1 <= dimension <= MAX_DIMENSION:
-        raise ValueError(
-            f"a collection's dimension must be between 1 and {MAX_DIMENSION}, not {dimension}"
-        )
-    return dimension
-
-
-def _check_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"search k must be an int, not {k!r}")
-    if k < 1:
-        raise ValueError(f"search k must be at least 1, not {k}")
-    return k
-
-
 def _check_filter(filter: object) -> dict[str, MetadataValue]:
     if filter is None:
         return {}
@@ -229,16 +212,6 @@ def _check_filter(filter: object) -> dict[str, MetadataValue]:
             )
         check_json(value, f"the search filter value for {key!r}")
         checked[no_nul("a search filter key", key)] = value
-    return checked
-
-
-def _check_ids(ids: object) -> list[str]:
-    if isinstance(ids, str) or not isinstance(ids, Iterable):
-        raise TypeError(f"ids must be an iterable of str (a list of ids), not {ids!r}")
-    checked = list(ids)
-    for item in checked:
-        if not isinstance(item, str):
-            raise TypeError(f"ids must be str, not {item!r}")
     return checked
 
 
@@ -264,12 +237,7 @@ class VectorStoreBase(ABC):
                 f"{type(self).__name__} embedder must have an async embed(texts) method, "
                 f"not {embedder!r}"
             )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise TypeError(f"{type(self).__name__} batch_size must be an int, not {batch_size!r}")
-        if batch_size < 1:
-            raise ValueError(
-                f"{type(self).__name__} batch_size must be at least 1, not {batch_size}"
-            )
+        whole_number(batch_size, f"{type(self).__name__} batch_size", least=1)
         self._embedder = embedder
         self._batch_size = batch_size
         # What writes check their documents against before they join a batch: each
@@ -294,7 +262,10 @@ class VectorStoreBase(ABC):
                 the collection exists with another dimension.
         """
         checked = check_name(name)
-        await self._create(checked, _check_dimension(dimension))
+        await self._create(
+            checked,
+            whole_number(dimension, "a collection's dimension", least=1, most=MAX_DIMENSION),
+        )
         self._dimensions[checked] = dimension
 
     async def delete_collection(self, name: str) -> None:
@@ -436,7 +407,7 @@ class VectorStoreBase(ABC):
             TypeError: `ids` is a str, or holds something else.
         """
         name = check_name(collection)
-        wanted = list(dict.fromkeys(_check_ids(ids)))
+        wanted = list(dict.fromkeys(strings(ids, "ids", fix="pass a list of document ids")))
         return await self._delete(name, wanted)
 
     async def get(self, collection: str, document_id: str) -> VectorDocument | None:
@@ -477,7 +448,7 @@ class VectorStoreBase(ABC):
                 query is a text and the store has no embedder.
         """
         name = check_name(collection)
-        wanted = _check_k(k)
+        wanted = whole_number(k, "search k", least=1)
         conditions = _check_filter(filter)
         dimension = await self._read_dimension(name)
         if isinstance(query, str):

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import orjson
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx.context.stores._postgres_schema import migrate
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import MissingExtensionError
@@ -97,16 +98,6 @@ _NO_EXTENSION: Final = frozenset({"0A000", "58P01", "42704"})
 def _hnsw_prefix(name: str) -> str:
     """The start of the names of a collection's HNSW indexes (PostgreSQL names: 63 bytes)."""
     return f"pygents_hnsw_{hashlib.sha256(name.encode()).hexdigest()[:24]}_"
-
-
-def _check_int(value: object, what: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"PostgresVectorStore {what} must be an int, not {value!r}")
-    if not low <= value <= high:
-        raise ValueError(
-            f"PostgresVectorStore {what} must be between {low} and {high}, not {value}"
-        )
-    return value
 
 
 def _literal(vector: array[float]) -> str:
@@ -187,9 +178,13 @@ class PostgresVectorStore(VectorStoreBase):
             )
         if index not in ("exact", "hnsw"):
             raise ValueError(f'PostgresVectorStore index must be "exact" or "hnsw", not {index!r}')
-        self._m = _check_int(m, "m", 2, 100)
-        self._ef_construction = _check_int(ef_construction, "ef_construction", 2 * m, 1000)
-        self._ef_search = _check_int(ef_search, "ef_search", 1, 1000)
+        self._m = whole_number(m, "PostgresVectorStore m", least=2, most=100)
+        self._ef_construction = whole_number(
+            ef_construction, "PostgresVectorStore ef_construction", least=2 * m, most=1000
+        )
+        self._ef_search = whole_number(
+            ef_search, "PostgresVectorStore ef_search", least=1, most=1000
+        )
         super().__init__(embedder=embedder, batch_size=batch_size)
         self._conn = conn
         self._ready = False

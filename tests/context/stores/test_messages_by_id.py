@@ -75,10 +75,14 @@ async def test_removed_messages_are_not_listed(make_store: MakeStore) -> None:
 @pytest.mark.parametrize(
     ("call", "error", "words"),
     [
-        (lambda s: s.messages_after("1"), TypeError, r"message id \(an int\)"),
+        (lambda s: s.messages_after("1"), TypeError, "messages_after starts after must be an int"),
         (lambda s: s.messages_after(0, limit=0), ValueError, "at least 1"),
         (lambda s: s.messages_with_ids("12"), TypeError, "iterable of message ids"),
-        (lambda s: s.messages_with_ids([1, "2"]), TypeError, "a message id is an int"),
+        (
+            lambda s: s.messages_with_ids([1, "2"]),
+            TypeError,
+            "a message id must be an int, not str",
+        ),
     ],
 )
 async def test_bad_arguments_are_refused(

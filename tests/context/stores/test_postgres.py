@@ -291,10 +291,14 @@ def test_connect_postgres_needs_a_str_dsn() -> None:
 @pytest.mark.parametrize(
     ("timeout", "error", "message"),
     [
-        ("10", TypeError, "stalled_write_timeout must be a number of seconds or None"),
-        (True, TypeError, "stalled_write_timeout must be a number of seconds or None"),
-        (0, ValueError, "stalled_write_timeout must be positive and finite"),
-        (float("inf"), ValueError, "stalled_write_timeout must be positive and finite"),
+        ("10", TypeError, "stalled_write_timeout must be a number, not str"),
+        (True, TypeError, "stalled_write_timeout must be a number, not bool"),
+        (
+            0,
+            ValueError,
+            "must be a finite number more than 0, not 0; a number of seconds; None keeps",
+        ),
+        (float("inf"), ValueError, r"must be a finite number more than 0, not inf"),
     ],
 )
 def test_a_bad_stalled_write_timeout_is_refused_before_connecting(

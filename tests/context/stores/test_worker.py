@@ -138,7 +138,7 @@ class BytesPath:
         ({"path": b"ctx.db"}, TypeError, "path"),
         ({"path": BytesPath()}, TypeError, "text path"),
         ({"path": "x.db", "timeout": 0}, ValueError, "timeout"),
-        ({"path": "x.db", "timeout": True}, ValueError, "timeout"),
+        ({"path": "x.db", "timeout": True}, TypeError, "timeout"),
         ({"path": "x.db", "synchronous": "OFF"}, ValueError, "synchronous"),
     ],
 )

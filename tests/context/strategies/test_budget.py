@@ -309,15 +309,15 @@ def test_budgeted_window_repr_shows_settings_that_are_not_defaults(
 @pytest.mark.parametrize(
     ("kwargs", "error", "message"),
     [
-        ({"max_tokens": 0}, ValueError, "max_tokens must be an int of at least 1"),
-        ({"max_tokens": 10.5}, ValueError, "max_tokens must be an int"),
-        ({"max_tokens": True}, ValueError, "max_tokens must be an int"),
+        ({"max_tokens": 0}, ValueError, "max_tokens must be at least 1, not 0"),
+        ({"max_tokens": 10.5}, TypeError, "max_tokens must be an int, not float"),
+        ({"max_tokens": True}, TypeError, "max_tokens must be an int, not bool"),
         ({"max_tokens": 10, "reserve_tokens": -1}, ValueError, "reserve_tokens must be"),
         ({"max_tokens": 10, "reserve_tokens": 10}, ValueError, "less than max_tokens"),
         ({"max_tokens": 10, "on_overflow": "drop"}, ValueError, "'keep' or 'raise'"),
         ({"max_tokens": 10, "counter": "len"}, TypeError, "counter must be a callable"),
         ({"max_tokens": 10, "per_message_overhead": -1}, ValueError, "per_message_overhead"),
-        ({"max_tokens": 10, "tokens_per_media": None}, ValueError, "tokens_per_media"),
+        ({"max_tokens": 10, "tokens_per_media": None}, TypeError, "tokens_per_media"),
     ],
 )
 def test_budgeted_window_rejects_bad_parameters(

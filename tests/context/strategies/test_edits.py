@@ -183,8 +183,8 @@ def test_repr_shows_the_parameters(strategy: Edit, text: str) -> None:
 @pytest.mark.parametrize(
     ("build", "error", "words"),
     [
-        (lambda: TruncateToolResults(0), ValueError, "max_chars must be an int of at least 1"),
-        (lambda: TruncateToolResults(True), ValueError, "max_chars"),
+        (lambda: TruncateToolResults(0), ValueError, "max_chars must be at least 1, not 0"),
+        (lambda: TruncateToolResults(True), TypeError, "max_chars must be an int, not bool"),
         (lambda: TruncateToolResults(10, keep_recent=-1), ValueError, "keep_recent"),
         (lambda: TruncateToolResults(marker="[cut]"), ValueError, "must contain {cut}"),
         (lambda: TruncateToolResults(marker="{cut} of {total}"), ValueError, "not {total}"),
@@ -194,16 +194,16 @@ def test_repr_shows_the_parameters(strategy: Edit, text: str) -> None:
         (lambda: TruncateToolResults(marker="{cut:s}"), ValueError, "cannot show a number"),
         (lambda: TruncateToolResults(marker="{cut!z}"), ValueError, "cannot show a number"),
         (lambda: TruncateToolResults(marker=None), TypeError, "marker must be a str"),  # type: ignore[arg-type]
-        (lambda: ClearToolResults(-1), ValueError, "keep_recent must be an int of at least 0"),
-        (lambda: ClearToolResults(1.5), ValueError, "keep_recent"),  # type: ignore[arg-type]
+        (lambda: ClearToolResults(-1), ValueError, "keep_recent must be at least 0, not -1"),
+        (lambda: ClearToolResults(1.5), TypeError, "keep_recent must be an int"),  # type: ignore[arg-type]
         (lambda: ClearToolResults(placeholder=1), TypeError, "placeholder must be a str"),  # type: ignore[arg-type]
         (lambda: ClearToolResults(keep_tools="search"), TypeError, "keep_tools=('search',)"),
-        (lambda: ClearToolResults(keep_tools=[1]), TypeError, "tool names (str)"),  # type: ignore[list-item]
-        (lambda: ClearToolResults(keep_tools=3), TypeError, "collection of tool names"),  # type: ignore[arg-type]
-        (lambda: ClearToolResults(min_tokens=0), ValueError, "min_tokens must be an int"),
+        (lambda: ClearToolResults(keep_tools=[1]), TypeError, "must hold only strings, not int"),  # type: ignore[list-item]
+        (lambda: ClearToolResults(keep_tools=3), TypeError, "collection of strings"),  # type: ignore[arg-type]
+        (lambda: ClearToolResults(min_tokens=0), ValueError, "min_tokens must be at least 1"),
         (lambda: ClearToolResults(counter=4), TypeError, "counter must be a callable"),  # type: ignore[arg-type]
         (lambda: ClearToolInputs(-2), ValueError, "ClearToolInputs keep_recent"),
-        (lambda: DropToolRounds("5"), ValueError, "DropToolRounds keep_recent"),  # type: ignore[arg-type]
+        (lambda: DropToolRounds("5"), TypeError, "DropToolRounds keep_recent"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_parameters_are_refused_by_name(

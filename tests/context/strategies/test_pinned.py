@@ -389,9 +389,9 @@ async def test_compact_returns_the_window_when_it_differs() -> None:
     ("args", "kwargs", "error", "match"),
     [
         ((object(), 10), {}, TypeError, "must have an async compact"),
-        ((Identity(), 0), {}, ValueError, "max_tokens must be an int of at least 1"),
-        ((Identity(), True), {}, ValueError, "max_tokens must be an int"),
-        ((Identity(), "10"), {}, ValueError, "max_tokens must be an int"),
+        ((Identity(), 0), {}, ValueError, "max_tokens must be at least 1, not 0"),
+        ((Identity(), True), {}, TypeError, "max_tokens must be an int"),
+        ((Identity(), "10"), {}, TypeError, "max_tokens must be an int"),
         ((Identity(), 10), {"counter": 3}, TypeError, "counter must be a callable"),
         ((Identity(), 10), {"tokens_per_media": -1}, ValueError, "tokens_per_media"),
     ],

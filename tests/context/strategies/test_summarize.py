@@ -622,9 +622,9 @@ def test_render_transcript_shows_tool_calls_and_results(
     ("kwargs", "error", "match"),
     [
         ({"summarizer": "not callable"}, TypeError, "summarizer must be an async callable"),
-        ({"keep_recent_tokens": -1}, ValueError, "keep_recent_tokens must be an int"),
-        ({"keep_recent_tokens": True}, ValueError, "keep_recent_tokens must be an int"),
-        ({"min_old_tokens": -1}, ValueError, "min_old_tokens must be an int"),
+        ({"keep_recent_tokens": -1}, ValueError, "keep_recent_tokens must be at least 0"),
+        ({"keep_recent_tokens": True}, TypeError, "keep_recent_tokens must be an int"),
+        ({"min_old_tokens": -1}, ValueError, "min_old_tokens must be at least"),
         ({"on_error": "ignore"}, ValueError, "on_error must be 'raise' or 'log'"),
         ({"counter": 4}, TypeError, "counter must be a callable"),
         ({"per_message_overhead": -1}, ValueError, "per_message_overhead"),
@@ -735,7 +735,7 @@ def test_without_a_budget_min_old_tokens_alone_decides() -> None:
 @pytest.mark.parametrize(
     ("options", "error"),
     [
-        ({"max_tokens": 0}, "Summarize max_tokens must be an int of at least 1, not 0"),
+        ({"max_tokens": 0}, "Summarize max_tokens must be at least 1, not 0"),
         (
             {"max_tokens": 20},
             r"Summarize keep_recent_tokens \(20\) must be less than max_tokens \(20\)",

@@ -219,7 +219,7 @@ async def test_bad_neighbors_calls_say_what_is_wrong(graph: GraphStore) -> None:
         await graph.neighbors("zed")
     with pytest.raises(EntityNotFoundError, match="no entity 'zed'"):
         await graph.relationships("zed")
-    with pytest.raises(ValueError, match="depth must be 0 or more"):
+    with pytest.raises(ValueError, match="depth must be at least 0"):
         await graph.neighbors("a", depth=-1)
     with pytest.raises(TypeError, match="depth must be an int"):
         await graph.neighbors("a", depth=1.5)  # type: ignore[arg-type]

@@ -347,8 +347,8 @@ async def test_bad_searches_are_refused(
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda s: s.delete("notes", "a"), TypeError, "ids must be an iterable of str"),
-        (lambda s: s.delete("notes", [1]), TypeError, "ids must be str"),
+        (lambda s: s.delete("notes", "a"), TypeError, "ids must be a collection of strings"),
+        (lambda s: s.delete("notes", [1]), TypeError, "ids must hold only strings"),
         (lambda s: s.get("notes", 1), TypeError, "document_id must be a str"),
     ],
 )

@@ -1,0 +1,87 @@
+"""The argument checks every layer shares: one mistake, one check, one wording.
+
+Each names the argument as the caller spells it (`"search limit"`,
+`"Usage.input_tokens"`), raises `TypeError` for the wrong kind of value and
+`ValueError` for a value out of range, and may add the fix after a semicolon.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+__all__ = ["number", "strings", "whole_number"]
+
+
+def whole_number(
+    value: object, name: str, *, least: int | None = 0, most: int | None = None, fix: str = ""
+) -> int:
+    """`value` if it is an int (a bool is not) from `least` to `most` (None: no bound).
+
+    Raises:
+        TypeError: It is not an int.
+        ValueError: It is below `least` or above `most`.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {_kind(value)}{_fix(fix)}")
+    if (least is not None and value < least) or (most is not None and value > most):
+        raise ValueError(f"{name} must be {_range(least, most)}, not {value}{_fix(fix)}")
+    return value
+
+
+def number(
+    value: object, name: str, *, least: float | None = 0.0, above: bool = False, fix: str = ""
+) -> float:
+    """`value` as a float if it is a finite int or float (a bool is not) of at least `least`.
+
+    With `above`, it must be more than `least` (a timeout: `least=0, above=True`);
+    with `least=None`, any finite number will do.
+
+    Raises:
+        TypeError: It is not an int or a float.
+        ValueError: It is infinite, NaN, or below (or with `above`, not above) `least`.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {_kind(value)}{_fix(fix)}")
+    if least is None:
+        bound = ""
+    elif above:
+        bound = f" more than {least:g}"
+    else:
+        bound = f" of at least {least:g}"
+    if not math.isfinite(value) or (
+        least is not None and (value < least or (above and value == least))
+    ):
+        raise ValueError(f"{name} must be a finite number{bound}, not {value}{_fix(fix)}")
+    return float(value)
+
+
+def strings(value: object, name: str, fix: str) -> list[str]:
+    """The strings of `value`, a collection of them (one string alone is refused), in order.
+
+    Raises:
+        TypeError: `value` is a string, not iterable, or holds something else.
+    """
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a collection of strings, not {value!r}{_fix(fix)}")
+    listed = list(value)
+    for item in listed:
+        if not isinstance(item, str):
+            raise TypeError(f"{name} must hold only strings, not {_kind(item)}{_fix(fix)}")
+    return listed
+
+
+def _kind(value: object) -> str:
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def _range(least: int | None, most: int | None) -> str:
+    if most is None:
+        return f"at least {least}"
+    if least is None:
+        return f"at most {most}"
+    return f"between {least} and {most}"
+
+
+def _fix(fix: str) -> str:
+    return f"; {fix}" if fix else ""

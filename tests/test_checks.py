@@ -1,0 +1,80 @@
+"""The shared argument checks: what each accepts, and the error for what it does not."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pygents_ctx._checks import number, strings, whole_number
+
+anything = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.lists(st.integers(), max_size=3),
+)
+
+
+@given(value=anything, least=st.none() | st.integers(-5, 5), span=st.none() | st.integers(0, 10))
+def test_whole_number_takes_exactly_the_ints_in_range(
+    value: Any, least: int | None, span: int | None
+) -> None:
+    most = None if span is None else (least or 0) + span
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    in_range = is_int and (least is None or value >= least) and (most is None or value <= most)
+    if in_range:
+        assert whole_number(value, "n", least=least, most=most) is value
+    else:
+        with pytest.raises(ValueError if is_int else TypeError, match=r"^n must be "):
+            whole_number(value, "n", least=least, most=most)
+
+
+@given(value=anything, least=st.none() | st.floats(-5, 5), above=st.booleans())
+def test_number_takes_exactly_the_finite_numbers_in_range(
+    value: Any, least: float | None, above: bool
+) -> None:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    in_range = (
+        is_number
+        and math.isfinite(value)
+        and (least is None or value > least or (value == least and not above))
+    )
+    if in_range:
+        assert number(value, "x", least=least, above=above) == value
+    else:
+        with pytest.raises(ValueError if is_number else TypeError, match=r"^x must be a"):
+            number(value, "x", least=least, above=above)
+
+
+def test_the_messages_name_the_argument_the_bound_and_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"^search limit must be between 1 and 50, not 99; ask"):
+        whole_number(99, "search limit", least=1, most=50, fix="ask for fewer")
+    with pytest.raises(TypeError, match=r"^batch must be an int, not bool True$"):
+        whole_number(True, "batch")
+    with pytest.raises(ValueError, match=r"^ttl must be a finite number more than 0, not 0"):
+        number(0, "ttl", above=True)
+    with pytest.raises(ValueError, match=r"^overhead must be a finite number, not nan"):
+        number(math.nan, "overhead", least=None)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("search", "must be a collection of strings, not 'search'; write"),
+        (3, "must be a collection of strings, not 3"),
+        (["a", 1], "must hold only strings, not int 1"),
+    ],
+)
+def test_strings_refuses_a_lone_string_and_anything_not_a_string(value: Any, words: str) -> None:
+    with pytest.raises(TypeError, match=words):
+        strings(value, "keep_tools", fix="write keep_tools=('search',)")
+
+
+def test_strings_keeps_the_order_and_reads_any_iterable_once() -> None:
+    assert strings(iter(["b", "a", "b"]), "ids", fix="") == ["b", "a", "b"]

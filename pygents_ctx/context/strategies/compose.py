@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Iterable
-from typing import Final, Protocol
+from typing import Final
 
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.strategies.base import (
@@ -91,8 +91,8 @@ def register_model(name: str, context_window: int) -> None:
         context_window: The most tokens a prompt to it may hold.
 
     Raises:
-        ValueError: `name` is empty or not a string, or `context_window` is
-            not an int of at least 1.
+        TypeError: `context_window` is not an int.
+        ValueError: `name` is empty or not a string, or `context_window` is below 1.
 
     Examples:
         >>> register_model("acme-chat", 32_000)
@@ -175,24 +175,36 @@ def _strategies_repr(strategies: tuple[ContextStrategy, ...]) -> str:
     return f"[{', '.join(map(repr, strategies))}]"
 
 
-class _Staged(Protocol):
-    """A composition of stages (`Pipeline`, `UntilFits`): its last step, and a run over it."""
+class _Staged:
+    """A composition of stages (`Pipeline`, `UntilFits`).
+
+    Its `compact` and `compact_since` run the subclass's `_run`, which keeps
+    the step it made last in `_step`.
+    """
 
     _step: WindowStep | None
 
-    async def _run(self, messages: list[Message], unchanged: int) -> WindowStep: ...
+    async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
+        raise NotImplementedError
+
+    async def compact(self, messages: list[Message]) -> list[Message]:
+        """The window the stages make (`messages` itself if they changed nothing)."""
+        window = (await self._run(messages, 0)).messages
+        return window if window is messages else list(window)
+
+    async def compact_since(
+        self, messages: list[Message], previous: WindowStep | None, unchanged: int
+    ) -> WindowStep:
+        """`compact`, each stage over what it built before (see `WindowStep`).
+
+        `unchanged` is trusted only when `previous` is this composition's own last step.
+        """
+        trusted = previous is not None and previous is self._step
+        step = await self._run(messages, unchanged if trusted else 0)
+        return step if trusted else WindowStep(step.messages, 0, step.tokens)
 
 
-async def _since(
-    staged: _Staged, messages: list[Message], previous: WindowStep | None, unchanged: int
-) -> WindowStep:
-    """`staged.compact_since`: trust `unchanged` only when `previous` is its own last step."""
-    trusted = previous is not None and previous is staged._step
-    step = await staged._run(messages, unchanged if trusted else 0)
-    return step if trusted else WindowStep(step.messages, 0, step.tokens)
-
-
-class Pipeline:
+class Pipeline(_Staged):
     """Apply strategies in order, each one's output feeding the next.
 
     Put cheap, lossless edits first (clipping tool output) and lossy selection
@@ -281,17 +293,6 @@ class Pipeline:
         tokens = window.tokens if edited is window.messages else first.measure.total(edited)
         return Window(edited, tokens, window.pin, window.repinned, shared)
 
-    async def compact(self, messages: list[Message]) -> list[Message]:
-        """The last stage's output (`messages` itself if no stage changed anything)."""
-        window = (await self._run(messages, 0)).messages
-        return window if window is messages else list(window)
-
-    async def compact_since(
-        self, messages: list[Message], previous: WindowStep | None, unchanged: int
-    ) -> WindowStep:
-        """`compact`, each stage over what it built before (see `WindowStep`)."""
-        return await _since(self, messages, previous, unchanged)
-
     async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
         self._step = None
         # Taken out while in use: a call made meanwhile (a stage awaits) starts from
@@ -361,7 +362,7 @@ class _Chain:
         return step
 
 
-class UntilFits:
+class UntilFits(_Staged):
     """Apply strategies in order only until the window fits `max_tokens`.
 
     The window is measured before the first strategy (if it fits, the input is
@@ -391,11 +392,10 @@ class UntilFits:
         on_overflow: What to do when the last strategy's output is still over.
 
     Raises:
-        ValueError: `max_tokens` is not an int of at least 1, a per-message
-            setting is not an int of at least 0, or `on_overflow` is not
-            "keep" or "raise".
-        TypeError: `strategies` is not a list of strategies, or `counter` is
-            not callable.
+        TypeError: `strategies` is not a list of strategies, `max_tokens` or
+            a per-message setting is not an int, or `counter` is not callable.
+        ValueError: `max_tokens` is below 1, a per-message setting is
+            negative, or `on_overflow` is not "keep" or "raise".
 
     Examples:
         >>> import asyncio
@@ -476,17 +476,6 @@ class UntilFits:
     def __repr__(self) -> str:
         overflow = "" if self.on_overflow == "keep" else f", on_overflow={self.on_overflow!r}"
         return f"UntilFits({self.max_tokens}, {_strategies_repr(self.strategies)}{overflow})"
-
-    async def compact(self, messages: list[Message]) -> list[Message]:
-        """The first output that fits (`messages` itself if it already fits)."""
-        window = (await self._run(messages, 0)).messages
-        return window if window is messages else list(window)
-
-    async def compact_since(
-        self, messages: list[Message], previous: WindowStep | None, unchanged: int
-    ) -> WindowStep:
-        """`compact`, each stage over what it built before (see `WindowStep`)."""
-        return await _since(self, messages, previous, unchanged)
 
     async def _run(self, messages: list[Message], unchanged: int) -> WindowStep:
         self._step = None

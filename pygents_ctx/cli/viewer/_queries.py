@@ -320,20 +320,22 @@ def _entries(session_id: str, offset: int, rows: list[tuple[Any, ...]]) -> list[
 def messages_page(reading: Reading, session_id: str, offset: int, limit: int) -> list[Entry]:
     """The live messages `offset` to `offset + limit`, in order."""
     live = _live(reading, session_id)
-    rows = reading.rows(
-        f"SELECT position, run_id, tokens, data FROM {live} WHERE session_id = ? "
-        "ORDER BY position LIMIT ? OFFSET ?",
-        [session_id, limit, offset],
-    )
-    return _entries(session_id, offset, rows)
+    return _page(reading, session_id, live, "position", offset, limit)
 
 
 def archive_page(reading: Reading, session_id: str, offset: int, limit: int) -> list[Entry]:
     """The archived messages `offset` to `offset + limit`, in the order they left."""
     archive = _archive(reading, session_id)
+    return _page(reading, session_id, archive, "id", offset, limit)
+
+
+def _page(
+    reading: Reading, session_id: str, table: str, key: str, offset: int, limit: int
+) -> list[Entry]:
+    """Rows `offset` to `offset + limit` of `table` (live or archive) in the order of `key`."""
     rows = reading.rows(
-        f"SELECT id, run_id, tokens, data FROM {archive} WHERE session_id = ? "
-        "ORDER BY id LIMIT ? OFFSET ?",
+        f"SELECT {key}, run_id, tokens, data FROM {table} WHERE session_id = ? "
+        f"ORDER BY {key} LIMIT ? OFFSET ?",
         [session_id, limit, offset],
     )
     return _entries(session_id, offset, rows)

@@ -27,6 +27,7 @@ import typing
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
+from pygents_ctx._checks import strings
 from pygents_ctx._resources import injectable_named, is_injectable
 
 if TYPE_CHECKING:
@@ -434,10 +435,4 @@ def tag_set(tags: Iterable[str] | None) -> frozenset[str]:
     """
     if tags is None:
         return frozenset()
-    if isinstance(tags, str):
-        raise TypeError(f"tags must be a collection of strings, not the string {tags!r}")
-    result = frozenset(tags)
-    for tag in result:
-        if not isinstance(tag, str):
-            raise TypeError(f"tags must be strings, got {tag!r}")
-    return result
+    return frozenset(strings(tags, "tags", fix="write e.g. tags=['audit']"))

@@ -38,7 +38,10 @@ def check_limit(limit: object, owner: str) -> int:
         TypeError: It is not an int.
         ValueError: It is less than 1.
     """
-    return whole_number(limit, f"{owner} limit", least=1)
+    checked = whole_number(limit, f"{owner} limit", least=None)
+    if checked < 1:  # pygents' words, which code written for it matches
+        raise ValueError(f"{owner} limit must be >= 1, not {checked}")
+    return checked
 
 
 class Saved(NamedTuple):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import functools
 import math
@@ -1362,6 +1363,94 @@ _json_values = st.recursive(
     ),
     max_leaves=8,
 )
+
+
+async def noted(turn: Turn, output: Any) -> None:
+    return None
+
+
+# What may be done to a turn after it is copied (`_change_turn` does each).
+_TURN_CHANGES = st.lists(
+    st.sampled_from(
+        [
+            *("args", "kwargs", "timeout", "tags", "tool", "add hook", "clear hooks"),
+            *("run", "stop", "output", "read metadata"),
+        ]
+    ),
+    max_size=6,
+)
+
+
+async def _change_turn(turn: Turn, change: str, other_tool: Tool[..., Any], noted: Hook) -> None:
+    if change == "args":
+        turn.args = [*turn.args, 1]
+    elif change == "kwargs":
+        turn.kwargs = {**turn.kwargs, "extra": [1]}
+    elif change == "timeout":
+        turn.timeout = turn.timeout + 1
+    elif change == "tags":
+        turn.tags = {*turn.tags, "new"}
+    elif change == "tool":
+        turn.tool = other_tool
+    elif change == "add hook":
+        turn.hooks.append(noted)
+    elif change == "clear hooks":
+        turn.hooks.clear()
+    elif change == "run":  # it may fail (`add` given other arguments): a failed run is a run
+        with contextlib.suppress(Exception):
+            await turn.returning()
+    elif change == "stop":
+        turn.metadata.stop_reason = StopReason.ERROR
+    elif change == "output":
+        turn.output = {"set": True}
+    else:
+        assert turn.metadata is turn.metadata  # kept on the turn once read
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    args=st.lists(_json_values, max_size=3),
+    kwargs=st.dictionaries(st.text(max_size=6), _json_values, max_size=3),
+    before=_TURN_CHANGES,
+    after=_TURN_CHANGES,
+    change_copy=st.booleans(),
+)
+def test_a_copy_and_its_turn_are_independent_whatever_either_does(
+    echo: Tool[..., Any],
+    add: Tool[..., Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    before: list[str],
+    after: list[str],
+    change_copy: bool,
+) -> None:
+    """A copy saves as its turn does before any run (unrun, no output), with its own
+    hooks list; then whatever is done to one of them leaves the other as it was."""
+
+    async def scenario() -> None:
+        # Its hook is named where saving looks it up (the per-test HookRegistry).
+        noted_hook = Turn(add, args=[0]).after_run(noted)
+        other = echo if change_copy else add  # `tool` makes a turn run the other one
+        turn = Turn(echo, args=args, kwargs=kwargs, timeout=5, tags=["t"])
+        for change in before:  # the turn copied may have run, have hooks, metadata...
+            await _change_turn(turn, change, other, noted_hook)
+        copy = turn.copy()
+        saved = turn.to_dict()
+        unrun = {**saved, "metadata": TurnMetadata().to_dict(), "output": None}
+        assert copy.to_dict() == unrun
+        assert copy.hooks == turn.hooks
+        assert copy.hooks is not turn.hooks
+        assert not copy.is_running
+        changed, kept = (copy, turn) if change_copy else (turn, copy)
+        kept_saved, kept_hooks = kept.to_dict(), list(kept.hooks)
+        for change in after:
+            await _change_turn(changed, change, other, noted_hook)
+        assert kept.to_dict() == kept_saved
+        assert kept.hooks == kept_hooks
+
+    asyncio.run(scenario())
 
 
 @settings(

@@ -83,6 +83,7 @@ from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
+from pygents_ctx.turns._state import NO_HOOKS
 
 __all__ = ["Agent", "BranchMerge"]
 
@@ -235,7 +236,7 @@ class Agent(JsonSerializable):
             )
         if name == "tools":
             value, index = index_tools(value, self._names.registry.tools)
-            pending = {turn._tool for turn in self._queued}
+            pending = {turn._declared.tool for turn in self._queued}
             if state.current_turn is not None:
                 pending.add(state.current_turn.tool)
             require_tools(index, pending, f"agent {self.name!r}")
@@ -313,7 +314,7 @@ class Agent(JsonSerializable):
 
     def _returns_error(self, turn: Turn) -> bool:
         """Whether a failure of `turn` is its value (else it ends the run): `on_tool_error`."""
-        policy = turn._tool.on_tool_error or self.on_tool_error
+        policy = turn._declared.tool.on_tool_error or self.on_tool_error
         return policy == "return"
 
     def _check_turn(self, turn: Turn) -> None:
@@ -434,7 +435,7 @@ class Agent(JsonSerializable):
             finished = 0
             while (turn := await self._next_turn()) is not None:
                 try:
-                    if turn._tool.is_generator:
+                    if turn._declared.tool.is_generator:
                         async with aclosing(self._generator_turn(turn, context)) as values:
                             async for value in values:
                                 yield turn, value
@@ -505,7 +506,8 @@ class Agent(JsonSerializable):
 
     def _turn_hooks(self, turn: Turn) -> list[Hook]:
         """The hooks watching a run of `turn`: its own, then the agent's turn hooks."""
-        return turn._hooks + self.turn_hooks if self.turn_hooks else turn._hooks
+        own = turn._hooks or NO_HOOKS
+        return own + self.turn_hooks if self.turn_hooks else own
 
     async def _coroutine_turn(self, turn: Turn, context: tuple[Any, ...]) -> Any:
         """Run the current turn of a coroutine tool: `before_turn`, the run, its value
@@ -620,8 +622,9 @@ class Agent(JsonSerializable):
             name, made = unique_branch_name(self.name, made, names)
         else:
             registry._check_free(name, names)
+        if tools is not None:  # this agent's own tools have every queued turn's already
+            require_tools(index, {turn._declared.tool for turn in self._queued}, f"branch {name!r}")
         turns = [turn.copy() for turn in self._queued]
-        require_tools(index, {turn._tool for turn in turns}, f"branch {name!r}")
         child = Agent(
             name,
             self.description if description is None else description,

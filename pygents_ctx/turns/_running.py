@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pygents_ctx.errors import SafeExecutionError, TurnTimeoutError, WrongRunMethodError
 from pygents_ctx.hooks import TurnHook
 from pygents_ctx.hooks._dispatch import fire
-from pygents_ctx.turns._state import CANCELLED, COMPLETED, StopReason, TurnState
+from pygents_ctx.turns._state import CANCELLED, COMPLETED, StopReason, TurnRun, TurnState
 
 if TYPE_CHECKING:
     from pygents_ctx.hooks import Hook
@@ -33,77 +33,79 @@ class TurnRunning(TurnState):
 
     __slots__ = ()
 
-    def _begin(self, wants_generator: bool) -> float:
-        """Mark the turn running and return its deadline (an event loop `time()`)."""
-        if self._tool.is_generator is not wants_generator:
+    def _begin(self, wants_generator: bool) -> tuple[TurnRun, float]:
+        """Mark the turn running: its new run, and its deadline (an event loop `time()`)."""
+        declared = self._declared
+        if declared.tool.is_generator is not wants_generator:
             method, other = "returning", "yielding"
             if wants_generator:
                 method, other = other, method
             raise WrongRunMethodError(
-                f"tool {self._tool.key!r} is {'not ' if wants_generator else ''}an async "
+                f"tool {declared.tool.key!r} is {'not ' if wants_generator else ''}an async "
                 f"generator; use {other}() instead of {method}() to run this turn"
             )
         if self._running:
             raise SafeExecutionError(
-                f"turn for tool {self._tool.key!r} is running; it cannot be started again "
+                f"turn for tool {declared.tool.key!r} is running; it cannot be started again "
                 f"until its run ends"
             )
-        self._running = True
-        self.output = None
         # Until the run says otherwise, an interrupted run reads as cancelled.
-        self._stop_reason = CANCELLED
-        self._mark_start(monotonic())
-        return asyncio.get_running_loop().time() + self._timeout
+        run = self._run = TurnRun(running=True, stop_reason=CANCELLED)
+        run._mark_start(monotonic())
+        return run, asyncio.get_running_loop().time() + declared.timeout
 
-    def _record_failure(self, exc: Exception) -> Exception:
+    def _record_failure(self, run: TurnRun, exc: Exception) -> Exception:
         """Record a failed run; return what to raise (`TurnTimeoutError` on its own expiry)."""
         if isinstance(exc, _Expired):
-            self._stop_reason = StopReason.TIMEOUT
+            run.stop_reason = StopReason.TIMEOUT
+            declared = self._declared
             expired = TurnTimeoutError(
-                f"turn for tool {self._tool.key!r} timed out after {self._timeout}s; "
+                f"turn for tool {declared.tool.key!r} timed out after {declared.timeout}s; "
                 f"raise its timeout or make the tool faster"
             )
             expired.__suppress_context__ = True
             return expired
-        self._stop_reason = StopReason.ERROR
+        run.stop_reason = StopReason.ERROR
         return exc
 
-    async def _report_failure(self, hooks: list[Hook], exc: Exception) -> None:
+    async def _report_failure(self, run: TurnRun, hooks: list[Hook], exc: Exception) -> None:
         """Fire `on_timeout` or `on_error` for a failure `_record_failure` recorded."""
-        if self._stop_reason is StopReason.TIMEOUT:
-            await fire(TurnHook.ON_TIMEOUT, hooks, self._tags, self)
+        if run.stop_reason is StopReason.TIMEOUT:
+            await fire(TurnHook.ON_TIMEOUT, hooks, self._declared.tags, self)
         else:
-            await fire(TurnHook.ON_ERROR, hooks, self._tags, self, exc)
+            await fire(TurnHook.ON_ERROR, hooks, self._declared.tags, self, exc)
 
-    async def _complete(self, hooks: list[Hook]) -> None:
+    async def _complete(self, run: TurnRun, hooks: list[Hook]) -> None:
         """End the run and fire `on_complete` (always, last): over even if a hook raises."""
-        self._end = monotonic()
+        run._end = monotonic()
         try:
-            await fire(TurnHook.ON_COMPLETE, hooks, self._tags, self, self._stop_reason)
+            await fire(TurnHook.ON_COMPLETE, hooks, self._declared.tags, self, run.stop_reason)
         finally:
-            self._running = False
+            run.running = False
 
     async def _returning(self, hooks: list[Hook]) -> Any:
         """Run a coroutine tool with `hooks` (the turn's own, plus an agent's turn hooks)."""
-        deadline = asyncio.timeout_at(self._begin(wants_generator=False))
+        run, at = self._begin(wants_generator=False)
+        deadline = asyncio.timeout_at(at)
+        tags = self._declared.tags
         try:
-            await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
+            await fire(TurnHook.BEFORE_RUN, hooks, tags, self)
             args, kwargs = self._evaluated()
             async with deadline:
-                output = await self._tool._call(args, kwargs)
+                output = await self._declared.tool._call(args, kwargs)
         except Exception as exc:
             if isinstance(exc, TimeoutError) and deadline.expired():
                 exc = _Expired()
-            error = self._record_failure(exc)
-            await self._report_failure(hooks, exc)
+            error = self._record_failure(run, exc)
+            await self._report_failure(run, hooks, exc)
             raise error  # noqa: B904 (the cause is the tool's own error)
         else:
-            self.output = output
-            self._stop_reason = COMPLETED
-            await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, output)
+            run.output = output
+            run.stop_reason = COMPLETED
+            await fire(TurnHook.AFTER_RUN, hooks, tags, self, output)
             return output
         finally:
-            await self._complete(hooks)
+            await self._complete(run, hooks)
 
     async def _yielding(self, hooks: list[Hook]) -> AsyncGenerator[Any, None]:
         """Run a generator tool with `hooks`, yielding its values; `output` collects them.
@@ -112,14 +114,15 @@ class TurnRunning(TurnState):
         between values included: it is checked before each value, and each value
         is awaited under what is left of it.
         """
-        deadline = self._begin(wants_generator=True)
+        run, deadline = self._begin(wants_generator=True)
         loop = asyncio.get_running_loop()
         produced: list[Any] = []
-        self.output = produced
+        run.output = produced
+        tags = self._declared.tags
         try:
-            await fire(TurnHook.BEFORE_RUN, hooks, self._tags, self)
+            await fire(TurnHook.BEFORE_RUN, hooks, tags, self)
             args, kwargs = self._evaluated()
-            values: AsyncGenerator[Any, None] = self._tool._call(args, kwargs)
+            values: AsyncGenerator[Any, None] = self._declared.tool._call(args, kwargs)
             async with aclosing(values):
                 while True:
                     if loop.time() >= deadline:
@@ -137,11 +140,11 @@ class TurnRunning(TurnState):
                     produced.append(value)
                     yield value
         except Exception as exc:
-            error = self._record_failure(exc)
-            await self._report_failure(hooks, exc)
+            error = self._record_failure(run, exc)
+            await self._report_failure(run, hooks, exc)
             raise error  # noqa: B904 (the cause is the tool's own error)
         else:
-            self._stop_reason = COMPLETED
-            await fire(TurnHook.AFTER_RUN, hooks, self._tags, self, produced)
+            run.stop_reason = COMPLETED
+            await fire(TurnHook.AFTER_RUN, hooks, tags, self, produced)
         finally:
-            await self._complete(hooks)
+            await self._complete(run, hooks)

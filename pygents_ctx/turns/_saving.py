@@ -25,7 +25,8 @@ from pygents_ctx.hooks._dispatch import (
 from pygents_ctx.tools import ToolRegistry
 from pygents_ctx.turns._state import (
     NO_SAVED_METADATA,
-    StopReason,
+    Declared,
+    TurnRun,
     TurnState,
     check_args,
     check_kwargs,
@@ -96,32 +97,29 @@ class TurnSaving(TurnState, JsonSerializable):
 
     def _saved(self, fresh: bool) -> dict[str, Any]:
         """`to_dict()`; unless `fresh`, sharing this turn's own containers, not copies."""
-        if self._dynamic_args or self._dynamic_kwargs:
+        declared = self._declared
+        if declared.dynamic_args or declared.dynamic_kwargs:
             args, kwargs = self._evaluated()
         else:
-            args, kwargs = self._args, self._kwargs
-        if (
-            self._start is None
-            and self._end is None
-            and self._stop_reason is None
-            and self._metadata_held is None
-        ):
+            args, kwargs = declared.args, declared.kwargs
+        run = self._run
+        if run is None:  # never run, loaded without times or output, metadata never read
             metadata = NO_SAVED_METADATA.copy() if fresh else NO_SAVED_METADATA
         else:
             metadata = self._metadata().to_dict()
-        hooks, tags = self._hooks, self._tags
+        hooks, tags, key = self._hooks, declared.tags, declared.tool.key
         return {
-            "tool_name": self._tool.key,
+            "tool_name": key,
             # to_json writes the tuple as a list: only to_dict's caller needs one of its own.
             "args": list(args) if fresh else args,
             "kwargs": dict(kwargs) if fresh else kwargs,
-            "timeout": self._timeout,
+            "timeout": declared.timeout,
             "metadata": metadata,
             # A turn in flight runs again from the start when restored: its partial
             # output (routed items included) is not state worth saving.
-            "output": None if self._running else self.output,
+            "output": None if run is None or run.running else run.output,
             "hooks": (
-                hooks_to_dict(hooks, TurnHook, f"turn {self._tool.key!r}")
+                hooks_to_dict(hooks, TurnHook, f"turn {key!r}")
                 if hooks
                 else {}
                 if fresh
@@ -190,16 +188,17 @@ class TurnSaving(TurnState, JsonSerializable):
             tags = _NO_TAGS if tags == [] else tag_set(tags)
         except TypeError as exc:
             raise ValueError(f"saved turn for {name!r}: {exc}") from None
-        start: float | None = None
-        end: float | None = None
-        stop_reason: StopReason | None = None
+        run: TurnRun | None = None  # none for most: their metadata is the default
         metadata = data.get("metadata")
         if metadata and metadata != NO_SAVED_METADATA:
             start_time, end_time, stop_reason = read_metadata(metadata)
-            start = None if start_time is None else start_time.timestamp()
-            end = None if end_time is None else end_time.timestamp()
+            run = TurnRun(stop_reason=stop_reason)
+            run._load_times(
+                None if start_time is None else start_time.timestamp(),
+                None if end_time is None else end_time.timestamp(),
+            )
         saved_hooks = data.get("hooks", _NO_SAVED_HOOKS)
-        # Most turns have none (`_fill` makes the empty list): then nothing to read.
+        # Most turns have none (and no list until one is asked for): nothing to read.
         hooks = (
             None
             if saved_hooks == _NO_SAVED_HOOKS
@@ -207,8 +206,7 @@ class TurnSaving(TurnState, JsonSerializable):
         )
         # Values checked as __init__ would: calling it would check them again.
         turn = object.__new__(cls)
-        turn._fill(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags, hooks)
+        turn._fill(Declared(tool, args, dynamic_args, kwargs, dynamic_kwargs, timeout, tags), hooks)
+        turn._run = run
         turn.output = data.get("output")
-        turn._load_times(start, end)
-        turn._stop_reason = stop_reason
         return turn

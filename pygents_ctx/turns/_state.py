@@ -1,9 +1,10 @@
 """What a turn holds: its declared values, checked, and the state of its latest run.
 
-`TurnState` owns every field of a `Turn` (`_fill` sets them all, for a new
-turn, a copy or a loaded one). `TurnRunning` (how a turn runs) and `TurnSaving`
-(how it is saved and loaded) build on it, and `pygents_ctx.turns.Turn` adds
-what users declare: the constructor and the guarded setters. `StopReason` and
+`TurnState` owns every field of a `Turn`: its declaration (`Declared`, never
+changed, so copies share it), its own hooks and its latest run (`TurnRun`).
+`TurnRunning` (how a turn runs) and `TurnSaving` (how it is saved and loaded)
+build on it, and `pygents_ctx.turns.Turn` adds what users declare: the
+constructor and the guarded setters. `StopReason` and
 `TurnMetadata` are public through `pygents_ctx.turns`.
 """
 
@@ -28,9 +29,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCELLED",
     "COMPLETED",
+    "NO_HOOKS",
     "NO_SAVED_METADATA",
+    "Declared",
     "StopReason",
     "TurnMetadata",
+    "TurnRun",
     "TurnState",
     "check_args",
     "check_kwargs",
@@ -156,28 +160,18 @@ def check_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool
     return values, any_dynamic(values.values())
 
 
-class TurnState(RunTimes):
-    """The fields of a `Turn`: its declaration (tool, arguments, timeout, tags), its
-    hooks, and the state of its latest run (running, output, stop reason, times)."""
+class Declared:
+    """What a turn runs: its tool, its arguments (checked), its timeout and tags.
 
-    # Slots: an agent reads a dozen of these per turn, over thousands of queued turns.
-    __slots__ = (
-        "_args",
-        "_dynamic_args",
-        "_dynamic_kwargs",
-        "_hooks",
-        "_kwargs",
-        "_metadata_held",
-        "_metadata_of",
-        "_running",
-        "_stop_reason",
-        "_tags",
-        "_timeout",
-        "_tool",
-        "output",
-    )
+    Never changed once made: a `Turn` setter gives the turn a new one, so a copy
+    of a turn (a branch's) shares its parent's, and neither sees the other's
+    later changes. `args` is a tuple; `kwargs` is never written into (a call
+    reads it), which is what makes sharing it safe.
+    """
 
-    def _fill(
+    __slots__ = ("args", "dynamic_args", "dynamic_kwargs", "kwargs", "tags", "timeout", "tool")
+
+    def __init__(
         self,
         tool: Tool[..., Any],
         args: tuple[Any, ...],
@@ -186,26 +180,81 @@ class TurnState(RunTimes):
         dynamic_kwargs: bool,
         timeout: float,
         tags: frozenset[str],
-        hooks: TurnHookList | None = None,
     ) -> None:
-        """Set every field of a new turn from checked values (`__init__`, copies, loading).
+        self.tool = tool
+        self.args, self.dynamic_args = args, dynamic_args
+        self.kwargs, self.dynamic_kwargs = kwargs, dynamic_kwargs
+        self.timeout = timeout
+        self.tags = tags
 
-        `hooks`: the turn's own list (None: a new, empty one).
-        """
-        self._running = False
-        self._tool = tool
-        # `_args` is a tuple and `_kwargs` is never changed in place (the setter
-        # replaces it; a call never writes into it): copies of a turn share both.
-        self._args, self._dynamic_args = args, dynamic_args
-        self._kwargs, self._dynamic_kwargs = kwargs, dynamic_kwargs
-        self._timeout = timeout
-        self._tags = tags
-        self._hooks: list[Hook] = TurnHookList() if hooks is None else hooks
-        self.output: Any = None
+
+class TurnRun(RunTimes):
+    """The latest run of a turn: whether it is in progress, its output, its times and
+    stop reason, and the `TurnMetadata` shown for them (made when first read, see
+    `TurnState._metadata`).
+
+    A run's start gives the turn a new one; a turn that never ran has none, until
+    its metadata or output is read back from saved data or assigned.
+    """
+
+    __slots__ = ("metadata_held", "metadata_of", "output", "running", "stop_reason")
+
+    def __init__(self, running: bool = False, stop_reason: StopReason | None = None) -> None:
         RunTimes.__init__(self)
-        self._stop_reason: StopReason | None = None
-        self._metadata_held: TurnMetadata | None = None
-        self._metadata_of: tuple[Any, ...] = ()
+        self.running = running
+        self.output: Any = None
+        self.stop_reason = stop_reason
+        self.metadata_held: TurnMetadata | None = None
+        self.metadata_of: tuple[Any, ...] = ()
+
+
+# The hooks of a turn that has none (see `TurnState._hooks`): read, never changed.
+NO_HOOKS: list[Hook] = []
+
+
+class TurnState:
+    """The fields of a `Turn`: its declaration (`Declared`: tool, arguments, timeout,
+    tags), its own hooks, and its latest run (`TurnRun`, with the run's output).
+
+    Three fields, so that copying a turn (a branch copies thousands) is three
+    assignments: the declaration is shared, the hooks list is copied only when
+    the turn has hooks, and a copy has not run.
+    """
+
+    # Slots: an agent reads these per turn, over thousands of queued turns.
+    __slots__ = ("_declared", "_hooks", "_run")
+
+    def _fill(self, declared: Declared, hooks: TurnHookList | None = None) -> None:
+        """Set every field of a new, unrun turn (`__init__`, loading; `Turn.copy` sets them too).
+
+        `hooks`: the turn's own list, or None while it has none (`Turn.hooks`
+        makes the list when first read).
+        """
+        self._declared = declared
+        self._hooks: TurnHookList | None = hooks
+        self._run: TurnRun | None = None
+
+    @property
+    def output(self) -> Any:
+        """What the latest run produced: a coroutine tool's result, or the list of the
+        values a generator tool yielded so far (None before a run)."""
+        run = self._run
+        return None if run is None else run.output
+
+    @output.setter
+    def output(self, value: Any) -> None:
+        run = self._run
+        if run is None:
+            if value is None:  # what a turn that never ran has already
+                return
+            run = self._run = TurnRun()
+        run.output = value
+
+    @property
+    def _running(self) -> bool:
+        """Whether a run of this turn is in progress."""
+        run = self._run
+        return run is not None and run.running
 
     def _metadata(self) -> TurnMetadata:
         """Times and stop reason of the latest run (all `None` before one).
@@ -213,26 +262,32 @@ class TurnState(RunTimes):
         Made when first read and kept while the run state it shows stands, so
         that assignments to its fields stay; a run's start and end replace it.
         """
-        stop_reason = self._stop_reason
+        run = self._run
+        if run is None:  # never run: the record keeps what is read (and assigned)
+            run = self._run = TurnRun()
+        stop_reason = run.stop_reason
         # While running, CANCELLED is only the placeholder for an interrupted run: a
         # timeout or error recorded before the hooks fire shows (on_timeout sees TIMEOUT).
-        if self._running and stop_reason is CANCELLED:
+        if run.running and stop_reason is CANCELLED:
             stop_reason = None
-        state = (self._start, self._end, stop_reason)
-        held = self._metadata_held
-        if held is not None and self._metadata_of == state:
+        state = (run._start, run._end, stop_reason)
+        held = run.metadata_held
+        if held is not None and run.metadata_of == state:
             return held
-        start, end = self._wall_datetimes()
-        made = self._metadata_held = TurnMetadata(start, end, stop_reason)
-        self._metadata_of = state
+        start, end = run._wall_datetimes()
+        made = run.metadata_held = TurnMetadata(start, end, stop_reason)
+        run.metadata_of = state
         return made
 
     def _evaluated(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The arguments to call the tool with: dynamic ones evaluated now."""
-        args = tuple(map(evaluate_dynamic, self._args)) if self._dynamic_args else self._args
+        declared = self._declared
+        args = (
+            tuple(map(evaluate_dynamic, declared.args)) if declared.dynamic_args else declared.args
+        )
         kwargs = (
-            {k: evaluate_dynamic(v) for k, v in self._kwargs.items()}
-            if self._dynamic_kwargs
-            else self._kwargs  # safe to share: a tool call never writes into its kwargs
+            {k: evaluate_dynamic(v) for k, v in declared.kwargs.items()}
+            if declared.dynamic_kwargs
+            else declared.kwargs  # safe to share: a tool call never writes into its kwargs
         )
         return args, kwargs

@@ -34,6 +34,8 @@ from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.turns._running import TurnRunning
 from pygents_ctx.turns._saving import Registries, TurnSaving, tools_of
 from pygents_ctx.turns._state import (
+    NO_HOOKS,
+    Declared,
     StopReason,
     TurnMetadata,
     check_args,
@@ -91,13 +93,14 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         *,
         registry: ToolRegistry | Registries | None = None,
     ) -> None:
-        self._fill(
+        declared = Declared(
             self._resolve(tool, tools_of(registry, "Turn")),
             *check_args(args),
             *check_kwargs(kwargs),
             check_timeout(timeout),
             tag_set(tags),
         )
+        self._fill(declared)
 
     # -- the guarded fields ------------------------------------------------
 
@@ -106,7 +109,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         if self._running:
             raise SafeExecutionError(
                 f"Cannot change property {field!r} while the turn is running "
-                f"(tool {self._tool.key!r}); wait for it to finish"
+                f"(tool {self._declared.tool.key!r}); wait for it to finish"
             )
 
     @staticmethod
@@ -127,65 +130,88 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
                 return held
         raise TypeError(f"Turn has no tool: its tool must be a Tool or a tool name, not {tool!r}")
 
+    # Each setter gives the turn a new declaration: copies of it keep the one they share.
+
     @property
     def tool(self) -> Tool[..., Any]:
         """The tool this turn runs."""
-        return self._tool
+        return self._declared.tool
 
     @tool.setter
     def tool(self, value: Tool[..., Any] | str | Callable[..., Any]) -> None:
         self._guard("tool")
-        self._tool = self._resolve(value, None)
+        was = self._declared
+        tool = self._resolve(value, None)
+        self._declared = Declared(
+            tool, was.args, was.dynamic_args, was.kwargs, was.dynamic_kwargs, was.timeout, was.tags
+        )
 
     @property
     def tool_name(self) -> str:
         """The tool's registry key."""
-        return self._tool.key
+        return self._declared.tool.key
 
     @property
     def args(self) -> list[Any]:
         """A copy of the positional arguments."""
-        return list(self._args)
+        return list(self._declared.args)
 
     @args.setter
     def args(self, value: Iterable[Any] | None) -> None:
         self._guard("args")
-        self._args, self._dynamic_args = check_args(value)
+        was = self._declared
+        self._declared = Declared(
+            was.tool, *check_args(value), was.kwargs, was.dynamic_kwargs, was.timeout, was.tags
+        )
 
     @property
     def kwargs(self) -> dict[str, Any]:
         """A copy of the keyword arguments."""
-        return dict(self._kwargs)
+        return dict(self._declared.kwargs)
 
     @kwargs.setter
     def kwargs(self, value: Mapping[str, Any] | None) -> None:
         self._guard("kwargs")
-        self._kwargs, self._dynamic_kwargs = check_kwargs(value)
+        was = self._declared
+        self._declared = Declared(
+            was.tool, was.args, was.dynamic_args, *check_kwargs(value), was.timeout, was.tags
+        )
 
     @property
     def timeout(self) -> float:
         """Seconds the whole run may take."""
-        return self._timeout
+        return self._declared.timeout
 
     @timeout.setter
     def timeout(self, value: float) -> None:
         self._guard("timeout")
-        self._timeout = check_timeout(value)
+        was = self._declared
+        timeout = check_timeout(value)
+        self._declared = Declared(
+            was.tool, was.args, was.dynamic_args, was.kwargs, was.dynamic_kwargs, timeout, was.tags
+        )
 
     @property
     def tags(self) -> frozenset[str]:
         """Tags that global hooks can filter on."""
-        return self._tags
+        return self._declared.tags
 
     @tags.setter
     def tags(self, value: Iterable[str] | None) -> None:
         self._guard("tags")
-        self._tags = tag_set(value)
+        was = self._declared
+        tags = tag_set(value)
+        self._declared = Declared(
+            was.tool, was.args, was.dynamic_args, was.kwargs, was.dynamic_kwargs, was.timeout, tags
+        )
 
     @property
     def hooks(self) -> list[Hook]:
         """Its own hooks, in firing order (a list assigned is checked as `append` checks)."""
-        return self._hooks
+        hooks = self._hooks
+        if hooks is None:  # a turn without hooks has no list until one is asked for
+            hooks = self._hooks = TurnHookList()
+        return hooks
 
     @hooks.setter
     def hooks(self, hooks: Iterable[object]) -> None:
@@ -202,7 +228,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
         return self._metadata()
 
     def __repr__(self) -> str:
-        tool, timeout = self._tool.key, self._timeout
+        tool, timeout = self._declared.tool.key, self._declared.timeout
         return f"Turn(tool={tool!r}, timeout={timeout!r}, metadata={self.metadata!r})"
 
     # -- running (see turns._running) -----------------------------------------------
@@ -217,7 +243,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The tool ran past `timeout`.
         """
-        return self._returning(self._hooks)
+        return self._returning(self._hooks or NO_HOOKS)
 
     def yielding(self) -> AsyncGenerator[T, None]:
         """Run a generator tool, yielding each value as the tool produces it.
@@ -229,19 +255,23 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The whole iteration ran past `timeout`.
         """
-        return self._yielding(self._hooks)
+        return self._yielding(self._hooks or NO_HOOKS)
 
     # -- copies ------------------------------------------------------------------
 
     def copy(self) -> Turn:
-        """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks."""
-        return self._twin(TurnHookList(self._hooks))
+        """A fresh, unrun turn with the same tool, arguments, timeout, tags and hooks.
 
-    def _twin(self, hooks: TurnHookList) -> Turn:
-        """A fresh, unrun `Turn` with this one's declaration (checked: not again) and `hooks`."""
+        The copy shares this turn's declaration, which is never changed (a
+        setter makes a new one), and has its own list of the same hooks.
+        """
+        # Its three fields set here, not through `_fill`: a branch copies thousands of
+        # turns, and the call would be a sixth of the cost of each copy.
         twin = object.__new__(Turn)
-        arguments = (self._args, self._dynamic_args, self._kwargs, self._dynamic_kwargs)
-        twin._fill(self._tool, *arguments, self._timeout, self._tags, hooks)
+        hooks = self._hooks
+        twin._declared = self._declared
+        twin._hooks = TurnHookList(hooks) if hooks else None
+        twin._run = None
         return twin
 
     # -- saving (see turns._saving) ------------------------------------------------

@@ -50,7 +50,7 @@ class TurnRunning(TurnState):
                 f"until its run ends"
             )
         # Until the run says otherwise, an interrupted run reads as cancelled.
-        run = self._run = TurnRun(running=True, stop_reason=CANCELLED)
+        run = self._run = TurnRun(True, CANCELLED)
         run._mark_start(monotonic())
         return run, asyncio.get_running_loop().time() + declared.timeout
 

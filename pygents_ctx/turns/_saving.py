@@ -192,7 +192,7 @@ class TurnSaving(TurnState, JsonSerializable):
         metadata = data.get("metadata")
         if metadata and metadata != NO_SAVED_METADATA:
             start_time, end_time, stop_reason = read_metadata(metadata)
-            run = TurnRun(stop_reason=stop_reason)
+            run = TurnRun(False, stop_reason)
             run._load_times(
                 None if start_time is None else start_time.timestamp(),
                 None if end_time is None else end_time.timestamp(),

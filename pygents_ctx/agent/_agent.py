@@ -616,19 +616,22 @@ class Agent(JsonSerializable):
             ValueError: `name` is taken, or `tools` lacks a tool of a queued turn.
         """
         registry = self.registry
-        child_tools, index = index_tools(self.tools if tools is None else tools, registry.tools)
+        # Tools given are checked before anything is named; this agent's own, when they were
+        # given to it (with every queued turn's tool among them), and by the child's __init__.
+        given = None if tools is None else index_tools(tools, registry.tools)
         names, made = registry._open_names(), self._branches_made
         if name is None:
             name, made = unique_branch_name(self.name, made, names)
         else:
             registry._check_free(name, names)
-        if tools is not None:  # this agent's own tools have every queued turn's already
-            require_tools(index, {turn._declared.tool for turn in self._queued}, f"branch {name!r}")
+        if given is not None:
+            pending = {turn._declared.tool for turn in self._queued}
+            require_tools(given[1], pending, f"branch {name!r}")
         turns = [turn.copy() for turn in self._queued]
         child = Agent(
             name,
             self.description if description is None else description,
-            child_tools,
+            self.tools if given is None else given[0],
             context_queue=self.context_queue.branch(),
             context_pool=self.context_pool.branch(),
             tags=self.tags,

@@ -14,7 +14,7 @@ from pygents_ctx.context.stores._common import new_session_id
 from pygents_ctx.context.stores.base import ContextStore, HistoryRetention, keeps_checkpoints
 from pygents_ctx.context.stores.memory import MemoryContextStore
 from pygents_ctx.context.stores.recall import HistoryRecall
-from pygents_ctx.context.strategies.base import ContextStrategy, Measure, WindowStep
+from pygents_ctx.context.strategies.base import ContextStrategy, Measure, WindowStep, check_strategy
 from pygents_ctx.context.strategies.compose import Pipeline
 from pygents_ctx.context.strategies.pinned import PinnedWindow
 from pygents_ctx.context.strategies.stable import StableWindow
@@ -123,16 +123,8 @@ class ContextConfig:
     ) -> None:
         if not isinstance(store, ContextStore):
             raise TypeError(f"ContextConfig store must be a ContextStore, not {store!r}")
-        if isinstance(strategy, type):
-            # A class has `compact` too, as an unbound function: it would fail at the first window.
-            raise TypeError(
-                f"ContextConfig strategy must be a strategy instance, not the class "
-                f"{strategy.__name__}; write {strategy.__name__}(...)"
-            )
-        if strategy is not None and not callable(getattr(strategy, "compact", None)):
-            raise TypeError(
-                f"ContextConfig strategy must have an async compact(messages), not {strategy!r}"
-            )
+        if strategy is not None:
+            check_strategy(strategy, "ContextConfig strategy")
         if not isinstance(retention, HistoryRetention):
             raise TypeError(
                 f"ContextConfig retention must be a HistoryRetention, not {retention!r}; "

@@ -52,6 +52,7 @@ from pygents_ctx.context.messages import (
     ToolResultBlock,
     ToolUseBlock,
 )
+from pygents_ctx.context.strategies.base import check_strategy
 
 if TYPE_CHECKING:
     from pygents_ctx.context.stores.base import ContextStore
@@ -111,11 +112,8 @@ class ContextStoreSession:
                 f"ContextStoreSession needs a ContextStore (SQLiteContextStore, "
                 f"PostgresContextStore, MemoryContextStore...), not {type(store).__name__}"
             )
-        if window is not None and not callable(getattr(window, "compact", None)):
-            raise TypeError(
-                f"ContextStoreSession window must be a context strategy (FitTokens(16_000), "
-                f"StableWindow(), ...), not {type(window).__name__}"
-            )
+        if window is not None:
+            check_strategy(window, "ContextStoreSession window")
         self.store = store
         self.window = window
         self.session_settings = session_settings

@@ -49,6 +49,7 @@ from pygents_ctx.context.messages import (
     ToolUseBlock,
 )
 from pygents_ctx.context.stores.base import ContextStore
+from pygents_ctx.context.strategies.base import check_strategy
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -288,11 +289,7 @@ def history_window(
     Raises:
         TypeError: `strategy` has no `compact` method.
     """
-    if not callable(getattr(strategy, "compact", None)):
-        raise TypeError(
-            f"history_window needs a context strategy (FitTokens(16_000), StableWindow(), ...), "
-            f"not {type(strategy).__name__}"
-        )
+    check_strategy(strategy, "history_window strategy")
     _require_pydantic_ai()
 
     # Plain annotations: pydantic-ai reads a processor's at run time to choose how to call it.

@@ -235,6 +235,8 @@ async def test_bad_input_is_refused_and_adds_nothing() -> None:
         ContextStoreSession("chat.db")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="context strategy"):
         ContextStoreSession(session.store, window=16_000)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"window must be a strategy instance.*FitTokens\(\.\.\.\)"):
+        ContextStoreSession(session.store, window=FitTokens)  # type: ignore[arg-type]
 
 
 async def test_a_window_is_pair_safe_and_the_store_keeps_everything() -> None:

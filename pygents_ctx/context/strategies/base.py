@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Literal, Protocol, TypeAlias, cast, runtime_checkable
 
 from pygents_ctx._checks import whole_number
 from pygents_ctx.context.messages import Message
@@ -118,6 +118,26 @@ class Measure:
     def total(self, messages: Sequence[Message], start: int = 0, stop: int | None = None) -> int:
         """The tokens of `messages[start:stop]`."""
         return sum(map(self, messages[start:stop]))
+
+
+def check_strategy(value: object, name: str) -> ContextStrategy:
+    """`value` if it is a context strategy: an object (not a class) with a `compact` method.
+
+    Raises:
+        TypeError: It is a class, or has no `compact` method; `name` names it.
+    """
+    if isinstance(value, type):
+        # A class has `compact` too, as an unbound function: it would fail at the first window.
+        raise TypeError(
+            f"{name} must be a strategy instance, not the class {value.__name__}; "
+            f"write {value.__name__}(...)"
+        )
+    if not callable(getattr(value, "compact", None)):
+        raise TypeError(
+            f"{name} must have an async compact(messages) method, as a context strategy "
+            f"(FitTokens(16_000), StableWindow(), ...) has; not {type(value).__name__}"
+        )
+    return cast("ContextStrategy", value)
 
 
 def check_count(owner: str, name: str, value: object, least: int) -> int:

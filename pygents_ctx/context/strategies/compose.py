@@ -22,6 +22,7 @@ from pygents_ctx.context.strategies.base import (
     check_budget,
     check_count,
     check_on_overflow,
+    check_strategy,
 )
 from pygents_ctx.context.strategies.pinned import PinnedWindow, Window
 from pygents_ctx.context.strategies.stable import StableWindow
@@ -158,11 +159,7 @@ def _check_strategies(owner: str, strategies: object) -> tuple[ContextStrategy, 
         raise TypeError(f"{owner} takes a list of strategies, not {type(strategies).__name__}")
     checked = tuple(strategies)
     for index, strategy in enumerate(checked):
-        if not callable(getattr(strategy, "compact", None)):
-            raise TypeError(
-                f"{owner} strategies[{index}] must have an async compact(messages) method, "
-                f"not be {type(strategy).__name__}"
-            )
+        check_strategy(strategy, f"{owner} strategies[{index}]")
     return checked
 
 

@@ -14,7 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
-from pygents_ctx.context.strategies.base import ContextStrategy, Measure, check_count
+from pygents_ctx.context.strategies.base import (
+    ContextStrategy,
+    Measure,
+    check_count,
+    check_strategy,
+)
 from pygents_ctx.context.tokens import DEFAULT_COUNTER, TokenCounter
 
 __all__ = ["PinnedWindow", "Window"]
@@ -196,11 +201,7 @@ class PinnedWindow:
         per_message_overhead: int = 4,
         tokens_per_media: int = 600,
     ) -> None:
-        if not callable(getattr(strategy, "compact", None)):
-            raise TypeError(
-                f"PinnedWindow strategy must have an async compact(messages) method, "
-                f"not {strategy!r}"
-            )
+        check_strategy(strategy, "PinnedWindow strategy")
         self.max_tokens = check_count("PinnedWindow", "max_tokens", max_tokens, 1)
         self.measure = Measure(counter, per_message_overhead, tokens_per_media)
         self.strategy = strategy

@@ -396,6 +396,7 @@ def test_for_model_rejects_a_ratio_outside_0_to_1(ratio: Any) -> None:
         ("abc", "takes a list of strategies, not str"),
         ([TrimRounds(2), "TrimRounds(2)"], r"strategies\[1\] must have an async compact"),
         ([None], r"strategies\[0\] must have an async compact"),
+        ([TrimRounds], r"strategies\[0\] must be a strategy instance, not the class TrimRounds"),
     ],
 )
 def test_composition_rejects_what_is_not_a_list_of_strategies(

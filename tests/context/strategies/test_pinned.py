@@ -389,6 +389,7 @@ async def test_compact_returns_the_window_when_it_differs() -> None:
     ("args", "kwargs", "error", "match"),
     [
         ((object(), 10), {}, TypeError, "must have an async compact"),
+        ((FitTokens, 10), {}, TypeError, r"not the class FitTokens; write FitTokens\(\.\.\.\)"),
         ((Identity(), 0), {}, ValueError, "max_tokens must be at least 1, not 0"),
         ((Identity(), True), {}, TypeError, "max_tokens must be an int"),
         ((Identity(), "10"), {}, TypeError, "max_tokens must be an int"),

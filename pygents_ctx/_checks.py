@@ -8,9 +8,12 @@ Each names the argument as the caller spells it (`"search limit"`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
-__all__ = ["number", "strings", "whole_number"]
+__all__ = ["instances", "number", "strings", "whole_number"]
+
+T = TypeVar("T")
 
 
 def whole_number(
@@ -68,6 +71,24 @@ def strings(value: object, name: str, fix: str) -> list[str]:
     for item in listed:
         if not isinstance(item, str):
             raise TypeError(f"{name} must hold only strings, not {_kind(item)}{_fix(fix)}")
+    return listed
+
+
+def instances(value: object, kind: type[T], name: str) -> list[T]:
+    """The items of `value`, a collection of `kind` objects, in order.
+
+    One `kind` object alone, a string, bytes or a mapping is refused: each is
+    a likely slip for a list of one.
+
+    Raises:
+        TypeError: `value` is not such a collection, or an item is not a `kind`.
+    """
+    if isinstance(value, kind | str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a list of {kind.__name__} objects, not {_kind(value)}")
+    listed = list(value)
+    for index, item in enumerate(listed):
+        if not isinstance(item, kind):
+            raise TypeError(f"{name}[{index}] must be a {kind.__name__}, not {_kind(item)}")
     return listed
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pygents_ctx._checks import number, strings, whole_number
+from pygents_ctx._checks import instances, number, strings, whole_number
 
 anything = st.one_of(
     st.none(),
@@ -78,3 +78,26 @@ def test_strings_refuses_a_lone_string_and_anything_not_a_string(value: Any, wor
 
 def test_strings_keeps_the_order_and_reads_any_iterable_once() -> None:
     assert strings(iter(["b", "a", "b"]), "ids", fix="") == ["b", "a", "b"]
+
+
+class Thing:
+    pass
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (Thing(), r"^things must be a list of Thing objects, not Thing"),
+        ("ab", r"^things must be a list of Thing objects, not str 'ab'"),
+        ({"a": 1}, r"^things must be a list of Thing objects, not dict"),
+        ([Thing(), 3], r"^things\[1\] must be a Thing, not int 3"),
+    ],
+)
+def test_instances_refuses_one_alone_and_names_the_wrong_item(value: Any, words: str) -> None:
+    with pytest.raises(TypeError, match=words):
+        instances(value, Thing, "things")
+
+
+def test_instances_keeps_the_items_in_order() -> None:
+    made = [Thing(), Thing()]
+    assert instances(iter(made), Thing, "things") == made

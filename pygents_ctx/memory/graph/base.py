@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import instances, whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
 
@@ -329,7 +329,7 @@ def check_entities(entities: Iterable[Entity]) -> list[Entity]:
         TypeError: An item is not an `Entity`, or `entities` is not iterable.
         ValueError: An id appears twice.
     """
-    batch = _batch(entities, Entity, "entities")
+    batch = instances(entities, Entity, "entities")
     seen: set[str] = set()
     for entity in batch:
         if entity.id in seen:
@@ -348,7 +348,7 @@ def check_relationships(relationships: Iterable[Relationship]) -> list[Relations
         TypeError: An item is not a `Relationship`, or the batch is not iterable.
         ValueError: A `(source, target, type)` appears twice.
     """
-    batch = _batch(relationships, Relationship, "relationships")
+    batch = instances(relationships, Relationship, "relationships")
     seen: set[tuple[str, str, str]] = set()
     for relationship in batch:
         if relationship.key in seen:
@@ -357,16 +357,6 @@ def check_relationships(relationships: Iterable[Relationship]) -> list[Relations
                 "upsert_relationships() call; pass each relationship once"
             )
         seen.add(relationship.key)
-    return batch
-
-
-def _batch(items: object, kind: type, what: str) -> list[Any]:
-    if isinstance(items, kind | str | bytes) or not isinstance(items, Iterable):
-        raise TypeError(f"{what} must be an iterable of {kind.__name__}, not {items!r}")
-    batch = list(items)
-    for index, item in enumerate(batch):
-        if not isinstance(item, kind):
-            raise TypeError(f"{what}[{index}] must be a {kind.__name__}, not {item!r}")
     return batch
 
 

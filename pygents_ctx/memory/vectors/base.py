@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
-from pygents_ctx._checks import strings, whole_number
+from pygents_ctx._checks import instances, strings, whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory._table import (
@@ -595,17 +595,9 @@ class VectorStoreBase(ABC):
 
 
 def _check_documents(documents: object) -> list[VectorDocument]:
-    if isinstance(documents, VectorDocument) or not isinstance(documents, Iterable):
-        raise TypeError(
-            f"documents must be an iterable of VectorDocument (a list), not {documents!r}"
-        )
-    batch = list(documents)
+    batch = instances(documents, VectorDocument, "documents")
     seen: set[str] = set()
-    for index, document in enumerate(batch):
-        if not isinstance(document, VectorDocument):
-            raise TypeError(
-                f"documents[{index}] must be a VectorDocument, not {type(document).__name__}"
-            )
+    for document in batch:
         if document.id in seen:
             raise ValueError(f"documents holds the id {document.id!r} twice; ids must be unique")
         seen.add(document.id)

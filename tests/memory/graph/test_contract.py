@@ -104,9 +104,9 @@ async def test_a_batch_that_repeats_itself_is_refused_whole(graph: GraphStore) -
 async def test_batches_must_hold_entities_and_relationships(graph: GraphStore) -> None:
     with pytest.raises(TypeError, match=r"entities\[1\] must be a Entity"):
         await graph.upsert_entities([E("a", "x"), R("a", "b", "t")])  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="iterable of Entity"):
+    with pytest.raises(TypeError, match="list of Entity objects"):
         await graph.upsert_entities(E("a", "x"))  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="iterable of Relationship"):
+    with pytest.raises(TypeError, match="list of Relationship objects"):
         await graph.upsert_relationships("ab")  # type: ignore[arg-type]
     assert await graph.entities() == []
 

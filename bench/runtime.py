@@ -377,12 +377,13 @@ async def saving_and_branching(ops: int) -> list[Result]:
 
 
 async def _first_uses(agent: Agent, plain_data: dict[str, Any], ops: int) -> list[Result]:
-    """What a branch or a loaded agent pays when it first uses what it has not built yet.
+    """A branch and a loaded agent, then used: every turn, item and document read.
 
-    A branch copies its queued turns, and a loaded agent builds its turns and
-    its queue's and pool's items, the first time each is used: here, by reading
-    them all. The floors are those of the branch and load rows above: copying
-    each turn, and orjson's round trip of the saved data.
+    Nothing is deferred (a branch copies its queued turns when it is made, and
+    a loaded agent builds its turns and its queue's and pool's items while
+    loading), so these rows show what reading them all adds. The floors are
+    those of the branch and load rows above: copying each turn, and orjson's
+    round trip of the saved data.
     """
     turns = agent.queue
     data = orjson.dumps(plain_data)

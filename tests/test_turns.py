@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import enum
 import functools
 import math
@@ -285,14 +286,166 @@ def test_kwargs_must_be_a_dict_with_str_keys(add: Tool[..., Any], kwargs: Any) -
         Turn(add, kwargs=kwargs)
 
 
-def test_args_and_kwargs_are_returned_as_copies(add: Tool[..., Any]) -> None:
-    turn = Turn(add, args=(1,), kwargs={"b": 2})
+async def test_changing_args_and_kwargs_in_place_changes_the_call(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=(1,))
+    turn.args.append(2)
+    assert await turn.returning() == 3
 
-    turn.args.append(99)
-    turn.kwargs["b"] = 99
+    turn = Turn(add, kwargs={"a": 1, "b": 2})
+    turn.kwargs["b"] = 40
+    turn.kwargs.update(a=2)
+    assert turn.kwargs == {"a": 2, "b": 40}
+    assert turn.to_dict()["kwargs"] == {"a": 2, "b": 40}
+    assert await turn.returning() == 42
 
-    assert turn.args == [1]
+
+def test_a_change_in_place_reaches_this_turn_and_no_copy(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1], kwargs={"b": 2})
+    twin = turn.copy()
+
+    turn.args.append(5)
+    twin.kwargs["b"] = 7
+
+    assert (turn.args, turn.kwargs) == ([1, 5], {"b": 2})
+    assert (twin.args, twin.kwargs) == ([1], {"b": 7})
+
+
+def test_a_copy_of_args_or_kwargs_is_a_plain_list_or_dict_of_its_own(
+    add: Tool[..., Any],
+) -> None:
+    turn = Turn(add, args=[1], kwargs={"b": 2})
+    copies = [copy.copy(turn.kwargs), copy.deepcopy(turn.kwargs), dict(turn.kwargs)]
+    lists = [copy.copy(turn.args), copy.deepcopy(turn.args), list(turn.args)]
+
+    for kwargs in copies:
+        kwargs["b"] = 9
+    for args in lists:
+        args.append(9)
+
+    assert [type(kwargs) for kwargs in copies] == [dict] * 3
+    assert [type(args) for args in lists] == [list] * 3
+    assert (turn.args, turn.kwargs) == ([1], {"b": 2})
+
+
+def test_a_bad_key_is_refused_and_changes_nothing(add: Tool[..., Any]) -> None:
+    turn = Turn(add, kwargs={"b": 2})
+    kwargs = turn.kwargs
+
+    with pytest.raises(TypeError, match="str keys"):
+        kwargs[1] = 3  # type: ignore[index]
+
+    assert kwargs == {"b": 2}
     assert turn.kwargs == {"b": 2}
+
+
+async def test_a_change_in_place_while_running_is_refused_and_changes_nothing() -> None:
+    started, seen = asyncio.Event(), []
+
+    @tool
+    async def wait(value: int = 0) -> int:
+        started.set()
+        await asyncio.sleep(0.05)
+        return value
+
+    turn = Turn(wait, kwargs={"value": 1})
+    running = asyncio.create_task(turn.returning())
+    await started.wait()
+    for change in (
+        lambda: turn.kwargs.__setitem__("value", 2),
+        lambda: turn.kwargs.pop("value"),
+        lambda: turn.args.append(3),
+    ):
+        with pytest.raises(SafeExecutionError, match="while the turn is running"):
+            change()
+        seen.append((turn.args, turn.kwargs))
+
+    assert await running == 1
+    assert seen == [([], {"value": 1})] * 3
+
+
+def test_a_list_or_dict_read_before_an_assignment_no_longer_writes(add: Tool[..., Any]) -> None:
+    turn = Turn(add, args=[1], kwargs={"a": 1})
+    old_args, old_kwargs = turn.args, turn.kwargs
+
+    turn.args, turn.kwargs = [2], {"a": 2}
+    old_args.append(9)
+    old_kwargs["a"] = 9
+
+    assert (turn.args, turn.kwargs) == ([2], {"a": 2})
+    assert (old_args, old_kwargs) == ([1, 9], {"a": 9})
+
+
+LIST_CHANGES = st.sampled_from(
+    [
+        ("append", (7,)),
+        ("extend", ([8, 9],)),
+        ("insert", (0, 6)),
+        ("pop", ()),
+        ("remove", (1,)),
+        ("reverse", ()),
+        ("sort", ()),
+        ("clear", ()),
+        ("__setitem__", (0, 5)),
+        ("__delitem__", (slice(0, 1),)),
+        ("__iadd__", ([4],)),
+        ("__imul__", (2,)),
+    ]
+)
+DICT_CHANGES = st.sampled_from(
+    [
+        ("__setitem__", ("a", 5)),
+        ("__setitem__", ("c", 6)),
+        ("__delitem__", ("a",)),
+        ("pop", ("b",)),
+        ("pop", ("z", None)),
+        ("popitem", ()),
+        ("setdefault", ("d", 1)),
+        ("update", ({"e": 2},)),
+        ("__ior__", ({"a": 0},)),
+        ("clear", ()),
+    ]
+)
+
+
+def _apply(target: Any, name: str, arguments: tuple[Any, ...]) -> Any:
+    try:
+        return ("ok", getattr(target, name)(*arguments))
+    except (IndexError, KeyError, ValueError) as error:
+        return ("error", type(error))
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    list_changes=st.lists(LIST_CHANGES, max_size=8),
+    dict_changes=st.lists(DICT_CHANGES, max_size=8),
+)
+def test_changes_in_place_act_as_on_a_list_and_a_dict(
+    add: Tool[..., Any],
+    list_changes: list[tuple[str, tuple[Any, ...]]],
+    dict_changes: list[tuple[str, tuple[Any, ...]]],
+) -> None:
+    """Any run of list and dict methods on `turn.args` / `turn.kwargs`, each read anew,
+    returns and leaves what it would on a plain list and dict."""
+    turn = Turn(add, args=[1, 2, 3], kwargs={"a": 1, "b": 2})
+    plain_list, plain_dict = [1, 2, 3], {"a": 1, "b": 2}
+    for name, arguments in list_changes:
+        result = _apply(turn.args, name, arguments)
+        expected = _apply(plain_list, name, arguments)
+        if name in ("__iadd__", "__imul__"):  # they return the list itself
+            assert result[0] == expected[0]
+        else:
+            assert result == expected
+        assert turn.args == plain_list
+    for name, arguments in dict_changes:
+        result = _apply(turn.kwargs, name, arguments)
+        expected = _apply(plain_dict, name, arguments)
+        if name == "__ior__":
+            assert result[0] == expected[0]
+        else:
+            assert result == expected
+        assert turn.kwargs == plain_dict
+    assert turn.to_dict()["args"] == plain_list
+    assert turn.to_dict()["kwargs"] == plain_dict
 
 
 # -- running ---------------------------------------------------------------------------------

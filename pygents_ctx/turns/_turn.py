@@ -31,6 +31,7 @@ from pygents_ctx.hooks import Hook, TurnHook
 from pygents_ctx.hooks._calls import tag_set
 from pygents_ctx.hooks._dispatch import HookSlot, TurnHookList
 from pygents_ctx.tools import Tool, ToolRegistry
+from pygents_ctx.turns._arguments import TurnArgs, TurnKwargs
 from pygents_ctx.turns._running import TurnRunning
 from pygents_ctx.turns._saving import Registries, TurnSaving, tools_of
 from pygents_ctx.turns._state import (
@@ -153,8 +154,8 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
 
     @property
     def args(self) -> list[Any]:
-        """A copy of the positional arguments."""
-        return list(self._declared.args)
+        """The positional arguments: a list whose changes go to the turn (see `TurnArgs`)."""
+        return TurnArgs(self, self._declared.args)
 
     @args.setter
     def args(self, value: Iterable[Any] | None) -> None:
@@ -166,8 +167,8 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
 
     @property
     def kwargs(self) -> dict[str, Any]:
-        """A copy of the keyword arguments."""
-        return dict(self._declared.kwargs)
+        """The keyword arguments: a dict whose changes go to the turn (see `TurnKwargs`)."""
+        return TurnKwargs(self, self._declared.kwargs)
 
     @kwargs.setter
     def kwargs(self, value: Mapping[str, Any] | None) -> None:

@@ -68,9 +68,6 @@ DIFFERENCES: dict[str, Difference] = {
         "Defining a tool or hook again replaces it; an agent, with `replace=True`",
         ("ToolRegistry.register", "HookRegistry.register", "AgentRegistry.register"),
     ),
-    "turn-arguments": Difference(
-        "`turn.args` and `turn.kwargs` are copies", ("Turn.args", "Turn.kwargs")
-    ),
     "idle-agents": Difference("Renaming an agent moves it in the registry", ("Agent.name",)),
     "current-turn": Difference(
         "The current turn is saved from `before_turn` on", ("Agent.to_dict",)

@@ -678,21 +678,24 @@ def test_registering_the_registered_tool_again(impl: Impl) -> None:
     assert m.ToolRegistry.get("look_up") is look_up
 
 
-@shows("turn-arguments")
-def test_a_turns_arguments_are_copies(impl: Impl) -> None:
+@shows("validation")
+async def test_a_running_turns_arguments_cannot_be_changed_in_place(impl: Impl) -> None:
     m = impl.m
 
     @m.tool
-    async def add(a: int, b: int = 0) -> int:
-        return a + b
+    async def pause(seconds: float) -> float:
+        await asyncio.sleep(seconds)
+        return seconds
 
-    turn = m.Turn("add", args=[1], kwargs={"b": 2})
-    turn.args.append(10)
-    turn.kwargs["b"] = 20
+    turn = m.Turn("pause", kwargs={"seconds": 0.05})
+    running = asyncio.create_task(turn.returning())
+    await asyncio.sleep(0.01)
     if impl.is_pygents:
-        assert (turn.args, turn.kwargs) == ([1, 10], {"b": 20})
+        turn.kwargs["seconds"] = 1  # edits the dict the running call already read
+        assert await running == 0.05
+        assert turn.kwargs == {"seconds": 1}
     else:
-        assert (turn.args, turn.kwargs) == ([1], {"b": 2})
-    turn.args, turn.kwargs = [1], {"b": 5}  # what works in both: assigning
-    assert (turn.args, turn.kwargs) == ([1], {"b": 5})
-    assert asyncio.run(turn.returning()) == 6
+        with pytest.raises(m.SafeExecutionError, match="while the turn is running"):
+            turn.kwargs["seconds"] = 1
+        assert await running == 0.05
+        assert turn.kwargs == {"seconds": 0.05}

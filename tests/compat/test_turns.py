@@ -291,6 +291,21 @@ def test_stop_reasons_are_string_enums(impl: Impl) -> None:
     assert str(reasons.COMPLETED) == "StopReason.COMPLETED"
 
 
+@covers("Turn.kwargs", "Turn.args")
+async def test_a_turns_arguments_change_in_place(impl: Impl) -> None:
+    tools = _tools(impl)
+    turn = impl.m.Turn("echo", args=[], kwargs={"value": 1})
+
+    turn.kwargs["value"] = 2
+    assert turn.kwargs == {"value": 2}
+    assert await turn.returning() == 2
+    turn.tool = tools["count"]
+    turn.kwargs.pop("value")
+    turn.args.append(2)
+    assert (turn.args, turn.kwargs) == ([2], {})
+    assert [v async for v in turn.yielding()] == [0, 1]
+
+
 @covers("Turn.tool", "Turn.kwargs", "Turn.args", "Turn.timeout", "Turn.tags")
 async def test_an_idle_turns_fields_can_be_reassigned(impl: Impl) -> None:
     tools = _tools(impl)

@@ -15,14 +15,21 @@ assignment replaced, no longer does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Self, SupportsIndex, TypeVar
+from typing import Any, Protocol, Self, SupportsIndex, TypeVar
 
-if TYPE_CHECKING:
-    from pygents_ctx.turns._turn import Turn
+from pygents_ctx.turns._state import Declared
 
 __all__ = ["TurnArgs", "TurnKwargs"]
 
 T = TypeVar("T")
+
+
+class _Turn(Protocol):
+    """What the views need of a `Turn`: its declaration, and its checked setters."""
+
+    _declared: Declared
+    args: Any
+    kwargs: Any
 
 
 class TurnKwargs(dict[str, Any]):
@@ -30,7 +37,7 @@ class TurnKwargs(dict[str, Any]):
 
     __slots__ = ("_source", "_turn")
 
-    def __init__(self, turn: Turn[Any], source: dict[str, Any]) -> None:
+    def __init__(self, turn: _Turn, source: dict[str, Any]) -> None:
         super().__init__(source)
         self._turn, self._source = turn, source
 
@@ -79,7 +86,7 @@ class TurnArgs(list[Any]):
 
     __slots__ = ("_source", "_turn")
 
-    def __init__(self, turn: Turn[Any], source: tuple[Any, ...]) -> None:
+    def __init__(self, turn: _Turn, source: tuple[Any, ...]) -> None:
         super().__init__(source)
         self._turn, self._source = turn, source
 

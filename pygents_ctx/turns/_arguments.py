@@ -15,7 +15,7 @@ assignment replaced, no longer does.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol, Self, SupportsIndex, TypeVar
+from typing import Any, ClassVar, Protocol, Self, SupportsIndex, TypeVar
 
 from pygents_ctx.turns._state import Declared
 
@@ -32,28 +32,50 @@ class _Turn(Protocol):
     kwargs: Any
 
 
-class TurnKwargs(dict[str, Any]):
+class _Arguments:
+    """What both views share: how an edit reaches the turn.
+
+    It is made on a plain copy, given to the turn's setter (checked, and refused
+    while the turn runs), then shown in the view.
+    """
+
+    __slots__ = ()  # the views hold `_turn` and `_source` in their own slots
+    _field: ClassVar[str]  # the turn's property: "args" or "kwargs"
+    _plain: ClassVar[type[Any]]  # list or dict: what a copy of the view is
+    _turn: _Turn
+    _source: object  # the turn's stored arguments the view was made from
+
+    def _edit(self, change: Callable[[Any], T]) -> T:
+        turn = self._turn
+        if getattr(turn._declared, self._field) is not self._source:  # replaced since
+            return change(self)  # only the view changes, as pygents' replaced one
+        edited = self._plain(self)
+        result = change(edited)
+        setattr(turn, self._field, edited)
+        self._source = getattr(turn._declared, self._field)  # type: ignore[misc]  # a view slot
+        self._show(edited)
+        return result
+
+    def _show(self, edited: Any) -> None:
+        raise NotImplementedError
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return self._plain, (self._plain(self),)  # a copy or a pickle: plain, its own
+
+
+class TurnKwargs(_Arguments, dict[str, Any]):
     """`turn.kwargs`: a dict of the turn's keyword arguments that writes to the turn."""
 
     __slots__ = ("_source", "_turn")
+    _field, _plain = "kwargs", dict
 
     def __init__(self, turn: _Turn, source: dict[str, Any]) -> None:
-        super().__init__(source)
+        dict.__init__(self, source)
         self._turn, self._source = turn, source
 
-    def _edit(self, change: Callable[[dict[str, Any]], T]) -> T:
-        if self._turn._declared.kwargs is not self._source:  # replaced since: only this dict
-            return change(self)
-        edited = dict(self)
-        result = change(edited)
-        self._turn.kwargs = edited  # checked, and refused while the turn runs
-        self._source = self._turn._declared.kwargs
+    def _show(self, edited: dict[str, Any]) -> None:
         dict.clear(self)
         dict.update(self, edited)
-        return result
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return dict, (dict(self),)  # a copy (or a pickle) is a plain dict of its own
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._edit(lambda d: dict.__setitem__(d, key, value))
@@ -81,27 +103,18 @@ class TurnKwargs(dict[str, Any]):
         self._edit(lambda d: dict.update(d, *others, **values))
 
 
-class TurnArgs(list[Any]):
+class TurnArgs(_Arguments, list[Any]):
     """`turn.args`: a list of the turn's positional arguments that writes to the turn."""
 
     __slots__ = ("_source", "_turn")
+    _field, _plain = "args", list
 
     def __init__(self, turn: _Turn, source: tuple[Any, ...]) -> None:
-        super().__init__(source)
+        list.__init__(self, source)
         self._turn, self._source = turn, source
 
-    def _edit(self, change: Callable[[list[Any]], T]) -> T:
-        if self._turn._declared.args is not self._source:  # replaced since: only this list
-            return change(self)
-        edited = list(self)
-        result = change(edited)
-        self._turn.args = edited  # checked, and refused while the turn runs
-        self._source = self._turn._declared.args
+    def _show(self, edited: list[Any]) -> None:
         list.__init__(self, edited)
-        return result
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return list, (list(self),)  # a copy (or a pickle) is a plain list of its own
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._edit(lambda items: list.__setitem__(items, index, value))

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._checks import instances
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import (
     IMAGE_MEDIA_TYPES,
@@ -71,13 +72,10 @@ def _list(value: object, path: str, what: str) -> Sequence[Any]:
 
 
 def _our_messages(messages: object) -> list[Message]:
-    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
-        raise ValueError(f"messages must be a list of Message objects, not {_kind(messages)}")
-    items = list(messages)
-    for index, message in enumerate(items):
-        if not isinstance(message, Message):
-            raise ValueError(f"messages[{index}] must be a Message, not {_kind(message)}")
-    return items
+    try:
+        return instances(messages, Message, "messages")
+    except TypeError as error:  # the converters' one error for what they cannot read
+        raise ValueError(str(error)) from None
 
 
 def _wire_messages(messages: object) -> list[Mapping[str, Any]]:

@@ -160,32 +160,24 @@ def check_kwargs(kwargs: Mapping[str, Any] | None) -> tuple[dict[str, Any], bool
     return values, any_dynamic(values.values())
 
 
+@dataclass(slots=True, eq=False)
 class Declared:
     """What a turn runs: its tool, its arguments (checked), its timeout and tags.
 
-    Never changed once made: a `Turn` setter gives the turn a new one, so a copy
-    of a turn (a branch's) shares its parent's, and neither sees the other's
-    later changes. `args` is a tuple; `kwargs` is never written into (a call
-    reads it), which is what makes sharing it safe.
+    Never changed once made: a `Turn` setter gives the turn a new one
+    (`dataclasses.replace`), so a copy of a turn (a branch's) shares its
+    parent's, and neither sees the other's later changes. `args` is a tuple;
+    `kwargs` is never written into (a call reads it), which is what makes
+    sharing it safe.
     """
 
-    __slots__ = ("args", "dynamic_args", "dynamic_kwargs", "kwargs", "tags", "timeout", "tool")
-
-    def __init__(
-        self,
-        tool: Tool[..., Any],
-        args: tuple[Any, ...],
-        dynamic_args: bool,
-        kwargs: dict[str, Any],
-        dynamic_kwargs: bool,
-        timeout: float,
-        tags: frozenset[str],
-    ) -> None:
-        self.tool = tool
-        self.args, self.dynamic_args = args, dynamic_args
-        self.kwargs, self.dynamic_kwargs = kwargs, dynamic_kwargs
-        self.timeout = timeout
-        self.tags = tags
+    tool: Tool[..., Any]
+    args: tuple[Any, ...]
+    dynamic_args: bool
+    kwargs: dict[str, Any]
+    dynamic_kwargs: bool
+    timeout: float
+    tags: frozenset[str]
 
 
 class TurnRun(RunTimes):

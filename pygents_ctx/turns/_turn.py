@@ -21,6 +21,7 @@ how it is saved and loaded (`_saving`).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Generic
 
 from typing_extensions import TypeVar
@@ -141,11 +142,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     @tool.setter
     def tool(self, value: Tool[..., Any] | str | Callable[..., Any]) -> None:
         self._guard("tool")
-        was = self._declared
-        tool = self._resolve(value, None)
-        self._declared = Declared(
-            tool, was.args, was.dynamic_args, was.kwargs, was.dynamic_kwargs, was.timeout, was.tags
-        )
+        self._declared = replace(self._declared, tool=self._resolve(value, None))
 
     @property
     def tool_name(self) -> str:
@@ -160,10 +157,8 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     @args.setter
     def args(self, value: Iterable[Any] | None) -> None:
         self._guard("args")
-        was = self._declared
-        self._declared = Declared(
-            was.tool, *check_args(value), was.kwargs, was.dynamic_kwargs, was.timeout, was.tags
-        )
+        args, dynamic = check_args(value)
+        self._declared = replace(self._declared, args=args, dynamic_args=dynamic)
 
     @property
     def kwargs(self) -> dict[str, Any]:
@@ -173,10 +168,8 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     @kwargs.setter
     def kwargs(self, value: Mapping[str, Any] | None) -> None:
         self._guard("kwargs")
-        was = self._declared
-        self._declared = Declared(
-            was.tool, was.args, was.dynamic_args, *check_kwargs(value), was.timeout, was.tags
-        )
+        kwargs, dynamic = check_kwargs(value)
+        self._declared = replace(self._declared, kwargs=kwargs, dynamic_kwargs=dynamic)
 
     @property
     def timeout(self) -> float:
@@ -186,11 +179,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     @timeout.setter
     def timeout(self, value: float) -> None:
         self._guard("timeout")
-        was = self._declared
-        timeout = check_timeout(value)
-        self._declared = Declared(
-            was.tool, was.args, was.dynamic_args, was.kwargs, was.dynamic_kwargs, timeout, was.tags
-        )
+        self._declared = replace(self._declared, timeout=check_timeout(value))
 
     @property
     def tags(self) -> frozenset[str]:
@@ -200,11 +189,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
     @tags.setter
     def tags(self, value: Iterable[str] | None) -> None:
         self._guard("tags")
-        was = self._declared
-        tags = tag_set(value)
-        self._declared = Declared(
-            was.tool, was.args, was.dynamic_args, was.kwargs, was.dynamic_kwargs, was.timeout, tags
-        )
+        self._declared = replace(self._declared, tags=tag_set(value))
 
     @property
     def hooks(self) -> list[Hook]:

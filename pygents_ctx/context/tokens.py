@@ -578,11 +578,10 @@ class TokenCalibration:
         max_error_after: The largest of those errors, in %.
 
     Raises:
-        TypeError: A number field is not a number (`records` not an int), or
-            `model` is not a str.
+        TypeError: A number field is not a number (`records` not an int).
         ValueError: `scale` is not positive and finite, `overhead` or an
-            error is not finite (or an error is negative), or `records` is
-            below 1.
+            error is not finite (or an error is negative), `records` is
+            below 1, or `model` is not a str.
     """
 
     scale: float

@@ -63,12 +63,13 @@ MODEL_SECONDS = 0.005
 
 @dataclass
 class Report:
-    """What a series of kills left behind (each count but `kills`, `runs` must be 0)."""
+    """What a series of kills left behind: counts to `not_run` say what ran; the rest must be 0."""
 
     backend: str
     kills: int = 0
     seconds: float = 0.0
     tool_calls: int = 0
+    finished: int = 0
     interrupted: int = 0
     not_run: int = 0
     repeated_tool_calls: int = 0
@@ -264,6 +265,8 @@ async def _check_sessions(conn: Any, workdir: Path, report: Report) -> None:
                     if key in starts or result.tool_use_id in journal:
                         report.not_run_on_started += 1
                         report.problems.append(f"not run, but started: {key}")
+                elif result.content != CANCELLED:
+                    report.finished += 1
         problems = transcript_problems(history)
         report.invalid_transcripts += bool(problems)
         report.problems += [f"s{index}: {p}" for p in problems]

@@ -43,5 +43,6 @@ def test_a_worker_killed_at_random_never_repeats_a_step_or_an_effect(
     assert report.not_run_on_started == 0, report.problems
     assert report.repeated_model_calls == 0, report.problems
     assert report.invalid_transcripts == 0, report.problems
-    assert report.tool_calls > KILLS[backend]  # the lives did work between kills
-    assert report.interrupted > 0  # and some were killed inside a tool call
+    # Not vacuous, however slow the machine: some calls ran to the end, some were killed inside.
+    assert report.finished > 0, report
+    assert report.interrupted > 0, report

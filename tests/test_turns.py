@@ -575,7 +575,7 @@ async def test_callables_that_are_not_dynamic_are_passed_as_is(
 async def test_coroutine_tool_past_its_timeout_raises_turn_timeout_error() -> None:
     @tool
     async def slow() -> str:
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(30)
         return "late"
 
     turn = Turn(slow, timeout=0.05)
@@ -586,7 +586,7 @@ async def test_coroutine_tool_past_its_timeout_raises_turn_timeout_error() -> No
     with pytest.raises(TurnTimeoutError, match="slow") as info:
         await turn.returning()
 
-    assert time.monotonic() - started < 0.18
+    assert time.monotonic() - started < 10  # cut short, with room for a loaded machine
     assert isinstance(info.value, TimeoutError)
     assert isinstance(info.value, PygentsError)
     assert turn.metadata.stop_reason is StopReason.TIMEOUT

@@ -30,6 +30,7 @@ __all__ = [
     "SDKModel",
     "StreamedReply",
     "add_sampling_and_extras",
+    "add_tools",
     "cut_stream",
     "import_sdk",
     "openai_client",
@@ -46,6 +47,9 @@ _Object = TypeVar("_Object")
 
 # The key a tool call's input holds its text under when that text is not a JSON object.
 RAW_ARGUMENTS: Final = "_raw_arguments"
+
+# The `tool_choice` modes both OpenAI APIs name as they are; another choice is a tool's name.
+_OPENAI_CHOICES: Final = ("auto", "required", "none")
 
 # Error kinds an error event in the middle of a stream names, which a later call may not meet.
 _TRANSIENT_KINDS: Final = frozenset(
@@ -282,6 +286,28 @@ def add_sampling_and_extras(request: dict[str, Any], settings: ModelSettings) ->
         request["extra_body"] = dict(settings.extra_body)
     if settings.extra_headers:
         request["extra_headers"] = dict(settings.extra_headers)
+
+
+def add_tools(
+    request: dict[str, Any],
+    definitions: list[dict[str, Any]],
+    settings: ModelSettings,
+    forced: Callable[[str], dict[str, Any]],
+) -> None:
+    """Put tool `definitions` and `settings`' tool options into an OpenAI SDK `request`.
+
+    `parallel_tool_calls` goes with the tools, and only when there are some.
+    Both OpenAI APIs take the `tool_choice` modes `auto`, `required` and
+    `none` as they are; a tool's name becomes `forced(name)`, each API's
+    shape for "call this tool".
+    """
+    if definitions:
+        request["tools"] = definitions
+        if settings.parallel_tool_calls is not None:
+            request["parallel_tool_calls"] = settings.parallel_tool_calls
+    choice = settings.tool_choice
+    if choice is not None:
+        request["tool_choice"] = choice if choice in _OPENAI_CHOICES else forced(choice)
 
 
 class StreamedReply(ABC):

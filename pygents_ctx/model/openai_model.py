@@ -24,6 +24,7 @@ from pygents_ctx.model._sdk import (
     SDKModel,
     StreamedReply,
     add_sampling_and_extras,
+    add_tools,
     cut_stream,
     import_sdk,
     openai_client,
@@ -51,7 +52,6 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIModel"]
 
-_CHOICES = ("auto", "required", "none")
 # Where OpenAI-compatible reasoning servers put the model's reasoning text
 # (vLLM and DeepSeek: `reasoning_content`; others: `reasoning`).
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -155,16 +155,7 @@ class OpenAIModel(SDKModel):
         messages, _ = window_parts(window)
         chosen = self.settings.merged(settings)
         request: dict[str, Any] = {"model": self.model, "messages": to_openai(messages)}
-        if tools:
-            request["tools"] = to_openai_tools(tools, strict=self.strict_tools)
-            if chosen.parallel_tool_calls is not None:
-                request["parallel_tool_calls"] = chosen.parallel_tool_calls
-        if chosen.tool_choice is not None:
-            request["tool_choice"] = (
-                chosen.tool_choice
-                if chosen.tool_choice in _CHOICES
-                else {"type": "function", "function": {"name": chosen.tool_choice}}
-            )
+        add_tools(request, to_openai_tools(tools, strict=self.strict_tools), chosen, _forced)
         if chosen.max_tokens is not None:
             request[self.max_tokens_field] = chosen.max_tokens
         if chosen.stop is not None:
@@ -186,6 +177,11 @@ class OpenAIModel(SDKModel):
 
     def _streamed(self, settings: ModelSettings) -> _StreamedReply:
         return _StreamedReply(self.model, self._sdk.types.chat.ChatCompletionChunk)
+
+
+def _forced(name: str) -> dict[str, Any]:
+    """The Chat Completions `tool_choice` that makes the model call the tool `name`."""
+    return {"type": "function", "function": {"name": name}}
 
 
 def _read_completion(completion: ChatCompletion, model: str) -> ModelResponse:

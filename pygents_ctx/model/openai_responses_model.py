@@ -63,6 +63,7 @@ from pygents_ctx.model._sdk import (
     SDKModel,
     StreamedReply,
     add_sampling_and_extras,
+    add_tools,
     import_sdk,
     openai_client,
     parse_arguments,
@@ -97,7 +98,6 @@ if TYPE_CHECKING:
 __all__ = ["OpenAIResponsesModel"]
 
 _PROVIDER: Final = "OpenAI Responses"
-_CHOICES: Final = ("auto", "required", "none")
 # A tool result's text when it is an error: the API has no flag for it.
 _ERROR_PREFIX: Final = "Error: "
 # Why an incomplete response stopped, in the words the other adapters use.
@@ -220,19 +220,11 @@ class OpenAIResponsesModel(SDKModel):
             request["include"] = [_ENCRYPTED_REASONING]
         if instructions is not None:
             request["instructions"] = instructions
-        if tools:
-            request["tools"] = [
-                {"type": "function", **definition["function"], "strict": self.strict_tools}
-                for definition in to_openai_tools(tools, strict=self.strict_tools)
-            ]
-            if chosen.parallel_tool_calls is not None:
-                request["parallel_tool_calls"] = chosen.parallel_tool_calls
-        if chosen.tool_choice is not None:
-            request["tool_choice"] = (
-                chosen.tool_choice
-                if chosen.tool_choice in _CHOICES
-                else {"type": "function", "name": chosen.tool_choice}
-            )
+        definitions = [
+            {"type": "function", **definition["function"], "strict": self.strict_tools}
+            for definition in to_openai_tools(tools, strict=self.strict_tools)
+        ]
+        add_tools(request, definitions, chosen, _forced)
         if chosen.max_tokens is not None:
             request["max_output_tokens"] = chosen.max_tokens
         if chosen.output_schema is not None:
@@ -254,6 +246,11 @@ class OpenAIResponsesModel(SDKModel):
 
     def _streamed(self, settings: ModelSettings) -> _StreamedReply:
         return _StreamedReply(self.model, self._sdk.BaseModel)
+
+
+def _forced(name: str) -> dict[str, Any]:
+    """The Responses API `tool_choice` that makes the model call the tool `name`."""
+    return {"type": "function", "name": name}
 
 
 # ----------------------------------------------------------------------------- the window

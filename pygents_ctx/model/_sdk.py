@@ -31,6 +31,7 @@ __all__ = [
     "StreamedReply",
     "add_sampling_and_extras",
     "add_tools",
+    "check_model_name",
     "cut_stream",
     "import_sdk",
     "openai_client",
@@ -62,6 +63,16 @@ _TRANSIENT_KINDS: Final = frozenset(
         "timeout_error",
     }
 )
+
+
+def check_model_name(model: object, owner: str) -> None:
+    """Refuse a model name that is not a non-empty str, before anything is made.
+
+    Raises:
+        ValueError: `model` is empty or not a str.
+    """
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"{owner} needs a model name, not {model!r}")
 
 
 def import_sdk(name: str, owner: str, *, extra: str | None = None) -> ModuleType:

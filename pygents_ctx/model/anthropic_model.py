@@ -38,6 +38,7 @@ from pygents_ctx.errors import ModelResponseError
 from pygents_ctx.model._sdk import (
     SDKModel,
     StreamedReply,
+    check_model_name,
     cut_stream,
     import_sdk,
     parse_arguments,
@@ -138,8 +139,7 @@ class AnthropicModel(SDKModel):
         cache: bool = True,
         timeout: float = 600.0,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"AnthropicModel needs a model name, not {model!r}")
+        check_model_name(model, "AnthropicModel")
         self._sdk = import_sdk("anthropic", "AnthropicModel")
         refuse_sync_client(client, self._sdk, "AnthropicModel", "AsyncAnthropic")
         if client is None:

@@ -26,6 +26,7 @@ from pygents_ctx.errors import ModelAPIError, ModelResponseError
 from pygents_ctx.model._sdk import (
     SDKModel,
     StreamedReply,
+    check_model_name,
     cut_stream,
     import_sdk,
     provider_errors,
@@ -138,8 +139,7 @@ class GeminiModel(SDKModel):
         settings: ModelSettings | None = None,
         timeout: float = 600.0,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"GeminiModel needs a model name, not {model!r}")
+        check_model_name(model, "GeminiModel")
         genai = import_sdk("google.genai", "GeminiModel", extra="gemini")
         self._genai_errors = import_sdk("google.genai.errors", "GeminiModel", extra="gemini")
         self._types = import_sdk("google.genai.types", "GeminiModel", extra="gemini")

@@ -25,6 +25,7 @@ from pygents_ctx.model._sdk import (
     StreamedReply,
     add_sampling_and_extras,
     add_tools,
+    check_model_name,
     cut_stream,
     import_sdk,
     openai_client,
@@ -120,8 +121,7 @@ class OpenAIModel(SDKModel):
         stream_usage: bool = True,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"OpenAIModel needs a model name, not {model!r}")
+        check_model_name(model, "OpenAIModel")
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             raise ValueError(
                 "OpenAIModel max_tokens_field must be 'max_tokens' or 'max_completion_tokens', "

@@ -64,6 +64,7 @@ from pygents_ctx.model._sdk import (
     StreamedReply,
     add_sampling_and_extras,
     add_tools,
+    check_model_name,
     import_sdk,
     openai_client,
     parse_arguments,
@@ -164,8 +165,7 @@ class OpenAIResponsesModel(SDKModel):
         strict_tools: bool = False,
         timeout: float = 600.0,
     ) -> None:
-        if not isinstance(model, str) or not model:
-            raise ValueError(f"OpenAIResponsesModel needs a model name, not {model!r}")
+        check_model_name(model, "OpenAIResponsesModel")
         if settings is not None and not isinstance(settings, ModelSettings):
             raise TypeError(
                 f"OpenAIResponsesModel settings must be a ModelSettings, not {settings!r}"

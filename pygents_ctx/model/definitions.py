@@ -187,11 +187,10 @@ def strict_schema(schema: Mapping[str, Any], where: str, *, all_required: bool) 
 
 
 def _parameters(item: Tool[..., Any], *, strict: bool, all_required: bool) -> dict[str, Any]:
-    schema = copy.deepcopy(input_schema(item))
+    schema = input_schema(item)
     if not strict:
-        return schema
-    converted: dict[str, Any] = _strict(schema, f"tool {item.metadata.name!r}", all_required)
-    return converted
+        return copy.deepcopy(schema)
+    return strict_schema(schema, f"tool {item.metadata.name!r}", all_required=all_required)
 
 
 def output_json_schema(output: OutputSchema) -> dict[str, Any]:

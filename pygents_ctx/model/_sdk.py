@@ -1,4 +1,4 @@
-"""What the adapters share: a call and a stream through an SDK, its errors, parsing arguments.
+"""What the adapters share: an SDK call and stream, errors, checks, request parts, parsed arguments.
 
 Each adapter reads its SDK's typed replies itself (`SDKModel._read`, its
 `StreamedReply`); what a reply is before that, when it is not the SDK's

@@ -217,22 +217,7 @@ class MiddleOut(_Budgeted):
     (A history with a tool call left unanswered, or a result without its call,
     before the budget is reached is read whole, to find its rounds exactly.)
 
-    Args:
-        max_tokens: The model's budget for the prompt.
-        reserve_tokens: Tokens to leave free, e.g. for the reply.
-        counter: How to count text (default: `EstimatedTokenCounter()`).
-        per_message_overhead: Tokens added per message.
-        tokens_per_media: Tokens counted per image.
-        on_overflow: When even the head, task and newest round exceed the
-            budget: `"keep"` returns them anyway, `"raise"` raises
-            `ContextOverflowError`.
-
-    Raises:
-        TypeError: A budget or a per-message setting is not an int, or
-            `counter` is not callable.
-        ValueError: `max_tokens` is below 1, the reserve or a setting is
-            negative, the reserve leaves nothing, or `on_overflow` is not
-            "keep" or "raise".
+    It takes the same arguments as `FitTokens` and refuses the same values.
 
     Examples:
         >>> import asyncio

@@ -15,8 +15,9 @@ relationship from an entity to itself, which says nothing a property could not.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pygents_ctx._checks import instances, whole_number
@@ -28,11 +29,26 @@ __all__ = ["Entity", "GraphStore", "Relationship", "Subgraph"]
 _Read = TypeVar("_Read", "Entity", "Relationship")
 
 
-def _read_back(made: _Read, data: bytes) -> _Read:
-    """`made`, read back from a store, given the properties its JSON `data` holds.
+def _keep_properties(made: _Read, owner: str) -> None:
+    """Give `made` its own copy of its properties, as the stores give them back, and their JSON.
 
-    The JSON is kept as it is, not encoded again: it was checked when written.
+    Raises:
+        TypeError: The properties are not a mapping of str to JSON values.
     """
+    properties, encoded = encode_properties(made.properties, owner)
+    object.__setattr__(made, "properties", properties)
+    object.__setattr__(made, "_json", encoded)
+
+
+def _read_back(cls: type[_Read], data: bytes, **fields: str) -> _Read:
+    """A `cls` read back from a store: its key `fields`, and the properties JSON `data` holds.
+
+    Nothing is checked again, and the JSON is kept as it is, not encoded
+    again: all of it was checked when written.
+    """
+    made = object.__new__(cls)
+    for name, value in fields.items():
+        object.__setattr__(made, name, value)
     object.__setattr__(made, "properties", decode_properties(data))
     object.__setattr__(made, "_json", data)
     return made
@@ -65,9 +81,7 @@ class Entity:
     def __post_init__(self) -> None:
         check_key("Entity id", self.id)
         check_key(f"Entity {self.id!r} type", self.type)
-        properties, encoded = encode_properties(self.properties, f"Entity {self.id!r} properties")
-        object.__setattr__(self, "properties", properties)
-        object.__setattr__(self, "_json", encoded)
+        _keep_properties(self, f"Entity {self.id!r} properties")
 
     def __hash__(self) -> int:
         return hash((Entity, self.id, self.type))
@@ -75,10 +89,7 @@ class Entity:
     @classmethod
     def _stored(cls, entity_id: str, kind: str, data: bytes) -> Entity:
         """An entity as a store read it back: checked when it was written."""
-        entity = object.__new__(cls)
-        object.__setattr__(entity, "id", entity_id)
-        object.__setattr__(entity, "type", kind)
-        return _read_back(entity, data)
+        return _read_back(cls, data, id=entity_id, type=kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,10 +127,7 @@ class Relationship:
                 f"Relationship {self.type!r} goes from entity {self.source!r} to itself; "
                 "a graph store refuses self-loops: keep such a fact as a property of the entity"
             )
-        owner = f"Relationship {self.key} properties"
-        properties, encoded = encode_properties(self.properties, owner)
-        object.__setattr__(self, "properties", properties)
-        object.__setattr__(self, "_json", encoded)
+        _keep_properties(self, f"Relationship {self.key} properties")
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -132,11 +140,7 @@ class Relationship:
     @classmethod
     def _stored(cls, source: str, target: str, kind: str, data: bytes) -> Relationship:
         """A relationship as a store read it back: checked when it was written."""
-        relationship = object.__new__(cls)
-        object.__setattr__(relationship, "source", source)
-        object.__setattr__(relationship, "target", target)
-        object.__setattr__(relationship, "type", kind)
-        return _read_back(relationship, data)
+        return _read_back(cls, data, source=source, target=target, type=kind)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,15 +334,7 @@ def check_entities(entities: Iterable[Entity]) -> list[Entity]:
         ValueError: An id appears twice.
     """
     batch = instances(entities, Entity, "entities")
-    seen: set[str] = set()
-    for entity in batch:
-        if entity.id in seen:
-            raise ValueError(
-                f"entity {entity.id!r} appears twice in one upsert_entities() call; "
-                "pass each entity once"
-            )
-        seen.add(entity.id)
-    return batch
+    return _each_once(batch, attrgetter("id"), "entity", "upsert_entities")
 
 
 def check_relationships(relationships: Iterable[Relationship]) -> list[Relationship]:
@@ -349,14 +345,25 @@ def check_relationships(relationships: Iterable[Relationship]) -> list[Relations
         ValueError: A `(source, target, type)` appears twice.
     """
     batch = instances(relationships, Relationship, "relationships")
-    seen: set[tuple[str, str, str]] = set()
-    for relationship in batch:
-        if relationship.key in seen:
+    return _each_once(batch, attrgetter("key"), "relationship", "upsert_relationships")
+
+
+def _each_once(
+    batch: list[_Read], key: Callable[[_Read], Hashable], what: str, call: str
+) -> list[_Read]:
+    """`batch`, once no two of its items share a `key`.
+
+    Raises:
+        ValueError: A key appears twice (the message names it and the call).
+    """
+    seen: set[Hashable] = set()
+    for item in batch:
+        known = key(item)
+        if known in seen:
             raise ValueError(
-                f"relationship {relationship.key} appears twice in one "
-                "upsert_relationships() call; pass each relationship once"
+                f"{what} {known!r} appears twice in one {call}() call; pass each {what} once"
             )
-        seen.add(relationship.key)
+        seen.add(known)
     return batch
 
 

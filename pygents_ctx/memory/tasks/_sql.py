@@ -10,18 +10,36 @@ here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, ClassVar, Generic
+from typing import Any, ClassVar, Final, Generic
 
 from pygents_ctx.memory._shared import AnyTables
 from pygents_ctx.memory.tasks.base import Task, TaskBoard, TaskBoardBase, TaskStatus, TaskStoreBase
 
-__all__ = ["SQLTaskBoard", "SQLTaskStore", "TaskSQL"]
+__all__ = ["COLUMNS", "SQLTaskBoard", "SQLTaskStore", "TaskSQL", "stored_task"]
 
 Key = tuple[str, str]
+
+# What both dialects select of a task, in the order `stored_task` reads it.
+COLUMNS: Final = "id, title, status, attempts, max_attempts, note, created_at, updated_at"
+
+
+def stored_task(row: Sequence[Any], moment: Callable[[Any], datetime]) -> Task:
+    """The task of a row of `COLUMNS`, its times read back by the dialect's `moment`."""
+    number, title, status, attempts, max_attempts, note, created, updated = row
+    return Task(
+        int(number),
+        title,
+        TaskStatus(status),
+        attempts,
+        max_attempts,
+        note,
+        moment(created),
+        moment(updated),
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.memory._shared import OnPostgres, PostgresTables
-from pygents_ctx.memory.tasks._sql import SQLTaskStore, TaskSQL
+from pygents_ctx.memory.tasks._sql import COLUMNS, SQLTaskStore, TaskSQL, stored_task
 from pygents_ctx.memory.tasks.base import Task, TaskStatus, missing_task, new_tasks, settled
 
 if TYPE_CHECKING:
@@ -58,22 +58,15 @@ _V1: Final = (
 )
 MIGRATIONS: Final = (_V1,)
 
-_COLUMNS: Final = "id, title, status, attempts, max_attempts, note, created_at, updated_at"
 _WHERE_BOARD: Final = "conversation = %s AND agent = %s"
 
 
 def _task(row: tuple[Any, ...]) -> Task:
-    number, title, status, attempts, max_attempts, note, created, updated = row
-    return Task(
-        int(number),
-        title,
-        TaskStatus(status),
-        attempts,
-        max_attempts,
-        note,
-        created.astimezone(UTC),
-        updated.astimezone(UTC),
-    )
+    return stored_task(row, _in_utc)
+
+
+def _in_utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
 
 
 async def _add(
@@ -89,7 +82,7 @@ async def _add(
     assert row is not None  # an upsert with RETURNING always gives its row
     added = new_tasks(int(row[0]) - len(titles), titles, limit, now)
     await conn.execute(
-        f"INSERT INTO pygents_tasks (conversation, agent, {_COLUMNS}) "
+        f"INSERT INTO pygents_tasks (conversation, agent, {COLUMNS}) "
         "SELECT %s, %s, t.id, t.title, 'pending', 1, %s, NULL, %s, %s "
         "FROM unnest(%s::bigint[], %s::text[]) AS t (id, title)",
         (*key, limit, now, now, [t.id for t in added], titles),
@@ -99,7 +92,7 @@ async def _add(
 
 async def _list(key: _Key, status: TaskStatus | None, conn: AsyncConnection[Any]) -> list[Task]:
     cursor = await conn.execute(
-        f"SELECT {_COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} "
+        f"SELECT {COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} "
         "AND (%s::text IS NULL OR status = %s::text) ORDER BY id",
         (*key, None if status is None else status.value, None if status is None else status.value),
     )
@@ -108,7 +101,7 @@ async def _list(key: _Key, status: TaskStatus | None, conn: AsyncConnection[Any]
 
 async def _read(key: _Key, number: int, conn: AsyncConnection[Any], *, lock: bool) -> Task:
     cursor = await conn.execute(
-        f"SELECT {_COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} AND id = %s"
+        f"SELECT {COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} AND id = %s"
         + (" FOR UPDATE" if lock else ""),
         (*key, number),
     )
@@ -135,7 +128,7 @@ async def _change(
 
 async def _settle(key: _Key, now: datetime, conn: AsyncConnection[Any]) -> list[Task]:
     cursor = await conn.execute(
-        f"SELECT {_COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} "
+        f"SELECT {COLUMNS} FROM pygents_tasks WHERE {_WHERE_BOARD} "
         "AND status = 'in_progress' ORDER BY id FOR UPDATE",
         key,
     )

@@ -23,7 +23,7 @@ from typing import Final, TypeVar
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
-from pygents_ctx.memory.tasks._sql import SQLTaskStore, TaskSQL
+from pygents_ctx.memory.tasks._sql import COLUMNS, SQLTaskStore, TaskSQL, stored_task
 from pygents_ctx.memory.tasks.base import Task, TaskStatus, missing_task, new_tasks, settled
 
 __all__ = ["SQLiteTaskStore"]
@@ -62,21 +62,9 @@ _V1: Final = (
 )
 MIGRATIONS: Final = (_V1,)
 
-_COLUMNS: Final = "id, title, status, attempts, max_attempts, note, created_at, updated_at"
-
 
 def _task(row: tuple[int, str, str, int, int, str | None, str, str]) -> Task:
-    number, title, status, attempts, max_attempts, note, created, updated = row
-    return Task(
-        number,
-        title,
-        TaskStatus(status),
-        attempts,
-        max_attempts,
-        note,
-        from_iso(created),
-        from_iso(updated),
-    )
+    return stored_task(row, from_iso)
 
 
 def _iso(moment: datetime) -> str:
@@ -92,7 +80,7 @@ def _add(key: _Key, titles: list[str], limit: int, now: datetime, db: Db) -> lis
     ).fetchone()
     added = new_tasks(after - len(titles), titles, limit, now)
     db.executemany(
-        f"INSERT INTO pygents_tasks (conversation, agent, {_COLUMNS}) "
+        f"INSERT INTO pygents_tasks (conversation, agent, {COLUMNS}) "
         "VALUES (?, ?, ?, ?, 'pending', 1, ?, NULL, ?, ?)",
         [(*key, t.id, t.title, limit, _iso(now), _iso(now)) for t in added],
     )
@@ -102,13 +90,12 @@ def _add(key: _Key, titles: list[str], limit: int, now: datetime, db: Db) -> lis
 def _list(key: _Key, status: TaskStatus | None, db: Db) -> list[Task]:
     if status is None:
         rows = db.execute(
-            f"SELECT {_COLUMNS} FROM pygents_tasks WHERE conversation = ? AND agent = ? "
-            "ORDER BY id",
+            f"SELECT {COLUMNS} FROM pygents_tasks WHERE conversation = ? AND agent = ? ORDER BY id",
             key,
         )
     else:
         rows = db.execute(
-            f"SELECT {_COLUMNS} FROM pygents_tasks "
+            f"SELECT {COLUMNS} FROM pygents_tasks "
             "WHERE conversation = ? AND agent = ? AND status = ? ORDER BY id",
             (*key, status.value),
         )
@@ -117,7 +104,7 @@ def _list(key: _Key, status: TaskStatus | None, db: Db) -> list[Task]:
 
 def _read(key: _Key, number: int, db: Db) -> Task:
     row = db.execute(
-        f"SELECT {_COLUMNS} FROM pygents_tasks WHERE conversation = ? AND agent = ? AND id = ?",
+        f"SELECT {COLUMNS} FROM pygents_tasks WHERE conversation = ? AND agent = ? AND id = ?",
         (*key, number),
     ).fetchone()
     if row is None:

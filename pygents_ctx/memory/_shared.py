@@ -37,6 +37,8 @@ __all__ = [
     "decode_properties",
     "encode_properties",
     "from_iso",
+    "in_utc",
+    "to_iso",
     "utc_now",
 ]
 
@@ -97,9 +99,19 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def to_iso(moment: datetime) -> str:
+    """A time as a SQLite backend stores it: ISO 8601 text, to the microsecond."""
+    return moment.isoformat(timespec="microseconds")
+
+
 def from_iso(text: str) -> datetime:
     """A time stored by a SQLite backend (ISO 8601 in UTC) back into a datetime."""
     return datetime.fromisoformat(text)
+
+
+def in_utc(moment: datetime) -> datetime:
+    """A time a PostgreSQL backend read back (a `timestamptz`, in the session's zone) in UTC."""
+    return moment.astimezone(UTC)
 
 
 C = TypeVar("C", SQLiteConnection, PostgresConnection)

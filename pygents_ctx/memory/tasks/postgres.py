@@ -12,12 +12,12 @@ sees the status it left.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores.postgres import PostgresConnection
-from pygents_ctx.memory._shared import OnPostgres, PostgresTables
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables, in_utc
 from pygents_ctx.memory.tasks._sql import COLUMNS, SQLTaskStore, TaskSQL, stored_task
 from pygents_ctx.memory.tasks.base import Task, TaskStatus, missing_task, new_tasks, settled
 
@@ -62,11 +62,7 @@ _WHERE_BOARD: Final = "conversation = %s AND agent = %s"
 
 
 def _task(row: tuple[Any, ...]) -> Task:
-    return stored_task(row, _in_utc)
-
-
-def _in_utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC)
+    return stored_task(row, in_utc)
 
 
 async def _add(

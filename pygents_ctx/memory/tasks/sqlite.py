@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Final, TypeVar
 
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso, to_iso
 from pygents_ctx.memory.tasks._sql import COLUMNS, SQLTaskStore, TaskSQL, stored_task
 from pygents_ctx.memory.tasks.base import Task, TaskStatus, missing_task, new_tasks, settled
 
@@ -67,10 +67,6 @@ def _task(row: tuple[int, str, str, int, int, str | None, str, str]) -> Task:
     return stored_task(row, from_iso)
 
 
-def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="microseconds")
-
-
 def _add(key: _Key, titles: list[str], limit: int, now: datetime, db: Db) -> list[Task]:
     (after,) = db.execute(
         "INSERT INTO pygents_task_boards (conversation, agent, next_id) VALUES (?, ?, ?) "
@@ -82,7 +78,7 @@ def _add(key: _Key, titles: list[str], limit: int, now: datetime, db: Db) -> lis
     db.executemany(
         f"INSERT INTO pygents_tasks (conversation, agent, {COLUMNS}) "
         "VALUES (?, ?, ?, ?, 'pending', 1, ?, NULL, ?, ?)",
-        [(*key, t.id, t.title, limit, _iso(now), _iso(now)) for t in added],
+        [(*key, t.id, t.title, limit, to_iso(now), to_iso(now)) for t in added],
     )
     return added
 
@@ -116,7 +112,7 @@ def _write(key: _Key, task: Task, db: Db) -> Task:
     db.execute(
         "UPDATE pygents_tasks SET status = ?, attempts = ?, note = ?, updated_at = ? "
         "WHERE conversation = ? AND agent = ? AND id = ?",
-        (task.status.value, task.attempts, task.note, _iso(task.updated_at), *key, task.id),
+        (task.status.value, task.attempts, task.note, to_iso(task.updated_at), *key, task.id),
     )
     return task
 

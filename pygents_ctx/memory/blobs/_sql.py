@@ -10,15 +10,25 @@ transaction, and which read from one snapshot, is said here once.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
-from typing import IO, Any, ClassVar, Generic
+from typing import IO, Any, ClassVar, Final, Generic
 
 from pygents_ctx.memory._shared import AnyTables, utc_now
 from pygents_ctx.memory.blobs.base import Blob, BlobInfo, BlobStoreBase
 
-__all__ = ["BlobSQL", "SQLBlobStore"]
+__all__ = ["INFO", "BlobSQL", "SQLBlobStore", "stored_info"]
+
+# What both dialects select of a blob's info, in the order `stored_info` reads it.
+INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
+
+
+def stored_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> BlobInfo:
+    """The `BlobInfo` of a row of `INFO`, its times read back by the dialect's `moment`."""
+    name, size, content_type, sha256, created, updated = row
+    return BlobInfo(name, int(size), content_type, sha256, moment(created), moment(updated))
 
 
 @dataclass(frozen=True, slots=True)

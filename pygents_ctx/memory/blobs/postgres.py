@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator, Iterable
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from pygents_ctx.context.stores._postgres_ops import delete_blob
 from pygents_ctx.context.stores.postgres import PostgresConnection
-from pygents_ctx.memory._shared import OnPostgres, PostgresTables
-from pygents_ctx.memory.blobs._sql import BlobSQL, SQLBlobStore
+from pygents_ctx.memory._shared import OnPostgres, PostgresTables, in_utc
+from pygents_ctx.memory.blobs._sql import INFO, BlobSQL, SQLBlobStore, stored_info
 from pygents_ctx.memory.blobs.base import (
     Blob,
     BlobInfo,
@@ -68,14 +68,10 @@ MIGRATIONS: Final = (_V1,)
 
 _PIECE: Final = 1 << 20
 _LOCK_CLASS: Final = 0x626C6F62  # "blob": the first key of the names' advisory locks
-_INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
 
 
 def _info(row: tuple[Any, ...]) -> BlobInfo:
-    name, size, content_type, sha256, created, updated = row
-    return BlobInfo(
-        name, int(size), content_type, sha256, created.astimezone(UTC), updated.astimezone(UTC)
-    )
+    return stored_info(row, in_utc)
 
 
 def _lock_key(name: str) -> int:
@@ -118,9 +114,9 @@ async def _store(
         "SELECT content_id, created_at FROM pygents_blobs WHERE name = %s", (name,)
     )
     old = await cursor.fetchone()
-    created = now if old is None else old[1].astimezone(UTC)
+    created = now if old is None else in_utc(old[1])
     await conn.execute(
-        f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+        f"INSERT INTO pygents_blobs (content_id, {INFO}) VALUES (%s, %s, %s, %s, %s, %s, %s) "
         "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
         "size = excluded.size, content_type = excluded.content_type, "
         "sha256 = excluded.sha256, updated_at = excluded.updated_at",
@@ -133,7 +129,7 @@ async def _store(
 
 async def _lookup(name: str, conn: AsyncConnection[Any]) -> tuple[int, BlobInfo]:
     cursor = await conn.execute(
-        f"SELECT content_id, {_INFO} FROM pygents_blobs WHERE name = %s", (name,)
+        f"SELECT content_id, {INFO} FROM pygents_blobs WHERE name = %s", (name,)
     )
     row = await cursor.fetchone()
     if row is None:
@@ -165,7 +161,7 @@ async def _piece(name: str, content_id: int, seq: int, conn: AsyncConnection[Any
 async def _list(prefix: str, conn: AsyncConnection[Any]) -> list[BlobInfo]:
     end = names_after(prefix)
     cursor = await conn.execute(
-        f"SELECT {_INFO} FROM pygents_blobs "
+        f"SELECT {INFO} FROM pygents_blobs "
         'WHERE name COLLATE "C" >= %s AND (%s::text IS NULL OR name COLLATE "C" < %s)',
         (prefix, end, end),
     )

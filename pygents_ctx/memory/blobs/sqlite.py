@@ -28,8 +28,8 @@ from typing import IO, Final
 
 from pygents_ctx.context.stores._sqlite_ops import delete_blob
 from pygents_ctx.context.stores._worker import SQLiteConnection
-from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso
-from pygents_ctx.memory.blobs._sql import BlobSQL, SQLBlobStore
+from pygents_ctx.memory._shared import OnSQLite, SQLiteTables, from_iso, to_iso
+from pygents_ctx.memory.blobs._sql import INFO, BlobSQL, SQLBlobStore, stored_info
 from pygents_ctx.memory.blobs.base import (
     Blob,
     BlobInfo,
@@ -64,16 +64,10 @@ _V1: Final = (
 MIGRATIONS: Final = (_V1,)
 
 _COPY: Final = 1 << 20  # put_stream copies into the row this much at a time
-_INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
 
 
 def _info(row: tuple[str, int, str, str, str, str]) -> BlobInfo:
-    name, size, content_type, sha256, created, updated = row
-    return BlobInfo(name, size, content_type, sha256, from_iso(created), from_iso(updated))
-
-
-def _iso(moment: datetime) -> str:
-    return moment.isoformat(timespec="microseconds")
+    return stored_info(row, from_iso)
 
 
 def _check_size(size: int, name: str, db: Db) -> None:
@@ -117,13 +111,13 @@ def write_blob(
     old = db.execute(
         "SELECT content_id, created_at FROM pygents_blobs WHERE name = ?", (name,)
     ).fetchone()
-    created = _iso(now) if old is None else old[1]
+    created = to_iso(now) if old is None else old[1]
     db.execute(
-        f"INSERT INTO pygents_blobs (content_id, {_INFO}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        f"INSERT INTO pygents_blobs (content_id, {INFO}) VALUES (?, ?, ?, ?, ?, ?, ?) "
         "ON CONFLICT (name) DO UPDATE SET content_id = excluded.content_id, "
         "size = excluded.size, content_type = excluded.content_type, "
         "sha256 = excluded.sha256, updated_at = excluded.updated_at",
-        (content_id, name, size, content_type, sha256, created, _iso(now)),
+        (content_id, name, size, content_type, sha256, created, to_iso(now)),
     )
     if old is not None:
         db.execute("DELETE FROM pygents_blob_contents WHERE id = ?", (old[0],))
@@ -132,7 +126,7 @@ def write_blob(
 
 def _lookup(name: str, db: Db) -> tuple[int, BlobInfo]:
     row = db.execute(
-        f"SELECT content_id, {_INFO} FROM pygents_blobs WHERE name = ?", (name,)
+        f"SELECT content_id, {INFO} FROM pygents_blobs WHERE name = ?", (name,)
     ).fetchone()
     if row is None:
         raise missing_blob(name)
@@ -169,7 +163,7 @@ def _list(prefix: str, db: Db) -> list[BlobInfo]:
     # A range on the primary key, not LIKE (whose % and _ a prefix may hold).
     end = names_after(prefix)
     rows = db.execute(
-        f"SELECT {_INFO} FROM pygents_blobs WHERE name >= ? AND (? IS NULL OR name < ?) "
+        f"SELECT {INFO} FROM pygents_blobs WHERE name >= ? AND (? IS NULL OR name < ?) "
         "ORDER BY name",
         (prefix, end, end),
     )

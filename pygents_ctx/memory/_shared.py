@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_KEY_LENGTH",
     "AnyTables",
+    "Migrations",
     "OnPostgres",
     "OnSQLite",
     "PostgresTables",
@@ -44,6 +45,9 @@ __all__ = [
 
 
 MAX_KEY_LENGTH: Final = 1024
+
+# A store's migrations: the statements of each schema version, oldest first.
+Migrations = Sequence[Sequence[str]]
 
 
 def check_key(what: str, value: object) -> str:
@@ -150,7 +154,7 @@ class _Tables(Generic[C]):
         self,
         conn: object,
         owner: str,
-        migrations: Sequence[Sequence[str]],
+        migrations: Migrations,
         table: str,
         label: str,
     ) -> None:

@@ -1,11 +1,12 @@
 """The blob store on a database, written once over the SQL dialects.
 
 `SQLiteBlobStore` and `PostgresBlobStore` are this store on their own
-connection: each gives a `BlobSQL`, its operations as functions of a
-connection (SQLite keeps a blob in one row, PostgreSQL in pieces of 1 MiB,
-under an advisory lock of its name), and streams in its own way; its tables
-say how a transaction and a read snapshot run. Which operations write in one
-transaction, and which read from one snapshot, is said here once.
+connection: each gives a `BlobSQL`, its tables' migrations and its
+operations as functions of a connection (SQLite keeps a blob in one row,
+PostgreSQL in pieces of 1 MiB, under an advisory lock of its name), and
+streams in its own way; its tables say how a transaction and a read snapshot
+run. Which operations write in one transaction, and which read from one
+snapshot, is said here once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from datetime import datetime
 from functools import partial
 from typing import IO, Any, ClassVar, Final, Generic
 
-from pygents_ctx.memory._shared import AnyTables, utc_now
+from pygents_ctx.memory._shared import AnyTables, Migrations, utc_now
 from pygents_ctx.memory.blobs.base import Blob, BlobInfo, BlobStoreBase
 
 __all__ = ["INFO", "BlobSQL", "SQLBlobStore", "stored_info"]
@@ -33,8 +34,9 @@ def stored_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> BlobIn
 
 @dataclass(frozen=True, slots=True)
 class BlobSQL:
-    """One dialect's operations, each a function whose last argument is the connection."""
+    """One dialect's migrations and operations (the connection is an operation's last argument)."""
 
+    migrations: Migrations  # what builds its tables, oldest version first
     store: Callable[..., Any]  # (name, type, sha256, size, bytes or file, now, db) -> BlobInfo
     get: Callable[..., Any]  # (name, db) -> Blob, in a snapshot
     lookup: Callable[..., Any]  # (name, db) -> (content id, BlobInfo)
@@ -49,8 +51,10 @@ class SQLBlobStore(BlobStoreBase, Generic[AnyTables]):
 
     _sql: ClassVar[BlobSQL]
 
-    def __init__(self, tables: AnyTables) -> None:
-        self._tables: AnyTables = tables
+    def __init__(self, tables: type[AnyTables], conn: object) -> None:
+        self._tables: AnyTables = tables(
+            conn, type(self).__name__, self._sql.migrations, "pygents_blob_schema", "blob store"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._tables.where!r})"

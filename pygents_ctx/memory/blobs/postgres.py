@@ -174,7 +174,7 @@ async def _delete(name: str, conn: AsyncConnection[Any]) -> bool:
     return await delete_blob(name, conn)
 
 
-_SQL: Final = BlobSQL(_store, _get, _lookup, _list, _delete)
+_SQL: Final = BlobSQL(MIGRATIONS, _store, _get, _lookup, _list, _delete)
 
 
 class PostgresBlobStore(SQLBlobStore[PostgresTables], OnPostgres):
@@ -195,8 +195,7 @@ class PostgresBlobStore(SQLBlobStore[PostgresTables], OnPostgres):
     _sql = _SQL
 
     def __init__(self, conn: PostgresConnection) -> None:
-        names = ("PostgresBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store")
-        super().__init__(PostgresTables(conn, *names))
+        super().__init__(PostgresTables, conn)
 
     async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
         # One stored piece read per query, cut to the chunks asked for.

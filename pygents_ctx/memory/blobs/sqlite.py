@@ -170,7 +170,7 @@ def _list(prefix: str, db: Db) -> list[BlobInfo]:
     return [_info(row) for row in rows]
 
 
-_SQL: Final = BlobSQL(write_blob, read_blob, _lookup, _list, delete_blob)
+_SQL: Final = BlobSQL(MIGRATIONS, write_blob, read_blob, _lookup, _list, delete_blob)
 
 
 class SQLiteBlobStore(SQLBlobStore[SQLiteTables], OnSQLite):
@@ -204,8 +204,7 @@ class SQLiteBlobStore(SQLBlobStore[SQLiteTables], OnSQLite):
     _sql = _SQL
 
     def __init__(self, conn: SQLiteConnection) -> None:
-        names = ("SQLiteBlobStore", MIGRATIONS, "pygents_blob_schema", "blob store")
-        super().__init__(SQLiteTables(conn, *names))
+        super().__init__(SQLiteTables, conn)
 
     async def _stream(self, name: str, chunk_size: int) -> AsyncIterator[bytes]:
         # Each piece read with blobopen, one call on the worker thread (see the module docs).

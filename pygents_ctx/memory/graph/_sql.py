@@ -1,11 +1,11 @@
 """The graph store on a database, written once over the SQL dialects.
 
 `SQLiteGraphStore` and `PostgresGraphStore` are this store on their own
-connection: each gives a `GraphSQL`, its operations as functions of a
-connection (the SQL differs: JSON arrays or array parameters, the walk's
-recursive step, the locks taken), and its tables say how a transaction and
-a read snapshot run. Which operations write in one transaction, and which
-read several times from one snapshot, is said here once.
+connection: each gives a `GraphSQL`, its tables' migrations and its
+operations as functions of a connection (the SQL differs: JSON arrays or
+array parameters, the walk's recursive step, the locks taken), and its tables
+say how a transaction and a read snapshot run. Which operations write in one
+transaction, and which read several times from one snapshot, is said here once.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, Generic
 
-from pygents_ctx.memory._shared import AnyTables, check_key
+from pygents_ctx.memory._shared import AnyTables, Migrations, check_key
 from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
 
 __all__ = ["GraphSQL", "SQLGraphStore", "stored_relationships", "walked"]
@@ -40,8 +40,9 @@ def walked(
 
 @dataclass(frozen=True, slots=True)
 class GraphSQL:
-    """One dialect's operations, each a function of `(graph, ..., db)`."""
+    """One dialect's migrations and operations, each a function of `(graph, ..., db)`."""
 
+    migrations: Migrations  # what builds its tables, oldest version first
     upsert_entities: Callable[..., Any]  # (graph, batch, db), in a transaction
     upsert_relationships: Callable[..., Any]  # (graph, batch, db), in a transaction
     get_entity: Callable[..., Any]  # (graph, id, db) -> Entity | None
@@ -60,8 +61,10 @@ class SQLGraphStore(GraphStoreBase, Generic[AnyTables]):
 
     _sql: ClassVar[GraphSQL]
 
-    def __init__(self, tables: AnyTables, graph: str) -> None:
-        self._tables: AnyTables = tables
+    def __init__(self, tables: type[AnyTables], conn: object, graph: str) -> None:
+        self._tables: AnyTables = tables(
+            conn, type(self).__name__, self._sql.migrations, "pygents_graph_schema", "graph store"
+        )
         self._graph = check_key("graph", graph)
 
     def __repr__(self) -> str:

@@ -231,6 +231,7 @@ def _by_id(entity: Entity) -> str:
 
 
 _SQL: Final = GraphSQL(
+    MIGRATIONS,
     _upsert_entities,
     _upsert_relationships,
     _get_entity,
@@ -263,5 +264,4 @@ class PostgresGraphStore(SQLGraphStore[PostgresTables], OnPostgres):
     _sql = _SQL
 
     def __init__(self, conn: PostgresConnection, *, graph: str = "default") -> None:
-        names = ("PostgresGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store")
-        super().__init__(PostgresTables(conn, *names), graph)
+        super().__init__(PostgresTables, conn, graph)

@@ -223,6 +223,7 @@ def _delete_relationship(graph: str, key: tuple[str, str, str], db: Db) -> bool:
 
 
 _SQL: Final = GraphSQL(
+    MIGRATIONS,
     _upsert_entities,
     _upsert_relationships,
     _get_entity,
@@ -270,5 +271,4 @@ class SQLiteGraphStore(SQLGraphStore[SQLiteTables], OnSQLite):
     _sql = _SQL
 
     def __init__(self, conn: SQLiteConnection, *, graph: str = "default") -> None:
-        names = ("SQLiteGraphStore", MIGRATIONS, "pygents_graph_schema", "graph store")
-        super().__init__(SQLiteTables(conn, *names), graph)
+        super().__init__(SQLiteTables, conn, graph)

@@ -1,11 +1,11 @@
 """The task store on a database, written once over the SQL dialects.
 
 `SQLiteTaskStore` and `PostgresTaskStore` are this store on their own
-connection: each gives a `TaskSQL`, its operations as functions of a
-connection (the SQL, the placeholders, the types and the locks it takes
-differ), and its tables' `transaction` says how a change runs as one
-transaction. Which operations change the board, and so run in one, is said
-here once.
+connection: each gives a `TaskSQL`, its tables' migrations and its
+operations as functions of a connection (the SQL, the placeholders, the
+types and the locks it takes differ), and its tables' `transaction` says how
+a change runs as one transaction. Which operations change the board, and so
+run in one, is said here once.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, ClassVar, Final, Generic
 
-from pygents_ctx.memory._shared import AnyTables
+from pygents_ctx.memory._shared import AnyTables, Migrations
 from pygents_ctx.memory.tasks.base import Task, TaskBoard, TaskBoardBase, TaskStatus, TaskStoreBase
 
 __all__ = ["COLUMNS", "SQLTaskBoard", "SQLTaskStore", "TaskSQL", "stored_task"]
@@ -44,12 +44,13 @@ def stored_task(row: Sequence[Any], moment: Callable[[Any], datetime]) -> Task:
 
 @dataclass(frozen=True, slots=True)
 class TaskSQL:
-    """One dialect's operations, each a function whose last argument is the connection.
+    """One dialect's migrations and operations (the connection is an operation's last argument).
 
     The changes (`add`, `change`, `settle`, `clear`) are given the connection
     inside a transaction; reads run as they are.
     """
 
+    migrations: Migrations  # what builds its tables, oldest version first
     add: Callable[..., Any]  # (key, titles, max_attempts, now, db) -> list[Task]
     tasks: Callable[..., Any]  # (key, status or None, db) -> list[Task]
     get: Callable[..., Any]  # (key, number, db) -> Task (TaskNotFoundError)
@@ -66,9 +67,11 @@ class SQLTaskStore(TaskStoreBase, Generic[AnyTables]):
 
     _sql: ClassVar[TaskSQL]
 
-    def __init__(self, tables: AnyTables, settle_after_run: bool) -> None:
+    def __init__(self, tables: type[AnyTables], conn: object, settle_after_run: bool) -> None:
+        self._tables: AnyTables = tables(
+            conn, type(self).__name__, self._sql.migrations, "pygents_task_schema", "task store"
+        )
         super().__init__(settle_after_run)
-        self._tables: AnyTables = tables
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._tables.where!r})"

@@ -149,7 +149,9 @@ async def _boards(conversation: str | None, conn: AsyncConnection[Any]) -> list[
     return sorted((row[0], row[1]) for row in await cursor.fetchall())
 
 
-_SQL: Final = TaskSQL(_add, _list, partial(_read, lock=False), _change, _settle, _clear, _boards)
+_SQL: Final = TaskSQL(
+    MIGRATIONS, _add, _list, partial(_read, lock=False), _change, _settle, _clear, _boards
+)
 
 
 class PostgresTaskStore(SQLTaskStore[PostgresTables], OnPostgres):
@@ -171,7 +173,4 @@ class PostgresTaskStore(SQLTaskStore[PostgresTables], OnPostgres):
     _sql = _SQL
 
     def __init__(self, conn: PostgresConnection, *, settle_after_run: bool = False) -> None:
-        tables = PostgresTables(
-            conn, "PostgresTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
-        )
-        super().__init__(tables, settle_after_run)
+        super().__init__(PostgresTables, conn, settle_after_run)

@@ -143,7 +143,7 @@ def _boards(conversation: str | None, db: Db) -> list[tuple[str, str]]:
     return [(row[0], row[1]) for row in rows]
 
 
-_SQL: Final = TaskSQL(_add, _list, _read, _change, _settle, _clear, _boards)
+_SQL: Final = TaskSQL(MIGRATIONS, _add, _list, _read, _change, _settle, _clear, _boards)
 
 
 class SQLiteTaskStore(SQLTaskStore[SQLiteTables], OnSQLite):
@@ -179,7 +179,4 @@ class SQLiteTaskStore(SQLTaskStore[SQLiteTables], OnSQLite):
     _sql = _SQL
 
     def __init__(self, conn: SQLiteConnection, *, settle_after_run: bool = False) -> None:
-        tables = SQLiteTables(
-            conn, "SQLiteTaskStore", MIGRATIONS, "pygents_task_schema", "task store"
-        )
-        super().__init__(tables, settle_after_run)
+        super().__init__(SQLiteTables, conn, settle_after_run)

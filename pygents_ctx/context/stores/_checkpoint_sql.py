@@ -33,7 +33,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from pygents_ctx.context.stores._common import check_text, now_iso
+from pygents_ctx.context.stores._common import (
+    POSTGRES_LOCK_SESSION,
+    SQLITE_NEW_SESSION,
+    check_text,
+    now_iso,
+)
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -233,11 +238,7 @@ def save_sqlite(session_id: str, agent: str, state: bytes, db: sqlite3.Connectio
     """Keep `state` as `agent`'s checkpoint at the end of the live history (in the
     caller's transaction); the number of live messages it was taken at."""
     at = now_iso()
-    db.execute(
-        "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
-        "ON CONFLICT (session_id) DO NOTHING",
-        (session_id, at),
-    )
+    db.execute(SQLITE_NEW_SESSION, (session_id, at))
     key = _keep_sqlite(state, db)
     position, count = db.execute(
         "SELECT next_position, message_count FROM pygents_sessions WHERE session_id = ?",
@@ -324,10 +325,7 @@ async def save_postgres(
     """`save_sqlite` on PostgreSQL, in the caller's transaction (the session's row locked
     first, as every write does)."""
     cursor = await conn.execute(
-        "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
-        "ON CONFLICT (session_id) DO UPDATE SET input_tokens = s.input_tokens "
-        "RETURNING next_position, message_count",
-        (session_id,),
+        f"{POSTGRES_LOCK_SESSION} RETURNING next_position, message_count", (session_id,)
     )
     row = await cursor.fetchone()
     assert row is not None  # an upsert with RETURNING always gives a row

@@ -1,5 +1,6 @@
 """What every store backend shares: argument checks, windows, previews, cached counts,
-the history cache of the database backends, and how their connections open."""
+the history cache of the database backends, the statements that create a session's
+row before a write, and how their connections open."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ __all__ = [
     "BLOB_HANDLE",
     "LARGEST",
     "MAX_MESSAGE_BYTES",
+    "POSTGRES_LOCK_SESSION",
     "PREVIEW_LENGTH",
+    "SQLITE_NEW_SESSION",
     "ClosesOnExit",
     "Connecting",
     "Erasure",
@@ -146,6 +149,20 @@ def preview_of(message: Message) -> str | None:
 def now_iso() -> str:
     """The current UTC time, ISO 8601 with microseconds (sorts as text)."""
     return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+# A write to a session that may have no row yet creates the row first. On SQLite,
+# inside the caller's transaction; the parameters are the session id and `created_at`.
+SQLITE_NEW_SESSION: Final = (
+    "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
+    "ON CONFLICT (session_id) DO NOTHING"
+)
+# On PostgreSQL the upsert creates or locks the session's row first, as every write
+# does (the order a lease takeover locks rows in); the update changes nothing.
+POSTGRES_LOCK_SESSION: Final = (
+    "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
+    "ON CONFLICT (session_id) DO UPDATE SET input_tokens = s.input_tokens"
+)
 
 
 def check_owner(owner: object) -> str | None:

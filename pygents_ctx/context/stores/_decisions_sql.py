@@ -11,7 +11,11 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING, Any, Final
 
-from pygents_ctx.context.stores._common import now_iso
+from pygents_ctx.context.stores._common import (
+    POSTGRES_LOCK_SESSION,
+    SQLITE_NEW_SESSION,
+    now_iso,
+)
 from pygents_ctx.context.stores._records import ApprovalDecision
 
 if TYPE_CHECKING:
@@ -67,11 +71,7 @@ def record_sqlite(
 ) -> ApprovalDecision:
     """Keep `decision` unless the call has one; the one kept (inside the caller's transaction)."""
     created_at = now_iso()
-    db.execute(
-        "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
-        "ON CONFLICT (session_id) DO NOTHING",
-        (session_id, created_at),
-    )
+    db.execute(SQLITE_NEW_SESSION, (session_id, created_at))
     db.execute(
         "INSERT INTO pygents_decisions (session_id, call_id, approved, reason, created_at) "
         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (session_id, call_id) DO NOTHING",
@@ -94,20 +94,13 @@ def read_sqlite(session_id: str, db: sqlite3.Connection) -> dict[str, ApprovalDe
 
 # ----------------------------------------------------------------------------- PostgreSQL
 
-# The upsert creates or locks the session's row first, as every write does (the
-# order a lease takeover locks rows in).
-_POSTGRES_SESSION: Final = (
-    "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
-    "ON CONFLICT (session_id) DO UPDATE SET input_tokens = s.input_tokens"
-)
-
 
 async def record_postgres(
     session_id: str, call_id: str, decision: ApprovalDecision, conn: AsyncConnection[Any]
 ) -> ApprovalDecision:
     """Keep `decision` unless the call has one; the one kept, in one transaction."""
     async with conn.transaction():
-        await conn.execute(_POSTGRES_SESSION, (session_id,))
+        await conn.execute(POSTGRES_LOCK_SESSION, (session_id,))
         await conn.execute(
             "INSERT INTO pygents_decisions (session_id, call_id, approved, reason) "
             "VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, call_id) DO NOTHING",

@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from pygents_ctx.context.messages import ToolResultBlock, from_dict, to_dict
-from pygents_ctx.context.stores._common import now_iso
+from pygents_ctx.context.stores._common import (
+    POSTGRES_LOCK_SESSION,
+    SQLITE_NEW_SESSION,
+    now_iso,
+)
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -86,11 +90,7 @@ def start_sqlite(session_id: str, call_id: str, db: sqlite3.Connection) -> None:
 
 
 def _start(session_id: str, at: str, call_id: str, db: sqlite3.Connection) -> None:
-    db.execute(
-        "INSERT INTO pygents_sessions (session_id, created_at) VALUES (?, ?) "
-        "ON CONFLICT (session_id) DO NOTHING",
-        (session_id, at),
-    )
+    db.execute(SQLITE_NEW_SESSION, (session_id, at))
     db.execute(
         "INSERT INTO pygents_journal (session_id, call_id, started_at) VALUES (?, ?, ?) "
         "ON CONFLICT (session_id, call_id) DO NOTHING",
@@ -125,18 +125,11 @@ def read_sqlite(
 
 # ----------------------------------------------------------------------------- PostgreSQL
 
-# The upsert creates or locks the session's row first, as every write does (the
-# order a lease takeover locks rows in).
-_POSTGRES_SESSION: Final = (
-    "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
-    "ON CONFLICT (session_id) DO UPDATE SET input_tokens = s.input_tokens"
-)
-
 
 async def start_postgres(session_id: str, call_id: str, conn: AsyncConnection[Any]) -> None:
     """Record `call_id` as started unless it is recorded, in one transaction."""
     async with conn.transaction():
-        await conn.execute(_POSTGRES_SESSION, (session_id,))
+        await conn.execute(POSTGRES_LOCK_SESSION, (session_id,))
         await conn.execute(
             "INSERT INTO pygents_journal (session_id, call_id) VALUES (%s, %s) "
             "ON CONFLICT (session_id, call_id) DO NOTHING",
@@ -149,7 +142,7 @@ async def finish_postgres(
 ) -> None:
     """Record `call_id` as finished with `result`, unless it has one, in one transaction."""
     async with conn.transaction():
-        await conn.execute(_POSTGRES_SESSION, (session_id,))
+        await conn.execute(POSTGRES_LOCK_SESSION, (session_id,))
         await conn.execute(
             "INSERT INTO pygents_journal (session_id, call_id, result, finished_at) "
             "VALUES (%s, %s, %s, clock_timestamp()) ON CONFLICT (session_id, call_id) DO UPDATE "

@@ -433,6 +433,23 @@ async def clear(session_id: str, conn: AsyncConnection[Any]) -> None:
                 await conn.execute(f"DELETE FROM {table} WHERE session_id = %s", (session_id,))
 
 
+async def _bump_generation(
+    session_id: str, returning: str, conn: AsyncConnection[Any]
+) -> tuple[Any, ...]:
+    """Create or lock the session's row (no other writer until the commit) and bump its
+    generation, which tells every cached reader to read afresh; the row's `returning`
+    columns (`s` names the row)."""
+    cursor = await conn.execute(
+        "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
+        "ON CONFLICT (session_id) DO UPDATE SET generation = s.generation + 1 "
+        f"RETURNING {returning}",
+        (session_id,),
+    )
+    row = await cursor.fetchone()
+    assert row is not None  # an upsert with RETURNING always gives a row
+    return tuple(row)
+
+
 async def _lock(session_id: str, conn: AsyncConnection[Any]) -> bool:
     cursor = await conn.execute(
         "SELECT 1 FROM pygents_sessions WHERE session_id = %s FOR UPDATE", (session_id,)
@@ -491,16 +508,9 @@ async def replace_prefix(
 ) -> None:
     params = _batch_params(session_id, run_id, batch)
     async with conn.transaction():
-        # Create or lock the session's row, and tell every cached reader to read afresh.
-        cursor = await conn.execute(
-            "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
-            "ON CONFLICT (session_id) DO UPDATE SET generation = s.generation + 1 "
-            "RETURNING message_count, next_position",
-            (session_id,),
+        live, next_position = await _bump_generation(
+            session_id, "message_count, next_position", conn
         )
-        session = await cursor.fetchone()
-        assert session is not None  # an upsert with RETURNING always gives a row
-        live, next_position = session
         await detach_readers(session_id, LOWEST, conn)
         await detach(session_id, conn)
         # The compare-and-swap: the row lock taken above keeps every other writer
@@ -1005,17 +1015,12 @@ async def restore(
 ) -> None:
     (live_runs, batch), (archived_runs, old) = live, archived
     async with conn.transaction():
-        # Create or lock the session's row: no other writer until the commit.
-        cursor = await conn.execute(
-            "INSERT INTO pygents_sessions AS s (session_id) VALUES (%s) "
-            "ON CONFLICT (session_id) DO UPDATE SET generation = s.generation + 1 "
-            "RETURNING next_position, message_count > 0 OR EXISTS "
+        start, held = await _bump_generation(
+            session_id,
+            "next_position, message_count > 0 OR EXISTS "
             "(SELECT 1 FROM pygents_archive a WHERE a.session_id = s.session_id)",
-            (session_id,),
+            conn,
         )
-        row = await cursor.fetchone()
-        assert row is not None  # an upsert with RETURNING always gives a row
-        start, held = row
         if held or await _one(
             "SELECT 1 FROM pygents_forks AS f JOIN pygents_archive AS a "
             "ON a.session_id = f.source_id AND a.id <= f.archive_upto "

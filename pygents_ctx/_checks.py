@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-__all__ = ["instances", "number", "strings", "whole_number"]
+__all__ = ["fraction", "instances", "number", "strings", "whole_number"]
 
 T = TypeVar("T")
 
@@ -44,19 +44,38 @@ def number(
         TypeError: It is not an int or a float.
         ValueError: It is infinite, NaN, or below (or with `above`, not above) `least`.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{name} must be a number, not {_kind(value)}{_fix(fix)}")
+    given = _as_float(value, name, fix)
     if least is None:
         bound = ""
     elif above:
         bound = f" more than {least:g}"
     else:
         bound = f" of at least {least:g}"
-    if not math.isfinite(value) or (
-        least is not None and (value < least or (above and value == least))
+    if not math.isfinite(given) or (
+        least is not None and (given < least or (above and given == least))
     ):
         raise ValueError(f"{name} must be a finite number{bound}, not {value}{_fix(fix)}")
-    return float(value)
+    return given
+
+
+def fraction(
+    value: object, name: str, *, zero: bool = False, one: bool = True, fix: str = ""
+) -> float:
+    """`value` as a float if it is a number above 0 and at most 1: a share of a whole.
+
+    `zero=True` lets 0 in too (a jitter of 0: none); `one=False` keeps 1 out
+    (a share that must leave something).
+
+    Raises:
+        TypeError: It is not an int or a float.
+        ValueError: It is NaN or outside that range.
+    """
+    share = _as_float(value, name, fix)
+    low, high = ("at least 0" if zero else "above 0"), ("at most 1" if one else "below 1")
+    # NaN fails every comparison: refused with the rest.
+    if not ((share >= 0 if zero else share > 0) and (share <= 1 if one else share < 1)):
+        raise ValueError(f"{name} must be a number {low} and {high}, not {value!r}{_fix(fix)}")
+    return share
 
 
 def strings(value: object, name: str, fix: str) -> list[str]:
@@ -90,6 +109,13 @@ def instances(value: object, kind: type[T], name: str) -> list[T]:
         if not isinstance(item, kind):
             raise TypeError(f"{name}[{index}] must be a {kind.__name__}, not {_kind(item)}")
     return listed
+
+
+def _as_float(value: object, name: str, fix: str) -> float:
+    """`value` as a float if it is an int or a float (a bool is not); else a TypeError."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{name} must be a number, not {_kind(value)}{_fix(fix)}")
+    return float(value)
 
 
 def _kind(value: object) -> str:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pygents_ctx._checks import instances, number, strings, whole_number
+from pygents_ctx._checks import fraction, instances, number, strings, whole_number
 
 anything = st.one_of(
     st.none(),
@@ -52,6 +52,23 @@ def test_number_takes_exactly_the_finite_numbers_in_range(
             number(value, "x", least=least, above=above)
 
 
+@given(value=anything | st.sampled_from([0, 1, 0.0, 1.0]), zero=st.booleans(), one=st.booleans())
+def test_fraction_takes_exactly_the_numbers_between_0_and_1_its_ends_allow(
+    value: Any, zero: bool, one: bool
+) -> None:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    in_range = (
+        is_number
+        and (value >= 0 if zero else value > 0)
+        and (value <= 1 if one else value < 1)
+    )
+    if in_range:
+        assert fraction(value, "x", zero=zero, one=one) == value
+    else:
+        with pytest.raises(ValueError if is_number else TypeError, match=r"^x must be a number"):
+            fraction(value, "x", zero=zero, one=one)
+
+
 def test_the_messages_name_the_argument_the_bound_and_the_fix() -> None:
     with pytest.raises(ValueError, match=r"^search limit must be between 1 and 50, not 99; ask"):
         whole_number(99, "search limit", least=1, most=50, fix="ask for fewer")
@@ -61,6 +78,10 @@ def test_the_messages_name_the_argument_the_bound_and_the_fix() -> None:
         number(0, "ttl", above=True)
     with pytest.raises(ValueError, match=r"^overhead must be a finite number, not nan"):
         number(math.nan, "overhead", least=None)
+    with pytest.raises(ValueError, match=r"^low_water must be a number above 0 and below 1, not 1;"):
+        fraction(1, "low_water", one=False, fix="e.g. 0.5")
+    with pytest.raises(ValueError, match=r"^jitter must be a number at least 0 and at most 1, not"):
+        fraction(math.inf, "jitter", zero=True)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Final
 
-from pygents_ctx._checks import number, whole_number
+from pygents_ctx._checks import fraction, number, whole_number
 from pygents_ctx.errors import ModelAPIError
 
 __all__ = ["RetryPolicy"]
@@ -79,6 +79,7 @@ class RetryPolicy:
         jitter: The fraction of each wait that is random, from 0 to 1.
 
     Raises:
+        TypeError: A setting is not a number (`max_attempts` must be an int).
         ValueError: A number is out of range.
 
     Examples:
@@ -97,10 +98,7 @@ class RetryPolicy:
         whole_number(self.max_attempts, "RetryPolicy.max_attempts", least=1)
         for name, low in (("initial_delay", 0.0), ("max_delay", 0.0), ("multiplier", 1.0)):
             number(getattr(self, name), f"RetryPolicy.{name}", least=low)
-        if not 0 <= number(self.jitter, "RetryPolicy.jitter") <= 1:
-            raise ValueError(
-                f"RetryPolicy.jitter must be a number from 0 to 1, not {self.jitter!r}"
-            )
+        fraction(self.jitter, "RetryPolicy.jitter", zero=True)
 
     def delay(self, failures: int, error: BaseException) -> float | None:
         """Seconds to wait before the next attempt after `failures` failed ones; None: give up.

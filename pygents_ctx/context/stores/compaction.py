@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, Final
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import fraction, whole_number
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.stores._common import (
     changed_prefix,
@@ -225,7 +225,9 @@ class AutoCompactStore(ContextStore):
 
     Raises:
         TypeError: `inner` is not a `ContextStore` (or one with neither
-            `replace_prefix` nor `clear`), or `summarizer` is not callable.
+            `replace_prefix` nor `clear`), `summarizer` is not callable, or a
+            setting is not a number (`keep_recent`, `max_tokens` and
+            `context_window` must be ints).
         ValueError: A number is out of range.
 
     Examples:
@@ -268,10 +270,7 @@ class AutoCompactStore(ContextStore):
         if not callable(summarizer):
             raise TypeError(f"summarizer must be an async callable, not {summarizer!r}")
         whole_number(keep_recent, "keep_recent")
-        if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-            raise ValueError(f"threshold must be a number in (0, 1], not {threshold!r}")
-        if not 0 < threshold <= 1:
-            raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")
+        fraction(threshold, "threshold")
         for name, value in (("max_tokens", max_tokens), ("context_window", context_window)):
             if value is not None:
                 whole_number(value, name, least=1)

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable
 from typing import Final
 
+from pygents_ctx._checks import fraction
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.strategies.base import (
     ContextStrategy,
@@ -449,17 +450,15 @@ class UntilFits(_Staged):
         Raises:
             UnknownModelError: The model is not in `MODEL_CONTEXT_WINDOWS`
                 (add it with `register_model`).
-            ValueError: `ratio` is not a number above 0 and at most 1.
+            TypeError: `ratio` is not a number.
+            ValueError: `ratio` is not above 0 and at most 1.
 
         Examples:
             >>> from pygents_ctx.context.strategies.window import SlidingWindow
             >>> UntilFits.for_model("gpt-4o-2024-08-06", [SlidingWindow()]).max_tokens
             102400
         """
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 < ratio <= 1:
-            raise ValueError(
-                f"UntilFits.for_model ratio must be a number above 0 and at most 1, not {ratio!r}"
-            )
+        ratio = fraction(ratio, "UntilFits.for_model ratio")
         window = model_context_window(name)
         return cls(
             max(1, int(window * ratio)),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pygents_ctx._checks import fraction
 from pygents_ctx.context.messages import Message, ToolResultBlock, ToolUseBlock
 from pygents_ctx.context.strategies._rounds import head_end, opens_round
 from pygents_ctx.context.strategies.base import (
@@ -215,10 +216,10 @@ class StableWindow:
             `ContextOverflowError`.
 
     Raises:
-        TypeError: `max_tokens` or a per-message setting is not an int, or
-            `counter` is not callable.
-        ValueError: `max_tokens` is below 1, `low_water` is not a number above
-            0 and below 1, a per-message setting is negative, or `on_overflow`
+        TypeError: `max_tokens` or a per-message setting is not an int,
+            `low_water` is not a number, or `counter` is not callable.
+        ValueError: `max_tokens` is below 1, `low_water` is not above 0 and
+            below 1, a per-message setting is negative, or `on_overflow`
             is not "keep" or "raise".
 
     Examples:
@@ -252,15 +253,12 @@ class StableWindow:
         on_overflow: OnOverflow = "keep",
     ) -> None:
         self.max_tokens = check_count("StableWindow", "max_tokens", max_tokens, 1)
-        if (
-            isinstance(low_water, bool)
-            or not isinstance(low_water, int | float)
-            or not 0 < low_water < 1
-        ):
-            raise ValueError(
-                f"StableWindow low_water must be a number above 0 and below 1 (the share of "
-                f"max_tokens a compaction leaves, e.g. 0.5), not {low_water!r}"
-            )
+        fraction(
+            low_water,
+            "StableWindow low_water",
+            one=False,
+            fix="the share of max_tokens a compaction leaves, e.g. 0.5",
+        )
         self.low_water = low_water
         self.measure = Measure(counter, per_message_overhead, tokens_per_media)
         self.on_overflow = check_on_overflow("StableWindow", on_overflow)

@@ -827,9 +827,10 @@ BAD_SETTINGS: list[tuple[dict[str, Any], type[Exception], str]] = [
     *[({"summarizer": bad}, TypeError, "summarizer") for bad in (None, "summarize", 3)],
     *[({"keep_recent": bad}, int_error(bad), "keep_recent") for bad in (-1, 2.0, True, "6", None)],
     *[
-        ({"threshold": bad}, ValueError, "threshold")
-        for bad in (0, -0.5, 1.01, float("nan"), float("inf"), True, "0.5", None)
+        ({"threshold": bad}, ValueError, "threshold must be a number above 0 and at most 1")
+        for bad in (0, -0.5, 1.01, float("nan"), float("inf"))
     ],
+    *[({"threshold": bad}, TypeError, "threshold must be a number") for bad in (True, "0.5", None)],
     *[
         ({name: bad}, int_error(bad), name)
         for name in ("max_tokens", "context_window")

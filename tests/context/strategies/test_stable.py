@@ -238,7 +238,7 @@ def test_one_builder_shared_by_threads_gives_each_history_its_own_window() -> No
         ({"max_tokens": 1.5}, "StableWindow max_tokens must be an int, not float 1.5"),
         ({"low_water": 1}, "StableWindow low_water must be a number above 0 and below 1"),
         ({"low_water": 0.0}, "StableWindow low_water must be a number above 0 and below 1"),
-        ({"low_water": True}, "StableWindow low_water must be a number above 0 and below 1"),
+        ({"low_water": True}, "StableWindow low_water must be a number, not bool True"),
         ({"on_overflow": "drop"}, "StableWindow on_overflow must be 'keep' or 'raise'"),
         ({"per_message_overhead": -1}, "per_message_overhead must be at least 0, not -1"),
     ],

@@ -90,6 +90,7 @@ from pygents_ctx.context.tokens import count_message_tokens
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.memory._shared import utc_now
 from pygents_ctx.memory.blobs import sqlite as sqlite_blobs
+from pygents_ctx.memory.blobs._sql import SCHEMA_LABEL, SCHEMA_TABLE
 from pygents_ctx.memory.blobs.base import BlobStore
 
 __all__ = [
@@ -501,7 +502,13 @@ def import_(args: argparse.Namespace, out: Output) -> None:
         async def write() -> SessionHeader:
             async with connect(args.db) as conn:
                 # The blob tables first: made (if missing) outside the import's transaction.
-                await conn.run(partial(migrate, **_BLOB_SCHEMA))
+                blob_tables = partial(
+                    migrate,
+                    migrations=sqlite_blobs.MIGRATIONS,
+                    table=SCHEMA_TABLE,
+                    label=SCHEMA_LABEL,
+                )
+                await conn.run(blob_tables)
                 return await conn.run(
                     lambda db: ops.in_transaction(
                         db, lambda db: _import_into(db, stream, source, session_id, args.db)
@@ -528,11 +535,6 @@ def import_(args: argparse.Namespace, out: Output) -> None:
     )
 
 
-_BLOB_SCHEMA: dict[str, Any] = {
-    "migrations": sqlite_blobs.MIGRATIONS,
-    "table": "pygents_blob_schema",
-    "label": "blob store",
-}
 _RUNS_TABLE = "temp.pygents_import_runs"  # this connection's own, gone when it closes
 
 

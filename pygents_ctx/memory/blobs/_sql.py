@@ -20,10 +20,13 @@ from typing import IO, Any, ClassVar, Final, Generic
 from pygents_ctx.memory._shared import AnyTables, Migrations, utc_now
 from pygents_ctx.memory.blobs.base import Blob, BlobInfo, BlobStoreBase
 
-__all__ = ["INFO", "BlobSQL", "SQLBlobStore", "stored_info"]
+__all__ = ["INFO", "SCHEMA_LABEL", "SCHEMA_TABLE", "BlobSQL", "SQLBlobStore", "stored_info"]
 
 # What both dialects select of a blob's info, in the order `stored_info` reads it.
 INFO: Final = "name, size, content_type, sha256, created_at, updated_at"
+# The one-row table the blob tables keep their schema version in, and what errors call them.
+SCHEMA_TABLE: Final = "pygents_blob_schema"
+SCHEMA_LABEL: Final = "blob store"
 
 
 def stored_info(row: Sequence[Any], moment: Callable[[Any], datetime]) -> BlobInfo:
@@ -53,7 +56,7 @@ class SQLBlobStore(BlobStoreBase, Generic[AnyTables]):
 
     def __init__(self, tables: type[AnyTables], conn: object) -> None:
         self._tables: AnyTables = tables(
-            conn, type(self).__name__, self._sql.migrations, "pygents_blob_schema", "blob store"
+            conn, type(self).__name__, self._sql.migrations, SCHEMA_TABLE, SCHEMA_LABEL
         )
 
     def __repr__(self) -> str:

@@ -58,9 +58,7 @@ def test_fraction_takes_exactly_the_numbers_between_0_and_1_its_ends_allow(
 ) -> None:
     is_number = isinstance(value, int | float) and not isinstance(value, bool)
     in_range = (
-        is_number
-        and (value >= 0 if zero else value > 0)
-        and (value <= 1 if one else value < 1)
+        is_number and (value >= 0 if zero else value > 0) and (value <= 1 if one else value < 1)
     )
     if in_range:
         assert fraction(value, "x", zero=zero, one=one) == value
@@ -78,7 +76,7 @@ def test_the_messages_name_the_argument_the_bound_and_the_fix() -> None:
         number(0, "ttl", above=True)
     with pytest.raises(ValueError, match=r"^overhead must be a finite number, not nan"):
         number(math.nan, "overhead", least=None)
-    with pytest.raises(ValueError, match=r"^low_water must be a number above 0 and below 1, not 1;"):
+    with pytest.raises(ValueError, match=r"^low_water must be a number above 0 and below 1, not 1"):
         fraction(1, "low_water", one=False, fix="e.g. 0.5")
     with pytest.raises(ValueError, match=r"^jitter must be a number at least 0 and at most 1, not"):
         fraction(math.inf, "jitter", zero=True)

@@ -83,7 +83,6 @@ from pygents_ctx.hooks._hooks import AgentHook, Hook, HookFunction, HookRegistry
 from pygents_ctx.tools import Tool, ToolRegistry
 from pygents_ctx.tools._errors import OnToolError, check_on_tool_error
 from pygents_ctx.turns import Turn
-from pygents_ctx.turns._state import NO_HOOKS
 
 __all__ = ["Agent", "BranchMerge"]
 
@@ -506,7 +505,7 @@ class Agent(JsonSerializable):
 
     def _turn_hooks(self, turn: Turn) -> list[Hook]:
         """The hooks watching a run of `turn`: its own, then the agent's turn hooks."""
-        own = turn._hooks or NO_HOOKS
+        own = turn._own_hooks
         return own + self.turn_hooks if self.turn_hooks else own
 
     async def _coroutine_turn(self, turn: Turn, context: tuple[Any, ...]) -> Any:

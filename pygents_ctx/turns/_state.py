@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCELLED",
     "COMPLETED",
-    "NO_HOOKS",
     "NO_SAVED_METADATA",
     "Declared",
     "StopReason",
@@ -200,8 +199,8 @@ class TurnRun(RunTimes):
         self.metadata_of: tuple[Any, ...] = ()
 
 
-# The hooks of a turn that has none (see `TurnState._hooks`): read, never changed.
-NO_HOOKS: list[Hook] = []
+# The hooks of a turn that has none (see `TurnState._own_hooks`): read, never changed.
+_NO_HOOKS: list[Hook] = []
 
 
 class TurnState:
@@ -241,6 +240,11 @@ class TurnState:
                 return
             run = self._run = TurnRun()
         run.output = value
+
+    @property
+    def _own_hooks(self) -> list[Hook]:
+        """The turn's own hooks to fire in a run: its list, or an empty one while it has none."""
+        return self._hooks or _NO_HOOKS
 
     @property
     def _running(self) -> bool:

@@ -36,7 +36,6 @@ from pygents_ctx.turns._arguments import TurnArgs, TurnKwargs
 from pygents_ctx.turns._running import TurnRunning
 from pygents_ctx.turns._saving import Registries, TurnSaving, tools_of
 from pygents_ctx.turns._state import (
-    NO_HOOKS,
     Declared,
     StopReason,
     TurnMetadata,
@@ -229,7 +228,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The tool ran past `timeout`.
         """
-        return self._returning(self._hooks or NO_HOOKS)
+        return self._returning(self._own_hooks)
 
     def yielding(self) -> AsyncGenerator[T, None]:
         """Run a generator tool, yielding each value as the tool produces it.
@@ -241,7 +240,7 @@ class Turn(TurnRunning, TurnSaving, Generic[T]):
             SafeExecutionError: The turn is already running.
             TurnTimeoutError: The whole iteration ran past `timeout`.
         """
-        return self._yielding(self._hooks or NO_HOOKS)
+        return self._yielding(self._own_hooks)
 
     # -- copies ------------------------------------------------------------------
 

@@ -11,7 +11,17 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-__all__ = ["fraction", "instances", "number", "strings", "whole_number"]
+from pygents_ctx._json import shown
+
+__all__ = [
+    "fraction",
+    "instances",
+    "number",
+    "storable_text",
+    "strings",
+    "unicode_text",
+    "whole_number",
+]
 
 T = TypeVar("T")
 
@@ -76,6 +86,47 @@ def fraction(
     if not ((share >= 0 if zero else share > 0) and (share <= 1 if one else share < 1)):
         raise ValueError(f"{name} must be a number {low} and {high}, not {value!r}{_fix(fix)}")
     return share
+
+
+def storable_text(value: object, name: str, *, empty: bool = False, fix: str = "") -> str:
+    """`value` if it is a str that every store can hold: a name, an id or a text.
+
+    One rule on every backend, the in-memory ones too, so that each refuses the
+    same values: no NUL (PostgreSQL's `text` cannot hold it) and no lone
+    surrogate (UTF-8 cannot encode it, so no database can). Empty only with
+    `empty=True`.
+
+    Raises:
+        TypeError: It is not a str.
+        ValueError: It is empty, or holds a NUL or a lone surrogate.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {_kind(value)}{_fix(fix)}")
+    if not value and not empty:
+        raise ValueError(f"{name} must not be empty{_fix(fix)}")
+    if "\x00" in value:
+        raise ValueError(
+            f"{name} {shown(value)} holds a NUL character ('\\x00'), which PostgreSQL text "
+            "cannot hold, so no store takes it; remove it"
+        )
+    return unicode_text(value, name)
+
+
+def unicode_text(value: str, name: str) -> str:
+    """`value` if UTF-8 can encode it: it holds no lone surrogate (which a str may).
+
+    Raises:
+        ValueError: It holds one; the message names `name` and where it is.
+    """
+    if not value.isascii():  # the quick answer for most text
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise ValueError(
+                f"{name} {shown(value)} holds a lone surrogate ({value[exc.start]!r} at "
+                f"{exc.start}), which UTF-8 cannot encode; pass valid Unicode text"
+            ) from None
+    return value
 
 
 def strings(value: object, name: str, fix: str) -> list[str]:

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pygents_ctx._checks import fraction, instances, number, strings, whole_number
+from pygents_ctx._checks import (
+    fraction,
+    instances,
+    number,
+    storable_text,
+    strings,
+    whole_number,
+)
 
 anything = st.one_of(
     st.none(),
@@ -65,6 +73,31 @@ def test_fraction_takes_exactly_the_numbers_between_0_and_1_its_ends_allow(
     else:
         with pytest.raises(ValueError if is_number else TypeError, match=r"^x must be a number"):
             fraction(value, "x", zero=zero, one=one)
+
+
+# Any character, a NUL and lone surrogates (category Cs) included.
+any_text = st.text(st.characters(blacklist_categories=()) | st.just("\x00"), max_size=6)
+
+
+@given(value=anything | any_text, empty=st.booleans())
+def test_storable_text_takes_exactly_what_every_store_can_hold(value: Any, empty: bool) -> None:
+    if not isinstance(value, str):
+        with pytest.raises(TypeError, match=r"^name must be a str, not "):
+            storable_text(value, "name", empty=empty)
+        return
+    try:
+        value.encode()
+        utf8 = True
+    except UnicodeEncodeError:
+        utf8 = False
+    if (value or empty) and "\x00" not in value and utf8:
+        assert storable_text(value, "name", empty=empty) is value
+        # What it takes, a database's text column keeps as it was.
+        with sqlite3.connect(":memory:") as db:
+            assert db.execute("SELECT ?", (value,)).fetchone() == (value,)
+    else:
+        with pytest.raises(ValueError, match=r"^name (must not be empty|.* holds a (NUL|lone))"):
+            storable_text(value, "name", empty=empty)
 
 
 def test_the_messages_name_the_argument_the_bound_and_the_fix() -> None:

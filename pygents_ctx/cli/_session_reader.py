@@ -18,11 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any, Final, Protocol
 
+from pygents_ctx._checks import storable_text
 from pygents_ctx._json import shown
 from pygents_ctx.cli._json_stream import JsonStreamError, NotAnObjectError, ObjectReader
 from pygents_ctx.context.messages import Message, from_dict
 from pygents_ctx.context.stores._checkpoint_sql import check_agent, digest
-from pygents_ctx.context.stores._common import LARGEST, check_session_id, check_text, encode_message
+from pygents_ctx.context.stores._common import (
+    LARGEST,
+    check_session_id,
+    check_usage_record,
+    encode_message,
+)
 from pygents_ctx.context.stores._records import check_created_at
 from pygents_ctx.context.usage import UsageRecord
 from pygents_ctx.memory.blobs.base import check_content_type, check_name
@@ -269,7 +275,7 @@ def _run_id(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
                 f"{source}: {key}[{index}] must be a non-empty string or null, not {shown(run_id)}"
             )
         try:
-            check_text("run id", run_id)
+            storable_text(run_id, "run id")
         except ValueError as exc:
             raise SessionFileError(f"{source}: {key}[{index}]: {exc}") from None
         sink.run_id(key, index, run_id)
@@ -285,10 +291,7 @@ def _usage_record(sink: SessionSink) -> Callable[[str, int, Any, str], None]:
                 f"amounts (UsageRecord.to_dict() form), not {shown(item)}"
             )
         try:
-            record = UsageRecord.from_dict(item)
-            if record.run_id is not None:
-                check_text("UsageRecord.run_id", record.run_id)
-            check_text("UsageRecord.model", record.model)
+            record = check_usage_record(UsageRecord.from_dict(item))
         except (TypeError, ValueError) as exc:
             raise SessionFileError(f"{source}: usage[{index}]: {exc}") from None
         sink.usage_record(record)
@@ -363,7 +366,7 @@ class _Checkpoints:
                 f"not {shown(at)}"
             )
         try:
-            agent = check_text("agent", check_agent(item["agent"]))
+            agent = check_agent(item["agent"])
             created_at = check_created_at(item["created_at"], "created_at")
         except (TypeError, ValueError) as exc:
             raise SessionFileError(f"{where}: {exc}") from None

@@ -24,7 +24,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import storable_text, whole_number
 from pygents_ctx.context.stores import PostgresConnection, SQLiteConnection
 from pygents_ctx.integrations._langgraph_sql import (
     MESSAGES,
@@ -66,17 +66,12 @@ _IN_CONFIG: Final = frozenset({"thread_id", "checkpoint_ns", "checkpoint_id"})
 
 
 def _text(field: str, value: object) -> str:
-    if not isinstance(value, str):
-        hint = (
-            f': pass {{"configurable": {{"{field}": "..."}}}} with a string'
-            if field in _IN_CONFIG
-            else ""
-        )
-        raise TypeError(f"{field} must be a str, not {type(value).__name__}{hint}")
-    if "\x00" in value:
-        # PostgreSQL's text cannot hold NUL; refused on SQLite too, so both agree.
-        raise ValueError(f"{field} must not contain NUL characters: {value!r}")
-    return value
+    hint = (
+        f'pass {{"configurable": {{"{field}": "..."}}}} with a string'
+        if field in _IN_CONFIG
+        else ""
+    )
+    return storable_text(value, field, empty=True, fix=hint)
 
 
 def _configurable(config: object) -> Mapping[str, Any]:

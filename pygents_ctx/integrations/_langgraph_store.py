@@ -48,7 +48,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import storable_text, whole_number
 from pygents_ctx._json import dumps
 from pygents_ctx.context.stores import PostgresConnection, SQLiteConnection
 from pygents_ctx.errors import CollectionNotFoundError
@@ -291,13 +291,10 @@ def _check_namespace(namespace: object, what: str) -> None:
 
 
 def _check_key(key: object) -> str:
-    if not isinstance(key, str):
-        raise TypeError(f"an item's key must be a str, not {type(key).__name__}: {key!r}")
-    if "\x00" in key:
-        raise ValueError(f"an item's key must not contain NUL characters: {key!r}")
-    if len(key) > MAX_NAME:
-        raise ValueError(f"an item's key is {len(key)} characters long; keep it to {MAX_NAME}")
-    return key
+    checked = storable_text(key, "an item's key", empty=True)
+    if len(checked) > MAX_NAME:
+        raise ValueError(f"an item's key is {len(checked)} characters long; keep it to {MAX_NAME}")
+    return checked
 
 
 def _check_filter(filter: object) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import orjson
 
+from pygents_ctx._checks import storable_text
 from pygents_ctx._json import dumps
 from pygents_ctx.context.stores._postgres_schema import migrate as migrate_postgres
 from pygents_ctx.context.stores._sqlite_ops import in_transaction
@@ -58,22 +59,12 @@ def check_key(what: str, value: object) -> str:
         ValueError: It is empty, longer than 1,024 characters, holds a NUL
             character (PostgreSQL text cannot), or a lone surrogate (not UTF-8).
     """
-    if not isinstance(value, str):
-        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
-    if not value:
-        raise ValueError(f"{what} must not be empty")
-    if len(value) > MAX_KEY_LENGTH:
+    key = storable_text(value, what)
+    if len(key) > MAX_KEY_LENGTH:
         raise ValueError(
-            f"{what} is {len(value)} characters long; keep it to {MAX_KEY_LENGTH} at most"
+            f"{what} is {len(key)} characters long; keep it to {MAX_KEY_LENGTH} at most"
         )
-    if "\x00" in value:
-        raise ValueError(f"{what} {value!r} must not contain NUL characters")
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            raise ValueError(f"{what} {value!r} is not valid Unicode (a lone surrogate)") from None
-    return value
+    return key
 
 
 def encode_properties(properties: object, owner: str) -> tuple[dict[str, Any], bytes]:

@@ -78,7 +78,7 @@ from typing import Final, TypeAlias
 
 import orjson
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import storable_text, whole_number
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores.base import ContextStore
 from pygents_ctx.context.stores.search import (
@@ -167,13 +167,7 @@ class SemanticRecall:
             raise TypeError(
                 f"SemanticRecall embedder must have an async embed(texts) method, not {embedder!r}"
             )
-        if not isinstance(collection, str):
-            raise TypeError(f"SemanticRecall collection must be a str, not {collection!r}")
-        if not collection or "\x00" in collection:
-            raise ValueError(
-                f"SemanticRecall collection must be a non-empty name without NUL, "
-                f"not {collection!r}; e.g. 'pygents_recall'"
-            )
+        storable_text(collection, "SemanticRecall collection", fix="e.g. 'pygents_recall'")
         for name, value in (("batch_size", batch_size), ("pool", pool), ("fusion_k", fusion_k)):
             whole_number(value, f"SemanticRecall {name}", least=1)
         self._vectors = vectors

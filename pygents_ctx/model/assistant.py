@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final, TypeVar, cast
 
-from pygents_ctx._checks import strings
+from pygents_ctx._checks import storable_text, strings
 from pygents_ctx.agent import Agent
 from pygents_ctx.context.config import ContextConfig
 from pygents_ctx.context.messages import Message
@@ -539,16 +539,11 @@ def _check_tool_names(name: str, tools: tuple[Tool[..., Any], ...]) -> None:
 
 
 def _check_session(session: object, owner: object) -> None:
-    if not isinstance(session, str):
-        raise TypeError(
-            f"session must be the session's id, a str (e.g. session='alice'), not {session!r}"
-        )
-    if not session.strip() or "\x00" in session:
-        raise ValueError(
-            f"session must be a non-empty str without NUL (e.g. session='alice'), not {session!r}"
-        )
-    if owner is not None and not isinstance(owner, str):
-        raise TypeError(f"owner must be a str (the user or tenant id) or None, not {owner!r}")
+    example = "the session's id, e.g. session='alice'"
+    if not storable_text(session, "session", fix=example).strip():
+        raise ValueError(f"session must not be blank, not {session!r}; {example}")
+    if owner is not None:
+        storable_text(owner, "owner", fix="the user or tenant id, or None")
 
 
 def _check_database(store: object, what: str) -> None:

@@ -348,7 +348,7 @@ class ModelLoop:
 
         Raises:
             TypeError: `call_id` or `reason` is not a str.
-            ValueError: `reason` holds a NUL character.
+            ValueError: `reason` holds a NUL or a lone surrogate.
             ApprovalError: As for `approve`, or the call was approved, or
                 rejected with another reason.
             SessionBusyError: As for `approve`.

@@ -412,8 +412,10 @@ async def test_bad_input_is_refused_before_anything_is_written(tmp_path: Path) -
                 {"configurable": {"thread_id": 42, "checkpoint_ns": ""}},
                 empty_checkpoint(), {}, {},
             )  # fmt: skip
-        with pytest.raises(ValueError, match="thread_id must not contain NUL"):
+        with pytest.raises(ValueError, match=r"thread_id .* holds a NUL character"):
             await saver.aget_tuple({"configurable": {"thread_id": "t\x00"}})
+        with pytest.raises(ValueError, match=r"thread_id .* holds a lone surrogate"):
+            await saver.aget_tuple({"configurable": {"thread_id": "t\ud800"}})
         with pytest.raises(TypeError, match="names no thread"):
             await saver.aget_tuple({"configurable": {}})
         with pytest.raises(TypeError, match="needs the checkpoint the writes belong to"):

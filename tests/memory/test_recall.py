@@ -370,7 +370,7 @@ async def test_search_history_uses_the_contexts_recall(db: Backend) -> None:
     [
         ({"vectors": object()}, TypeError, "VectorStore"),
         ({"embedder": object()}, TypeError, "embed(texts)"),
-        ({"collection": ""}, ValueError, "non-empty"),
+        ({"collection": ""}, ValueError, "collection must not be empty"),
         ({"batch_size": 0}, ValueError, "batch_size must be at least 1"),
         ({"pool": 1.5}, TypeError, "pool must be an int"),
     ],

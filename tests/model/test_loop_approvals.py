@@ -418,7 +418,7 @@ async def test_bad_decisions_are_refused_and_change_nothing(tools: list[Any]) ->
     assert (error.value.call_id, error.value.pending) == ("call_nope", (delete.id,))
     with pytest.raises(ApprovalError, match=r"\(look\) needs no approval"):
         await loop.reject(look.id, "no")
-    with pytest.raises(TypeError, match="call id is a str"):
+    with pytest.raises(TypeError, match="call id must be a str"):
         await loop.approve(7)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="reason must be a str"):
         await loop.reject(delete.id, 42)  # type: ignore[arg-type]
@@ -530,7 +530,7 @@ async def test_a_store_keeps_the_first_decision_on_a_call(
         assert await store.get_decisions() == {"call_a": no, "call_b": ApprovalDecision(True)}
         with pytest.raises(TypeError, match="ApprovalDecision"):
             await store.record_decision("call_c", {"approved": True})
-        with pytest.raises(ValueError, match="non-empty"):
+        with pytest.raises(ValueError, match="call id must not be empty"):
             await store.record_decision("", ApprovalDecision(True))
         assert len(await store.get_decisions()) == 2
 

@@ -84,9 +84,9 @@ async def test_the_journal_keeps_the_first_start_and_the_first_result(store: Con
 
 
 async def test_bad_journal_input_is_refused_before_anything_is_written(store: ContextStore) -> None:
-    with pytest.raises(TypeError, match="tool call id is a str"):
+    with pytest.raises(TypeError, match="tool call id must be a str"):
         await store.journal_start(3)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="non-empty"):
+    with pytest.raises(ValueError, match="call id must not be empty"):
         await store.journal_start("")
     with pytest.raises(TypeError, match="ToolResultBlock"):
         await store.journal_finish("a", "done")  # type: ignore[arg-type]

@@ -33,12 +33,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
-from pygents_ctx.context.stores._common import (
-    POSTGRES_LOCK_SESSION,
-    SQLITE_NEW_SESSION,
-    check_text,
-    now_iso,
-)
+from pygents_ctx._checks import storable_text
+from pygents_ctx.context.stores._common import POSTGRES_LOCK_SESSION, SQLITE_NEW_SESSION, now_iso
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -153,13 +149,7 @@ def check_agent(agent: object) -> str:
         TypeError: It is not a str.
         ValueError: It is empty, or holds a NUL or a lone surrogate.
     """
-    if not isinstance(agent, str):
-        raise TypeError(f"a checkpoint's agent is its name (a str), not {type(agent).__name__}")
-    if not agent or "\x00" in agent:
-        raise ValueError(
-            f"a checkpoint's agent name must be a non-empty str without NUL, not {agent!r}"
-        )
-    return check_text("agent", agent)
+    return storable_text(agent, "a checkpoint's agent", fix="the name of the agent it saves")
 
 
 def check_state(state: object) -> bytes:

@@ -31,8 +31,8 @@ from typing import (
 
 import orjson
 
-from pygents_ctx._checks import whole_number
-from pygents_ctx._json import dumps, shown
+from pygents_ctx._checks import storable_text, unicode_text, whole_number
+from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, from_dict, to_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
 from pygents_ctx.context.usage import UsageRecord
@@ -174,13 +174,7 @@ def check_owner(owner: object) -> str | None:
     """
     if owner is None:
         return None
-    if not isinstance(owner, str):
-        raise TypeError(
-            f"owner must be a str (a user or tenant id) or None, not {type(owner).__name__}"
-        )
-    if not owner:
-        raise ValueError("owner must not be empty; pass None for a session without an owner")
-    return check_text("owner", owner)
+    return storable_text(owner, "owner", fix="pass None for a session without an owner")
 
 
 class Erasure(NamedTuple):
@@ -252,36 +246,7 @@ def check_session_id(session_id: object) -> str:
         TypeError: It is not a str.
         ValueError: It is empty, or holds a NUL or a lone surrogate.
     """
-    if not isinstance(session_id, str):
-        raise TypeError(f"session_id must be a str, not {type(session_id).__name__}")
-    if not session_id:
-        raise ValueError("session_id must not be empty; pass None for a generated id")
-    return check_text("session_id", session_id)
-
-
-def check_text(name: str, value: str) -> str:
-    """Return `value` if every store can hold it as text: no NUL, no lone surrogate.
-
-    One rule on every backend: PostgreSQL's `text` cannot hold NUL, and no
-    database holds a lone surrogate (UTF-8 cannot encode it).
-
-    Raises:
-        ValueError: It holds either; the message names `name`.
-    """
-    if "\x00" in value:
-        raise ValueError(
-            f"{name} {shown(value)} holds a NUL character ('\\x00'), which PostgreSQL text "
-            "cannot hold, so no store takes it; remove it"
-        )
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError as exc:
-            raise ValueError(
-                f"{name} {shown(value)} holds a lone surrogate ({value[exc.start]!r} at "
-                f"{exc.start}), which UTF-8 cannot encode; pass valid Unicode text"
-            ) from None
-    return value
+    return storable_text(session_id, "session_id", fix="pass None for a generated id")
 
 
 def check_run_id(run_id: object) -> str | None:
@@ -306,8 +271,8 @@ def check_usage_record(record: object) -> UsageRecord:
             "write UsageRecord(Usage(input_tokens, output_tokens), run_id=...)"
         )
     if record.run_id is not None:
-        check_text("UsageRecord.run_id", record.run_id)
-    check_text("UsageRecord.model", record.model)
+        storable_text(record.run_id, "UsageRecord.run_id", empty=True)
+    storable_text(record.model, "UsageRecord.model", empty=True)
     return record
 
 
@@ -318,11 +283,7 @@ def require_run_id(run_id: object) -> str:
         TypeError: It is not a str.
         ValueError: It is empty.
     """
-    if not isinstance(run_id, str):
-        raise TypeError(f"run_id must be a str, not {type(run_id).__name__}")
-    if not run_id:
-        raise ValueError("run_id must not be empty")
-    return check_text("run_id", run_id)
+    return storable_text(run_id, "run_id")
 
 
 # The most a stored message may take as JSON, on every store: well under SQLite's
@@ -359,11 +320,11 @@ def _refuse_surrogates(data: object, path: str) -> None:
     while stack:
         value, where = stack.pop()
         if isinstance(value, str):
-            check_text(where, value)
+            unicode_text(value, where)
         elif isinstance(value, dict):
             for key, item in value.items():
                 if isinstance(key, str):
-                    check_text(f"{where} (a key)", key)
+                    unicode_text(key, f"{where} (a key)")
                 stack.append((item, f"{where}.{key}"))
         elif isinstance(value, list | tuple):
             stack.extend((item, f"{where}[{index}]") for index, item in enumerate(value))

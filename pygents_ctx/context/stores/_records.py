@@ -13,12 +13,12 @@ from datetime import datetime
 from enum import Enum
 from typing import NamedTuple
 
+from pygents_ctx._checks import storable_text
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
     check_run_id,
     check_session_id,
-    check_text,
     check_tokens,
     check_usage_record,
 )
@@ -59,12 +59,7 @@ def check_call_id(call_id: object) -> str:
         TypeError: It is not a str.
         ValueError: It is empty, or holds a NUL character or a lone surrogate.
     """
-    if not isinstance(call_id, str):
-        raise TypeError(f"a tool call id is a str (ToolUseBlock.id), not {call_id!r}")
-    if not call_id:
-        raise ValueError("a tool call id is a non-empty str (ToolUseBlock.id), not ''")
-    check_text("tool call id", call_id)
-    return call_id
+    return storable_text(call_id, "a tool call id", fix="the call's ToolUseBlock.id")
 
 
 def check_decision(call_id: object, decision: object) -> tuple[str, ApprovalDecision]:
@@ -84,7 +79,7 @@ def check_decision(call_id: object, decision: object) -> tuple[str, ApprovalDeci
             f"not {decision!r}"
         )
     if decision.reason is not None:
-        check_text("rejection reason", decision.reason)
+        storable_text(decision.reason, "rejection reason", empty=True)
     return call_id, decision
 
 

@@ -193,14 +193,6 @@ class Dialect(ABC, Generic[C]):
         """Await `work(handle)` as one transaction that checks lease token `fence` (if
         not None) and raises `Refused`, rolled back, if the lease passed on."""
 
-    def text(self, field: str, value: str) -> str:
-        """`value`, if a text column can hold it (this default: every str can).
-
-        Raises:
-            ValueError: The column cannot hold it; the message names `field`.
-        """
-        return value
-
     @abstractmethod
     def encode(self, messages: list[Message]) -> Any:
         """`messages` ready to store, as `replace_prefix` and `restore` take them.
@@ -453,9 +445,7 @@ class SQLStore(ContextStore, Generic[C]):
             )
         dialect: Dialect[C] = kind(conn)
         self._sql = dialect
-        self._session_id = (
-            None if session_id is None else dialect.text("session_id", check_session_id(session_id))
-        )
+        self._session_id = None if session_id is None else check_session_id(session_id)
         self._owner = check_owner(owner)
         self._claimed = owner is None  # whether the session's row is known to be the owner's
         self._ready = False  # whether this store knows the session's row exists
@@ -468,18 +458,6 @@ class SQLStore(ContextStore, Generic[C]):
     def connection(self) -> C:
         """The connection this store runs on."""
         return self._sql.conn
-
-    def _run_id(self, run_id: object) -> str | None:
-        checked = check_run_id(run_id)
-        return None if checked is None else self._sql.text("run_id", checked)
-
-    def _storable(self, record: UsageRecord) -> UsageRecord:
-        """`record`, if text columns can hold its run id and model name."""
-        for field in ("run_id", "model"):
-            value = getattr(record, field)
-            if value is not None:
-                self._sql.text(f"UsageRecord.{field}", value)
-        return record
 
     async def _claim(self) -> None:
         """Before the first write of a store with an owner: make the session that owner's."""
@@ -526,7 +504,7 @@ class SQLStore(ContextStore, Generic[C]):
         """
         if not isinstance(message, Message):
             raise TypeError(f"append needs a Message, not {type(message).__name__}")
-        await self._append([message], self._run_id(run_id))
+        await self._append([message], check_run_id(run_id))
 
     async def append_many(self, messages: Iterable[Message], *, run_id: str | None = None) -> None:
         """Add `messages` at the end, in order, in one transaction.
@@ -538,7 +516,7 @@ class SQLStore(ContextStore, Generic[C]):
             TypeError: Something in `messages` is not a `Message`, or holds a
                 value JSON cannot hold (nothing is added).
         """
-        run = self._run_id(run_id)
+        run = check_run_id(run_id)
         await self._append(checked_messages(messages), run)
 
     async def _append(self, messages: Iterable[Message], run_id: str | None) -> None:
@@ -631,7 +609,7 @@ class SQLStore(ContextStore, Generic[C]):
         Raises:
             TypeError: `run_id` is not a str.
         """
-        target = self._sql.text("run_id", require_run_id(run_id))
+        target = require_run_id(run_id)
         self._cache.forget()
         await self._write(partial(self._sql.clear_run, self.session_id, target), ensures=False)
 
@@ -662,7 +640,7 @@ class SQLStore(ContextStore, Generic[C]):
         """
         count = check_count(count)
         batch = check_messages(messages)
-        run = self._run_id(run_id)
+        run = check_run_id(run_id)
         wanted = check_expected(count, expected)
         if count == 0 and not batch:
             return
@@ -709,11 +687,7 @@ class SQLStore(ContextStore, Generic[C]):
             ValueError: `session_id` names a session that already exists, or
                 `at` is not from 0 to the live message count; nothing is written.
         """
-        new_id = (
-            new_session_id()
-            if session_id is None
-            else self._sql.text("session_id", check_session_id(session_id))
-        )
+        new_id = new_session_id() if session_id is None else check_session_id(session_id)
         # Not fenced: it writes another session, and only reads this one.
         await self._sql.fork(self.session_id, new_id, at, self._owner)
         fork = type(self)(self._sql.conn, session_id=new_id, owner=self._owner)
@@ -745,7 +719,7 @@ class SQLStore(ContextStore, Generic[C]):
             LeaseLostError: Made under a lease that passed to another holder
                 or ran out; nothing was written.
         """
-        name = self._sql.text("agent", check_agent(agent))
+        name = check_agent(agent)
         data = check_state(state)
         return await self._write(partial(self._sql.save_checkpoint, self.session_id, name, data))
 
@@ -756,7 +730,7 @@ class SQLStore(ContextStore, Generic[C]):
         Raises:
             TypeError, ValueError: As `ContextStore.get_checkpoint` says.
         """
-        name = self._sql.text("agent", check_agent(agent))
+        name = check_agent(agent)
         return await self._sql.get_checkpoint(self.session_id, name, at)
 
     async def list_checkpoints(self, agent: str | None = None) -> list[CheckpointInfo]:
@@ -767,7 +741,7 @@ class SQLStore(ContextStore, Generic[C]):
         Raises:
             TypeError, ValueError: As `ContextStore.list_checkpoints` says.
         """
-        name = None if agent is None else self._sql.text("agent", check_agent(agent))
+        name = None if agent is None else check_agent(agent)
         return await self._sql.list_checkpoints(self.session_id, name)
 
     async def snapshot(self) -> SessionSnapshot:
@@ -789,13 +763,11 @@ class SQLStore(ContextStore, Generic[C]):
         """
         snapshot = check_snapshot(snapshot)
         live, archived = (
-            ([self._run_id(s.run_id) for s in part], self._sql.encode([s.message for s in part]))
+            ([check_run_id(s.run_id) for s in part], self._sql.encode([s.message for s in part]))
             for part in (snapshot.messages, snapshot.archived)
         )
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
-        usage = tuple(map(self._storable, snapshot.usage))
-        for checkpoint in snapshot.checkpoints:  # refused before anything is written
-            self._sql.text("agent", checkpoint.agent)
+        usage = snapshot.usage
         self._cache.forget()
         write = partial(
             self._sql.restore, self.session_id, live, archived, tokens, usage, snapshot.checkpoints
@@ -841,7 +813,7 @@ class SQLStore(ContextStore, Generic[C]):
             TypeError: `record` is not a `UsageRecord`.
             ValueError: Its run id or model name holds text the database cannot store.
         """
-        record = self._storable(check_usage_record(record))
+        record = check_usage_record(record)
         await self._write(partial(self._sql.record_usage, self.session_id, record))
 
     async def get_usage(self, *, run_id: str | None = None) -> list[UsageRecord]:
@@ -850,7 +822,7 @@ class SQLStore(ContextStore, Generic[C]):
         Raises:
             TypeError: `run_id` is not a str.
         """
-        target = None if run_id is None else self._sql.text("run_id", require_run_id(run_id))
+        target = None if run_id is None else require_run_id(run_id)
         return await self._sql.get_usage(self.session_id, target)
 
     # -- approval decisions (see `ContextStore.record_decision`) -----------------
@@ -930,7 +902,7 @@ class SQLStore(ContextStore, Generic[C]):
 
         Raises:
             TypeError: `owner` is not a str or None.
-            ValueError: `owner` is empty or holds a NUL.
+            ValueError: `owner` is empty or holds a NUL or a lone surrogate.
         """
         return await self._sql.list_sessions(check_owner(owner))
 

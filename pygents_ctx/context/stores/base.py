@@ -1044,7 +1044,8 @@ class ContextStore(
 
         Raises:
             ValueError: Neither `owner` nor `session` is given (nothing is erased),
-                either is empty or holds a NUL, or `older_than` is negative.
+                either is empty or holds a NUL or a lone surrogate, or
+                `older_than` is negative.
             TypeError: An argument has the wrong type.
             NotImplementedError: This store cannot erase (this default).
         """

@@ -29,7 +29,7 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Final, NamedTuple, Protocol, Self, TypeVar
 
-from pygents_ctx._checks import number
+from pygents_ctx._checks import number, storable_text
 from pygents_ctx.context.stores._lease_sql import LeaseState, Refused, refusal
 from pygents_ctx.errors import LeaseLostError, SessionBusyError
 
@@ -114,11 +114,7 @@ def check_lease_options(
 def _check_owner(owner: object) -> str:
     if owner is None:
         return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    if not isinstance(owner, str):
-        raise TypeError(f"lease owner must be a str or None, not {type(owner).__name__}")
-    if not owner or "\x00" in owner:
-        raise ValueError("lease owner must be a non-empty str without NUL characters")
-    return owner
+    return storable_text(owner, "lease owner", fix="pass None for one named after this process")
 
 
 def _utc(epoch: float) -> datetime:

@@ -85,7 +85,7 @@ class MemoryContextStore(ContextStore):
     Raises:
         TypeError: `messages` holds something that is not a `Message`, or
             `owner` is not a str.
-        ValueError: `owner` is empty or holds a NUL.
+        ValueError: `owner` is empty or holds a NUL or a lone surrogate.
 
     Examples:
         >>> import asyncio

@@ -250,12 +250,6 @@ class PostgresDialect(Dialect[PostgresConnection]):
     def place(self) -> str:
         return self.conn.target
 
-    def text(self, field: str, value: str) -> str:
-        # PostgreSQL text cannot hold NUL; refuse it here rather than half-way through a call.
-        if "\x00" in value:
-            raise ValueError(f"{field} must not contain NUL characters (PostgreSQL text cannot)")
-        return value
-
     def write(self, session_id: str, fence: int | None, work: Work[T]) -> Awaitable[T]:
         """`work`, which locks the session's row, then the lease's check, in one transaction."""
         return self.conn.run(
@@ -371,7 +365,7 @@ class PostgresContextStore(SQLStore[PostgresConnection]):
 
     Raises:
         TypeError: `conn` is not a `PostgresConnection`, or `owner` is not a str.
-        ValueError: `session_id` or `owner` is empty or holds a NUL character.
+        ValueError: `session_id` or `owner` is empty or holds a NUL or a lone surrogate.
 
     Examples:
         >>> import asyncio

@@ -259,7 +259,7 @@ class SQLiteContextStore(SQLStore[SQLiteConnection]):
 
     Raises:
         TypeError: `conn` is not a `SQLiteConnection`, or `owner` is not a str.
-        ValueError: `owner` is empty or holds a NUL.
+        ValueError: `owner` is empty or holds a NUL or a lone surrogate.
 
     Examples:
         >>> import asyncio

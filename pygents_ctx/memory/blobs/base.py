@@ -233,17 +233,17 @@ def check_name(name: object) -> str:
 
     Raises:
         TypeError: It is not a str.
-        ValueError: It is empty, too long, or holds a NUL character.
+        ValueError: It is empty, too long, or holds a NUL or a lone surrogate.
     """
     return check_key("blob name", name)
 
 
 def check_prefix(prefix: object) -> str:
-    """Return `prefix` if it is a str (possibly empty) without NUL characters.
+    """Return `prefix` if it is a str (possibly empty) every store can hold.
 
     Raises:
         TypeError: It is not a str.
-        ValueError: It holds a NUL character.
+        ValueError: It holds a NUL or a lone surrogate.
     """
     return "" if prefix == "" else check_key("prefix", prefix)
 

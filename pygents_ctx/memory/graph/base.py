@@ -66,7 +66,7 @@ class Entity:
 
     Raises:
         TypeError: A field has the wrong type, or a property value is not JSON.
-        ValueError: `id` or `type` is empty, or holds a NUL character.
+        ValueError: `id` or `type` is empty, or holds a NUL or a lone surrogate.
 
     Examples:
         >>> Entity("ada", "person", {"born": 1815}).properties
@@ -104,8 +104,8 @@ class Relationship:
 
     Raises:
         TypeError: A field has the wrong type, or a property value is not JSON.
-        ValueError: A field is empty or holds a NUL character, or `source` is
-            `target` (a self-loop).
+        ValueError: A field is empty or holds a NUL or a lone surrogate, or
+            `source` is `target` (a self-loop).
 
     Examples:
         >>> Relationship("ada", "babbage", "worked_with").key

@@ -256,7 +256,7 @@ class PostgresGraphStore(SQLGraphStore[PostgresTables], OnPostgres):
 
     Raises:
         TypeError: `conn` is not a `PostgresConnection`.
-        ValueError: `graph` is empty or holds a NUL character.
+        ValueError: `graph` is empty or holds a NUL or a lone surrogate.
     """
 
     __slots__ = ()

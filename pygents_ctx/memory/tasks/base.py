@@ -41,7 +41,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final, Protocol, runtime_checkable
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import storable_text, whole_number
 from pygents_ctx._resources import RunScope, injectable
 from pygents_ctx.errors import RetryLimitError, TaskNotFoundError, TaskTransitionError
 from pygents_ctx.memory._shared import check_key, utc_now
@@ -212,7 +212,7 @@ class TaskStore(Protocol):
 
         Raises:
             TypeError: A name is not a str.
-            ValueError: A name is empty or holds a NUL character.
+            ValueError: A name is empty or holds a NUL or a lone surrogate.
         """
         ...
 
@@ -363,7 +363,7 @@ def check_board(conversation: object, agent: object) -> tuple[str, str]:
 
     Raises:
         TypeError: A name is not a str.
-        ValueError: A name is empty or holds a NUL character.
+        ValueError: A name is empty or holds a NUL or a lone surrogate.
     """
     return check_key("conversation", conversation), check_key("agent", agent)
 
@@ -373,7 +373,7 @@ def check_titles(titles: object) -> list[str]:
 
     Raises:
         TypeError: `titles` is a single string, or holds a non-string.
-        ValueError: A title is empty or holds a NUL character.
+        ValueError: A title is empty or holds a NUL or a lone surrogate.
     """
     if isinstance(titles, str) or not isinstance(titles, Iterable):
         raise TypeError(f"titles must be a list of task titles (e.g. [{titles!r}]), not {titles!r}")
@@ -413,19 +413,17 @@ def check_status(status: object) -> TaskStatus:
 
 
 def check_note(note: object) -> str | None:
-    """Return `note` if it is None or a str without NUL characters.
+    """Return `note` if it is None or a str every store can hold.
 
     Raises:
         TypeError: It is not a str or None.
-        ValueError: It holds a NUL character.
+        ValueError: It holds a NUL character or a lone surrogate.
     """
-    if note is None:
-        return None
-    if not isinstance(note, str):
-        raise TypeError(f"note must be a str or None, not {type(note).__name__}")
-    if "\x00" in note:
-        raise ValueError("note must not contain NUL characters")
-    return note
+    return (
+        None
+        if note is None
+        else storable_text(note, "note", empty=True, fix="pass None for no note")
+    )
 
 
 def missing_task(task_id: int, conversation: str, agent: str) -> TaskNotFoundError:

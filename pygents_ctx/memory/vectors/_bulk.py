@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import orjson
 
+from pygents_ctx._checks import storable_text
 from pygents_ctx.memory._table import (
     block_norms,
     check_vector,
@@ -33,19 +34,10 @@ __all__ = [
     "check_json",
     "document_columns",
     "metadata_json",
-    "no_nul",
 ]
 
 _INT64: Final = (-(2**63), 2**63 - 1)
 _EMPTY_METADATA: Final = "{}"
-
-
-def no_nul(what: str, text: str) -> str:
-    """Return `text`, or raise naming `what` if it holds NUL."""
-    # PostgreSQL's text and jsonb cannot hold NUL; refused by every backend alike.
-    if "\x00" in text:
-        raise ValueError(f"{what} must not contain NUL characters")
-    return text
 
 
 def check_json(value: object, where: str) -> None:
@@ -59,7 +51,7 @@ def check_json(value: object, where: str) -> None:
         if not math.isfinite(value):
             raise ValueError(f"{where} is {value}; JSON numbers must be finite")
     elif isinstance(value, str):
-        no_nul(where, value)
+        storable_text(value, where, empty=True)
     elif isinstance(value, list | tuple):
         for index, inner in enumerate(value):
             check_json(inner, f"{where}[{index}]")
@@ -67,7 +59,7 @@ def check_json(value: object, where: str) -> None:
         for key, inner in value.items():
             if not isinstance(key, str):
                 raise TypeError(f"{where} has the key {key!r}; metadata keys must be str")
-            check_json(inner, f"{where}[{no_nul(f'a key of {where}', key)!r}]")
+            check_json(inner, f"{where}[{storable_text(key, f'a key of {where}', empty=True)!r}]")
     else:
         raise TypeError(
             f"{where} is a {type(value).__name__}; metadata holds only JSON values "
@@ -180,18 +172,20 @@ def _column(values: object, name: str, count: int | None) -> list[Any]:
 
 def _check_ids(ids: object) -> list[str]:
     column = _column(ids, "ids", None)
-    # The usual case, checked in C: all str, none empty, none with NUL, none twice.
+    # The usual case, checked in C: all str, none empty, none twice, and their text
+    # storable all at once. Else each id in turn, to name the one at fault.
     if set(map(type, column)) <= {str}:
         unique = set(column)
-        if len(unique) == len(column) and "" not in unique and "\x00" not in "".join(column):
-            return column
+        if len(unique) == len(column) and "" not in unique:
+            try:
+                storable_text("".join(column), "add_many ids", empty=True)
+            except ValueError:
+                pass
+            else:
+                return column
     seen: set[str] = set()
     for index, item in enumerate(column):
-        if not isinstance(item, str):
-            raise TypeError(f"add_many ids[{index}] must be a str, not {item!r}")
-        if not item:
-            raise ValueError(f"add_many ids[{index}] is empty; a document id must not be")
-        no_nul(f"add_many ids[{index}]", item)
+        storable_text(item, f"add_many ids[{index}]", fix="a document id")
         if item in seen:
             raise ValueError(f"add_many ids holds {item!r} twice; ids must be unique")
         seen.add(item)
@@ -201,11 +195,7 @@ def _check_ids(ids: object) -> list[str]:
 def _check_texts(texts: object, ids: list[str]) -> list[str]:
     column = _column(texts, "texts", len(ids))
     for item_id, text in zip(ids, column, strict=True):
-        if not isinstance(text, str):
-            raise TypeError(
-                f"the text of document {item_id!r} must be a str, not {type(text).__name__}"
-            )
-        no_nul(f"the text of document {item_id!r}", text)
+        storable_text(text, f"the text of document {item_id!r}", empty=True)
     return column
 
 

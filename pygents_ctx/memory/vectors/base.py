@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
-from pygents_ctx._checks import instances, strings, whole_number
+from pygents_ctx._checks import instances, storable_text, strings, whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory._table import (
@@ -40,7 +40,6 @@ from pygents_ctx.memory.vectors._bulk import (
     check_json,
     document_columns,
     metadata_json,
-    no_nul,
 )
 from pygents_ctx.memory.vectors._writes import Outcome, Write, WriteQueue
 
@@ -70,10 +69,10 @@ class VectorDocument:
 
     Raises:
         TypeError: A field has the wrong type.
-        ValueError: `id` is empty, a str holds NUL, a number is not finite or
-            an integer does not fit 64 bits, or the embedding is empty, all
-            zeros, or holds NaN, an infinity or a value too large for a
-            32-bit float.
+        ValueError: `id` is empty, a str holds NUL or a lone surrogate, a
+            number is not finite or an integer does not fit 64 bits, or the
+            embedding is empty, all zeros, or holds NaN, an infinity or a
+            value too large for a 32-bit float.
 
     Examples:
         >>> from pygents_ctx import VectorDocument
@@ -88,14 +87,8 @@ class VectorDocument:
     embedding: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.id, str):
-            raise TypeError(f"VectorDocument id must be a str, not {self.id!r}")
-        if not self.id:
-            raise ValueError("VectorDocument id must not be empty")
-        no_nul("VectorDocument id", self.id)
-        if not isinstance(self.text, str):
-            raise TypeError(f"VectorDocument text must be a str, not {type(self.text).__name__}")
-        no_nul(f"the text of document {self.id!r}", self.text)
+        storable_text(self.id, "VectorDocument id")
+        storable_text(self.text, f"the text of document {self.id!r}", empty=True)
         if not isinstance(self.metadata, Mapping):
             raise TypeError(
                 f"VectorDocument metadata must be a dict, not {type(self.metadata).__name__}"
@@ -187,13 +180,9 @@ def check_name(name: object) -> str:
 
     Raises:
         TypeError: It is not a str.
-        ValueError: It is empty or holds NUL.
+        ValueError: It is empty or holds a NUL or a lone surrogate.
     """
-    if not isinstance(name, str):
-        raise TypeError(f"a collection name must be a str, not {name!r}")
-    if not name:
-        raise ValueError("a collection name must not be empty")
-    return no_nul("a collection name", name)
+    return storable_text(name, "a collection name")
 
 
 def _check_filter(filter: object) -> dict[str, MetadataValue]:
@@ -211,7 +200,7 @@ def _check_filter(filter: object) -> dict[str, MetadataValue]:
                 f"not {type(value).__name__}: filters match top-level values by equality"
             )
         check_json(value, f"the search filter value for {key!r}")
-        checked[no_nul("a search filter key", key)] = value
+        checked[storable_text(key, "a search filter key", empty=True)] = value
     return checked
 
 

@@ -22,7 +22,12 @@ from pygents_ctx import (
     Usage,
     UsageRecord,
 )
-from pygents_ctx.context.stores import SessionSnapshot, SQLiteContextStore, connect
+from pygents_ctx.context.stores import (
+    ApprovalDecision,
+    SessionSnapshot,
+    SQLiteContextStore,
+    connect,
+)
 from pygents_ctx.context.stores import _common as common
 from pygents_ctx.context.stores.base import StoredMessage
 from tests.context.stores.conftest import MakeStore
@@ -67,9 +72,21 @@ async def test_every_backend_refuses_the_same_ids(
         await store.record_usage(UsageRecord(Usage(1, 1), model=value))
     with pytest.raises(ValueError, match=f"^UsageRecord.run_id .*{rule}"):
         await store.record_usage(UsageRecord(Usage(1, 1), run_id=value))
+    with pytest.raises(ValueError, match=f"^lease owner .*{rule}"):
+        async with store.lease(owner=value):
+            pass
+    with pytest.raises(ValueError, match=f"^a checkpoint's agent .*{rule}"):
+        await store.save_checkpoint(value, b"state")
+    with pytest.raises(ValueError, match=f"^a tool call id .*{rule}"):
+        await store.journal_start(value)
+    with pytest.raises(ValueError, match=f"^rejection reason .*{rule}"):
+        await store.record_decision("call-1", ApprovalDecision(False, value))
 
     assert [m.text for m in await store.get_history()] == ["kept"]
     assert await store.get_usage() == []
+    assert await store.list_checkpoints() == []
+    assert await store.get_journal(["call-1"]) == {}
+    assert await store.get_decisions() == {}
 
 
 @pytest.mark.parametrize(
@@ -85,8 +102,10 @@ async def test_every_backend_refuses_the_same_ids(
             Message("assistant", [ToolUseBlock("c", "t", {SURROGATE: 1})]),
             r"Message\.content\[0\]\.input \(a key\)",
         ),
+        # A message may hold NUL (every store keeps it): the surrogate is the fault.
+        (Message("user", [TextBlock(NUL), TextBlock(SURROGATE)]), r"Message\.content\[1\]\.text"),
     ],
-    ids=["text", "name", "tool-input", "tool-input-key"],
+    ids=["text", "name", "tool-input", "tool-input-key", "after-a-nul"],
 )
 async def test_every_backend_refuses_a_message_utf8_cannot_encode(
     make_store: MakeStore, message: Message, field: str

@@ -218,6 +218,8 @@ async def test_unknown_tasks_and_bad_input_are_refused(tasks: TaskStore) -> None
         await board.update_status(1, SUCCEEDED, note=5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="NUL"):
         await board.retry(1, note="a\x00b")
+    with pytest.raises(ValueError, match=r"note .* holds a lone surrogate"):
+        await board.update_status(1, SUCCEEDED, note="a\ud800b")
     with pytest.raises(ValueError, match="conversation must not be empty"):
         tasks.board("", "worker")
     with pytest.raises(TypeError, match="agent must be a str"):

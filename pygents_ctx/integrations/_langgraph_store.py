@@ -277,11 +277,18 @@ class _TableItems:
 
 
 def _check_namespace(namespace: object, what: str) -> None:
-    """Refuse what LangGraph's label checks would let through: a str, or a name too long."""
+    """Refuse what LangGraph's label checks would let through: a str, a label no
+    database can hold (NUL, a lone surrogate), or a name too long."""
     if not isinstance(namespace, tuple):
         raise InvalidNamespaceError(
             f"{what} must be a tuple of str labels, e.g. ('users', 'u1'), not {namespace!r}"
         )
+    for index, label in enumerate(namespace):
+        if isinstance(label, str):
+            try:
+                storable_text(label, f"{what}[{index}]", empty=True)
+            except ValueError as exc:
+                raise InvalidNamespaceError(str(exc)) from None
     length = sum(len(label) + 1 for label in namespace if isinstance(label, str))
     if length > MAX_NAME + 1:
         raise InvalidNamespaceError(
@@ -625,6 +632,7 @@ class ContextStoreMemory(BaseStore):
             whole_number(op.limit, "search limit")
             whole_number(op.offset, "search offset")
             for condition in op.match_conditions or ():
+                _check_namespace(condition.path, "a match condition's path")
                 if condition.match_type not in ("prefix", "suffix"):
                     raise ValueError(
                         f'a match condition is "prefix" or "suffix", not {condition.match_type!r}'

@@ -453,6 +453,8 @@ async def test_bad_input_is_refused_and_nothing_is_stored(where: str) -> None:
         (TypeError, "key must be a str", lambda s: s.abatch([PutOp(("a",), 1, {})])),  # type: ignore[arg-type]
         (ValueError, "NUL", lambda s: s.aput(("a",), "k\x00", {})),
         (ValueError, "key .* lone surrogate", lambda s: s.aput(("a",), "k\ud800", {})),
+        (InvalidNamespaceError, "surrogate", lambda s: s.aput(("a", "\ud800"), "k", {})),
+        (InvalidNamespaceError, "surrogate", lambda s: s.alist_namespaces(prefix=("\ud800",))),
         (TypeError, "index must be False, None or a list", lambda s: s.aput(("a",), "k", {}, "x")),
         (ValueError, "operators are", lambda s: s.asearch(("a",), filter={"n": {"$in": [1]}})),
         (ValueError, "limit must be at least 0", lambda s: s.asearch(("a",), limit=-1)),

@@ -394,9 +394,13 @@ class VectorStoreBase(ABC):
         Raises:
             CollectionNotFoundError: There is no such collection.
             TypeError: `ids` is a str, or holds something else.
+            ValueError: An id holds a NUL or a lone surrogate (no document has it).
         """
         name = check_name(collection)
-        wanted = list(dict.fromkeys(strings(ids, "ids", fix="pass a list of document ids")))
+        listed = strings(ids, "ids", fix="pass a list of document ids")
+        for index, document_id in enumerate(listed):
+            storable_text(document_id, f"ids[{index}]", empty=True)
+        wanted = list(dict.fromkeys(listed))
         return await self._delete(name, wanted)
 
     async def get(self, collection: str, document_id: str) -> VectorDocument | None:
@@ -405,11 +409,10 @@ class VectorStoreBase(ABC):
         Raises:
             CollectionNotFoundError: There is no such collection.
             TypeError: `document_id` is not a str.
+            ValueError: It holds a NUL or a lone surrogate (no document has it).
         """
         name = check_name(collection)
-        if not isinstance(document_id, str):
-            raise TypeError(f"document_id must be a str, not {document_id!r}")
-        return await self._get(name, document_id)
+        return await self._get(name, storable_text(document_id, "document_id", empty=True))
 
     async def search(
         self,

@@ -357,6 +357,8 @@ async def test_bad_searches_are_refused(
         (lambda s: s.delete("notes", "a"), TypeError, "ids must be a collection of strings"),
         (lambda s: s.delete("notes", [1]), TypeError, "ids must hold only strings"),
         (lambda s: s.get("notes", 1), TypeError, "document_id must be a str"),
+        (lambda s: s.get("notes", "a\ud800"), ValueError, "document_id .* lone surrogate"),
+        (lambda s: s.delete("notes", ["a", "\ud800"]), ValueError, r"ids\[1\] .* lone surrogate"),
     ],
 )
 async def test_bad_ids_are_refused(

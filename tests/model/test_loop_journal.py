@@ -90,7 +90,14 @@ async def test_bad_journal_input_is_refused_before_anything_is_written(store: Co
         await store.journal_start("")
     with pytest.raises(TypeError, match="ToolResultBlock"):
         await store.journal_finish("a", "done")  # type: ignore[arg-type]
-    assert await store.get_journal(["a", ""]) == {}
+    assert await store.get_journal(["a"]) == {}
+    # Reading checks the ids too: one str is not a list of them, and no store holds these.
+    with pytest.raises(TypeError, match="call_ids must be a collection of strings"):
+        await store.get_journal("a")
+    with pytest.raises(ValueError, match="call id must not be empty"):
+        await store.get_journal(["a", ""])
+    with pytest.raises(ValueError, match=r"call id .* holds a lone surrogate"):
+        await store.get_journal(["a\ud800"])
 
 
 async def crashed_reply(store: ContextStore, states: list[str]) -> list[str]:

@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import Enum
 from typing import NamedTuple
 
-from pygents_ctx._checks import storable_text
+from pygents_ctx._checks import storable_text, strings
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
@@ -33,6 +33,7 @@ __all__ = [
     "StoredCheckpoint",
     "StoredMessage",
     "check_call_id",
+    "check_call_ids",
     "check_created_at",
     "check_decision",
     "check_snapshot",
@@ -60,6 +61,16 @@ def check_call_id(call_id: object) -> str:
         ValueError: It is empty, or holds a NUL character or a lone surrogate.
     """
     return storable_text(call_id, "a tool call id", fix="the call's ToolUseBlock.id")
+
+
+def check_call_ids(call_ids: object) -> list[str]:
+    """The ids of `call_ids`, a collection of tool call ids, each checked as `check_call_id` does.
+
+    Raises:
+        TypeError: It is one str (not a collection of them), or holds a non-str.
+        ValueError: An id is empty, or holds a NUL or a lone surrogate.
+    """
+    return [check_call_id(c) for c in strings(call_ids, "call_ids", fix="a list of call ids")]
 
 
 def check_decision(call_id: object, decision: object) -> tuple[str, ApprovalDecision]:

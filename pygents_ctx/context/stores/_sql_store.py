@@ -39,7 +39,12 @@ from pygents_ctx.context.stores._common import (
 )
 from pygents_ctx.context.stores._lineage import LOWEST
 from pygents_ctx.context.stores._paged import check_batch, iter_pages
-from pygents_ctx.context.stores._records import check_call_id, check_decision, check_snapshot
+from pygents_ctx.context.stores._records import (
+    check_call_id,
+    check_call_ids,
+    check_decision,
+    check_snapshot,
+)
 from pygents_ctx.context.stores.base import (
     ApprovalDecision,
     CheckpointInfo,
@@ -873,7 +878,7 @@ class SQLStore(ContextStore, Generic[C]):
 
     async def get_journal(self, call_ids: Iterable[str]) -> dict[str, ToolResultBlock | None]:
         """The journal of `call_ids`: each recorded call's result, None if it did not finish."""
-        return await self._sql.get_journal(self.session_id, tuple(call_ids))
+        return await self._sql.get_journal(self.session_id, tuple(check_call_ids(call_ids)))
 
     # -- the lease (see `ContextStore.lease`) ------------------------------------
 

@@ -49,6 +49,7 @@ from pygents_ctx.context.stores._records import (
     SessionSnapshot,
     StoredCheckpoint,
     StoredMessage,
+    check_call_ids,
 )
 from pygents_ctx.context.stores._records import check_call_id as check_call_id
 from pygents_ctx.context.stores._records import check_decision as check_decision
@@ -885,9 +886,13 @@ class ContextStore(
         """The journal of `call_ids`: each recorded call's result, None if it did not finish.
 
         A call never started is not in it.
+
+        Raises:
+            TypeError: `call_ids` is one str, or holds a non-str.
+            ValueError: An id is empty, or holds a NUL or a lone surrogate.
         """
         journal = self._journal or {}
-        return {c: journal[c] for c in call_ids if c in journal}
+        return {c: journal[c] for c in check_call_ids(call_ids) if c in journal}
 
     # -- one writer per session -------------------------------------------------
 

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, Self, TypeVar
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
@@ -312,10 +313,7 @@ class ContextPool(JsonSerializable, Generic[T]):
         """
         if not isinstance(query, str):
             raise TypeError(f"ContextPool.select query must be a str, not {type(query).__name__}")
-        if isinstance(k, bool) or not isinstance(k, int):
-            raise TypeError(f"ContextPool.select k must be an int, not {k!r}")
-        if k < 1:
-            raise ValueError(f"ContextPool.select k must be at least 1, not {k}")
+        whole_number(k, "ContextPool.select k", least=1)
         index = self._index
         if index is None:
             entries = [(item_id, str(item.description)) for item_id, item in self._items.items()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Generic, Self, TypeVar
 
+from pygents_ctx._checks import whole_number
 from pygents_ctx._json import JsonSerializable, refuses_deep_nesting
 from pygents_ctx.context._shared import (
     INHERIT,
@@ -62,11 +63,9 @@ def _as_text(content: object) -> str:
 def _check_max_tokens(value: object) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"ContextQueue max_tokens must be an int or None, not {value!r}")
-    if value < 1:
-        raise ValueError(f"ContextQueue max_tokens must be at least 1, not {value}")
-    return value
+    return whole_number(
+        value, "ContextQueue max_tokens", least=1, fix="pass None for no token bound"
+    )
 
 
 class ContextQueue(JsonSerializable, Generic[T]):
@@ -237,11 +236,9 @@ class ContextQueue(JsonSerializable, Generic[T]):
             ValueError: `last` is negative.
         """
         items = self._slots[self._head :]
-        given: object = last
-        if given is not None:
-            if isinstance(given, bool) or not isinstance(given, int) or given < 0:
-                raise ValueError(f"history(last=...) takes None or an int >= 0, not {given!r}")
-            items = items[len(items) - given :] if given < len(items) else items
+        if last is not None:
+            count = whole_number(last, "history last", fix="pass None for every item")
+            items = items[len(items) - count :] if count < len(items) else items
         return "\n".join(_as_text(item.content) for item in items)
 
     def __len__(self) -> int:

@@ -47,9 +47,11 @@ async def test_history_after_evictions_reads_only_the_items_held() -> None:
     assert queue.history(last=1) == "4"
 
 
-@pytest.mark.parametrize("last", [-1, 1.5, True, "2"])
-def test_history_refuses_a_last_that_is_not_a_count(last: Any) -> None:
-    with pytest.raises(ValueError, match="history"):
+@pytest.mark.parametrize(
+    ("last", "error"), [(-1, ValueError), (1.5, TypeError), (True, TypeError), ("2", TypeError)]
+)
+def test_history_refuses_a_last_that_is_not_a_count(last: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match=r"^history last must be (an int|at least 0)"):
         ContextQueue[Any](limit=1).history(last)
 
 

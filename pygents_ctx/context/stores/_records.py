@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import Enum
 from typing import NamedTuple
 
-from pygents_ctx._checks import storable_text, strings
+from pygents_ctx._checks import storable_text, strings, whole_number
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._checkpoint_sql import check_agent, check_state
 from pygents_ctx.context.stores._common import (
@@ -246,10 +246,9 @@ class StoredCheckpoint:
     def __post_init__(self) -> None:
         check_agent(self.agent)
         check_state(self.state)
-        if isinstance(self.at, bool) or not isinstance(self.at, int):
-            raise TypeError(f"StoredCheckpoint.at must be an int, not {type(self.at).__name__}")
-        if self.at < 0:
-            raise ValueError(f"StoredCheckpoint.at must be 0 or more, not {self.at}")
+        whole_number(
+            self.at, "StoredCheckpoint.at", fix="the number of the message it was taken at"
+        )
         check_created_at(self.created_at, "StoredCheckpoint.created_at")
 
 

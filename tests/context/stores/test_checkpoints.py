@@ -371,7 +371,7 @@ async def test_a_snapshot_with_a_checkpoint_at_no_message_is_refused(
 @pytest.mark.parametrize(
     ("fields", "match"),
     [
-        (("a", -1, NOW, b"x"), "at must be 0 or more"),
+        (("a", -1, NOW, b"x"), "at must be at least 0"),
         (("a", True, NOW, b"x"), "at must be an int"),
         (("a", 0, "yesterday", b"x"), "created_at must be an ISO 8601 time with a time zone"),
         (("a", 0, "2025-01-15T10:30:00", b"x"), "with a time zone"),

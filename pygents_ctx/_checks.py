@@ -8,12 +8,13 @@ Each names the argument as the caller spells it (`"search limit"`,
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 from pygents_ctx._json import shown
 
 __all__ = [
+    "each_once",
     "fraction",
     "instances",
     "number",
@@ -160,6 +161,21 @@ def instances(value: object, kind: type[T], name: str) -> list[T]:
         if not isinstance(item, kind):
             raise TypeError(f"{name}[{index}] must be a {kind.__name__}, not {_kind(item)}")
     return listed
+
+
+def each_once(items: list[T], key: Callable[[T], Hashable], name: str, fix: str = "") -> list[T]:
+    """`items`, once no two of them share a `key`: a batch that names each thing once.
+
+    Raises:
+        ValueError: A key appears twice; the message names it.
+    """
+    seen: set[Hashable] = set()
+    for item in items:
+        known = key(item)
+        if known in seen:
+            raise ValueError(f"{name} holds {known!r} twice{_fix(fix)}")
+        seen.add(known)
+    return items
 
 
 def _as_float(value: object, name: str, fix: str) -> float:

@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pygents_ctx._checks import (
+    each_once,
     fraction,
     instances,
     number,
@@ -98,6 +99,17 @@ def test_storable_text_takes_exactly_what_every_store_can_hold(value: Any, empty
     else:
         with pytest.raises(ValueError, match=r"^name (must not be empty|.* holds a (NUL|lone))"):
             storable_text(value, "name", empty=empty)
+
+
+@given(items=st.lists(st.integers(-3, 3), max_size=6))
+def test_each_once_takes_exactly_the_lists_without_a_repeated_key(items: list[int]) -> None:
+    keys = [abs(item) for item in items]
+    if len(set(keys)) == len(keys):
+        assert each_once(items, abs, "ids") is items
+    else:
+        first = next(key for index, key in enumerate(keys) if key in keys[:index])
+        with pytest.raises(ValueError, match=rf"^ids holds {first} twice$"):
+            each_once(items, abs, "ids")
 
 
 def test_the_messages_name_the_argument_the_bound_and_the_fix() -> None:

@@ -15,12 +15,12 @@ relationship from an entity to itself, which says nothing a property could not.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from pygents_ctx._checks import instances, whole_number
+from pygents_ctx._checks import each_once, instances, whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.memory._shared import check_key, decode_properties, encode_properties
 
@@ -334,7 +334,7 @@ def check_entities(entities: Iterable[Entity]) -> list[Entity]:
         ValueError: An id appears twice.
     """
     batch = instances(entities, Entity, "entities")
-    return _each_once(batch, attrgetter("id"), "entity", "upsert_entities")
+    return each_once(batch, attrgetter("id"), "entities", "pass each entity once in a call")
 
 
 def check_relationships(relationships: Iterable[Relationship]) -> list[Relationship]:
@@ -345,26 +345,9 @@ def check_relationships(relationships: Iterable[Relationship]) -> list[Relations
         ValueError: A `(source, target, type)` appears twice.
     """
     batch = instances(relationships, Relationship, "relationships")
-    return _each_once(batch, attrgetter("key"), "relationship", "upsert_relationships")
-
-
-def _each_once(
-    batch: list[_Read], key: Callable[[_Read], Hashable], what: str, call: str
-) -> list[_Read]:
-    """`batch`, once no two of its items share a `key`.
-
-    Raises:
-        ValueError: A key appears twice (the message names it and the call).
-    """
-    seen: set[Hashable] = set()
-    for item in batch:
-        known = key(item)
-        if known in seen:
-            raise ValueError(
-                f"{what} {known!r} appears twice in one {call}() call; pass each {what} once"
-            )
-        seen.add(known)
-    return batch
+    return each_once(
+        batch, attrgetter("key"), "relationships", "pass each relationship once in a call"
+    )
 
 
 def check_depth(depth: object) -> int:

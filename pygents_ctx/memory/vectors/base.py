@@ -22,9 +22,10 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, runtime_checkable
 
-from pygents_ctx._checks import instances, storable_text, strings, whole_number
+from pygents_ctx._checks import each_once, instances, storable_text, strings, whole_number
 from pygents_ctx._resources import injectable
 from pygents_ctx.errors import CollectionNotFoundError
 from pygents_ctx.memory._table import (
@@ -588,12 +589,7 @@ class VectorStoreBase(ABC):
 
 def _check_documents(documents: object) -> list[VectorDocument]:
     batch = instances(documents, VectorDocument, "documents")
-    seen: set[str] = set()
-    for document in batch:
-        if document.id in seen:
-            raise ValueError(f"documents holds the id {document.id!r} twice; ids must be unique")
-        seen.add(document.id)
-    return batch
+    return each_once(batch, attrgetter("id"), "documents", "ids must be unique")
 
 
 def unknown_collection(name: str) -> CollectionNotFoundError:

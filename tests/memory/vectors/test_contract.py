@@ -226,7 +226,7 @@ BAD_BATCHES: list[tuple[Any, type[Exception], str]] = [
         ValueError,
         "'y' has 3 numbers, but the dimension is 2",
     ),
-    ([doc("x", [1, 0]), doc("x", [0, 1])], ValueError, "the id 'x' twice"),
+    ([doc("x", [1, 0]), doc("x", [0, 1])], ValueError, "documents holds 'x' twice"),
     ([doc("x", [1, 0]), "y"], TypeError, r"documents\[1\] must be a VectorDocument"),
     (doc("x", [1, 0]), TypeError, "list of VectorDocument objects"),
     ([doc("x", [1, 0]), doc("y", None)], ValueError, "has no embedding and .* has no embedder"),

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import orjson
 
-from pygents_ctx._checks import storable_text
+from pygents_ctx._checks import each_once, storable_text
 from pygents_ctx.memory._table import (
     block_norms,
     check_vector,
@@ -183,13 +183,9 @@ def _check_ids(ids: object) -> list[str]:
                 pass
             else:
                 return column
-    seen: set[str] = set()
     for index, item in enumerate(column):
         storable_text(item, f"add_many ids[{index}]", fix="a document id")
-        if item in seen:
-            raise ValueError(f"add_many ids holds {item!r} twice; ids must be unique")
-        seen.add(item)
-    return column
+    return each_once(column, lambda item: item, "add_many ids", "ids must be unique")
 
 
 def _check_texts(texts: object, ids: list[str]) -> list[str]:

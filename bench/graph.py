@@ -9,7 +9,7 @@ The floor is a pure-Python breadth-first walk over prebuilt adjacency dicts
 (entity -> its relationships): it finds the same distances and the same
 relationships, but returns ids, with no properties decoded, no checks and no
 `Subgraph` built. The in-memory store adds those; the SQLite store also runs
-the walk as a recursive CTE on its worker thread and reads the entities and
+the walk on its worker thread, one query a hop, and reads the entities and
 relationships it found. `python -m bench.graph` runs only these rows
 (`--quick`: a tenth of the graph).
 """

@@ -350,6 +350,17 @@ def check_relationships(relationships: Iterable[Relationship]) -> list[Relations
     )
 
 
+def reach(distances: dict[str, int], others: Iterable[str], hop: int) -> list[str]:
+    """Note the entities of `others` not reached before as `hop` hops away; the next
+    frontier of a breadth-first walk, which ends when it is empty (or at its depth)."""
+    frontier = []
+    for other in others:
+        if other not in distances:
+            distances[other] = hop
+            frontier.append(other)
+    return frontier
+
+
 def check_depth(depth: object) -> int:
     """Return `depth` if it is an int >= 0.
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph
+from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph, reach
 
 __all__ = ["InMemoryGraphStore"]
 
@@ -129,19 +129,16 @@ def breadth_first(
     """
     distances = {start: 0}
     walked: set[_Key] = set()
-    frontier = [start]
-    for hop in range(1, depth + 1):
-        reached = []
+    frontier, hop = [start], 0
+    while frontier and hop < depth:  # a depth past the graph's far end stops there
+        hop += 1
+        others = []
         for node in frontier:
             for key in adjacent[node]:
-                if allowed is not None and key[2] not in allowed:
-                    continue
-                walked.add(key)
-                other = key[1] if key[0] == node else key[0]
-                if other not in distances:
-                    distances[other] = hop
-                    reached.append(other)
-        frontier = reached
+                if allowed is None or key[2] in allowed:
+                    walked.add(key)
+                    others.append(key[1] if key[0] == node else key[0])
+        frontier = reach(distances, others, hop)
     return distances, walked
 
 

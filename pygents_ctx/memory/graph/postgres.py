@@ -1,12 +1,12 @@
-"""`PostgresGraphStore`: knowledge graphs in PostgreSQL, walked with a recursive CTE.
+"""`PostgresGraphStore`: knowledge graphs in PostgreSQL, walked one query a hop.
 
 Needs the `postgres` extra (psycopg 3). The tables mirror the SQLite store's
 (version in `pygents_graph_schema`); properties are `bytea` of orjson, as
 the context store keeps its messages, so they hold exactly what the other
-backends hold. `neighbors()` is one recursive query whose step looks up the
-relationships of each entity reached in both directions (a `LATERAL` union
-of two index lookups), keeping `(entity, hops)` rows with `UNION` so that
-cycles end; it runs in a repeatable-read transaction with the reads after it.
+backends hold. `neighbors()` walks breadth first, one query a hop that looks
+up the relationships of the entities reached last in both directions (two
+index lookups); each entity is expanded once, so the walk ends where the
+graph does. It runs in a repeatable-read transaction with the reads after it.
 The store is `SQLGraphStore` over these operations.
 """
 
@@ -18,7 +18,7 @@ from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import OnPostgres, PostgresTables
 from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore, stored_relationships, walked
-from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph
+from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph, reach
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 if TYPE_CHECKING:
@@ -59,25 +59,16 @@ _V1: Final = (
 )
 MIGRATIONS: Final = (_V1,)
 
-# `%(types)s` is NULL (walk every type) or the array of types to walk.
-_WALK: Final = """
-    WITH RECURSIVE walk (id, hops) AS (
-        SELECT %(start)s::text, 0
-        UNION
-        SELECT step.id, w.hops + 1
-        FROM walk AS w
-        CROSS JOIN LATERAL (
-            SELECT r.target FROM pygents_graph_relationships AS r
-            WHERE r.graph = %(graph)s AND r.source = w.id
-              AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
-            UNION ALL
-            SELECT r.source FROM pygents_graph_relationships AS r
-            WHERE r.graph = %(graph)s AND r.target = w.id
-              AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
-        ) AS step (id)
-        WHERE w.hops < %(depth)s
-    )
-    SELECT id, min(hops)::integer FROM walk GROUP BY id
+# One hop of a walk: the other ends of the relationships of the entities `%(ids)s`, both
+# ways; `%(types)s` is NULL (walk every type) or the array of types to walk.
+_STEP: Final = """
+    SELECT r.target FROM pygents_graph_relationships AS r
+    WHERE r.graph = %(graph)s AND r.source = ANY (%(ids)s::text[])
+      AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
+    UNION ALL
+    SELECT r.source FROM pygents_graph_relationships AS r
+    WHERE r.graph = %(graph)s AND r.target = ANY (%(ids)s::text[])
+      AND (%(types)s::text[] IS NULL OR r.type = ANY (%(types)s::text[]))
 """
 _TOUCHING: Final = """
     SELECT source, target, type, properties FROM pygents_graph_relationships AS r
@@ -193,10 +184,12 @@ async def _neighbors(
     graph: str, start: str, depth: int, types: list[str] | None, conn: AsyncConnection[Any]
 ) -> Subgraph:
     await _require(graph, start, conn)
-    cursor = await conn.execute(
-        _WALK, {"start": start, "graph": graph, "depth": depth, "types": types}
-    )
-    distances: dict[str, int] = dict(await cursor.fetchall())
+    distances = {start: 0}
+    frontier, hop = [start], 0
+    while frontier and hop < depth:  # a depth past the graph's far end stops there
+        hop += 1
+        cursor = await conn.execute(_STEP, {"graph": graph, "ids": frontier, "types": types})
+        frontier = reach(distances, (other for (other,) in await cursor.fetchall()), hop)
     cursor = await conn.execute(
         "SELECT id, type, properties FROM pygents_graph_entities "
         "WHERE graph = %s AND id = ANY (%s::text[])",

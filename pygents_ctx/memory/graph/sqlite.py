@@ -1,4 +1,4 @@
-"""`SQLiteGraphStore`: knowledge graphs in a SQLite file, walked with a recursive CTE.
+"""`SQLiteGraphStore`: knowledge graphs in a SQLite file, walked one query a hop.
 
 Tables (made on first use; their version is in `pygents_graph_schema`):
 
@@ -7,10 +7,10 @@ Tables (made on first use; their version is in `pygents_graph_schema`):
   with foreign keys to both ends that cascade on delete, and an index by
   target so that walking a relationship backwards is a lookup too.
 
-`neighbors()` is one recursive CTE that walks outwards from the start, one hop
-per step, along relationships in both directions. It keeps `(entity, hops)`
-rows with `UNION`, so a cycle cannot make it loop: an entity is expanded at
-most once per distance, and never past `depth`. The entities and the
+`neighbors()` walks breadth first, one query a hop: the other ends of the
+relationships of the entities reached last (two index lookups), of which
+those not reached before are the next hop's. Each entity is expanded once,
+so the walk ends where the graph does, whatever `depth`. The entities and the
 relationships walked are then read in the same read transaction. The store
 is `SQLGraphStore` over these operations.
 """
@@ -26,7 +26,7 @@ from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import OnSQLite, SQLiteTables
 from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore, stored_relationships, walked
-from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph
+from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph, reach
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 __all__ = ["SQLiteGraphStore"]
@@ -65,23 +65,17 @@ _V1: Final = (
 )
 MIGRATIONS: Final = (_V1,)
 
-# `:start`, `:graph`, `:depth`; `{types}` is empty or a filter on `:types`,
-# a JSON array of the types to walk. Two recursive steps: forwards and backwards.
-_WALK: Final = """
-    WITH RECURSIVE walk (id, hops) AS (
-        SELECT :start, 0
-        UNION
-        SELECT r.target, w.hops + 1
-        FROM walk AS w JOIN pygents_graph_relationships AS r
-            ON r.graph = :graph AND r.source = w.id
-        WHERE w.hops < :depth {types}
-        UNION
-        SELECT r.source, w.hops + 1
-        FROM walk AS w JOIN pygents_graph_relationships AS r
-            ON r.graph = :graph AND r.target = w.id
-        WHERE w.hops < :depth {types}
-    )
-    SELECT id, min(hops) FROM walk GROUP BY id
+# One hop of a walk: the other ends of the relationships of the entities `:ids` (a JSON
+# array), both ways; `{types}` is empty or a filter on `:types`, a JSON array of types.
+# Without INDEXED BY, SQLite's planner scans the whole graph for the second half rather
+# than look the targets up in their index (a hundred times slower on 100,000 of them).
+_STEP: Final = """
+    SELECT r.target FROM pygents_graph_relationships AS r
+    WHERE r.graph = :graph AND r.source IN (SELECT value FROM json_each(:ids)) {types}
+    UNION ALL
+    SELECT r.source FROM pygents_graph_relationships AS r
+        INDEXED BY pygents_graph_relationships_by_target
+    WHERE r.graph = :graph AND r.target IN (SELECT value FROM json_each(:ids)) {types}
 """
 _TYPE_FILTER: Final = "AND r.type IN (SELECT value FROM json_each(:types))"
 
@@ -89,9 +83,8 @@ _ENTITIES_IN: Final = """
     SELECT id, type, properties FROM pygents_graph_entities
     WHERE graph = :graph AND id IN (SELECT value FROM json_each(:ids))
 """
-# The relationships with an end among `:ids` (the entities closer than `depth`). Without
-# INDEXED BY, SQLite's planner scans the whole graph for the second half rather than
-# look the targets up in their index (a hundred times slower on 100,000 relationships).
+# The relationships with an end among `:ids` (the entities closer than `depth`), looked
+# up by both ends as `_STEP` does.
 _TOUCHING: Final = """
     SELECT source, target, type, properties FROM pygents_graph_relationships AS r
     WHERE graph = :graph AND source IN (SELECT value FROM json_each(:ids)) {types}
@@ -100,7 +93,6 @@ _TOUCHING: Final = """
         INDEXED BY pygents_graph_relationships_by_target
     WHERE graph = :graph AND target IN (SELECT value FROM json_each(:ids)) {types}
 """
-_TOUCHING_TYPES: Final = "AND r.type IN (SELECT value FROM json_each(:types))"
 
 
 def _upsert_entities(graph: str, batch: list[Entity], db: Db) -> None:
@@ -188,7 +180,7 @@ def _relationships_of(
 def _touching(
     graph: str, ids: list[str], types: list[str] | None, db: Db
 ) -> list[tuple[str, str, str, bytes]]:
-    sql = _TOUCHING.format(types="" if types is None else _TOUCHING_TYPES)
+    sql = _TOUCHING.format(types="" if types is None else _TYPE_FILTER)
     params = {"graph": graph, "ids": orjson.dumps(ids), "types": orjson.dumps(types)}
     rows: list[tuple[str, str, str, bytes]] = db.execute(sql, params).fetchall()
     return rows
@@ -196,9 +188,14 @@ def _touching(
 
 def _neighbors(graph: str, start: str, depth: int, types: list[str] | None, db: Db) -> Subgraph:
     _require(graph, start, db)
-    params = {"start": start, "graph": graph, "depth": depth, "types": orjson.dumps(types)}
-    walk = _WALK.format(types="" if types is None else _TYPE_FILTER)
-    distances = dict(db.execute(walk, params).fetchall())
+    step = _STEP.format(types="" if types is None else _TYPE_FILTER)
+    params = {"graph": graph, "types": orjson.dumps(types)}
+    distances = {start: 0}
+    frontier, hop = [start], 0
+    while frontier and hop < depth:  # a depth past the graph's far end stops there
+        hop += 1
+        others = db.execute(step, {**params, "ids": orjson.dumps(frontier)}).fetchall()
+        frontier = reach(distances, (other for (other,) in others), hop)
     ids = {"graph": graph, "ids": orjson.dumps(list(distances))}
     rows = db.execute(_ENTITIES_IN, ids).fetchall()
     inner = [node for node, hops in distances.items() if hops < depth]

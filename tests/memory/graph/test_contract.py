@@ -190,6 +190,23 @@ async def test_neighbors_through_cycles_lists_each_entity_once_at_its_distance(
     assert len(whole.relationships) == 7
 
 
+@pytest.mark.parametrize("depth", [10**6, 2**62, 2**70])
+async def test_a_walk_deeper_than_the_graph_ends_where_the_graph_does(
+    graph: GraphStore, depth: int
+) -> None:
+    # "Everything reachable": on a ring, a walk by hops would go round forever.
+    ring = [E(f"n{i:02}", "stop") for i in range(40)]
+    await graph.upsert_entities(ring)
+    await graph.upsert_relationships(
+        R(f"n{i:02}", f"n{(i + 1) % 40:02}", "next") for i in range(40)
+    )
+
+    found = await graph.neighbors("n00", depth=depth)
+
+    assert found.distances == {f"n{i:02}": min(i, 40 - i) for i in range(40)}
+    assert len(found.relationships) == 40
+
+
 async def test_neighbors_follows_only_the_types_asked_for(graph: GraphStore) -> None:
     await cycle_graph(graph)
 

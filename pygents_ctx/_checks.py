@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from pygents_ctx._json import shown
 
 __all__ = [
+    "LARGEST",
+    "SMALLEST",
     "each_once",
     "fraction",
     "instances",
@@ -25,6 +27,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# The integers SQLite's INTEGER and PostgreSQL's bigint hold: a count, an id or a
+# position a store keeps or looks up lies between them.
+SMALLEST: Final = -(2**63)
+LARGEST: Final = 2**63 - 1
 
 
 def whole_number(

@@ -31,7 +31,7 @@ from typing import (
 
 import orjson
 
-from pygents_ctx._checks import storable_text, unicode_text, whole_number
+from pygents_ctx._checks import LARGEST, storable_text, unicode_text, whole_number
 from pygents_ctx._json import dumps
 from pygents_ctx.context.messages import Message, from_dict, to_dict
 from pygents_ctx.context.tokens import DEFAULT_COUNTER
@@ -360,9 +360,6 @@ def _checked(messages: Iterable[Message], owner: str) -> Iterator[Message]:
         if not isinstance(message, Message):
             raise TypeError(f"{owner}[{index}] must be a Message, not {type(message).__name__}")
         yield message
-
-
-LARGEST: Final = 2**63 - 1  # the largest integer SQLite and PostgreSQL (bigint) hold
 
 
 def check_window(limit: object, offset: object) -> None:

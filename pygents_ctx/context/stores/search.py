@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import LARGEST, SMALLEST, whole_number
 from pygents_ctx.context.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 # Public: these. The helpers below (`words`, `check_search`, `rank`, ...) serve the stores.
@@ -297,10 +297,12 @@ def check_messages_after(after: object, limit: object) -> tuple[int, int]:
 
     Raises:
         TypeError: `after` or `limit` is not an int.
-        ValueError: `limit` is less than 1.
+        ValueError: `limit` is less than 1, or either is past what a database holds
+            (64-bit integers).
     """
-    after = whole_number(after, "the message id messages_after starts after", least=None)
-    return after, whole_number(limit, "messages_after limit", least=1)
+    name = "the message id messages_after starts after"
+    after = whole_number(after, name, least=SMALLEST, most=LARGEST)
+    return after, whole_number(limit, "messages_after limit", least=1, most=LARGEST)
 
 
 def check_message_ids(ids: object) -> list[int]:
@@ -308,13 +310,12 @@ def check_message_ids(ids: object) -> list[int]:
 
     Raises:
         TypeError: `ids` is a str or not iterable, or holds something not an int.
+        ValueError: An id is past what a database holds (64-bit integers).
     """
     if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
         raise TypeError(f"messages_with_ids takes an iterable of message ids, not {ids!r}")
-    checked = list(dict.fromkeys(ids))
-    for item in checked:
-        whole_number(item, "a message id", least=None)
-    return checked
+    checked = [whole_number(item, "a message id", least=SMALLEST, most=LARGEST) for item in ids]
+    return list(dict.fromkeys(checked))
 
 
 def search_text(message: Message) -> str:

@@ -41,7 +41,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final, Protocol, runtime_checkable
 
-from pygents_ctx._checks import storable_text, whole_number
+from pygents_ctx._checks import LARGEST, SMALLEST, storable_text, whole_number
 from pygents_ctx._resources import RunScope, injectable
 from pygents_ctx.errors import RetryLimitError, TaskNotFoundError, TaskTransitionError
 from pygents_ctx.memory._shared import check_key, utc_now
@@ -381,22 +381,25 @@ def check_titles(titles: object) -> list[str]:
 
 
 def check_max_attempts(max_attempts: object) -> int:
-    """Return `max_attempts` if it is an int >= 1.
+    """Return `max_attempts` if it is an int from 1 to 2**63 - 1.
 
     Raises:
         TypeError: It is not an int.
-        ValueError: It is below 1.
+        ValueError: It is below 1 or past 64 bits.
     """
-    return whole_number(max_attempts, "max_attempts", least=1, fix="the first attempt counts")
+    return whole_number(
+        max_attempts, "max_attempts", least=1, most=LARGEST, fix="the first attempt counts"
+    )
 
 
 def check_task_id(task_id: object) -> int:
-    """Return `task_id` if it is an int.
+    """Return `task_id` if it is an int a database can hold (64 bits).
 
     Raises:
         TypeError: It is not an int.
+        ValueError: It is past 64 bits.
     """
-    return whole_number(task_id, "task_id", least=None, fix="the task's number")
+    return whole_number(task_id, "task_id", least=SMALLEST, most=LARGEST, fix="the task's number")
 
 
 def check_status(status: object) -> TaskStatus:

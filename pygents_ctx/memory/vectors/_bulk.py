@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import orjson
 
-from pygents_ctx._checks import each_once, storable_text
+from pygents_ctx._checks import LARGEST, SMALLEST, each_once, storable_text
 from pygents_ctx.memory._table import (
     block_norms,
     check_vector,
@@ -36,7 +36,6 @@ __all__ = [
     "metadata_json",
 ]
 
-_INT64: Final = (-(2**63), 2**63 - 1)
 _EMPTY_METADATA: Final = "{}"
 
 
@@ -45,7 +44,7 @@ def check_json(value: object, where: str) -> None:
     if value is None or isinstance(value, bool):
         return
     if isinstance(value, int):
-        if not _INT64[0] <= value <= _INT64[1]:
+        if not SMALLEST <= value <= LARGEST:
             raise ValueError(f"{where} is {value}, outside the 64-bit integer range")
     elif isinstance(value, float):
         if not math.isfinite(value):

@@ -76,13 +76,18 @@ async def test_removed_messages_are_not_listed(make_store: MakeStore) -> None:
     ("call", "error", "words"),
     [
         (lambda s: s.messages_after("1"), TypeError, "messages_after starts after must be an int"),
-        (lambda s: s.messages_after(0, limit=0), ValueError, "at least 1"),
+        (lambda s: s.messages_after(0, limit=0), ValueError, "limit must be between 1 and"),
         (lambda s: s.messages_with_ids("12"), TypeError, "iterable of message ids"),
         (
             lambda s: s.messages_with_ids([1, "2"]),
             TypeError,
             "a message id must be an int, not str",
         ),
+        # Past what a database holds: no message has such an id, on any store.
+        (lambda s: s.messages_after(2**63), ValueError, "after must be between"),
+        (lambda s: s.messages_after(0, limit=2**64), ValueError, r"limit must be between 1 and"),
+        (lambda s: s.messages_with_ids([1, -(2**63) - 1]), ValueError, "a message id must be"),
+        (lambda s: s.messages_with_ids([[1]]), TypeError, "a message id must be an int"),
     ],
 )
 async def test_bad_arguments_are_refused(

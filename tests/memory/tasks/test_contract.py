@@ -198,6 +198,10 @@ async def test_unknown_tasks_and_bad_input_are_refused(tasks: TaskStore) -> None
         await board.get(0)
     with pytest.raises(TaskNotFoundError):
         await board.retry(2, force=True)
+    with pytest.raises(ValueError, match="task_id must be between"):
+        await board.get(2**63)  # no database holds such an id
+    with pytest.raises(ValueError, match="max_attempts must be between 1 and"):
+        await board.add_tasks(["x"], max_attempts=2**63)
     with pytest.raises(ValueError, match="status must be one of 'pending', 'in_progress'"):
         await board.update_status(1, "done")
     with pytest.raises(ValueError, match="status must be one of"):
@@ -210,7 +214,7 @@ async def test_unknown_tasks_and_bad_input_are_refused(tasks: TaskStore) -> None
         await board.add_tasks(["fine", ""])
     with pytest.raises(TypeError, match="task title #1 must be a str"):
         await board.add_tasks([3])  # type: ignore[list-item]
-    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
+    with pytest.raises(ValueError, match="max_attempts must be between 1 and"):
         await board.add_tasks(["x"], max_attempts=0)
     with pytest.raises(TypeError, match="max_attempts must be an int"):
         await board.add_tasks(["x"], max_attempts=True)

@@ -221,7 +221,11 @@ def check_erase(owner: object, session: object, older_than: object) -> Erasure:
             )
         if older_than < timedelta(0):
             raise ValueError(f"older_than must not be negative, got {older_than}")
-        before = (datetime.now(UTC) - older_than).isoformat(timespec="microseconds")
+        try:
+            moment = datetime.now(UTC) - older_than
+        except OverflowError:  # before the calendar's first day: no session is that old
+            moment = datetime.min.replace(tzinfo=UTC)
+        before = moment.isoformat(timespec="microseconds")
     return Erasure(checked_owner, checked_session, before)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias
 
-from pygents_ctx._checks import whole_number
+from pygents_ctx._checks import LARGEST, whole_number
 from pygents_ctx.context.messages import Message
 from pygents_ctx.context.stores._common import decode
 from pygents_ctx.context.stores._lineage import Segment, postgres_segments, sqlite_segments
@@ -30,13 +30,13 @@ _TABLES: Final = (("pygents_archive", "id"), ("pygents_messages", "position"))
 
 
 def check_batch(batch: object) -> int:
-    """Return `batch` if it is a positive int.
+    """Return `batch` if it is a positive int of at most 64 bits (a page a database reads).
 
     Raises:
         TypeError: It is not an int.
-        ValueError: It is less than 1.
+        ValueError: It is less than 1 or past 64 bits.
     """
-    return whole_number(batch, "batch", least=1)
+    return whole_number(batch, "batch", least=1, most=LARGEST)
 
 
 async def iter_pages(

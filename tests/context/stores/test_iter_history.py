@@ -45,7 +45,9 @@ async def test_an_empty_session_gives_nothing(make_store: MakeStore) -> None:
     assert [m async for m in store.iter_history(include_archived=True)] == []
 
 
-@pytest.mark.parametrize(("batch", "error"), [(0, ValueError), (-1, ValueError), (1.5, TypeError)])
+@pytest.mark.parametrize(
+    ("batch", "error"), [(0, ValueError), (-1, ValueError), (2**63, ValueError), (1.5, TypeError)]
+)
 async def test_a_bad_batch_is_refused(make_store: MakeStore, batch: object, error: type) -> None:
     store = await make_store(Message("user", "m"))
 

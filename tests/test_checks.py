@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from contextlib import closing
 from typing import Any
 
 import pytest
@@ -94,7 +95,7 @@ def test_storable_text_takes_exactly_what_every_store_can_hold(value: Any, empty
     if (value or empty) and "\x00" not in value and utf8:
         assert storable_text(value, "name", empty=empty) is value
         # What it takes, a database's text column keeps as it was.
-        with sqlite3.connect(":memory:") as db:
+        with closing(sqlite3.connect(":memory:")) as db:
             assert db.execute("SELECT ?", (value,)).fetchone() == (value,)
     else:
         with pytest.raises(ValueError, match=r"^name (must not be empty|.* holds a (NUL|lone))"):

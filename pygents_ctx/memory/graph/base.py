@@ -350,15 +350,40 @@ def check_relationships(relationships: Iterable[Relationship]) -> list[Relations
     )
 
 
-def reach(distances: dict[str, int], others: Iterable[str], hop: int) -> list[str]:
-    """Note the entities of `others` not reached before as `hop` hops away; the next
-    frontier of a breadth-first walk, which ends when it is empty (or at its depth)."""
-    frontier = []
-    for other in others:
-        if other not in distances:
-            distances[other] = hop
-            frontier.append(other)
-    return frontier
+class Walk:
+    """A breadth-first walk from one entity, each entity reached once, at its distance.
+
+    A backend hands `step` the other ends of the relationships of the
+    `frontier` while the walk is `going`: it stops at `depth` hops, or sooner
+    where the graph ends (counting hops alone would go round a cycle forever).
+    """
+
+    __slots__ = ("depth", "distances", "frontier", "hop")
+
+    def __init__(self, start: str, depth: int) -> None:
+        self.distances = {start: 0}  # the start first, then in the order reached
+        self.frontier = [start]  # the entities reached at the last hop
+        self.hop = 0
+        self.depth = depth
+
+    @property
+    def going(self) -> bool:
+        """Whether another hop is to be taken."""
+        return bool(self.frontier) and self.hop < self.depth
+
+    def step(self, others: Iterable[str]) -> None:
+        """Take a hop: the entities of `others` not reached before are the new frontier."""
+        self.hop += 1
+        frontier = []
+        for other in others:
+            if other not in self.distances:
+                self.distances[other] = self.hop
+                frontier.append(other)
+        self.frontier = frontier
+
+    def inside(self) -> list[str]:
+        """The entities closer than `depth`: those whose relationships the walk took."""
+        return [node for node, hops in self.distances.items() if hops < self.depth]
 
 
 def check_depth(depth: object) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from pygents_ctx.errors import EntityNotFoundError
-from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph, reach
+from pygents_ctx.memory.graph.base import Entity, GraphStoreBase, Relationship, Subgraph, Walk
 
 __all__ = ["InMemoryGraphStore"]
 
@@ -127,19 +127,17 @@ def breadth_first(
         order reached), and the keys of the relationships with an end closer
         than `depth`.
     """
-    distances = {start: 0}
+    walk = Walk(start, depth)
     walked: set[_Key] = set()
-    frontier, hop = [start], 0
-    while frontier and hop < depth:  # a depth past the graph's far end stops there
-        hop += 1
+    while walk.going:
         others = []
-        for node in frontier:
+        for node in walk.frontier:
             for key in adjacent[node]:
                 if allowed is None or key[2] in allowed:
                     walked.add(key)
                     others.append(key[1] if key[0] == node else key[0])
-        frontier = reach(distances, others, hop)
-    return distances, walked
+        walk.step(others)
+    return walk.distances, walked
 
 
 def missing_end(relationship: Relationship, end: str) -> EntityNotFoundError:

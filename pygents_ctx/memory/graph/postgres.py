@@ -18,7 +18,7 @@ from pygents_ctx.context.stores.postgres import PostgresConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import OnPostgres, PostgresTables
 from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore, stored_relationships, walked
-from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph, reach
+from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph, Walk
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 if TYPE_CHECKING:
@@ -184,21 +184,19 @@ async def _neighbors(
     graph: str, start: str, depth: int, types: list[str] | None, conn: AsyncConnection[Any]
 ) -> Subgraph:
     await _require(graph, start, conn)
-    distances = {start: 0}
-    frontier, hop = [start], 0
-    while frontier and hop < depth:  # a depth past the graph's far end stops there
-        hop += 1
-        cursor = await conn.execute(_STEP, {"graph": graph, "ids": frontier, "types": types})
-        frontier = reach(distances, (other for (other,) in await cursor.fetchall()), hop)
+    walk = Walk(start, depth)
+    while walk.going:
+        cursor = await conn.execute(_STEP, {"graph": graph, "ids": walk.frontier, "types": types})
+        walk.step(other for (other,) in await cursor.fetchall())
     cursor = await conn.execute(
         "SELECT id, type, properties FROM pygents_graph_entities "
         "WHERE graph = %s AND id = ANY (%s::text[])",
-        (graph, list(distances)),
+        (graph, list(walk.distances)),
     )
     rows = await cursor.fetchall()
-    inner = [node for node, hops in distances.items() if hops < depth]
+    inner = walk.inside()
     relationships = await _touching(graph, inner, types, conn) if inner else []
-    return walked(rows, relationships, distances)
+    return walked(rows, relationships, walk.distances)
 
 
 async def _delete_entity(graph: str, entity_id: str, conn: AsyncConnection[Any]) -> bool:

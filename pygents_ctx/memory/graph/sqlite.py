@@ -26,7 +26,7 @@ from pygents_ctx.context.stores._worker import SQLiteConnection
 from pygents_ctx.errors import EntityNotFoundError
 from pygents_ctx.memory._shared import OnSQLite, SQLiteTables
 from pygents_ctx.memory.graph._sql import GraphSQL, SQLGraphStore, stored_relationships, walked
-from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph, reach
+from pygents_ctx.memory.graph.base import Entity, Relationship, Subgraph, Walk
 from pygents_ctx.memory.graph.in_memory import missing_end
 
 __all__ = ["SQLiteGraphStore"]
@@ -190,17 +190,15 @@ def _neighbors(graph: str, start: str, depth: int, types: list[str] | None, db: 
     _require(graph, start, db)
     step = _STEP.format(types="" if types is None else _TYPE_FILTER)
     params = {"graph": graph, "types": orjson.dumps(types)}
-    distances = {start: 0}
-    frontier, hop = [start], 0
-    while frontier and hop < depth:  # a depth past the graph's far end stops there
-        hop += 1
-        others = db.execute(step, {**params, "ids": orjson.dumps(frontier)}).fetchall()
-        frontier = reach(distances, (other for (other,) in others), hop)
-    ids = {"graph": graph, "ids": orjson.dumps(list(distances))}
+    walk = Walk(start, depth)
+    while walk.going:
+        others = db.execute(step, {**params, "ids": orjson.dumps(walk.frontier)}).fetchall()
+        walk.step(other for (other,) in others)
+    ids = {"graph": graph, "ids": orjson.dumps(list(walk.distances))}
     rows = db.execute(_ENTITIES_IN, ids).fetchall()
-    inner = [node for node, hops in distances.items() if hops < depth]
+    inner = walk.inside()
     touching = _touching(graph, inner, types, db) if inner else []
-    return walked(rows, stored_relationships(touching), distances)
+    return walked(rows, stored_relationships(touching), walk.distances)
 
 
 def _delete_entity(graph: str, entity_id: str, db: Db) -> bool:

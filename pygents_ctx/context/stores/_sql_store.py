@@ -762,20 +762,26 @@ class SQLStore(ContextStore, Generic[C]):
         Raises:
             TypeError: `snapshot` is not a `SessionSnapshot`, or a message holds
                 a value JSON cannot hold (nothing is written).
-            ValueError: The session already holds messages (live or archived),
-                or a run id or model name holds text the database cannot store;
-                nothing is written.
+            ValueError: The session already holds messages (live or archived), or
+                a message holds a lone surrogate or is over `MAX_MESSAGE_BYTES`;
+                nothing is written. (Its run ids, model names and agents were
+                checked when the snapshot was made.)
         """
         snapshot = check_snapshot(snapshot)
         live, archived = (
-            ([check_run_id(s.run_id) for s in part], self._sql.encode([s.message for s in part]))
+            ([s.run_id for s in part], self._sql.encode([s.message for s in part]))
             for part in (snapshot.messages, snapshot.archived)
         )
         tokens = (snapshot.input_tokens, snapshot.output_tokens)
-        usage = snapshot.usage
         self._cache.forget()
         write = partial(
-            self._sql.restore, self.session_id, live, archived, tokens, usage, snapshot.checkpoints
+            self._sql.restore,
+            self.session_id,
+            live,
+            archived,
+            tokens,
+            snapshot.usage,
+            snapshot.checkpoints,
         )
         await self._write(write)
 

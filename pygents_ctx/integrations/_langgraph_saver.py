@@ -62,16 +62,15 @@ def _is_message_list(value: object) -> bool:
     )
 
 
-_IN_CONFIG: Final = frozenset({"thread_id", "checkpoint_ns", "checkpoint_id"})
+# The fix an error about a field of a config's "configurable" dict gives.
+_IN_CONFIG: Final = {
+    field: f'pass {{"configurable": {{"{field}": "..."}}}} with a string'
+    for field in ("thread_id", "checkpoint_ns", "checkpoint_id")
+}
 
 
 def _text(field: str, value: object) -> str:
-    hint = (
-        f'pass {{"configurable": {{"{field}": "..."}}}} with a string'
-        if field in _IN_CONFIG
-        else ""
-    )
-    return storable_text(value, field, empty=True, fix=hint)
+    return storable_text(value, field, empty=True, fix=_IN_CONFIG.get(field, ""))
 
 
 def _configurable(config: object) -> Mapping[str, Any]:

@@ -233,6 +233,7 @@ class ContextQueue(JsonSerializable, Generic[T]):
             last: Only the newest `last` items (None: all of them).
 
         Raises:
+            TypeError: `last` is not an int or None.
             ValueError: `last` is negative.
         """
         items = self._slots[self._head :]
